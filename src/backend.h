@@ -1,0 +1,141 @@
+/* backend.h - the operation table the model graph runs on.
+ *
+ * A backend owns tensors that live on one device (host memory for "cpu",
+ * device memory for "cuda"). The model, VAE and sampler code call only the
+ * functions below, so the same graph runs on every backend. All tensors are
+ * contiguous, row-major, outermost dimension first. A view (c3_view) is a
+ * window of a tensor's storage with a new shape; it owns nothing.
+ *
+ * Storage types: the CPU backend keeps everything in F32 (weights converted
+ * once at upload). The CUDA backend keeps weights and activations in BF16 and
+ * statistics in F32. Model code asks the backend which types it wants
+ * (be->weight_dtype, be->act_dtype) and never touches tensor memory directly:
+ * host data crosses only through upload/download.
+ *
+ * Every op returns C3_OK or an error status with c3_fail() recorded.
+ */
+#ifndef COSMOS3_BACKEND_H
+#define COSMOS3_BACKEND_H
+
+#include "common.h"
+
+#define C3_MAX_DIMS 6
+
+typedef struct c3_backend c3_backend;
+
+/* Memory accounting per category (weights, kv cache, activations), in bytes,
+ * maintained by the backend for the event stream and `cosmos3 info`. */
+typedef enum { C3_MEM_WEIGHTS, C3_MEM_KV, C3_MEM_ACT, C3_MEM_NCAT } c3_memcat;
+
+typedef struct {
+    c3_backend *be;
+    void *data;      /* device pointer (host pointer on the CPU) */
+    c3_dtype dtype;  /* storage type */
+    int ndim;
+    int64_t ne[C3_MAX_DIMS];
+    bool owned;      /* false for views */
+    c3_memcat cat;   /* accounting category of owned storage */
+} c3_tensor;
+
+static inline int64_t c3_numel(const c3_tensor *t) {
+    int64_t n = 1;
+    for (int i = 0; i < t->ndim; i++) n *= t->ne[i];
+    return n;
+}
+
+/* A view of `n`-dim shape `ne` starting `offset` elements into t's storage. */
+c3_tensor c3_view(const c3_tensor *t, int64_t offset, int ndim, const int64_t *ne);
+/* Shorthand views: rows [r0, r0+nrows) of a tensor seen as [rows, cols]. */
+c3_tensor c3_rows(const c3_tensor *t, int64_t r0, int64_t nrows);
+
+/* One key/value segment of an attention call: k, v are [n, Hkv, D]. Keys at
+ * positions >= valid are masked out (Ulysses padding); valid = n normally. */
+typedef struct {
+    const c3_tensor *k, *v;
+    int64_t n, valid;
+} c3_kvseg;
+
+typedef enum { C3_ACT_SWIGLU, C3_ACT_RELU2 } c3_act;
+
+
+struct c3_backend {
+    const char *name; /* "cpu" or "cuda" */
+    int device;       /* GPU ordinal; -1 on the CPU */
+    c3_dtype weight_dtype, act_dtype;
+    void *ctx;        /* backend private state */
+    int64_t mem[C3_MEM_NCAT], mem_peak;
+
+    void (*destroy)(c3_backend *be);
+
+    /* ---- memory ---- */
+    /* Allocate a tensor of `dtype` (usually be->weight_dtype/act_dtype). */
+    int (*alloc)(c3_backend *be, c3_tensor *t, c3_dtype dtype, int ndim, const int64_t *ne,
+                 c3_memcat cat);
+    void (*free)(c3_backend *be, c3_tensor *t);
+    /* Copy numel(dst) host elements of type src_type into dst, converting. */
+    int (*upload)(c3_backend *be, c3_tensor *dst, const void *src, c3_dtype src_type);
+    /* Copy a tensor to host floats. */
+    int (*download)(c3_backend *be, float *dst, const c3_tensor *src);
+    /* dst[:] = src[:] (same numel; converts dtype). */
+    int (*copy)(c3_backend *be, c3_tensor *dst, const c3_tensor *src);
+    /* Wait for all queued work. */
+    int (*sync)(c3_backend *be);
+
+    /* ---- transformer ---- */
+    /* y[M,N] = (accumulate ? y : 0) + x[M,K] . w[N,K]^T + bias[N] (bias may be NULL). */
+    int (*linear)(c3_backend *be, c3_tensor *y, const c3_tensor *x, const c3_tensor *w,
+                  const c3_tensor *bias, bool accumulate);
+    /* Row RMSNorm over the last `dim` elements: y = w * x / sqrt(mean(x^2) + eps).
+     * Statistics in fp32. mul_fp32 selects the Nemotron rounding (multiply in
+     * fp32, then round); otherwise normalised x is rounded before the multiply
+     * (Qwen). y may alias x. */
+    int (*rmsnorm)(c3_backend *be, c3_tensor *y, const c3_tensor *x, const c3_tensor *w, int dim,
+                   float eps, bool mul_fp32);
+    /* In place rotate-half RoPE on x [N, H, D] with cos/sin [N, D]. */
+    int (*rope)(c3_backend *be, c3_tensor *x, const c3_tensor *cos, const c3_tensor *sin);
+    /* out[Sq, Hq, D] = softmax(scale * q k^T) v over the concatenated key
+     * segments, GQA (head h reads kv head h / (Hq/Hkv)). causal: query i sees
+     * keys j <= i + (total_keys - Sq) (only used with one segment). */
+    int (*attention)(c3_backend *be, c3_tensor *out, const c3_tensor *q, const c3_kvseg *kv,
+                     int nseg, bool causal, float scale);
+    /* out[M, I] = silu(gate) * up (SWIGLU) or relu(up)^2 (RELU2, gate NULL). */
+    int (*glu)(c3_backend *be, c3_tensor *out, const c3_tensor *gate, const c3_tensor *up, c3_act act);
+    /* y += x (same numel). */
+    int (*add)(c3_backend *be, c3_tensor *y, const c3_tensor *x);
+    /* out[n, D] = table[ids[i], :]; ids on the host. */
+    int (*embed)(c3_backend *be, c3_tensor *out, const c3_tensor *table, const int32_t *ids, int n);
+
+    /* ---- VAE ---- */
+    /* 3-D convolution, no temporal padding (the caller prepends the causal
+     * cache), spatial zero padding ph, pw, stride 1:
+     * x [Cin, T, H, W], w [Cout, Cin, kt, kh, kw], bias [Cout] or NULL,
+     * y [Cout, T-kt+1, H+2ph-kh+1, W+2pw-kw+1]. */
+    int (*conv3d)(c3_backend *be, c3_tensor *y, const c3_tensor *x, const c3_tensor *w,
+                  const c3_tensor *bias, int ph, int pw);
+    /* Channel RMS norm (Wan RMS_norm): x [C, N]; y[c,n] = x[c,n] / max(||x[:,n]||, 1e-12)
+     * * sqrt(C) * gamma[c] (+ bias[c] if bias). y may alias x. */
+    int (*chan_rmsnorm)(c3_backend *be, c3_tensor *y, const c3_tensor *x, const c3_tensor *gamma,
+                        const c3_tensor *bias);
+    /* y = silu(x), elementwise; may alias. */
+    int (*silu)(c3_backend *be, c3_tensor *y, const c3_tensor *x);
+    /* y = permute(x): x has shape x->ne (ndim dims); y's dim i is x's dim perm[i]. */
+    int (*permute)(c3_backend *be, c3_tensor *y, const c3_tensor *x, const int *perm);
+    /* Nearest 2x spatial upsample: x [C, T, H, W] -> y [C, T, 2H, 2W]. */
+    int (*upsample2x)(c3_backend *be, c3_tensor *y, const c3_tensor *x);
+    /* y = a * x + b elementwise with per-channel a, b on host (len C, x [C, N]); a or b may be NULL. */
+    int (*affine)(c3_backend *be, c3_tensor *y, const c3_tensor *x, const float *a, const float *b, int C);
+    /* y = clamp(x, lo, hi). */
+    int (*clamp)(c3_backend *be, c3_tensor *y, const c3_tensor *x, float lo, float hi);
+};
+
+/* Backends. c3_backend_cpu never fails; c3_backend_cuda fails when CUDA is
+ * absent (built without it, or no device `device`). */
+c3_backend *c3_backend_cpu(void);
+int c3_backend_cuda(int device, c3_backend **out);
+void c3_backend_destroy(c3_backend *be);
+
+/* Helpers over the table. */
+int c3_alloc(c3_backend *be, c3_tensor *t, c3_dtype dtype, c3_memcat cat, int ndim, ...);
+void c3_free(c3_tensor *t);
+
+#endif

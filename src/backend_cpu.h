@@ -1,0 +1,28 @@
+/* backend_cpu.h - the CPU backend's operations, split across files:
+ * backend_cpu.c (memory, elementwise, table), cpu_transformer.c (linear,
+ * rmsnorm, rope, attention), cpu_conv.c (VAE: conv3d, channel norm, permute,
+ * upsample). All math in fp32; tensors are F32 on the host. */
+#ifndef COSMOS3_BACKEND_CPU_H
+#define COSMOS3_BACKEND_CPU_H
+
+#include "backend.h"
+
+/* Number of worker threads for CPU loops (OpenMP); 0 = all cores. */
+void cpu_set_threads(int n);
+
+int cpu_linear(c3_backend *be, c3_tensor *y, const c3_tensor *x, const c3_tensor *w,
+               const c3_tensor *bias, bool accumulate);
+int cpu_rmsnorm(c3_backend *be, c3_tensor *y, const c3_tensor *x, const c3_tensor *w, int dim,
+                float eps, bool mul_fp32);
+int cpu_rope(c3_backend *be, c3_tensor *x, const c3_tensor *cos, const c3_tensor *sin);
+int cpu_attention(c3_backend *be, c3_tensor *out, const c3_tensor *q, const c3_kvseg *kv, int nseg,
+                  bool causal, float scale);
+
+int cpu_conv3d(c3_backend *be, c3_tensor *y, const c3_tensor *x, const c3_tensor *w,
+               const c3_tensor *bias, int ph, int pw);
+int cpu_chan_rmsnorm(c3_backend *be, c3_tensor *y, const c3_tensor *x, const c3_tensor *gamma,
+                     const c3_tensor *bias);
+int cpu_permute(c3_backend *be, c3_tensor *y, const c3_tensor *x, const int *perm);
+int cpu_upsample2x(c3_backend *be, c3_tensor *y, const c3_tensor *x);
+
+#endif

@@ -1,0 +1,589 @@
+/* checkpoint.c - Diffusers folder: configs, shards, normalised tensor names. */
+#include "checkpoint.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+/* ---------------------------------------------------------------- JSON util */
+
+static json_t *load_json(const char *path, int missing_code, const char *what) {
+    char *text;
+    size_t len;
+    if (!c3_file_exists(path)) {
+        c3_fail(missing_code, "%s: missing (%s); is this a Diffusers-format Cosmos3 folder?", path, what);
+        return NULL;
+    }
+    if (c3_read_file(path, &text, &len) != C3_OK) return NULL;
+    json_error_t e;
+    json_t *j = json_loadb(text, len, 0, &e);
+    free(text);
+    if (!j) {
+        c3_fail(C3_EMODEL, "%s: invalid JSON: %s (line %d)", path, e.text, e.line);
+        return NULL;
+    }
+    if (!json_is_object(j)) {
+        json_decref(j);
+        c3_fail(C3_EMODEL, "%s: expected a JSON object", path);
+        return NULL;
+    }
+    return j;
+}
+
+/* Typed getters: missing keys take the default; wrong types are errors. */
+static int get_int(json_t *o, const char *k, int def, int *out, const char *path) {
+    json_t *v = json_object_get(o, k);
+    if (!v || json_is_null(v)) {
+        *out = def;
+        return C3_OK;
+    }
+    if (!json_is_integer(v) || json_integer_value(v) < -(1 << 30) || json_integer_value(v) > (1 << 30))
+        return c3_fail(C3_EMODEL, "%s: \"%s\" must be an integer", path, k);
+    *out = (int)json_integer_value(v);
+    return C3_OK;
+}
+static int get_num(json_t *o, const char *k, double def, double *out, const char *path) {
+    json_t *v = json_object_get(o, k);
+    if (!v || json_is_null(v)) {
+        *out = def;
+        return C3_OK;
+    }
+    if (!json_is_number(v)) return c3_fail(C3_EMODEL, "%s: \"%s\" must be a number", path, k);
+    *out = json_number_value(v);
+    return C3_OK;
+}
+static int get_bool(json_t *o, const char *k, bool def, bool *out, const char *path) {
+    json_t *v = json_object_get(o, k);
+    if (!v || json_is_null(v)) {
+        *out = def;
+        return C3_OK;
+    }
+    if (!json_is_boolean(v)) return c3_fail(C3_EMODEL, "%s: \"%s\" must be true or false", path, k);
+    *out = json_is_true(v);
+    return C3_OK;
+}
+static int need_pos(int v, const char *k, const char *path) {
+    if (v <= 0) return c3_fail(C3_EMODEL, "%s: \"%s\" must be a positive integer (got %d)", path, k, v);
+    return C3_OK;
+}
+
+/* ------------------------------------------------------------ the configs */
+
+int ckpt_parse_tconfig(c3_tconfig *t, const char *text, size_t len, const char *path) {
+    memset(t, 0, sizeof *t);
+    json_error_t e;
+    json_t *j = json_loadb(text, len, 0, &e);
+    if (!j) return c3_fail(C3_EMODEL, "%s: invalid JSON: %s (line %d)", path, e.text, e.line);
+    if (!json_is_object(j)) {
+        json_decref(j);
+        return c3_fail(C3_EMODEL, "%s: expected a JSON object", path);
+    }
+    int rc = C3_OK;
+    double eps = 0, theta = 0, ts = 0, fps = 0;
+    int margin = 0;
+    bool qk_text = true;
+#define G(x)                                                                                       \
+    if ((rc = (x)) != C3_OK) goto out
+    G(get_int(j, "hidden_size", 0, &t->hidden, path));
+    G(get_int(j, "num_hidden_layers", 0, &t->layers, path));
+    G(get_int(j, "num_attention_heads", 0, &t->heads, path));
+    G(get_int(j, "num_key_value_heads", t->heads, &t->kv_heads, path));
+    G(get_int(j, "head_dim", t->heads ? t->hidden / t->heads : 0, &t->head_dim, path));
+    G(get_int(j, "intermediate_size", 0, &t->inter, path));
+    G(get_int(j, "vocab_size", 0, &t->vocab, path));
+    G(need_pos(t->hidden, "hidden_size", path));
+    G(need_pos(t->layers, "num_hidden_layers", path));
+    G(need_pos(t->heads, "num_attention_heads", path));
+    G(need_pos(t->kv_heads, "num_key_value_heads", path));
+    G(need_pos(t->head_dim, "head_dim", path));
+    G(need_pos(t->inter, "intermediate_size", path));
+    G(need_pos(t->vocab, "vocab_size", path));
+    if (t->heads % t->kv_heads) {
+        rc = c3_fail(C3_EMODEL, "%s: num_attention_heads %d is not a multiple of num_key_value_heads %d",
+                     path, t->heads, t->kv_heads);
+        goto out;
+    }
+    if (t->head_dim % 2) {
+        rc = c3_fail(C3_EMODEL, "%s: head_dim %d must be even for RoPE", path, t->head_dim);
+        goto out;
+    }
+    /* MLP kind: SwiGLU for silu, ReLU^2 for Nemotron ("relu2"). */
+    json_t *act = json_object_get(j, "hidden_act");
+    json_t *bt = json_object_get(j, "backbone_type");
+    const char *acts = json_is_string(act) ? json_string_value(act) : "silu";
+    bool nemotron = json_is_string(bt) && strstr(json_string_value(bt), "nemotron") != NULL;
+    if (strcmp(acts, "silu") == 0 || strcmp(acts, "swish") == 0) {
+        t->mlp_gated = true;
+    } else if (strcmp(acts, "relu2") == 0 || strcmp(acts, "relu_squared") == 0) {
+        t->mlp_gated = false;
+    } else {
+        rc = c3_fail(C3_EMODEL, "%s: hidden_act \"%s\" is not supported (silu or relu2)", path, acts);
+        goto out;
+    }
+    t->norm_mul_fp32 = nemotron || !t->mlp_gated;
+    G(get_bool(j, "qk_norm_for_text", true, &qk_text, path));
+    t->und_qk_norm = qk_text;
+    G(get_bool(j, "use_und_k_norm_for_gen", false, &t->und_k_norm_for_gen, path));
+    G(get_num(j, "rms_norm_eps", 1e-6, &eps, path));
+    t->eps = (float)eps;
+    G(get_num(j, "rope_theta", 5e6, &theta, path));
+    t->rope_theta = theta;
+    /* mrope_section: rope_scaling.mrope_section, else rope_parameters, else
+     * the Qwen3-VL default [24,20,20] scaled to head_dim/2. */
+    json_t *rs = json_object_get(j, "rope_scaling");
+    if (!json_is_object(rs)) rs = json_object_get(j, "rope_parameters");
+    json_t *ms = json_is_object(rs) ? json_object_get(rs, "mrope_section") : NULL;
+    if (ms) {
+        if (!json_is_array(ms) || json_array_size(ms) != 3) {
+            rc = c3_fail(C3_EMODEL, "%s: rope_scaling.mrope_section must be three integers", path);
+            goto out;
+        }
+        for (int i = 0; i < 3; i++) {
+            json_t *v = json_array_get(ms, (size_t)i);
+            if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > 4096) {
+                rc = c3_fail(C3_EMODEL, "%s: rope_scaling.mrope_section must be three integers", path);
+                goto out;
+            }
+            t->mrope[i] = (int)json_integer_value(v);
+        }
+    } else {
+        int half = t->head_dim / 2;
+        t->mrope[1] = t->mrope[2] = half * 20 / 64;
+        t->mrope[0] = half - 2 * t->mrope[1];
+    }
+    if (t->mrope[0] + t->mrope[1] + t->mrope[2] > t->head_dim / 2) {
+        rc = c3_fail(C3_EMODEL, "%s: mrope_section [%d,%d,%d] exceeds head_dim/2 = %d", path, t->mrope[0],
+                     t->mrope[1], t->mrope[2], t->head_dim / 2);
+        goto out;
+    }
+    G(get_int(j, "latent_channel", 48, &t->latent_ch, path));
+    G(get_int(j, "latent_patch_size", 2, &t->patch, path));
+    G(need_pos(t->latent_ch, "latent_channel", path));
+    G(need_pos(t->patch, "latent_patch_size", path));
+    G(get_int(j, "patch_latent_dim", t->patch * t->patch * t->latent_ch, &t->patch_dim, path));
+    if (t->patch_dim != t->patch * t->patch * t->latent_ch) {
+        rc = c3_fail(C3_EMODEL, "%s: patch_latent_dim %d != latent_patch_size^2 x latent_channel (%d)", path,
+                     t->patch_dim, t->patch * t->patch * t->latent_ch);
+        goto out;
+    }
+    G(get_num(j, "timestep_scale", 0.001, &ts, path));
+    t->timestep_scale = ts;
+    G(get_num(j, "base_fps", 24, &fps, path));
+    t->base_fps = fps;
+    G(get_bool(j, "enable_fps_modulation", true, &t->fps_modulation, path));
+    G(get_int(j, "unified_3d_mrope_temporal_modality_margin", 15000, &margin, path));
+    t->temporal_margin = margin;
+#undef G
+    t->config_hash = c3_fnv1a(text, len, C3_FNV_INIT);
+out:
+    json_decref(j);
+    return rc;
+}
+
+int ckpt_parse_vconfig(c3_vconfig *v, const char *text, size_t len, const char *path) {
+    memset(v, 0, sizeof *v);
+    json_error_t e;
+    json_t *j = json_loadb(text, len, 0, &e);
+    if (!j) return c3_fail(C3_EMODEL, "%s: invalid JSON: %s (line %d)", path, e.text, e.line);
+    if (!json_is_object(j)) {
+        json_decref(j);
+        return c3_fail(C3_EMODEL, "%s: expected a JSON object", path);
+    }
+    int rc = C3_OK;
+#define G(x)                                                                                       \
+    if ((rc = (x)) != C3_OK) goto out
+    G(get_int(j, "z_dim", 48, &v->z_dim, path));
+    G(get_int(j, "base_dim", 160, &v->base_dim, path));
+    G(get_int(j, "decoder_base_dim", v->base_dim, &v->decoder_base_dim, path));
+    G(get_int(j, "num_res_blocks", 2, &v->num_res_blocks, path));
+    G(get_int(j, "in_channels", 12, &v->in_channels, path));
+    G(get_int(j, "out_channels", 12, &v->out_channels, path));
+    G(get_int(j, "patch_size", 2, &v->patch_size, path));
+    G(get_int(j, "scale_factor_spatial", 16, &v->scale_spatial, path));
+    G(get_int(j, "scale_factor_temporal", 4, &v->scale_temporal, path));
+    G(get_bool(j, "is_residual", true, &v->is_residual, path));
+    G(need_pos(v->z_dim, "z_dim", path));
+    G(need_pos(v->decoder_base_dim, "decoder_base_dim", path));
+    G(need_pos(v->patch_size, "patch_size", path));
+    if (v->z_dim > 64) {
+        rc = c3_fail(C3_EMODEL, "%s: z_dim %d is larger than supported (64)", path, v->z_dim);
+        goto out;
+    }
+    json_t *dm = json_object_get(j, "dim_mult"), *td = json_object_get(j, "temperal_downsample");
+    if (!json_is_array(dm) || json_array_size(dm) < 1 || json_array_size(dm) > 8) {
+        rc = c3_fail(C3_EMODEL, "%s: dim_mult must be a list of 1 to 8 integers", path);
+        goto out;
+    }
+    v->n_mult = (int)json_array_size(dm);
+    for (int i = 0; i < v->n_mult; i++) {
+        json_t *x = json_array_get(dm, (size_t)i);
+        if (!json_is_integer(x) || json_integer_value(x) <= 0 || json_integer_value(x) > 64) {
+            rc = c3_fail(C3_EMODEL, "%s: dim_mult must be a list of positive integers", path);
+            goto out;
+        }
+        v->dim_mult[i] = (int)json_integer_value(x);
+    }
+    if (json_is_array(td)) {
+        if (json_array_size(td) > 8) {
+            rc = c3_fail(C3_EMODEL, "%s: temperal_downsample is too long", path);
+            goto out;
+        }
+        v->n_tdown = (int)json_array_size(td);
+        for (int i = 0; i < v->n_tdown; i++) v->temporal_down[i] = json_is_true(json_array_get(td, (size_t)i));
+    }
+    json_t *mean = json_object_get(j, "latents_mean"), *std = json_object_get(j, "latents_std");
+    if (!json_is_array(mean) || !json_is_array(std) || (int)json_array_size(mean) != v->z_dim ||
+        (int)json_array_size(std) != v->z_dim) {
+        rc = c3_fail(C3_EMODEL, "%s: latents_mean and latents_std must each hold z_dim = %d numbers", path,
+                     v->z_dim);
+        goto out;
+    }
+    for (int i = 0; i < v->z_dim; i++) {
+        json_t *a = json_array_get(mean, (size_t)i), *b = json_array_get(std, (size_t)i);
+        if (!json_is_number(a) || !json_is_number(b) || json_number_value(b) == 0) {
+            rc = c3_fail(C3_EMODEL, "%s: latents_mean/latents_std[%d] must be numbers (std non-zero)", path, i);
+            goto out;
+        }
+        v->latents_mean[i] = (float)json_number_value(a);
+        v->latents_std[i] = (float)json_number_value(b);
+    }
+#undef G
+out:
+    json_decref(j);
+    return rc;
+}
+
+static int parse_sconfig(c3_sconfig *s, json_t *j, const char *path) {
+    memset(s, 0, sizeof *s);
+    json_t *cn = json_object_get(j, "_class_name");
+    snprintf(s->class_name, sizeof s->class_name, "%s",
+             json_is_string(cn) ? json_string_value(cn) : "UniPCMultistepScheduler");
+    C3_TRY(get_bool(j, "use_karras_sigmas", false, &s->use_karras_sigmas, path));
+    C3_TRY(get_bool(j, "use_flow_sigmas", true, &s->use_flow_sigmas, path));
+    json_t *fs = json_object_get(j, "flow_shift");
+    if (!fs || json_is_null(fs)) fs = json_object_get(j, "shift");
+    s->flow_shift = json_is_number(fs) ? json_number_value(fs) : 1.0;
+    C3_TRY(get_num(j, "sigma_min", 0.147, &s->sigma_min, path));
+    C3_TRY(get_num(j, "sigma_max", 200.0, &s->sigma_max, path));
+    C3_TRY(get_int(j, "num_train_timesteps", 1000, &s->num_train_timesteps, path));
+    C3_TRY(get_int(j, "solver_order", 2, &s->solver_order, path));
+    if (s->num_train_timesteps <= 0)
+        return c3_fail(C3_EMODEL, "%s: num_train_timesteps must be positive", path);
+    return C3_OK;
+}
+
+/* ------------------------------------------------------ name normalisation */
+
+static const char *const name_map[][2] = {
+    /* native cosmos-framework -> flat diffusers (CF-CONV remap tables) */
+    {"self_attn.q_proj_moe_gen.", "self_attn.add_q_proj."},
+    {"self_attn.k_proj_moe_gen.", "self_attn.add_k_proj."},
+    {"self_attn.v_proj_moe_gen.", "self_attn.add_v_proj."},
+    {"self_attn.o_proj_moe_gen.", "self_attn.to_add_out."},
+    {"self_attn.q_norm_moe_gen.", "self_attn.norm_added_q."},
+    {"self_attn.k_norm_moe_gen.", "self_attn.norm_added_k."},
+    {"self_attn.q_proj.", "self_attn.to_q."},
+    {"self_attn.k_proj.", "self_attn.to_k."},
+    {"self_attn.v_proj.", "self_attn.to_v."},
+    {"self_attn.o_proj.", "self_attn.to_out."},
+    {"self_attn.q_norm.", "self_attn.norm_q."},
+    {"self_attn.k_norm.", "self_attn.norm_k."},
+    {"self_attn.to_out.0.", "self_attn.to_out."},
+    {"self_attn.to_add_out.0.", "self_attn.to_add_out."},
+    {"vae2llm.", "proj_in."},
+    {"llm2vae.", "proj_out."},
+    {"time_embedder.mlp.0.", "time_embedder.linear_1."},
+    {"time_embedder.mlp.2.", "time_embedder.linear_2."},
+    {"language_model.", ""},
+};
+
+void ckpt_normalize_name(const char *in, char *out, size_t outsz) {
+    char buf[512];
+    if (strncmp(in, "model.", 6) == 0) in += 6;
+    snprintf(buf, sizeof buf, "%s", in);
+    for (size_t i = 0; i < C3_ARRAY_LEN(name_map); i++) {
+        char *p = strstr(buf, name_map[i][0]);
+        if (!p) continue;
+        /* only match at a component boundary */
+        if (p != buf && p[-1] != '.') continue;
+        char tmp[512];
+        size_t pre = (size_t)(p - buf);
+        snprintf(tmp, sizeof tmp, "%.*s%s%s", (int)pre, buf, name_map[i][1], p + strlen(name_map[i][0]));
+        snprintf(buf, sizeof buf, "%s", tmp);
+        break;
+    }
+    snprintf(out, outsz, "%s", buf);
+}
+
+static int cmp_tref(const void *a, const void *b) {
+    return strcmp(((const struct c3_tref *)a)->name, ((const struct c3_tref *)b)->name);
+}
+
+const st_tensor *ckpt_find(const c3_ckpt *c, const char *name) {
+    struct c3_tref key = {.name = (char *)name};
+    struct c3_tref *r = bsearch(&key, c->tens, (size_t)c->ntens, sizeof key, cmp_tref);
+    return r ? r->t : NULL;
+}
+
+static void fmt_shape(char *buf, size_t n, int ndim, const int64_t *shape) {
+    size_t k = (size_t)snprintf(buf, n, "[");
+    for (int i = 0; i < ndim && k < n; i++)
+        k += (size_t)snprintf(buf + k, n - k, i ? ", %lld" : "%lld", (long long)shape[i]);
+    if (k < n) snprintf(buf + k, n - k, "]");
+}
+
+const st_tensor *ckpt_get(const c3_ckpt *c, const st_file *f, const char *name, int ndim,
+                          const int64_t *shape) {
+    const st_tensor *t = f ? st_find(f, name) : ckpt_find(c, name);
+    char want[128], got[128];
+    fmt_shape(want, sizeof want, ndim, shape);
+    const char *where = f ? f->path : "transformer";
+    if (!t) {
+        c3_fail(C3_EMODEL, "%s: tensor %s is missing (expected shape %s)", where, name, want);
+        return NULL;
+    }
+    bool ok = t->ndim == ndim;
+    for (int i = 0; ok && i < ndim; i++) ok = shape[i] < 0 || shape[i] == t->shape[i];
+    if (!ok) {
+        fmt_shape(got, sizeof got, t->ndim, t->shape);
+        c3_fail(C3_EMODEL, "%s: tensor %s has shape %s, expected %s", where, name, got, want);
+        return NULL;
+    }
+    return t;
+}
+
+/* --------------------------------------------------------------- opening */
+
+static int add_shard(c3_ckpt *c, const char *path) {
+    c->shards = xrealloc(c->shards, (size_t)(c->nshards + 1) * sizeof *c->shards);
+    C3_TRY(st_open(&c->shards[c->nshards], path));
+    c->nshards++;
+    return C3_OK;
+}
+
+static int index_tensors(c3_ckpt *c) {
+    int n = 0;
+    for (int s = 0; s < c->nshards; s++) n += c->shards[s].n;
+    c->tens = xcalloc((size_t)(n ? n : 1), sizeof *c->tens);
+    for (int s = 0; s < c->nshards; s++)
+        for (int i = 0; i < c->shards[s].n; i++) {
+            char nm[512];
+            ckpt_normalize_name(c->shards[s].t[i].name, nm, sizeof nm);
+            c->tens[c->ntens++] = (struct c3_tref){xstrdup(nm), s, &c->shards[s].t[i]};
+        }
+    qsort(c->tens, (size_t)c->ntens, sizeof *c->tens, cmp_tref);
+    for (int i = 1; i < c->ntens; i++)
+        if (strcmp(c->tens[i].name, c->tens[i - 1].name) == 0)
+            return c3_fail(C3_EMODEL, "%s/transformer: tensor %s appears twice (after name normalisation)",
+                           c->dir, c->tens[i].name);
+    return C3_OK;
+}
+
+static int open_transformer(c3_ckpt *c) {
+    char *tdir = c3_path_join(c->dir, "transformer");
+    char *idx = c3_path_join(tdir, "diffusion_pytorch_model.safetensors.index.json");
+    char *one = c3_path_join(tdir, "diffusion_pytorch_model.safetensors");
+    int rc = C3_OK;
+    if (c3_file_exists(idx)) {
+        json_t *j = load_json(idx, C3_EMODEL, "shard index");
+        if (!j) {
+            rc = C3_EMODEL;
+            goto out;
+        }
+        json_t *wm = json_object_get(j, "weight_map");
+        if (!json_is_object(wm)) {
+            json_decref(j);
+            rc = c3_fail(C3_EMODEL, "%s: no \"weight_map\" object", idx);
+            goto out;
+        }
+        /* distinct shard file names, in first-seen order */
+        const char *k;
+        json_t *v;
+        char **files = NULL;
+        int nf = 0;
+        json_object_foreach(wm, k, v) {
+            if (!json_is_string(v) || strchr(json_string_value(v), '/')) {
+                rc = c3_fail(C3_EMODEL, "%s: weight_map[%s] must be a file name in transformer/", idx, k);
+                break;
+            }
+            int f = 0;
+            while (f < nf && strcmp(files[f], json_string_value(v)) != 0) f++;
+            if (f == nf) {
+                files = xrealloc(files, (size_t)(nf + 1) * sizeof *files);
+                files[nf++] = xstrdup(json_string_value(v));
+            }
+        }
+        for (int f = 0; rc == C3_OK && f < nf; f++) {
+            char *p = c3_path_join(tdir, files[f]);
+            rc = add_shard(c, p);
+            free(p);
+        }
+        if (rc == C3_OK) rc = index_tensors(c);
+        /* every tensor the index names must be in its shard */
+        if (rc == C3_OK) {
+            json_object_foreach(wm, k, v) {
+                char nm[512];
+                ckpt_normalize_name(k, nm, sizeof nm);
+                if (!ckpt_find(c, nm)) {
+                    rc = c3_fail(C3_EMODEL, "%s: index names tensor %s but %s does not hold it", idx, k,
+                                 json_string_value(v));
+                    break;
+                }
+            }
+        }
+        for (int f = 0; f < nf; f++) free(files[f]);
+        free(files);
+        json_decref(j);
+    } else if (c3_file_exists(one)) {
+        rc = add_shard(c, one);
+        if (rc == C3_OK) rc = index_tensors(c);
+    } else {
+        rc = c3_fail(C3_EMODEL, "%s: no diffusion_pytorch_model.safetensors (or its .index.json)", tdir);
+    }
+out:
+    free(tdir);
+    free(idx);
+    free(one);
+    return rc;
+}
+
+static int read_config(const char *dir, const char *sub, char **text, size_t *len, char **path) {
+    char *d = c3_path_join(dir, sub);
+    *path = d;
+    if (!c3_file_exists(d))
+        return c3_fail(C3_EMODEL, "%s: missing; is %s a Diffusers-format Cosmos3 folder?", d, dir);
+    int rc = c3_read_file(d, text, len);
+    if (rc != C3_OK) return c3_fail(C3_EMODEL, "%s", c3_errmsg());
+    return C3_OK;
+}
+
+int ckpt_open(c3_ckpt *c, const char *dir, bool need_vae) {
+    memset(c, 0, sizeof *c);
+    c->dir = xstrdup(dir);
+    const char *base = strrchr(dir, '/');
+    while (base && base[1] == 0 && base > dir) { /* trailing slash */
+        const char *q = base - 1;
+        while (q > dir && *q != '/') q--;
+        base = q;
+    }
+    c->model_id = xstrdup(base && *base == '/' ? base + 1 : dir);
+    size_t ml = strlen(c->model_id);
+    if (ml && c->model_id[ml - 1] == '/') c->model_id[ml - 1] = 0;
+    int rc;
+    if (!c3_file_exists(dir)) {
+        rc = c3_fail(C3_EMODEL, "model folder %s does not exist; pass -m DIR or set COSMOS3_MODEL", dir);
+        goto fail;
+    }
+    /* model_index.json */
+    char *p = c3_path_join(dir, "model_index.json");
+    json_t *mi = load_json(p, C3_EMODEL, "pipeline index");
+    if (!mi) {
+        free(p);
+        rc = C3_EMODEL;
+        goto fail;
+    }
+    rc = get_bool(mi, "default_use_system_prompt", true, &c->default_system_prompt, p);
+    if (rc == C3_OK) rc = get_bool(mi, "use_native_flow_schedule", false, &c->native_flow_schedule, p);
+    json_decref(mi);
+    free(p);
+    if (rc) goto fail;
+    /* transformer config */
+    char *text;
+    size_t len;
+    rc = read_config(dir, "transformer/config.json", &text, &len, &p);
+    if (rc == C3_OK) {
+        rc = ckpt_parse_tconfig(&c->t, text, len, p);
+        free(text);
+    }
+    free(p);
+    if (rc) goto fail;
+    /* scheduler */
+    p = c3_path_join(dir, "scheduler/scheduler_config.json");
+    json_t *sj = load_json(p, C3_EMODEL, "scheduler config");
+    if (!sj) {
+        free(p);
+        rc = C3_EMODEL;
+        goto fail;
+    }
+    rc = parse_sconfig(&c->s, sj, p);
+    json_decref(sj);
+    free(p);
+    if (rc) goto fail;
+    /* tokenizer */
+    c->tokenizer_json = c3_path_join(dir, "text_tokenizer/tokenizer.json");
+    c->tokenizer_config = c3_path_join(dir, "text_tokenizer/tokenizer_config.json");
+    if (!c3_file_exists(c->tokenizer_json)) {
+        rc = c3_fail(C3_EMODEL, "%s: missing (the Qwen3 tokenizer); copy text_tokenizer/ from the checkpoint",
+                     c->tokenizer_json);
+        goto fail;
+    }
+    /* transformer tensors */
+    rc = open_transformer(c);
+    if (rc) goto fail;
+    /* VAE */
+    if (need_vae) {
+        rc = read_config(dir, "vae/config.json", &text, &len, &p);
+        if (rc == C3_OK) {
+            rc = ckpt_parse_vconfig(&c->v, text, len, p);
+            free(text);
+        }
+        free(p);
+        if (rc) goto fail;
+        p = c3_path_join(dir, "vae/diffusion_pytorch_model.safetensors");
+        rc = st_open(&c->vae, p);
+        free(p);
+        if (rc) goto fail;
+        c->has_vae = true;
+    }
+    return C3_OK;
+fail:
+    ckpt_close(c);
+    return rc;
+}
+
+void ckpt_close(c3_ckpt *c) {
+    for (int i = 0; i < c->nshards; i++) st_close(&c->shards[i]);
+    free(c->shards);
+    for (int i = 0; i < c->ntens; i++) free(c->tens[i].name);
+    free(c->tens);
+    if (c->has_vae) st_close(&c->vae);
+    free(c->dir);
+    free(c->model_id);
+    free(c->tokenizer_json);
+    free(c->tokenizer_config);
+    memset(c, 0, sizeof *c);
+}
+
+void ckpt_sizes(const c3_ckpt *c, c3_sizes *s) {
+    memset(s, 0, sizeof *s);
+    for (int i = 0; i < c->ntens; i++) {
+        const char *n = c->tens[i].name;
+        const st_tensor *t = c->tens[i].t;
+        int64_t p = st_numel(t), b = (int64_t)t->nbytes;
+        bool gen = strstr(n, "_moe_gen") || strstr(n, "add_") || strstr(n, "norm_added") ||
+                   strstr(n, "to_add_out") || strncmp(n, "proj_in", 7) == 0 ||
+                   strncmp(n, "proj_out", 8) == 0 || strncmp(n, "time_embedder", 13) == 0;
+        bool und = !gen && (strncmp(n, "layers.", 7) == 0 || strncmp(n, "embed_tokens", 12) == 0 ||
+                            strcmp(n, "norm.weight") == 0);
+        bool other = strncmp(n, "audio_", 6) == 0 || strncmp(n, "action_", 7) == 0 ||
+                     strncmp(n, "lm_head", 7) == 0;
+        if (other) {
+            s->other_params += p;
+            s->other_bytes += b;
+        } else if (gen) {
+            s->gen_params += p;
+            s->gen_bytes += b;
+        } else if (und) {
+            s->und_params += p;
+            s->und_bytes += b;
+        } else {
+            s->shared_params += p;
+            s->shared_bytes += b;
+        }
+    }
+    if (c->has_vae)
+        for (int i = 0; i < c->vae.n; i++) {
+            s->vae_params += st_numel(&c->vae.t[i]);
+            s->vae_bytes += (int64_t)c->vae.t[i].nbytes;
+        }
+}

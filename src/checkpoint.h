@@ -1,0 +1,118 @@
+/* checkpoint.h - a Diffusers-format Cosmos3 folder: configs and tensors.
+ *
+ *   DIR/model_index.json
+ *   DIR/transformer/config.json + *.safetensors (one file, or shards + index)
+ *   DIR/vae/config.json + diffusion_pytorch_model.safetensors
+ *   DIR/scheduler/scheduler_config.json
+ *   DIR/text_tokenizer/tokenizer.json (+ tokenizer_config.json)
+ *
+ * Every size is read from the configs and checked against the safetensors
+ * headers; nothing is hard-coded from a particular checkpoint. Tensor names
+ * are normalised at load (spec section 5): a leading "model." is stripped and
+ * native cosmos-framework names are mapped to the flat diffusers ones.
+ */
+#ifndef COSMOS3_CHECKPOINT_H
+#define COSMOS3_CHECKPOINT_H
+
+#include "safetensors.h"
+
+/* Transformer geometry (transformer/config.json). */
+typedef struct {
+    int hidden;       /* hidden_size D */
+    int layers;       /* num_hidden_layers (per tower) */
+    int heads;        /* num_attention_heads Hq */
+    int kv_heads;     /* num_key_value_heads Hkv */
+    int head_dim;     /* head_dim (128 on the real models) */
+    int inter;        /* intermediate_size I */
+    int vocab;        /* vocab_size */
+    bool mlp_gated;   /* SwiGLU (gate/up/down); false: ReLU^2 (up/down) */
+    bool und_qk_norm; /* qk_norm_for_text: UND per-head RMSNorm on q,k */
+    bool und_k_norm_for_gen; /* use_und_k_norm_for_gen (Edge) */
+    bool norm_mul_fp32;      /* Nemotron RMSNorm: multiply by w in fp32 */
+    float eps;               /* rms_norm_eps */
+    double rope_theta;
+    int mrope[3];            /* mrope_section (T, H, W) in frequency pairs */
+    int latent_ch;           /* latent_channel (48) */
+    int patch;               /* latent_patch_size (2) */
+    int patch_dim;           /* patch_latent_dim = patch^2 * latent_ch */
+    double timestep_scale;   /* 0.001 */
+    double base_fps;         /* 24 */
+    bool fps_modulation;
+    int temporal_margin;     /* unified_3d_mrope_temporal_modality_margin */
+    uint64_t config_hash;    /* FNV-1a of config.json bytes */
+} c3_tconfig;
+
+/* Wan2.2 VAE (vae/config.json). */
+typedef struct {
+    int z_dim;            /* 48 */
+    int base_dim;         /* encoder base */
+    int decoder_base_dim; /* decoder base (256 real, 8 tiny) */
+    int dim_mult[8];
+    int n_mult;
+    int num_res_blocks;
+    bool temporal_down[8]; /* temperal_downsample */
+    int n_tdown;
+    int in_channels, out_channels, patch_size;
+    int scale_spatial, scale_temporal;
+    bool is_residual;
+    float latents_mean[64], latents_std[64];
+} c3_vconfig;
+
+/* Scheduler (scheduler/scheduler_config.json). */
+typedef struct {
+    char class_name[64];   /* UniPCMultistepScheduler, FlowMatchEulerDiscreteScheduler */
+    bool use_karras_sigmas;
+    bool use_flow_sigmas;
+    double flow_shift;
+    double sigma_min, sigma_max;
+    int num_train_timesteps;
+    int solver_order;
+} c3_sconfig;
+
+typedef struct c3_ckpt {
+    char *dir;
+    char *model_id;            /* folder basename */
+    bool default_system_prompt;
+    bool native_flow_schedule;
+    c3_tconfig t;
+    c3_vconfig v;
+    c3_sconfig s;
+    bool has_vae;
+    /* transformer tensors, over all shards, names normalised */
+    st_file *shards;
+    int nshards;
+    struct c3_tref { char *name; int shard; const st_tensor *t; } *tens;
+    int ntens;
+    st_file vae;
+    char *tokenizer_json;      /* path */
+    char *tokenizer_config;    /* path (may not exist) */
+    void *user;                /* for the caller */
+} c3_ckpt;
+
+/* Open DIR: parse every config and map every shard. Errors: C3_EMODEL with a
+ * message naming the file and the problem. `need_vae` false skips vae/. */
+int ckpt_open(c3_ckpt *c, const char *dir, bool need_vae);
+void ckpt_close(c3_ckpt *c);
+
+/* Parse only the transformer config (for info/plan before mapping). */
+int ckpt_parse_tconfig(c3_tconfig *t, const char *json_text, size_t len, const char *path);
+int ckpt_parse_vconfig(c3_vconfig *v, const char *json_text, size_t len, const char *path);
+
+/* A transformer tensor by normalised name, or NULL. */
+const st_tensor *ckpt_find(const c3_ckpt *c, const char *name);
+/* A tensor that must exist with exactly this shape (ndim dims, -1 = any).
+ * On failure records "transformer tensor NAME: expected [a, b], found [c, d]"
+ * (or "missing") and returns NULL. */
+const st_tensor *ckpt_get(const c3_ckpt *c, const st_file *f, const char *name, int ndim,
+                          const int64_t *shape);
+/* Normalise a checkpoint tensor name into out (spec section 5). */
+void ckpt_normalize_name(const char *in, char *out, size_t outsz);
+
+/* Parameter counts / bytes as stored. */
+typedef struct {
+    int64_t und_params, gen_params, shared_params, vae_params, other_params;
+    int64_t und_bytes, gen_bytes, shared_bytes, vae_bytes, other_bytes;
+} c3_sizes;
+void ckpt_sizes(const c3_ckpt *c, c3_sizes *s);
+
+#endif

@@ -1,0 +1,274 @@
+/* common.c - error messages, checked allocation, dtypes, files, time. */
+#include "common.h"
+
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+static _Thread_local char g_errmsg[1024];
+
+int c3_fail(int code, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(g_errmsg, sizeof g_errmsg, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+int c3_context(int code, const char *fmt, ...) {
+    char ctx[512], old[sizeof g_errmsg];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(ctx, sizeof ctx, fmt, ap);
+    va_end(ap);
+    memcpy(old, g_errmsg, sizeof old);
+    size_t n = strlen(ctx);
+    if (n > sizeof g_errmsg - 3) n = sizeof g_errmsg - 3;
+    memcpy(g_errmsg, ctx, n);
+    memcpy(g_errmsg + n, ": ", 2);
+    size_t m = strlen(old);
+    if (m > sizeof g_errmsg - n - 3) m = sizeof g_errmsg - n - 3;
+    memcpy(g_errmsg + n + 2, old, m);
+    g_errmsg[n + 2 + m] = 0;
+    return code;
+}
+
+const char *c3_errmsg(void) { return g_errmsg; }
+
+static void oom(size_t n, const char *file, int line) {
+    fprintf(stderr, "cosmos3: out of memory allocating %zu bytes at %s:%d\n", n, file, line);
+    abort();
+}
+void *c3_xmalloc_(size_t n, const char *file, int line) {
+    void *p = malloc(n ? n : 1);
+    if (!p) oom(n, file, line);
+    return p;
+}
+void *c3_xcalloc_(size_t n, size_t size, const char *file, int line) {
+    void *p = calloc(n ? n : 1, size ? size : 1);
+    if (!p) oom(n * size, file, line);
+    return p;
+}
+void *c3_xrealloc_(void *p, size_t n, const char *file, int line) {
+    void *q = realloc(p, n ? n : 1);
+    if (!q) oom(n, file, line);
+    return q;
+}
+char *c3_xstrdup_(const char *s, const char *file, int line) {
+    size_t n = strlen(s) + 1;
+    char *p = c3_xmalloc_(n, file, line);
+    memcpy(p, s, n);
+    return p;
+}
+
+static const struct {
+    const char *name;
+    size_t size;
+} dtypes[C3_NDTYPE] = {
+    [C3_F32] = {"F32", 4}, [C3_BF16] = {"BF16", 2}, [C3_F16] = {"F16", 2},
+    [C3_I64] = {"I64", 8}, [C3_I32] = {"I32", 4},   [C3_U8] = {"U8", 1},
+};
+size_t c3_dtype_size(c3_dtype t) { return (unsigned)t < C3_NDTYPE ? dtypes[t].size : 0; }
+const char *c3_dtype_name(c3_dtype t) { return (unsigned)t < C3_NDTYPE ? dtypes[t].name : "?"; }
+int c3_dtype_parse(const char *s, c3_dtype *out) {
+    for (int i = 0; i < C3_NDTYPE; i++)
+        if (strcmp(s, dtypes[i].name) == 0) {
+            *out = (c3_dtype)i;
+            return 0;
+        }
+    return -1;
+}
+
+float c3_f16_to_f32(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000) << 16, exp = (h >> 10) & 0x1f, man = h & 0x3ff, u;
+    if (exp == 0) {
+        if (man == 0) {
+            u = sign;
+        } else { /* subnormal */
+            int e = -1;
+            do {
+                man <<= 1;
+                e++;
+            } while (!(man & 0x400));
+            u = sign | ((uint32_t)(127 - 15 - e) << 23) | ((man & 0x3ff) << 13);
+        }
+    } else if (exp == 31) {
+        u = sign | 0x7f800000u | (man << 13);
+    } else {
+        u = sign | ((exp + 127 - 15) << 23) | (man << 13);
+    }
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+uint16_t c3_f32_to_f16(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    uint32_t sign = (u >> 16) & 0x8000;
+    int32_t exp = (int32_t)((u >> 23) & 0xff) - 127 + 15;
+    uint32_t man = u & 0x7fffff;
+    if (((u >> 23) & 0xff) == 0xff) return (uint16_t)(sign | 0x7c00 | (man ? 0x200 : 0));
+    if (exp >= 31) return (uint16_t)(sign | 0x7c00);
+    if (exp <= 0) {
+        if (exp < -10) return (uint16_t)sign;
+        man |= 0x800000;
+        uint32_t shift = (uint32_t)(14 - exp);
+        uint32_t half = man >> shift, rem = man & ((1u << shift) - 1), mid = 1u << (shift - 1);
+        if (rem > mid || (rem == mid && (half & 1))) half++;
+        return (uint16_t)(sign | half);
+    }
+    uint32_t half = sign | ((uint32_t)exp << 10) | (man >> 13), rem = man & 0x1fff;
+    if (rem > 0x1000 || (rem == 0x1000 && (half & 1))) half++;
+    return (uint16_t)half;
+}
+
+void c3_to_f32(float *dst, const void *src, c3_dtype t, size_t n) {
+    switch (t) {
+    case C3_F32: memcpy(dst, src, n * 4); break;
+    case C3_BF16: {
+        const uint16_t *s = src;
+        for (size_t i = 0; i < n; i++) dst[i] = c3_bf16_to_f32(s[i]);
+        break;
+    }
+    case C3_F16: {
+        const uint16_t *s = src;
+        for (size_t i = 0; i < n; i++) dst[i] = c3_f16_to_f32(s[i]);
+        break;
+    }
+    case C3_I64: {
+        const int64_t *s = src;
+        for (size_t i = 0; i < n; i++) dst[i] = (float)s[i];
+        break;
+    }
+    case C3_I32: {
+        const int32_t *s = src;
+        for (size_t i = 0; i < n; i++) dst[i] = (float)s[i];
+        break;
+    }
+    case C3_U8: {
+        const uint8_t *s = src;
+        for (size_t i = 0; i < n; i++) dst[i] = (float)s[i];
+        break;
+    }
+    default: memset(dst, 0, n * 4);
+    }
+}
+
+int c3_read_file(const char *path, char **data, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return c3_fail(errno == ENOENT ? C3_EINPUT : C3_EFAIL, "%s: %s", path, strerror(errno));
+    size_t cap = 1 << 16, n = 0;
+    char *buf = xmalloc(cap);
+    for (;;) {
+        size_t r = fread(buf + n, 1, cap - n - 1, f);
+        n += r;
+        if (n + 1 < cap) {
+            if (ferror(f)) {
+                int e = errno;
+                fclose(f);
+                free(buf);
+                return c3_fail(C3_EFAIL, "%s: read failed: %s", path, strerror(e));
+            }
+            if (feof(f)) break;
+        } else {
+            cap *= 2;
+            buf = xrealloc(buf, cap);
+        }
+    }
+    fclose(f);
+    buf[n] = 0;
+    *data = buf;
+    if (len) *len = n;
+    return C3_OK;
+}
+
+bool c3_file_exists(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0;
+}
+
+int c3_write_file_atomic(const char *path, const void *data, size_t len, bool overwrite) {
+    if (!overwrite && c3_file_exists(path))
+        return c3_fail(C3_EOUTPUT, "%s already exists; use --overwrite to replace it", path);
+    size_t n = strlen(path) + 32;
+    char *tmp = xmalloc(n);
+    snprintf(tmp, n, "%s.tmp.%ld", path, (long)getpid());
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0) {
+        int rc = c3_fail(C3_EOUTPUT, "cannot write %s: %s", path, strerror(errno));
+        free(tmp);
+        return rc;
+    }
+    const char *p = data;
+    size_t left = len;
+    while (left) {
+        ssize_t w = write(fd, p, left);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            int rc = c3_fail(C3_EOUTPUT, "cannot write %s: %s", path, strerror(errno));
+            close(fd);
+            unlink(tmp);
+            free(tmp);
+            return rc;
+        }
+        p += w;
+        left -= (size_t)w;
+    }
+    if (close(fd) != 0 || rename(tmp, path) != 0) {
+        int rc = c3_fail(C3_EOUTPUT, "cannot write %s: %s", path, strerror(errno));
+        unlink(tmp);
+        free(tmp);
+        return rc;
+    }
+    free(tmp);
+    return C3_OK;
+}
+
+char *c3_path_join(const char *a, const char *b) {
+    size_t na = strlen(a), nb = strlen(b);
+    char *p = xmalloc(na + nb + 2);
+    memcpy(p, a, na);
+    size_t k = na;
+    if (na && a[na - 1] != '/') p[k++] = '/';
+    memcpy(p + k, b, nb + 1);
+    return p;
+}
+
+int c3_mkdir_p(const char *path) {
+    char *p = xstrdup(path);
+    for (char *s = p + 1; *s; s++) {
+        if (*s != '/') continue;
+        *s = 0;
+        if (mkdir(p, 0755) != 0 && errno != EEXIST) {
+            int rc = c3_fail(C3_EOUTPUT, "cannot create folder %s: %s", p, strerror(errno));
+            free(p);
+            return rc;
+        }
+        *s = '/';
+    }
+    int rc = C3_OK;
+    if (mkdir(p, 0755) != 0 && errno != EEXIST)
+        rc = c3_fail(C3_EOUTPUT, "cannot create folder %s: %s", p, strerror(errno));
+    free(p);
+    return rc;
+}
+
+double c3_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+uint64_t c3_fnv1a(const void *data, size_t n, uint64_t h) {
+    const unsigned char *p = data;
+    for (size_t i = 0; i < n; i++) {
+        h ^= p[i];
+        h *= 0x100000001b3ull;
+    }
+    return h;
+}

@@ -1,0 +1,110 @@
+/* common.h - errors as values, checked libc calls, dtypes, small helpers.
+ *
+ * Errors: a function that can fail returns an int status (C3_OK or one of the
+ * exit codes below) and records a one-line message with c3_fail(). The
+ * message is thread-local; one place (main, the REPL, a rank's join) prints
+ * it. Nothing in the engine prints to the terminal.
+ */
+#ifndef COSMOS3_COMMON_H
+#define COSMOS3_COMMON_H
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+/* Exit statuses (documented in the man page, EXIT STATUS). */
+enum {
+    C3_OK = 0,
+    C3_EFAIL = 1,     /* internal or unexpected failure */
+    C3_EUSAGE = 2,    /* bad command line or option value */
+    C3_EMODEL = 3,    /* checkpoint missing, malformed or inconsistent */
+    C3_EINPUT = 4,    /* bad input data (prompt, noise file, ...) */
+    C3_EOUTPUT = 5,   /* cannot write the output (exists, permission, disk) */
+    C3_ERESOURCE = 6, /* not enough devices or memory for the plan */
+    C3_ECANCEL = 130, /* cancelled by the user (Ctrl-C) */
+};
+
+/* Record a one-line error message (printf style) and return `code`. */
+int c3_fail(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The last message recorded on this thread ("" if none). */
+const char *c3_errmsg(void);
+/* Prefix the current message with "ctx: ". Returns code. */
+int c3_context(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Check a libc call that returns -1 / NULL on failure. Records file:line,
+ * the call and strerror(errno), then returns C3_EFAIL from the caller. */
+#define C3_SYS(call)                                                                               \
+    do {                                                                                           \
+        if ((call) == -1)                                                                          \
+            return c3_fail(C3_EFAIL, "%s:%d: %s: %s", __FILE__, __LINE__, #call, strerror(errno)); \
+    } while (0)
+#define C3_SYSPTR(ptr, call)                                                                       \
+    do {                                                                                           \
+        if (((ptr) = (call)) == NULL)                                                              \
+            return c3_fail(C3_EFAIL, "%s:%d: %s: %s", __FILE__, __LINE__, #call,                   \
+                           strerror(errno ? errno : ENOMEM));                                      \
+    } while (0)
+/* Propagate a non-zero status. */
+#define C3_TRY(expr)                                                                               \
+    do {                                                                                           \
+        int c3_rc_ = (expr);                                                                       \
+        if (c3_rc_ != C3_OK) return c3_rc_;                                                        \
+    } while (0)
+
+/* Allocation that never returns NULL (aborts with file:line on OOM). */
+void *c3_xmalloc_(size_t n, const char *file, int line);
+void *c3_xcalloc_(size_t n, size_t size, const char *file, int line);
+void *c3_xrealloc_(void *p, size_t n, const char *file, int line);
+char *c3_xstrdup_(const char *s, const char *file, int line);
+#define xmalloc(n) c3_xmalloc_((n), __FILE__, __LINE__)
+#define xcalloc(n, s) c3_xcalloc_((n), (s), __FILE__, __LINE__)
+#define xrealloc(p, n) c3_xrealloc_((p), (n), __FILE__, __LINE__)
+#define xstrdup(s) c3_xstrdup_((s), __FILE__, __LINE__)
+
+/* Element types of stored tensors. */
+typedef enum { C3_F32, C3_BF16, C3_F16, C3_I64, C3_I32, C3_U8, C3_NDTYPE } c3_dtype;
+size_t c3_dtype_size(c3_dtype t);
+const char *c3_dtype_name(c3_dtype t);     /* safetensors spelling: "F32", "BF16", ... */
+int c3_dtype_parse(const char *s, c3_dtype *out); /* 0 on success */
+
+static inline float c3_bf16_to_f32(uint16_t h) {
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+static inline uint16_t c3_f32_to_bf16(float f) { /* round to nearest even */
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40); /* NaN */
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+float c3_f16_to_f32(uint16_t h);
+uint16_t c3_f32_to_f16(float f);
+/* Convert n elements of `src` (type t) to float. */
+void c3_to_f32(float *dst, const void *src, c3_dtype t, size_t n);
+
+/* Files. */
+int c3_read_file(const char *path, char **data, size_t *len); /* NUL-terminated */
+/* Write atomically: data goes to "path.tmp.PID", fsync, rename. Refuses to
+ * replace an existing file unless overwrite. */
+int c3_write_file_atomic(const char *path, const void *data, size_t len, bool overwrite);
+bool c3_file_exists(const char *path);
+char *c3_path_join(const char *a, const char *b); /* xmalloc'd */
+int c3_mkdir_p(const char *path);
+
+/* Time in seconds from a monotonic clock. */
+double c3_now(void);
+
+/* FNV-1a 64-bit hash (config hashes in metadata). */
+uint64_t c3_fnv1a(const void *data, size_t n, uint64_t h);
+#define C3_FNV_INIT 0xcbf29ce484222325ull
+
+#define C3_MIN(a, b) ((a) < (b) ? (a) : (b))
+#define C3_MAX(a, b) ((a) > (b) ? (a) : (b))
+#define C3_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+
+#endif

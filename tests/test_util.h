@@ -1,0 +1,104 @@
+/* test_util.h - the tests' small harness: checks that count failures,
+ * fixture lookup (skip with exit 77 when absent), error metrics. */
+#ifndef COSMOS3_TEST_UTIL_H
+#define COSMOS3_TEST_UTIL_H
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "common.h"
+#include "safetensors.h"
+
+#define T_SKIP 77
+
+static int t_failures, t_checks;
+
+#define T_CHECK(cond, ...)                                                                         \
+    do {                                                                                           \
+        t_checks++;                                                                                \
+        if (!(cond)) {                                                                             \
+            t_failures++;                                                                          \
+            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);                        \
+            fprintf(stderr, __VA_ARGS__);                                                          \
+            fputc('\n', stderr);                                                                   \
+        }                                                                                          \
+    } while (0)
+
+/* Report and return the exit status (0 pass, 1 fail). */
+static inline int t_done(const char *name) {
+    fprintf(stderr, "%s: %d checks, %d failed\n", name, t_checks, t_failures);
+    return t_failures ? 1 : 0;
+}
+
+/* The fixtures folder: $COSMOS3_FIXTURES, else the build-time default. NULL
+ * if it does not hold tiny-a. */
+static inline const char *t_fixtures(void) {
+    static char buf[4096];
+    const char *e = getenv("COSMOS3_FIXTURES");
+    if (!e || !*e) return NULL;
+    snprintf(buf, sizeof buf, "%s/tiny-a/model/model_index.json", e);
+    FILE *f = fopen(buf, "r");
+    if (!f) return NULL;
+    fclose(f);
+    return e;
+}
+/* Skip the whole test (exit 77) when fixtures are absent. */
+static inline const char *t_need_fixtures(const char *name) {
+    const char *d = t_fixtures();
+    if (!d) {
+        fprintf(stderr, "%s: SKIP: fixtures not found (set COSMOS3_FIXTURES)\n", name);
+        exit(T_SKIP);
+    }
+    return d;
+}
+/* path = fixtures/rel (static buffer, rotating 8) */
+static inline const char *t_path(const char *rel) {
+    static char bufs[8][4096];
+    static int k;
+    char *b = bufs[k++ & 7];
+    snprintf(b, 4096, "%s/%s", t_need_fixtures("test"), rel);
+    return b;
+}
+
+/* Open a golden safetensors file or fail the test hard. */
+static inline void t_open_golden(st_file *f, const char *rel) {
+    if (st_open(f, t_path(rel)) != C3_OK) {
+        fprintf(stderr, "FAIL: cannot open %s: %s\n", rel, c3_errmsg());
+        exit(1);
+    }
+}
+/* A golden tensor as floats (xmalloc'd) or exit. */
+static inline float *t_golden_f32(const st_file *f, const char *key, int64_t *numel) {
+    const st_tensor *t = st_find(f, key);
+    if (!t) {
+        fprintf(stderr, "FAIL: golden tensor %s missing in %s\n", key, f->path);
+        exit(1);
+    }
+    if (numel) *numel = st_numel(t);
+    return st_to_f32(t);
+}
+
+/* ||a-b|| / ||b|| */
+static inline double t_rel_l2(const float *a, const float *b, int64_t n) {
+    double num = 0, den = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double d = (double)a[i] - (double)b[i];
+        num += d * d;
+        den += (double)b[i] * (double)b[i];
+    }
+    return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+/* max|a-b| / max|b| */
+static inline double t_max_rel(const float *a, const float *b, int64_t n) {
+    double m = 0, r = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - (double)b[i]);
+        if (d > m || isnan(d)) m = isnan(d) ? INFINITY : d;
+        if (fabs(b[i]) > r) r = fabs(b[i]);
+    }
+    return r > 0 ? m / r : m;
+}
+
+#endif
