@@ -1,0 +1,71 @@
+/* model.h - the Cosmos3 MoT transformer (spec section 3) on the backend table.
+ *
+ * Two towers of the same geometry: UND reads the prompt ids with causal
+ * attention and leaves each layer's K/V (the cache, once per CFG branch);
+ * GEN reads the patchified latents and attends, without a mask, to
+ * [UND K/V of that layer | GEN K/V]. Every size comes from c3_tconfig.
+ *
+ * One c3_model holds one rank's weights on one backend. With tensor
+ * parallelism (shard.tp_size > 1) the rank holds heads [r*H/tp, (r+1)*H/tp)
+ * of q/k/v (column-parallel), the matching input columns of to_out/down
+ * (row-parallel, followed by an all-reduce on shard.tp) and the matching
+ * slice of gate/up; norms, proj_in/out, time_embedder and embed_tokens are
+ * replicated. Only the rank's slice of each weight is read from the mapping.
+ * With Ulysses (shard.sp_size > 1) the GEN sequence is split over shard.sp.
+ */
+#ifndef COSMOS3_MODEL_H
+#define COSMOS3_MODEL_H
+
+#include "backend.h"
+#include "checkpoint.h"
+#include "comm.h"
+
+typedef struct {
+    int tp_rank, tp_size; /* 0, 1 without tensor parallelism */
+    c3_comm *tp;          /* NULL when tp_size == 1 */
+    int sp_rank, sp_size; /* Ulysses */
+    c3_comm *sp;
+    const volatile int *cancel; /* checked between layers; non-zero stops with C3_ECANCEL */
+} c3_shard;
+
+typedef struct c3_model c3_model;
+
+int model_load(c3_model **out, const c3_ckpt *ck, c3_backend *be, const c3_shard *shard);
+void model_free(c3_model *m);
+const c3_tconfig *model_config(const c3_model *m);
+
+/* The UND K/V cache of one branch: per layer k, v [L, Hkv_local, head_dim]
+ * (K after QK-norm and RoPE, or for Edge the k_norm_und_for_gen form GEN
+ * needs; V raw). */
+typedef struct {
+    int L, layers;
+    c3_tensor *k, *v; /* [layers] */
+} c3_undkv;
+
+/* Run the UND tower over ids[L]; fills kv (free with undkv_free). */
+int model_und(c3_model *m, const int32_t *ids, int L, c3_undkv *kv);
+void undkv_free(c3_undkv *kv);
+
+/* Latent geometry of a GEN call. */
+typedef struct {
+    int T, h, w; /* latent frames and latent height/width (before patch padding) */
+    double fps;  /* video fps for the temporal positions (T > 1) */
+} c3_latent_geom;
+
+/* One GEN forward: latents [C, T, h, w] (host floats, normalised space),
+ * integer timestep t, the branch's UND cache (its L sets the GEN position
+ * offset). velocity: host floats [C, T, h, w]. */
+int model_gen(c3_model *m, const c3_undkv *kv, const float *latents, const c3_latent_geom *g,
+              int64_t timestep, float *velocity);
+
+/* Debug taps for the golden tests (NULL = off): called with a name from
+ * trace.safetensors ("layer_in.gen", "layers.und_q" with layer index, ...),
+ * the layer (-1 for non-layer tensors) and the tensor. */
+extern void (*model_trace_hook)(const char *name, int layer, const c3_tensor *t);
+
+/* Position ids / RoPE tables, exposed for tests: the [3] (t, h, w) positions
+ * of GEN token j of a grid, given the branch text length L. */
+void model_gen_position(const c3_tconfig *c, int L, const c3_latent_geom *g, int64_t token,
+                        double pos[3]);
+
+#endif

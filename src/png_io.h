@@ -1,0 +1,23 @@
+/* png_io.h - PNG output with metadata (libpng) and reading it back.
+ * Writes go to a temporary name in the same folder and are renamed, so a file
+ * is either complete or absent; an existing file is kept unless overwrite. */
+#ifndef COSMOS3_PNG_IO_H
+#define COSMOS3_PNG_IO_H
+
+#include "common.h"
+
+typedef struct {
+    const char *key;   /* e.g. "parameters", "cosmos3" */
+    const char *text;  /* UTF-8; written as tEXt when Latin-1-safe ASCII, else iTXt */
+    bool force_itxt;
+} c3_png_text;
+
+/* rgb: [H, W, 3] uint8. */
+int png_write(const char *path, const uint8_t *rgb, int W, int H, const c3_png_text *texts, int ntexts,
+              bool overwrite);
+/* Read the text chunks (tEXt, zTXt, iTXt) of a PNG: parallel xmalloc'd arrays. */
+int png_read_texts(const char *path, char ***keys, char ***vals, int *n);
+/* Read pixels (RGB8); xmalloc'd. */
+int png_read_rgb(const char *path, uint8_t **rgb, int *W, int *H);
+
+#endif

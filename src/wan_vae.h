@@ -1,0 +1,28 @@
+/* wan_vae.h - the Wan2.2 VAE decoder (spec section 6) on the backend table.
+ * Decodes one latent frame at a time with the two-frame causal cache, so
+ * activation memory is bounded by one latent frame whatever the length. */
+#ifndef COSMOS3_WAN_VAE_H
+#define COSMOS3_WAN_VAE_H
+
+#include "backend.h"
+#include "checkpoint.h"
+
+typedef struct c3_vae c3_vae;
+
+/* Upload the decoder weights of ck->vae to `be`. */
+int vae_load(c3_vae **out, const c3_ckpt *ck, c3_backend *be);
+void vae_free(c3_vae *v);
+/* z_norm: [C=z_dim, T, h, w] host floats in the normalised latent space.
+ * De-normalises (z / (1/std) + mean, inv_std in fp32), decodes and clamps to
+ * [-1, 1]. out: host floats [3, F, H, W] with F = 1 + 4 (T - 1), H = 16 h,
+ * W = 16 w (xmalloc'd). The optional callback gets each latent frame's index
+ * (for progress and cancellation: a non-zero return stops with that status). */
+int vae_decode(c3_vae *v, const float *z_norm, int T, int h, int w, float **out, int *F, int *H,
+               int *W, int (*on_frame)(void *ud, int t, int T), void *ud);
+
+/* Debug taps for the golden tests: when non-NULL, called with
+ * (name, chunk index, tensor) at post_quant_conv, decoder.conv_in,
+ * decoder.mid_block, decoder.up_blocks.N, decoder.conv_out. */
+extern void (*vae_trace_hook)(const char *name, int chunk, const c3_tensor *t);
+
+#endif
