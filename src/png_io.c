@@ -1,0 +1,320 @@
+/* png_io.c - PNG output with text metadata (libpng), and reading it back.
+ *
+ * Writing: the image goes to "PATH.tmp.XXXXXX" in the same folder (mkstemp),
+ * is flushed and fsync'ed, then renamed over PATH. Without overwrite the
+ * rename refuses to replace a file that appeared meanwhile (RENAME_NOREPLACE,
+ * or link+unlink where the filesystem lacks it). On any error the temporary
+ * file is removed, so PATH is either the complete new image or untouched.
+ *
+ * libpng reports errors by longjmp; every libpng call sits in a function that
+ * has its own setjmp and turns the error into a c3_fail() message.
+ */
+#include "png_io.h"
+
+#include <fcntl.h>
+#include <png.h>
+#include <setjmp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define PNG_KEY_MAX 79               /* PNG spec: keywords are 1..79 bytes */
+#define PNG_ITXT_COMPRESS_MIN 1024   /* compress iTXt text longer than this */
+#define PNG_READ_MAX_SIDE (1 << 16)  /* refuse to decode larger images */
+#define PNG_MODE_FILE 0644
+
+/* --------------------------------------------------------- libpng errors */
+
+typedef struct {
+    char msg[256];
+} png_errctx;
+
+static void on_png_error(png_structp png, png_const_charp msg) {
+    png_errctx *e = png_get_error_ptr(png);
+    if (e) snprintf(e->msg, sizeof e->msg, "%s", msg ? msg : "libpng error");
+    png_longjmp(png, 1);
+}
+static void on_png_warning(png_structp png, png_const_charp msg) {
+    (void)png; /* the engine never prints; warnings are not errors */
+    (void)msg;
+}
+
+/* ------------------------------------------------------------- text checks */
+
+static bool is_ascii(const char *s) {
+    for (; *s; s++)
+        if ((unsigned char)*s >= 0x80) return false;
+    return true;
+}
+
+/* Well-formed UTF-8 (no overlongs, no surrogates, <= U+10FFFF). */
+static bool is_utf8(const char *str) {
+    const unsigned char *s = (const unsigned char *)str;
+    while (*s) {
+        unsigned c = *s;
+        int n;
+        uint32_t cp, min;
+        if (c < 0x80) {
+            s++;
+            continue;
+        } else if ((c & 0xe0) == 0xc0) {
+            n = 1, cp = c & 0x1f, min = 0x80;
+        } else if ((c & 0xf0) == 0xe0) {
+            n = 2, cp = c & 0x0f, min = 0x800;
+        } else if ((c & 0xf8) == 0xf0) {
+            n = 3, cp = c & 0x07, min = 0x10000;
+        } else {
+            return false;
+        }
+        for (int i = 1; i <= n; i++) {
+            if ((s[i] & 0xc0) != 0x80) return false;
+            cp = (cp << 6) | (s[i] & 0x3f);
+        }
+        if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return false;
+        s += n + 1;
+    }
+    return true;
+}
+
+/* A PNG keyword: 1..79 printable Latin-1 characters (we allow ASCII only), no
+ * leading, trailing or double spaces. */
+static int check_key(const char *key) {
+    size_t n = key ? strlen(key) : 0;
+    if (n == 0 || n > PNG_KEY_MAX)
+        return c3_fail(C3_EINPUT, "PNG text key \"%s\" must be 1 to %d characters", key ? key : "",
+                       PNG_KEY_MAX);
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)key[i];
+        if (c < 0x20 || c > 0x7e || (c == ' ' && (i == 0 || i == n - 1 || key[i + 1] == ' ')))
+            return c3_fail(C3_EINPUT,
+                           "PNG text key \"%s\" must be printable ASCII without leading, trailing or "
+                           "double spaces",
+                           key);
+    }
+    return C3_OK;
+}
+
+/* ----------------------------------------------------------------- writing */
+
+/* Encode into an open stream. All libpng state lives here, under setjmp. */
+static int encode_png(FILE *fp, const char *path, const uint8_t *rgb, int W, int H, const c3_png_text *texts,
+                      int ntexts) {
+    png_errctx err = {{0}};
+    png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, &err, on_png_error, on_png_warning);
+    if (!png) return c3_fail(C3_EFAIL, "%s: cannot create the PNG writer (out of memory?)", path);
+    png_infop info = png_create_info_struct(png);
+    if (!info) {
+        png_destroy_write_struct(&png, NULL);
+        return c3_fail(C3_EFAIL, "%s: cannot create the PNG info (out of memory?)", path);
+    }
+    /* allocated before setjmp so a longjmp cannot leak them */
+    png_text *pt = xcalloc((size_t)(ntexts > 0 ? ntexts : 1), sizeof *pt);
+    png_bytep *rows = xmalloc((size_t)H * sizeof *rows);
+    if (setjmp(png_jmpbuf(png))) {
+        png_destroy_write_struct(&png, &info);
+        free(pt);
+        free(rows);
+        return c3_fail(C3_EOUTPUT, "%s: PNG encoding failed: %s", path, err.msg);
+    }
+    png_init_io(png, fp);
+    png_set_IHDR(png, info, (png_uint_32)W, (png_uint_32)H, 8, PNG_COLOR_TYPE_RGB, PNG_INTERLACE_NONE,
+                 PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
+    for (int i = 0; i < ntexts; i++) {
+        const char *t = texts[i].text ? texts[i].text : "";
+        pt[i].key = (png_charp)texts[i].key;
+        pt[i].text = (png_charp)t;
+        if (is_ascii(t) && !texts[i].force_itxt) {
+            pt[i].compression = PNG_TEXT_COMPRESSION_NONE; /* tEXt */
+            pt[i].text_length = strlen(t);
+        } else {
+            pt[i].compression =
+                strlen(t) > PNG_ITXT_COMPRESS_MIN ? PNG_ITXT_COMPRESSION_zTXt : PNG_ITXT_COMPRESSION_NONE;
+            pt[i].itxt_length = strlen(t);
+            pt[i].lang = (png_charp) "";
+            pt[i].lang_key = (png_charp) "";
+        }
+    }
+    if (ntexts > 0) png_set_text(png, info, pt, ntexts);
+    png_write_info(png, info); /* text chunks go before IDAT */
+    for (int y = 0; y < H; y++) rows[y] = (png_bytep)(rgb + (size_t)y * (size_t)W * 3);
+    png_write_image(png, rows);
+    png_write_end(png, NULL);
+    png_destroy_write_struct(&png, &info);
+    free(pt);
+    free(rows);
+    return C3_OK;
+}
+
+/* rename tmp -> path; without overwrite never replace an existing file. */
+static int place_file(const char *tmp, const char *path, bool overwrite) {
+    if (overwrite) return rename(tmp, path);
+    if (renameat2(AT_FDCWD, tmp, AT_FDCWD, path, RENAME_NOREPLACE) == 0) return 0;
+    if (errno != EINVAL && errno != ENOSYS) return -1;
+    /* filesystem without RENAME_NOREPLACE: link fails with EEXIST likewise */
+    if (link(tmp, path) != 0) return -1;
+    unlink(tmp);
+    return 0;
+}
+
+int png_write(const char *path, const uint8_t *rgb, int W, int H, const c3_png_text *texts, int ntexts,
+              bool overwrite) {
+    if (W <= 0 || H <= 0 || W > PNG_READ_MAX_SIDE || H > PNG_READ_MAX_SIDE)
+        return c3_fail(C3_EINPUT, "%s: image size %dx%d is out of range (1..%d per side)", path, W, H,
+                       PNG_READ_MAX_SIDE);
+    if (ntexts < 0 || (ntexts > 0 && !texts))
+        return c3_fail(C3_EINPUT, "%s: bad text chunk list", path);
+    for (int i = 0; i < ntexts; i++) {
+        C3_TRY(check_key(texts[i].key));
+        if (texts[i].text && !is_utf8(texts[i].text))
+            return c3_fail(C3_EINPUT, "%s: text for PNG key \"%s\" is not valid UTF-8", path, texts[i].key);
+    }
+    if (!overwrite && c3_file_exists(path))
+        return c3_fail(C3_EOUTPUT, "%s exists; use --overwrite to replace it", path);
+
+    size_t n = strlen(path) + 16;
+    char *tmp = xmalloc(n);
+    snprintf(tmp, n, "%s.tmp.XXXXXX", path);
+    int fd = mkstemp(tmp);
+    if (fd < 0) {
+        int rc = c3_fail(C3_EOUTPUT, "cannot write %s: %s (is the folder there and writable?)", path,
+                         strerror(errno));
+        free(tmp);
+        return rc;
+    }
+    FILE *fp = fdopen(fd, "wb");
+    if (!fp) {
+        int rc = c3_fail(C3_EOUTPUT, "cannot write %s: %s", path, strerror(errno));
+        close(fd);
+        unlink(tmp);
+        free(tmp);
+        return rc;
+    }
+    int rc = encode_png(fp, path, rgb, W, H, texts, ntexts);
+    if (rc == C3_OK && (fflush(fp) != 0 || ferror(fp) || fsync(fd) != 0))
+        rc = c3_fail(C3_EOUTPUT, "cannot write %s: %s", path, strerror(errno));
+    if (rc == C3_OK && fchmod(fd, PNG_MODE_FILE) != 0)
+        rc = c3_fail(C3_EOUTPUT, "cannot write %s: chmod: %s", path, strerror(errno));
+    if (fclose(fp) != 0 && rc == C3_OK) rc = c3_fail(C3_EOUTPUT, "cannot write %s: %s", path, strerror(errno));
+    if (rc == C3_OK && place_file(tmp, path, overwrite) != 0) {
+        if (errno == EEXIST)
+            rc = c3_fail(C3_EOUTPUT, "%s exists; use --overwrite to replace it", path);
+        else
+            rc = c3_fail(C3_EOUTPUT, "cannot write %s: %s", path, strerror(errno));
+    }
+    if (rc != C3_OK) unlink(tmp);
+    free(tmp);
+    return rc;
+}
+
+/* ----------------------------------------------------------------- reading */
+
+typedef struct {
+    /* outputs, owned by the caller on success */
+    uint8_t *rgb;
+    int W, H;
+    char **keys, **vals;
+    int n;
+} png_decoded;
+
+static void free_decoded(png_decoded *d) {
+    free(d->rgb);
+    for (int i = 0; i < d->n; i++) {
+        free(d->keys[i]);
+        free(d->vals[i]);
+    }
+    free(d->keys);
+    free(d->vals);
+    memset(d, 0, sizeof *d);
+}
+
+/* Decode a whole file (pixels as RGB8 and every text chunk). The outputs are
+ * written through a volatile pointer so they survive a longjmp. */
+static int decode_png(const char *path, png_decoded *volatile out, bool want_pixels) {
+    FILE *fp = fopen(path, "rb");
+    if (!fp)
+        return c3_fail(errno == ENOENT ? C3_EINPUT : C3_EFAIL, "cannot read %s: %s", path, strerror(errno));
+    unsigned char sig[8];
+    if (fread(sig, 1, sizeof sig, fp) != sizeof sig || png_sig_cmp(sig, 0, sizeof sig) != 0) {
+        fclose(fp);
+        return c3_fail(C3_EINPUT, "%s is not a PNG file", path);
+    }
+    png_errctx err = {{0}};
+    png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &err, on_png_error, on_png_warning);
+    png_infop info = png ? png_create_info_struct(png) : NULL;
+    if (!info) {
+        if (png) png_destroy_read_struct(&png, NULL, NULL);
+        fclose(fp);
+        return c3_fail(C3_EFAIL, "%s: cannot create the PNG reader (out of memory?)", path);
+    }
+    if (setjmp(png_jmpbuf(png))) {
+        png_destroy_read_struct(&png, &info, NULL);
+        fclose(fp);
+        free_decoded((png_decoded *)out);
+        return c3_fail(C3_EINPUT, "%s: invalid or truncated PNG: %s", path, err.msg);
+    }
+    png_init_io(png, fp);
+    png_set_sig_bytes(png, sizeof sig);
+    png_set_user_limits(png, PNG_READ_MAX_SIDE, PNG_READ_MAX_SIDE);
+    int transforms = PNG_TRANSFORM_STRIP_16 | PNG_TRANSFORM_STRIP_ALPHA | PNG_TRANSFORM_PACKING |
+                     PNG_TRANSFORM_EXPAND | PNG_TRANSFORM_GRAY_TO_RGB;
+    png_read_png(png, info, transforms, NULL);
+    if (want_pixels) {
+        int W = (int)png_get_image_width(png, info), H = (int)png_get_image_height(png, info);
+        int ch = png_get_channels(png, info);
+        if (ch != 3 || png_get_bit_depth(png, info) != 8) {
+            png_destroy_read_struct(&png, &info, NULL);
+            fclose(fp);
+            return c3_fail(C3_EINPUT, "%s: cannot convert this PNG to 8-bit RGB (%d channels)", path, ch);
+        }
+        png_bytepp rows = png_get_rows(png, info);
+        uint8_t *rgb = xmalloc((size_t)W * (size_t)H * 3);
+        for (int y = 0; y < H; y++) memcpy(rgb + (size_t)y * (size_t)W * 3, rows[y], (size_t)W * 3);
+        out->rgb = rgb;
+        out->W = W;
+        out->H = H;
+    }
+    png_textp txt = NULL;
+    int nt = png_get_text(png, info, &txt, NULL);
+    if (nt > 0) {
+        char **keys = xcalloc((size_t)nt, sizeof *keys), **vals = xcalloc((size_t)nt, sizeof *vals);
+        for (int i = 0; i < nt; i++) {
+            size_t len = txt[i].compression >= PNG_ITXT_COMPRESSION_NONE ? txt[i].itxt_length
+                                                                         : txt[i].text_length;
+            keys[i] = xstrdup(txt[i].key ? txt[i].key : "");
+            vals[i] = xmalloc(len + 1);
+            if (len) memcpy(vals[i], txt[i].text, len);
+            vals[i][len] = 0;
+        }
+        out->keys = keys;
+        out->vals = vals;
+        out->n = nt;
+    }
+    png_destroy_read_struct(&png, &info, NULL);
+    fclose(fp);
+    return C3_OK;
+}
+
+int png_read_texts(const char *path, char ***keys, char ***vals, int *n) {
+    png_decoded d = {0};
+    C3_TRY(decode_png(path, &d, false));
+    *keys = d.keys;
+    *vals = d.vals;
+    *n = d.n;
+    return C3_OK;
+}
+
+int png_read_rgb(const char *path, uint8_t **rgb, int *W, int *H) {
+    png_decoded d = {0};
+    C3_TRY(decode_png(path, &d, true));
+    for (int i = 0; i < d.n; i++) {
+        free(d.keys[i]);
+        free(d.vals[i]);
+    }
+    free(d.keys);
+    free(d.vals);
+    *rgb = d.rgb;
+    *W = d.W;
+    *H = d.H;
+    return C3_OK;
+}
