@@ -25,6 +25,9 @@ struct c3_comm {
     int (*alltoall)(c3_comm *c, c3_tensor *out, const c3_tensor *in);
     int (*broadcast)(c3_comm *c, c3_tensor *t, int root);
     int (*barrier)(c3_comm *c);
+    /* Host-memory all-gather of n floats per rank (the per-step CFG exchange
+     * of predictions): out[size * n] in rank order. */
+    int (*allgather_host)(c3_comm *c, float *out, const float *in, int64_t n);
     void (*destroy)(c3_comm *c);
 };
 

@@ -1,8 +1,538 @@
-/* main.c - entry point placeholder (replaced by cli). */
+/* main.c - the command line: subcommands, the one place errors are printed.
+ *
+ *   cosmos3 gen -p TEXT [options]     one image or video
+ *   cosmos3 tokenize -m DIR TEXT      prompt ids
+ *   cosmos3 info -m DIR               geometry, sizes, the parallel plan
+ *   cosmos3 meta FILE.png             the settings stored in an image
+ *   cosmos3 mkmodel --preset P -o DIR random-weight checkpoint
+ *   cosmos3 help [COMMAND]
+ */
+#include <jansson.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
-#include "common.h"
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "checkpoint.h"
+#include "docs.h"
+#include "events.h"
+#include "mkmodel.h"
+#include "options.h"
+#include "pipeline.h"
+#include "plan.h"
+#include "png_io.h"
+#include "prompt.h"
+#include "tokenizer.h"
+#include "config.h"
+
+typedef struct {
+    const char *name;
+    unsigned bit;
+    const char *args;
+    const char *summary;
+    int (*run)(c3_settings *s, char **pos, int npos);
+} c3_command;
+
+static int cmd_gen(c3_settings *s, char **pos, int npos);
+static int cmd_tokenize(c3_settings *s, char **pos, int npos);
+static int cmd_info(c3_settings *s, char **pos, int npos);
+static int cmd_meta(c3_settings *s, char **pos, int npos);
+static int cmd_mkmodel(c3_settings *s, char **pos, int npos);
+
+static const c3_command commands[] = {
+    {"gen", CMD_GEN, "-p TEXT [options]", "generate an image (or a video with --frames)", cmd_gen},
+    {"tokenize", CMD_TOKENIZE, "[options] TEXT|-", "print the token ids the model would see", cmd_tokenize},
+    {"info", CMD_INFO, "[-m DIR] [--tp N] [--cfg-parallel N] [--ulysses N]",
+     "print the model's geometry, sizes and the per-rank plan", cmd_info},
+    {"meta", CMD_META, "FILE.png", "print the settings stored in an image cosmos3 wrote", cmd_meta},
+    {"mkmodel", CMD_MKMODEL, "--preset tiny|edge|nano|super -o DIR", "write a random-weight checkpoint",
+     cmd_mkmodel},
+};
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "cosmos3 %s - Cosmos3 text-to-image and text-to-video on the CPU or NVIDIA GPUs\n\n"
+            "usage: cosmos3 COMMAND [options]\n\ncommands:\n",
+            COSMOS3_VERSION);
+    for (size_t i = 0; i < C3_ARRAY_LEN(commands); i++)
+        fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
+    fprintf(f, "  %-10s %s\n", "help", "help COMMAND shows a command's options");
+    fprintf(f,
+            "\nexamples:\n"
+            "  cosmos3 gen -p \"a red cube on a wooden table\" -o cube.png\n"
+            "  cosmos3 gen -m ~/Cosmos3-Nano -p \"...\" --tp 4 --cfg-parallel 2\n"
+            "  cosmos3 info -m ~/Cosmos3-Nano --tp 2\n"
+            "\nThe model is -m DIR, else $COSMOS3_MODEL, else the built-in default.\n"
+            "See man cosmos3 for everything.\n");
+}
+
+static void command_help(FILE *f, const c3_command *c) {
+    fprintf(f, "usage: cosmos3 %s %s\n\n%s\n\noptions:\n", c->name, c->args, c->summary);
+    options_usage(f, c->bit);
+    fprintf(f, "  -h, --help                         this help\n");
+}
+
+/* ------------------------------------------------------------- signals */
+
+static c3_engine *volatile g_engine;
+static volatile sig_atomic_t g_sigint;
+
+static void on_sigint(int sig) {
+    (void)sig;
+    g_sigint++;
+    if (g_sigint >= 2) _exit(C3_ECANCEL);
+    if (g_engine) engine_cancel(g_engine);
+}
+
+/* ------------------------------------------------------------------ gen */
+
+typedef struct {
+    c3_engine *e;
+    c3_settings *s;
+    c3_result r;
+    int rc;
+    c3_events *ev;
+    bool done;
+    char err[1024];
+} gen_job;
+
+static void *gen_thread(void *arg) {
+    gen_job *j = arg;
+    j->rc = engine_generate(j->e, j->s, &j->r);
+    if (j->rc) snprintf(j->err, sizeof j->err, "%s", c3_errmsg());
+    events_emit(j->ev, EV_LOG, -1, "__finished__");
+    return NULL;
+}
+
+static void progress_line(const c3_event *ev, double t_first, int cfgp) {
+    double el = c3_now() - t_first;
+    double per = ev->step ? el / ev->step : 0;
+    double eta = per * (ev->steps - ev->step);
+    fprintf(stderr, "\r\033[Kstep %d/%d  %.2f s/step  ETA %.0fs  cond %.2fs", ev->step, ev->steps, ev->seconds, eta,
+            ev->cond_s);
+    if (ev->uncond_s > 0 || cfgp == 2)
+        fprintf(stderr, "  uncond %.2fs", ev->uncond_s);
+    else
+        fprintf(stderr, "  uncond -");
+    fflush(stderr);
+}
+
+static int run_generation(c3_settings *s) {
+    c3_events *ev = events_new(4096);
+    c3_engine *e = NULL;
+    int rc = engine_open(&e, s, ev);
+    if (rc) {
+        events_free(ev);
+        return rc;
+    }
+    g_engine = e;
+    bool tty = isatty(2) && !s->quiet && !s->json;
+    gen_job j = {.e = e, .s = s, .ev = ev};
+    pthread_t th;
+    if (pthread_create(&th, NULL, gen_thread, &j) != 0) {
+        g_engine = NULL;
+        engine_close(e);
+        events_free(ev);
+        return c3_fail(C3_EFAIL, "cannot start the generation thread");
+    }
+    double t_first = c3_now();
+    double uncond_last = 0;
+    bool shown = false;
+    for (;;) {
+        c3_event x;
+        if (!events_pop(ev, &x, 0.2)) continue;
+        if (x.kind == EV_LOG && strcmp(x.text, "__finished__") == 0) break;
+        if (x.kind == EV_STEP_BEGIN && x.step == 1) t_first = c3_now();
+        if (x.kind == EV_BRANCH && x.branch == 1) uncond_last = x.seconds;
+        if (x.kind == EV_STEP_END && tty) {
+            if (e && engine_plan(e)->cfg == 2) x.uncond_s = uncond_last;
+            progress_line(&x, t_first, engine_plan(e)->cfg);
+            shown = true;
+        }
+    }
+    pthread_join(th, NULL);
+    if (shown) fputc('\n', stderr);
+    g_engine = NULL;
+    rc = j.rc;
+    if (rc) {
+        c3_fail(rc, "%s", j.err);
+    } else if (s->json) {
+        json_t *o = json_object(), *paths = json_array(), *t = json_object();
+        for (int i = 0; i < j.r.npaths; i++) json_array_append_new(paths, json_string(j.r.paths[i]));
+        json_object_set_new(o, "paths", paths);
+        json_object_set_new(o, "seed", json_integer((json_int_t)j.r.seed));
+        json_object_set_new(o, "width", json_integer(j.r.width));
+        json_object_set_new(o, "height", json_integer(j.r.height));
+        json_object_set_new(o, "frames", json_integer(j.r.frames));
+        json_object_set_new(o, "steps", json_integer(j.r.steps));
+        json_object_set_new(o, "guidance", json_real(j.r.guidance));
+        json_object_set_new(o, "shift", json_real(j.r.shift));
+        json_object_set_new(o, "schedule", json_string(j.r.schedule));
+        json_object_set_new(o, "model", json_string(engine_ckpt(e)->model_id));
+        const c3_plan *p = engine_plan(e);
+        json_object_set_new(o, "layout", json_pack("{s:i,s:i,s:i,s:s}", "tp", p->tp, "cfg_parallel", p->cfg,
+                                                   "ulysses", p->sp, "device", p->cuda ? "cuda" : "cpu"));
+        json_object_set_new(t, "tokenize", json_real(j.r.t_tokenize));
+        json_object_set_new(t, "und", json_real(j.r.t_und));
+        json_object_set_new(t, "denoise", json_real(j.r.t_denoise));
+        json_object_set_new(t, "step_mean", json_real(j.r.t_step_mean));
+        json_object_set_new(t, "cond_mean", json_real(j.r.t_cond_mean));
+        json_object_set_new(t, "uncond_mean", json_real(j.r.t_uncond_mean));
+        json_object_set_new(t, "vae", json_real(j.r.t_vae));
+        json_object_set_new(t, "write", json_real(j.r.t_write));
+        json_object_set_new(t, "total", json_real(j.r.t_total));
+        json_object_set_new(o, "seconds", t);
+        json_object_set_new(o, "mem_peak_bytes", json_integer(j.r.mem_peak));
+        char *txt = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
+        printf("%s\n", txt);
+        free(txt);
+        json_decref(o);
+    } else if (!s->quiet) {
+        if (j.r.npaths == 1)
+            fprintf(stderr, "wrote %s (seed %llu, %.1f s)\n", j.r.paths[0], (unsigned long long)j.r.seed,
+                    j.r.t_total);
+        else if (j.r.npaths > 1)
+            fprintf(stderr, "wrote %d frames %s .. %s (seed %llu, %.1f s)\n", j.r.npaths, j.r.paths[0],
+                    j.r.paths[j.r.npaths - 1], (unsigned long long)j.r.seed, j.r.t_total);
+    }
+    result_free(&j.r);
+    engine_close(e);
+    events_free(ev);
+    return rc;
+}
+
+static int read_stdin(char **out) {
+    size_t cap = 4096, n = 0;
+    char *b = xmalloc(cap);
+    size_t r;
+    while ((r = fread(b + n, 1, cap - n - 1, stdin)) > 0) {
+        n += r;
+        if (n + 1 >= cap) b = xrealloc(b, cap *= 2);
+    }
+    b[n] = 0;
+    *out = b;
+    return C3_OK;
+}
+
+static int cmd_gen(c3_settings *s, char **pos, int npos) {
+    if (npos > 0 && !s->prompt) {
+        s->prompt = xstrdup(pos[0]);
+        pos++;
+        npos--;
+    }
+    if (npos > 0) return c3_fail(C3_EUSAGE, "gen: unexpected argument '%s'; quote the prompt: -p \"...\"", pos[0]);
+    if (!s->prompt) return c3_fail(C3_EUSAGE, "gen: no prompt; give one with -p \"a red fox in the snow\"");
+    if (strcmp(s->prompt, "-") == 0) {
+        free(s->prompt);
+        read_stdin(&s->prompt);
+    }
+    /* validate everything that needs no model before loading it */
+    c3_settings tmp;
+    settings_copy(&tmp, s);
+    int rc = settings_resolve(&tmp, NULL);
+    settings_free(&tmp);
+    if (rc) return rc;
+    return run_generation(s);
+}
+
+/* ------------------------------------------------------------- tokenize */
+
+static int cmd_tokenize(c3_settings *s, char **pos, int npos) {
+    if (npos != 1) return c3_fail(C3_EUSAGE, "tokenize: give exactly one TEXT (or - for standard input)");
+    char *text;
+    size_t len;
+    if (strcmp(pos[0], "-") == 0) {
+        read_stdin(&text);
+        len = strlen(text);
+        /* bytes kept exactly: re-read length including embedded NULs is not supported */
+    } else {
+        text = xstrdup(pos[0]);
+        len = strlen(text);
+    }
+    char dir[4096];
+    pipeline_model_dir(s, dir, sizeof dir);
+    char *tj = c3_path_join(dir, "text_tokenizer/tokenizer.json");
+    char *mi = c3_path_join(dir, "model_index.json");
+    int rc = C3_OK;
+    c3_tokenizer *tok = NULL;
+    if (!c3_file_exists(mi)) {
+        rc = c3_fail(C3_EMODEL, "%s: missing; is %s a Diffusers-format Cosmos3 folder?", mi, dir);
+        goto out;
+    }
+    rc = tok_load(&tok, tj);
+    if (rc) goto out;
+    int32_t *ids = NULL;
+    int n = 0;
+    if (s->raw) {
+        rc = tok_encode(tok, text, len, &ids, &n);
+    } else {
+        /* the checkpoint's default for the system prompt */
+        bool sys = true;
+        if (!strcmp(s->system_prompt, "auto")) {
+            char *txt;
+            if (c3_read_file(mi, &txt, NULL) == C3_OK) {
+                json_t *j = json_loads(txt, 0, NULL);
+                json_t *v = j ? json_object_get(j, "default_use_system_prompt") : NULL;
+                if (json_is_boolean(v)) sys = json_is_true(v);
+                json_decref(j);
+                free(txt);
+            }
+        } else {
+            sys = !strcmp(s->system_prompt, "on");
+        }
+        bool video = s->frames > 1;
+        c3_prompt_opts po = {.system_prompt = sys,
+                             .templates = !strcmp(s->templates, "on"),
+                             .width = s->width ? s->width : (video ? 1280 : 1024),
+                             .height = s->height ? s->height : (video ? 720 : 1024),
+                             .frames = s->frames,
+                             .fps = s->fps};
+        rc = prompt_ids(tok, text, s->negative_flag, &po, &ids, &n);
+    }
+    if (rc == C3_OK) {
+        for (int i = 0; i < n; i++) printf(i ? " %d" : "%d", ids[i]);
+        printf("\n");
+    }
+    free(ids);
+out:
+    tok_free(tok);
+    free(tj);
+    free(mi);
+    free(text);
+    return rc;
+}
+
+/* ----------------------------------------------------------------- info */
+
+static void human(int64_t b, char *buf, size_t n) {
+    if (b >= (1ll << 30))
+        snprintf(buf, n, "%.2f GiB", (double)b / (double)(1ll << 30));
+    else if (b >= (1 << 20))
+        snprintf(buf, n, "%.1f MiB", (double)b / (double)(1 << 20));
+    else
+        snprintf(buf, n, "%.1f KiB", (double)b / 1024.0);
+}
+
+static int cmd_info(c3_settings *s, char **pos, int npos) {
+    (void)pos;
+    if (npos) return c3_fail(C3_EUSAGE, "info: unexpected argument '%s'", pos[0]);
+    char dir[4096];
+    pipeline_model_dir(s, dir, sizeof dir);
+    c3_ckpt ck;
+    C3_TRY(ckpt_open(&ck, dir, true));
+    c3_sizes sz;
+    ckpt_sizes(&ck, &sz);
+    const c3_tconfig *t = &ck.t;
+    bool video = s->frames > 1;
+    int W = s->width ? s->width : (video ? 1280 : 1024), H = s->height ? s->height : (video ? 720 : 1024);
+    c3_plan p;
+    int rc = plan_make(&p, t, &sz, s->tp, s->cfg_parallel, s->ulysses, s->device, s->gpus, s->offload, W, H,
+                       s->frames);
+    char a[32], b[32], c[32], d[32];
+    if (s->json) {
+        json_t *o = json_pack("{s:s,s:i,s:i,s:i,s:i,s:i,s:s,s:i,s:i,s:i,s:i}", "model", ck.model_id, "layers",
+                              t->layers, "hidden", t->hidden, "heads", t->heads, "kv_heads", t->kv_heads,
+                              "head_dim", t->head_dim, "mlp", t->mlp_gated ? "swiglu" : "relu2", "intermediate",
+                              t->inter, "vocab", t->vocab, "latent_channels", t->latent_ch, "patch", t->patch);
+        json_object_set_new(o, "params", json_pack("{s:I,s:I,s:I,s:I}", "und", (json_int_t)sz.und_params, "gen",
+                                                   (json_int_t)sz.gen_params, "vae", (json_int_t)sz.vae_params,
+                                                   "unused", (json_int_t)sz.other_params));
+        if (rc == C3_OK)
+            json_object_set_new(o, "plan", json_pack("{s:i,s:i,s:i,s:i,s:s,s:I,s:I,s:I,s:I}", "tp", p.tp,
+                                                     "cfg_parallel", p.cfg, "ulysses", p.sp, "world", p.world,
+                                                     "device", p.cuda ? "cuda" : "cpu", "weights_per_rank",
+                                                     (json_int_t)p.weights, "kv_per_rank", (json_int_t)p.kv,
+                                                     "act_per_rank", (json_int_t)p.act, "need_per_rank",
+                                                     (json_int_t)p.need));
+        char *txt = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
+        printf("%s\n", txt);
+        free(txt);
+        json_decref(o);
+    } else {
+        printf("model: %s (%s)\n", ck.model_id, ck.dir);
+        printf("geometry: %d layers per tower, hidden %d, %d q heads, %d KV heads, head dim %d\n", t->layers,
+               t->hidden, t->heads, t->kv_heads, t->head_dim);
+        printf("mlp: %s, intermediate %d; vocab %d; rms eps %g; rope theta %g, mrope [%d,%d,%d]\n",
+               t->mlp_gated ? "SwiGLU" : "ReLU^2", t->inter, t->vocab, (double)t->eps, t->rope_theta, t->mrope[0],
+               t->mrope[1], t->mrope[2]);
+        printf("latent: %d channels, patch %d (%d per token)%s%s\n", t->latent_ch, t->patch, t->patch_dim,
+               t->und_qk_norm ? "; UND QK-norm" : "; no UND QK-norm",
+               t->und_k_norm_for_gen ? ", k_norm_und_for_gen" : "");
+        human(sz.und_bytes, a, sizeof a);
+        human(sz.gen_bytes, b, sizeof b);
+        human(sz.vae_bytes, c, sizeof c);
+        human(sz.other_bytes, d, sizeof d);
+        printf("parameters: UND %.3f M (%s), GEN %.3f M (%s), VAE %.3f M (%s), unused heads %.3f M (%s)\n",
+               (double)sz.und_params / 1e6, a, (double)sz.gen_params / 1e6, b, (double)sz.vae_params / 1e6, c,
+               (double)sz.other_params / 1e6, d);
+        printf("system prompt by default: %s; scheduler: %s%s\n", ck.default_system_prompt ? "on" : "off",
+               ck.s.class_name, ck.s.use_karras_sigmas ? " (karras sigmas)" : "");
+        if (rc == C3_OK) plan_print(stdout, &p);
+    }
+    ckpt_close(&ck);
+    return rc;
+}
+
+/* ----------------------------------------------------------------- meta */
+
+static int cmd_meta(c3_settings *s, char **pos, int npos) {
+    if (npos != 1) return c3_fail(C3_EUSAGE, "meta: give one PNG file");
+    char **keys, **vals;
+    int n;
+    C3_TRY(png_read_texts(pos[0], &keys, &vals, &n));
+    int rc = C3_OK;
+    const char *js = NULL, *params = NULL;
+    for (int i = 0; i < n; i++) {
+        if (!strcmp(keys[i], "cosmos3")) js = vals[i];
+        if (!strcmp(keys[i], "parameters")) params = vals[i];
+    }
+    if (!js && !params) {
+        rc = c3_fail(C3_EINPUT, "%s: no cosmos3 metadata (was it written by cosmos3?)", pos[0]);
+    } else if (s->json) {
+        printf("%s\n", js ? js : "{}");
+    } else if (js) {
+        json_t *o = json_loads(js, 0, NULL);
+        json_t *st = o ? json_object_get(o, "settings") : NULL;
+        if (!st) {
+            printf("%s\n", params ? params : js);
+        } else {
+            const char *k;
+            json_t *v;
+            json_t *m = json_object_get(o, "model");
+            if (m) printf("model: %s\n", json_string_value(json_object_get(m, "id")));
+            json_object_foreach(st, k, v) {
+                if (json_is_string(v))
+                    printf("%s: %s\n", k, json_string_value(v));
+                else if (json_is_integer(v))
+                    printf("%s: %lld\n", k, (long long)json_integer_value(v));
+                else if (json_is_real(v))
+                    printf("%s: %g\n", k, json_real_value(v));
+            }
+            json_t *l = json_object_get(o, "layout");
+            if (l)
+                printf("layout: tp %lld x cfg-parallel %lld x ulysses %lld on %s\n",
+                       (long long)json_integer_value(json_object_get(l, "tp")),
+                       (long long)json_integer_value(json_object_get(l, "cfg_parallel")),
+                       (long long)json_integer_value(json_object_get(l, "ulysses")),
+                       json_string_value(json_object_get(l, "device")));
+            printf("version: %s\n", json_string_value(json_object_get(o, "version")));
+        }
+        json_decref(o);
+    } else {
+        printf("%s\n", params);
+    }
+    for (int i = 0; i < n; i++) {
+        free(keys[i]);
+        free(vals[i]);
+    }
+    free(keys);
+    free(vals);
+    return rc;
+}
+
+/* -------------------------------------------------------------- mkmodel */
+
+static int cmd_mkmodel(c3_settings *s, char **pos, int npos) {
+    if (npos) return c3_fail(C3_EUSAGE, "mkmodel: unexpected argument '%s'", pos[0]);
+    if (!s->output) return c3_fail(C3_EUSAGE, "mkmodel: give the folder to write with -o DIR");
+    if (s->layers < 0 || s->layers > 1024) return c3_fail(C3_EUSAGE, "--layers %d must be in 0..1024", s->layers);
+    uint64_t seed = 0;
+    if (strcmp(s->seed, "random") != 0) {
+        char *end;
+        seed = strtoull(s->seed, &end, 10);
+        if (*end) return c3_fail(C3_EUSAGE, "--seed '%s' must be a non-negative integer", s->seed);
+    }
+    c3_mkmodel_opts o = {.preset = s->preset,
+                         .layers = s->layers,
+                         .seed = seed,
+                         .out_dir = s->output,
+                         .tokenizer_dir = NULL,
+                         .overwrite = s->overwrite};
+    char tdir[4096];
+    const char *cands[] = {COSMOS3_DATADIR "/tokenizer", COSMOS3_SRCDIR "/share/tokenizer"};
+    for (size_t i = 0; i < C3_ARRAY_LEN(cands); i++) {
+        char *p = c3_path_join(cands[i], "tokenizer.json");
+        bool ok = c3_file_exists(p);
+        free(p);
+        if (ok) {
+            snprintf(tdir, sizeof tdir, "%s", cands[i]);
+            o.tokenizer_dir = tdir;
+            break;
+        }
+    }
+    if (!o.tokenizer_dir)
+        return c3_fail(C3_EMODEL, "the Qwen3 tokenizer files are missing (share/tokenizer); reinstall cosmos3");
+    double t0 = c3_now();
+    C3_TRY(mkmodel_write(&o));
+    if (!s->quiet) fprintf(stderr, "wrote %s (%s, %.1f s)\n", s->output, s->preset, c3_now() - t0);
+    return C3_OK;
+}
+
+/* ----------------------------------------------------------------- main */
+
+static int finish(int rc) {
+    if (rc && rc != C3_ECANCEL) fprintf(stderr, "cosmos3: %s\n", c3_errmsg());
+    if (rc == C3_ECANCEL) fprintf(stderr, "cosmos3: cancelled\n");
+    return rc;
+}
+
 int main(int argc, char **argv) {
-    (void)argc; (void)argv;
-    printf("cosmos3 %s\n", COSMOS3_VERSION);
-    return 0;
+    if (argc < 2) {
+        usage(stderr);
+        return C3_EUSAGE;
+    }
+    const char *cmd = argv[1];
+    if (!strcmp(cmd, "--version") || !strcmp(cmd, "version")) {
+        printf("cosmos3 %s\n", COSMOS3_VERSION);
+        return 0;
+    }
+    if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h")) {
+        usage(stdout);
+        return 0;
+    }
+    if (!strcmp(cmd, "__man-options")) { /* for man/cosmos3.1 (tests/test_docs.sh) */
+        docs_man_options(stdout);
+        return 0;
+    }
+    if (!strcmp(cmd, "__completion")) { /* share/cosmos3.bash-completion */
+        const char *names[C3_ARRAY_LEN(commands)];
+        for (size_t i = 0; i < C3_ARRAY_LEN(commands); i++) names[i] = commands[i].name;
+        docs_bash_completion(stdout, names, (int)C3_ARRAY_LEN(commands));
+        return 0;
+    }
+    if (!strcmp(cmd, "help")) {
+        if (argc < 3) {
+            usage(stdout);
+            return 0;
+        }
+        for (size_t i = 0; i < C3_ARRAY_LEN(commands); i++)
+            if (!strcmp(argv[2], commands[i].name)) {
+                command_help(stdout, &commands[i]);
+                return 0;
+            }
+        return finish(c3_fail(C3_EUSAGE, "help: no command '%s'; commands: gen tokenize info meta mkmodel", argv[2]));
+    }
+    const c3_command *c = NULL;
+    for (size_t i = 0; i < C3_ARRAY_LEN(commands); i++)
+        if (!strcmp(cmd, commands[i].name)) c = &commands[i];
+    if (!c) return finish(c3_fail(C3_EUSAGE, "unknown command '%s'; see cosmos3 --help", cmd));
+    for (int i = 2; i < argc; i++)
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            command_help(stdout, c);
+            return 0;
+        }
+        else if (!strcmp(argv[i], "--")) break;
+    struct sigaction sa = {.sa_handler = on_sigint};
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    c3_settings s = {0};
+    settings_defaults(&s);
+    char **pos;
+    int npos;
+    int rc = settings_parse(&s, c->bit, argc - 2, argv + 2, &pos, &npos);
+    if (rc == C3_OK) rc = c->run(&s, pos, npos);
+    free(pos);
+    settings_free(&s);
+    return finish(rc);
 }

@@ -1,0 +1,134 @@
+/* docs.c - man page options and bash completion from the options table. */
+#include "docs.h"
+
+#include "options.h"
+
+/* roff-escape: backslash and leading dots, hyphens as \- */
+static void roff(FILE *f, const char *s) {
+    for (; *s; s++) {
+        if (*s == '\\')
+            fputs("\\e", f);
+        else if (*s == '-')
+            fputs("\\-", f);
+        else
+            fputc(*s, f);
+    }
+}
+
+static void cmds_list(FILE *f, unsigned cmds) {
+    bool first = true;
+    for (unsigned b = 1; b <= CMD_BENCH; b <<= 1)
+        if (cmds & b) {
+            fprintf(f, "%s%s", first ? "" : ", ", cmd_name(b));
+            first = false;
+        }
+}
+
+void docs_man_options(FILE *f) {
+    fputs(".Bl -tag -width Ds\n", f);
+    for (int i = 0; i < c3_noptions; i++) {
+        const c3_option *o = &c3_options[i];
+        fputs(".It", f);
+        if (o->short_name) fprintf(f, " Fl %c ,", o->short_name);
+        fputs(" Fl \\-", f);
+        roff(f, o->name);
+        if (o->type != OPT_FLAG && o->metavar) {
+            fputs(" Ar ", f);
+            roff(f, o->metavar);
+        }
+        fputc('\n', f);
+        roff(f, o->help);
+        fputs(".\n", f);
+        if (o->def && *o->def && o->type != OPT_FLAG) {
+            fputs("Default: ", f);
+            roff(f, o->def);
+            fputs(".\n", f);
+        }
+        if (o->aliases) {
+            fputs("Also spelled\n", f);
+            for (const char *p = o->aliases; *p;) {
+                const char *e = strchr(p, ' ');
+                int len = e ? (int)(e - p) : (int)strlen(p);
+                char tmp[128];
+                snprintf(tmp, sizeof tmp, "%.*s", len, p);
+                fputs(".Fl \\-", f);
+                roff(f, tmp);
+                fputs(e ? " ,\n" : " .\n", f);
+                if (!e) break;
+                p = e + 1;
+            }
+        }
+        fputs("Commands: ", f);
+        cmds_list(f, o->cmds);
+        fputs(".\n", f);
+    }
+    fputs(".El\n", f);
+}
+
+void docs_bash_completion(FILE *f, const char *const *commands, int ncommands) {
+    fputs("# bash completion for cosmos3 -- generated from the options table by\n"
+          "# `cosmos3 __completion`; do not edit (tests/test_docs.sh checks it).\n"
+          "_cosmos3() {\n"
+          "    local cur prev cmd i\n"
+          "    cur=\"${COMP_WORDS[COMP_CWORD]}\"\n"
+          "    prev=\"${COMP_WORDS[COMP_CWORD-1]}\"\n"
+          "    cmd=\"\"\n"
+          "    for ((i = 1; i < COMP_CWORD; i++)); do\n"
+          "        case \"${COMP_WORDS[i]}\" in -*) ;; *) cmd=\"${COMP_WORDS[i]}\"; break ;; esac\n"
+          "    done\n"
+          "    if [[ -z \"$cmd\" ]]; then\n"
+          "        COMPREPLY=($(compgen -W \"",
+          f);
+    for (int i = 0; i < ncommands; i++) fprintf(f, "%s%s", i ? " " : "", commands[i]);
+    fputs(" help --help --version\" -- \"$cur\"))\n"
+          "        return\n"
+          "    fi\n"
+          "    case \"$prev\" in\n",
+          f);
+    /* values of enum options, files and folders */
+    for (int i = 0; i < c3_noptions; i++) {
+        const c3_option *o = &c3_options[i];
+        if (o->type == OPT_FLAG) continue;
+        fprintf(f, "        --%s", o->name);
+        if (o->short_name) fprintf(f, "|-%c", o->short_name);
+        if (o->aliases)
+            for (const char *p = o->aliases; *p;) {
+                const char *e = strchr(p, ' ');
+                int len = e ? (int)(e - p) : (int)strlen(p);
+                fprintf(f, "|--%.*s", len, p);
+                if (!e) break;
+                p = e + 1;
+            }
+        fputs(")\n", f);
+        if (o->type == OPT_ENUM) {
+            fputs("            COMPREPLY=($(compgen -W \"", f);
+            for (const char *p = o->values; *p; p++) fputc(*p == '|' ? ' ' : *p, f);
+            fputs("\" -- \"$cur\")); return ;;\n", f);
+        } else if (!strcmp(o->name, "model")) {
+            fputs("            COMPREPLY=($(compgen -d -- \"$cur\")); return ;;\n", f);
+        } else if (o->type == OPT_STR && o->metavar && (!strcmp(o->metavar, "FILE") || !strcmp(o->metavar, "PATH") ||
+                                                        !strcmp(o->metavar, "DIR"))) {
+            fputs("            COMPREPLY=($(compgen -f -- \"$cur\")); return ;;\n", f);
+        } else {
+            fputs("            return ;;\n", f);
+        }
+    }
+    fputs("    esac\n    case \"$cmd\" in\n", f);
+    for (int c = 0; c < ncommands; c++) {
+        unsigned bit = cmd_parse(commands[c]);
+        fprintf(f, "        %s) COMPREPLY=($(compgen -W \"", commands[c]);
+        bool first = true;
+        for (int i = 0; i < c3_noptions; i++) {
+            const c3_option *o = &c3_options[i];
+            if (!(o->cmds & bit)) continue;
+            fprintf(f, "%s--%s", first ? "" : " ", o->name);
+            first = false;
+        }
+        fputs(" --help\" -- \"$cur\"));", f);
+        if (!strcmp(commands[c], "meta")) fputs(" [[ $cur != -* ]] && COMPREPLY=($(compgen -f -- \"$cur\"));", f);
+        fputs(" ;;\n", f);
+    }
+    fputs("        help) COMPREPLY=($(compgen -W \"", f);
+    for (int i = 0; i < ncommands; i++) fprintf(f, "%s%s", i ? " " : "", commands[i]);
+    fputs("\" -- \"$cur\")) ;;\n    esac\n}\ncomplete -o default -F _cosmos3 cosmos3\n", f);
+}

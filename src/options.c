@@ -1,0 +1,376 @@
+/* options.c - the options table and everything that reads it. */
+#include "options.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#define F(field) offsetof(c3_settings, field)
+
+/* clang-format off */
+const c3_option c3_options[] = {
+    /* name, short, aliases, type, default, values, metavar, help, commands, field, repl */
+    {"model", 'm', NULL, OPT_STR, NULL, NULL, "DIR",
+     "model folder (Diffusers layout); default $COSMOS3_MODEL, else the built-in default model",
+     CMD_RUN | CMD_TOKENIZE | CMD_INFO, F(model), false},
+    {"prompt", 'p', NULL, OPT_STR, NULL, NULL, "TEXT", "what to draw (- reads standard input)",
+     CMD_GEN | CMD_BENCH, F(prompt), true},
+    {"negative-prompt", 'n', "negative", OPT_STR, "", NULL, "TEXT", "negative prompt (the unconditional branch)",
+     CMD_RUN, F(negative), true},
+    {"system-prompt", 0, NULL, OPT_ENUM, "auto", "auto|on|off", "WHEN",
+     "add the system message to the chat template (auto: the checkpoint's default_use_system_prompt)",
+     CMD_RUN | CMD_TOKENIZE, F(system_prompt), true},
+    {"templates", 0, NULL, OPT_ENUM, "on", "on|off", "WHEN",
+     "append the resolution (and duration) sentences to the prompts", CMD_RUN | CMD_TOKENIZE,
+     F(templates), true},
+    {"width", 'W', NULL, OPT_INT, NULL, NULL, "PX", "width in pixels, a multiple of 16 (image 1024, video 1280)",
+     CMD_RUN | CMD_TOKENIZE | CMD_BENCH | CMD_INFO, F(width), true},
+    {"height", 'H', NULL, OPT_INT, NULL, NULL, "PX", "height in pixels, a multiple of 16 (image 1024, video 720)",
+     CMD_RUN | CMD_TOKENIZE | CMD_BENCH | CMD_INFO, F(height), true},
+    {"frames", 'F', "num-frames", OPT_INT, "1", NULL, "N", "frames: 1 for an image, 1 + 4k for a video (e.g. 189)",
+     CMD_RUN | CMD_TOKENIZE | CMD_BENCH | CMD_INFO, F(frames), true},
+    {"fps", 0, NULL, OPT_FLOAT, "24", NULL, "R", "video frame rate (positions and the duration sentence)",
+     CMD_RUN | CMD_TOKENIZE, F(fps), true},
+    {"steps", 's', "num-inference-steps", OPT_INT, NULL, NULL, "N", "denoising steps (image 50, video 35)",
+     CMD_RUN | CMD_BENCH, F(steps), true},
+    {"guidance", 'g', "guidance-scale cfg-scale", OPT_FLOAT, NULL, NULL, "G",
+     "classifier-free guidance scale; 1 disables the negative branch (image 7, video 6)", CMD_RUN,
+     F(guidance), true},
+    {"shift", 0, "flow-shift", OPT_FLOAT, NULL, NULL, "S", "flow shift of the sigma schedule (image 3, video 10)",
+     CMD_RUN, F(shift), true},
+    {"schedule", 0, NULL, OPT_ENUM, "linear", "native|linear|karras|flowmatch4", "KIND",
+     "sigma schedule: linear (vLLM-Omni), native (cosmos-framework), karras (diffusers checkpoint default), "
+     "flowmatch4 (distilled 4-step sampler)",
+     CMD_RUN, F(schedule), true},
+    {"guidance-interval", 0, NULL, OPT_RANGE, NULL, NULL, "LO,HI|none",
+     "apply CFG only while LO <= t <= HI (image 400,1000; video none)", CMD_RUN,
+     F(guidance_interval), true},
+    {"seed", 'S', NULL, OPT_STR, "random", NULL, "N|random", "noise seed (our Philox generator; see rng.h)",
+     CMD_RUN, F(seed), true},
+    {"noise", 0, NULL, OPT_STR, NULL, NULL, "FILE",
+     "initial noise: tensor 'latents' [1,48,T,H/16,W/16] f32 from a safetensors file (replaces the seed)",
+     CMD_GEN, F(noise), true},
+    {"save-latents", 0, NULL, OPT_STR, NULL, NULL, "FILE", "write the final latents as 'latents' to FILE",
+     CMD_GEN, F(save_latents), true},
+    {"output", 'o', NULL, OPT_STR, NULL, NULL, "PATH",
+     "PNG to write (video: a folder, or a pattern with %04d); default cosmos3-SEED.png", CMD_RUN | CMD_MKMODEL,
+     F(output), true},
+    {"overwrite", 0, NULL, OPT_FLAG, NULL, NULL, NULL, "replace existing output files",
+     CMD_RUN | CMD_MKMODEL, F(overwrite), true},
+    {"quiet", 'q', NULL, OPT_FLAG, NULL, NULL, NULL, "no progress line", CMD_GEN | CMD_MKMODEL | CMD_BENCH,
+     F(quiet), false},
+    {"json", 0, NULL, OPT_FLAG, NULL, NULL, NULL, "print a one-object JSON summary on stdout",
+     CMD_GEN | CMD_INFO | CMD_META | CMD_BENCH, F(json), false},
+    {"tp", 0, "tensor-parallel-size", OPT_INT, "1", NULL, "N", "tensor-parallel ranks (must divide the KV heads)",
+     CMD_PLAN, F(tp), false},
+    {"cfg-parallel", 0, "cfg-parallel-size", OPT_INT, "1", NULL, "N",
+     "1: branches in turn; 2: cond and uncond branches on separate rank groups", CMD_PLAN, F(cfg_parallel), false},
+    {"ulysses", 0, "ulysses-degree", OPT_INT, "1", NULL, "N", "Ulysses sequence-parallel ranks for the GEN tower",
+     CMD_PLAN, F(ulysses), false},
+    {"device", 0, NULL, OPT_ENUM, "auto", "auto|cpu|cuda", "DEV", "where to run (auto: CUDA when a GPU is found)",
+     CMD_PLAN, F(device), false},
+    {"gpus", 0, NULL, OPT_STR, NULL, NULL, "LIST", "GPU ordinals to use, e.g. 0,1,2,3 (default: all visible)",
+     CMD_PLAN, F(gpus), false},
+    {"offload", 0, "enable-layerwise-offload", OPT_FLAG, NULL, NULL, NULL,
+     "keep block weights in host memory and stream them layer by layer", CMD_PLAN, F(offload), false},
+    {"threads", 't', NULL, OPT_INT, "0", NULL, "N", "CPU threads (0: all cores)", CMD_PLAN, F(threads), false},
+    {"raw", 0, NULL, OPT_FLAG, NULL, NULL, NULL, "tokenizer only: no chat template, no appended ids",
+     CMD_TOKENIZE, F(raw), false},
+    {"negative", 0, NULL, OPT_FLAG, NULL, NULL, NULL, "tokenize TEXT as the negative prompt (\"is not\" templates)",
+     CMD_TOKENIZE, F(negative_flag), false},
+    {"preset", 0, NULL, OPT_ENUM, "tiny", "tiny|edge|nano|super", "NAME", "geometry of the random checkpoint",
+     CMD_MKMODEL | CMD_BENCH, F(preset), false},
+    {"layers", 0, NULL, OPT_INT, "0", NULL, "N", "layers per tower (0: the preset's)", CMD_MKMODEL | CMD_BENCH,
+     F(layers), false},
+    {"host", 0, NULL, OPT_STR, "127.0.0.1", NULL, "ADDR", "address to listen on", CMD_SERVE, F(host), false},
+    {"port", 0, NULL, OPT_INT, "8000", NULL, "PORT", "port to listen on", CMD_SERVE, F(port), false},
+    {"preview", 0, NULL, OPT_ENUM, "auto", "auto|off|sixel|blocks", "HOW", "show finished images in the terminal",
+     CMD_REPL | CMD_TUI, F(preview), true},
+};
+/* clang-format on */
+const int c3_noptions = (int)C3_ARRAY_LEN(c3_options);
+
+static const char *const cmd_names[] = {"gen", "tokenize", "info", "meta", "mkmodel",
+                                        "repl", "tui", "serve", "bench"};
+
+const char *cmd_name(unsigned cmd) {
+    for (unsigned i = 0; i < C3_ARRAY_LEN(cmd_names); i++)
+        if (cmd == 1u << i) return cmd_names[i];
+    return "?";
+}
+unsigned cmd_parse(const char *name) {
+    for (unsigned i = 0; i < C3_ARRAY_LEN(cmd_names); i++)
+        if (strcmp(name, cmd_names[i]) == 0) return 1u << i;
+    return 0;
+}
+
+int option_index(const c3_option *o) { return (int)(o - c3_options); }
+
+static bool alias_match(const char *aliases, const char *name) {
+    if (!aliases) return false;
+    size_t n = strlen(name);
+    for (const char *p = aliases; *p;) {
+        const char *e = strchr(p, ' ');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        if (len == n && strncmp(p, name, n) == 0) return true;
+        if (!e) break;
+        p = e + 1;
+    }
+    return false;
+}
+
+const c3_option *option_find(const char *name) {
+    for (int i = 0; i < c3_noptions; i++)
+        if (strcmp(c3_options[i].name, name) == 0) return &c3_options[i];
+    for (int i = 0; i < c3_noptions; i++)
+        if (alias_match(c3_options[i].aliases, name)) return &c3_options[i];
+    return NULL;
+}
+
+/* ------------------------------------------------------------- values */
+
+static int parse_int(const char *v, long long lo, long long hi, long long *out) {
+    char *end;
+    errno = 0;
+    long long x = strtoll(v, &end, 10);
+    if (errno || end == v || *end || x < lo || x > hi) return -1;
+    *out = x;
+    return 0;
+}
+
+static int parse_double(const char *v, double *out) {
+    char *end;
+    errno = 0;
+    double x = strtod(v, &end);
+    if (errno || end == v || *end || !isfinite(x)) return -1;
+    *out = x;
+    return 0;
+}
+
+static bool enum_ok(const char *values, const char *v) {
+    size_t n = strlen(v);
+    for (const char *p = values; *p;) {
+        const char *e = strchr(p, '|');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        if (len == n && strncmp(p, v, n) == 0) return true;
+        if (!e) break;
+        p = e + 1;
+    }
+    return false;
+}
+
+static int set_value(c3_settings *s, const c3_option *o, const char *v) {
+    void *field = (char *)s + o->offset;
+    switch (o->type) {
+    case OPT_STR:
+    case OPT_ENUM:
+        if (o->type == OPT_ENUM && !enum_ok(o->values, v))
+            return c3_fail(C3_EUSAGE, "--%s: '%s' is not one of %s", o->name, v, o->values);
+        free(*(char **)field);
+        *(char **)field = xstrdup(v);
+        break;
+    case OPT_INT: {
+        long long x;
+        if (parse_int(v, -(1ll << 31) + 1, (1ll << 31) - 1, &x) != 0)
+            return c3_fail(C3_EUSAGE, "--%s: '%s' is not an integer", o->name, v);
+        *(int *)field = (int)x;
+        break;
+    }
+    case OPT_U64: {
+        long long x;
+        if (parse_int(v, 0, INT64_MAX, &x) != 0)
+            return c3_fail(C3_EUSAGE, "--%s: '%s' is not a non-negative integer", o->name, v);
+        *(uint64_t *)field = (uint64_t)x;
+        break;
+    }
+    case OPT_FLOAT: {
+        double x;
+        if (parse_double(v, &x) != 0) return c3_fail(C3_EUSAGE, "--%s: '%s' is not a number", o->name, v);
+        *(double *)field = x;
+        break;
+    }
+    case OPT_FLAG: {
+        bool b;
+        if (!v || !strcmp(v, "on") || !strcmp(v, "true") || !strcmp(v, "1") || !strcmp(v, "yes"))
+            b = true;
+        else if (!strcmp(v, "off") || !strcmp(v, "false") || !strcmp(v, "0") || !strcmp(v, "no"))
+            b = false;
+        else
+            return c3_fail(C3_EUSAGE, "--%s: '%s' is not on or off", o->name, v);
+        *(bool *)field = b;
+        break;
+    }
+    case OPT_RANGE: {
+        c3_range *r = field;
+        if (strcmp(v, "none") == 0 || strcmp(v, "off") == 0) {
+            r->on = false;
+            break;
+        }
+        const char *comma = strchr(v, ',');
+        char a[64], b[64];
+        if (!comma || (size_t)(comma - v) >= sizeof a || strlen(comma + 1) >= sizeof b)
+            return c3_fail(C3_EUSAGE, "--%s: '%s' is not LO,HI (e.g. 400,1000) or none", o->name, v);
+        memcpy(a, v, (size_t)(comma - v));
+        a[comma - v] = 0;
+        strcpy(b, comma + 1);
+        double lo, hi;
+        if (parse_double(a, &lo) || parse_double(b, &hi) || lo > hi)
+            return c3_fail(C3_EUSAGE, "--%s: '%s' is not LO,HI with LO <= HI (e.g. 400,1000) or none", o->name, v);
+        r->lo = lo;
+        r->hi = hi;
+        r->on = true;
+        break;
+    }
+    }
+    s->given[option_index(o)] = true;
+    return C3_OK;
+}
+
+char *settings_get(const c3_settings *s, const c3_option *o) {
+    const void *field = (const char *)s + o->offset;
+    char buf[256];
+    switch (o->type) {
+    case OPT_STR:
+    case OPT_ENUM: {
+        const char *v = *(char *const *)field;
+        return xstrdup(v ? v : "");
+    }
+    case OPT_INT: snprintf(buf, sizeof buf, "%d", *(const int *)field); break;
+    case OPT_U64: snprintf(buf, sizeof buf, "%llu", (unsigned long long)*(const uint64_t *)field); break;
+    case OPT_FLOAT: snprintf(buf, sizeof buf, "%g", *(const double *)field); break;
+    case OPT_FLAG: snprintf(buf, sizeof buf, "%s", *(const bool *)field ? "on" : "off"); break;
+    case OPT_RANGE: {
+        const c3_range *r = field;
+        if (r->on)
+            snprintf(buf, sizeof buf, "%g,%g", r->lo, r->hi);
+        else
+            snprintf(buf, sizeof buf, "none");
+        break;
+    }
+    }
+    return xstrdup(buf);
+}
+
+void settings_defaults(c3_settings *s) {
+    for (int i = 0; i < c3_noptions; i++) {
+        const c3_option *o = &c3_options[i];
+        if (o->def) set_value(s, o, o->def);
+        s->given[i] = false;
+    }
+}
+
+void settings_free(c3_settings *s) {
+    for (int i = 0; i < c3_noptions; i++) {
+        const c3_option *o = &c3_options[i];
+        if (o->type == OPT_STR || o->type == OPT_ENUM) {
+            char **p = (char **)((char *)s + o->offset);
+            free(*p);
+            *p = NULL;
+        }
+    }
+}
+
+void settings_copy(c3_settings *dst, const c3_settings *src) {
+    *dst = *src;
+    for (int i = 0; i < c3_noptions; i++) {
+        const c3_option *o = &c3_options[i];
+        if (o->type == OPT_STR || o->type == OPT_ENUM) {
+            char **p = (char **)((char *)dst + o->offset);
+            if (*p) *p = xstrdup(*p);
+        }
+    }
+}
+
+int settings_set(c3_settings *s, const char *name, const char *value, unsigned cmd) {
+    const c3_option *o = option_find(name);
+    if (!o || !(o->cmds & cmd)) return c3_fail(C3_EUSAGE, "unknown option '%s'; 'help' lists them", name);
+    return set_value(s, o, value);
+}
+
+int settings_parse(c3_settings *s, unsigned cmd, int argc, char **argv, char ***pos, int *npos) {
+    *pos = xcalloc((size_t)argc + 1, sizeof(char *));
+    *npos = 0;
+    bool only_pos = false;
+    for (int i = 0; i < argc; i++) {
+        char *a = argv[i];
+        if (only_pos || a[0] != '-' || strcmp(a, "-") == 0) {
+            (*pos)[(*npos)++] = a;
+            continue;
+        }
+        if (strcmp(a, "--") == 0) {
+            only_pos = true;
+            continue;
+        }
+        const c3_option *o = NULL;
+        const char *val = NULL;
+        char name[128];
+        if (a[1] == '-') {
+            const char *eq = strchr(a + 2, '=');
+            size_t n = eq ? (size_t)(eq - a - 2) : strlen(a + 2);
+            if (n >= sizeof name) n = sizeof name - 1;
+            memcpy(name, a + 2, n);
+            name[n] = 0;
+            if (eq) val = eq + 1;
+            o = option_find(name);
+            if (o && !(o->cmds & cmd)) o = NULL;
+            /* --no-FLAG */
+            if (!o && strncmp(name, "no-", 3) == 0) {
+                const c3_option *f = option_find(name + 3);
+                if (f && f->type == OPT_FLAG && (f->cmds & cmd)) {
+                    C3_TRY(set_value(s, f, "off"));
+                    continue;
+                }
+            }
+            if (!o)
+                return c3_fail(C3_EUSAGE, "%s: unknown option --%s; see 'cosmos3 help %s'", cmd_name(cmd),
+                               name, cmd_name(cmd));
+        } else {
+            for (int k = 0; k < c3_noptions; k++)
+                if (c3_options[k].short_name == a[1] && (c3_options[k].cmds & cmd)) o = &c3_options[k];
+            if (!o)
+                return c3_fail(C3_EUSAGE, "%s: unknown option -%c; see 'cosmos3 help %s'", cmd_name(cmd), a[1],
+                               cmd_name(cmd));
+            snprintf(name, sizeof name, "%s", o->name);
+            if (a[2]) val = a + 2;
+        }
+        if (o->type == OPT_FLAG) {
+            C3_TRY(set_value(s, o, val));
+            continue;
+        }
+        if (!val) {
+            if (i + 1 >= argc)
+                return c3_fail(C3_EUSAGE, "--%s needs a value (%s)", o->name, o->metavar ? o->metavar : "VALUE");
+            val = argv[++i];
+        }
+        C3_TRY(set_value(s, o, val));
+    }
+    return C3_OK;
+}
+
+void options_usage(FILE *f, unsigned cmd) {
+    for (int i = 0; i < c3_noptions; i++) {
+        const c3_option *o = &c3_options[i];
+        if (!(o->cmds & cmd)) continue;
+        char left[96];
+        int k = 0;
+        if (o->short_name)
+            k = snprintf(left, sizeof left, "  -%c, --%s", o->short_name, o->name);
+        else
+            k = snprintf(left, sizeof left, "      --%s", o->name);
+        if (o->type != OPT_FLAG && o->metavar) snprintf(left + k, sizeof left - (size_t)k, " %s", o->metavar);
+        fprintf(f, "%-34s %s", left, o->help);
+        if (o->def && *o->def && o->type != OPT_FLAG) fprintf(f, " [default: %s]", o->def);
+        if (o->aliases) {
+            fputs(" (also", f);
+            for (const char *p = o->aliases; *p;) {
+                const char *e = strchr(p, ' ');
+                int len = e ? (int)(e - p) : (int)strlen(p);
+                fprintf(f, " --%.*s", len, p);
+                if (!e) break;
+                p = e + 1;
+            }
+            fputc(')', f);
+        }
+        fputc('\n', f);
+    }
+}

@@ -1,0 +1,122 @@
+/* options.h - the one options table: parsing, --help, the man page's option
+ * list, bash completion and the REPL's set/show all read it.
+ *
+ * Every option is one row: long name, short letter, aliases (the spellings
+ * vLLM-Omni users type), type, default (as text), allowed values, metavar,
+ * help, the subcommands that take it and the c3_settings field it fills.
+ */
+#ifndef COSMOS3_OPTIONS_H
+#define COSMOS3_OPTIONS_H
+
+#include <stdio.h>
+
+#include "common.h"
+
+typedef enum { OPT_STR, OPT_INT, OPT_U64, OPT_FLOAT, OPT_FLAG, OPT_ENUM, OPT_RANGE } c3_opt_type;
+
+/* Subcommands (bit mask). */
+enum {
+    CMD_GEN = 1 << 0,
+    CMD_TOKENIZE = 1 << 1,
+    CMD_INFO = 1 << 2,
+    CMD_META = 1 << 3,
+    CMD_MKMODEL = 1 << 4,
+    CMD_REPL = 1 << 5,
+    CMD_TUI = 1 << 6,
+    CMD_SERVE = 1 << 7,
+    CMD_BENCH = 1 << 8,
+};
+#define CMD_RUN (CMD_GEN | CMD_REPL | CMD_TUI | CMD_SERVE)      /* commands that generate */
+#define CMD_PLAN (CMD_RUN | CMD_INFO | CMD_BENCH)               /* commands with a layout */
+
+typedef struct {
+    const char *name;    /* long name without "--" */
+    char short_name;     /* 0 if none */
+    const char *aliases; /* space-separated other long names, or NULL */
+    c3_opt_type type;
+    const char *def;     /* default as text; NULL = unset (auto) */
+    const char *values;  /* OPT_ENUM: "a|b|c" */
+    const char *metavar;
+    const char *help;
+    unsigned cmds;
+    size_t offset;       /* into c3_settings */
+    bool repl;           /* settable with REPL `set` */
+} c3_option;
+
+typedef struct {
+    double lo, hi;
+    bool on; /* false: "none" */
+} c3_range;
+
+/* All settings of a run. Strings are owned (xstrdup) or NULL. */
+typedef struct {
+    /* model and prompt */
+    char *model;
+    char *prompt;
+    char *negative;
+    char *system_prompt; /* "auto", "on", "off" */
+    char *templates;     /* "on", "off" */
+    /* size */
+    int width, height, frames;
+    double fps;
+    /* sampling */
+    int steps;
+    double guidance;
+    double shift;
+    char *schedule;      /* native|linear|karras|flowmatch4 */
+    c3_range guidance_interval;
+    char *seed;          /* "random" or a number */
+    char *noise;         /* safetensors with `latents` */
+    char *save_latents;
+    /* output */
+    char *output;
+    bool overwrite;
+    bool quiet;
+    bool json;
+    /* layout */
+    int tp, cfg_parallel, ulysses;
+    char *device;        /* auto|cpu|cuda */
+    char *gpus;
+    bool offload;
+    int threads;
+    /* tokenize */
+    bool raw;
+    bool negative_flag;
+    /* mkmodel */
+    char *preset;
+    int layers;
+    /* serve */
+    char *host;
+    int port;
+    /* preview */
+    char *preview;
+    /* which options the user gave (by table index) */
+    bool given[64];
+} c3_settings;
+
+extern const c3_option c3_options[];
+extern const int c3_noptions;
+
+/* Fill s with the table's defaults (frees nothing; s must be zeroed). */
+void settings_defaults(c3_settings *s);
+void settings_free(c3_settings *s);
+void settings_copy(c3_settings *dst, const c3_settings *src);
+/* Parse argv[i..] for subcommand `cmd` into s; positional arguments are
+ * returned in pos (xmalloc'd array of pointers into argv). C3_EUSAGE on a
+ * bad option with a one-line message naming it and the fix. */
+int settings_parse(c3_settings *s, unsigned cmd, int argc, char **argv, char ***pos, int *npos);
+/* Set one option by long name (or alias) from text (REPL `set`, serve). */
+int settings_set(c3_settings *s, const char *name, const char *value, unsigned cmd);
+/* The option row by long name or alias, or NULL. */
+const c3_option *option_find(const char *name);
+int option_index(const c3_option *o);
+/* Current value as text (xmalloc'd). */
+char *settings_get(const c3_settings *s, const c3_option *o);
+/* Usage text for a subcommand, printed to f. */
+void options_usage(FILE *f, unsigned cmd);
+
+/* Subcommand names <-> bits. */
+const char *cmd_name(unsigned cmd);
+unsigned cmd_parse(const char *name);
+
+#endif

@@ -1,0 +1,691 @@
+/* pipeline.c - engine: plan, load, and one generation over the ranks. */
+#include "pipeline.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "backend.h"
+#include "comm_shm.h"
+#include "model.h"
+#include "png_io.h"
+#include "prompt.h"
+#include "rng.h"
+#include "scheduler.h"
+#include "tokenizer.h"
+#include "wan_vae.h"
+#include "config.h"
+
+/* ------------------------------------------------------------------ ranks */
+
+typedef struct {
+    int rank;
+    c3_backend *be;
+    c3_model *model;
+    c3_comm *tp, *sp, *cfg, *world;
+    c3_shard shard;
+    pthread_t thread;
+    int rc;
+    char err[1024];
+} c3_rank;
+
+struct c3_engine {
+    c3_ckpt ck;
+    c3_tokenizer *tok;
+    c3_plan plan;
+    c3_rank ranks[C3_MAX_RANKS];
+    c3_comm_group *groups;
+    c3_vae *vae;
+    c3_events *ev;
+    volatile int cancel;
+    c3_settings base; /* settings the engine was opened with */
+};
+
+const c3_ckpt *engine_ckpt(const c3_engine *e) { return &e->ck; }
+const c3_plan *engine_plan(const c3_engine *e) { return &e->plan; }
+void engine_cancel(c3_engine *e) { e->cancel = 1; }
+
+const char *pipeline_model_dir(const c3_settings *s, char *buf, size_t n) {
+    if (s->model && *s->model) {
+        snprintf(buf, n, "%s", s->model);
+        return buf;
+    }
+    const char *env = getenv("COSMOS3_MODEL");
+    if (env && *env) {
+        snprintf(buf, n, "%s", env);
+        return buf;
+    }
+    /* the built-in default: installed data dir, else the source tree's share/ */
+    const char *cands[] = {COSMOS3_DATADIR "/models/default", COSMOS3_SRCDIR "/share/models/default"};
+    for (size_t i = 0; i < C3_ARRAY_LEN(cands); i++) {
+        char *p = c3_path_join(cands[i], "model_index.json");
+        bool ok = c3_file_exists(p);
+        free(p);
+        if (ok) {
+            snprintf(buf, n, "%s", cands[i]);
+            return buf;
+        }
+    }
+    snprintf(buf, n, "%s", cands[1]);
+    return buf;
+}
+
+/* ------------------------------------------------------------- settings */
+
+static bool is_video(const c3_settings *s) { return s->frames > 1; }
+
+int settings_resolve(c3_settings *s, const c3_ckpt *ck) {
+#define GIVEN(name) s->given[option_index(option_find(name))]
+    bool video = is_video(s);
+    if (!GIVEN("width")) s->width = video ? 1280 : 1024;
+    if (!GIVEN("height")) s->height = video ? 720 : 1024;
+    if (!GIVEN("steps")) s->steps = video ? 35 : 50;
+    if (!GIVEN("guidance")) s->guidance = video ? 6.0 : 7.0;
+    if (!GIVEN("shift")) s->shift = video ? 10.0 : 3.0;
+    if (!GIVEN("guidance-interval")) {
+        s->guidance_interval.on = !video;
+        s->guidance_interval.lo = 400;
+        s->guidance_interval.hi = 1000;
+    }
+#undef GIVEN
+    if (s->width < 16 || s->width % 16 || s->width > 16384)
+        return c3_fail(C3_EUSAGE, "--width %d must be a positive multiple of 16 (e.g. %d)", s->width,
+                       s->width < 16 ? 16 : (s->width / 16) * 16);
+    if (s->height < 16 || s->height % 16 || s->height > 16384)
+        return c3_fail(C3_EUSAGE, "--height %d must be a positive multiple of 16 (e.g. %d)", s->height,
+                       s->height < 16 ? 16 : (s->height / 16) * 16);
+    if (s->frames < 1 || (s->frames - 1) % 4 || s->frames > 4097)
+        return c3_fail(C3_EUSAGE, "--frames %d must be 1 (image) or 1 + 4k (e.g. %d)", s->frames,
+                       s->frames < 1 ? 1 : ((s->frames - 1) / 4) * 4 + 1);
+    if (s->fps <= 0 || s->fps > 1000) return c3_fail(C3_EUSAGE, "--fps %g must be in (0, 1000]", s->fps);
+    if (s->steps < 1 || s->steps > 1000) return c3_fail(C3_EUSAGE, "--steps %d must be in 1..1000", s->steps);
+    if (!(s->guidance >= 0) || s->guidance > 100)
+        return c3_fail(C3_EUSAGE, "--guidance %g must be in [0, 100] (1 turns CFG off)", s->guidance);
+    if (!(s->shift > 0) || s->shift > 1000) return c3_fail(C3_EUSAGE, "--shift %g must be in (0, 1000]", s->shift);
+    c3_schedule sch;
+    if (sched_parse(s->schedule, &sch) != 0)
+        return c3_fail(C3_EUSAGE, "--schedule '%s' is not native, linear, karras or flowmatch4", s->schedule);
+    if (sch == C3_SCHED_FLOWMATCH4 && s->steps != 4)
+        return c3_fail(C3_EUSAGE, "--schedule flowmatch4 is the distilled 4-step sampler; use --steps 4");
+    if (strcmp(s->seed, "random") != 0) {
+        char *end;
+        errno = 0;
+        unsigned long long v = strtoull(s->seed, &end, 10);
+        (void)v;
+        if (errno || end == s->seed || *end || s->seed[0] == '-')
+            return c3_fail(C3_EUSAGE, "--seed '%s' must be a non-negative integer or 'random'", s->seed);
+    }
+    if (s->tp < 1 || s->cfg_parallel < 1 || s->ulysses < 1)
+        return c3_fail(C3_EUSAGE, "--tp, --cfg-parallel and --ulysses must be at least 1");
+    if (s->threads < 0) return c3_fail(C3_EUSAGE, "--threads %d must be 0 (all cores) or more", s->threads);
+    if (ck && ck->t.patch != 2 && (s->width / 16) % ck->t.patch)
+        return c3_fail(C3_EUSAGE, "size must be a multiple of %d pixels for this model", 16 * ck->t.patch);
+    return C3_OK;
+}
+
+/* --------------------------------------------------------------- engine */
+
+static void *load_rank(void *arg) {
+    c3_engine *e = ((void **)arg)[0];
+    c3_rank *r = ((void **)arg)[1];
+    r->rc = model_load(&r->model, &e->ck, r->be, &r->shard);
+    if (r->rc) snprintf(r->err, sizeof r->err, "%s", c3_errmsg());
+    return NULL;
+}
+
+int engine_open(c3_engine **out, const c3_settings *s, c3_events *ev) {
+    c3_engine *e = xcalloc(1, sizeof *e);
+    e->ev = ev;
+    settings_copy(&e->base, s);
+    char dir[4096];
+    pipeline_model_dir(s, dir, sizeof dir);
+    double t0 = c3_now();
+    int rc = ckpt_open(&e->ck, dir, true);
+    if (rc) goto fail;
+    /* plan before any weight is read */
+    c3_sizes sz;
+    ckpt_sizes(&e->ck, &sz);
+    c3_settings tmp;
+    settings_copy(&tmp, s);
+    rc = settings_resolve(&tmp, &e->ck);
+    if (rc == C3_OK)
+        rc = plan_make(&e->plan, &e->ck.t, &sz, s->tp, s->cfg_parallel, s->ulysses, s->device, s->gpus, s->offload,
+                       tmp.width, tmp.height, tmp.frames);
+    settings_free(&tmp);
+    if (rc) goto fail;
+    rc = tok_load(&e->tok, e->ck.tokenizer_json);
+    if (rc) goto fail;
+    /* backends and communicators */
+    const c3_plan *p = &e->plan;
+    for (int r = 0; r < p->world; r++) {
+        c3_rank *rk = &e->ranks[r];
+        rk->rank = r;
+        if (p->cuda) {
+            rc = c3_backend_cuda(p->devices[r], &rk->be);
+            if (rc) goto fail;
+        } else {
+            rk->be = c3_backend_cpu();
+        }
+    }
+    if (p->world > 1) {
+        rc = comm_shm_create(p, &e->groups);
+        if (rc) goto fail;
+    }
+    for (int r = 0; r < p->world; r++) {
+        c3_rank *rk = &e->ranks[r];
+        if (e->groups) comm_shm_rank(e->groups, r, &rk->world, &rk->tp, &rk->sp, &rk->cfg);
+        rk->shard = (c3_shard){.tp_rank = plan_tp_rank(p, r),
+                               .tp_size = p->tp,
+                               .tp = p->tp > 1 ? rk->tp : NULL,
+                               .sp_rank = plan_sp_rank(p, r),
+                               .sp_size = p->sp,
+                               .sp = p->sp > 1 ? rk->sp : NULL,
+                               .cancel = &e->cancel};
+    }
+    /* load every rank in parallel */
+    void *args[C3_MAX_RANKS][2];
+    for (int r = 0; r < p->world; r++) {
+        args[r][0] = e;
+        args[r][1] = &e->ranks[r];
+        if (pthread_create(&e->ranks[r].thread, NULL, load_rank, args[r]) != 0) {
+            rc = c3_fail(C3_EFAIL, "cannot start rank thread %d", r);
+            for (int q = 0; q < r; q++) pthread_join(e->ranks[q].thread, NULL);
+            goto fail;
+        }
+    }
+    for (int r = 0; r < p->world; r++) pthread_join(e->ranks[r].thread, NULL);
+    for (int r = 0; r < p->world; r++)
+        if (e->ranks[r].rc) {
+            rc = c3_fail(e->ranks[r].rc, "rank %d: %s", r, e->ranks[r].err);
+            goto fail;
+        }
+    rc = vae_load(&e->vae, &e->ck, e->ranks[0].be);
+    if (rc) goto fail;
+    for (int r = 0; r < p->world; r++) {
+        c3_event ev1 = {.kind = EV_LOADED, .rank = r, .device = p->devices[r], .seconds = c3_now() - t0};
+        for (int c = 0; c < 3; c++) ev1.bytes[c] = e->ranks[r].be->mem[c];
+        ev1.dev_total = p->dev_total[r];
+        ev1.dev_free = p->dev_free[r];
+        snprintf(ev1.text, sizeof ev1.text, "%s", p->dev_name[r]);
+        events_push(ev, &ev1);
+    }
+    *out = e;
+    return C3_OK;
+fail:
+    engine_close(e);
+    return rc;
+}
+
+void engine_close(c3_engine *e) {
+    if (!e) return;
+    vae_free(e->vae);
+    for (int r = 0; r < C3_MAX_RANKS; r++) {
+        model_free(e->ranks[r].model);
+        if (e->ranks[r].be) c3_backend_destroy(e->ranks[r].be);
+    }
+    if (e->groups) comm_shm_destroy(e->groups);
+    tok_free(e->tok);
+    ckpt_close(&e->ck);
+    settings_free(&e->base);
+    free(e);
+}
+
+void result_free(c3_result *r) {
+    for (int i = 0; i < r->npaths; i++) free(r->paths[i]);
+    free(r->paths);
+    free(r->png_parameters);
+    memset(r, 0, sizeof *r);
+}
+
+/* ----------------------------------------------------------- generation */
+
+typedef struct {
+    c3_engine *e;
+    const c3_settings *s;
+    int32_t *ids[2];
+    int L[2];
+    int T, h, w;
+    int64_t n; /* latent floats */
+    const float *x_init;
+    double *sigmas;
+    int64_t *timesteps;
+    c3_schedule sched;
+    float *x_final; /* written by rank 0 */
+    double t_und, t_loop, step_sum, cond_sum, uncond_sum;
+    int steps_run;
+} c3_job;
+
+static bool cfg_active(const c3_settings *s, int64_t t) {
+    if (s->guidance == 1.0) return false;
+    if (!s->guidance_interval.on) return true;
+    return (double)t >= s->guidance_interval.lo && (double)t <= s->guidance_interval.hi;
+}
+
+static void emit_branch(c3_engine *e, int rank, int group, int step, int branch, double sec) {
+    c3_event ev = {.kind = EV_BRANCH, .rank = rank, .group = group, .step = step, .branch = branch, .seconds = sec};
+    events_push(e->ev, &ev);
+}
+
+/* Every rank runs this loop: its CFG group's branches, the exchange, and the
+ * same sampler step, so all ranks hold the same x. */
+static int rank_loop(c3_job *j, c3_rank *rk) {
+    c3_engine *e = j->e;
+    const c3_plan *p = &e->plan;
+    const c3_settings *s = j->s;
+    int group = plan_cfg_rank(p, rk->rank);
+    bool lead = plan_tp_rank(p, rk->rank) == 0 && plan_sp_rank(p, rk->rank) == 0;
+    c3_undkv kv[2] = {0};
+    c3_latent_geom g = {.T = j->T, .h = j->h, .w = j->w, .fps = s->fps};
+    float *x = xmalloc((size_t)j->n * sizeof(float));
+    float *vbuf = xmalloc((size_t)j->n * 2 * sizeof(float)); /* [cond | uncond] */
+    float *v = xmalloc((size_t)j->n * sizeof(float));
+    float *noise = j->sched == C3_SCHED_FLOWMATCH4 ? xmalloc((size_t)j->n * sizeof(float)) : NULL;
+    memcpy(x, j->x_init, (size_t)j->n * sizeof(float));
+    c3_sampler *smp = sampler_new(j->sched == C3_SCHED_FLOWMATCH4 ? C3_SAMPLER_FLOWMATCH : C3_SAMPLER_UNIPC,
+                                  s->steps, j->sigmas, j->n);
+    int rc = C3_OK;
+    bool need_uncond = false;
+    for (int i = 0; i < s->steps; i++) need_uncond |= cfg_active(s, j->timesteps[i]);
+    /* UND once per branch this rank serves */
+    double t0 = c3_now();
+    for (int b = 0; b < 2 && rc == C3_OK; b++) {
+        if (p->cfg == 2 && b != group) continue;
+        if (b == 1 && !need_uncond) continue;
+        rc = model_und(rk->model, j->ids[b], j->L[b], &kv[b]);
+    }
+    if (rk->rank == 0) j->t_und = c3_now() - t0;
+    double tl = c3_now();
+    for (int i = 0; i < s->steps && rc == C3_OK; i++) {
+        if (e->cancel) {
+            rc = c3_fail(C3_ECANCEL, "cancelled");
+            break;
+        }
+        int64_t t = j->timesteps[i];
+        bool cfg_on = cfg_active(s, t);
+        double ts = c3_now(), tc = 0, tu = 0, tx = 0;
+        if (rk->rank == 0) {
+            c3_event ev = {.kind = EV_STEP_BEGIN, .step = i + 1, .steps = s->steps, .timestep = t};
+            events_push(e->ev, &ev);
+        }
+        if (p->cfg == 1) {
+            double a = c3_now();
+            rc = model_gen(rk->model, &kv[0], x, &g, t, vbuf);
+            tc = c3_now() - a;
+            if (lead && rc == C3_OK) emit_branch(e, rk->rank, 0, i + 1, 0, tc);
+            if (rc == C3_OK && cfg_on) {
+                a = c3_now();
+                rc = model_gen(rk->model, &kv[1], x, &g, t, vbuf + j->n);
+                tu = c3_now() - a;
+                if (lead && rc == C3_OK) emit_branch(e, rk->rank, 0, i + 1, 1, tu);
+            }
+        } else {
+            /* group 0: cond; group 1: uncond, idle outside the guidance interval */
+            float *mine = vbuf + (group ? j->n : 0);
+            double a = c3_now();
+            if (group == 0 || cfg_on) rc = model_gen(rk->model, &kv[group], x, &g, t, mine);
+            double sec = c3_now() - a;
+            if (group == 0) tc = sec; else tu = sec;
+            if (lead && rc == C3_OK && (group == 0 || cfg_on)) emit_branch(e, rk->rank, group, i + 1, group, sec);
+            /* exchange: all-gather over the CFG pair (cond | uncond) */
+            a = c3_now();
+            if (rc == C3_OK) rc = rk->cfg->allgather_host(rk->cfg, vbuf, mine, j->n);
+            tx = c3_now() - a;
+        }
+        if (rc) break;
+        double a = c3_now();
+        if (cfg_on)
+            cfg_combine(v, vbuf, vbuf + j->n, (float)s->guidance, j->n);
+        else
+            memcpy(v, vbuf, (size_t)j->n * sizeof(float));
+        if (noise) rng_normal(strtoull(s->seed, NULL, 10) + 1 + (uint64_t)i, 0, noise, j->n);
+        rc = sampler_step(smp, i, v, x, noise, NULL, NULL);
+        tx += c3_now() - a;
+        if (rk->rank == 0 && rc == C3_OK) {
+            double st = c3_now() - ts;
+            c3_event ev = {.kind = EV_STEP_END, .step = i + 1, .steps = s->steps, .seconds = st, .cond_s = tc,
+                           .uncond_s = tu, .combine_s = tx, .timestep = t};
+            if (p->cfg == 2) ev.uncond_s = 0; /* reported by the other group's EV_BRANCH */
+            events_push(e->ev, &ev);
+            j->step_sum += st;
+            j->cond_sum += tc;
+            j->uncond_sum += tu;
+            j->steps_run++;
+        }
+    }
+    if (rk->rank == 0) {
+        j->t_loop = c3_now() - tl;
+        if (rc == C3_OK) memcpy(j->x_final, x, (size_t)j->n * sizeof(float));
+    }
+    for (int b = 0; b < 2; b++) undkv_free(&kv[b]);
+    sampler_free(smp);
+    free(x);
+    free(vbuf);
+    free(v);
+    free(noise);
+    return rc;
+}
+
+typedef struct {
+    c3_job *j;
+    c3_rank *rk;
+} rank_arg;
+
+static void *rank_main(void *arg) {
+    rank_arg *a = arg;
+    a->rk->rc = rank_loop(a->j, a->rk);
+    if (a->rk->rc) {
+        snprintf(a->rk->err, sizeof a->rk->err, "%s", c3_errmsg());
+        /* a failing rank stops the others: they see cancel between layers,
+         * and the communicator is aborted so no one waits forever */
+        a->j->e->cancel = 1;
+        if (a->j->e->groups) comm_shm_abort(a->j->e->groups);
+    }
+    return NULL;
+}
+
+/* ------------------------------------------------------------- outputs */
+
+static char *parameters_text(const c3_settings *s, const c3_ckpt *ck, uint64_t seed) {
+    char *buf = xmalloc(strlen(s->prompt) + strlen(s->negative) + 1024);
+    char interval[64];
+    if (s->guidance_interval.on)
+        snprintf(interval, sizeof interval, ", CFG interval: %g-%g", s->guidance_interval.lo, s->guidance_interval.hi);
+    else
+        interval[0] = 0;
+    sprintf(buf,
+            "%s\nNegative prompt: %s\nSteps: %d, CFG scale: %g, Seed: %llu, Size: %dx%d, Model: %s, Sampler: %s, "
+            "Schedule: %s, Shift: %g%s%s",
+            s->prompt, s->negative, s->steps, s->guidance, (unsigned long long)seed, s->width, s->height,
+            ck->model_id, strcmp(s->schedule, "flowmatch4") == 0 ? "FlowMatch Euler" : "UniPC", s->schedule,
+            s->shift, interval, s->frames > 1 ? "" : "");
+    if (s->frames > 1) {
+        size_t k = strlen(buf);
+        sprintf(buf + k, ", Frames: %d, FPS: %g", s->frames, s->fps);
+    }
+    return buf;
+}
+
+static char *cosmos3_json(const c3_settings *s, const c3_ckpt *ck, const c3_plan *p, uint64_t seed,
+                          const c3_result *r) {
+    json_t *o = json_object();
+    json_object_set_new(o, "version", json_string(COSMOS3_VERSION));
+    json_t *m = json_object();
+    json_object_set_new(m, "id", json_string(ck->model_id));
+    char h[32];
+    snprintf(h, sizeof h, "%016llx", (unsigned long long)ck->t.config_hash);
+    json_object_set_new(m, "config_hash", json_string(h));
+    json_object_set_new(o, "model", m);
+    json_t *st = json_object();
+    json_object_set_new(st, "prompt", json_string(s->prompt));
+    json_object_set_new(st, "negative_prompt", json_string(s->negative));
+    json_object_set_new(st, "width", json_integer(s->width));
+    json_object_set_new(st, "height", json_integer(s->height));
+    json_object_set_new(st, "frames", json_integer(s->frames));
+    json_object_set_new(st, "fps", json_real(s->fps));
+    json_object_set_new(st, "steps", json_integer(s->steps));
+    json_object_set_new(st, "guidance", json_real(s->guidance));
+    json_object_set_new(st, "shift", json_real(s->shift));
+    json_object_set_new(st, "schedule", json_string(s->schedule));
+    char gi[64];
+    if (s->guidance_interval.on)
+        snprintf(gi, sizeof gi, "%g,%g", s->guidance_interval.lo, s->guidance_interval.hi);
+    else
+        snprintf(gi, sizeof gi, "none");
+    json_object_set_new(st, "guidance_interval", json_string(gi));
+    json_object_set_new(st, "seed", json_integer((json_int_t)seed));
+    json_object_set_new(st, "system_prompt", json_string(s->system_prompt));
+    json_object_set_new(st, "templates", json_string(s->templates));
+    if (s->noise) json_object_set_new(st, "noise", json_string(s->noise));
+    json_object_set_new(o, "settings", st);
+    json_t *l = json_object();
+    json_object_set_new(l, "tp", json_integer(p->tp));
+    json_object_set_new(l, "cfg_parallel", json_integer(p->cfg));
+    json_object_set_new(l, "ulysses", json_integer(p->sp));
+    json_object_set_new(l, "device", json_string(p->cuda ? "cuda" : "cpu"));
+    json_object_set_new(o, "layout", l);
+    json_object_set_new(o, "L_cond", json_integer(r->L_cond));
+    json_object_set_new(o, "L_uncond", json_integer(r->L_uncond));
+    char *txt = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    json_decref(o);
+    return txt;
+}
+
+/* Output paths: image -> s->output or cosmos3-SEED.png; video -> a folder
+ * (frame_0000.png ...) or a pattern containing %04d (any %0Nd). */
+static int frame_path(const c3_settings *s, uint64_t seed, int f, char *buf, size_t n, char *dir, size_t dn) {
+    dir[0] = 0;
+    const char *o = s->output;
+    if (s->frames == 1) {
+        if (o && *o)
+            snprintf(buf, n, "%s", o);
+        else
+            snprintf(buf, n, "cosmos3-%llu.png", (unsigned long long)seed);
+        return C3_OK;
+    }
+    char base[4096];
+    if (o && *o)
+        snprintf(base, sizeof base, "%s", o);
+    else
+        snprintf(base, sizeof base, "cosmos3-%llu", (unsigned long long)seed);
+    const char *pct = strchr(base, '%');
+    if (pct) {
+        /* one %0Nd conversion only */
+        const char *q = pct + 1;
+        while (*q >= '0' && *q <= '9') q++;
+        if (*q != 'd' || strchr(q, '%'))
+            return c3_fail(C3_EUSAGE, "-o '%s': a frame pattern takes one %%d conversion (e.g. shots/%%04d.png)", base);
+        snprintf(buf, n, base, f);
+        const char *slash = strrchr(buf, '/');
+        if (slash) snprintf(dir, dn, "%.*s", (int)(slash - buf), buf);
+    } else {
+        size_t L = strlen(base);
+        if (L > 4 && strcmp(base + L - 4, ".png") == 0)
+            return c3_fail(C3_EUSAGE, "-o %s: a video needs a folder or a pattern such as frames/%%04d.png", base);
+        snprintf(buf, n, "%s/frame_%04d.png", base, f);
+        snprintf(dir, dn, "%s", base);
+    }
+    return C3_OK;
+}
+
+static int load_noise(const char *path, const c3_ckpt *ck, int T, int h, int w, float *x) {
+    st_file f;
+    int rc = st_open(&f, path);
+    if (rc) return c3_fail(C3_EINPUT, "--noise: %s", c3_errmsg());
+    const st_tensor *t = st_find(&f, "latents");
+    int64_t want[5] = {1, ck->t.latent_ch, T, h, w};
+    bool ok = t && t->ndim == 5;
+    for (int i = 0; ok && i < 5; i++) ok = t->shape[i] == want[i];
+    if (!ok) {
+        st_close(&f);
+        return c3_fail(C3_EINPUT,
+                       "--noise %s: needs a tensor 'latents' of shape [1, %d, %d, %d, %d] for this size; "
+                       "check -W/-H/--frames",
+                       path, ck->t.latent_ch, T, h, w);
+    }
+    c3_to_f32(x, t->data, t->dtype, (size_t)st_numel(t));
+    st_close(&f);
+    return C3_OK;
+}
+
+int engine_generate(c3_engine *e, const c3_settings *s_in, c3_result *res) {
+    memset(res, 0, sizeof *res);
+    e->cancel = 0;
+    double t_start = c3_now();
+    c3_settings s;
+    settings_copy(&s, s_in);
+    int rc = settings_resolve(&s, &e->ck);
+    c3_job j = {.e = e, .s = &s};
+    float *x0 = NULL;
+    float *pixels = NULL;
+    if (rc) goto out;
+    if (!s.prompt) {
+        rc = c3_fail(C3_EUSAGE, "no prompt; give one with -p TEXT");
+        goto out;
+    }
+    /* plan for this size: memory check again (size may differ from open) */
+    const c3_tconfig *tc = &e->ck.t;
+    uint64_t seed = strcmp(s.seed, "random") == 0 ? rng_random_seed() : strtoull(s.seed, NULL, 10);
+    char seedtxt[32];
+    snprintf(seedtxt, sizeof seedtxt, "%llu", (unsigned long long)seed);
+    free(s.seed);
+    s.seed = xstrdup(seedtxt);
+    res->seed = seed;
+    /* outputs: refuse existing files before any work */
+    char path[4096], dir[4096];
+    for (int f = 0; f < s.frames; f++) {
+        rc = frame_path(&s, seed, f, path, sizeof path, dir, sizeof dir);
+        if (rc) goto out;
+        if (!s.overwrite && c3_file_exists(path)) {
+            rc = c3_fail(C3_EOUTPUT, "%s already exists; use --overwrite or another -o", path);
+            goto out;
+        }
+        if (s.frames > 4 && f == 0) { /* checking the first frame is enough for a fresh folder */
+            if (!c3_file_exists(dir)) break;
+        }
+    }
+    if (s.save_latents && !s.overwrite && c3_file_exists(s.save_latents)) {
+        rc = c3_fail(C3_EOUTPUT, "%s already exists; use --overwrite or another --save-latents", s.save_latents);
+        goto out;
+    }
+    /* tokenize */
+    double t0 = c3_now();
+    c3_prompt_opts po = {
+        .system_prompt = !strcmp(s.system_prompt, "auto") ? e->ck.default_system_prompt : !strcmp(s.system_prompt, "on"),
+        .templates = !strcmp(s.templates, "on"),
+        .width = s.width,
+        .height = s.height,
+        .frames = s.frames,
+        .fps = s.fps};
+    rc = prompt_ids(e->tok, s.prompt, false, &po, &j.ids[0], &j.L[0]);
+    if (rc == C3_OK) rc = prompt_ids(e->tok, s.negative, true, &po, &j.ids[1], &j.L[1]);
+    if (rc) goto out;
+    res->L_cond = j.L[0];
+    res->L_uncond = j.L[1];
+    res->t_tokenize = c3_now() - t0;
+    /* latents */
+    j.T = (s.frames - 1) / 4 + 1;
+    j.h = s.height / 16;
+    j.w = s.width / 16;
+    j.n = (int64_t)tc->latent_ch * j.T * j.h * j.w;
+    x0 = xmalloc((size_t)j.n * sizeof(float));
+    if (s.noise) {
+        rc = load_noise(s.noise, &e->ck, j.T, j.h, j.w, x0);
+        if (rc) goto out;
+    } else {
+        rng_normal(seed, 0, x0, j.n);
+    }
+    j.x_init = x0;
+    j.x_final = xmalloc((size_t)j.n * sizeof(float));
+    /* schedule */
+    sched_parse(s.schedule, &j.sched);
+    j.sigmas = xmalloc((size_t)(s.steps + 1) * sizeof(double));
+    j.timesteps = xmalloc((size_t)s.steps * sizeof(int64_t));
+    rc = sched_sigmas(j.sched, s.steps, s.shift, e->ck.s.sigma_min, e->ck.s.sigma_max, j.sigmas, j.timesteps);
+    if (rc) goto out;
+    /* run the ranks */
+    const c3_plan *p = &e->plan;
+    rank_arg args[C3_MAX_RANKS];
+    if (e->groups) comm_shm_reset(e->groups);
+    for (int r = 0; r < p->world; r++) {
+        args[r] = (rank_arg){&j, &e->ranks[r]};
+        e->ranks[r].rc = 0;
+        if (pthread_create(&e->ranks[r].thread, NULL, rank_main, &args[r]) != 0) {
+            e->cancel = 1;
+            if (e->groups) comm_shm_abort(e->groups);
+            for (int q = 0; q < r; q++) pthread_join(e->ranks[q].thread, NULL);
+            rc = c3_fail(C3_EFAIL, "cannot start rank thread %d", r);
+            goto out;
+        }
+    }
+    for (int r = 0; r < p->world; r++) pthread_join(e->ranks[r].thread, NULL);
+    /* the first real failure wins over the cancellations it caused */
+    for (int r = 0; r < p->world; r++)
+        if (e->ranks[r].rc && e->ranks[r].rc != C3_ECANCEL && !rc)
+            rc = c3_fail(e->ranks[r].rc, "%s%s", p->world > 1 ? "" : "", e->ranks[r].err);
+    for (int r = 0; r < p->world && !rc; r++)
+        if (e->ranks[r].rc) rc = c3_fail(e->ranks[r].rc, "%s", e->ranks[r].err);
+    if (rc) goto out;
+    res->t_und = j.t_und;
+    res->t_denoise = j.t_loop;
+    if (j.steps_run) {
+        res->t_step_mean = j.step_sum / j.steps_run;
+        res->t_cond_mean = j.cond_sum / j.steps_run;
+        res->t_uncond_mean = j.uncond_sum / j.steps_run;
+    }
+    if (s.save_latents) {
+        st_wtensor wt = {.name = "latents", .dtype = C3_F32, .ndim = 5,
+                         .shape = {1, tc->latent_ch, j.T, j.h, j.w}, .data = j.x_final};
+        rc = st_write(s.save_latents, &wt, 1, NULL, 0, s.overwrite);
+        if (rc) goto out;
+    }
+    /* decode */
+    t0 = c3_now();
+    int F, H, W;
+    rc = vae_decode(e->vae, j.x_final, j.T, j.h, j.w, &pixels, &F, &H, &W, NULL, NULL);
+    if (rc) goto out;
+    res->t_vae = c3_now() - t0;
+    if (e->cancel) {
+        rc = c3_fail(C3_ECANCEL, "cancelled");
+        goto out;
+    }
+    /* write */
+    t0 = c3_now();
+    res->png_parameters = parameters_text(&s, &e->ck, seed);
+    res->width = W;
+    res->height = H;
+    res->frames = F;
+    res->steps = s.steps;
+    res->guidance = s.guidance;
+    res->shift = s.shift;
+    snprintf(res->schedule, sizeof res->schedule, "%s", s.schedule);
+    char *meta = cosmos3_json(&s, &e->ck, p, seed, res);
+    uint8_t *rgb = xmalloc((size_t)H * W * 3);
+    res->paths = xcalloc((size_t)F, sizeof(char *));
+    size_t plane = (size_t)F * H * W;
+    for (int f = 0; f < F && rc == C3_OK; f++) {
+        for (int y = 0; y < H; y++)
+            for (int xx = 0; xx < W; xx++)
+                for (int c = 0; c < 3; c++) {
+                    float v = pixels[(size_t)c * plane + ((size_t)f * H + y) * W + xx] * 0.5f + 0.5f;
+                    v = v < 0 ? 0 : v > 1 ? 1 : v;
+                    rgb[((size_t)y * W + xx) * 3 + c] = (uint8_t)lrintf(v * 255.0f);
+                }
+        rc = frame_path(&s, seed, f, path, sizeof path, dir, sizeof dir);
+        if (rc == C3_OK && dir[0]) rc = c3_mkdir_p(dir);
+        if (rc) break;
+        c3_png_text texts[2] = {{"parameters", res->png_parameters, false}, {"cosmos3", meta, true}};
+        rc = png_write(path, rgb, W, H, texts, f == 0 ? 2 : 0, s.overwrite);
+        if (rc == C3_OK) {
+            res->paths[res->npaths++] = xstrdup(path);
+            events_emit(e->ev, EV_PREVIEW, 0, "%s", path);
+        }
+    }
+    free(rgb);
+    free(meta);
+    res->t_write = c3_now() - t0;
+    res->t_total = c3_now() - t_start;
+    res->mem_peak = e->ranks[0].be->mem_peak;
+out:
+    free(j.ids[0]);
+    free(j.ids[1]);
+    free(x0);
+    free(j.x_final);
+    free(j.sigmas);
+    free(j.timesteps);
+    free(pixels);
+    settings_free(&s);
+    if (rc == C3_ECANCEL) {
+        c3_event ev = {.kind = EV_CANCELLED};
+        events_push(e->ev, &ev);
+    } else if (rc) {
+        c3_event ev = {.kind = EV_ERROR, .code = rc};
+        snprintf(ev.text, sizeof ev.text, "%s", c3_errmsg());
+        events_push(e->ev, &ev);
+    } else {
+        c3_event ev = {.kind = EV_DONE, .seconds = res->t_total};
+        events_push(e->ev, &ev);
+    }
+    return rc;
+}

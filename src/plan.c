@@ -1,0 +1,192 @@
+/* plan.c - layout checks and the per-rank memory estimate. */
+#include "plan.h"
+
+#include <stdlib.h>
+
+#include "config.h"
+#if COSMOS3_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+int c3_gpu_count(void) {
+#if COSMOS3_HAVE_CUDA
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) return 0;
+    return n;
+#else
+    return 0;
+#endif
+}
+
+int c3_gpu_info(int dev, char *name, size_t n, int64_t *total, int64_t *free_b) {
+#if COSMOS3_HAVE_CUDA
+    struct cudaDeviceProp prop;
+    if (cudaGetDeviceProperties(&prop, dev) != cudaSuccess)
+        return c3_fail(C3_ERESOURCE, "GPU %d: cannot query it", dev);
+    snprintf(name, n, "%s", prop.name);
+    size_t fr = 0, tot = 0;
+    int old = 0;
+    cudaGetDevice(&old);
+    if (cudaSetDevice(dev) == cudaSuccess && cudaMemGetInfo(&fr, &tot) == cudaSuccess) {
+        *total = (int64_t)tot;
+        *free_b = (int64_t)fr;
+    } else {
+        *total = (int64_t)prop.totalGlobalMem;
+        *free_b = *total;
+    }
+    cudaSetDevice(old);
+    return C3_OK;
+#else
+    (void)dev;
+    snprintf(name, n, "none");
+    *total = *free_b = 0;
+    return c3_fail(C3_ERESOURCE, "this cosmos3 was built without CUDA");
+#endif
+}
+
+static int64_t host_memory(int64_t *avail) {
+    FILE *f = fopen("/proc/meminfo", "r");
+    int64_t total = 0, av = 0;
+    char line[256];
+    while (f && fgets(line, sizeof line, f)) {
+        long long v;
+        if (sscanf(line, "MemTotal: %lld kB", &v) == 1) total = v * 1024;
+        if (sscanf(line, "MemAvailable: %lld kB", &v) == 1) av = v * 1024;
+    }
+    if (f) fclose(f);
+    *avail = av;
+    return total;
+}
+
+static const char *gib(int64_t b, char *buf, size_t n) {
+    if (b >= (1ll << 30))
+        snprintf(buf, n, "%.2f GiB", (double)b / (double)(1ll << 30));
+    else
+        snprintf(buf, n, "%.1f MiB", (double)b / (double)(1 << 20));
+    return buf;
+}
+
+int plan_make(c3_plan *p, const c3_tconfig *t, const c3_sizes *sz, int tp, int cfg, int sp,
+              const char *device, const char *gpus, bool offload, int W, int H, int F) {
+    memset(p, 0, sizeof *p);
+    p->tp = tp;
+    p->cfg = cfg;
+    p->sp = sp;
+    p->offload = offload;
+    if (tp < 1 || cfg < 1 || sp < 1)
+        return c3_fail(C3_EUSAGE, "--tp, --cfg-parallel and --ulysses must be at least 1");
+    if (cfg > 2) return c3_fail(C3_EUSAGE, "--cfg-parallel is 1 or 2 (two branches: cond and uncond)");
+    p->world = tp * cfg * sp;
+    if (p->world > C3_MAX_RANKS) return c3_fail(C3_EUSAGE, "world size %d is above %d", p->world, C3_MAX_RANKS);
+    /* divisibility against the checkpoint */
+    if (t->kv_heads % tp)
+        return c3_fail(C3_EUSAGE, "--tp %d does not divide the model's %d KV heads; use --tp 1, 2%s", tp,
+                       t->kv_heads, t->kv_heads % 4 == 0 ? ", 4 or 8" : t->kv_heads % 2 == 0 ? "" : "");
+    if ((t->kv_heads / tp) % sp)
+        return c3_fail(C3_EUSAGE,
+                       "--ulysses %d does not divide the %d KV heads per TP rank (%d KV heads / tp %d); "
+                       "lower --ulysses or --tp",
+                       sp, t->kv_heads / tp, t->kv_heads, tp);
+    /* devices */
+    bool want_cuda;
+    int ngpu = c3_gpu_count();
+    if (!strcmp(device, "cuda"))
+        want_cuda = true;
+    else if (!strcmp(device, "cpu"))
+        want_cuda = false;
+    else
+        want_cuda = ngpu > 0;
+    p->cuda = want_cuda;
+    int list[C3_MAX_RANKS], nlist = 0;
+    if (want_cuda) {
+        if (gpus && *gpus) {
+            char *dup = xstrdup(gpus), *save = NULL;
+            for (char *tok = strtok_r(dup, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+                char *end;
+                long v = strtol(tok, &end, 10);
+                if (*end || v < 0 || nlist >= C3_MAX_RANKS) {
+                    free(dup);
+                    return c3_fail(C3_EUSAGE, "--gpus: '%s' is not a comma list of GPU numbers (e.g. 0,1)", gpus);
+                }
+                if (v >= ngpu) {
+                    free(dup);
+                    return c3_fail(C3_ERESOURCE, "--gpus: GPU %ld does not exist (found %d)", v, ngpu);
+                }
+                list[nlist++] = (int)v;
+            }
+            free(dup);
+        } else {
+            for (int i = 0; i < ngpu && i < C3_MAX_RANKS; i++) list[nlist++] = i;
+        }
+        p->ndev = nlist;
+        if (nlist < p->world)
+            return c3_fail(C3_ERESOURCE,
+                           "not enough GPUs: tp %d x cfg-parallel %d x ulysses %d needs %d, found %d; use "
+                           "--tp 1 --cfg-parallel 1 --ulysses 1%s or --device cpu",
+                           tp, cfg, sp, p->world, nlist, nlist ? " --offload" : "");
+        for (int r = 0; r < p->world; r++) {
+            p->devices[r] = list[r];
+            C3_TRY(c3_gpu_info(list[r], p->dev_name[r], sizeof p->dev_name[r], &p->dev_total[r],
+                               &p->dev_free[r]));
+        }
+    } else {
+        p->ndev = 1;
+        int64_t avail;
+        int64_t total = host_memory(&avail);
+        for (int r = 0; r < p->world; r++) {
+            p->devices[r] = -1;
+            snprintf(p->dev_name[r], sizeof p->dev_name[r], "cpu");
+            p->dev_total[r] = total;
+            p->dev_free[r] = avail;
+        }
+    }
+    /* bytes per rank, as stored on the device (bf16 on GPUs, fp32 on the CPU) */
+    double esz = want_cuda ? 2.0 : 4.0;
+    int64_t per_tower_layers = (sz->und_bytes + sz->gen_bytes) / 2; /* stored bf16 */
+    (void)per_tower_layers;
+    double stored = want_cuda ? 1.0 : 2.0; /* stored bf16 -> f32 on the CPU */
+    int64_t replicated = (int64_t)((double)sz->shared_bytes * stored);
+    /* embed_tokens, norms and proj/time MLP are replicated; layer weights split by tp */
+    int64_t embed = (int64_t)t->vocab * t->hidden * (int64_t)esz;
+    int64_t layer_bytes = (int64_t)((double)(sz->und_bytes + sz->gen_bytes) * stored) - embed;
+    if (layer_bytes < 0) layer_bytes = 0;
+    p->weights = replicated + embed + layer_bytes / tp;
+    if (offload && want_cuda) p->weights = replicated + embed + 4 * layer_bytes / (tp * 2 * t->layers);
+    /* text length estimate: the chat template + templates, ~ 64 ids, plus user text */
+    p->L_est = 512;
+    int T = (F - 1) / 4 + 1, h = (H / 16 + 1) / 2, w = (W / 16 + 1) / 2;
+    p->S = T * h * w;
+    int branches = cfg == 2 ? 1 : 2;
+    p->kv = (int64_t)branches * t->layers * p->L_est * (t->kv_heads / tp) * t->head_dim * 2 * (int64_t)esz;
+    int64_t s_local = (p->S + sp - 1) / sp;
+    int64_t width = (int64_t)t->hidden * 4 + (int64_t)t->heads * t->head_dim * 2 / tp +
+                    (int64_t)t->inter * 3 / tp;
+    p->act = s_local * width * (int64_t)esz + (int64_t)p->S * t->heads / tp * t->head_dim * 4 * (int64_t)esz;
+    p->need = p->weights + p->kv + p->act;
+    for (int r = 0; r < p->world; r++) {
+        int64_t have = want_cuda ? p->dev_free[r] : p->dev_free[r] / p->world;
+        if (have > 0 && p->need > have) {
+            char a[32], b[32];
+            return c3_fail(C3_ERESOURCE,
+                           "rank %d needs %s (weights + K/V + activations) but %s %d has %s free; use a larger "
+                           "--tp%s, a smaller size, or --offload",
+                           r, gib(p->need, a, sizeof a), want_cuda ? "GPU" : "host", p->devices[r],
+                           gib(have, b, sizeof b), want_cuda ? "" : " on GPUs");
+        }
+    }
+    return C3_OK;
+}
+
+void plan_print(FILE *f, const c3_plan *p) {
+    char a[32], b[32], c[32], d[32];
+    fprintf(f, "layout: tp %d x cfg-parallel %d x ulysses %d = %d rank%s on %s%s\n", p->tp, p->cfg, p->sp, p->world,
+            p->world == 1 ? "" : "s", p->cuda ? "cuda" : "cpu", p->offload ? " (layerwise offload)" : "");
+    for (int r = 0; r < p->world; r++) {
+        int g = plan_cfg_rank(p, r);
+        fprintf(f, "  rank %d: %s %d, branch %s, tp rank %d, ulysses rank %d\n", r, p->cuda ? "GPU" : "cpu",
+                p->cuda ? p->devices[r] : 0, p->cfg == 2 ? (g ? "uncond" : "cond") : "cond+uncond",
+                plan_tp_rank(p, r), plan_sp_rank(p, r));
+    }
+    fprintf(f, "per rank: weights %s, K/V cache ~%s, activations ~%s, total ~%s\n", gib(p->weights, a, sizeof a),
+            gib(p->kv, b, sizeof b), gib(p->act, c, sizeof c), gib(p->need, d, sizeof d));
+}

@@ -1,0 +1,50 @@
+/* plan.h - the parallel layout of a run, checked before any weight loads.
+ *
+ * world = tp x cfg-parallel x ulysses ranks. Rank r has
+ *   sp_rank  = r % ulysses
+ *   tp_rank  = (r / ulysses) % tp
+ *   cfg_rank = r / (ulysses * tp)         (0: cond branch, 1: uncond)
+ * so a CFG group is a contiguous block of tp*ulysses ranks (one GPU group).
+ * The check compares the world with the devices, the checkpoint's head
+ * counts with tp and ulysses, and each rank's bytes (weights + K/V cache +
+ * activations at the requested size) with the device memory, naming the fix.
+ */
+#ifndef COSMOS3_PLAN_H
+#define COSMOS3_PLAN_H
+
+#include <stdio.h>
+
+#include "checkpoint.h"
+
+#define C3_MAX_RANKS 64
+
+typedef struct {
+    int tp, cfg, sp, world;
+    bool cuda;
+    bool offload;
+    int ndev;                     /* devices available (GPUs, or 1 for the CPU) */
+    int devices[C3_MAX_RANKS];    /* device of each rank */
+    int64_t dev_total[C3_MAX_RANKS], dev_free[C3_MAX_RANKS];
+    char dev_name[C3_MAX_RANKS][64];
+    /* bytes per rank (as stored on the device) */
+    int64_t weights, kv, act, need;
+    int L_est, S; /* text length estimate and GEN tokens */
+} c3_plan;
+
+static inline int plan_sp_rank(const c3_plan *p, int r) { return r % p->sp; }
+static inline int plan_tp_rank(const c3_plan *p, int r) { return (r / p->sp) % p->tp; }
+static inline int plan_cfg_rank(const c3_plan *p, int r) { return r / (p->sp * p->tp); }
+
+/* Devices: count and memory of the visible GPUs (0 when built without CUDA
+ * or none present). */
+int c3_gpu_count(void);
+int c3_gpu_info(int dev, char *name, size_t n, int64_t *total, int64_t *free_b);
+
+/* Build and check a plan. device: "auto", "cpu" or "cuda"; gpus: NULL or a
+ * comma list. W, H, F: the requested size (for K/V and activation bytes). */
+int plan_make(c3_plan *p, const c3_tconfig *t, const c3_sizes *sz, int tp, int cfg, int sp,
+              const char *device, const char *gpus, bool offload, int W, int H, int F);
+/* The plan as text lines (for `info`, `plan` and the log). */
+void plan_print(FILE *f, const c3_plan *p);
+
+#endif
