@@ -283,7 +283,7 @@ static int cmd_tokenize(c3_settings *s, char **pos, int npos) {
         }
         bool video = s->frames > 1;
         c3_prompt_opts po = {.system_prompt = sys,
-                             .templates = !strcmp(s->templates, "on"),
+                             .templates = s->templates,
                              .width = s->width ? s->width : (video ? 1280 : 1024),
                              .height = s->height ? s->height : (video ? 720 : 1024),
                              .frames = s->frames,

@@ -20,9 +20,10 @@ const c3_option c3_options[] = {
     {"system-prompt", 0, NULL, OPT_ENUM, "auto", "auto|on|off", "WHEN",
      "add the system message to the chat template (auto: the checkpoint's default_use_system_prompt)",
      CMD_RUN | CMD_TOKENIZE, F(system_prompt), true},
-    {"templates", 0, NULL, OPT_ENUM, "on", "on|off", "WHEN",
-     "append the resolution (and duration) sentences to the prompts", CMD_RUN | CMD_TOKENIZE,
-     F(templates), true},
+    {"templates", 0, NULL, OPT_FLAG, NULL, NULL, NULL,
+     "append the resolution (and, for video, duration) sentences to both prompts (gen: on, --no-templates "
+     "turns them off; tokenize: off unless given)",
+     CMD_RUN | CMD_TOKENIZE, F(templates), true},
     {"width", 'W', NULL, OPT_INT, NULL, NULL, "PX", "width in pixels, a multiple of 16 (image 1024, video 1280)",
      CMD_RUN | CMD_TOKENIZE | CMD_BENCH | CMD_INFO, F(width), true},
     {"height", 'H', NULL, OPT_INT, NULL, NULL, "PX", "height in pixels, a multiple of 16 (image 1024, video 720)",

@@ -55,7 +55,7 @@ typedef struct {
     char *prompt;
     char *negative;
     char *system_prompt; /* "auto", "on", "off" */
-    char *templates;     /* "on", "off" */
+    bool templates;      /* resolution/duration sentences */
     /* size */
     int width, height, frames;
     double fps;

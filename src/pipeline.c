@@ -79,6 +79,7 @@ static bool is_video(const c3_settings *s) { return s->frames > 1; }
 int settings_resolve(c3_settings *s, const c3_ckpt *ck) {
 #define GIVEN(name) s->given[option_index(option_find(name))]
     bool video = is_video(s);
+    if (!GIVEN("templates")) s->templates = true; /* gen: on unless --no-templates */
     if (!GIVEN("width")) s->width = video ? 1280 : 1024;
     if (!GIVEN("height")) s->height = video ? 720 : 1024;
     if (!GIVEN("steps")) s->steps = video ? 35 : 50;
@@ -436,7 +437,7 @@ static char *cosmos3_json(const c3_settings *s, const c3_ckpt *ck, const c3_plan
     json_object_set_new(st, "guidance_interval", json_string(gi));
     json_object_set_new(st, "seed", json_integer((json_int_t)seed));
     json_object_set_new(st, "system_prompt", json_string(s->system_prompt));
-    json_object_set_new(st, "templates", json_string(s->templates));
+    json_object_set_new(st, "templates", json_boolean(s->templates));
     if (s->noise) json_object_set_new(st, "noise", json_string(s->noise));
     json_object_set_new(o, "settings", st);
     json_t *l = json_object();
@@ -553,7 +554,7 @@ int engine_generate(c3_engine *e, const c3_settings *s_in, c3_result *res) {
     double t0 = c3_now();
     c3_prompt_opts po = {
         .system_prompt = !strcmp(s.system_prompt, "auto") ? e->ck.default_system_prompt : !strcmp(s.system_prompt, "on"),
-        .templates = !strcmp(s.templates, "on"),
+        .templates = s.templates,
         .width = s.width,
         .height = s.height,
         .frames = s.frames,
