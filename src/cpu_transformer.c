@@ -1,22 +1,233 @@
-/* cpu_transformer.c - CPU linear (BLAS), RMSNorm, RoPE, attention. */
+/* cpu_transformer.c - CPU linear (BLAS), RMSNorm, RoPE, attention.
+ *
+ * All math in fp32 on F32 host tensors. The attention is blocked with an
+ * online (streaming) softmax: each task owns one (head, query block) and walks
+ * the keys in blocks, so scratch memory is O(Q_BLOCK * K_BLOCK) per thread
+ * whatever the sequence lengths. */
 #include "backend_cpu.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+
+/* Attention tiling: queries per task and keys per inner block. */
+enum { ATT_QBLOCK = 32, ATT_KBLOCK = 128 };
+
+/* Declared in backend_cpu.h; lives here because this file owns the OpenMP
+ * loops of the transformer. 0 keeps the OpenMP default (all cores). */
+void cpu_set_threads(int n) {
+    if (n > 0) omp_set_num_threads(n);
+}
+
+/* ------------------------------------------------------------------ linear */
 
 int cpu_linear(c3_backend *be, c3_tensor *y, const c3_tensor *x, const c3_tensor *w,
                const c3_tensor *bias, bool accumulate) {
-    (void)be; (void)y; (void)x; (void)w; (void)bias; (void)accumulate;
-    return c3_fail(C3_EFAIL, "cpu linear: not implemented yet");
+    (void)be;
+    if (w->ndim != 2) return c3_fail(C3_EFAIL, "cpu linear: weight has %d dimensions, expected 2", w->ndim);
+    int64_t N = w->ne[0], K = w->ne[1];
+    /* x is [M, K] whatever its shape (e.g. [S, H, hd] with K = H * hd) */
+    if (K <= 0 || c3_numel(x) % K)
+        return c3_fail(C3_EFAIL, "cpu linear: input of %lld elements is not rows of the weight's width %lld",
+                       (long long)c3_numel(x), (long long)K);
+    int64_t M = c3_numel(x) / K;
+    if (c3_numel(y) != M * N)
+        return c3_fail(C3_EFAIL, "cpu linear: output holds %lld elements, expected %lld x %lld",
+                       (long long)c3_numel(y), (long long)M, (long long)N);
+    if (bias && c3_numel(bias) != N)
+        return c3_fail(C3_EFAIL, "cpu linear: bias holds %lld elements, expected %lld",
+                       (long long)c3_numel(bias), (long long)N);
+    if (M == 0 || N == 0) return C3_OK;
+    float *yd = y->data;
+    /* y[M,N] = x[M,K] . w[N,K]^T */
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)M, (blasint)N, (blasint)K, 1.0f, x->data,
+                (blasint)K, w->data, (blasint)K, accumulate ? 1.0f : 0.0f, yd, (blasint)N);
+    if (bias) {
+        const float *b = bias->data;
+#pragma omp parallel for schedule(static) if (M * N > 65536)
+        for (int64_t i = 0; i < M; i++)
+            for (int64_t j = 0; j < N; j++) yd[i * N + j] += b[j];
+    }
+    return C3_OK;
 }
+
+/* ----------------------------------------------------------------- rmsnorm */
+
 int cpu_rmsnorm(c3_backend *be, c3_tensor *y, const c3_tensor *x, const c3_tensor *w, int dim,
                 float eps, bool mul_fp32) {
-    (void)be; (void)y; (void)x; (void)w; (void)dim; (void)eps; (void)mul_fp32;
-    return c3_fail(C3_EFAIL, "cpu rmsnorm: not implemented yet");
+    (void)be;
+    (void)mul_fp32; /* everything is fp32 here: both roundings coincide */
+    if (dim <= 0 || c3_numel(x) % dim)
+        return c3_fail(C3_EFAIL, "cpu rmsnorm: %lld elements are not rows of %d", (long long)c3_numel(x), dim);
+    if (c3_numel(y) != c3_numel(x))
+        return c3_fail(C3_EFAIL, "cpu rmsnorm: output holds %lld elements, input %lld",
+                       (long long)c3_numel(y), (long long)c3_numel(x));
+    if (w && c3_numel(w) != dim)
+        return c3_fail(C3_EFAIL, "cpu rmsnorm: weight holds %lld elements, expected %d",
+                       (long long)c3_numel(w), dim);
+    int64_t rows = c3_numel(x) / dim;
+    const float *xd = x->data, *wd = w ? w->data : NULL;
+    float *yd = y->data;
+#pragma omp parallel for schedule(static) if (rows * dim > 65536)
+    for (int64_t r = 0; r < rows; r++) {
+        const float *xr = xd + r * dim;
+        float *yr = yd + r * dim;
+        double ss = 0;
+        for (int i = 0; i < dim; i++) ss += (double)xr[i] * (double)xr[i];
+        float inv = (float)(1.0 / sqrt(ss / dim + (double)eps));
+        for (int i = 0; i < dim; i++) {
+            float n = xr[i] * inv;
+            yr[i] = wd ? wd[i] * n : n;
+        }
+    }
+    return C3_OK;
 }
+
+/* -------------------------------------------------------------------- rope */
+
 int cpu_rope(c3_backend *be, c3_tensor *x, const c3_tensor *cos, const c3_tensor *sin) {
-    (void)be; (void)x; (void)cos; (void)sin;
-    return c3_fail(C3_EFAIL, "cpu rope: not implemented yet");
+    (void)be;
+    if (x->ndim != 3) return c3_fail(C3_EFAIL, "cpu rope: input has %d dimensions, expected [N, H, D]", x->ndim);
+    int64_t N = x->ne[0], H = x->ne[1], D = x->ne[2];
+    if (D % 2) return c3_fail(C3_EFAIL, "cpu rope: head dimension %lld is odd", (long long)D);
+    if (c3_numel(cos) != N * D || c3_numel(sin) != N * D)
+        return c3_fail(C3_EFAIL, "cpu rope: cos/sin hold %lld/%lld elements, expected %lld x %lld",
+                       (long long)c3_numel(cos), (long long)c3_numel(sin), (long long)N, (long long)D);
+    int64_t half = D / 2;
+    float *xd = x->data;
+    const float *cd = cos->data, *sd = sin->data;
+#pragma omp parallel for schedule(static) if (N * H * D > 65536)
+    for (int64_t n = 0; n < N; n++) {
+        const float *c = cd + n * D, *s = sd + n * D;
+        for (int64_t h = 0; h < H; h++) {
+            float *v = xd + (n * H + h) * D;
+            for (int64_t i = 0; i < half; i++) {
+                float a = v[i], b = v[i + half];
+                /* rot(x) = [-x[half:], x[:half]] */
+                v[i] = a * c[i] - b * s[i];
+                v[i + half] = b * c[i + half] + a * s[i + half];
+            }
+        }
+    }
+    return C3_OK;
 }
+
+/* --------------------------------------------------------------- attention */
+
+/* The keys of one block, gathered from the segments: pointers to row 0 of
+ * head hk of each key (k and v). */
+typedef struct {
+    const float *k, *v;
+} key_ref;
+
 int cpu_attention(c3_backend *be, c3_tensor *out, const c3_tensor *q, const c3_kvseg *kv, int nseg,
                   bool causal, float scale) {
-    (void)be; (void)out; (void)q; (void)kv; (void)nseg; (void)causal; (void)scale;
-    return c3_fail(C3_EFAIL, "cpu attention: not implemented yet");
+    (void)be;
+    if (q->ndim != 3) return c3_fail(C3_EFAIL, "cpu attention: q has %d dimensions, expected [S, H, D]", q->ndim);
+    int64_t Sq = q->ne[0], Hq = q->ne[1], D = q->ne[2];
+    if (c3_numel(out) != Sq * Hq * D)
+        return c3_fail(C3_EFAIL, "cpu attention: output holds %lld elements, expected %lld",
+                       (long long)c3_numel(out), (long long)(Sq * Hq * D));
+    if (nseg < 1) return c3_fail(C3_EFAIL, "cpu attention: no key/value segments");
+    if (causal && nseg != 1) return c3_fail(C3_EFAIL, "cpu attention: causal masking takes one key segment");
+    int64_t Hkv = kv[0].k->ndim == 3 ? kv[0].k->ne[1] : 0;
+    if (Hkv <= 0 || Hq % Hkv)
+        return c3_fail(C3_EFAIL, "cpu attention: %lld query heads are not a multiple of %lld key heads",
+                       (long long)Hq, (long long)Hkv);
+    int64_t total = 0;
+    for (int s = 0; s < nseg; s++) {
+        const c3_tensor *k = kv[s].k, *v = kv[s].v;
+        if (k->ndim != 3 || v->ndim != 3 || k->ne[1] != Hkv || v->ne[1] != Hkv || k->ne[2] != D ||
+            v->ne[2] != D || k->ne[0] < kv[s].n || v->ne[0] < kv[s].n)
+            return c3_fail(C3_EFAIL, "cpu attention: segment %d k/v shape does not match [%lld, %lld, %lld]", s,
+                           (long long)kv[s].n, (long long)Hkv, (long long)D);
+        if (kv[s].valid < 0 || kv[s].valid > kv[s].n)
+            return c3_fail(C3_EFAIL, "cpu attention: segment %d valid %lld outside [0, %lld]", s,
+                           (long long)kv[s].valid, (long long)kv[s].n);
+        total += kv[s].n;
+    }
+    int64_t causal_shift = total - Sq; /* query i sees keys j <= i + shift */
+    int64_t group = Hq / Hkv;
+    int64_t nqb = (Sq + ATT_QBLOCK - 1) / ATT_QBLOCK;
+    const float *qd = q->data;
+    float *od = out->data;
+    int64_t ntask = Hq * nqb;
+
+#pragma omp parallel
+    {
+        float *sc = malloc(sizeof(float) * ATT_QBLOCK * ATT_KBLOCK); /* scores */
+        float *acc = malloc(sizeof(float) * ATT_QBLOCK * (size_t)D); /* unnormalised out */
+        float mx[ATT_QBLOCK], den[ATT_QBLOCK];
+        key_ref *keys = malloc(sizeof(key_ref) * ATT_KBLOCK);
+        if (!sc || !acc || !keys) abort();
+#pragma omp for schedule(dynamic)
+        for (int64_t task = 0; task < ntask; task++) {
+            int64_t h = task / nqb, q0 = (task % nqb) * ATT_QBLOCK;
+            int64_t nq = C3_MIN((int64_t)ATT_QBLOCK, Sq - q0);
+            int64_t hk = h / group;
+            for (int64_t i = 0; i < nq; i++) {
+                mx[i] = -INFINITY;
+                den[i] = 0;
+            }
+            memset(acc, 0, sizeof(float) * (size_t)(nq * D));
+            /* walk the keys of every segment in blocks of ATT_KBLOCK */
+            int64_t base = 0; /* global index of the segment's first key */
+            for (int s = 0; s < nseg; s++) {
+                int64_t valid = kv[s].valid;
+                if (causal) valid = C3_MIN(valid, q0 + nq - 1 + causal_shift + 1);
+                const float *kd = kv[s].k->data, *vd = kv[s].v->data;
+                for (int64_t k0 = 0; k0 < valid; k0 += ATT_KBLOCK) {
+                    int64_t nk = C3_MIN((int64_t)ATT_KBLOCK, valid - k0);
+                    for (int64_t j = 0; j < nk; j++) {
+                        keys[j].k = kd + ((k0 + j) * Hkv + hk) * D;
+                        keys[j].v = vd + ((k0 + j) * Hkv + hk) * D;
+                    }
+                    for (int64_t i = 0; i < nq; i++) {
+                        const float *qi = qd + ((q0 + i) * Hq + h) * D;
+                        float *si = sc + i * ATT_KBLOCK;
+                        /* keys visible to this query in the block */
+                        int64_t lim = nk;
+                        if (causal) lim = C3_MIN(nk, q0 + i + causal_shift + 1 - (base + k0));
+                        if (lim <= 0) continue;
+                        float bmax = -INFINITY;
+                        for (int64_t j = 0; j < lim; j++) {
+                            const float *kj = keys[j].k;
+                            float dot = 0;
+#pragma omp simd reduction(+ : dot)
+                            for (int64_t d = 0; d < D; d++) dot += qi[d] * kj[d];
+                            si[j] = dot * scale;
+                            if (si[j] > bmax) bmax = si[j];
+                        }
+                        float mnew = bmax > mx[i] ? bmax : mx[i];
+                        float corr = expf(mx[i] - mnew); /* 0 when mx was -inf */
+                        float *ai = acc + i * D;
+                        if (corr != 1.0f)
+                            for (int64_t d = 0; d < D; d++) ai[d] *= corr;
+                        float sum = 0;
+                        for (int64_t j = 0; j < lim; j++) {
+                            float p = expf(si[j] - mnew);
+                            sum += p;
+                            const float *vj = keys[j].v;
+#pragma omp simd
+                            for (int64_t d = 0; d < D; d++) ai[d] += p * vj[d];
+                        }
+                        den[i] = den[i] * corr + sum;
+                        mx[i] = mnew;
+                    }
+                }
+                base += kv[s].n;
+            }
+            for (int64_t i = 0; i < nq; i++) {
+                float *o = od + ((q0 + i) * Hq + h) * D;
+                const float *ai = acc + i * D;
+                float inv = den[i] > 0 ? 1.0f / den[i] : 0.0f; /* fully masked row: zeros */
+                for (int64_t d = 0; d < D; d++) o[d] = ai[d] * inv;
+            }
+        }
+        free(sc);
+        free(acc);
+        free(keys);
+    }
+    return C3_OK;
 }

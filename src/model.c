@@ -1,0 +1,678 @@
+/* model.c - the Cosmos3 MoT transformer (spec section 3) on the backend table.
+ *
+ * UND tower: embed ids, per layer pre-norm causal GQA attention with text RoPE
+ * and a SwiGLU/ReLU^2 MLP; each layer's K (post-norm, post-RoPE; Edge: the
+ * k_norm_und_for_gen form) and V are kept as the branch's cache.
+ * GEN tower: patchify, proj_in + timestep embedding, per layer attention of
+ * the GEN queries over [UND K/V | GEN K/V] with 3-D interleaved mRoPE, MLP,
+ * final norm, proj_out, unpatchify.
+ *
+ * Every size comes from c3_tconfig and the safetensors headers. Tensor
+ * parallelism: q/k/v, gate/up are split by output rows, to_out/down by input
+ * columns (then all-reduced over shard.tp). */
+#include "model.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+void (*model_trace_hook)(const char *name, int layer, const c3_tensor *t);
+
+/* ------------------------------------------------------------------ types */
+
+/* One tower's weights in one layer (UND or GEN); local (TP) slices. */
+typedef struct {
+    c3_tensor in_norm, post_norm;     /* [D] */
+    c3_tensor wq, wk, wv;             /* [Hq_l*hd, D], [Hkv_l*hd, D] x2 */
+    c3_tensor q_norm, k_norm;         /* [hd]; present when has_qk_norm */
+    c3_tensor k_norm_gen;             /* [hd]; UND of Edge only */
+    c3_tensor wo;                     /* [D, Hq_l*hd] */
+    c3_tensor gate, up, down;         /* [I_l, D] x2 (gate absent for ReLU^2), [D, I_l] */
+    bool has_qk_norm, has_k_norm_gen;
+} tower_w;
+
+typedef struct {
+    tower_w und, gen;
+} layer_w;
+
+struct c3_model {
+    c3_backend *be;
+    c3_tconfig c;
+    c3_shard shard;
+    int hq, hkv, inter; /* local (per TP rank) heads and MLP width */
+    layer_w *lw;        /* [layers] */
+    c3_tensor embed;    /* [V, D] */
+    c3_tensor norm_gen; /* [D] */
+    c3_tensor proj_in;  /* [D, patch_dim] */
+    c3_tensor proj_out, proj_out_b; /* [patch_dim, D], [patch_dim] */
+    float *proj_in_b;   /* host [D] */
+    /* timestep embedder, host fp32 */
+    int te_in;                   /* sinusoidal width (256) */
+    float *te_w1, *te_b1;        /* [D, te_in], [D] */
+    float *te_w2, *te_b2;        /* [D, D], [D] */
+    float *inv_freq;             /* [hd/2] */
+    int *rope_axis;              /* [hd/2]: 0 = T, 1 = H, 2 = W */
+};
+
+const c3_tconfig *model_config(const c3_model *m) { return &m->c; }
+
+#define TRY(x)                                                                                     \
+    do {                                                                                           \
+        if ((rc = (x)) != C3_OK) goto done;                                                        \
+    } while (0)
+
+static void trace(const char *name, int layer, const c3_tensor *t) {
+    if (model_trace_hook) model_trace_hook(name, layer, t);
+}
+
+/* ------------------------------------------------------------------ load */
+
+/* How a weight is split over TP ranks. */
+typedef enum { SPLIT_NONE, SPLIT_ROWS, SPLIT_COLS } split_kind;
+
+/* Upload `name` (full shape ndim/shape; a -1 entry accepts any size and is
+ * returned in shape) into dst, keeping only this rank's slice. */
+static int load_tensor(c3_model *m, const c3_ckpt *ck, c3_tensor *dst, const char *name, int ndim,
+                       int64_t *shape, split_kind split) {
+    const st_tensor *t = ckpt_get(ck, NULL, name, ndim, shape);
+    if (!t) return C3_EMODEL;
+    for (int i = 0; i < ndim; i++) shape[i] = t->shape[i];
+    int tp = m->shard.tp_size, r = m->shard.tp_rank;
+    int64_t ne[C3_MAX_DIMS];
+    for (int i = 0; i < ndim; i++) ne[i] = shape[i];
+    size_t es = c3_dtype_size(t->dtype);
+    int sd = split == SPLIT_ROWS ? 0 : split == SPLIT_COLS ? 1 : -1;
+    if (sd >= 0 && (ndim != 2 || shape[sd] % tp))
+        return c3_fail(C3_EMODEL, "transformer tensor %s: dimension %d (%lld) does not split over tp %d", name, sd,
+                       (long long)shape[sd], tp);
+    if (sd >= 0) ne[sd] = shape[sd] / tp;
+    int rc = m->be->alloc(m->be, dst, m->be->weight_dtype, ndim, ne, C3_MEM_WEIGHTS);
+    if (rc) return c3_context(rc, "loading %s", name);
+    if (sd < 0 || tp == 1) {
+        rc = m->be->upload(m->be, dst, t->data, t->dtype);
+    } else if (sd == 0) {
+        size_t row = (size_t)shape[1] * es;
+        rc = m->be->upload(m->be, dst, (const char *)t->data + (size_t)(r * ne[0]) * row, t->dtype);
+    } else {
+        /* gather the column slice row by row from the mapping */
+        size_t cols = (size_t)ne[1] * es, row = (size_t)shape[1] * es;
+        char *buf = xmalloc((size_t)ne[0] * cols);
+        for (int64_t i = 0; i < ne[0]; i++)
+            memcpy(buf + (size_t)i * cols, (const char *)t->data + (size_t)i * row + (size_t)(r * ne[1]) * es, cols);
+        rc = m->be->upload(m->be, dst, buf, t->dtype);
+        free(buf);
+    }
+    if (rc) return c3_context(rc, "uploading %s", name);
+    return C3_OK;
+}
+
+/* A whole tensor as host floats (shape checked). */
+static int load_host(const c3_ckpt *ck, float **dst, const char *name, int ndim, int64_t *shape) {
+    const st_tensor *t = ckpt_get(ck, NULL, name, ndim, shape);
+    if (!t) return C3_EMODEL;
+    for (int i = 0; i < ndim; i++) shape[i] = t->shape[i];
+    *dst = st_to_f32(t);
+    return C3_OK;
+}
+
+static int load_tower(c3_model *m, const c3_ckpt *ck, int l, bool gen, tower_w *w) {
+    const c3_tconfig *c = &m->c;
+    int64_t D = c->hidden, hd = c->head_dim;
+    int64_t qw = (int64_t)c->heads * hd, kw = (int64_t)c->kv_heads * hd, I = c->inter;
+    char nm[256];
+    /* name parts that differ between the towers */
+    const char *in_n = gen ? "input_layernorm_moe_gen" : "input_layernorm";
+    const char *post_n = gen ? "post_attention_layernorm_moe_gen" : "post_attention_layernorm";
+    const char *q_n = gen ? "add_q_proj" : "to_q", *k_n = gen ? "add_k_proj" : "to_k";
+    const char *v_n = gen ? "add_v_proj" : "to_v", *o_n = gen ? "to_add_out" : "to_out";
+    const char *qn_n = gen ? "norm_added_q" : "norm_q", *kn_n = gen ? "norm_added_k" : "norm_k";
+    const char *mlp = gen ? "mlp_moe_gen" : "mlp";
+#define LOAD(dst, split, nd, ...)                                                                  \
+    do {                                                                                           \
+        int64_t sh_[] = {__VA_ARGS__};                                                             \
+        C3_TRY(load_tensor(m, ck, dst, nm, nd, sh_, split));                                       \
+    } while (0)
+    snprintf(nm, sizeof nm, "layers.%d.%s.weight", l, in_n);
+    LOAD(&w->in_norm, SPLIT_NONE, 1, D);
+    snprintf(nm, sizeof nm, "layers.%d.%s.weight", l, post_n);
+    LOAD(&w->post_norm, SPLIT_NONE, 1, D);
+    snprintf(nm, sizeof nm, "layers.%d.self_attn.%s.weight", l, q_n);
+    LOAD(&w->wq, SPLIT_ROWS, 2, qw, D);
+    snprintf(nm, sizeof nm, "layers.%d.self_attn.%s.weight", l, k_n);
+    LOAD(&w->wk, SPLIT_ROWS, 2, kw, D);
+    snprintf(nm, sizeof nm, "layers.%d.self_attn.%s.weight", l, v_n);
+    LOAD(&w->wv, SPLIT_ROWS, 2, kw, D);
+    snprintf(nm, sizeof nm, "layers.%d.self_attn.%s.weight", l, o_n);
+    LOAD(&w->wo, SPLIT_COLS, 2, D, qw);
+    w->has_qk_norm = gen || c->und_qk_norm;
+    if (w->has_qk_norm) {
+        snprintf(nm, sizeof nm, "layers.%d.self_attn.%s.weight", l, qn_n);
+        LOAD(&w->q_norm, SPLIT_NONE, 1, hd);
+        snprintf(nm, sizeof nm, "layers.%d.self_attn.%s.weight", l, kn_n);
+        LOAD(&w->k_norm, SPLIT_NONE, 1, hd);
+    }
+    w->has_k_norm_gen = !gen && c->und_k_norm_for_gen;
+    if (w->has_k_norm_gen) {
+        snprintf(nm, sizeof nm, "layers.%d.self_attn.k_norm_und_for_gen.weight", l);
+        if (!ckpt_find(ck, nm)) snprintf(nm, sizeof nm, "layers.%d.self_attn.k_norm_und_for_gen", l);
+        LOAD(&w->k_norm_gen, SPLIT_NONE, 1, hd);
+    }
+    if (c->mlp_gated) {
+        snprintf(nm, sizeof nm, "layers.%d.%s.gate_proj.weight", l, mlp);
+        LOAD(&w->gate, SPLIT_ROWS, 2, I, D);
+    }
+    snprintf(nm, sizeof nm, "layers.%d.%s.up_proj.weight", l, mlp);
+    LOAD(&w->up, SPLIT_ROWS, 2, I, D);
+    snprintf(nm, sizeof nm, "layers.%d.%s.down_proj.weight", l, mlp);
+    LOAD(&w->down, SPLIT_COLS, 2, D, I);
+    return C3_OK;
+}
+
+static void free_tower(tower_w *w) {
+    c3_tensor *ts[] = {&w->in_norm, &w->post_norm, &w->wq,   &w->wk, &w->wv,  &w->q_norm, &w->k_norm,
+                       &w->k_norm_gen, &w->wo,     &w->gate, &w->up, &w->down};
+    for (size_t i = 0; i < C3_ARRAY_LEN(ts); i++) c3_free(ts[i]);
+}
+
+void model_free(c3_model *m) {
+    if (!m) return;
+    if (m->lw)
+        for (int l = 0; l < m->c.layers; l++) {
+            free_tower(&m->lw[l].und);
+            free_tower(&m->lw[l].gen);
+        }
+    free(m->lw);
+    c3_free(&m->embed);
+    c3_free(&m->norm_gen);
+    c3_free(&m->proj_in);
+    c3_free(&m->proj_out);
+    c3_free(&m->proj_out_b);
+    free(m->proj_in_b);
+    free(m->te_w1);
+    free(m->te_b1);
+    free(m->te_w2);
+    free(m->te_b2);
+    free(m->inv_freq);
+    free(m->rope_axis);
+    free(m);
+}
+
+/* RoPE frequencies in fp32 as the reference computes them, and the axis of
+ * each frequency under the interleaved mRoPE split: H for j % 3 == 1 below
+ * 3 * mrope[1], W for j % 3 == 2 below 3 * mrope[2], T otherwise. */
+static void rope_setup(c3_model *m) {
+    int half = m->c.head_dim / 2;
+    m->inv_freq = xmalloc(sizeof(float) * (size_t)half);
+    m->rope_axis = xmalloc(sizeof(int) * (size_t)half);
+    for (int j = 0; j < half; j++) {
+        float e = (float)(2 * j) / (float)m->c.head_dim;
+        float p = (float)pow(m->c.rope_theta, (double)e);
+        m->inv_freq[j] = 1.0f / p;
+        int a = 0;
+        if (j % 3 == 1 && j < 3 * m->c.mrope[1]) a = 1;
+        else if (j % 3 == 2 && j < 3 * m->c.mrope[2]) a = 2;
+        m->rope_axis[j] = a;
+    }
+}
+
+int model_load(c3_model **out, const c3_ckpt *ck, c3_backend *be, const c3_shard *shard) {
+    *out = NULL;
+    c3_shard one = {.tp_rank = 0, .tp_size = 1, .sp_rank = 0, .sp_size = 1};
+    if (!shard) shard = &one;
+    const c3_tconfig *c = &ck->t;
+    int tp = shard->tp_size;
+    if (tp < 1 || shard->tp_rank < 0 || shard->tp_rank >= tp)
+        return c3_fail(C3_EUSAGE, "tensor parallel rank %d of %d is invalid", shard->tp_rank, tp);
+    if (c->kv_heads % tp)
+        return c3_fail(C3_EUSAGE, "tp %d does not divide the model's %d KV heads; use a tp that divides %d", tp,
+                       c->kv_heads, c->kv_heads);
+    if (c->inter % tp)
+        return c3_fail(C3_EUSAGE, "tp %d does not divide the MLP width %d; use a tp that divides it", tp, c->inter);
+    if (tp > 1 && (!shard->tp || !shard->tp->allreduce_sum))
+        return c3_fail(C3_EFAIL, "tp %d needs a TP communicator (none was given)", tp);
+    if (shard->sp_size > 1)
+        return c3_fail(C3_EUSAGE, "Ulysses sequence parallelism (ulysses %d) is not implemented yet; use ulysses 1",
+                       shard->sp_size);
+    c3_model *m = xcalloc(1, sizeof *m);
+    m->be = be;
+    m->c = *c;
+    m->shard = *shard;
+    if (m->shard.sp_size < 1) m->shard.sp_size = 1;
+    m->hq = c->heads / tp;
+    m->hkv = c->kv_heads / tp;
+    m->inter = c->inter / tp;
+    m->lw = xcalloc((size_t)c->layers, sizeof *m->lw);
+    int rc = C3_OK;
+    int64_t D = c->hidden, P = c->patch_dim;
+    for (int l = 0; l < c->layers; l++) {
+        TRY(load_tower(m, ck, l, false, &m->lw[l].und));
+        TRY(load_tower(m, ck, l, true, &m->lw[l].gen));
+    }
+    {
+        int64_t s[] = {c->vocab, D};
+        TRY(load_tensor(m, ck, &m->embed, "embed_tokens.weight", 2, s, SPLIT_NONE));
+    }
+    {
+        int64_t s[] = {D};
+        TRY(load_tensor(m, ck, &m->norm_gen, "norm_moe_gen.weight", 1, s, SPLIT_NONE));
+    }
+    {
+        int64_t s[] = {D, P}, sb[] = {D};
+        TRY(load_tensor(m, ck, &m->proj_in, "proj_in.weight", 2, s, SPLIT_NONE));
+        TRY(load_host(ck, &m->proj_in_b, "proj_in.bias", 1, sb));
+    }
+    {
+        int64_t s[] = {P, D}, sb[] = {P};
+        TRY(load_tensor(m, ck, &m->proj_out, "proj_out.weight", 2, s, SPLIT_NONE));
+        TRY(load_tensor(m, ck, &m->proj_out_b, "proj_out.bias", 1, sb, SPLIT_NONE));
+    }
+    {
+        int64_t s1[] = {D, -1}, b[] = {D}, s2[] = {D, D};
+        TRY(load_host(ck, &m->te_w1, "time_embedder.linear_1.weight", 2, s1));
+        m->te_in = (int)s1[1];
+        if (m->te_in <= 0 || m->te_in % 2) {
+            rc = c3_fail(C3_EMODEL, "transformer tensor time_embedder.linear_1.weight: input width %d must be even",
+                         m->te_in);
+            goto done;
+        }
+        TRY(load_host(ck, &m->te_b1, "time_embedder.linear_1.bias", 1, b));
+        TRY(load_host(ck, &m->te_w2, "time_embedder.linear_2.weight", 2, s2));
+        TRY(load_host(ck, &m->te_b2, "time_embedder.linear_2.bias", 1, b));
+    }
+    rope_setup(m);
+done:
+    if (rc) {
+        model_free(m);
+        return rc;
+    }
+    *out = m;
+    return C3_OK;
+}
+
+/* ------------------------------------------------------------ positions */
+
+void model_gen_position(const c3_tconfig *c, int L, const c3_latent_geom *g, int64_t token,
+                        double pos[3]) {
+    int64_t hp = (g->h + c->patch - 1) / c->patch, wp = (g->w + c->patch - 1) / c->patch;
+    int64_t f = token / (hp * wp), r = (token / wp) % hp, col = token % wp;
+    int64_t o = (int64_t)L + c->temporal_margin;
+    if (g->T > 1 && c->fps_modulation && g->fps > 0) {
+        /* fp32, as the reference computes it: o + f * (base_fps / fps) */
+        float ratio = (float)(c->base_fps / g->fps);
+        float pt = (float)o + (float)f * ratio;
+        pos[0] = pt;
+    } else {
+        pos[0] = (double)(o + f);
+    }
+    pos[1] = (double)r;
+    pos[2] = (double)col;
+}
+
+/* cos/sin tables [n, hd] for positions pos[n][3] (fp32 angles). */
+static void rope_tables(const c3_model *m, const double (*pos)[3], int64_t n, float *cs, float *sn) {
+    int hd = m->c.head_dim, half = hd / 2;
+    for (int64_t i = 0; i < n; i++)
+        for (int j = 0; j < half; j++) {
+            float p = (float)pos[i][m->rope_axis[j]];
+            float ang = p * m->inv_freq[j];
+            float cv = (float)cos((double)ang), sv = (float)sin((double)ang);
+            cs[i * hd + j] = cs[i * hd + j + half] = cv;
+            sn[i * hd + j] = sn[i * hd + j + half] = sv;
+        }
+}
+
+/* Upload host floats into a new activation tensor. */
+static int upload_new(c3_backend *be, c3_tensor *t, const float *src, c3_memcat cat, int ndim, const int64_t *ne) {
+    C3_TRY(be->alloc(be, t, be->act_dtype, ndim, ne, cat));
+    return be->upload(be, t, src, C3_F32);
+}
+
+static int check_cancel(const c3_model *m) {
+    if (m->shard.cancel && *m->shard.cancel) return c3_fail(C3_ECANCEL, "cancelled");
+    return C3_OK;
+}
+
+/* y = x . w^T (row-parallel under TP: all-reduce the partial sums). */
+static int linear_rowpar(c3_model *m, c3_tensor *y, const c3_tensor *x, const c3_tensor *w) {
+    C3_TRY(m->be->linear(m->be, y, x, w, NULL, false));
+    if (m->shard.tp_size > 1) C3_TRY(m->shard.tp->allreduce_sum(m->shard.tp, y));
+    return C3_OK;
+}
+
+/* Scratch for the MLP of one tower over n tokens. */
+typedef struct {
+    c3_tensor xn, tmp, gate, up; /* [n, D], [n, D], [n, I_l] x2 */
+} mlp_scratch;
+
+static int mlp_alloc(c3_model *m, mlp_scratch *s, int64_t n) {
+    c3_backend *be = m->be;
+    int64_t D = m->c.hidden, I = m->inter;
+    C3_TRY(c3_alloc(be, &s->xn, be->act_dtype, C3_MEM_ACT, 2, n, D));
+    C3_TRY(c3_alloc(be, &s->tmp, be->act_dtype, C3_MEM_ACT, 2, n, D));
+    if (m->c.mlp_gated) C3_TRY(c3_alloc(be, &s->gate, be->act_dtype, C3_MEM_ACT, 2, n, I));
+    C3_TRY(c3_alloc(be, &s->up, be->act_dtype, C3_MEM_ACT, 2, n, I));
+    return C3_OK;
+}
+static void mlp_free(mlp_scratch *s) {
+    c3_free(&s->xn);
+    c3_free(&s->tmp);
+    c3_free(&s->gate);
+    c3_free(&s->up);
+}
+
+/* x += attn_out . wo^T ; x += MLP(RMS_post(x)). `a` is the attention output. */
+static int attn_out_and_mlp(c3_model *m, const tower_w *w, c3_tensor *x, const c3_tensor *a, mlp_scratch *s) {
+    c3_backend *be = m->be;
+    const c3_tconfig *c = &m->c;
+    C3_TRY(linear_rowpar(m, &s->tmp, a, &w->wo));
+    C3_TRY(be->add(be, x, &s->tmp));
+    C3_TRY(be->rmsnorm(be, &s->xn, x, &w->post_norm, c->hidden, c->eps, c->norm_mul_fp32));
+    C3_TRY(be->linear(be, &s->up, &s->xn, &w->up, NULL, false));
+    if (c->mlp_gated) {
+        C3_TRY(be->linear(be, &s->gate, &s->xn, &w->gate, NULL, false));
+        C3_TRY(be->glu(be, &s->up, &s->gate, &s->up, C3_ACT_SWIGLU));
+    } else {
+        C3_TRY(be->glu(be, &s->up, NULL, &s->up, C3_ACT_RELU2));
+    }
+    C3_TRY(linear_rowpar(m, &s->tmp, &s->up, &w->down));
+    return be->add(be, x, &s->tmp);
+}
+
+/* ------------------------------------------------------------- UND tower */
+
+void undkv_free(c3_undkv *kv) {
+    if (!kv) return;
+    if (kv->k)
+        for (int l = 0; l < kv->layers; l++) c3_free(&kv->k[l]);
+    if (kv->v)
+        for (int l = 0; l < kv->layers; l++) c3_free(&kv->v[l]);
+    free(kv->k);
+    free(kv->v);
+    memset(kv, 0, sizeof *kv);
+}
+
+int model_und(c3_model *m, const int32_t *ids, int L, c3_undkv *kv) {
+    memset(kv, 0, sizeof *kv);
+    if (L <= 0) return c3_fail(C3_EINPUT, "the prompt has no tokens");
+    c3_backend *be = m->be;
+    const c3_tconfig *c = &m->c;
+    int64_t D = c->hidden, hd = c->head_dim, n = L;
+    int rc = C3_OK;
+    c3_tensor x = {0}, q = {0}, kr = {0}, a = {0}, cs = {0}, sn = {0};
+    mlp_scratch s = {0};
+    kv->L = L;
+    kv->layers = c->layers;
+    kv->k = xcalloc((size_t)c->layers, sizeof *kv->k);
+    kv->v = xcalloc((size_t)c->layers, sizeof *kv->v);
+
+    /* text positions (n, n, n): the interleaved mRoPE reduces to 1-D */
+    {
+        double (*pos)[3] = xmalloc(sizeof *pos * (size_t)n);
+        for (int64_t i = 0; i < n; i++) pos[i][0] = pos[i][1] = pos[i][2] = (double)i;
+        float *hc = xmalloc(sizeof(float) * (size_t)(n * hd)), *hs = xmalloc(sizeof(float) * (size_t)(n * hd));
+        rope_tables(m, (const double(*)[3])pos, n, hc, hs);
+        int64_t ne[] = {n, hd};
+        rc = upload_new(be, &cs, hc, C3_MEM_ACT, 2, ne);
+        if (!rc) rc = upload_new(be, &sn, hs, C3_MEM_ACT, 2, ne);
+        free(pos);
+        free(hc);
+        free(hs);
+        if (rc) goto done;
+    }
+    trace("rope.cos_und", -1, &cs);
+    trace("rope.sin_und", -1, &sn);
+
+    TRY(c3_alloc(be, &x, be->act_dtype, C3_MEM_ACT, 2, n, D));
+    TRY(c3_alloc(be, &q, be->act_dtype, C3_MEM_ACT, 3, n, (int64_t)m->hq, hd));
+    TRY(c3_alloc(be, &a, be->act_dtype, C3_MEM_ACT, 3, n, (int64_t)m->hq, hd));
+    if (c->und_k_norm_for_gen) TRY(c3_alloc(be, &kr, be->act_dtype, C3_MEM_ACT, 3, n, (int64_t)m->hkv, hd));
+    TRY(mlp_alloc(m, &s, n));
+    TRY(be->embed(be, &x, &m->embed, ids, L));
+    trace("layer_in.und", -1, &x);
+
+    for (int l = 0; l < c->layers; l++) {
+        TRY(check_cancel(m));
+        const tower_w *w = &m->lw[l].und;
+        c3_tensor *kc = &kv->k[l], *vc = &kv->v[l];
+        TRY(c3_alloc(be, kc, be->act_dtype, C3_MEM_KV, 3, n, (int64_t)m->hkv, hd));
+        TRY(c3_alloc(be, vc, be->act_dtype, C3_MEM_KV, 3, n, (int64_t)m->hkv, hd));
+        /* k used by UND attention: the cache itself, or (Edge) a scratch */
+        c3_tensor *k = c->und_k_norm_for_gen ? &kr : kc;
+        TRY(be->rmsnorm(be, &s.xn, &x, &w->in_norm, (int)D, c->eps, c->norm_mul_fp32));
+        TRY(be->linear(be, &q, &s.xn, &w->wq, NULL, false)); /* [n, Hq_l, hd] */
+        TRY(be->linear(be, k, &s.xn, &w->wk, NULL, false));  /* [n, Hkv_l, hd] */
+        TRY(be->linear(be, vc, &s.xn, &w->wv, NULL, false)); /* [n, Hkv_l, hd] */
+        if (w->has_k_norm_gen) /* GEN sees RoPE(k_norm_und_for_gen(raw k)) */
+            TRY(be->rmsnorm(be, kc, k, &w->k_norm_gen, (int)hd, c->eps, c->norm_mul_fp32));
+        if (w->has_qk_norm) {
+            TRY(be->rmsnorm(be, &q, &q, &w->q_norm, (int)hd, c->eps, c->norm_mul_fp32));
+            TRY(be->rmsnorm(be, k, k, &w->k_norm, (int)hd, c->eps, c->norm_mul_fp32));
+        }
+        trace("layers.und_q_prerope", l, &q);
+        trace("layers.und_k_prerope", l, k);
+        TRY(be->rope(be, &q, &cs, &sn));
+        TRY(be->rope(be, k, &cs, &sn));
+        if (w->has_k_norm_gen) TRY(be->rope(be, kc, &cs, &sn));
+        trace("layers.und_q", l, &q);
+        trace("layers.und_k", l, kc);
+        trace("layers.und_v", l, vc);
+        /* the last layer's attention output and MLP feed nothing GEN reads */
+        if (l == c->layers - 1 && !model_trace_hook) break;
+        c3_kvseg seg = {k, vc, n, n};
+        TRY(be->attention(be, &a, &q, &seg, 1, true, 1.0f / sqrtf((float)hd)));
+        trace("layers.und_attn", l, &a);
+        TRY(attn_out_and_mlp(m, w, &x, &a, &s));
+        trace("layers.und_out", l, &x);
+    }
+done:
+    c3_free(&x);
+    c3_free(&q);
+    c3_free(&kr);
+    c3_free(&a);
+    c3_free(&cs);
+    c3_free(&sn);
+    mlp_free(&s);
+    if (rc) undkv_free(kv);
+    return rc;
+}
+
+/* ------------------------------------------------------------- GEN tower */
+
+/* Sinusoidal timestep features e[te_in] = [cos(s f), sin(s f)] and the
+ * time_embedder MLP, in fp32 on the host: temb[D]. */
+static void time_embedding(const c3_model *m, int64_t timestep, float *e, float *temb) {
+    int half = m->te_in / 2;
+    int64_t D = m->c.hidden;
+    float s = (float)((double)timestep * m->c.timestep_scale);
+    float lmax = (float)log(10000.0);
+    for (int k = 0; k < half; k++) {
+        float f = expf(-lmax * (float)k / (float)half);
+        float arg = s * f;
+        e[k] = (float)cos((double)arg);
+        e[k + half] = (float)sin((double)arg);
+    }
+    float *h = xmalloc(sizeof(float) * (size_t)D);
+    for (int64_t i = 0; i < D; i++) {
+        double acc = m->te_b1[i];
+        const float *wr = m->te_w1 + i * m->te_in;
+        for (int k = 0; k < m->te_in; k++) acc += (double)wr[k] * e[k];
+        float v = (float)acc;
+        h[i] = v / (1.0f + expf(-v)); /* SiLU */
+    }
+    for (int64_t i = 0; i < D; i++) {
+        double acc = m->te_b2[i];
+        const float *wr = m->te_w2 + i * D;
+        for (int64_t k = 0; k < D; k++) acc += (double)wr[k] * h[k];
+        temb[i] = (float)acc;
+    }
+    free(h);
+}
+
+/* Trace a host [D]-vector broadcast to n rows (debug only). */
+static void trace_rows(c3_backend *be, const char *name, const float *v, int64_t n, int64_t D) {
+    if (!model_trace_hook) return;
+    float *buf = xmalloc(sizeof(float) * (size_t)(n * D));
+    for (int64_t i = 0; i < n; i++) memcpy(buf + i * D, v, sizeof(float) * (size_t)D);
+    c3_tensor t = {0};
+    int64_t ne[] = {n, D};
+    if (upload_new(be, &t, buf, C3_MEM_ACT, 2, ne) == C3_OK) trace(name, -1, &t);
+    c3_free(&t);
+    free(buf);
+}
+
+/* The GEN attention of layer l: q [S, Hq_l, hd] over [UND K/V | GEN K/V].
+ * Ulysses (sp_size > 1) would swap sequence shards for head shards around
+ * this call; model_load refuses it for now. */
+static int gen_attention(c3_model *m, int l, const c3_undkv *kv, c3_tensor *out, const c3_tensor *q,
+                         const c3_tensor *k, const c3_tensor *v) {
+    int64_t S = q->ne[0];
+    c3_kvseg seg[2] = {{&kv->k[l], &kv->v[l], kv->L, kv->L}, {k, v, S, S}};
+    return m->be->attention(m->be, out, q, seg, 2, false, 1.0f / sqrtf((float)m->c.head_dim));
+}
+
+/* Trace [UND K|GEN K] concatenated, as the reference's attention receives it. */
+static void trace_concat(c3_model *m, const char *name, int l, const c3_tensor *a, const c3_tensor *b) {
+    if (!model_trace_hook) return;
+    c3_backend *be = m->be;
+    c3_tensor t = {0};
+    if (c3_alloc(be, &t, be->act_dtype, C3_MEM_ACT, 3, a->ne[0] + b->ne[0], a->ne[1], a->ne[2]) != C3_OK) return;
+    c3_tensor va = c3_view(&t, 0, 3, a->ne), vb = c3_view(&t, c3_numel(a), 3, b->ne);
+    if (be->copy(be, &va, a) == C3_OK && be->copy(be, &vb, b) == C3_OK) trace(name, l, &t);
+    c3_free(&t);
+}
+
+int model_gen(c3_model *m, const c3_undkv *kv, const float *latents, const c3_latent_geom *g,
+              int64_t timestep, float *velocity) {
+    c3_backend *be = m->be;
+    const c3_tconfig *c = &m->c;
+    if (!kv || kv->layers != c->layers || kv->L <= 0)
+        return c3_fail(C3_EFAIL, "GEN forward: the UND cache does not belong to this model");
+    if (g->T <= 0 || g->h <= 0 || g->w <= 0)
+        return c3_fail(C3_EINPUT, "GEN forward: latent grid %dx%dx%d is empty", g->T, g->h, g->w);
+    if (m->shard.sp_size > 1)
+        return c3_fail(C3_EUSAGE, "Ulysses sequence parallelism is not implemented yet; use ulysses 1");
+    int64_t C = c->latent_ch, p = c->patch, P = c->patch_dim, D = c->hidden, hd = c->head_dim;
+    int64_t T = g->T, h = g->h, w = g->w;
+    int64_t hp = (h + p - 1) / p, wp = (w + p - 1) / p, S = T * hp * wp;
+    int rc = C3_OK;
+    c3_tensor tok = {0}, x = {0}, q = {0}, k = {0}, v = {0}, a = {0}, cs = {0}, sn = {0}, bias = {0}, y = {0};
+    mlp_scratch s = {0};
+    float *host = NULL, *e = NULL, *temb = NULL;
+
+    /* patchify: token (f, r, col), feature (ph * p + pw) * C + ch; zero padding */
+    host = xcalloc((size_t)(S * P), sizeof(float)); /* [S, P] */
+    for (int64_t ch = 0; ch < C; ch++)
+        for (int64_t f = 0; f < T; f++)
+            for (int64_t yy = 0; yy < h; yy++)
+                for (int64_t xx = 0; xx < w; xx++) {
+                    int64_t t = (f * hp + yy / p) * wp + xx / p;
+                    int64_t feat = ((yy % p) * p + xx % p) * C + ch;
+                    host[t * P + feat] = latents[((ch * T + f) * h + yy) * w + xx];
+                }
+    {
+        int64_t ne[] = {S, P};
+        TRY(upload_new(be, &tok, host, C3_MEM_ACT, 2, ne));
+    }
+    trace("gen.patchified_tokens", -1, &tok);
+
+    /* GEN positions and RoPE tables */
+    {
+        double (*pos)[3] = xmalloc(sizeof *pos * (size_t)S);
+        for (int64_t i = 0; i < S; i++) model_gen_position(c, kv->L, g, i, pos[i]);
+        float *hc = xmalloc(sizeof(float) * (size_t)(S * hd)), *hs = xmalloc(sizeof(float) * (size_t)(S * hd));
+        rope_tables(m, (const double(*)[3])pos, S, hc, hs);
+        int64_t ne[] = {S, hd};
+        rc = upload_new(be, &cs, hc, C3_MEM_ACT, 2, ne);
+        if (!rc) rc = upload_new(be, &sn, hs, C3_MEM_ACT, 2, ne);
+        free(pos);
+        free(hc);
+        free(hs);
+        if (rc) goto done;
+    }
+    trace("rope.cos_gen", -1, &cs);
+    trace("rope.sin_gen", -1, &sn);
+
+    /* x = proj_in(tok) + temb: the timestep embedding joins the bias */
+    e = xmalloc(sizeof(float) * (size_t)m->te_in);
+    temb = xmalloc(sizeof(float) * (size_t)D);
+    time_embedding(m, timestep, e, temb);
+    trace_rows(be, "gen.time_proj", e, S, m->te_in);
+    trace_rows(be, "gen.time_embedder", temb, S, D);
+    TRY(c3_alloc(be, &x, be->act_dtype, C3_MEM_ACT, 2, S, D));
+    if (model_trace_hook) {
+        int64_t ne[] = {D};
+        TRY(upload_new(be, &bias, m->proj_in_b, C3_MEM_ACT, 1, ne));
+        TRY(be->linear(be, &x, &tok, &m->proj_in, &bias, false));
+        trace("gen.proj_in", -1, &x);
+        c3_free(&bias);
+    }
+    for (int64_t i = 0; i < D; i++) temb[i] += m->proj_in_b[i];
+    {
+        int64_t ne[] = {D};
+        TRY(upload_new(be, &bias, temb, C3_MEM_ACT, 1, ne));
+    }
+    TRY(be->linear(be, &x, &tok, &m->proj_in, &bias, false)); /* [S, D] */
+    trace("layer_in.gen", -1, &x);
+
+    TRY(c3_alloc(be, &q, be->act_dtype, C3_MEM_ACT, 3, S, (int64_t)m->hq, hd));
+    TRY(c3_alloc(be, &a, be->act_dtype, C3_MEM_ACT, 3, S, (int64_t)m->hq, hd));
+    TRY(c3_alloc(be, &k, be->act_dtype, C3_MEM_ACT, 3, S, (int64_t)m->hkv, hd));
+    TRY(c3_alloc(be, &v, be->act_dtype, C3_MEM_ACT, 3, S, (int64_t)m->hkv, hd));
+    TRY(mlp_alloc(m, &s, S));
+    for (int l = 0; l < c->layers; l++) {
+        TRY(check_cancel(m));
+        const tower_w *wl = &m->lw[l].gen;
+        if (kv->k[l].ne[0] != kv->L || kv->k[l].ne[1] != m->hkv) {
+            rc = c3_fail(C3_EFAIL, "GEN forward: UND cache layer %d has the wrong shape", l);
+            goto done;
+        }
+        TRY(be->rmsnorm(be, &s.xn, &x, &wl->in_norm, (int)D, c->eps, c->norm_mul_fp32));
+        TRY(be->linear(be, &q, &s.xn, &wl->wq, NULL, false)); /* [S, Hq_l, hd] */
+        TRY(be->linear(be, &k, &s.xn, &wl->wk, NULL, false)); /* [S, Hkv_l, hd] */
+        TRY(be->linear(be, &v, &s.xn, &wl->wv, NULL, false)); /* [S, Hkv_l, hd] */
+        TRY(be->rmsnorm(be, &q, &q, &wl->q_norm, (int)hd, c->eps, c->norm_mul_fp32));
+        TRY(be->rmsnorm(be, &k, &k, &wl->k_norm, (int)hd, c->eps, c->norm_mul_fp32));
+        trace("layers.gen_q_prerope", l, &q);
+        trace("layers.gen_k_prerope", l, &k);
+        TRY(be->rope(be, &q, &cs, &sn));
+        TRY(be->rope(be, &k, &cs, &sn));
+        trace("layers.gen_q", l, &q);
+        trace_concat(m, "layers.gen_k_all", l, &kv->k[l], &k);
+        trace_concat(m, "layers.gen_v_all", l, &kv->v[l], &v);
+        TRY(gen_attention(m, l, kv, &a, &q, &k, &v));
+        trace("layers.gen_attn", l, &a);
+        TRY(attn_out_and_mlp(m, wl, &x, &a, &s));
+        trace("layers.gen_out", l, &x);
+    }
+    /* output: norm_moe_gen, proj_out + bias, unpatchify, crop */
+    TRY(be->rmsnorm(be, &s.xn, &x, &m->norm_gen, (int)D, c->eps, c->norm_mul_fp32));
+    trace("gen.final_norm", -1, &s.xn);
+    TRY(c3_alloc(be, &y, be->act_dtype, C3_MEM_ACT, 2, S, P));
+    TRY(be->linear(be, &y, &s.xn, &m->proj_out, &m->proj_out_b, false)); /* [S, P] */
+    trace("gen.proj_out", -1, &y);
+    TRY(be->download(be, host, &y));
+    for (int64_t ch = 0; ch < C; ch++)
+        for (int64_t f = 0; f < T; f++)
+            for (int64_t yy = 0; yy < h; yy++)
+                for (int64_t xx = 0; xx < w; xx++) {
+                    int64_t t = (f * hp + yy / p) * wp + xx / p;
+                    int64_t feat = ((yy % p) * p + xx % p) * C + ch;
+                    velocity[((ch * T + f) * h + yy) * w + xx] = host[t * P + feat];
+                }
+done:
+    c3_free(&tok);
+    c3_free(&x);
+    c3_free(&q);
+    c3_free(&k);
+    c3_free(&v);
+    c3_free(&a);
+    c3_free(&cs);
+    c3_free(&sn);
+    c3_free(&bias);
+    c3_free(&y);
+    mlp_free(&s);
+    free(host);
+    free(e);
+    free(temb);
+    return rc;
+}
