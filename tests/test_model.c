@@ -421,6 +421,95 @@ static int load_cases(fcase *cases, int max) {
     return n;
 }
 
+/* ------------------------------------------------- checkpoint variants */
+
+typedef enum { VAR_BAD_SHAPE, VAR_EDGE } variant;
+
+static const char *const var_links[] = {"model_index.json", "scheduler/scheduler_config.json",
+                                        "text_tokenizer/tokenizer.json"};
+static const char *const var_subs[] = {"transformer", "scheduler", "text_tokenizer"};
+
+static void remove_variant(const char *dir) {
+    char p[4096];
+    const char *files[] = {"model_index.json", "scheduler/scheduler_config.json", "text_tokenizer/tokenizer.json",
+                           "transformer/config.json", "transformer/diffusion_pytorch_model.safetensors"};
+    for (size_t i = 0; i < C3_ARRAY_LEN(files); i++) {
+        snprintf(p, sizeof p, "%s/%s", dir, files[i]);
+        unlink(p);
+    }
+    for (size_t i = 0; i < C3_ARRAY_LEN(var_subs); i++) {
+        snprintf(p, sizeof p, "%s/%s", dir, var_subs[i]);
+        rmdir(p);
+    }
+    rmdir(dir);
+}
+
+/* A modified copy of the checkpoint in a new /tmp folder (dir receives its
+ * path): VAR_BAD_SHAPE gives tensor `arg` the wrong shape (same bytes);
+ * VAR_EDGE turns it into the Edge (Nemotron) layout: ReLU^2 MLPs without
+ * gate_proj, no UND norm_q/norm_k, and k_norm_und_for_gen = the old norm_k. */
+static int make_variant(char *dir, const c3_ckpt *ck, const char *model_dir, variant v, const char *arg) {
+    snprintf(dir, 64, "/tmp/c3_model_test_XXXXXX");
+    if (!mkdtemp(dir)) {
+        T_CHECK(0, "mkdtemp: %s", strerror(errno));
+        return -1;
+    }
+    char p[4096], q[4096];
+    for (size_t i = 0; i < C3_ARRAY_LEN(var_subs); i++) {
+        snprintf(p, sizeof p, "%s/%s", dir, var_subs[i]);
+        c3_mkdir_p(p);
+    }
+    for (size_t i = 0; i < C3_ARRAY_LEN(var_links); i++) {
+        snprintf(p, sizeof p, "%s/%s", model_dir, var_links[i]);
+        snprintf(q, sizeof q, "%s/%s", dir, var_links[i]);
+        T_CHECK(symlink(p, q) == 0, "symlink %s", q);
+    }
+    /* config */
+    snprintf(p, sizeof p, "%s/transformer/config.json", model_dir);
+    json_error_t e;
+    json_t *cfg = json_load_file(p, 0, &e);
+    if (v == VAR_EDGE) {
+        json_object_set_new(cfg, "hidden_act", json_string("relu2"));
+        json_object_set_new(cfg, "backbone_type", json_string("cosmos3_edge_nemotron_dense"));
+        json_object_set_new(cfg, "qk_norm_for_text", json_false());
+        json_object_set_new(cfg, "use_und_k_norm_for_gen", json_true());
+    }
+    snprintf(q, sizeof q, "%s/transformer/config.json", dir);
+    T_CHECK(cfg && json_dump_file(cfg, q, 0) == 0, "write %s", q);
+    json_decref(cfg);
+    /* tensors */
+    st_wtensor *ws = calloc((size_t)ck->ntens * 2, sizeof *ws);
+    char(*names)[128] = calloc((size_t)ck->t.layers, sizeof *names);
+    int n = 0;
+    for (int i = 0; i < ck->ntens; i++) {
+        const char *nm = ck->tens[i].name;
+        const st_tensor *t = ck->tens[i].t;
+        if (v == VAR_EDGE && (strstr(nm, ".gate_proj.") || strstr(nm, ".self_attn.norm_q."))) continue;
+        st_wtensor w = {.name = nm, .dtype = t->dtype, .ndim = t->ndim, .data = t->data};
+        memcpy(w.shape, t->shape, sizeof t->shape);
+        if (v == VAR_BAD_SHAPE && strcmp(nm, arg) == 0) { /* [a, b] -> [a/2, 2b] */
+            w.shape[0] = t->shape[0] / 2;
+            w.shape[1] = t->shape[1] * 2;
+        }
+        if (v == VAR_EDGE && strstr(nm, ".self_attn.norm_k.")) {
+            int l = atoi(nm + strlen("layers."));
+            snprintf(names[l], sizeof names[l], "layers.%d.self_attn.k_norm_und_for_gen.weight", l);
+            w.name = names[l];
+        }
+        ws[n++] = w;
+    }
+    snprintf(p, sizeof p, "%s/transformer/diffusion_pytorch_model.safetensors", dir);
+    int rc = st_write(p, ws, n, NULL, 0, true);
+    T_CHECK(rc == C3_OK, "st_write: %s", c3_errmsg());
+    free(ws);
+    free(names);
+    if (rc != C3_OK) {
+        remove_variant(dir);
+        return -1;
+    }
+    return 0;
+}
+
 /* ------------------------------------------------------- load refusals */
 
 static void test_refusals(const c3_ckpt *ck, c3_backend *be, const char *model_dir) {
@@ -461,39 +550,9 @@ static void test_refusals(const c3_ckpt *ck, c3_backend *be, const char *model_d
 
     /* A copy of the checkpoint whose layers.<last>.self_attn.to_k has a wrong
      * shape (same bytes): model_load must say which tensor and both shapes. */
-    char dir[] = "/tmp/c3_model_test_XXXXXX";
-    if (!mkdtemp(dir)) {
-        T_CHECK(0, "mkdtemp");
-        return;
-    }
-    char p[4096], q[4096];
-    const char *subs[] = {"transformer", "scheduler", "text_tokenizer"};
-    for (int i = 0; i < 3; i++) {
-        snprintf(p, sizeof p, "%s/%s", dir, subs[i]);
-        c3_mkdir_p(p);
-    }
-    const char *links[] = {"model_index.json", "transformer/config.json", "scheduler/scheduler_config.json",
-                           "text_tokenizer/tokenizer.json"};
-    for (int i = 0; i < 4; i++) {
-        snprintf(p, sizeof p, "%s/%s", model_dir, links[i]);
-        snprintf(q, sizeof q, "%s/%s", dir, links[i]);
-        T_CHECK(symlink(p, q) == 0, "symlink %s", q);
-    }
-    char bad_name[128];
+    char dir[64], bad_name[128];
     snprintf(bad_name, sizeof bad_name, "layers.%d.self_attn.to_k.weight", ck->t.layers - 1);
-    st_wtensor *ws = calloc((size_t)ck->ntens, sizeof *ws);
-    for (int i = 0; i < ck->ntens; i++) {
-        const st_tensor *t = ck->tens[i].t;
-        ws[i] = (st_wtensor){.name = ck->tens[i].name, .dtype = t->dtype, .ndim = t->ndim, .data = t->data};
-        memcpy(ws[i].shape, t->shape, sizeof t->shape);
-        if (strcmp(ck->tens[i].name, bad_name) == 0) { /* [Hkv*hd, D] -> [Hkv*hd/2, 2D] */
-            ws[i].shape[0] = t->shape[0] / 2;
-            ws[i].shape[1] = t->shape[1] * 2;
-        }
-    }
-    snprintf(p, sizeof p, "%s/transformer/diffusion_pytorch_model.safetensors", dir);
-    T_CHECK(st_write(p, ws, ck->ntens, NULL, 0, true) == C3_OK, "st_write: %s", c3_errmsg());
-    free(ws);
+    if (make_variant(dir, ck, model_dir, VAR_BAD_SHAPE, bad_name) != 0) return;
     c3_ckpt bad;
     rc = ckpt_open(&bad, dir, false);
     T_CHECK(rc == C3_OK, "open modified copy: %s", c3_errmsg());
@@ -510,16 +569,134 @@ static void test_refusals(const c3_ckpt *ck, c3_backend *be, const char *model_d
                 "message names tensor and shapes: %s", c3_errmsg());
         ckpt_close(&bad);
     }
-    for (int i = 3; i >= 0; i--) {
-        snprintf(q, sizeof q, "%s/%s", dir, links[i]);
-        unlink(q);
+    remove_variant(dir);
+}
+
+/* ---------------------------------------------------------- Edge layout */
+
+static const trace_ent *trace_get(const char *name, int layer) {
+    for (int i = 0; i < ntraces; i++)
+        if (strcmp(traces[i].name, name) == 0 && traces[i].layer == layer) return &traces[i];
+    return NULL;
+}
+
+/* y[n, N] = x[n, K] . W[N, K]^T in double (host reference). */
+static float *host_linear(const c3_ckpt *ck, const char *name, const float *x, int64_t n, int64_t *N_out) {
+    const st_tensor *t = ckpt_find(ck, name);
+    if (!t) {
+        fprintf(stderr, "FAIL: tensor %s missing\n", name);
+        exit(1);
     }
-    unlink(p);
-    for (int i = 0; i < 3; i++) {
-        snprintf(p, sizeof p, "%s/%s", dir, subs[i]);
-        rmdir(p);
+    float *w = st_to_f32(t);
+    int64_t N = t->shape[0], K = t->shape[1];
+    float *y = malloc(sizeof(float) * (size_t)(n * N));
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t j = 0; j < N; j++) {
+            double d = 0;
+            for (int64_t k = 0; k < K; k++) d += (double)x[i * K + k] * w[j * K + k];
+            y[i * N + j] = (float)d;
+        }
+    free(w);
+    *N_out = N;
+    return y;
+}
+static float *host_rms(const c3_ckpt *ck, const char *name, const float *x, int64_t n, int64_t D, float eps) {
+    float *w = st_to_f32(ckpt_find(ck, name)), *y = malloc(sizeof(float) * (size_t)(n * D));
+    for (int64_t i = 0; i < n; i++) {
+        double ss = 0;
+        for (int64_t k = 0; k < D; k++) ss += (double)x[i * D + k] * x[i * D + k];
+        for (int64_t k = 0; k < D; k++) y[i * D + k] = (float)(w[k] * x[i * D + k] / sqrt(ss / D + eps));
     }
-    rmdir(dir);
+    free(w);
+    return y;
+}
+
+/* tiny-a rewritten in the Edge (Nemotron) layout, with k_norm_und_for_gen =
+ * the old norm_k: the layer-0 K GEN sees must then equal the golden layer-0
+ * K; the UND q has no norm; the layer-0 MLP is ReLU^2 (host reference). */
+static void test_edge(const c3_ckpt *ck, c3_backend *be, const char *model_dir) {
+    fprintf(stderr, "edge layout (tiny-a rewritten as Nemotron):\n");
+    char dir[64];
+    if (make_variant(dir, ck, model_dir, VAR_EDGE, NULL) != 0) return;
+    c3_ckpt ek;
+    int rc = ckpt_open(&ek, dir, false);
+    T_CHECK(rc == C3_OK, "open edge copy: %s", c3_errmsg());
+    if (rc != C3_OK) {
+        remove_variant(dir);
+        return;
+    }
+    const c3_tconfig *c = &ek.t;
+    T_CHECK(!c->mlp_gated && c->und_k_norm_for_gen && !c->und_qk_norm, "edge config flags");
+    c3_model *m = NULL;
+    rc = model_load(&m, &ek, be, NULL);
+    T_CHECK(rc == C3_OK, "model_load edge: %s", c3_errmsg());
+    st_file f;
+    t_open_golden(&f, "tiny-a/golden/und_kv.safetensors");
+    int L;
+    int32_t *ids = golden_ids(&f, "t2i_64.cond.input_ids", &L);
+    c3_undkv kv = {0};
+    if (rc == C3_OK) {
+        model_trace_hook = hook;
+        rc = model_und(m, ids, L, &kv);
+        model_trace_hook = NULL;
+        T_CHECK(rc == C3_OK, "model_und edge: %s", c3_errmsg());
+    }
+    if (rc == C3_OK) {
+        int64_t n, D = c->hidden, per;
+        float *gk = t_golden_f32(&f, "t2i_64.cond.und_k", &n), *gv = t_golden_f32(&f, "t2i_64.cond.und_v", &n);
+        per = n / c->layers;
+        float *k0 = download_new(&kv.k[0]), *v0 = download_new(&kv.v[0]), *k1 = download_new(&kv.k[1 % c->layers]);
+        check_close("edge K for GEN, layer 0 (= golden K)", k0, gk, per, TOL_L2, TOL_MAXREL);
+        check_close("edge V, layer 0 (= golden V)", v0, gv, per, TOL_L2, TOL_MAXREL);
+        if (c->layers > 1) {
+            double d = t_rel_l2(k1, gk + per, per);
+            fprintf(stderr, "  edge K layer 1 vs Qwen golden: rel_l2 %.3e (must differ)\n", d);
+            T_CHECK(d > 1e-3, "edge layer 1 K equals the Qwen one (rel_l2 %.3e): ReLU^2/no-norm path unused", d);
+        }
+        free(gk), free(gv), free(k0), free(v0), free(k1);
+        /* layer 0 on the host from the traced embeddings and attention output */
+        const trace_ent *x0 = trace_get("layer_in.und", -1), *qp = trace_get("layers.und_q_prerope", 0),
+                        *at = trace_get("layers.und_attn", 0), *out = trace_get("layers.und_out", 0);
+        T_CHECK(x0 && qp && at && out, "edge traces present");
+        if (x0 && qp && at && out) {
+            int64_t N;
+            float *xn = host_rms(&ek, "layers.0.input_layernorm.weight", x0->data, L, D, c->eps);
+            float *q = host_linear(&ek, "layers.0.self_attn.to_q.weight", xn, L, &N);
+            check_close("edge UND q before RoPE (no norm_q)", qp->data, q, L * N, TOL_L2, TOL_MAXREL);
+            float *o = host_linear(&ek, "layers.0.self_attn.to_out.weight", at->data, L, &N);
+            for (int64_t i = 0; i < L * D; i++) o[i] += x0->data[i]; /* h */
+            float *hn = host_rms(&ek, "layers.0.post_attention_layernorm.weight", o, L, D, c->eps);
+            int64_t I;
+            float *up = host_linear(&ek, "layers.0.mlp.up_proj.weight", hn, L, &I);
+            for (int64_t i = 0; i < L * I; i++) up[i] = up[i] > 0 ? up[i] * up[i] : 0;
+            float *dn = host_linear(&ek, "layers.0.mlp.down_proj.weight", up, L, &N);
+            for (int64_t i = 0; i < L * D; i++) dn[i] += o[i];
+            check_close("edge UND layer 0 output (ReLU^2 MLP)", out->data, dn, L * D, TOL_L2, TOL_MAXREL);
+            free(xn), free(q), free(o), free(hn), free(up), free(dn);
+        }
+        trace_clear();
+        /* the GEN tower runs on the Edge cache */
+        st_file g;
+        t_open_golden(&g, "tiny-a/golden/gen_forward.safetensors");
+        int64_t nl;
+        float *lat = t_golden_f32(&g, "t2i_64.latents", &nl), *vel = malloc(sizeof(float) * (size_t)nl);
+        c3_latent_geom geo = {.T = 1, .h = 1, .w = 1, .fps = 24};
+        geo.h = geo.w = (int)lround(sqrt((double)(nl / c->latent_ch)));
+        rc = model_gen(m, &kv, lat, &geo, 757, vel);
+        T_CHECK(rc == C3_OK, "model_gen edge: %s", c3_errmsg());
+        int bad = 0;
+        for (int64_t i = 0; rc == C3_OK && i < nl; i++) bad += !isfinite(vel[i]);
+        T_CHECK(bad == 0, "edge velocity has %d non-finite values", bad);
+        free(lat), free(vel);
+        st_close(&g);
+    }
+    trace_clear();
+    undkv_free(&kv);
+    model_free(m);
+    free(ids);
+    st_close(&f);
+    ckpt_close(&ek);
+    remove_variant(dir);
 }
 
 /* ------------------------------------------------------ TP equivalence */
@@ -668,6 +845,7 @@ int main(void) {
     T_CHECK(nc == 4, "manifest lists %d gen_forward cases", nc);
     test_gen_forward(m, cases, nc);
     if (nc > 0) test_tp2(&ck, m, &cases[nc - 1]);
+    test_edge(&ck, be, model_dir);
     fprintf(stderr, "worst over all golden comparisons: rel_l2 %.3e, max_rel %.3e\n", worst_l2, worst_max);
     model_free(m);
     ckpt_close(&ck);
