@@ -12,6 +12,8 @@
 typedef struct {
     bool system_prompt; /* add the system message */
     bool templates;     /* add the duration/resolution sentences */
+    bool skip_duration;   /* with templates: leave out the duration sentence */
+    bool skip_resolution; /* with templates: leave out the resolution sentence */
     int width, height;  /* pixels */
     int frames;         /* 1 = image */
     double fps;

@@ -22,5 +22,8 @@ int32_t tok_id(const c3_tokenizer *t, const char *token);
 /* Decoded text of one id (byte-level decoded), or NULL. Static per-tokenizer storage. */
 const char *tok_piece(const c3_tokenizer *t, int32_t id);
 int tok_vocab_size(const c3_tokenizer *t);
+/* Offset of the first byte of s[0..len) that is not valid UTF-8 (overlong
+ * forms, surrogates and code points above U+10FFFF are invalid), or len. */
+size_t tok_utf8_invalid(const char *s, size_t len);
 
 #endif
