@@ -1,22 +1,271 @@
 /* cpu_conv.c - CPU VAE operations: 3-D convolution, channel RMS norm,
- * permute, nearest upsample. */
+ * permute, nearest upsample.
+ *
+ * The convolution is im2col + OpenBLAS sgemm, tiled over output rows so the
+ * column buffer stays bounded (CONV_COL_BUDGET floats) whatever the image
+ * size: y[Cout, n] = w[Cout, K] . col[K, n], K = Cin * kt * kh * kw. When
+ * OpenBLAS runs single-threaded (OPENBLAS_NUM_THREADS=1, as in the tests),
+ * the tile's columns are split over the OpenMP threads instead. */
 #include "backend_cpu.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+
+/* Floats in one im2col tile (32 MiB): big enough for efficient GEMMs, small
+ * enough to stay bounded at 1024x1024 and 1024 channels. */
+enum { CONV_COL_BUDGET = 8 * 1024 * 1024 };
+/* Work (elements) below which the simple loops stay single-threaded. */
+enum { PAR_MIN = 65536 };
+/* Norm floor of F.normalize (Wan RMS_norm). */
+#define CHAN_NORM_EPS 1e-12
+
+static bool shape_is(const c3_tensor *t, int ndim, const int64_t *ne) {
+    if (t->ndim != ndim) return false;
+    for (int i = 0; i < ndim; i++)
+        if (t->ne[i] != ne[i]) return false;
+    return true;
+}
+
+static void fmt_ne(char *buf, size_t n, int ndim, const int64_t *ne) {
+    size_t o = (size_t)snprintf(buf, n, "[");
+    for (int i = 0; i < ndim && o < n; i++)
+        o += (size_t)snprintf(buf + o, n - o, "%s%lld", i ? ", " : "", (long long)ne[i]);
+    if (o < n) snprintf(buf + o, n - o, "]");
+}
+
+/* y[M, n] (row stride ldy) = w[M, K] . b[K, n] (row stride ldb), split over
+ * columns among OpenMP threads when OpenBLAS itself is single-threaded. */
+static void gemm_cols(int64_t M, int64_t n, int64_t K, const float *w, const float *b, int64_t ldb,
+                      float *y, int64_t ldy) {
+    int nth = omp_get_max_threads();
+    if (openblas_get_num_threads() > 1 || nth <= 1 || n < 2 * 16 || M * n * K < (int64_t)PAR_MIN * 16) {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (blasint)M, (blasint)n, (blasint)K, 1.0f, w,
+                    (blasint)K, b, (blasint)ldb, 0.0f, y, (blasint)ldy);
+        return;
+    }
+#pragma omp parallel num_threads(nth)
+    {
+        int id = omp_get_thread_num(), cnt = omp_get_num_threads();
+        /* column slices rounded to 16 floats (one cache line) */
+        int64_t per = ((n + cnt - 1) / cnt + 15) / 16 * 16;
+        int64_t c0 = per * id, c1 = C3_MIN(n, c0 + per);
+        if (c1 > c0)
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (blasint)M, (blasint)(c1 - c0), (blasint)K,
+                        1.0f, w, (blasint)K, b + c0, (blasint)ldb, 0.0f, y + c0, (blasint)ldy);
+    }
+}
 
 int cpu_conv3d(c3_backend *be, c3_tensor *y, const c3_tensor *x, const c3_tensor *w,
                const c3_tensor *bias, int ph, int pw) {
-    (void)be; (void)y; (void)x; (void)w; (void)bias; (void)ph; (void)pw;
-    return c3_fail(C3_EFAIL, "cpu conv3d: not implemented yet");
+    (void)be;
+    if (x->ndim != 4 || w->ndim != 5)
+        return c3_fail(C3_EFAIL, "cpu conv3d: expected x [Cin, T, H, W] and w [Cout, Cin, kt, kh, kw], got %d and %d dimensions",
+                       x->ndim, w->ndim);
+    int64_t Cin = x->ne[0], T = x->ne[1], H = x->ne[2], W = x->ne[3];
+    int64_t Cout = w->ne[0], kt = w->ne[2], kh = w->ne[3], kw = w->ne[4];
+    if (w->ne[1] != Cin)
+        return c3_fail(C3_EFAIL, "cpu conv3d: weight takes %lld input channels, input has %lld",
+                       (long long)w->ne[1], (long long)Cin);
+    if (ph < 0 || pw < 0)
+        return c3_fail(C3_EFAIL, "cpu conv3d: negative padding %d, %d", ph, pw);
+    int64_t To = T - kt + 1, Ho = H + 2 * ph - kh + 1, Wo = W + 2 * pw - kw + 1;
+    if (To < 1 || Ho < 1 || Wo < 1)
+        return c3_fail(C3_EFAIL, "cpu conv3d: input [%lld, %lld, %lld, %lld] is smaller than the kernel %lldx%lldx%lld",
+                       (long long)Cin, (long long)T, (long long)H, (long long)W, (long long)kt, (long long)kh,
+                       (long long)kw);
+    int64_t want[4] = {Cout, To, Ho, Wo};
+    if (!shape_is(y, 4, want)) {
+        char a[96], b[96];
+        fmt_ne(a, sizeof a, y->ndim, y->ne);
+        fmt_ne(b, sizeof b, 4, want);
+        return c3_fail(C3_EFAIL, "cpu conv3d: output has shape %s, expected %s", a, b);
+    }
+    if (bias && c3_numel(bias) != Cout)
+        return c3_fail(C3_EFAIL, "cpu conv3d: bias holds %lld elements, expected %lld",
+                       (long long)c3_numel(bias), (long long)Cout);
+
+    const float *xd = x->data, *wd = w->data;
+    float *yd = y->data;
+    int64_t K = Cin * kt * kh * kw;
+    int64_t plane = Ho * Wo, ysz = To * plane; /* output channel stride */
+    int64_t ichan = T * H * W;                  /* input channel stride */
+
+    if (kt == 1 && kh == 1 && kw == 1 && ph == 0 && pw == 0) {
+        /* pointwise: y[Cout, T*H*W] = w[Cout, Cin] . x[Cin, T*H*W] */
+        gemm_cols(Cout, ichan, Cin, wd, xd, ichan, yd, ichan);
+    } else {
+        int64_t rows = CONV_COL_BUDGET / (K * Wo);
+        if (rows < 1) rows = 1;
+        if (rows > Ho) rows = Ho;
+        float *col = malloc(sizeof(float) * (size_t)(K * rows * Wo));
+        if (!col) return c3_fail(C3_ERESOURCE, "cpu conv3d: out of host memory for the column buffer");
+        int64_t khw = kh * kw, kthw = kt * khw;
+        for (int64_t to = 0; to < To; to++) {
+            for (int64_t y0 = 0; y0 < Ho; y0 += rows) {
+                int64_t nr = C3_MIN(rows, Ho - y0), n = nr * Wo;
+                /* col[k, r * Wo + ox] = x[ci, to + dt, y0 + r + dy - ph, ox + dx - pw] (0 outside) */
+#pragma omp parallel for schedule(static) if (K * n > PAR_MIN)
+                for (int64_t k = 0; k < K; k++) {
+                    int64_t ci = k / kthw, rem = k % kthw;
+                    int64_t dt = rem / khw, dy = (rem % khw) / kw, dx = rem % kw;
+                    const float *src = xd + ci * ichan + (to + dt) * H * W;
+                    float *dst = col + k * n;
+                    int64_t x0 = C3_MAX((int64_t)0, pw - dx);           /* first valid ox */
+                    int64_t x1 = C3_MIN(Wo, W + pw - dx);               /* end of valid ox */
+                    for (int64_t r = 0; r < nr; r++) {
+                        int64_t iy = y0 + r + dy - ph;
+                        float *d = dst + r * Wo;
+                        if (iy < 0 || iy >= H || x1 <= x0) {
+                            memset(d, 0, sizeof(float) * (size_t)Wo);
+                            continue;
+                        }
+                        for (int64_t ox = 0; ox < x0; ox++) d[ox] = 0;
+                        memcpy(d + x0, src + iy * W + x0 + dx - pw, sizeof(float) * (size_t)(x1 - x0));
+                        for (int64_t ox = x1; ox < Wo; ox++) d[ox] = 0;
+                    }
+                }
+                gemm_cols(Cout, n, K, wd, col, n, yd + to * plane + y0 * Wo, ysz);
+            }
+        }
+        free(col);
+    }
+    if (bias) {
+        const float *bd = bias->data;
+#pragma omp parallel for schedule(static) if (Cout * ysz > PAR_MIN)
+        for (int64_t co = 0; co < Cout; co++) {
+            float b = bd[co], *p = yd + co * ysz;
+            for (int64_t i = 0; i < ysz; i++) p[i] += b;
+        }
+    }
+    return C3_OK;
 }
+
 int cpu_chan_rmsnorm(c3_backend *be, c3_tensor *y, const c3_tensor *x, const c3_tensor *gamma,
                      const c3_tensor *bias) {
-    (void)be; (void)y; (void)x; (void)gamma; (void)bias;
-    return c3_fail(C3_EFAIL, "cpu chan_rmsnorm: not implemented yet");
+    (void)be;
+    if (x->ndim < 1) return c3_fail(C3_EFAIL, "cpu chan_rmsnorm: input has no dimensions");
+    int64_t C = x->ne[0], N = C ? c3_numel(x) / C : 0;
+    if (c3_numel(y) != c3_numel(x))
+        return c3_fail(C3_EFAIL, "cpu chan_rmsnorm: output holds %lld elements, input %lld",
+                       (long long)c3_numel(y), (long long)c3_numel(x));
+    if (c3_numel(gamma) != C || (bias && c3_numel(bias) != C))
+        return c3_fail(C3_EFAIL, "cpu chan_rmsnorm: gamma/bias hold %lld/%lld elements, expected %lld channels",
+                       (long long)c3_numel(gamma), (long long)(bias ? c3_numel(bias) : C), (long long)C);
+    const float *xd = x->data, *g = gamma->data, *bd = bias ? bias->data : NULL;
+    float *yd = y->data;
+    float scale = sqrtf((float)C);
+    /* positions in blocks: the channel loop walks rows of the block, so every
+     * access is contiguous */
+    enum { BLK = 256 };
+    int64_t nblk = (N + BLK - 1) / BLK;
+#pragma omp parallel for schedule(static) if (C * N > PAR_MIN)
+    for (int64_t b = 0; b < nblk; b++) {
+        int64_t n0 = b * BLK, nn = C3_MIN((int64_t)BLK, N - n0);
+        double ss[BLK];
+        float nrm[BLK]; /* max(||x[:, n]||, eps) */
+        for (int64_t i = 0; i < nn; i++) ss[i] = 0;
+        for (int64_t c = 0; c < C; c++) {
+            const float *r = xd + c * N + n0;
+            for (int64_t i = 0; i < nn; i++) ss[i] += (double)r[i] * (double)r[i];
+        }
+        for (int64_t i = 0; i < nn; i++) {
+            double l2 = sqrt(ss[i]);
+            nrm[i] = (float)(l2 > CHAN_NORM_EPS ? l2 : CHAN_NORM_EPS);
+        }
+        for (int64_t c = 0; c < C; c++) {
+            const float *r = xd + c * N + n0;
+            float *o = yd + c * N + n0, gc = g[c], bc = bd ? bd[c] : 0.0f;
+            for (int64_t i = 0; i < nn; i++) o[i] = r[i] / nrm[i] * scale * gc + bc;
+        }
+    }
+    return C3_OK;
 }
+
 int cpu_permute(c3_backend *be, c3_tensor *y, const c3_tensor *x, const int *perm) {
-    (void)be; (void)y; (void)x; (void)perm;
-    return c3_fail(C3_EFAIL, "cpu permute: not implemented yet");
+    (void)be;
+    int nd = x->ndim;
+    if (nd < 1 || nd > C3_MAX_DIMS) return c3_fail(C3_EFAIL, "cpu permute: %d dimensions", nd);
+    bool seen[C3_MAX_DIMS] = {false};
+    for (int i = 0; i < nd; i++) {
+        if (perm[i] < 0 || perm[i] >= nd || seen[perm[i]])
+            return c3_fail(C3_EFAIL, "cpu permute: perm is not a permutation of %d dimensions", nd);
+        seen[perm[i]] = true;
+    }
+    if (c3_numel(y) != c3_numel(x))
+        return c3_fail(C3_EFAIL, "cpu permute: output holds %lld elements, input %lld",
+                       (long long)c3_numel(y), (long long)c3_numel(x));
+    if (y->data == x->data && c3_numel(x) > 0) return c3_fail(C3_EFAIL, "cpu permute: output aliases input");
+    /* input strides, then the output's dims and matching input strides */
+    int64_t xs[C3_MAX_DIMS], one = 1;
+    for (int i = nd - 1; i >= 0; i--) {
+        xs[i] = one;
+        one *= x->ne[i];
+    }
+    int64_t ne[C3_MAX_DIMS], st[C3_MAX_DIMS];
+    for (int i = 0; i < nd; i++) {
+        ne[i] = x->ne[perm[i]];
+        st[i] = xs[perm[i]];
+    }
+    /* merge output dims that stay adjacent in the input */
+    int m = 0;
+    for (int i = 0; i < nd; i++) {
+        if (ne[i] == 1) continue;
+        if (m > 0 && st[m - 1] == st[i] * ne[i]) {
+            ne[m - 1] *= ne[i];
+            st[m - 1] = st[i];
+        } else {
+            ne[m] = ne[i];
+            st[m] = st[i];
+            m++;
+        }
+    }
+    const float *xd = x->data;
+    float *yd = y->data;
+    int64_t total = c3_numel(x);
+    if (m <= 1) { /* identity order */
+        memcpy(yd, xd, sizeof(float) * (size_t)total);
+        return C3_OK;
+    }
+    int64_t inner = ne[m - 1], istr = st[m - 1], outer = total / inner;
+#pragma omp parallel for schedule(static) if (total > PAR_MIN)
+    for (int64_t o = 0; o < outer; o++) {
+        int64_t rem = o, off = 0;
+        for (int d = m - 2; d >= 0; d--) {
+            off += (rem % ne[d]) * st[d];
+            rem /= ne[d];
+        }
+        const float *s = xd + off;
+        float *dst = yd + o * inner;
+        if (istr == 1)
+            memcpy(dst, s, sizeof(float) * (size_t)inner);
+        else
+            for (int64_t i = 0; i < inner; i++) dst[i] = s[i * istr];
+    }
+    return C3_OK;
 }
+
 int cpu_upsample2x(c3_backend *be, c3_tensor *y, const c3_tensor *x) {
-    (void)be; (void)y; (void)x;
-    return c3_fail(C3_EFAIL, "cpu upsample2x: not implemented yet");
+    (void)be;
+    if (x->ndim != 4) return c3_fail(C3_EFAIL, "cpu upsample2x: input has %d dimensions, expected [C, T, H, W]", x->ndim);
+    int64_t C = x->ne[0], T = x->ne[1], H = x->ne[2], W = x->ne[3];
+    int64_t want[4] = {C, T, 2 * H, 2 * W};
+    if (!shape_is(y, 4, want)) {
+        char a[96], b[96];
+        fmt_ne(a, sizeof a, y->ndim, y->ne);
+        fmt_ne(b, sizeof b, 4, want);
+        return c3_fail(C3_EFAIL, "cpu upsample2x: output has shape %s, expected %s", a, b);
+    }
+    const float *xd = x->data;
+    float *yd = y->data;
+    int64_t rows = C * T * H;
+#pragma omp parallel for schedule(static) if (rows * W > PAR_MIN)
+    for (int64_t r = 0; r < rows; r++) {
+        const float *s = xd + r * W;
+        float *d0 = yd + r * 4 * W, *d1 = d0 + 2 * W; /* output rows 2h and 2h+1 */
+        for (int64_t i = 0; i < W; i++) d0[2 * i] = d0[2 * i + 1] = s[i];
+        memcpy(d1, d0, sizeof(float) * (size_t)(2 * W));
+    }
+    return C3_OK;
 }

@@ -1,0 +1,699 @@
+/* wan_vae.c - the Wan2.2 VAE decoder (diffusers AutoencoderKLWan with
+ * is_residual, spec section 6) on the backend table.
+ *
+ * Structure (channels from c3_vconfig: dims = base * [mult[-1], mult reversed]):
+ *   post_quant_conv (1x1x1, all frames at once)
+ *   per latent frame ("chunk"):
+ *     conv_in (causal 3x3x3)
+ *     mid: ResBlock, single-head spatial attention per frame, ResBlock
+ *     up_blocks[i]: (num_res_blocks + 1) ResBlocks, then the upsampler
+ *       (upsample3d: causal (3,1,1) time conv to 2C, interleave in time,
+ *        nearest 2x, 3x3 conv; upsample2d: nearest 2x, 3x3 conv), plus the
+ *       DupUp3D shortcut of the block input (channel repeat + pixel/time
+ *       shuffle; the first chunk keeps only its last frame)
+ *     norm_out, SiLU, conv_out (causal 3x3x3), unpatchify, clamp [-1, 1]
+ *
+ * Causal cache. Every temporal-kernel conv sees [history, x] where history
+ * holds the last kt - 1 = CACHE_T input frames of the previous chunks, zeros
+ * before the first. This reproduces diffusers' feat_cache exactly (a chunk
+ * of one frame caches [previous last frame, frame]; the first chunk pads with
+ * zeros). The upsample3d time conv is skipped on the first chunk ("Rep") and
+ * its history starts at zero on the second. While a conv's history is still
+ * all zeros and the chunk has one frame, only the last temporal tap sees
+ * data, so the conv runs as a 2-D conv with that tap (3x less work on the
+ * first chunk, i.e. for every image).
+ *
+ * Layouts: activations are [C, T, H, W]; histories are time-major
+ * [CACHE_T, C, H*W] so that joining them with a chunk is a row copy. */
+#include "wan_vae.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+void (*vae_trace_hook)(const char *name, int chunk, const c3_tensor *t) = NULL;
+
+/* Frames of causal history kept per temporal conv (diffusers CACHE_T). */
+enum { VAE_CACHE_T = 2 };
+/* Spatial upsampling factor of every up block that upsamples (DupUp3D factor_s). */
+enum { VAE_UP_S = 2 };
+/* Temporal factor of an upsample3d block. */
+enum { VAE_UP_T = 2 };
+/* Output image channels promised by wan_vae.h. */
+enum { VAE_IMG_CH = 3 };
+enum { NAME_MAX_LEN = 160 };
+
+typedef struct {
+    c3_tensor w, b; /* [Cout, Cin, kt, kh, kw], [Cout] */
+    int cin, cout, kt, kh, kw, pad;
+    c3_tensor hist;  /* [kt - 1, Cin, H*W] time-major, while live */
+    bool hist_live;
+} vconv;
+
+typedef struct {
+    c3_tensor g1, g2; /* norm gammas [Cin], [Cout] */
+    vconv conv1, conv2, shortcut;
+    bool has_shortcut;
+} vres;
+
+typedef struct {
+    c3_tensor gamma;          /* [C] */
+    c3_tensor wqkv, bqkv;     /* [3C, C], [3C] */
+    c3_tensor wproj, bproj;   /* [C, C], [C] */
+    int dim;
+} vattn;
+
+typedef enum { UP_NONE, UP_2D, UP_3D } up_mode;
+
+typedef struct {
+    int cin, cout, nres;
+    vres *res;
+    up_mode mode;
+    vconv time_conv, resample; /* resample: the 3x3 conv after nearest 2x */
+    int ft, fs, repeats;       /* DupUp3D shortcut factors */
+} vup;
+
+struct c3_vae {
+    c3_backend *be;
+    c3_vconfig cfg;
+    int z_dim, patch, dec_out, img_ch;
+    vconv post_quant, conv_in, conv_out;
+    vres mid[2];
+    vattn attn;
+    vup *up;
+    int nup;
+    c3_tensor norm_out; /* [C] */
+    vconv **convs;      /* every conv, for history resets */
+    int nconvs;
+};
+
+/* ------------------------------------------------------------------ helpers */
+
+static int act4(c3_vae *v, c3_tensor *t, int64_t a, int64_t b, int64_t c, int64_t d) {
+    return c3_alloc(v->be, t, v->be->act_dtype, C3_MEM_ACT, 4, a, b, c, d);
+}
+
+static c3_tensor view(const c3_tensor *t, int64_t off, int ndim, ...) {
+    int64_t ne[C3_MAX_DIMS];
+    va_list ap;
+    va_start(ap, ndim);
+    for (int i = 0; i < ndim; i++) ne[i] = va_arg(ap, int64_t);
+    va_end(ap);
+    return c3_view(t, off, ndim, ne);
+}
+
+/* Zero a tensor through the upload path (backends need not zero allocations). */
+static int zero_fill(c3_vae *v, c3_tensor *t) {
+    size_t n = (size_t)c3_numel(t);
+    float *z = xcalloc(n ? n : 1, sizeof(float));
+    int rc = v->be->upload(v->be, t, z, C3_F32);
+    free(z);
+    return rc;
+}
+
+static void trace(const char *name, int chunk, const c3_tensor *t) {
+    if (vae_trace_hook) vae_trace_hook(name, chunk, t);
+}
+
+/* ------------------------------------------------------------------ loading */
+
+/* Upload checkpoint tensor `name` (checked against shape[ndim]) into t with
+ * the shape up[up_ndim] (same element count). */
+static int load_t(c3_vae *v, const c3_ckpt *ck, c3_tensor *t, const char *name, int ndim,
+                  const int64_t *shape, int up_ndim, const int64_t *up) {
+    const st_tensor *s = ckpt_get(ck, &ck->vae, name, ndim, shape);
+    if (!s) return C3_EMODEL; /* ckpt_get named the tensor and the problem */
+    C3_TRY(v->be->alloc(v->be, t, v->be->weight_dtype, up_ndim, up, C3_MEM_WEIGHTS));
+    return v->be->upload(v->be, t, s->data, s->dtype);
+}
+
+static int load_vec(c3_vae *v, const c3_ckpt *ck, c3_tensor *t, const char *name, int ndim, int64_t n) {
+    int64_t shape[4] = {n, 1, 1, 1};
+    return load_t(v, ck, t, name, ndim, shape, 1, &n);
+}
+
+/* A conv "<prefix>.weight/.bias". twod: stored as Conv2d [Cout, Cin, kh, kw]. */
+static int load_conv(c3_vae *v, const c3_ckpt *ck, vconv *c, const char *prefix, int cin, int cout,
+                     int kt, int kh, int kw, bool twod) {
+    char name[NAME_MAX_LEN];
+    memset(c, 0, sizeof *c);
+    c->cin = cin;
+    c->cout = cout;
+    c->kt = kt;
+    c->kh = kh;
+    c->kw = kw;
+    c->pad = kh / 2;
+    if (kt != 1 && kt - 1 != VAE_CACHE_T)
+        return c3_fail(C3_EFAIL, "VAE %s: temporal kernel %d is not supported (1 or %d)", prefix, kt,
+                       VAE_CACHE_T + 1);
+    int64_t s5[5] = {cout, cin, kt, kh, kw}, s4[4] = {cout, cin, kh, kw};
+    snprintf(name, sizeof name, "%s.weight", prefix);
+    C3_TRY(load_t(v, ck, &c->w, name, twod ? 4 : 5, twod ? s4 : s5, 5, s5));
+    snprintf(name, sizeof name, "%s.bias", prefix);
+    C3_TRY(load_vec(v, ck, &c->b, name, 1, cout));
+    v->convs = xrealloc(v->convs, (size_t)(v->nconvs + 1) * sizeof *v->convs);
+    v->convs[v->nconvs++] = c;
+    return C3_OK;
+}
+
+static int load_res(c3_vae *v, const c3_ckpt *ck, vres *r, const char *prefix, int cin, int cout) {
+    char name[NAME_MAX_LEN];
+    memset(r, 0, sizeof *r);
+    snprintf(name, sizeof name, "%s.norm1.gamma", prefix);
+    C3_TRY(load_vec(v, ck, &r->g1, name, 4, cin));
+    snprintf(name, sizeof name, "%s.norm2.gamma", prefix);
+    C3_TRY(load_vec(v, ck, &r->g2, name, 4, cout));
+    snprintf(name, sizeof name, "%s.conv1", prefix);
+    C3_TRY(load_conv(v, ck, &r->conv1, name, cin, cout, 3, 3, 3, false));
+    snprintf(name, sizeof name, "%s.conv2", prefix);
+    C3_TRY(load_conv(v, ck, &r->conv2, name, cout, cout, 3, 3, 3, false));
+    r->has_shortcut = cin != cout;
+    if (r->has_shortcut) {
+        snprintf(name, sizeof name, "%s.conv_shortcut", prefix);
+        C3_TRY(load_conv(v, ck, &r->shortcut, name, cin, cout, 1, 1, 1, false));
+    }
+    return C3_OK;
+}
+
+static int load_attn(c3_vae *v, const c3_ckpt *ck, vattn *a, const char *prefix, int dim) {
+    char name[NAME_MAX_LEN];
+    a->dim = dim;
+    snprintf(name, sizeof name, "%s.norm.gamma", prefix);
+    C3_TRY(load_vec(v, ck, &a->gamma, name, 3, dim));
+    int64_t sq[4] = {3 * (int64_t)dim, dim, 1, 1}, sp[4] = {dim, dim, 1, 1};
+    snprintf(name, sizeof name, "%s.to_qkv.weight", prefix);
+    C3_TRY(load_t(v, ck, &a->wqkv, name, 4, sq, 2, sq));
+    snprintf(name, sizeof name, "%s.to_qkv.bias", prefix);
+    C3_TRY(load_vec(v, ck, &a->bqkv, name, 1, 3 * (int64_t)dim));
+    snprintf(name, sizeof name, "%s.proj.weight", prefix);
+    C3_TRY(load_t(v, ck, &a->wproj, name, 4, sp, 2, sp));
+    snprintf(name, sizeof name, "%s.proj.bias", prefix);
+    C3_TRY(load_vec(v, ck, &a->bproj, name, 1, dim));
+    return C3_OK;
+}
+
+static void free_conv(vconv *c) {
+    c3_free(&c->w);
+    c3_free(&c->b);
+    c3_free(&c->hist);
+    c->hist_live = false;
+}
+
+static void free_res(vres *r) {
+    c3_free(&r->g1);
+    c3_free(&r->g2);
+    free_conv(&r->conv1);
+    free_conv(&r->conv2);
+    free_conv(&r->shortcut);
+}
+
+void vae_free(c3_vae *v) {
+    if (!v) return;
+    free_conv(&v->post_quant);
+    free_conv(&v->conv_in);
+    free_conv(&v->conv_out);
+    for (int i = 0; i < 2; i++) free_res(&v->mid[i]);
+    c3_free(&v->attn.gamma);
+    c3_free(&v->attn.wqkv);
+    c3_free(&v->attn.bqkv);
+    c3_free(&v->attn.wproj);
+    c3_free(&v->attn.bproj);
+    for (int i = 0; i < v->nup; i++) {
+        vup *u = &v->up[i];
+        for (int r = 0; u->res && r < u->nres; r++) free_res(&u->res[r]);
+        free(u->res);
+        free_conv(&u->time_conv);
+        free_conv(&u->resample);
+    }
+    free(v->up);
+    c3_free(&v->norm_out);
+    free(v->convs);
+    free(v);
+}
+
+static int vae_load_(c3_vae *v, const c3_ckpt *ck) {
+    const c3_vconfig *cf = &v->cfg;
+    const char *path = ck->vae.path;
+    if (!cf->is_residual)
+        return c3_fail(C3_EMODEL, "%s: only the Wan2.2 VAE (is_residual true) is supported", path);
+    int n = cf->n_mult;
+    if (cf->n_tdown < n - 1)
+        return c3_fail(C3_EMODEL, "%s: temperal_downsample needs %d entries (one per down block), found %d", path,
+                       n - 1, cf->n_tdown);
+    int base = cf->decoder_base_dim;
+    int dims[9];
+    dims[0] = base * cf->dim_mult[n - 1];
+    for (int i = 0; i < n; i++) dims[i + 1] = base * cf->dim_mult[n - 1 - i];
+    v->z_dim = cf->z_dim;
+    v->patch = cf->patch_size;
+
+    C3_TRY(load_conv(v, ck, &v->post_quant, "post_quant_conv", v->z_dim, v->z_dim, 1, 1, 1, false));
+    C3_TRY(load_conv(v, ck, &v->conv_in, "decoder.conv_in", v->z_dim, dims[0], 3, 3, 3, false));
+    C3_TRY(load_res(v, ck, &v->mid[0], "decoder.mid_block.resnets.0", dims[0], dims[0]));
+    C3_TRY(load_attn(v, ck, &v->attn, "decoder.mid_block.attentions.0", dims[0]));
+    C3_TRY(load_res(v, ck, &v->mid[1], "decoder.mid_block.resnets.1", dims[0], dims[0]));
+
+    v->up = xcalloc((size_t)n, sizeof *v->up);
+    v->nup = n;
+    char name[NAME_MAX_LEN];
+    for (int i = 0; i < n; i++) {
+        vup *u = &v->up[i];
+        u->cin = dims[i];
+        u->cout = dims[i + 1];
+        u->nres = cf->num_res_blocks + 1;
+        u->res = xcalloc((size_t)u->nres, sizeof *u->res);
+        for (int r = 0; r < u->nres; r++) {
+            snprintf(name, sizeof name, "decoder.up_blocks.%d.resnets.%d", i, r);
+            C3_TRY(load_res(v, ck, &u->res[r], name, r ? u->cout : u->cin, u->cout));
+        }
+        bool up_flag = i != n - 1;
+        bool tup = up_flag && cf->temporal_down[cf->n_tdown - 1 - i];
+        u->mode = !up_flag ? UP_NONE : tup ? UP_3D : UP_2D;
+        if (u->mode == UP_3D) {
+            snprintf(name, sizeof name, "decoder.up_blocks.%d.upsampler.time_conv", i);
+            C3_TRY(load_conv(v, ck, &u->time_conv, name, u->cout, 2 * u->cout, 3, 1, 1, false));
+        }
+        if (u->mode != UP_NONE) {
+            snprintf(name, sizeof name, "decoder.up_blocks.%d.upsampler.resample.1", i);
+            C3_TRY(load_conv(v, ck, &u->resample, name, u->cout, u->cout, 1, 3, 3, true));
+            u->ft = tup ? VAE_UP_T : 1;
+            u->fs = VAE_UP_S;
+            int64_t f = (int64_t)u->cout * u->ft * u->fs * u->fs;
+            if (f % u->cin)
+                return c3_fail(C3_EMODEL, "%s: up block %d: %d output channels x %d cannot repeat %d input channels",
+                               path, i, u->cout, u->ft * u->fs * u->fs, u->cin);
+            u->repeats = (int)(f / u->cin);
+        }
+    }
+    int clast = dims[n];
+    C3_TRY(load_vec(v, ck, &v->norm_out, "decoder.norm_out.gamma", 4, clast));
+    /* conv_out's width decides the image channels after unpatchify */
+    int64_t so[5] = {-1, clast, 3, 3, 3};
+    const st_tensor *wo = ckpt_get(ck, &ck->vae, "decoder.conv_out.weight", 5, so);
+    if (!wo) return C3_EMODEL;
+    v->dec_out = (int)wo->shape[0];
+    int pp = v->patch * v->patch;
+    if (v->dec_out % pp || v->dec_out / pp != VAE_IMG_CH)
+        return c3_fail(C3_EMODEL, "%s: decoder.conv_out has %d channels; with patch_size %d that is not %d image channels",
+                       path, v->dec_out, v->patch, VAE_IMG_CH);
+    v->img_ch = VAE_IMG_CH;
+    C3_TRY(load_conv(v, ck, &v->conv_out, "decoder.conv_out", clast, v->dec_out, 3, 3, 3, false));
+    return C3_OK;
+}
+
+int vae_load(c3_vae **out, const c3_ckpt *ck, c3_backend *be) {
+    *out = NULL;
+    if (!ck->has_vae)
+        return c3_fail(C3_EMODEL, "%s: the checkpoint was opened without its VAE (vae/ is needed to decode)", ck->dir);
+    c3_vae *v = xcalloc(1, sizeof *v);
+    v->be = be;
+    v->cfg = ck->v;
+    int rc = vae_load_(v, ck);
+    if (rc != C3_OK) {
+        vae_free(v);
+        return rc;
+    }
+    *out = v;
+    return C3_OK;
+}
+
+/* ------------------------------------------------------------------ layers */
+
+/* y = conv(x), x [Cin, T, H, W]. A temporal conv reads [history, x] and, when
+ * keep, leaves the last kt - 1 frames of that sequence as the next history. */
+static int conv_fwd(c3_vae *v, vconv *cv, const c3_tensor *x, c3_tensor *y, bool keep) {
+    c3_backend *be = v->be;
+    int64_t Cin = x->ne[0], T = x->ne[1], H = x->ne[2], W = x->ne[3], HW = H * W;
+    if (Cin != cv->cin)
+        return c3_fail(C3_EFAIL, "VAE conv: input has %lld channels, the weight takes %d", (long long)Cin, cv->cin);
+    int64_t Ho = H + 2 * cv->pad - cv->kh + 1, Wo = W + 2 * cv->pad - cv->kw + 1;
+    C3_TRY(act4(v, y, cv->cout, T, Ho, Wo));
+    int rc = C3_OK;
+    c3_tensor tap = {0}, stage = {0}, xin = {0};
+    int64_t L = cv->kt - 1; /* history frames */
+    if (L == 0) {
+        rc = be->conv3d(be, y, x, &cv->w, &cv->b, cv->pad, cv->pad);
+        goto out;
+    }
+    if (!cv->hist_live && T == 1) {
+        /* zero history: only the last temporal tap sees data */
+        int64_t khw = (int64_t)cv->kh * cv->kw, per = (int64_t)cv->cout * cv->cin * khw;
+        if ((rc = c3_alloc(be, &tap, be->act_dtype, C3_MEM_ACT, 4, (int64_t)cv->kt, (int64_t)cv->cout,
+                           (int64_t)cv->cin, khw)))
+            goto out;
+        c3_tensor w4 = view(&cv->w, 0, 4, (int64_t)cv->cout, (int64_t)cv->cin, (int64_t)cv->kt, khw);
+        static const int to_tap_major[4] = {2, 0, 1, 3};
+        if ((rc = be->permute(be, &tap, &w4, to_tap_major))) goto out;
+        c3_tensor wl = view(&tap, L * per, 5, (int64_t)cv->cout, (int64_t)cv->cin, (int64_t)1, (int64_t)cv->kh,
+                            (int64_t)cv->kw);
+        if ((rc = be->conv3d(be, y, x, &wl, &cv->b, cv->pad, cv->pad))) goto out;
+        if (keep) {
+            if ((rc = c3_alloc(be, &cv->hist, be->act_dtype, C3_MEM_ACT, 3, L, Cin, HW))) goto out;
+            c3_tensor old = c3_rows(&cv->hist, 0, L - 1), last = c3_rows(&cv->hist, L - 1, 1);
+            if ((rc = zero_fill(v, &old))) goto out;
+            if ((rc = be->copy(be, &last, x))) goto out; /* [Cin, 1, HW] == [1, Cin, HW] */
+            cv->hist_live = true;
+        }
+        goto out;
+    }
+    /* stage [L + T, Cin, HW] (time-major) = [history, x] */
+    if ((rc = c3_alloc(be, &stage, be->act_dtype, C3_MEM_ACT, 3, L + T, Cin, HW))) goto out;
+    c3_tensor front = c3_rows(&stage, 0, L), back = c3_rows(&stage, L, T);
+    if (cv->hist_live)
+        rc = be->copy(be, &front, &cv->hist);
+    else
+        rc = zero_fill(v, &front);
+    if (rc) goto out;
+    static const int swap01[3] = {1, 0, 2};
+    c3_tensor x3 = view(x, 0, 3, Cin, T, HW);
+    if ((rc = be->permute(be, &back, &x3, swap01))) goto out;
+    if ((rc = c3_alloc(be, &xin, be->act_dtype, C3_MEM_ACT, 3, Cin, L + T, HW))) goto out;
+    if ((rc = be->permute(be, &xin, &stage, swap01))) goto out;
+    c3_tensor xin4 = view(&xin, 0, 4, Cin, L + T, H, W);
+    if ((rc = be->conv3d(be, y, &xin4, &cv->w, &cv->b, cv->pad, cv->pad))) goto out;
+    if (keep) {
+        if (!cv->hist_live &&
+            (rc = c3_alloc(be, &cv->hist, be->act_dtype, C3_MEM_ACT, 3, L, Cin, HW)))
+            goto out;
+        c3_tensor tail = c3_rows(&stage, T, L);
+        if ((rc = be->copy(be, &cv->hist, &tail))) goto out;
+        cv->hist_live = true;
+    }
+out:
+    c3_free(&tap);
+    c3_free(&stage);
+    c3_free(&xin);
+    if (rc) c3_free(y);
+    return rc;
+}
+
+/* ResBlock: conv2(silu(rms2(conv1(silu(rms1(x)))))) + shortcut(x). */
+static int res_fwd(c3_vae *v, vres *r, const c3_tensor *x, c3_tensor *y, bool keep) {
+    c3_backend *be = v->be;
+    c3_tensor h = {0}, a = {0}, b = {0};
+    int rc;
+    if (r->has_shortcut && (rc = conv_fwd(v, &r->shortcut, x, &h, false))) goto out;
+    if ((rc = act4(v, &a, x->ne[0], x->ne[1], x->ne[2], x->ne[3]))) goto out;
+    if ((rc = be->chan_rmsnorm(be, &a, x, &r->g1, NULL))) goto out;
+    if ((rc = be->silu(be, &a, &a))) goto out;
+    if ((rc = conv_fwd(v, &r->conv1, &a, &b, keep))) goto out;
+    c3_free(&a);
+    if ((rc = be->chan_rmsnorm(be, &b, &b, &r->g2, NULL))) goto out;
+    if ((rc = be->silu(be, &b, &b))) goto out;
+    if ((rc = conv_fwd(v, &r->conv2, &b, y, keep))) goto out;
+    rc = be->add(be, y, r->has_shortcut ? &h : x);
+out:
+    c3_free(&h);
+    c3_free(&a);
+    c3_free(&b);
+    if (rc) c3_free(y);
+    return rc;
+}
+
+/* Mid-block attention: one head over the H*W positions of each frame. */
+static int attn_fwd(c3_vae *v, vattn *at, const c3_tensor *x, c3_tensor *y) {
+    c3_backend *be = v->be;
+    int64_t C = at->dim, T = x->ne[1], HW = x->ne[2] * x->ne[3], N = T * HW;
+    c3_tensor nrm = {0}, tok = {0}, q = {0}, k = {0}, val = {0}, o = {0}, p = {0};
+    int rc;
+    static const int tr2[2] = {1, 0};
+    if ((rc = c3_alloc(be, &nrm, be->act_dtype, C3_MEM_ACT, 2, C, N))) goto out;
+    if ((rc = be->chan_rmsnorm(be, &nrm, x, &at->gamma, NULL))) goto out;
+    if ((rc = c3_alloc(be, &tok, be->act_dtype, C3_MEM_ACT, 2, N, C))) goto out; /* [N, C] */
+    if ((rc = be->permute(be, &tok, &nrm, tr2))) goto out;
+    c3_free(&nrm);
+    c3_tensor *qkv[3] = {&q, &k, &val};
+    for (int i = 0; i < 3; i++) {
+        c3_tensor wi = c3_rows(&at->wqkv, i * C, C), bi = c3_rows(&at->bqkv, i * C, C);
+        if ((rc = c3_alloc(be, qkv[i], be->act_dtype, C3_MEM_ACT, 3, N, (int64_t)1, C))) goto out; /* [N, 1, C] */
+        if ((rc = be->linear(be, qkv[i], &tok, &wi, &bi, false))) goto out;
+    }
+    c3_free(&tok);
+    if ((rc = c3_alloc(be, &o, be->act_dtype, C3_MEM_ACT, 3, N, (int64_t)1, C))) goto out;
+    float scale = 1.0f / sqrtf((float)C);
+    for (int64_t t = 0; t < T; t++) {
+        c3_tensor qt = c3_rows(&q, t * HW, HW), kt = c3_rows(&k, t * HW, HW), vt = c3_rows(&val, t * HW, HW),
+                  ot = c3_rows(&o, t * HW, HW);
+        c3_kvseg seg = {.k = &kt, .v = &vt, .n = HW, .valid = HW};
+        if ((rc = be->attention(be, &ot, &qt, &seg, 1, false, scale))) goto out;
+    }
+    c3_free(&q);
+    c3_free(&k);
+    c3_free(&val);
+    if ((rc = c3_alloc(be, &p, be->act_dtype, C3_MEM_ACT, 2, N, C))) goto out;
+    if ((rc = be->linear(be, &p, &o, &at->wproj, &at->bproj, false))) goto out;
+    if ((rc = act4(v, y, C, T, x->ne[2], x->ne[3]))) goto out;
+    c3_tensor y2 = view(y, 0, 2, C, N);
+    if ((rc = be->permute(be, &y2, &p, tr2))) goto out;
+    rc = be->add(be, y, x);
+out:
+    c3_free(&nrm);
+    c3_free(&tok);
+    c3_free(&q);
+    c3_free(&k);
+    c3_free(&val);
+    c3_free(&o);
+    c3_free(&p);
+    if (rc) c3_free(y);
+    return rc;
+}
+
+/* Resample (upsample2d / upsample3d) of x [C, T, H, W]. */
+static int upsample_fwd(c3_vae *v, vup *u, const c3_tensor *x, c3_tensor *y, bool first, bool keep) {
+    c3_backend *be = v->be;
+    int64_t C = x->ne[0], T = x->ne[1], H = x->ne[2], W = x->ne[3];
+    c3_tensor tc = {0}, il = {0}, up = {0};
+    const c3_tensor *src = x;
+    int rc = C3_OK;
+    if (u->mode == UP_3D && !first) {
+        /* time conv to 2C channels, then frame 2t = first half at t, 2t+1 = second half */
+        if ((rc = conv_fwd(v, &u->time_conv, x, &tc, keep))) goto out;
+        if ((rc = act4(v, &il, C, VAE_UP_T * T, H, W))) goto out;
+        c3_tensor tc4 = view(&tc, 0, 4, (int64_t)VAE_UP_T, C, T, H * W);
+        c3_tensor il4 = view(&il, 0, 4, C, T, (int64_t)VAE_UP_T, H * W);
+        static const int interleave[4] = {1, 2, 0, 3};
+        if ((rc = be->permute(be, &il4, &tc4, interleave))) goto out;
+        c3_free(&tc);
+        src = &il;
+    }
+    if ((rc = act4(v, &up, C, src->ne[1], 2 * H, 2 * W))) goto out;
+    if ((rc = be->upsample2x(be, &up, src))) goto out;
+    c3_free(&il);
+    rc = conv_fwd(v, &u->resample, &up, y, false);
+out:
+    c3_free(&tc);
+    c3_free(&il);
+    c3_free(&up);
+    if (rc) c3_free(y);
+    return rc;
+}
+
+/* DupUp3D shortcut: y[o, t*ft + a, h*fs + b, w*fs + d] =
+ * x[(o*ft*fs*fs + a*fs*fs + b*fs + d) / repeats, t, h, w]; the first chunk
+ * keeps only a = ft - 1 (diffusers trims x[:, :, ft-1:] of one frame). */
+static int dupup_fwd(c3_vae *v, vup *u, const c3_tensor *x, c3_tensor *y, bool first) {
+    c3_backend *be = v->be;
+    int64_t Cin = x->ne[0], T = x->ne[1], H = x->ne[2], W = x->ne[3], THW = T * H * W;
+    int64_t R = u->repeats, Co = u->cout, ft = u->ft, fs = u->fs, f2 = fs * fs;
+    bool trim = first && ft > 1;
+    if (trim && T != 1)
+        return c3_fail(C3_EFAIL, "VAE DupUp3D: a first chunk must have one frame, found %lld", (long long)T);
+    c3_tensor rep = {0}, xr = {0}, sh = {0};
+    int rc;
+    /* repeat_interleave over channels: [R, Cin, THW] -> [Cin, R, THW] */
+    if ((rc = c3_alloc(be, &rep, be->act_dtype, C3_MEM_ACT, 3, R, Cin, THW))) goto out;
+    for (int64_t r = 0; r < R; r++) {
+        c3_tensor row = c3_rows(&rep, r, 1);
+        if ((rc = be->copy(be, &row, x))) goto out;
+    }
+    if ((rc = c3_alloc(be, &xr, be->act_dtype, C3_MEM_ACT, 3, Cin, R, THW))) goto out;
+    static const int swap01[3] = {1, 0, 2};
+    if ((rc = be->permute(be, &xr, &rep, swap01))) goto out;
+    c3_free(&rep);
+    /* xr = [Co, ft, fs*fs, T, H, W] -> [Co, T, ft, fs*fs, H, W], or for a
+     * trimmed first chunk [ft, Co, T, fs*fs, H, W] and keep row ft - 1 */
+    c3_tensor x6 = view(&xr, 0, 6, Co, ft, f2, T, H, W);
+    if ((rc = c3_alloc(be, &sh, be->act_dtype, C3_MEM_ACT, 6, trim ? ft : Co, trim ? Co : T, trim ? T : ft, f2, H,
+                       W)))
+        goto out;
+    static const int keep_t[6] = {0, 3, 1, 2, 4, 5}, tmajor[6] = {1, 0, 3, 2, 4, 5};
+    if ((rc = be->permute(be, &sh, &x6, trim ? tmajor : keep_t))) goto out;
+    c3_free(&xr);
+    int64_t Tout = trim ? 1 : T * ft, M = Co * Tout;
+    c3_tensor s5 = view(&sh, trim ? (ft - 1) * M * f2 * H * W : 0, 5, M, fs, fs, H, W);
+    if ((rc = act4(v, y, Co, Tout, H * fs, W * fs))) goto out;
+    c3_tensor y5 = view(y, 0, 5, M, H, fs, W, fs);
+    static const int shuffle[5] = {0, 3, 1, 4, 2};
+    rc = be->permute(be, &y5, &s5, shuffle);
+out:
+    c3_free(&rep);
+    c3_free(&xr);
+    c3_free(&sh);
+    if (rc) c3_free(y);
+    return rc;
+}
+
+static int up_fwd(c3_vae *v, vup *u, const c3_tensor *x, c3_tensor *y, bool first, bool keep) {
+    c3_tensor cur = {0}, nxt = {0}, sc = {0};
+    int rc = C3_OK;
+    const c3_tensor *in = x;
+    for (int r = 0; r < u->nres; r++) {
+        if ((rc = res_fwd(v, &u->res[r], in, &nxt, keep))) goto out;
+        c3_free(&cur);
+        cur = nxt;
+        nxt = (c3_tensor){0};
+        in = &cur;
+    }
+    if (u->mode != UP_NONE) {
+        if ((rc = upsample_fwd(v, u, &cur, &nxt, first, keep))) goto out;
+        c3_free(&cur);
+        cur = nxt;
+        nxt = (c3_tensor){0};
+        if ((rc = dupup_fwd(v, u, x, &sc, first))) goto out;
+        if (c3_numel(&sc) != c3_numel(&cur)) {
+            rc = c3_fail(C3_EFAIL, "VAE up block: shortcut holds %lld elements, main path %lld",
+                         (long long)c3_numel(&sc), (long long)c3_numel(&cur));
+            goto out;
+        }
+        if ((rc = v->be->add(v->be, &cur, &sc))) goto out;
+    }
+    *y = cur;
+    cur = (c3_tensor){0};
+out:
+    c3_free(&cur);
+    c3_free(&nxt);
+    c3_free(&sc);
+    return rc;
+}
+
+/* One decoder call on one latent frame x [z_dim, 1, h, w] -> y [dec_out, F, H/p, W/p]. */
+static int decode_chunk(c3_vae *v, const c3_tensor *x, int chunk, bool keep, c3_tensor *y) {
+    c3_backend *be = v->be;
+    bool first = chunk == 0;
+    c3_tensor a = {0}, b = {0};
+    int rc;
+#define STEP(call)                                                                                 \
+    do {                                                                                           \
+        if ((rc = (call))) goto out;                                                               \
+        c3_free(&a);                                                                               \
+        a = b;                                                                                     \
+        b = (c3_tensor){0};                                                                        \
+    } while (0)
+    if ((rc = conv_fwd(v, &v->conv_in, x, &a, keep))) goto out;
+    trace("decoder.conv_in", chunk, &a);
+    STEP(res_fwd(v, &v->mid[0], &a, &b, keep));
+    STEP(attn_fwd(v, &v->attn, &a, &b));
+    STEP(res_fwd(v, &v->mid[1], &a, &b, keep));
+    trace("decoder.mid_block", chunk, &a);
+    for (int i = 0; i < v->nup; i++) {
+        char name[NAME_MAX_LEN];
+        STEP(up_fwd(v, &v->up[i], &a, &b, first, keep));
+        snprintf(name, sizeof name, "decoder.up_blocks.%d", i);
+        trace(name, chunk, &a);
+    }
+    if ((rc = be->chan_rmsnorm(be, &a, &a, &v->norm_out, NULL))) goto out;
+    if ((rc = be->silu(be, &a, &a))) goto out;
+    if ((rc = conv_fwd(v, &v->conv_out, &a, y, keep))) goto out;
+    trace("decoder.conv_out", chunk, y);
+#undef STEP
+out:
+    c3_free(&a);
+    c3_free(&b);
+    return rc;
+}
+
+static void reset_history(c3_vae *v) {
+    for (int i = 0; i < v->nconvs; i++) {
+        c3_free(&v->convs[i]->hist);
+        v->convs[i]->hist_live = false;
+    }
+}
+
+int vae_decode(c3_vae *v, const float *z_norm, int T, int h, int w, float **out, int *F, int *H,
+               int *W, int (*on_frame)(void *ud, int t, int T), void *ud) {
+    c3_backend *be = v->be;
+    *out = NULL;
+    if (T < 1 || h < 1 || w < 1)
+        return c3_fail(C3_EINPUT, "VAE decode: latent size %dx%dx%d must be positive", T, h, w);
+    int64_t Cz = v->z_dim, hw = (int64_t)h * w, n = Cz * T * hw;
+    /* z_raw = z_norm / inv_std + mean, inv_std = 1/std in fp32 (as the pipeline) */
+    float *zr = xmalloc(sizeof(float) * (size_t)n);
+    for (int64_t c = 0; c < Cz; c++) {
+        float inv_std = 1.0f / v->cfg.latents_std[c], mean = v->cfg.latents_mean[c];
+        for (int64_t i = 0; i < T * hw; i++) zr[c * T * hw + i] = z_norm[c * T * hw + i] / inv_std + mean;
+    }
+    c3_tensor z = {0}, pq = {0}, frames = {0}, chunk = {0}, img = {0};
+    float *host = NULL, *res = NULL;
+    int rc;
+    reset_history(v);
+    if ((rc = act4(v, &z, Cz, T, h, w))) goto out;
+    if ((rc = be->upload(be, &z, zr, C3_F32))) goto out;
+    if ((rc = conv_fwd(v, &v->post_quant, &z, &pq, false))) goto out;
+    trace("post_quant_conv", 0, &pq); /* one call over all frames: chunk 0 */
+    c3_free(&z);
+    /* time-major copy so each latent frame is a contiguous [z_dim, 1, h, w] */
+    if ((rc = c3_alloc(be, &frames, be->act_dtype, C3_MEM_ACT, 3, (int64_t)T, Cz, hw))) goto out;
+    c3_tensor pq3 = view(&pq, 0, 3, Cz, (int64_t)T, hw);
+    static const int swap01[3] = {1, 0, 2};
+    if ((rc = be->permute(be, &frames, &pq3, swap01))) goto out;
+    c3_free(&pq);
+
+    /* output geometry: the first chunk yields one frame, later ones ft each */
+    int64_t C = v->img_ch, p = v->patch, tf = 1, sf = 1;
+    for (int i = 0; i < v->nup; i++)
+        if (v->up[i].mode != UP_NONE) {
+            tf *= v->up[i].ft;
+            sf *= v->up[i].fs;
+        }
+    int64_t Fo = 1 + tf * (T - 1), Ho = h * sf * p, Wo = w * sf * p, fsz = Ho * Wo;
+    res = xmalloc(sizeof(float) * (size_t)(C * Fo * fsz));
+    for (int t = 0, f0 = 0; t < T; t++) {
+        c3_tensor xt = view(&frames, (int64_t)t * Cz * hw, 4, Cz, (int64_t)1, (int64_t)h, (int64_t)w);
+        if ((rc = decode_chunk(v, &xt, t, t + 1 < T, &chunk))) goto out;
+        int64_t Fc = chunk.ne[1], hc = chunk.ne[2], wc = chunk.ne[3];
+        if (chunk.ne[0] != C * p * p || Fc != (t ? tf : 1) || hc * p != Ho || wc * p != Wo) {
+            rc = c3_fail(C3_EFAIL, "VAE decode: chunk %d came out [%lld, %lld, %lld, %lld], expected [%lld, %lld, %lld, %lld]",
+                         t, (long long)chunk.ne[0], (long long)Fc, (long long)hc, (long long)wc, (long long)(C * p * p),
+                         (long long)(t ? tf : 1), (long long)(Ho / p), (long long)(Wo / p));
+            goto out;
+        }
+        /* unpatchify: channel c*p*p + r*p + q -> pixel (y*p + q, x*p + r) */
+        if ((rc = act4(v, &img, C, Fc, Ho, Wo))) goto out;
+        c3_tensor c6 = view(&chunk, 0, 6, C, p, p, Fc, hc, wc);
+        c3_tensor i6 = view(&img, 0, 6, C, Fc, hc, p, wc, p);
+        static const int unpatch[6] = {0, 3, 4, 2, 5, 1};
+        if ((rc = be->permute(be, &i6, &c6, unpatch))) goto out;
+        c3_free(&chunk);
+        if ((rc = be->clamp(be, &img, &img, -1.0f, 1.0f))) goto out;
+        host = xrealloc(host, sizeof(float) * (size_t)(C * Fc * fsz));
+        if ((rc = be->download(be, host, &img))) goto out;
+        c3_free(&img);
+        for (int64_t c = 0; c < C; c++)
+            memcpy(res + (c * Fo + f0) * fsz, host + c * Fc * fsz, sizeof(float) * (size_t)(Fc * fsz));
+        f0 += (int)Fc;
+        if (on_frame) {
+            int s = on_frame(ud, t, T);
+            if (s != C3_OK) {
+                rc = c3_fail(s, "VAE decode stopped after latent frame %d of %d", t + 1, T);
+                goto out;
+            }
+        }
+    }
+    *out = res;
+    res = NULL;
+    *F = (int)Fo;
+    *H = (int)Ho;
+    *W = (int)Wo;
+out:
+    reset_history(v);
+    c3_free(&z);
+    c3_free(&pq);
+    c3_free(&frames);
+    c3_free(&chunk);
+    c3_free(&img);
+    free(zr);
+    free(host);
+    free(res);
+    return rc;
+}

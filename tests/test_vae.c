@@ -1,0 +1,340 @@
+/* test_vae.c - the CPU VAE ops against naive loops, and the Wan2.2 decoder
+ * against the diffusers goldens (vae_decode.safetensors: decoded video,
+ * uint8 frames and per-chunk traces). */
+#include <time.h>
+
+#include "backend_cpu.h"
+#include "checkpoint.h"
+#include "test_util.h"
+#include "wan_vae.h"
+
+/* Tolerances. Ops: fp32 GEMM vs a double loop. Goldens: fixtures README. */
+#define OP_TOL 2e-6
+#define DEC_REL_L2 1e-5
+#define TRACE_REL_L2 1e-5
+#define TRACE_MAX_REL 1e-4
+#define U8_MIN_EQUAL 0.999
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+static float frand(void) { /* uniform [-1, 1) */
+    rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
+    return (float)((rng_state >> 40) / (double)(1ull << 24)) * 2.0f - 1.0f;
+}
+
+static c3_tensor mk(c3_backend *be, int ndim, const int64_t *ne, bool fill) {
+    c3_tensor t;
+    if (be->alloc(be, &t, C3_F32, ndim, ne, C3_MEM_ACT) != C3_OK) {
+        fprintf(stderr, "FAIL: alloc: %s\n", c3_errmsg());
+        exit(1);
+    }
+    if (fill)
+        for (int64_t i = 0; i < c3_numel(&t); i++) ((float *)t.data)[i] = frand();
+    return t;
+}
+
+/* ------------------------------------------------------------ op tests */
+
+static void test_conv(c3_backend *be, int Cin, int T, int H, int W, int Cout, int kt, int kh, int kw, int ph,
+                      int pw, bool with_bias) {
+    int64_t xn[4] = {Cin, T, H, W}, wn[5] = {Cout, Cin, kt, kh, kw}, bn[1] = {Cout};
+    int To = T - kt + 1, Ho = H + 2 * ph - kh + 1, Wo = W + 2 * pw - kw + 1;
+    int64_t yn[4] = {Cout, To, Ho, Wo};
+    c3_tensor x = mk(be, 4, xn, true), w = mk(be, 5, wn, true), b = mk(be, 1, bn, true), y = mk(be, 4, yn, false);
+    int rc = be->conv3d(be, &y, &x, &w, with_bias ? &b : NULL, ph, pw);
+    T_CHECK(rc == C3_OK, "conv3d: %s", c3_errmsg());
+    const float *xd = x.data, *wd = w.data, *bd = b.data, *yd = y.data;
+    float *ref = xmalloc(sizeof(float) * (size_t)c3_numel(&y));
+    for (int co = 0; co < Cout; co++)
+        for (int t = 0; t < To; t++)
+            for (int oy = 0; oy < Ho; oy++)
+                for (int ox = 0; ox < Wo; ox++) {
+                    double s = with_bias ? bd[co] : 0;
+                    for (int ci = 0; ci < Cin; ci++)
+                        for (int dt = 0; dt < kt; dt++)
+                            for (int dy = 0; dy < kh; dy++)
+                                for (int dx = 0; dx < kw; dx++) {
+                                    int iy = oy + dy - ph, ix = ox + dx - pw;
+                                    if (iy < 0 || iy >= H || ix < 0 || ix >= W) continue;
+                                    s += (double)wd[(((co * Cin + ci) * kt + dt) * kh + dy) * kw + dx] *
+                                         xd[((ci * T + t + dt) * H + iy) * W + ix];
+                                }
+                    ref[((co * To + t) * Ho + oy) * Wo + ox] = (float)s;
+                }
+    double e = t_max_rel(yd, ref, c3_numel(&y));
+    T_CHECK(e <= OP_TOL, "conv3d Cin %d T %d %dx%d Cout %d k %dx%dx%d pad %d,%d: max rel %.3g", Cin, T, H, W, Cout,
+            kt, kh, kw, ph, pw, e);
+    fprintf(stderr, "conv3d Cin %2d T %d %3dx%-3d Cout %2d k %dx%dx%d pad %d,%d bias %d: max rel err %.2e\n", Cin, T,
+            H, W, Cout, kt, kh, kw, ph, pw, with_bias, e);
+    free(ref);
+    c3_free(&x);
+    c3_free(&w);
+    c3_free(&b);
+    c3_free(&y);
+}
+
+static void test_chan_rmsnorm(c3_backend *be, int C, int N, bool with_bias, bool in_place) {
+    int64_t xn[2] = {C, N}, gn[1] = {C};
+    c3_tensor x = mk(be, 2, xn, true), g = mk(be, 1, gn, true), b = mk(be, 1, gn, true), y = mk(be, 2, xn, false);
+    float *x0 = xmalloc(sizeof(float) * (size_t)(C * N));
+    memcpy(x0, x.data, sizeof(float) * (size_t)(C * N));
+    if (N > 1) /* one all-zero column: the 1e-12 norm floor gives zeros (+ bias) */
+        for (int c = 0; c < C; c++) ((float *)x.data)[c * N + 1] = x0[c * N + 1] = 0;
+    c3_tensor *out = in_place ? &x : &y;
+    int rc = be->chan_rmsnorm(be, out, &x, &g, with_bias ? &b : NULL);
+    T_CHECK(rc == C3_OK, "chan_rmsnorm: %s", c3_errmsg());
+    float *ref = xmalloc(sizeof(float) * (size_t)(C * N));
+    const float *gd = g.data, *bd = b.data;
+    for (int n = 0; n < N; n++) {
+        double ss = 0;
+        for (int c = 0; c < C; c++) ss += (double)x0[c * N + n] * x0[c * N + n];
+        double nrm = fmax(sqrt(ss), 1e-12);
+        for (int c = 0; c < C; c++)
+            ref[c * N + n] = (float)(x0[c * N + n] / nrm * sqrt((double)C) * gd[c] + (with_bias ? bd[c] : 0));
+    }
+    double e = t_max_rel(out->data, ref, C * N);
+    T_CHECK(e <= OP_TOL, "chan_rmsnorm C %d N %d: max rel %.3g", C, N, e);
+    free(ref);
+    free(x0);
+    c3_free(&x);
+    c3_free(&g);
+    c3_free(&b);
+    c3_free(&y);
+}
+
+static void test_permute(c3_backend *be, int nd, const int64_t *ne, const int *perm) {
+    int64_t yn[C3_MAX_DIMS];
+    for (int i = 0; i < nd; i++) yn[i] = ne[perm[i]];
+    c3_tensor x = mk(be, nd, ne, true), y = mk(be, nd, yn, false);
+    int rc = be->permute(be, &y, &x, perm);
+    T_CHECK(rc == C3_OK, "permute: %s", c3_errmsg());
+    int64_t xs[C3_MAX_DIMS], s = 1, n = c3_numel(&x), bad = 0;
+    for (int i = nd - 1; i >= 0; i--) {
+        xs[i] = s;
+        s *= ne[i];
+    }
+    for (int64_t o = 0; o < n; o++) { /* y index o -> coordinates -> x offset */
+        int64_t rem = o, off = 0;
+        for (int d = nd - 1; d >= 0; d--) {
+            off += (rem % yn[d]) * xs[perm[d]];
+            rem /= yn[d];
+        }
+        bad += ((float *)y.data)[o] != ((float *)x.data)[off];
+    }
+    T_CHECK(bad == 0, "permute of %d dims: %lld elements wrong", nd, (long long)bad);
+    c3_free(&x);
+    c3_free(&y);
+}
+
+static void test_upsample(c3_backend *be, int C, int T, int H, int W) {
+    int64_t xn[4] = {C, T, H, W}, yn[4] = {C, T, 2 * H, 2 * W};
+    c3_tensor x = mk(be, 4, xn, true), y = mk(be, 4, yn, false);
+    T_CHECK(be->upsample2x(be, &y, &x) == C3_OK, "upsample2x: %s", c3_errmsg());
+    int64_t bad = 0;
+    const float *xd = x.data, *yd = y.data;
+    for (int c = 0; c < C * T; c++)
+        for (int i = 0; i < 2 * H; i++)
+            for (int j = 0; j < 2 * W; j++)
+                bad += yd[((int64_t)c * 2 * H + i) * 2 * W + j] != xd[((int64_t)c * H + i / 2) * W + j / 2];
+    T_CHECK(bad == 0, "upsample2x %dx%d: %lld elements wrong", H, W, (long long)bad);
+    c3_free(&x);
+    c3_free(&y);
+}
+
+static void test_ops(c3_backend *be) {
+    /* conv3d: kernel 1 and 3, kt 1 and 3, padding 0/1 and mixed */
+    test_conv(be, 5, 1, 7, 9, 6, 1, 1, 1, 0, 0, true);
+    test_conv(be, 4, 3, 6, 5, 3, 1, 1, 1, 0, 0, false);
+    test_conv(be, 3, 1, 8, 7, 5, 1, 3, 3, 1, 1, true);
+    test_conv(be, 6, 3, 5, 6, 4, 3, 3, 3, 1, 1, true);
+    test_conv(be, 5, 4, 6, 7, 7, 3, 3, 3, 0, 0, false);
+    test_conv(be, 4, 5, 4, 3, 8, 3, 1, 1, 0, 0, true);
+    test_conv(be, 3, 3, 5, 8, 2, 1, 3, 3, 1, 0, true);
+    test_conv(be, 2, 2, 1, 1, 3, 1, 3, 3, 1, 1, true); /* 1x1 image: only centre taps */
+    test_conv(be, 16, 4, 33, 35, 24, 3, 3, 3, 1, 1, true); /* threaded column split */
+    test_conv(be, 64, 3, 72, 72, 4, 3, 3, 3, 1, 1, true);  /* several im2col tiles */
+    /* channel RMS norm */
+    test_chan_rmsnorm(be, 7, 33, false, false);
+    test_chan_rmsnorm(be, 16, 700, true, false);
+    test_chan_rmsnorm(be, 5, 300, false, true);
+    /* permute: the layouts the VAE uses, plus odd ones */
+    {
+        int64_t a[2] = {7, 13};
+        int p[2] = {1, 0};
+        test_permute(be, 2, a, p);
+        int64_t b[3] = {3, 5, 11};
+        int q[3] = {1, 0, 2}, q2[3] = {2, 0, 1};
+        test_permute(be, 3, b, q);
+        test_permute(be, 3, b, q2);
+        int64_t c[4] = {2, 6, 3, 10};
+        int r[4] = {1, 2, 0, 3}, r2[4] = {2, 0, 1, 3}, r3[4] = {3, 2, 1, 0};
+        test_permute(be, 4, c, r);
+        test_permute(be, 4, c, r2);
+        test_permute(be, 4, c, r3);
+        int64_t d[5] = {12, 2, 2, 5, 3};
+        int s5[5] = {0, 3, 1, 4, 2};
+        test_permute(be, 5, d, s5);
+        int64_t e[6] = {4, 2, 4, 1, 3, 5};
+        int s6[6] = {0, 3, 1, 2, 4, 5}, s6b[6] = {1, 0, 3, 2, 4, 5}, s6c[6] = {0, 3, 4, 2, 5, 1};
+        test_permute(be, 6, e, s6);
+        test_permute(be, 6, e, s6b);
+        test_permute(be, 6, e, s6c);
+    }
+    test_upsample(be, 3, 2, 5, 7);
+    test_upsample(be, 1, 1, 1, 1);
+}
+
+/* ------------------------------------------------------------ golden tests */
+
+static st_file golden;
+static const char *cur_case;
+static int trace_count, trace_missing;
+static char first_bad[256];
+
+static void trace_cb(const char *name, int chunk, const c3_tensor *t) {
+    char key[256];
+    if (strcmp(name, "post_quant_conv") == 0)
+        snprintf(key, sizeof key, "%s.trace.%s", cur_case, name);
+    else
+        snprintf(key, sizeof key, "%s.trace.%s.chunk%d", cur_case, name, chunk);
+    const st_tensor *g = st_find(&golden, key);
+    if (!g) {
+        trace_missing++;
+        fprintf(stderr, "  trace %s: no golden\n", key);
+        return;
+    }
+    int64_t n = c3_numel(t);
+    T_CHECK(n == st_numel(g), "trace %s: %lld elements, golden %lld", key, (long long)n, (long long)st_numel(g));
+    if (n != st_numel(g)) return;
+    float *a = xmalloc(sizeof(float) * (size_t)n), *ref = st_to_f32(g);
+    t->be->download(t->be, a, t);
+    double l2 = t_rel_l2(a, ref, n), mr = t_max_rel(a, ref, n);
+    bool ok = l2 <= TRACE_REL_L2 && mr <= TRACE_MAX_REL;
+    fprintf(stderr, "  trace %-40s rel L2 %.2e  max rel %.2e%s\n", key, l2, mr, ok ? "" : "  <-- MISMATCH");
+    if (!ok && !first_bad[0]) snprintf(first_bad, sizeof first_bad, "%s", key);
+    T_CHECK(ok, "trace %s: rel L2 %.3g, max rel %.3g", key, l2, mr);
+    trace_count++;
+    free(a);
+    free(ref);
+}
+
+static void test_case(c3_vae *v, const c3_vconfig *cf, const char *name, bool traced) {
+    char key[256];
+    cur_case = name;
+    trace_count = trace_missing = 0;
+    first_bad[0] = 0;
+    snprintf(key, sizeof key, "%s.z_norm", name);
+    const st_tensor *zt = st_find(&golden, key);
+    if (!zt || zt->ndim != 5) {
+        T_CHECK(0, "golden %s missing or not 5-D", key);
+        return;
+    }
+    int C = (int)zt->shape[1], T = (int)zt->shape[2], h = (int)zt->shape[3], w = (int)zt->shape[4];
+    float *z = st_to_f32(zt);
+    /* the de-normalisation the decoder applies, against the golden z_raw */
+    {
+        int64_t n;
+        snprintf(key, sizeof key, "%s.z_raw", name);
+        float *zr = t_golden_f32(&golden, key, &n), *mine = xmalloc(sizeof(float) * (size_t)n);
+        int64_t per = n / C;
+        for (int c = 0; c < C; c++) {
+            float inv = 1.0f / cf->latents_std[c];
+            for (int64_t i = 0; i < per; i++) mine[c * per + i] = z[c * per + i] / inv + cf->latents_mean[c];
+        }
+        double e = t_max_rel(mine, zr, n);
+        T_CHECK(e <= 1e-7, "%s z_raw: max rel %.3g", name, e);
+        free(zr);
+        free(mine);
+    }
+    vae_trace_hook = traced ? trace_cb : NULL;
+    float *out = NULL;
+    int F = 0, H = 0, W = 0;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    int rc = vae_decode(v, z, T, h, w, &out, &F, &H, &W, NULL, NULL);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    vae_trace_hook = NULL;
+    T_CHECK(rc == C3_OK, "%s decode: %s", name, c3_errmsg());
+    if (rc != C3_OK) {
+        free(z);
+        return;
+    }
+    double secs = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    int64_t n;
+    snprintf(key, sizeof key, "%s.decoded", name);
+    float *ref = t_golden_f32(&golden, key, &n);
+    const st_tensor *dt = st_find(&golden, key);
+    T_CHECK(F == dt->shape[2] && H == dt->shape[3] && W == dt->shape[4], "%s: decoded %dx%dx%d, golden %lldx%lldx%lld",
+            name, F, H, W, (long long)dt->shape[2], (long long)dt->shape[3], (long long)dt->shape[4]);
+    if ((int64_t)3 * F * H * W == n) {
+        double l2 = t_rel_l2(out, ref, n), mr = t_max_rel(out, ref, n);
+        fprintf(stderr, "%s: [3, %d, %d, %d] in %.3f s: decoded rel L2 %.3e, max rel %.3e\n", name, F, H, W, secs, l2,
+                mr);
+        T_CHECK(l2 <= DEC_REL_L2, "%s decoded rel L2 %.3g > %.1g", name, l2, DEC_REL_L2);
+        /* uint8 frames [F, H, W, 3] */
+        snprintf(key, sizeof key, "%s.frames_uint8", name);
+        const st_tensor *ut = st_find(&golden, key);
+        T_CHECK(ut && st_numel(ut) == n && ut->dtype == C3_U8, "%s: frames_uint8 golden missing", name);
+        if (ut && st_numel(ut) == n && ut->dtype == C3_U8) {
+            const uint8_t *u = ut->data;
+            int64_t eq = 0, far = 0, fs = (int64_t)H * W;
+            for (int64_t f = 0; f < F; f++)
+                for (int64_t p = 0; p < fs; p++)
+                    for (int c = 0; c < 3; c++) {
+                        float d = out[((int64_t)c * F + f) * fs + p] / 2.0f + 0.5f;
+                        d = d < 0 ? 0 : d > 1 ? 1 : d;
+                        int mine = (int)nearbyintf(d * 255.0f);
+                        int gold = u[(f * fs + p) * 3 + c];
+                        eq += mine == gold;
+                        far += abs(mine - gold) > 1;
+                    }
+            fprintf(stderr, "%s: uint8 frames equal %.4f%%, off by more than 1: %lld\n", name, 100.0 * eq / n,
+                    (long long)far);
+            T_CHECK((double)eq / n >= U8_MIN_EQUAL, "%s uint8 equal on %.4f%% only", name, 100.0 * eq / n);
+            T_CHECK(far == 0, "%s: %lld uint8 values differ by more than 1", name, (long long)far);
+        }
+    }
+    if (traced) {
+        /* post_quant_conv + per chunk: conv_in, mid, up blocks, conv_out */
+        /* every golden trace of the case was produced and compared */
+        char pre[128];
+        int want = 0;
+        snprintf(pre, sizeof pre, "%s.trace.", name);
+        for (int i = 0; i < golden.n; i++) want += strncmp(golden.t[i].name, pre, strlen(pre)) == 0;
+        T_CHECK(trace_count == want && trace_missing == 0, "%s: %d traces compared of %d golden, %d without golden",
+                name, trace_count, want, trace_missing);
+        if (first_bad[0]) fprintf(stderr, "%s: first trace mismatch at %s\n", name, first_bad);
+    }
+    free(ref);
+    free(out);
+    free(z);
+}
+
+int main(void) {
+    c3_backend *be = c3_backend_cpu();
+    test_ops(be);
+
+    const char *fx = t_need_fixtures("vae");
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s/tiny-a/model", fx);
+    c3_ckpt ck;
+    if (ckpt_open(&ck, dir, true) != C3_OK) {
+        fprintf(stderr, "FAIL: open %s: %s\n", dir, c3_errmsg());
+        return 1;
+    }
+    c3_vae *v = NULL;
+    int rc = vae_load(&v, &ck, be);
+    T_CHECK(rc == C3_OK, "vae_load: %s", c3_errmsg());
+    if (rc == C3_OK) {
+        t_open_golden(&golden, "tiny-a/golden/vae_decode.safetensors");
+        test_case(v, &ck.v, "vae_1f_64", true);
+        test_case(v, &ck.v, "vae_3f_64", true);
+        test_case(v, &ck.v, "vae_1f_48x80", false);
+        /* decoding again gives the same result (histories reset) */
+        test_case(v, &ck.v, "vae_1f_64", false);
+        st_close(&golden);
+        vae_free(v);
+    }
+    ckpt_close(&ck);
+    c3_backend_destroy(be);
+    return t_done("vae");
+}
