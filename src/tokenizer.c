@@ -146,6 +146,14 @@ typedef struct {
     bool lstrip, rstrip, single_word;
 } added_tok;
 
+/* A vocab hash slot carries the string's place so a probe touches only the
+ * slot and, on a fingerprint hit, the string. */
+typedef struct {
+    uint32_t fp; /* high hash bits */
+    int32_t id;
+    uint32_t off, len; /* into the raw arena */
+} vocab_ent;
+
 typedef struct {
     uint64_t key; /* (left id << 32) | right id; EMPTY_KEY when free */
     int32_t rank;
@@ -160,7 +168,7 @@ struct c3_tokenizer {
     uint32_t *raw_len;
     char *dec;        /* arena: decoded bytes per id, NUL-terminated */
     size_t *dec_off;  /* [n_ids] offset into dec, or SIZE_MAX */
-    int32_t *vhash;   /* open-addressed ids keyed by raw string; -1 = free */
+    vocab_ent *vhash; /* open-addressed, keyed by raw string; id -1 = free */
     size_t vmask;
     merge_ent *mhash; /* open-addressed merges keyed by id pair */
     size_t mmask;
@@ -203,10 +211,12 @@ static size_t table_size(size_t n) {
 /* Vocab lookup of a raw (byte-level alphabet) string; -1 if absent. */
 static int32_t vocab_find(const c3_tokenizer *t, const char *s, size_t n) {
     if (!t->vhash) return -1;
-    for (size_t i = hash_bytes(s, n) & t->vmask;; i = (i + 1) & t->vmask) {
-        int32_t id = t->vhash[i];
-        if (id < 0) return -1;
-        if (t->raw_len[id] == n && !memcmp(t->raw + t->raw_off[id], s, n)) return id;
+    uint64_t h = hash_bytes(s, n);
+    uint32_t fp = (uint32_t)(h >> 32);
+    for (size_t i = h & t->vmask;; i = (i + 1) & t->vmask) {
+        const vocab_ent *e = &t->vhash[i];
+        if (e->id < 0) return -1;
+        if (e->fp == fp && e->len == n && !memcmp(t->raw + e->off, s, n)) return e->id;
     }
 }
 
@@ -415,20 +425,22 @@ static int build_vocab_hash(c3_tokenizer *t, const char *path) {
     for (int i = 0; i < t->n_ids; i++) n += t->raw_off[i] != SIZE_MAX;
     size_t sz = table_size(n);
     t->vhash = xmalloc(sz * sizeof *t->vhash);
-    memset(t->vhash, 0xff, sz * sizeof *t->vhash);
+    for (size_t i = 0; i < sz; i++) t->vhash[i].id = -1;
     t->vmask = sz - 1;
     for (int32_t id = 0; id < t->n_ids; id++) {
         if (t->raw_off[id] == SIZE_MAX) continue;
         const char *str = t->raw + t->raw_off[id];
-        size_t len = t->raw_len[id];
-        size_t i = hash_bytes(str, len) & t->vmask;
-        for (; t->vhash[i] >= 0; i = (i + 1) & t->vmask) {
-            int32_t o = t->vhash[i];
-            if (t->raw_len[o] == len && !memcmp(t->raw + t->raw_off[o], str, len))
+        uint32_t len = t->raw_len[id];
+        uint64_t h = hash_bytes(str, len);
+        uint32_t fp = (uint32_t)(h >> 32);
+        size_t i = h & t->vmask;
+        for (; t->vhash[i].id >= 0; i = (i + 1) & t->vmask) {
+            const vocab_ent *e = &t->vhash[i];
+            if (e->fp == fp && e->len == len && !memcmp(t->raw + e->off, str, len))
                 return c3_fail(C3_EMODEL, "%s: token \"%.*s\" appears twice in model.vocab (ids %d and %d)", path,
-                               (int)len, str, o, id);
+                               (int)len, str, e->id, id);
         }
-        t->vhash[i] = id;
+        t->vhash[i] = (vocab_ent){fp, id, (uint32_t)t->raw_off[id], len};
     }
     return C3_OK;
 }
@@ -693,14 +705,18 @@ int tok_load(c3_tokenizer **out, const char *path) {
                     rc = scan_fail(&s, "expected ':'");
                     break;
                 }
-                if (KEY_IS("vocab")) {
+                if (KEY_IS("vocab") && !have_vocab) {
                     rc = load_vocab(t, &s, &arena, &cap, &vocab_count);
                     have_vocab = true;
-                } else if (KEY_IS("merges")) {
-                    /* merges need the complete vocab: remember where they are */
+                    t->raw = arena.p ? arena.p : xcalloc(1, 1);
+                    arena.p = NULL;
+                    if (!rc) rc = build_vocab_hash(t, path);
+                    if (!rc && have_merges) rc = load_merges(t, &merges_at, vocab_count);
+                } else if (KEY_IS("merges") && !have_merges) {
+                    /* merges need the complete vocab: parse now or remember where they are */
                     skip_ws(&s);
                     merges_at = s;
-                    rc = scan_skip(&s);
+                    rc = have_vocab ? load_merges(t, &s, vocab_count) : scan_skip(&s);
                     have_merges = true;
                 } else {
                     char *k = xmalloc(key.n + 1);
@@ -725,11 +741,7 @@ int tok_load(c3_tokenizer **out, const char *path) {
                      path);
         goto out;
     }
-    t->raw = arena.p ? arena.p : xcalloc(1, 1);
-    arena.p = NULL;
     if ((rc = load_model_opts(t, mopts, path))) goto out;
-    if ((rc = build_vocab_hash(t, path))) goto out;
-    if ((rc = load_merges(t, &merges_at, vocab_count))) goto out;
     if (added && (rc = load_added(t, added, path, &cap))) goto out;
     if ((rc = load_normalizer(t, norm, path))) goto out;
     if (!pretok) {
