@@ -67,6 +67,9 @@ int st_parse(st_file *f, const void *buf, size_t size, const char *name) {
     const char *key;
     json_t *val;
     json_object_foreach(root, key, val) {
+        /* messages are formatted after json_decref(root) frees `key`: keep a copy */
+        char kname[256];
+        snprintf(kname, sizeof kname, "%s", key);
         if (strcmp(key, "__metadata__") == 0) {
             if (!json_is_object(val)) {
                 json_decref(root);
@@ -79,8 +82,10 @@ int st_parse(st_file *f, const void *buf, size_t size, const char *name) {
             json_t *mv;
             json_object_foreach(val, mk, mv) {
                 if (!json_is_string(mv)) {
+                    char mname[256];
+                    snprintf(mname, sizeof mname, "%s", mk);
                     json_decref(root);
-                    return BAD("%s: __metadata__.%s is not a string", name, mk);
+                    return BAD("%s: __metadata__.%s is not a string", name, mname);
                 }
                 f->meta_keys[f->nmeta] = xstrdup(mk);
                 f->meta_vals[f->nmeta++] = xstrdup(json_string_value(mv));
@@ -93,18 +98,18 @@ int st_parse(st_file *f, const void *buf, size_t size, const char *name) {
         if (!json_is_object(val) || !json_is_string(jd) || !json_is_array(js) || !json_is_array(jo) ||
             json_array_size(jo) != 2) {
             json_decref(root);
-            return BAD("%s: tensor '%s' needs dtype, shape and data_offsets [begin, end]", name, key);
+            return BAD("%s: tensor '%s' needs dtype, shape and data_offsets [begin, end]", name, kname);
         }
         if (c3_dtype_parse(json_string_value(jd), &t->dtype) != 0) {
             char msg[64];
             snprintf(msg, sizeof msg, "%s", json_string_value(jd));
             json_decref(root);
             return BAD("%s: tensor '%s' has unsupported dtype %s (supported: F32, BF16, F16, I64, I32, U8)",
-                       name, key, msg);
+                       name, kname, msg);
         }
         if (json_array_size(js) > ST_MAX_DIMS) {
             json_decref(root);
-            return BAD("%s: tensor '%s' has more than %d dimensions", name, key, ST_MAX_DIMS);
+            return BAD("%s: tensor '%s' has more than %d dimensions", name, kname, ST_MAX_DIMS);
         }
         t->ndim = (int)json_array_size(js);
         uint64_t numel = 1;
@@ -122,20 +127,20 @@ int st_parse(st_file *f, const void *buf, size_t size, const char *name) {
         json_t *jb = json_array_get(jo, 0), *je = json_array_get(jo, 1);
         if (!ok || !json_is_integer(jb) || !json_is_integer(je)) {
             json_decref(root);
-            return BAD("%s: tensor '%s' has a malformed shape or offsets", name, key);
+            return BAD("%s: tensor '%s' has a malformed shape or offsets", name, kname);
         }
         json_int_t b = json_integer_value(jb), e = json_integer_value(je);
         if (b < 0 || e < b || (uint64_t)e > dsize) {
             long long bb = b, ee = e;
             json_decref(root);
             return BAD("%s: tensor '%s' offsets [%lld, %lld] lie outside the data area (%zu bytes)", name,
-                       key, bb, ee, dsize);
+                       kname, bb, ee, dsize);
         }
         uint64_t want = numel * c3_dtype_size(t->dtype);
         if ((uint64_t)(e - b) != want) {
             long long got = e - b;
             json_decref(root);
-            return BAD("%s: tensor '%s' holds %lld bytes but dtype x shape needs %llu", name, key, got,
+            return BAD("%s: tensor '%s' holds %lld bytes but dtype x shape needs %llu", name, kname, got,
                        (unsigned long long)want);
         }
         t->name = xstrdup(key);

@@ -1,0 +1,431 @@
+/* test_badinput.c - the safetensors reader and the checkpoint loader on bad
+ * input built in a temporary folder: each case must fail with the documented
+ * code (C3_EMODEL for a model problem) and a one-line message that names the
+ * file and the problem. The checkpoint-folder cases copy tiny-a's small files
+ * and symlink its shards, then break one thing at a time (skipped without
+ * fixtures). Runs under ASan/UBSan in CI: everything is freed. */
+#define _XOPEN_SOURCE 700
+#include <fcntl.h>
+#include <ftw.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "checkpoint.h"
+#include "test_util.h"
+
+static char tmpdir[256];
+
+/* ------------------------------------------------------------ helpers */
+
+static void write_bytes(const char *path, const void *buf, size_t len) {
+    FILE *f = fopen(path, "wb");
+    if (!f || (len && fwrite(buf, 1, len, f) != len) || fclose(f) != 0) {
+        fprintf(stderr, "FAIL: cannot write %s\n", path);
+        exit(1);
+    }
+}
+
+/* A safetensors image: u64 header length (hlen_override if nonzero), the
+ * header text, then `data` zero bytes. xmalloc'd, size in *len. */
+static unsigned char *st_image(const char *header, uint64_t hlen_override, size_t data, size_t *len) {
+    size_t h = strlen(header);
+    *len = 8 + h + data;
+    unsigned char *b = xcalloc(*len ? *len : 1, 1);
+    uint64_t hl = hlen_override ? hlen_override : h;
+    for (int i = 0; i < 8; i++) b[i] = (unsigned char)(hl >> (8 * i));
+    memcpy(b + 8, header, h);
+    return b;
+}
+
+static bool one_line(const char *m) { return m[0] && !strchr(m, '\n'); }
+
+/* Write `img` to tmpdir/name, open it; expect `code` and the message to
+ * contain the path and every substring given (NULL-terminated). The same
+ * image through st_parse must give the same verdict. */
+static void expect_st(const char *name, const void *img, size_t len, int code, ...) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", tmpdir, name);
+    write_bytes(path, img, len);
+    st_file f;
+    int rc = st_open(&f, path);
+    const char *msg = c3_errmsg();
+    T_CHECK(rc == code, "%s: st_open returned %d, want %d (%s)", name, rc, code, msg);
+    if (rc == C3_OK) {
+        st_close(&f);
+        return;
+    }
+    fprintf(stderr, "  %-22s -> %d: %s\n", name, rc, msg);
+    T_CHECK(one_line(msg), "%s: message is not one line: '%s'", name, msg);
+    T_CHECK(strstr(msg, path) != NULL, "%s: message does not name the file: %s", name, msg);
+    va_list ap;
+    va_start(ap, code);
+    for (const char *s; (s = va_arg(ap, const char *));)
+        T_CHECK(strstr(msg, s) != NULL, "%s: message lacks '%s': %s", name, s, msg);
+    va_end(ap);
+    rc = st_parse(&f, img, len, name);
+    T_CHECK(rc == code, "%s: st_parse returned %d, want %d", name, rc, code);
+    if (rc == C3_OK) st_close(&f);
+    T_CHECK(strstr(c3_errmsg(), name) != NULL, "%s: st_parse message does not name it: %s", name, c3_errmsg());
+}
+
+static void expect_st_header(const char *name, const char *header, size_t data, int code, const char *s1,
+                             const char *s2) {
+    size_t len;
+    unsigned char *img = st_image(header, 0, data, &len);
+    expect_st(name, img, len, code, s1, s2, (const char *)NULL);
+    free(img);
+}
+
+/* ------------------------------------------------------------ safetensors */
+
+static void test_safetensors(void) {
+    /* control: a valid image opens and reads back */
+    {
+        size_t len;
+        unsigned char *img = st_image("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+                                      "\"__metadata__\":{\"format\":\"pt\"}}",
+                                      0, 8, &len);
+        float two[2] = {1.5f, -2.0f};
+        memcpy(img + len - 8, two, 8);
+        char path[512];
+        snprintf(path, sizeof path, "%s/good.safetensors", tmpdir);
+        write_bytes(path, img, len);
+        st_file f;
+        T_CHECK(st_open(&f, path) == C3_OK, "valid file rejected: %s", c3_errmsg());
+        const st_tensor *t = st_find(&f, "a");
+        T_CHECK(t && t->dtype == C3_F32 && t->ndim == 1 && t->shape[0] == 2, "tensor a");
+        T_CHECK(t && memcmp(t->data, two, 8) == 0, "tensor a data");
+        T_CHECK(st_meta(&f, "format") && strcmp(st_meta(&f, "format"), "pt") == 0, "metadata");
+        /* ckpt_get on a file: missing tensor and wrong shape */
+        const int64_t want2[1] = {2}, want3[1] = {3}, want22[2] = {2, 2};
+        T_CHECK(ckpt_get(NULL, &f, "a", 1, want2) == t, "ckpt_get a [2]");
+        T_CHECK(ckpt_get(NULL, &f, "b", 1, want2) == NULL, "ckpt_get of a missing tensor");
+        T_CHECK(strstr(c3_errmsg(), "tensor b is missing") && strstr(c3_errmsg(), path) &&
+                    strstr(c3_errmsg(), "[2]") && one_line(c3_errmsg()),
+                "missing-tensor message: %s", c3_errmsg());
+        T_CHECK(ckpt_get(NULL, &f, "a", 1, want3) == NULL, "ckpt_get with a wrong shape");
+        T_CHECK(strstr(c3_errmsg(), "tensor a has shape [2], expected [3]") && strstr(c3_errmsg(), path),
+                "wrong-shape message: %s", c3_errmsg());
+        T_CHECK(ckpt_get(NULL, &f, "a", 2, want22) == NULL, "ckpt_get with a wrong rank");
+        T_CHECK(strstr(c3_errmsg(), "expected [2, 2]"), "wrong-rank message: %s", c3_errmsg());
+        st_close(&f);
+        free(img);
+    }
+    /* missing file */
+    {
+        char path[512];
+        snprintf(path, sizeof path, "%s/absent.safetensors", tmpdir);
+        st_file f;
+        int rc = st_open(&f, path);
+        T_CHECK(rc == C3_EMODEL, "missing file: %d (%s)", rc, c3_errmsg());
+        T_CHECK(strstr(c3_errmsg(), path) && strstr(c3_errmsg(), "No such file"), "message: %s", c3_errmsg());
+    }
+    /* truncated: empty and shorter than the length prefix */
+    expect_st("empty.safetensors", "", 0, C3_EMODEL, "truncated", (const char *)NULL);
+    expect_st("short.safetensors", "\x10\0\0", 3, C3_EMODEL, "truncated", (const char *)NULL);
+    /* a valid file cut in the data area */
+    {
+        size_t len;
+        unsigned char *img = st_image("{\"a\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16]}}", 0, 16, &len);
+        expect_st("cut.safetensors", img, len - 5, C3_EMODEL, "'a'", "outside the data area", (const char *)NULL);
+        /* cut inside the header */
+        expect_st("cuthdr.safetensors", img, 20, C3_EMODEL, "runs past the end", (const char *)NULL);
+        free(img);
+    }
+    /* header length beyond the file, including a length that overflows size_t arithmetic */
+    {
+        size_t len;
+        unsigned char *img = st_image("{}", 1000, 0, &len);
+        expect_st("hlen.safetensors", img, len, C3_EMODEL, "header length 1000", "runs past the end",
+                  (const char *)NULL);
+        free(img);
+        img = st_image("{}", UINT64_MAX, 0, &len);
+        expect_st("hlenmax.safetensors", img, len, C3_EMODEL, "runs past the end", (const char *)NULL);
+        free(img);
+    }
+    expect_st_header("json.safetensors", "{\"a\": {\"dtype\": \"F32\",", 0, C3_EMODEL, "not valid JSON", NULL);
+    expect_st_header("array.safetensors", "[1, 2]", 0, C3_EMODEL, "not a JSON object", NULL);
+    expect_st_header("dup.safetensors",
+                     "{\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]},"
+                     "\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[1,2]}}",
+                     2, C3_EMODEL, "not valid JSON", "duplicate");
+    expect_st_header("range.safetensors", "{\"w\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[8,24]}}", 16,
+                     C3_EMODEL, "'w'", "outside the data area");
+    expect_st_header("neg.safetensors", "{\"w\":{\"dtype\":\"U8\",\"shape\":[0],\"data_offsets\":[-4,-4]}}", 16,
+                     C3_EMODEL, "'w'", "outside the data area");
+    expect_st_header("backwards.safetensors", "{\"w\":{\"dtype\":\"U8\",\"shape\":[0],\"data_offsets\":[8,4]}}",
+                     16, C3_EMODEL, "'w'", "outside the data area");
+    expect_st_header("overlap.safetensors",
+                     "{\"x\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+                     "\"y\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[4,12]}}",
+                     16, C3_EMODEL, "'x' and 'y' overlap", NULL);
+    expect_st_header("dtype.safetensors", "{\"w\":{\"dtype\":\"F8_E4M3\",\"shape\":[4],\"data_offsets\":[0,4]}}", 4,
+                     C3_EMODEL, "'w'", "unsupported dtype F8_E4M3");
+    expect_st_header("bytes.safetensors", "{\"w\":{\"dtype\":\"BF16\",\"shape\":[3,2],\"data_offsets\":[0,8]}}", 8,
+                     C3_EMODEL, "'w' holds 8 bytes", "needs 12");
+    expect_st_header("nooffsets.safetensors", "{\"w\":{\"dtype\":\"F32\",\"shape\":[1]}}", 4, C3_EMODEL, "'w'",
+                     "data_offsets");
+    expect_st_header("notobj.safetensors", "{\"w\":[1,2,3]}", 4, C3_EMODEL, "'w'", "needs dtype");
+    expect_st_header("shape.safetensors", "{\"w\":{\"dtype\":\"F32\",\"shape\":[-1],\"data_offsets\":[0,4]}}", 4,
+                     C3_EMODEL, "'w'", "malformed shape");
+    expect_st_header("shapestr.safetensors", "{\"w\":{\"dtype\":\"F32\",\"shape\":[\"4\"],\"data_offsets\":[0,16]}}",
+                     16, C3_EMODEL, "'w'", "malformed shape");
+    expect_st_header("huge.safetensors",
+                     "{\"w\":{\"dtype\":\"F32\",\"shape\":[1099511627776,1099511627776],\"data_offsets\":[0,4]}}", 4,
+                     C3_EMODEL, "'w'", NULL);
+    expect_st_header("dims.safetensors",
+                     "{\"w\":{\"dtype\":\"U8\",\"shape\":[1,1,1,1,1,1,1,1,1],\"data_offsets\":[0,1]}}", 1, C3_EMODEL,
+                     "'w'", "more than 8 dimensions");
+    expect_st_header("meta.safetensors", "{\"__metadata__\":{\"format\":3}}", 0, C3_EMODEL, "__metadata__.format",
+                     "not a string");
+    expect_st_header("metaobj.safetensors", "{\"__metadata__\":[]}", 0, C3_EMODEL, "__metadata__", "not an object");
+}
+
+/* ------------------------------------------------------------ checkpoint folder */
+
+static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw) {
+    (void)sb, (void)flag, (void)ftw;
+    return remove(p);
+}
+static void rm_tree(const char *dir) { nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS); }
+
+static void copy_file(const char *src, const char *dst) {
+    char *data;
+    size_t len;
+    if (c3_read_file(src, &data, &len) != C3_OK) {
+        fprintf(stderr, "FAIL: %s\n", c3_errmsg());
+        exit(1);
+    }
+    write_bytes(dst, data, len);
+    free(data);
+}
+
+static const char *const small_files[] = {
+    "model_index.json",
+    "transformer/config.json",
+    "transformer/diffusion_pytorch_model.safetensors.index.json",
+    "scheduler/scheduler_config.json",
+    "text_tokenizer/tokenizer_config.json",
+    "vae/config.json",
+};
+static const char *const big_files[] = {
+    "text_tokenizer/tokenizer.json",
+    "transformer/diffusion_pytorch_model-00001-of-00003.safetensors",
+    "transformer/diffusion_pytorch_model-00002-of-00003.safetensors",
+    "transformer/diffusion_pytorch_model-00003-of-00003.safetensors",
+    "vae/diffusion_pytorch_model.safetensors",
+};
+
+/* tmpdir/ckpt: a fresh copy of tiny-a (small files copied, big ones linked). */
+static char ckdir[512];
+static void make_ckpt(const char *src) {
+    snprintf(ckdir, sizeof ckdir, "%s/ckpt", tmpdir);
+    rm_tree(ckdir);
+    const char *subs[] = {"", "/transformer", "/scheduler", "/text_tokenizer", "/vae"};
+    for (size_t i = 0; i < C3_ARRAY_LEN(subs); i++) {
+        char d[600];
+        snprintf(d, sizeof d, "%s%s", ckdir, subs[i]);
+        if (mkdir(d, 0755) != 0) {
+            fprintf(stderr, "FAIL: mkdir %s\n", d);
+            exit(1);
+        }
+    }
+    for (size_t i = 0; i < C3_ARRAY_LEN(small_files); i++) {
+        char a[1024], b[1024];
+        snprintf(a, sizeof a, "%s/%s", src, small_files[i]);
+        snprintf(b, sizeof b, "%s/%s", ckdir, small_files[i]);
+        copy_file(a, b);
+    }
+    for (size_t i = 0; i < C3_ARRAY_LEN(big_files); i++) {
+        char a[1024], b[1024];
+        snprintf(a, sizeof a, "%s/%s", src, big_files[i]);
+        snprintf(b, sizeof b, "%s/%s", ckdir, big_files[i]);
+        if (symlink(a, b) != 0) {
+            fprintf(stderr, "FAIL: symlink %s\n", b);
+            exit(1);
+        }
+    }
+}
+
+static const char *ck(const char *rel) {
+    static char bufs[4][1024];
+    static int k;
+    char *b = bufs[k++ & 3];
+    snprintf(b, 1024, "%s/%s", ckdir, rel);
+    return b;
+}
+
+/* Replace text `old` by `new` in a copied file (must occur). */
+static void edit_file(const char *rel, const char *old, const char *new) {
+    char *data;
+    size_t len;
+    if (c3_read_file(ck(rel), &data, &len) != C3_OK) exit(1);
+    char *p = strstr(data, old);
+    if (!p) {
+        fprintf(stderr, "FAIL: '%s' not in %s\n", old, rel);
+        exit(1);
+    }
+    size_t ol = strlen(old), nl = strlen(new);
+    char *out = xmalloc(len - ol + nl + 1);
+    memcpy(out, data, (size_t)(p - data));
+    memcpy(out + (p - data), new, nl);
+    memcpy(out + (p - data) + nl, p + ol, len - (size_t)(p - data) - ol + 1);
+    write_bytes(ck(rel), out, len - ol + nl);
+    free(out);
+    free(data);
+}
+
+/* Open the folder; expect `code` and a one-line message holding every
+ * substring (NULL-terminated). */
+static void expect_ckpt(const char *label, bool need_vae, int code, ...) {
+    c3_ckpt c;
+    int rc = ckpt_open(&c, ckdir, need_vae);
+    const char *msg = c3_errmsg();
+    T_CHECK(rc == code, "%s: ckpt_open returned %d, want %d (%s)", label, rc, code, msg);
+    if (rc == C3_OK) {
+        ckpt_close(&c);
+        return;
+    }
+    fprintf(stderr, "  %-30s -> %d: %s\n", label, rc, msg);
+    T_CHECK(one_line(msg), "%s: message is not one line: '%s'", label, msg);
+    va_list ap;
+    va_start(ap, code);
+    for (const char *s; (s = va_arg(ap, const char *));)
+        T_CHECK(strstr(msg, s) != NULL, "%s: message lacks '%s': %s", label, s, msg);
+    va_end(ap);
+}
+
+#define END (const char *)NULL
+#define SHARD1 "transformer/diffusion_pytorch_model-00001-of-00003.safetensors"
+
+static void test_checkpoint(const char *fx) {
+    char src[1024];
+    snprintf(src, sizeof src, "%s/tiny-a/model", fx);
+
+    /* control: the copy opens, and ckpt_get finds real tensors */
+    make_ckpt(src);
+    {
+        c3_ckpt c;
+        int rc = ckpt_open(&c, ckdir, true);
+        T_CHECK(rc == C3_OK, "the copied checkpoint does not open: %s", c3_errmsg());
+        if (rc == C3_OK) {
+            const int64_t emb[2] = {c.t.vocab, c.t.hidden}, bad[2] = {c.t.vocab + 1, c.t.hidden};
+            T_CHECK(ckpt_get(&c, NULL, "embed_tokens.weight", 2, emb) != NULL, "embed_tokens: %s", c3_errmsg());
+            T_CHECK(ckpt_get(&c, NULL, "embed_tokens.weight", 2, bad) == NULL, "wrong shape accepted");
+            T_CHECK(strstr(c3_errmsg(), "transformer") && strstr(c3_errmsg(), "embed_tokens.weight has shape"),
+                    "wrong-shape message: %s", c3_errmsg());
+            T_CHECK(ckpt_get(&c, NULL, "layers.0.no_such.weight", 2, emb) == NULL, "missing tensor found");
+            T_CHECK(strstr(c3_errmsg(), "layers.0.no_such.weight is missing"), "missing message: %s", c3_errmsg());
+            ckpt_close(&c);
+        }
+    }
+
+    /* the folder itself */
+    {
+        char saved[512];
+        snprintf(saved, sizeof saved, "%s", ckdir);
+        snprintf(ckdir, sizeof ckdir, "%s/no_such_model", tmpdir);
+        expect_ckpt("absent folder", true, C3_EMODEL, "no_such_model", "does not exist", END);
+        snprintf(ckdir, sizeof ckdir, "%s", saved);
+    }
+    /* model_index.json */
+    unlink(ck("model_index.json"));
+    expect_ckpt("no model_index.json", true, C3_EMODEL, ck("model_index.json"), "missing", END);
+    make_ckpt(src);
+    write_bytes(ck("model_index.json"), "{\"_class_name\": ", 16);
+    expect_ckpt("bad model_index.json", true, C3_EMODEL, ck("model_index.json"), "invalid JSON", END);
+    make_ckpt(src);
+    edit_file("model_index.json", "\"default_use_system_prompt\": true", "\"default_use_system_prompt\": \"yes\"");
+    expect_ckpt("model_index type", true, C3_EMODEL, ck("model_index.json"), "default_use_system_prompt", END);
+
+    /* transformer/config.json */
+    make_ckpt(src);
+    unlink(ck("transformer/config.json"));
+    expect_ckpt("no transformer config", true, C3_EMODEL, ck("transformer/config.json"), "missing", END);
+    make_ckpt(src);
+    write_bytes(ck("transformer/config.json"), "{\"hidden_size\": 64,,}", 21);
+    expect_ckpt("bad transformer config", true, C3_EMODEL, ck("transformer/config.json"), "invalid JSON", END);
+    make_ckpt(src);
+    edit_file("transformer/config.json", "\"num_key_value_heads\": 2", "\"num_key_value_heads\": 3");
+    expect_ckpt("heads % kv_heads", true, C3_EMODEL, ck("transformer/config.json"), "num_key_value_heads 3", END);
+    make_ckpt(src);
+    edit_file("transformer/config.json", "\"hidden_size\": 64", "\"hidden_size\": \"64\"");
+    expect_ckpt("hidden_size type", true, C3_EMODEL, ck("transformer/config.json"), "hidden_size", "integer", END);
+
+    /* scheduler */
+    make_ckpt(src);
+    unlink(ck("scheduler/scheduler_config.json"));
+    expect_ckpt("no scheduler config", true, C3_EMODEL, ck("scheduler/scheduler_config.json"), "missing", END);
+    make_ckpt(src);
+    edit_file("scheduler/scheduler_config.json", "\"sigma_max\": 200.0", "\"sigma_max\": \"big\"");
+    expect_ckpt("scheduler sigma_max type", true, C3_EMODEL, ck("scheduler/scheduler_config.json"), "sigma_max",
+                END);
+
+    /* tokenizer.json */
+    make_ckpt(src);
+    unlink(ck("text_tokenizer/tokenizer.json"));
+    expect_ckpt("no tokenizer.json", true, C3_EMODEL, ck("text_tokenizer/tokenizer.json"), "missing", END);
+
+    /* shards and their index */
+    make_ckpt(src);
+    unlink(ck(SHARD1));
+    expect_ckpt("missing shard", true, C3_EMODEL, ck(SHARD1), END);
+    make_ckpt(src);
+    write_bytes(ck("transformer/diffusion_pytorch_model.safetensors.index.json"), "{\"metadata\": {}}", 16);
+    expect_ckpt("index without weight_map", true, C3_EMODEL, "weight_map", END);
+    make_ckpt(src);
+    edit_file("transformer/diffusion_pytorch_model.safetensors.index.json", "\"weight_map\": {",
+              "\"weight_map\": {\"layers.0.ghost.weight\": \"diffusion_pytorch_model-00003-of-00003.safetensors\", ");
+    expect_ckpt("index names an absent tensor", true, C3_EMODEL, "layers.0.ghost.weight", "does not hold it", END);
+    make_ckpt(src);
+    edit_file("transformer/diffusion_pytorch_model.safetensors.index.json", "\"weight_map\": {",
+              "\"weight_map\": {\"x\": \"../vae/diffusion_pytorch_model.safetensors\", ");
+    expect_ckpt("index escapes transformer/", true, C3_EMODEL, "weight_map[x]", END);
+    /* a truncated shard: first 4096 bytes of shard 1 */
+    make_ckpt(src);
+    {
+        char *data;
+        size_t len;
+        T_CHECK(c3_read_file(ck(SHARD1), &data, &len) == C3_OK, "read shard");
+        unlink(ck(SHARD1));
+        write_bytes(ck(SHARD1), data, C3_MIN(len, (size_t)4096));
+        free(data);
+        expect_ckpt("truncated shard", true, C3_EMODEL, ck(SHARD1), END);
+    }
+    /* no index and no single file */
+    make_ckpt(src);
+    unlink(ck("transformer/diffusion_pytorch_model.safetensors.index.json"));
+    expect_ckpt("no weights", true, C3_EMODEL, "transformer", "diffusion_pytorch_model.safetensors", END);
+
+    /* VAE */
+    make_ckpt(src);
+    unlink(ck("vae/config.json"));
+    expect_ckpt("no vae config", true, C3_EMODEL, ck("vae/config.json"), "missing", END);
+    expect_ckpt("no vae config, not needed", false, C3_OK, END);
+    make_ckpt(src);
+    edit_file("vae/config.json", "\"latents_mean\": [", "\"latents_mean\": [0.5, ");
+    expect_ckpt("latents_mean length", true, C3_EMODEL, ck("vae/config.json"), "latents_mean", END);
+    make_ckpt(src);
+    unlink(ck("vae/diffusion_pytorch_model.safetensors"));
+    expect_ckpt("no vae weights", true, C3_EMODEL, ck("vae/diffusion_pytorch_model.safetensors"), END);
+
+    rm_tree(ckdir);
+}
+
+int main(void) {
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/cosmos3-badinput.XXXXXX");
+    if (!mkdtemp(tmpdir)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    test_safetensors();
+    const char *fx = t_fixtures();
+    if (fx) test_checkpoint(fx);
+    else fprintf(stderr, "badinput: fixtures not found; checkpoint-folder cases skipped\n");
+    rm_tree(tmpdir);
+    return t_done("badinput");
+}
