@@ -469,6 +469,14 @@ int ckpt_open(c3_ckpt *c, const char *dir, bool need_vae) {
     c->model_id = xstrdup(base && *base == '/' ? base + 1 : dir);
     size_t ml = strlen(c->model_id);
     if (ml && c->model_id[ml - 1] == '/') c->model_id[ml - 1] = 0;
+    if (strcmp(c->model_id, "model") == 0 && base && base > dir) { /* DIR/NAME/model: use NAME/model */
+        const char *q = base - 1;
+        while (q > dir && q[-1] != '/') q--;
+        free(c->model_id);
+        c->model_id = xstrdup(q);
+        ml = strlen(c->model_id);
+        if (ml && c->model_id[ml - 1] == '/') c->model_id[ml - 1] = 0;
+    }
     int rc;
     if (!c3_file_exists(dir)) {
         rc = c3_fail(C3_EMODEL, "model folder %s does not exist; pass -m DIR or set COSMOS3_MODEL", dir);

@@ -408,6 +408,8 @@ static int cmd_meta(c3_settings *s, char **pos, int npos) {
                     printf("%s: %lld\n", k, (long long)json_integer_value(v));
                 else if (json_is_real(v))
                     printf("%s: %g\n", k, json_real_value(v));
+                else if (json_is_boolean(v))
+                    printf("%s: %s\n", k, json_is_true(v) ? "on" : "off");
             }
             json_t *l = json_object_get(o, "layout");
             if (l)

@@ -230,9 +230,16 @@ int model_load(c3_model **out, const c3_ckpt *ck, c3_backend *be, const c3_shard
         return c3_fail(C3_EUSAGE, "tp %d does not divide the MLP width %d; use a tp that divides it", tp, c->inter);
     if (tp > 1 && (!shard->tp || !shard->tp->allreduce_sum))
         return c3_fail(C3_EFAIL, "tp %d needs a TP communicator (none was given)", tp);
-    if (shard->sp_size > 1)
-        return c3_fail(C3_EUSAGE, "Ulysses sequence parallelism (ulysses %d) is not implemented yet; use ulysses 1",
-                       shard->sp_size);
+    if (shard->sp_size > 1) {
+        int hkv = c->kv_heads / tp;
+        if (hkv % shard->sp_size)
+            return c3_fail(C3_EUSAGE,
+                           "ulysses %d does not divide the %d KV heads per tensor-parallel rank; lower --ulysses",
+                           shard->sp_size, hkv);
+        if (!shard->sp || !shard->sp->alltoall || !shard->sp->allgather_host)
+            return c3_fail(C3_EFAIL, "ulysses %d needs a sequence-parallel communicator (none was given)",
+                           shard->sp_size);
+    }
     c3_model *m = xcalloc(1, sizeof *m);
     m->be = be;
     m->c = *c;
@@ -520,14 +527,91 @@ static void trace_rows(c3_backend *be, const char *name, const float *v, int64_t
     free(buf);
 }
 
+/* Ulysses: local tokens x all local heads <-> all tokens x a slice of heads.
+ * scatter: in [Sl, H, hd] -> out [S_pad, H/sp, hd] (tmp [sp, Sl, H/sp*hd]);
+ * gather is the inverse. Token block j of the padded sequence lives on
+ * sequence rank j; head slice j is computed by sequence rank j. */
+static int ulysses_scatter(c3_model *m, c3_tensor *out, const c3_tensor *in, c3_tensor *tmp) {
+    c3_backend *be = m->be;
+    int sp = m->shard.sp_size;
+    int64_t Sl = in->ne[0], H = in->ne[1], hd = in->ne[2];
+    int64_t ne[3] = {Sl, sp, H / sp * hd};
+    c3_tensor v = c3_view(in, 0, 3, ne);
+    static const int perm[3] = {1, 0, 2};
+    int64_t tne[3] = {sp, Sl, H / sp * hd};
+    c3_tensor t = c3_view(tmp, 0, 3, tne);
+    C3_TRY(be->permute(be, &t, &v, perm));                /* [sp, Sl, H/sp*hd] */
+    return m->shard.sp->alltoall(m->shard.sp, out, &t); /* [sp * Sl, H/sp, hd] */
+}
+
+static int ulysses_gather(c3_model *m, c3_tensor *out, const c3_tensor *in, c3_tensor *tmp) {
+    c3_backend *be = m->be;
+    int sp = m->shard.sp_size;
+    int64_t Sl = out->ne[0], H = out->ne[1], hd = out->ne[2];
+    int64_t tne[3] = {sp, Sl, H / sp * hd};
+    c3_tensor t = c3_view(tmp, 0, 3, tne);
+    C3_TRY(m->shard.sp->alltoall(m->shard.sp, &t, in)); /* [sp(head slice), Sl, H/sp*hd] */
+    static const int perm[3] = {1, 0, 2};
+    int64_t one[3] = {Sl, sp, H / sp * hd};
+    c3_tensor o = c3_view(out, 0, 3, one);
+    return be->permute(be, &o, &t, perm);               /* [Sl, H, hd] */
+}
+
+/* Scratch for the Ulysses exchange of one GEN call. */
+typedef struct {
+    c3_tensor qh, kh, vh, ah;  /* [S_pad, H/sp, hd] */
+    c3_tensor tmp;             /* [sp, Sl, Hq_l/sp*hd] (largest) */
+    c3_tensor uk, uv, utmp;    /* UND head slice [L, Hkv_l/sp, hd], tmp [sp, L, Hkv_l/sp*hd] */
+    int64_t S, S_pad;
+} ulysses_scratch;
+
+static void ulysses_free(ulysses_scratch *u) {
+    c3_free(&u->qh);
+    c3_free(&u->kh);
+    c3_free(&u->vh);
+    c3_free(&u->ah);
+    c3_free(&u->tmp);
+    c3_free(&u->uk);
+    c3_free(&u->uv);
+    c3_free(&u->utmp);
+}
+
 /* The GEN attention of layer l: q [S, Hq_l, hd] over [UND K/V | GEN K/V].
- * Ulysses (sp_size > 1) would swap sequence shards for head shards around
- * this call; model_load refuses it for now. */
+ * With Ulysses (sp > 1) q, k, v hold this rank's Sl tokens: they are swapped
+ * to all S_pad tokens of H/sp heads, attention runs on the head slice with
+ * the UND K/V head-sliced and the padded keys masked, and the output is
+ * swapped back. */
 static int gen_attention(c3_model *m, int l, const c3_undkv *kv, c3_tensor *out, const c3_tensor *q,
-                         const c3_tensor *k, const c3_tensor *v) {
-    int64_t S = q->ne[0];
-    c3_kvseg seg[2] = {{&kv->k[l], &kv->v[l], kv->L, kv->L}, {k, v, S, S}};
-    return m->be->attention(m->be, out, q, seg, 2, false, 1.0f / sqrtf((float)m->c.head_dim));
+                         const c3_tensor *k, const c3_tensor *v, ulysses_scratch *u) {
+    c3_backend *be = m->be;
+    float scale = 1.0f / sqrtf((float)m->c.head_dim);
+    int sp = m->shard.sp_size;
+    if (sp <= 1) {
+        int64_t S = q->ne[0];
+        c3_kvseg seg[2] = {{&kv->k[l], &kv->v[l], kv->L, kv->L}, {k, v, S, S}};
+        return be->attention(be, out, q, seg, 2, false, scale);
+    }
+    int r = m->shard.sp_rank;
+    int64_t L = kv->L, hs = m->hkv / sp, hd = m->c.head_dim;
+    /* this rank's head slice of the replicated UND K/V */
+    static const int perm[3] = {1, 0, 2};
+    int64_t vne[3] = {L, sp, hs * hd}, tne[3] = {sp, L, hs * hd}, sne[3] = {L, hs, hd};
+    c3_tensor t = c3_view(&u->utmp, 0, 3, tne);
+    c3_tensor src = c3_view(&kv->k[l], 0, 3, vne);
+    C3_TRY(be->permute(be, &t, &src, perm));
+    c3_tensor sl = c3_view(&t, (int64_t)r * L * hs * hd, 3, sne);
+    C3_TRY(be->copy(be, &u->uk, &sl));
+    src = c3_view(&kv->v[l], 0, 3, vne);
+    C3_TRY(be->permute(be, &t, &src, perm));
+    sl = c3_view(&t, (int64_t)r * L * hs * hd, 3, sne);
+    C3_TRY(be->copy(be, &u->uv, &sl));
+    /* sequence shards -> head shards */
+    C3_TRY(ulysses_scatter(m, &u->qh, q, &u->tmp));
+    C3_TRY(ulysses_scatter(m, &u->kh, k, &u->tmp));
+    C3_TRY(ulysses_scatter(m, &u->vh, v, &u->tmp));
+    c3_kvseg seg[2] = {{&u->uk, &u->uv, L, L}, {&u->kh, &u->vh, u->S_pad, u->S}};
+    C3_TRY(be->attention(be, &u->ah, &u->qh, seg, 2, false, scale)); /* [S_pad, Hq_l/sp, hd] */
+    return ulysses_gather(m, out, &u->ah, &u->tmp);
 }
 
 /* Trace [UND K|GEN K] concatenated, as the reference's attention receives it. */
@@ -549,36 +633,40 @@ int model_gen(c3_model *m, const c3_undkv *kv, const float *latents, const c3_la
         return c3_fail(C3_EFAIL, "GEN forward: the UND cache does not belong to this model");
     if (g->T <= 0 || g->h <= 0 || g->w <= 0)
         return c3_fail(C3_EINPUT, "GEN forward: latent grid %dx%dx%d is empty", g->T, g->h, g->w);
-    if (m->shard.sp_size > 1)
-        return c3_fail(C3_EUSAGE, "Ulysses sequence parallelism is not implemented yet; use ulysses 1");
     int64_t C = c->latent_ch, p = c->patch, P = c->patch_dim, D = c->hidden, hd = c->head_dim;
     int64_t T = g->T, h = g->h, w = g->w;
-    int64_t hp = (h + p - 1) / p, wp = (w + p - 1) / p, S = T * hp * wp;
+    int64_t hp = (h + p - 1) / p, wp = (w + p - 1) / p, S_all = T * hp * wp;
+    /* Ulysses: this rank holds tokens [t0, t0 + S) of the sequence padded to S_pad */
+    int sp = m->shard.sp_size > 1 ? m->shard.sp_size : 1;
+    int64_t S = (S_all + sp - 1) / sp, S_pad = S * sp, t0 = (int64_t)m->shard.sp_rank * S;
+    if (sp == 1) t0 = 0;
     int rc = C3_OK;
     c3_tensor tok = {0}, x = {0}, q = {0}, k = {0}, v = {0}, a = {0}, cs = {0}, sn = {0}, bias = {0}, y = {0};
     mlp_scratch s = {0};
-    float *host = NULL, *e = NULL, *temb = NULL;
+    ulysses_scratch u = {.S = S_all, .S_pad = S_pad};
+    float *host = NULL, *e = NULL, *temb = NULL, *all = NULL;
 
     /* patchify: token (f, r, col), feature (ph * p + pw) * C + ch; zero padding */
-    host = xcalloc((size_t)(S * P), sizeof(float)); /* [S, P] */
+    all = xcalloc((size_t)(S_pad * P), sizeof(float)); /* [S_pad, P], padding rows zero */
     for (int64_t ch = 0; ch < C; ch++)
         for (int64_t f = 0; f < T; f++)
             for (int64_t yy = 0; yy < h; yy++)
                 for (int64_t xx = 0; xx < w; xx++) {
                     int64_t t = (f * hp + yy / p) * wp + xx / p;
                     int64_t feat = ((yy % p) * p + xx % p) * C + ch;
-                    host[t * P + feat] = latents[((ch * T + f) * h + yy) * w + xx];
+                    all[t * P + feat] = latents[((ch * T + f) * h + yy) * w + xx];
                 }
+    host = xcalloc((size_t)(S * P), sizeof(float)); /* this rank's [S, P] */
     {
         int64_t ne[] = {S, P};
-        TRY(upload_new(be, &tok, host, C3_MEM_ACT, 2, ne));
+        TRY(upload_new(be, &tok, all + t0 * P, C3_MEM_ACT, 2, ne));
     }
     trace("gen.patchified_tokens", -1, &tok);
 
     /* GEN positions and RoPE tables */
     {
         double (*pos)[3] = xmalloc(sizeof *pos * (size_t)S);
-        for (int64_t i = 0; i < S; i++) model_gen_position(c, kv->L, g, i, pos[i]);
+        for (int64_t i = 0; i < S; i++) model_gen_position(c, kv->L, g, t0 + i, pos[i]);
         float *hc = xmalloc(sizeof(float) * (size_t)(S * hd)), *hs = xmalloc(sizeof(float) * (size_t)(S * hd));
         rope_tables(m, (const double(*)[3])pos, S, hc, hs);
         int64_t ne[] = {S, hd};
@@ -619,6 +707,17 @@ int model_gen(c3_model *m, const c3_undkv *kv, const float *latents, const c3_la
     TRY(c3_alloc(be, &k, be->act_dtype, C3_MEM_ACT, 3, S, (int64_t)m->hkv, hd));
     TRY(c3_alloc(be, &v, be->act_dtype, C3_MEM_ACT, 3, S, (int64_t)m->hkv, hd));
     TRY(mlp_alloc(m, &s, S));
+    if (sp > 1) {
+        int64_t hq_s = m->hq / sp, hkv_s = m->hkv / sp;
+        TRY(c3_alloc(be, &u.qh, be->act_dtype, C3_MEM_ACT, 3, S_pad, hq_s, hd));
+        TRY(c3_alloc(be, &u.ah, be->act_dtype, C3_MEM_ACT, 3, S_pad, hq_s, hd));
+        TRY(c3_alloc(be, &u.kh, be->act_dtype, C3_MEM_ACT, 3, S_pad, hkv_s, hd));
+        TRY(c3_alloc(be, &u.vh, be->act_dtype, C3_MEM_ACT, 3, S_pad, hkv_s, hd));
+        TRY(c3_alloc(be, &u.tmp, be->act_dtype, C3_MEM_ACT, 1, S * m->hq * hd));
+        TRY(c3_alloc(be, &u.uk, be->act_dtype, C3_MEM_ACT, 3, (int64_t)kv->L, hkv_s, hd));
+        TRY(c3_alloc(be, &u.uv, be->act_dtype, C3_MEM_ACT, 3, (int64_t)kv->L, hkv_s, hd));
+        TRY(c3_alloc(be, &u.utmp, be->act_dtype, C3_MEM_ACT, 1, (int64_t)kv->L * m->hkv * hd));
+    }
     for (int l = 0; l < c->layers; l++) {
         TRY(check_cancel(m));
         const tower_w *wl = &m->lw[l].gen;
@@ -639,7 +738,7 @@ int model_gen(c3_model *m, const c3_undkv *kv, const float *latents, const c3_la
         trace("layers.gen_q", l, &q);
         trace_concat(m, "layers.gen_k_all", l, &kv->k[l], &k);
         trace_concat(m, "layers.gen_v_all", l, &kv->v[l], &v);
-        TRY(gen_attention(m, l, kv, &a, &q, &k, &v));
+        TRY(gen_attention(m, l, kv, &a, &q, &k, &v, &u));
         trace("layers.gen_attn", l, &a);
         TRY(attn_out_and_mlp(m, wl, &x, &a, &s));
         trace("layers.gen_out", l, &x);
@@ -651,13 +750,18 @@ int model_gen(c3_model *m, const c3_undkv *kv, const float *latents, const c3_la
     TRY(be->linear(be, &y, &s.xn, &m->proj_out, &m->proj_out_b, false)); /* [S, P] */
     trace("gen.proj_out", -1, &y);
     TRY(be->download(be, host, &y));
+    if (sp > 1) {
+        TRY(m->shard.sp->allgather_host(m->shard.sp, all, host, S * P)); /* [S_pad, P] */
+    } else {
+        memcpy(all, host, sizeof(float) * (size_t)(S * P));
+    }
     for (int64_t ch = 0; ch < C; ch++)
         for (int64_t f = 0; f < T; f++)
             for (int64_t yy = 0; yy < h; yy++)
                 for (int64_t xx = 0; xx < w; xx++) {
                     int64_t t = (f * hp + yy / p) * wp + xx / p;
                     int64_t feat = ((yy % p) * p + xx % p) * C + ch;
-                    velocity[((ch * T + f) * h + yy) * w + xx] = host[t * P + feat];
+                    velocity[((ch * T + f) * h + yy) * w + xx] = all[t * P + feat];
                 }
 done:
     c3_free(&tok);
@@ -671,7 +775,9 @@ done:
     c3_free(&bias);
     c3_free(&y);
     mlp_free(&s);
+    ulysses_free(&u);
     free(host);
+    free(all);
     free(e);
     free(temb);
     return rc;

@@ -18,6 +18,9 @@
 #include "wan_vae.h"
 #include "config.h"
 
+/* Fault injection for the tests: rank c3_inject_fail_rank fails at step 2. */
+int c3_inject_fail_rank = -1;
+
 /* ------------------------------------------------------------------ ranks */
 
 typedef struct {
@@ -114,9 +117,8 @@ int settings_resolve(c3_settings *s, const c3_ckpt *ck) {
         char *end;
         errno = 0;
         unsigned long long v = strtoull(s->seed, &end, 10);
-        (void)v;
-        if (errno || end == s->seed || *end || s->seed[0] == '-')
-            return c3_fail(C3_EUSAGE, "--seed '%s' must be a non-negative integer or 'random'", s->seed);
+        if (errno || end == s->seed || *end || s->seed[0] == '-' || v > (unsigned long long)INT64_MAX)
+            return c3_fail(C3_EUSAGE, "--seed '%s' must be an integer in 0..2^63-1 or 'random'", s->seed);
     }
     if (s->tp < 1 || s->cfg_parallel < 1 || s->ulysses < 1)
         return c3_fail(C3_EUSAGE, "--tp, --cfg-parallel and --ulysses must be at least 1");
@@ -303,6 +305,10 @@ static int rank_loop(c3_job *j, c3_rank *rk) {
             rc = c3_fail(C3_ECANCEL, "cancelled");
             break;
         }
+        if (rk->rank == c3_inject_fail_rank && i == 1) {
+            rc = c3_fail(C3_EFAIL, "rank %d: injected failure", rk->rank);
+            break;
+        }
         int64_t t = j->timesteps[i];
         bool cfg_on = cfg_active(s, t);
         double ts = c3_now(), tc = 0, tu = 0, tx = 0;
@@ -465,7 +471,7 @@ static int frame_path(const c3_settings *s, uint64_t seed, int f, char *buf, siz
             snprintf(buf, n, "cosmos3-%llu.png", (unsigned long long)seed);
         return C3_OK;
     }
-    char base[4096];
+    char base[2048];
     if (o && *o)
         snprintf(base, sizeof base, "%s", o);
     else
@@ -527,7 +533,9 @@ int engine_generate(c3_engine *e, const c3_settings *s_in, c3_result *res) {
     }
     /* plan for this size: memory check again (size may differ from open) */
     const c3_tconfig *tc = &e->ck.t;
-    uint64_t seed = strcmp(s.seed, "random") == 0 ? rng_random_seed() : strtoull(s.seed, NULL, 10);
+    /* random seeds stay below 2^53 so every JSON reader keeps them exact */
+    uint64_t seed = strcmp(s.seed, "random") == 0 ? (rng_random_seed() & ((1ull << 53) - 1))
+                                                  : strtoull(s.seed, NULL, 10);
     char seedtxt[32];
     snprintf(seedtxt, sizeof seedtxt, "%llu", (unsigned long long)seed);
     free(s.seed);

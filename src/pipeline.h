@@ -49,6 +49,9 @@ int engine_generate(c3_engine *e, const c3_settings *s, c3_result *r);
 /* Ask the generation in flight to stop (async-signal-safe). */
 void engine_cancel(c3_engine *e);
 
+/* Tests only: the rank that fails on purpose at step 2 (-1: none). */
+extern int c3_inject_fail_rank;
+
 /* Fill the task defaults (image or video) for options the user did not give,
  * and validate every value. C3_EUSAGE with a one-line message and the fix. */
 int settings_resolve(c3_settings *s, const c3_ckpt *ck);

@@ -48,7 +48,7 @@ expect 2 "not a number" -- gen -p x -g abc
 expect 2 "not one of" -- gen -p x --schedule cosine
 expect 2 "LO,HI" -- gen -p x --guidance-interval 400
 expect 2 "LO <= HI" -- gen -p x --guidance-interval 900,100
-expect 2 "non-negative integer" -- gen -p x --seed -5
+expect 2 "0..2^63-1" -- gen -p x --seed -5
 expect 2 "(0, 1000]" -- gen -p x --shift 0
 expect 2 "--steps 4" -- gen -p x --schedule flowmatch4 --steps 6
 expect 3 "does not exist" -- gen -m "$tmp/nowhere" -p x

@@ -526,11 +526,15 @@ static void test_refusals(const c3_ckpt *ck, c3_backend *be, const char *model_d
     fprintf(stderr, "  tp %d: %s\n", sh.tp_size, c3_errmsg());
     T_CHECK(rc == C3_EUSAGE && m == NULL && strstr(c3_errmsg(), "KV heads"), "tp %d: rc %d: %s", sh.tp_size, rc,
             c3_errmsg());
-    sh = (c3_shard){.tp_size = 1, .sp_size = 2};
+    sh = (c3_shard){.tp_size = 1, .sp_size = 2 * ck->t.kv_heads};
     rc = model_load(&m, ck, be, &sh);
-    fprintf(stderr, "  ulysses 2: %s\n", c3_errmsg());
-    T_CHECK(rc == C3_EUSAGE && m == NULL && strstr(c3_errmsg(), "not implemented"), "ulysses: rc %d: %s", rc,
+    fprintf(stderr, "  ulysses %d: %s\n", sh.sp_size, c3_errmsg());
+    T_CHECK(rc == C3_EUSAGE && m == NULL && strstr(c3_errmsg(), "does not divide"), "ulysses: rc %d: %s", rc,
             c3_errmsg());
+    sh = (c3_shard){.tp_size = 1, .sp_size = ck->t.kv_heads};
+    rc = model_load(&m, ck, be, &sh);
+    T_CHECK(rc == C3_EFAIL && m == NULL && strstr(c3_errmsg(), "communicator"), "ulysses without comm: rc %d: %s",
+            rc, c3_errmsg());
 
     /* cancellation between layers */
     {

@@ -1,0 +1,243 @@
+/* test_parallel.c - every layout gives the world-1 latents (CPU ranks over
+ * the shared-memory communicator), the CFG branches run on different rank
+ * groups, cancellation and a failing rank end every rank cleanly, and
+ * impossible layouts are refused before loading.
+ *
+ * Models: tiny-a (2 KV heads: tp 1-2) when the fixtures are present, and a
+ * `mkmodel --preset tiny` checkpoint (8 KV heads: tp 1-8) always. The size
+ * 80x48 gives a 3x5 latent grid -> 2x3 = 6 GEN tokens, so ulysses 4 pads to 8. */
+#include <pthread.h>
+
+#include "events.h"
+#include "mkmodel.h"
+#include "pipeline.h"
+#include "test_util.h"
+
+static char tmpd[64];
+
+static void base_settings(c3_settings *s, const char *model, const char *out) {
+    memset(s, 0, sizeof *s);
+    settings_defaults(s);
+    settings_set(s, "model", model, CMD_GEN);
+    settings_set(s, "prompt", "A red fox jumps over a frozen creek at dawn.", CMD_GEN);
+    settings_set(s, "negative-prompt", "blurry", CMD_GEN);
+    settings_set(s, "width", "80", CMD_GEN);
+    settings_set(s, "height", "48", CMD_GEN);
+    settings_set(s, "steps", "3", CMD_GEN);
+    settings_set(s, "guidance", "5", CMD_GEN);
+    settings_set(s, "guidance-interval", "none", CMD_GEN);
+    settings_set(s, "seed", "11", CMD_GEN);
+    settings_set(s, "device", "cpu", CMD_GEN);
+    settings_set(s, "overwrite", "on", CMD_GEN);
+    settings_set(s, "output", out, CMD_GEN);
+}
+
+static float *read_latents(const char *path, int64_t *n) {
+    st_file f;
+    if (st_open(&f, path) != C3_OK) return NULL;
+    const st_tensor *t = st_find(&f, "latents");
+    float *x = t ? st_to_f32(t) : NULL;
+    if (t) *n = st_numel(t);
+    st_close(&f);
+    return x;
+}
+
+/* Run one layout; returns the final latents (or NULL) and the status. */
+static float *run_layout(const char *model, int tp, int cfg, int sp, const char *extra_k, const char *extra_v,
+                         int64_t *n, int *rc_out, c3_events **ev_out) {
+    c3_settings s;
+    char out[128], lat[128], v[16];
+    snprintf(out, sizeof out, "%s/img_%d_%d_%d.png", tmpd, tp, cfg, sp);
+    snprintf(lat, sizeof lat, "%s/lat_%d_%d_%d.safetensors", tmpd, tp, cfg, sp);
+    base_settings(&s, model, out);
+    settings_set(&s, "save-latents", lat, CMD_GEN);
+    snprintf(v, sizeof v, "%d", tp);
+    settings_set(&s, "tp", v, CMD_GEN);
+    snprintf(v, sizeof v, "%d", cfg);
+    settings_set(&s, "cfg-parallel", v, CMD_GEN);
+    snprintf(v, sizeof v, "%d", sp);
+    settings_set(&s, "ulysses", v, CMD_GEN);
+    if (extra_k) settings_set(&s, extra_k, extra_v, CMD_GEN);
+    c3_events *ev = events_new(100000);
+    c3_engine *e = NULL;
+    int rc = engine_open(&e, &s, ev);
+    float *x = NULL;
+    if (rc == C3_OK) {
+        c3_result r;
+        unlink(lat);
+        rc = engine_generate(e, &s, &r);
+        result_free(&r);
+        if (rc == C3_OK) x = read_latents(lat, n);
+        engine_close(e);
+    }
+    if (rc) fprintf(stderr, "  layout tp %d cfg %d sp %d: %s\n", tp, cfg, sp, c3_errmsg());
+    *rc_out = rc;
+    if (ev_out)
+        *ev_out = ev;
+    else
+        events_free(ev);
+    settings_free(&s);
+    return x;
+}
+
+static void matrix(const char *model, int kv_heads, double *worst) {
+    int64_t n0 = 0, n = 0;
+    int rc;
+    float *ref = run_layout(model, 1, 1, 1, NULL, NULL, &n0, &rc, NULL);
+    T_CHECK(ref != NULL, "%s: world-1 run failed", model);
+    if (!ref) return;
+    int tps[] = {1, 2, 4, 8}, sps[] = {1, 2, 4};
+    for (int a = 0; a < 4; a++)
+        for (int c = 1; c <= 2; c++)
+            for (int b = 0; b < 3; b++) {
+                int tp = tps[a], sp = sps[b];
+                if (tp * c * sp > 8 || (tp == 1 && c == 1 && sp == 1)) continue;
+                if (kv_heads % tp || (kv_heads / tp) % sp) continue;
+                float *x = run_layout(model, tp, c, sp, NULL, NULL, &n, &rc, NULL);
+                T_CHECK(x && n == n0, "%s: layout tp %d cfg %d ulysses %d failed", model, tp, c, sp);
+                if (x && n == n0) {
+                    double e = t_rel_l2(x, ref, n);
+                    if (e > *worst) *worst = e;
+                    fprintf(stderr, "  %s tp %d x cfg %d x ulysses %d: rel L2 %.2e\n", model, tp, c, sp, e);
+                    T_CHECK(e <= 1e-5, "tp %d cfg %d ulysses %d: rel L2 %.3e", tp, c, sp, e);
+                }
+                free(x);
+            }
+    free(ref);
+}
+
+typedef struct {
+    c3_engine *e;
+    c3_settings *s;
+    int rc;
+    char err[1024];
+} gen_arg;
+static void *gen_main(void *p) {
+    gen_arg *a = p;
+    c3_result r;
+    a->rc = engine_generate(a->e, a->s, &r);
+    snprintf(a->err, sizeof a->err, "%s", c3_errmsg()); /* messages are per thread */
+    result_free(&r);
+    return NULL;
+}
+
+int main(void) {
+    snprintf(tmpd, sizeof tmpd, "/tmp/c3_par_XXXXXX");
+    if (!mkdtemp(tmpd)) return 1;
+    const char *src = getenv("COSMOS3_SRCDIR");
+    char tiny[128], tokdir[4096];
+    snprintf(tiny, sizeof tiny, "%s/tiny8", tmpd);
+    snprintf(tokdir, sizeof tokdir, "%s/share/tokenizer", src ? src : ".");
+    c3_mkmodel_opts mo = {.preset = "tiny", .layers = 2, .seed = 5, .out_dir = tiny, .tokenizer_dir = tokdir};
+    int rc = mkmodel_write(&mo);
+    T_CHECK(rc == C3_OK, "mkmodel: %s", c3_errmsg());
+    double worst = 0;
+    if (rc == C3_OK) matrix(tiny, 8, &worst);
+    const char *fx = t_fixtures();
+    char tinya[4096];
+    if (fx) {
+        snprintf(tinya, sizeof tinya, "%s/tiny-a/model", fx);
+        matrix(tinya, 2, &worst);
+    } else {
+        fprintf(stderr, "fixtures absent: tiny-a layouts skipped\n");
+    }
+    fprintf(stderr, "largest relative L2 over the layout matrix: %.3e\n", worst);
+
+    /* the CFG branches on different groups: cond events on ranks 0..3, uncond on 4..7 */
+    int64_t n;
+    c3_events *ev = NULL;
+    float *x = run_layout(tiny, 2, 2, 2, NULL, NULL, &n, &rc, &ev);
+    free(x);
+    int cond_ranks = 0, uncond_ranks = 0, bad = 0;
+    c3_event e;
+    while (ev && events_pop(ev, &e, 0))
+        if (e.kind == EV_BRANCH) {
+            if (e.branch == 0) cond_ranks |= 1 << e.rank;
+            if (e.branch == 1) uncond_ranks |= 1 << e.rank;
+            if ((e.branch == 0) != (e.rank < 4)) bad++;
+        }
+    events_free(ev);
+    T_CHECK(rc == C3_OK && cond_ranks && uncond_ranks && !(cond_ranks & uncond_ranks) && !bad,
+            "cfg-parallel events: cond ranks %#x, uncond ranks %#x", cond_ranks, uncond_ranks);
+    /* guidance interval: the uncond group idles outside it */
+    ev = NULL;
+    x = run_layout(tiny, 1, 2, 1, "guidance-interval", "990,1000", &n, &rc, &ev);
+    free(x);
+    int uncond_steps = 0, steps = 0;
+    while (ev && events_pop(ev, &e, 0)) {
+        if (e.kind == EV_BRANCH && e.branch == 1) uncond_steps++;
+        if (e.kind == EV_STEP_END) steps++;
+    }
+    events_free(ev);
+    T_CHECK(rc == C3_OK && steps == 3 && uncond_steps == 1, "interval: %d uncond of %d steps", uncond_steps, steps);
+
+    /* impossible layouts are refused before loading */
+    x = run_layout(tiny, 3, 1, 1, NULL, NULL, &n, &rc, NULL);
+    T_CHECK(rc == C3_EUSAGE && strstr(c3_errmsg(), "does not divide"), "tp 3: %d %s", rc, c3_errmsg());
+    free(x);
+    x = run_layout(tiny, 1, 3, 1, NULL, NULL, &n, &rc, NULL);
+    T_CHECK(rc == C3_EUSAGE, "cfg 3 refused: %d", rc);
+    free(x);
+    x = run_layout(tiny, 8, 1, 2, NULL, NULL, &n, &rc, NULL);
+    T_CHECK(rc == C3_EUSAGE && strstr(c3_errmsg(), "ulysses"), "tp 8 ulysses 2: %s", c3_errmsg());
+    free(x);
+
+    /* cancel mid-run, and an injected rank failure, in several layouts */
+    int layouts[][3] = {{1, 1, 1}, {2, 1, 1}, {1, 2, 1}, {1, 1, 2}, {2, 2, 2}};
+    for (size_t k = 0; k < C3_ARRAY_LEN(layouts); k++) {
+        int tp = layouts[k][0], cfg = layouts[k][1], sp = layouts[k][2];
+        c3_settings s;
+        char out[128], v[16];
+        snprintf(out, sizeof out, "%s/cancel.png", tmpd);
+        unlink(out);
+        base_settings(&s, tiny, out);
+        settings_set(&s, "steps", "40", CMD_GEN);
+        snprintf(v, sizeof v, "%d", tp);
+        settings_set(&s, "tp", v, CMD_GEN);
+        snprintf(v, sizeof v, "%d", cfg);
+        settings_set(&s, "cfg-parallel", v, CMD_GEN);
+        snprintf(v, sizeof v, "%d", sp);
+        settings_set(&s, "ulysses", v, CMD_GEN);
+        c3_events *q = events_new(100000);
+        c3_engine *eng = NULL;
+        rc = engine_open(&eng, &s, q);
+        T_CHECK(rc == C3_OK, "open: %s", c3_errmsg());
+        if (rc) {
+            events_free(q);
+            settings_free(&s);
+            continue;
+        }
+        gen_arg a = {eng, &s, -1, ""};
+        pthread_t th;
+        pthread_create(&th, NULL, gen_main, &a);
+        for (;;) { /* cancel after the second step */
+            if (events_pop(q, &e, 5.0) && e.kind == EV_STEP_END && e.step >= 2) break;
+        }
+        engine_cancel(eng);
+        pthread_join(th, NULL);
+        T_CHECK(a.rc == C3_ECANCEL, "cancel tp %d cfg %d sp %d: rc %d", tp, cfg, sp, a.rc);
+        T_CHECK(!c3_file_exists(out), "cancelled run wrote %s", out);
+        /* the engine keeps working after a cancel */
+        settings_set(&s, "steps", "2", CMD_GEN);
+        pthread_create(&th, NULL, gen_main, &a);
+        pthread_join(th, NULL);
+        T_CHECK(a.rc == C3_OK && c3_file_exists(out), "generation after cancel: %s", a.err);
+        /* a failing rank stops all ranks with its reason */
+        int world = tp * cfg * sp;
+        c3_inject_fail_rank = world - 1;
+        settings_set(&s, "steps", "4", CMD_GEN);
+        unlink(out);
+        pthread_create(&th, NULL, gen_main, &a);
+        pthread_join(th, NULL);
+        c3_inject_fail_rank = -1;
+        T_CHECK(a.rc == C3_EFAIL && strstr(a.err, "injected failure"), "failing rank: rc %d: %s", a.rc, a.err);
+        T_CHECK(!c3_file_exists(out), "failed run wrote %s", out);
+        engine_close(eng);
+        events_free(q);
+        settings_free(&s);
+    }
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", tmpd);
+    if (system(cmd) != 0) fprintf(stderr, "cleanup failed\n");
+    return t_done("parallel");
+}
