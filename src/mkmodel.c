@@ -7,6 +7,7 @@
 #include <ftw.h>
 #include <jansson.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -67,7 +68,8 @@ static const double wan22_latents_std[WAN_Z_DIM] = {
 /* Writing. */
 #define SHARD_BYTES_DEFAULT 5000000000LL /* save_pretrained(max_shard_size="5GB") */
 #define GEN_CHUNK (1 << 18)              /* elements per independently seeded chunk */
-#define GEN_BATCH 64                     /* chunks generated in parallel per write */
+#define GEN_BATCH 32                     /* chunks generated in parallel per write */
+#define IO_ASYNC_MIN (1 << 20)           /* smaller writes are done synchronously */
 #define DISK_MARGIN (64LL << 20)         /* free space kept beyond the estimate */
 #define ST_ALIGN 8                       /* safetensors header padding */
 
@@ -143,6 +145,14 @@ static inline double rng_u01(rng256 *r) { return (double)((rng_next(r) >> 11) + 
 #define ZIG_V 0.00492867323399
 static double zig_x[ZIG_N + 1], zig_f[ZIG_N + 1];
 
+/* Fast path tables: a 32-bit draw gives the layer (8 bits), the sign (1) and
+ * a 23-bit position j in the layer; x = j * zig_w[i], and j < zig_k[i] means
+ * x is inside the layer's core (accepted without any float test). */
+#define ZIG_LAYER_BITS 8
+#define ZIG_POS_BITS 23
+static float zig_w[ZIG_N];
+static uint32_t zig_k[ZIG_N];
+
 static void zig_init(void) { /* called once, before any parallel region */
     static bool ready;
     if (ready) return;
@@ -152,14 +162,20 @@ static void zig_init(void) { /* called once, before any parallel region */
         zig_x[i + 1] = sqrt(-2.0 * log(ZIG_V / zig_x[i] + exp(-0.5 * zig_x[i] * zig_x[i])));
     zig_x[ZIG_N] = 0.0;
     for (int i = 0; i <= ZIG_N; i++) zig_f[i] = exp(-0.5 * zig_x[i] * zig_x[i]);
+    const double scale = (double)(1u << ZIG_POS_BITS);
+    for (int i = 0; i < ZIG_N; i++) {
+        zig_w[i] = (float)(zig_x[i] / scale);
+        zig_k[i] = (uint32_t)(zig_x[i + 1] / zig_x[i] * scale);
+    }
     ready = true;
 }
 
-static inline double rng_normal(rng256 *r) {
+/* A standard normal, double precision throughout (the slow path). */
+static double rng_normal(rng256 *r) {
     for (;;) {
         uint64_t b = rng_next(r);
         int i = (int)(b & (ZIG_N - 1));
-        double sign = (b >> 8) & 1 ? -1.0 : 1.0;
+        double sign = (b >> ZIG_LAYER_BITS) & 1 ? -1.0 : 1.0;
         double x = (double)(b >> 11) * 0x1.0p-53 * zig_x[i];
         if (x < zig_x[i + 1]) return sign * x; /* inside the layer's core */
         if (i == 0) {                          /* the tail beyond R */
@@ -173,6 +189,39 @@ static inline double rng_normal(rng256 *r) {
         double y = zig_f[i] + rng_u01(r) * (zig_f[i + 1] - zig_f[i]); /* the wedge */
         if (y < exp(-0.5 * x * x)) return sign * x;
     }
+}
+
+/* The rare cases of zig_normal32: the tail, or a point in a wedge. On a wedge
+ * rejection it returns a fresh sample from the slow sampler: the accepted
+ * ziggurat points are exactly normal, so the mixture is too. */
+__attribute__((noinline)) static float zig_rare(rng256 *r, uint32_t i, bool neg, float x) {
+    double xd = (double)x;
+    if (i == 0) { /* the tail beyond R */
+        double a, c;
+        do {
+            a = -log(rng_u01(r)) / ZIG_R;
+            c = -log(rng_u01(r));
+        } while (c + c < a * a);
+        xd = ZIG_R + a;
+    } else if (zig_f[i] + rng_u01(r) * (zig_f[i + 1] - zig_f[i]) >= exp(-0.5 * xd * xd)) {
+        return (float)rng_normal(r);
+    }
+    return (float)(neg ? -xd : xd);
+}
+
+/* A standard normal from 32 random bits; ~98.5% of calls end at the integer
+ * compare. */
+static inline float zig_normal32(rng256 *r, uint32_t v) {
+    uint32_t i = v & (ZIG_N - 1), j = v >> (ZIG_LAYER_BITS + 1);
+    float x = (float)j * zig_w[i];
+    if (__builtin_expect(j < zig_k[i], 1)) { /* sign bit set without a branch */
+        uint32_t u;
+        memcpy(&u, &x, 4);
+        u |= (v << (31 - ZIG_LAYER_BITS)) & 0x80000000u;
+        memcpy(&x, &u, 4);
+        return x;
+    }
+    return zig_rare(r, i, (v >> ZIG_LAYER_BITS) & 1, x);
 }
 
 /* ------------------------------------------------------------ the plan */
@@ -476,10 +525,23 @@ int mkmodel_size(const c3_mkmodel_opts *o, c3_mkmodel_size *s) {
 
 /* ------------------------------------------------------------ writing */
 
+/* A write running on its own thread while the next batch is generated. */
+typedef struct {
+    int fd;
+    const char *data;
+    size_t len;
+    int err; /* errno of a failed write, else 0 */
+} mk_io;
+
 typedef struct {
     const c3_mkmodel_opts *o;
     int64_t done, total;
-    void *buf; /* GEN_BATCH * GEN_CHUNK elements of the widest dtype */
+    void *buf[2]; /* double buffer: GEN_BATCH * GEN_CHUNK elements of the widest dtype */
+    int cur;
+    pthread_t th;
+    bool busy;
+    mk_io io;
+    const char *io_path;
 } mk_writer;
 
 static uint64_t chunk_key(uint64_t seed, const char *name, int64_t chunk) {
@@ -492,26 +554,75 @@ static uint64_t chunk_key(uint64_t seed, const char *name, int64_t chunk) {
 static void fill_chunk(void *dst, c3_dtype dt, int64_t n, double mean, double std, uint64_t key) {
     rng256 r;
     rng_seed(&r, key);
+    const float m = (float)mean, sd = (float)std;
+    int64_t i = 0;
     if (dt == C3_BF16) {
         uint16_t *p = dst;
-        for (int64_t i = 0; i < n; i++) p[i] = c3_f32_to_bf16((float)(mean + std * rng_normal(&r)));
+        for (; i + 1 < n; i += 2) {
+            uint64_t b = rng_next(&r);
+            float z0 = zig_normal32(&r, (uint32_t)b), z1 = zig_normal32(&r, (uint32_t)(b >> 32));
+            p[i] = c3_f32_to_bf16(m + sd * z0);
+            p[i + 1] = c3_f32_to_bf16(m + sd * z1);
+        }
+        if (i < n) p[i] = c3_f32_to_bf16(m + sd * zig_normal32(&r, (uint32_t)rng_next(&r)));
     } else {
         float *p = dst;
-        for (int64_t i = 0; i < n; i++) p[i] = (float)(mean + std * rng_normal(&r));
+        for (; i + 1 < n; i += 2) {
+            uint64_t b = rng_next(&r);
+            float z0 = zig_normal32(&r, (uint32_t)b), z1 = zig_normal32(&r, (uint32_t)(b >> 32));
+            p[i] = m + sd * z0;
+            p[i + 1] = m + sd * z1;
+        }
+        if (i < n) p[i] = m + sd * zig_normal32(&r, (uint32_t)rng_next(&r));
     }
 }
 
-static int write_all(int fd, const void *data, size_t len, const char *path) {
-    const char *p = data;
+static void io_run(mk_io *io) {
+    const char *p = io->data;
+    size_t len = io->len;
+    io->err = 0;
     while (len) {
-        ssize_t w = write(fd, p, len);
-        if (w < 0) {
+        ssize_t n = write(io->fd, p, len);
+        if (n < 0) {
             if (errno == EINTR) continue;
-            return c3_fail(C3_EOUTPUT, "cannot write %s: %s", path, strerror(errno));
+            io->err = errno;
+            return;
         }
-        p += w;
-        len -= (size_t)w;
+        p += n;
+        len -= (size_t)n;
     }
+}
+static void *io_thread(void *arg) {
+    io_run(arg);
+    return NULL;
+}
+
+/* Finish the write in flight (if any); its error becomes this thread's. */
+static int io_wait(mk_writer *w) {
+    if (!w->busy) return C3_OK;
+    pthread_join(w->th, NULL);
+    w->busy = false;
+    if (w->io.err) return c3_fail(C3_EOUTPUT, "cannot write %s: %s", w->io_path, strerror(w->io.err));
+    w->done += (int64_t)w->io.len;
+    if (w->o->progress) w->o->progress(w->o->progress_user, w->done, w->total);
+    return C3_OK;
+}
+
+/* Queue `data` for writing after the write in flight. Large blocks go to a
+ * thread (data must stay untouched until the next io_wait); small ones, or
+ * when no thread can be started, are written here. */
+static int io_write(mk_writer *w, int fd, const void *data, size_t len, const char *path) {
+    C3_TRY(io_wait(w));
+    w->io = (mk_io){.fd = fd, .data = data, .len = len};
+    w->io_path = path;
+    if (len >= IO_ASYNC_MIN && pthread_create(&w->th, NULL, io_thread, &w->io) == 0) {
+        w->busy = true;
+        return C3_OK;
+    }
+    io_run(&w->io);
+    if (w->io.err) return c3_fail(C3_EOUTPUT, "cannot write %s: %s", path, strerror(w->io.err));
+    w->done += (int64_t)len;
+    if (w->o->progress) w->o->progress(w->o->progress_user, w->done, w->total);
     return C3_OK;
 }
 
@@ -521,16 +632,15 @@ static int write_tensor_data(mk_writer *w, int fd, const mk_tensor *t, const cha
     for (int64_t c0 = 0; c0 < nchunks; c0 += GEN_BATCH) {
         const int64_t cb = C3_MIN((int64_t)GEN_BATCH, nchunks - c0);
         const int64_t first = c0 * GEN_CHUNK, count = C3_MIN(cb * GEN_CHUNK, numel - first);
-        char *buf = w->buf;
+        char *buf = w->buf[w->cur]; /* not the one being written */
 #pragma omp parallel for schedule(dynamic, 1) if (cb > 1)
         for (int64_t k = 0; k < cb; k++) {
             int64_t start = (c0 + k) * GEN_CHUNK, n = C3_MIN((int64_t)GEN_CHUNK, numel - start);
             fill_chunk(buf + (size_t)(k * GEN_CHUNK) * esz, t->dtype, n, t->mean, t->std,
                        chunk_key(w->o->seed, t->name, c0 + k));
         }
-        C3_TRY(write_all(fd, buf, (size_t)count * esz, path));
-        w->done += count * (int64_t)esz;
-        if (w->o->progress) w->o->progress(w->o->progress_user, w->done, w->total);
+        C3_TRY(io_write(w, fd, buf, (size_t)count * esz, path));
+        w->cur ^= 1;
     }
     return C3_OK;
 }
@@ -570,10 +680,12 @@ static int write_safetensors(mk_writer *w, const char *path, const mk_list *l, i
         free(head);
         return c3_fail(C3_EOUTPUT, "cannot create %s: %s", path, strerror(errno));
     }
-    int rc = write_all(fd, head, 8 + hlen + pad, path);
+    int rc = io_write(w, fd, head, 8 + hlen + pad, path); /* small: written synchronously */
     free(head);
     for (int i = 0; rc == C3_OK && i < l->n; i++)
         if (file < 0 || l->t[i].file == file) rc = write_tensor_data(w, fd, &l->t[i], path);
+    int rc2 = io_wait(w); /* always: the thread may still use fd and the buffer */
+    if (rc == C3_OK) rc = rc2;
     if (close(fd) != 0 && rc == C3_OK) rc = c3_fail(C3_EOUTPUT, "cannot write %s: %s", path, strerror(errno));
     return rc;
 }
@@ -866,7 +978,8 @@ static int write_tree(const c3_mkmodel_opts *o, const mk_geom *g, const char *ro
     if (rc == C3_OK) rc = write_json(vdir, "config.json", vae_json(g->tiny_vae));
     if (rc == C3_OK) rc = write_json(sdir, "scheduler_config.json", scheduler_json());
     if (rc == C3_OK) {
-        w.buf = xmalloc((size_t)GEN_BATCH * GEN_CHUNK * sizeof(float));
+        w.buf[0] = xmalloc((size_t)GEN_BATCH * GEN_CHUNK * sizeof(float));
+        w.buf[1] = xmalloc((size_t)GEN_BATCH * GEN_CHUNK * sizeof(float));
         zig_init();
     }
     for (int k = 0; rc == C3_OK && k < nshards; k++) {
@@ -882,7 +995,8 @@ static int write_tree(const c3_mkmodel_opts *o, const mk_geom *g, const char *ro
         rc = write_safetensors(&w, p, va, -1);
         free(p);
     }
-    free(w.buf);
+    free(w.buf[0]);
+    free(w.buf[1]);
     free(tdir);
     free(vdir);
     free(sdir);

@@ -37,8 +37,9 @@
  * Values come from a seeded xoshiro256** generator with a ziggurat normal
  * sampler, seeded per (seed, tensor name, chunk): the bytes depend only on the
  * seed and the geometry, not on thread count or sharding. Generation streams
- * one chunk batch at a time (never a whole shard in memory) and runs chunks
- * in parallel with OpenMP.
+ * batches of chunks (two 32 MB buffers; never a whole shard in memory): OpenMP
+ * fills one batch while a writer thread writes the previous one. The sampler
+ * alone runs at ~200 M values/s per thread; on slow disks the write dominates.
  *
  * Atomicity: everything is written into DIR.tmp.PID beside DIR and renamed to
  * DIR at the end; on failure the temporary folder is removed. An existing DIR
