@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Build the libFuzzer harnesses with clang (no meson needed) and run each one
+# for a number of seconds, one after the other, at low priority.
+#
+#   tests/fuzz/run.sh [SECONDS] [TARGET...]      default 60 s, every target
+#   FUZZ_OUT=DIR       build and work folder (default /tmp/cosmos3-fuzz)
+#   FUZZ_ARGS="..."    extra libFuzzer flags
+#   FUZZ_BUILD_ONLY=1  only build
+#
+# Targets: st_parse (safetensors header), tconfig (transformer/config.json),
+# vconfig (vae/config.json). Each run starts from the seed corpus in
+# tests/fuzz/corpus/TARGET (read only) and grows a working corpus in
+# $FUZZ_OUT/corpus-TARGET; crashes land in $FUZZ_OUT as crash-TARGET-*.
+# Prints one summary line per target and exits 1 if any target crashed.
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+root="$(cd "$here/../.." && pwd)"
+secs="${1:-60}"
+shift || true
+targets=("$@")
+[ ${#targets[@]} -eq 0 ] && targets=(st_parse tconfig vconfig)
+out="${FUZZ_OUT:-/tmp/cosmos3-fuzz}"
+mkdir -p "$out"
+CC="${CC_FUZZ:-clang}"
+command -v "$CC" >/dev/null || { echo "run.sh: $CC not found (apt-get install clang)" >&2; exit 2; }
+cflags=(-g -O1 -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror
+        -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+        -I"$root/src")
+core=("$root/src/common.c" "$root/src/safetensors.c" "$root/src/checkpoint.c")
+libs=($(pkg-config --libs jansson 2>/dev/null || echo -ljansson) -lm)
+
+for t in "${targets[@]}"; do
+    src="$here/fuzz_$t.c"
+    [ -f "$src" ] || { echo "run.sh: unknown target $t" >&2; exit 2; }
+    "$CC" "${cflags[@]}" "$src" "${core[@]}" "${libs[@]}" -o "$out/fuzz_$t"
+done
+[ -n "${FUZZ_BUILD_ONLY:-}" ] && { echo "built in $out"; exit 0; }
+
+status=0
+for t in "${targets[@]}"; do
+    mkdir -p "$out/corpus-$t"
+    log="$out/fuzz-$t.log"
+    # -jobs=1 runs one worker process (output in fuzz-0.log in the cwd)
+    (cd "$out" && nice -n 10 "./fuzz_$t" -jobs=1 -workers=1 -max_total_time="$secs" -print_final_stats=1 \
+        -dict="$here/json.dict" -max_len=4096 -timeout=10 -rss_limit_mb=2048 \
+        -artifact_prefix="$out/crash-$t-" ${FUZZ_ARGS:-} "$out/corpus-$t" "$here/corpus/$t" >/dev/null 2>&1 || true
+     mv -f fuzz-0.log "$log" 2>/dev/null || true)
+    execs=$(grep -E 'stat::number_of_executed_units' "$log" | tail -1 | awk '{print $2}')
+    cov=$(grep -oE 'cov: [0-9]+' "$log" | tail -1 | awk '{print $2}')
+    crashes=$(ls "$out" | grep -c "^crash-$t-" || true)
+    echo "$t: ${secs}s, ${execs:-?} executions, coverage ${cov:-?} edges, corpus $(ls "$out/corpus-$t" | wc -l) files, crashes ${crashes}"
+    [ "$crashes" -eq 0 ] || { status=1; ls "$out" | grep "^crash-$t-" | sed "s|^|  $out/|"; }
+done
+exit $status
