@@ -1,0 +1,176 @@
+/* gemm.cu - matrix products: the linear layer through cuBLASLt (bf16
+ * operands, fp32 accumulation, bias fused in the epilogue, accumulate as
+ * beta = 1) and a plain row-major GEMM through cublasGemmEx for conv3d.
+ * cuBLASLt plans (descriptors, layouts, the chosen algorithm) are cached by
+ * shape so a step's repeated calls skip the heuristic query. */
+#include "cuda_internal.h"
+
+#include <stdlib.h>
+
+/* Plans kept per backend; the model has a handful of distinct shapes per
+ * tower, so a small table with round-robin replacement is enough. */
+#define CU_GEMM_PLANS 64
+
+typedef struct {
+    bool used;
+    int64_t M, N, K;
+    c3_dtype yt;
+    bool bias, accumulate;
+    cublasLtMatmulDesc_t desc;
+    cublasLtMatrixLayout_t la, lb, lc;
+    cublasLtMatmulAlgo_t algo;
+} cu_plan;
+
+struct cu_gemm_cache {
+    cu_plan plan[CU_GEMM_PLANS];
+    int next;
+};
+
+static void plan_release(cu_plan *p) {
+    if (!p->used) return;
+    (void)cublasLtMatmulDescDestroy(p->desc);
+    (void)cublasLtMatrixLayoutDestroy(p->la);
+    (void)cublasLtMatrixLayoutDestroy(p->lb);
+    (void)cublasLtMatrixLayoutDestroy(p->lc);
+    memset(p, 0, sizeof *p);
+}
+
+void cu_gemm_cache_free(c3_backend *be) {
+    cu_ctx *c = cu_of(be);
+    if (!c->gemm) return;
+    for (int i = 0; i < CU_GEMM_PLANS; i++) plan_release(&c->gemm->plan[i]);
+    free(c->gemm);
+    c->gemm = NULL;
+}
+
+static cudaDataType_t cuda_type(c3_dtype t) {
+    return t == C3_F32 ? CUDA_R_32F : t == C3_F16 ? CUDA_R_16F : CUDA_R_16BF;
+}
+
+/* Build the plan for y[M,N] = x[M,K] . w[N,K]^T (+bias) (+y). In cuBLAS's
+ * column-major terms: D (N x M, ld N) = op_T(w: K x N, ld K) . (x: K x M, ld K). */
+static int plan_make(c3_backend *be, cu_plan *p, int64_t M, int64_t N, int64_t K, c3_dtype yt, bool bias,
+                     bool accumulate) {
+    cu_ctx *c = cu_of(be);
+    memset(p, 0, sizeof *p);
+    CUBLAS_CHECK(cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+    cublasLtEpilogue_t ep = bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof ep));
+    if (bias) {
+        cudaDataType_t bt = cuda_type(yt);
+        CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof bt));
+    }
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->la, CUDA_R_16BF, (uint64_t)K, (uint64_t)N, K));
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->lb, CUDA_R_16BF, (uint64_t)K, (uint64_t)M, K));
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->lc, cuda_type(yt), (uint64_t)N, (uint64_t)M, N));
+    cublasLtMatmulPreference_t pref;
+    CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+    size_t ws = CU_LT_WORKSPACE;
+    cublasStatus_t st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                             &ws, sizeof ws);
+    cublasLtMatmulHeuristicResult_t res;
+    int found = 0;
+    if (st == CUBLAS_STATUS_SUCCESS)
+        st = cublasLtMatmulAlgoGetHeuristic(c->lt, p->desc, p->la, p->lb, p->lc, p->lc, pref, 1, &res, &found);
+    (void)cublasLtMatmulPreferenceDestroy(pref);
+    p->used = true; /* so plan_release frees what was made */
+    if (st != CUBLAS_STATUS_SUCCESS || found == 0) {
+        plan_release(p);
+        return c3_fail(C3_EFAIL, "cuda linear: cuBLASLt has no algorithm for [%lld x %lld] . [%lld x %lld]^T (%s)",
+                       (long long)M, (long long)K, (long long)N, (long long)K,
+                       st != CUBLAS_STATUS_SUCCESS ? cublasGetStatusString(st) : "none found");
+    }
+    p->algo = res.algo;
+    p->M = M, p->N = N, p->K = K, p->yt = yt, p->bias = bias, p->accumulate = accumulate;
+    return C3_OK;
+}
+
+static int plan_get(c3_backend *be, int64_t M, int64_t N, int64_t K, c3_dtype yt, bool bias, bool accumulate,
+                    cu_plan **out) {
+    cu_ctx *c = cu_of(be);
+    if (!c->gemm) c->gemm = (struct cu_gemm_cache *)xcalloc(1, sizeof *c->gemm);
+    for (int i = 0; i < CU_GEMM_PLANS; i++) {
+        cu_plan *p = &c->gemm->plan[i];
+        if (p->used && p->M == M && p->N == N && p->K == K && p->yt == yt && p->bias == bias &&
+            p->accumulate == accumulate) {
+            *out = p;
+            return C3_OK;
+        }
+    }
+    cu_plan *p = &c->gemm->plan[c->gemm->next];
+    c->gemm->next = (c->gemm->next + 1) % CU_GEMM_PLANS;
+    plan_release(p);
+    C3_TRY(plan_make(be, p, M, N, K, yt, bias, accumulate));
+    *out = p;
+    return C3_OK;
+}
+
+int cu_linear(c3_backend *be, c3_tensor *y, const c3_tensor *x, const c3_tensor *w, const c3_tensor *bias,
+              bool accumulate) {
+    C3_TRY(cu_check_float("linear", y, "y"));
+    C3_TRY(cu_check_float("linear", x, "x"));
+    C3_TRY(cu_check_float("linear", w, "w"));
+    if (w->ndim != 2) return c3_fail(C3_EFAIL, "cuda linear: weight has %d dimensions, expected 2", w->ndim);
+    int64_t N = w->ne[0], K = w->ne[1]; /* w [N, K] */
+    if (K <= 0 || c3_numel(x) % K)
+        return c3_fail(C3_EFAIL, "cuda linear: x has %lld elements, not rows of %lld", (long long)c3_numel(x),
+                       (long long)K);
+    int64_t M = c3_numel(x) / K; /* x [M, K], y [M, N] */
+    if (c3_numel(y) != M * N)
+        return c3_fail(C3_EFAIL, "cuda linear: y has %lld elements, expected %lld x %lld", (long long)c3_numel(y),
+                       (long long)M, (long long)N);
+    if (bias) {
+        C3_TRY(cu_check_float("linear", bias, "bias"));
+        if (c3_numel(bias) != N)
+            return c3_fail(C3_EFAIL, "cuda linear: bias has %lld elements, expected %lld",
+                           (long long)c3_numel(bias), (long long)N);
+    }
+    if (y->dtype == C3_F16) return c3_fail(C3_EFAIL, "cuda linear: F16 output is not supported; use BF16 or F32");
+    CU_ENTER(be);
+    if (M == 0 || N == 0) return C3_OK;
+    cu_ctx *c = cu_of(be);
+
+    /* Operands not already bf16 (and a bias not in y's type) go through scratch. */
+    size_t xb = x->dtype == C3_BF16 ? 0 : (size_t)c3_numel(x) * 2;
+    size_t wb = w->dtype == C3_BF16 ? 0 : (size_t)c3_numel(w) * 2;
+    size_t bb = (bias && bias->dtype != y->dtype) ? (size_t)N * c3_dtype_size(y->dtype) : 0;
+    const int64_t align = 256;
+    xb = (xb + align - 1) / align * align;
+    wb = (wb + align - 1) / align * align;
+    char *tmp = NULL;
+    if (xb + wb + bb) C3_TRY(cu_scratch(be, xb + wb + bb, (void **)&tmp));
+    const __nv_bfloat16 *xd, *wd;
+    C3_TRY(cu_as_bf16(be, x, tmp, &xd));
+    C3_TRY(cu_as_bf16(be, w, tmp + xb, &wd));
+    const void *bd = bias ? bias->data : NULL;
+    if (bias && bb) {
+        C3_TRY(cu_convert(be, tmp + xb + wb, y->dtype, bias->data, bias->dtype, N));
+        bd = tmp + xb + wb;
+    }
+
+    cu_plan *p;
+    C3_TRY(plan_get(be, M, N, K, y->dtype, bias != NULL, accumulate, &p));
+    if (bias)
+        CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bd, sizeof bd));
+    float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
+    CUBLAS_CHECK(cublasLtMatmul(c->lt, p->desc, &alpha, wd, p->la, xd, p->lb, &beta, y->data, p->lc, y->data,
+                                p->lc, &p->algo, c->lt_ws, CU_LT_WORKSPACE, c->stream));
+    return C3_OK;
+}
+
+int cu_gemm_nn(c3_backend *be, int64_t M, int64_t N, int64_t K, const void *A, int64_t lda, const void *B,
+               int64_t ldb, void *C, c3_dtype ct, int64_t ldc, float beta) {
+    if (M > INT32_MAX || N > INT32_MAX || K > INT32_MAX)
+        return c3_fail(C3_EFAIL, "cuda gemm: %lld x %lld x %lld exceeds cuBLAS's int range", (long long)M,
+                       (long long)N, (long long)K);
+    cu_ctx *c = cu_of(be);
+    float alpha = 1.0f;
+    /* Row-major C = A . B is column-major C^T = B^T . A^T, both stored as-is. */
+    CUBLAS_CHECK(cublasGemmEx(c->blas, CUBLAS_OP_N, CUBLAS_OP_N, (int)N, (int)M, (int)K, &alpha, B, CUDA_R_16BF,
+                              (int)ldb, A, CUDA_R_16BF, (int)lda, &beta, C, cuda_type(ct), (int)ldc,
+                              CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    return C3_OK;
+}

@@ -1,0 +1,477 @@
+/* ops_check.cu - every op of the backend table on random inputs, CUDA vs the
+ * CPU backend (the fp32 reference), then a timing table: the flash attention
+ * kernels vs a cuBLAS reference that materialises the scores, and the linear
+ * layer (cuBLASLt, cached plan) vs plain cublasGemmEx, on model shapes.
+ *
+ * Inputs are rounded to bf16 on the host before both backends see them, so
+ * the error measured is the CUDA op's own (bf16 storage of the output,
+ * bf16 operands inside GEMMs); the tolerance is relative L2 <= 1e-2.
+ *
+ * Built by meson as build-NAME/cuda/lab/ops_check when CUDA is found. Run:
+ *   ops_check            checks and timings
+ *   ops_check --quick    checks only
+ * Exit: 0 all pass, 1 a check failed, 77 no CUDA device (skip). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "../cuda_internal.h"
+
+extern "C" {
+#include "backend_cpu.h"
+}
+
+#define TOL 1e-2
+#define TIME_WARMUP 3
+#define TIME_REPS 15
+
+static int failures, checks;
+static c3_backend *cpu, *gpu;
+
+#define DIE(...)                                                                                   \
+    do {                                                                                           \
+        fprintf(stderr, __VA_ARGS__);                                                              \
+        fputc('\n', stderr);                                                                       \
+        exit(1);                                                                                   \
+    } while (0)
+#define OK(call)                                                                                   \
+    do {                                                                                           \
+        if ((call) != C3_OK) DIE("%s:%d: %s: %s", __FILE__, __LINE__, #call, c3_errmsg());          \
+    } while (0)
+#define CK(call)                                                                                   \
+    do {                                                                                           \
+        cudaError_t e_ = (call);                                                                   \
+        if (e_ != cudaSuccess) DIE("%s:%d: %s: %s", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
+    } while (0)
+#define CB(call)                                                                                   \
+    do {                                                                                           \
+        cublasStatus_t s_ = (call);                                                                \
+        if (s_ != CUBLAS_STATUS_SUCCESS) DIE("%s:%d: %s: %s", __FILE__, __LINE__, #call, cublasGetStatusString(s_)); \
+    } while (0)
+
+/* ---- random data (xorshift64*, Box-Muller), rounded to bf16 ---- */
+static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
+static double urand(void) {
+    rng_state ^= rng_state >> 12, rng_state ^= rng_state << 25, rng_state ^= rng_state >> 27;
+    return ((rng_state * 2685821657736338717ull) >> 11) * (1.0 / 9007199254740992.0);
+}
+static float nrand(void) {
+    double u = urand() + 1e-12, v = urand();
+    return (float)(sqrt(-2.0 * log(u)) * cos(2.0 * M_PI * v));
+}
+static float bf(float x) { return c3_bf16_to_f32(c3_f32_to_bf16(x)); }
+static std::vector<float> randv(int64_t n, float scale = 1.0f, float shift = 0.0f) {
+    std::vector<float> v((size_t)n);
+    for (auto &x : v) x = bf(nrand() * scale + shift);
+    return v;
+}
+
+/* A tensor pair: the same host data on both backends. */
+struct pair {
+    c3_tensor c, g;
+};
+static pair mk(const std::vector<int64_t> &ne, const std::vector<float> &h, c3_dtype gdt = C3_BF16) {
+    pair p;
+    OK(cpu->alloc(cpu, &p.c, C3_F32, (int)ne.size(), ne.data(), C3_MEM_ACT));
+    OK(gpu->alloc(gpu, &p.g, gdt, (int)ne.size(), ne.data(), C3_MEM_ACT));
+    if (!h.empty()) {
+        OK(cpu->upload(cpu, &p.c, h.data(), C3_F32));
+        OK(gpu->upload(gpu, &p.g, h.data(), C3_F32));
+    }
+    return p;
+}
+static pair mkr(const std::vector<int64_t> &ne, float scale = 1.0f, c3_dtype gdt = C3_BF16) {
+    int64_t n = 1;
+    for (auto e : ne) n *= e;
+    return mk(ne, randv(n, scale), gdt);
+}
+static void drop(pair &p) {
+    c3_free(&p.c);
+    c3_free(&p.g);
+}
+
+/* Compare the two backends' values of p; print one row. */
+static void cmp(const char *name, const char *shape, pair &p, double tol = TOL) {
+    int64_t n = c3_numel(&p.c);
+    std::vector<float> a((size_t)n), b((size_t)n);
+    OK(cpu->download(cpu, a.data(), &p.c));
+    OK(gpu->download(gpu, b.data(), &p.g));
+    double num = 0, den = 0, mx = 0;
+    bool nan = false;
+    for (int64_t i = 0; i < n; i++) {
+        double d = (double)b[i] - a[i];
+        if (!std::isfinite(b[i])) nan = true;
+        num += d * d, den += (double)a[i] * a[i];
+        mx = std::max(mx, fabs(d));
+    }
+    double rel = den > 0 ? sqrt(num / den) : sqrt(num);
+    bool ok = !nan && rel <= tol;
+    checks++;
+    if (!ok) failures++;
+    printf("  %-28s %-34s rel_l2 %.3e  max_abs %.3e  %s\n", name, shape, rel, mx, ok ? "ok" : "FAIL");
+}
+
+/* Run an op on both backends: f(be, side) with side 0 = cpu, 1 = gpu. */
+template <class F>
+static void both(const char *name, F f) {
+    int rc = f(cpu, 0);
+    if (rc != C3_OK) DIE("%s on cpu: %s", name, c3_errmsg());
+    rc = f(gpu, 1);
+    if (rc != C3_OK) DIE("%s on cuda: %s", name, c3_errmsg());
+}
+#define T(p, side) ((side) ? &(p).g : &(p).c)
+
+/* ======================================================================== */
+/* checks                                                                    */
+/* ======================================================================== */
+
+static void check_linear(int64_t M, int64_t K, int64_t N, bool bias, bool acc) {
+    pair x = mkr({M, K}), w = mkr({N, K}, 1.0f / sqrtf((float)K)), b = mkr({N}), y = mkr({M, N});
+    both("linear", [&](c3_backend *be, int s) { return be->linear(be, T(y, s), T(x, s), T(w, s), bias ? T(b, s) : NULL, acc); });
+    char sh[64];
+    snprintf(sh, sizeof sh, "[%lld,%lld]x[%lld,%lld]^T%s%s", (long long)M, (long long)K, (long long)N, (long long)K,
+             bias ? "+b" : "", acc ? "+=" : "");
+    cmp("linear", sh, y);
+    drop(x), drop(w), drop(b), drop(y);
+}
+
+static void check_rmsnorm(int64_t rows, int dim, bool mul_fp32) {
+    pair x = mkr({rows, dim}, 3.0f), w = mk({dim}, randv(dim, 0.2f, 1.0f)), y = mkr({rows, dim});
+    both("rmsnorm", [&](c3_backend *be, int s) { return be->rmsnorm(be, T(y, s), T(x, s), T(w, s), dim, 1e-6f, mul_fp32); });
+    char sh[64];
+    snprintf(sh, sizeof sh, "[%lld,%d] %s", (long long)rows, dim, mul_fp32 ? "nemotron" : "qwen");
+    cmp("rmsnorm", sh, y);
+    /* in place */
+    both("rmsnorm", [&](c3_backend *be, int s) { return be->rmsnorm(be, T(x, s), T(x, s), T(w, s), dim, 1e-6f, mul_fp32); });
+    cmp("rmsnorm in place", sh, x);
+    drop(x), drop(w), drop(y);
+}
+
+static void check_rope(int64_t N, int64_t H, int64_t D) {
+    std::vector<float> c((size_t)(N * D)), s((size_t)(N * D));
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t j = 0; j < D / 2; j++) {
+            double th = (double)(n * 37 % 15000) * pow(5e6, -2.0 * (double)j / (double)D);
+            c[n * D + j] = c[n * D + j + D / 2] = bf((float)cos(th));
+            s[n * D + j] = s[n * D + j + D / 2] = bf((float)sin(th));
+        }
+    pair x = mkr({N, H, D}), cs = mk({N, D}, c), sn = mk({N, D}, s);
+    both("rope", [&](c3_backend *be, int si) { return be->rope(be, T(x, si), T(cs, si), T(sn, si)); });
+    char sh[64];
+    snprintf(sh, sizeof sh, "[%lld,%lld,%lld]", (long long)N, (long long)H, (long long)D);
+    cmp("rope", sh, x);
+    drop(x), drop(cs), drop(sn);
+}
+
+static void check_attention(const char *name, int64_t Sq, int Hq, int Hkv, int D, std::vector<int64_t> n,
+                            std::vector<int64_t> valid, bool causal, int which, c3_dtype dt = C3_BF16) {
+    int ns = (int)n.size();
+    pair q = mkr({Sq, Hq, D}, 1.0f, dt), o = mkr({Sq, Hq, D}, 1.0f, dt);
+    std::vector<pair> k(ns), v(ns);
+    for (int i = 0; i < ns; i++) k[i] = mkr({n[i], Hkv, D}, 1.0f, dt), v[i] = mkr({n[i], Hkv, D}, 1.0f, dt);
+    c3_cuda_attention_kernel(which);
+    both("attention", [&](c3_backend *be, int s) {
+        c3_kvseg seg[4];
+        for (int i = 0; i < ns; i++) seg[i] = c3_kvseg{T(k[i], s), T(v[i], s), n[i], valid[i]};
+        return be->attention(be, T(o, s), T(q, s), seg, ns, causal, 1.0f / sqrtf((float)D));
+    });
+    c3_cuda_attention_kernel(0);
+    char sh[96];
+    int len = snprintf(sh, sizeof sh, "Sq%lld %d/%d D%d keys", (long long)Sq, Hq, Hkv, D);
+    for (int i = 0; i < ns; i++)
+        len += snprintf(sh + len, sizeof sh - (size_t)len, "%s%lld%s", i ? "+" : " ", (long long)n[i],
+                        valid[i] != n[i] ? "v" : "");
+    if (causal) snprintf(sh + len, sizeof sh - (size_t)len, " causal");
+    cmp(name, sh, o);
+    drop(q), drop(o);
+    for (int i = 0; i < ns; i++) drop(k[i]), drop(v[i]);
+}
+
+static void check_elementwise(void) {
+    const int64_t M = 333, I = 1024, n = M * I;
+    pair g = mkr({M, I}, 2.0f), u = mkr({M, I}, 2.0f), out = mkr({M, I});
+    both("glu", [&](c3_backend *be, int s) { return be->glu(be, T(out, s), T(g, s), T(u, s), C3_ACT_SWIGLU); });
+    cmp("glu swiglu", "[333,1024]", out);
+    both("glu", [&](c3_backend *be, int s) { return be->glu(be, T(out, s), NULL, T(u, s), C3_ACT_RELU2); });
+    cmp("glu relu2", "[333,1024]", out);
+    both("add", [&](c3_backend *be, int s) { return be->add(be, T(g, s), T(u, s)); });
+    cmp("add", "[333,1024]", g);
+    both("silu", [&](c3_backend *be, int s) { return be->silu(be, T(out, s), T(u, s)); });
+    cmp("silu", "[333,1024]", out);
+    both("silu", [&](c3_backend *be, int s) { return be->silu(be, T(u, s), T(u, s)); });
+    cmp("silu in place", "[333,1024]", u);
+    both("clamp", [&](c3_backend *be, int s) { return be->clamp(be, T(out, s), T(g, s), -1.0f, 0.5f); });
+    cmp("clamp", "[333,1024]", out);
+    std::vector<float> a = randv(M), b = randv(M);
+    both("affine", [&](c3_backend *be, int s) { return be->affine(be, T(out, s), T(g, s), a.data(), b.data(), (int)M); });
+    cmp("affine a,b", "C333 N1024", out);
+    both("affine", [&](c3_backend *be, int s) { return be->affine(be, T(out, s), T(g, s), NULL, b.data(), (int)M); });
+    cmp("affine b only", "C333 N1024", out);
+    /* copy with type change both ways, and upload from bf16/f16 host data */
+    pair f32 = mkr({M, I}, 1.0f, C3_F32);
+    both("copy", [&](c3_backend *be, int s) { return be->copy(be, T(f32, s), T(g, s)); });
+    cmp("copy bf16->f32", "[333,1024]", f32);
+    both("copy", [&](c3_backend *be, int s) { return be->copy(be, T(out, s), T(f32, s)); });
+    cmp("copy f32->bf16", "[333,1024]", out);
+    std::vector<float> h = randv(n);
+    std::vector<uint16_t> hb((size_t)n), hh((size_t)n);
+    for (int64_t i = 0; i < n; i++) hb[i] = c3_f32_to_bf16(h[i]), hh[i] = c3_f32_to_f16(h[i]);
+    OK(cpu->upload(cpu, &out.c, hb.data(), C3_BF16));
+    OK(gpu->upload(gpu, &out.g, hb.data(), C3_BF16));
+    cmp("upload bf16", "[333,1024]", out, 0.0);
+    OK(cpu->upload(cpu, &f32.c, hh.data(), C3_F16));
+    OK(gpu->upload(gpu, &f32.g, hh.data(), C3_F16));
+    cmp("upload f16 -> f32", "[333,1024]", f32, 0.0);
+    drop(g), drop(u), drop(out), drop(f32);
+
+    const int64_t V = 1000, D = 256;
+    pair tab = mkr({V, D}), e = mkr({77, D});
+    std::vector<int32_t> ids(77);
+    for (int i = 0; i < 77; i++) ids[i] = (int32_t)((i * 7919) % V);
+    both("embed", [&](c3_backend *be, int s) { return be->embed(be, T(e, s), T(tab, s), ids.data(), 77); });
+    cmp("embed", "77 of [1000,256]", e, 0.0);
+    ids[5] = (int32_t)V;
+    checks++;
+    if (gpu->embed(gpu, &e.g, &tab.g, ids.data(), 77) != C3_EINPUT) {
+        failures++;
+        printf("  embed out-of-range id was not rejected: FAIL\n");
+    }
+    drop(tab), drop(e);
+}
+
+static void check_vae(void) {
+    const int64_t C = 96, Tt = 3, H = 24, W = 20;
+    pair x = mkr({C, Tt, H, W}), gam = mk({C}, randv(C, 0.2f, 1.0f)), bias = mkr({C}), y = mkr({C, Tt, H, W});
+    both("chan_rmsnorm", [&](c3_backend *be, int s) { return be->chan_rmsnorm(be, T(y, s), T(x, s), T(gam, s), T(bias, s)); });
+    cmp("chan_rmsnorm +bias", "[96,3,24,20]", y);
+    both("chan_rmsnorm", [&](c3_backend *be, int s) { return be->chan_rmsnorm(be, T(y, s), T(x, s), T(gam, s), NULL); });
+    cmp("chan_rmsnorm", "[96,3,24,20]", y);
+    pair up = mkr({C, Tt, 2 * H, 2 * W});
+    both("upsample2x", [&](c3_backend *be, int s) { return be->upsample2x(be, T(up, s), T(x, s)); });
+    cmp("upsample2x", "[96,3,24,20]", up, 0.0);
+    int perm[4] = {1, 2, 0, 3};
+    pair pm = mkr({Tt, H, C, W});
+    both("permute", [&](c3_backend *be, int s) { return be->permute(be, T(pm, s), T(x, s), perm); });
+    cmp("permute", "[96,3,24,20] (1,2,0,3)", pm, 0.0);
+    drop(up), drop(pm), drop(y);
+
+    struct { int64_t co; int kt, kh, kw, ph, pw; bool b; } cv[] = {
+        {128, 3, 3, 3, 1, 1, true}, {64, 1, 3, 3, 1, 1, true}, {192, 1, 1, 1, 0, 0, true}, {48, 3, 1, 1, 0, 0, false}};
+    for (auto &c : cv) {
+        pair w = mkr({c.co, C, c.kt, c.kh, c.kw}, 1.0f / sqrtf((float)(C * c.kt * c.kh * c.kw))), b = mkr({c.co});
+        int64_t To = Tt - c.kt + 1, Ho = H + 2 * c.ph - c.kh + 1, Wo = W + 2 * c.pw - c.kw + 1;
+        pair yo = mkr({c.co, To, Ho, Wo});
+        both("conv3d", [&](c3_backend *be, int s) { return be->conv3d(be, T(yo, s), T(x, s), T(w, s), c.b ? T(b, s) : NULL, c.ph, c.pw); });
+        char sh[64];
+        snprintf(sh, sizeof sh, "%lld<-96 k%d%d%d p%d%d%s", (long long)c.co, c.kt, c.kh, c.kw, c.ph, c.pw, c.b ? " +b" : "");
+        cmp("conv3d", sh, yo);
+        drop(w), drop(b), drop(yo);
+    }
+    drop(x), drop(gam), drop(bias);
+}
+
+/* ======================================================================== */
+/* timing                                                                    */
+/* ======================================================================== */
+
+template <class F>
+static double time_ms(cudaStream_t s, F f) {
+    cudaEvent_t e0, e1;
+    CK(cudaEventCreate(&e0));
+    CK(cudaEventCreate(&e1));
+    for (int i = 0; i < TIME_WARMUP; i++) f();
+    std::vector<float> t;
+    for (int i = 0; i < TIME_REPS; i++) {
+        CK(cudaEventRecord(e0, s));
+        f();
+        CK(cudaEventRecord(e1, s));
+        CK(cudaEventSynchronize(e1));
+        float ms;
+        CK(cudaEventElapsedTime(&ms, e0, e1));
+        t.push_back(ms);
+    }
+    CK(cudaEventDestroy(e0));
+    CK(cudaEventDestroy(e1));
+    std::sort(t.begin(), t.end());
+    return t[t.size() / 2];
+}
+
+/* rows of S (fp32, length n) -> P = softmax(scale * S) in bf16 */
+__global__ void k_ref_softmax(__nv_bfloat16 *P, const float *S, int64_t n, float scale) {
+    const float *s = S + blockIdx.x * n;
+    __nv_bfloat16 *p = P + blockIdx.x * n;
+    __shared__ float red[32];
+    float mx = -INFINITY;
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) mx = fmaxf(mx, s[j]);
+    for (int o = 16; o; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+    if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = mx;
+    __syncthreads();
+    mx = red[0];
+    for (int i = 1; i < (int)blockDim.x / 32; i++) mx = fmaxf(mx, red[i]);
+    __syncthreads();
+    float sum = 0;
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) sum += expf(scale * (s[j] - mx));
+    for (int o = 16; o; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+    if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = sum;
+    __syncthreads();
+    sum = 0;
+    for (int i = 0; i < (int)blockDim.x / 32; i++) sum += red[i];
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) p[j] = __float2bfloat16(expf(scale * (s[j] - mx)) / sum);
+}
+
+/* cuBLAS reference: per kv head, S = Q K^T (fp32), softmax, O = P V. */
+static void ref_attention(cublasHandle_t h, cudaStream_t st, __nv_bfloat16 *O, const __nv_bfloat16 *Q,
+                          const __nv_bfloat16 *K, const __nv_bfloat16 *V, int64_t Sq, int64_t Skv, int Hq, int Hkv,
+                          int D, float *S, __nv_bfloat16 *P) {
+    int g = Hq / Hkv;
+    float one = 1, zero = 0;
+    for (int hk = 0; hk < Hkv; hk++) {
+        CB(cublasGemmStridedBatchedEx(h, CUBLAS_OP_T, CUBLAS_OP_N, (int)Skv, (int)Sq, D, &one, K + hk * D, CUDA_R_16BF,
+                                      Hkv * D, 0, Q + (int64_t)hk * g * D, CUDA_R_16BF, Hq * D, D, &zero, S, CUDA_R_32F,
+                                      (int)Skv, Sq * Skv, g, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+        k_ref_softmax<<<(unsigned)(g * Sq), 256, 0, st>>>(P, S, Skv, 1.0f / sqrtf((float)D));
+        CB(cublasGemmStridedBatchedEx(h, CUBLAS_OP_N, CUBLAS_OP_N, D, (int)Sq, (int)Skv, &one, V + hk * D, CUDA_R_16BF,
+                                      Hkv * D, 0, P, CUDA_R_16BF, (int)Skv, Sq * Skv, &zero, O + (int64_t)hk * g * D,
+                                      CUDA_R_16BF, Hq * D, D, g, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    }
+}
+
+static void time_attention(int64_t Sq, int64_t L, int Hq, int Hkv, int D) {
+    cudaStream_t st = c3_cuda_stream(gpu);
+    int64_t Skv = L + Sq;
+    c3_tensor q, o, ro, kc, vc;
+    OK(c3_alloc(gpu, &q, C3_BF16, C3_MEM_ACT, 3, Sq, (int64_t)Hq, (int64_t)D));
+    OK(c3_alloc(gpu, &o, C3_BF16, C3_MEM_ACT, 3, Sq, (int64_t)Hq, (int64_t)D));
+    OK(c3_alloc(gpu, &ro, C3_BF16, C3_MEM_ACT, 3, Sq, (int64_t)Hq, (int64_t)D));
+    OK(c3_alloc(gpu, &kc, C3_BF16, C3_MEM_ACT, 3, Skv, (int64_t)Hkv, (int64_t)D));
+    OK(c3_alloc(gpu, &vc, C3_BF16, C3_MEM_ACT, 3, Skv, (int64_t)Hkv, (int64_t)D));
+    std::vector<float> hq = randv(c3_numel(&q)), hk = randv(c3_numel(&kc)), hv = randv(c3_numel(&vc));
+    OK(gpu->upload(gpu, &q, hq.data(), C3_F32));
+    OK(gpu->upload(gpu, &kc, hk.data(), C3_F32));
+    OK(gpu->upload(gpu, &vc, hv.data(), C3_F32));
+    /* the kernel sees two segments [UND L | GEN Sq] that are views of kc/vc */
+    c3_tensor ku = c3_rows(&kc, 0, L), kg = c3_rows(&kc, L, Sq), vu = c3_rows(&vc, 0, L), vg = c3_rows(&vc, L, Sq);
+    c3_kvseg seg[2] = {{&ku, &vu, L, L}, {&kg, &vg, Sq, Sq}};
+    float *S;
+    __nv_bfloat16 *P;
+    int g = Hq / Hkv;
+    CK(cudaMalloc(&S, (size_t)g * Sq * Skv * sizeof(float)));
+    CK(cudaMalloc(&P, (size_t)g * Sq * Skv * sizeof(__nv_bfloat16)));
+    cublasHandle_t h;
+    CB(cublasCreate(&h));
+    CB(cublasSetStream(h, st));
+    double flop = 4.0 * (double)Sq * (double)Skv * D * Hq;
+    double t_mma = time_ms(st, [&] { OK(gpu->attention(gpu, &o, &q, seg, 2, false, 1.0f / sqrtf((float)D))); });
+    c3_cuda_attention_kernel(2);
+    double t_gen = Sq <= 4096 ? time_ms(st, [&] { OK(gpu->attention(gpu, &ro, &q, seg, 2, false, 1.0f / sqrtf((float)D))); }) : NAN;
+    c3_cuda_attention_kernel(0);
+    double t_ref = time_ms(st, [&] {
+        ref_attention(h, st, (__nv_bfloat16 *)ro.data, (const __nv_bfloat16 *)q.data, (const __nv_bfloat16 *)kc.data,
+                      (const __nv_bfloat16 *)vc.data, Sq, Skv, Hq, Hkv, D, S, P);
+    });
+    /* agreement of the two on this input */
+    std::vector<float> a((size_t)c3_numel(&o)), b((size_t)c3_numel(&o));
+    OK(gpu->download(gpu, a.data(), &o));
+    OK(gpu->download(gpu, b.data(), &ro));
+    double num = 0, den = 0;
+    for (size_t i = 0; i < a.size(); i++) num += (double)(a[i] - b[i]) * (a[i] - b[i]), den += (double)b[i] * b[i];
+    double rel = sqrt(num / den);
+    checks++;
+    if (!(rel <= TOL)) failures++;
+    printf("  Sq %6lld keys %6lld+%-4lld H %2d/%d D %3d | flash %8.3f ms %6.1f TF/s | generic %8.3f ms | cuBLAS ref %8.3f ms %6.1f TF/s | rel %.2e %s\n",
+           (long long)Sq, (long long)L, (long long)Sq, Hq, Hkv, D, t_mma, flop / t_mma / 1e9, t_gen, t_ref,
+           flop / t_ref / 1e9, rel, rel <= TOL ? "ok" : "FAIL");
+    CB(cublasDestroy(h));
+    CK(cudaFree(S));
+    CK(cudaFree(P));
+    c3_free(&q), c3_free(&o), c3_free(&ro), c3_free(&kc), c3_free(&vc);
+}
+
+static void time_gemm(int64_t M, int64_t N, int64_t K, const char *what) {
+    cudaStream_t st = c3_cuda_stream(gpu);
+    c3_tensor x, w, y, b;
+    OK(c3_alloc(gpu, &x, C3_BF16, C3_MEM_ACT, 2, M, K));
+    OK(c3_alloc(gpu, &w, C3_BF16, C3_MEM_WEIGHTS, 2, N, K));
+    OK(c3_alloc(gpu, &y, C3_BF16, C3_MEM_ACT, 2, M, N));
+    OK(c3_alloc(gpu, &b, C3_BF16, C3_MEM_WEIGHTS, 1, N));
+    std::vector<float> hx = randv(M * K), hw = randv(N * K, 0.02f), hb = randv(N);
+    OK(gpu->upload(gpu, &x, hx.data(), C3_F32));
+    OK(gpu->upload(gpu, &w, hw.data(), C3_F32));
+    OK(gpu->upload(gpu, &b, hb.data(), C3_F32));
+    cublasHandle_t h;
+    CB(cublasCreate(&h));
+    CB(cublasSetStream(h, st));
+    float one = 1, zero = 0;
+    double flop = 2.0 * M * N * K;
+    double t_lin = time_ms(st, [&] { OK(gpu->linear(gpu, &y, &x, &w, NULL, false)); });
+    double t_bias = time_ms(st, [&] { OK(gpu->linear(gpu, &y, &x, &w, &b, false)); });
+    double t_acc = time_ms(st, [&] { OK(gpu->linear(gpu, &y, &x, &w, &b, true)); });
+    double t_ex = time_ms(st, [&] {
+        CB(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, (int)N, (int)M, (int)K, &one, w.data, CUDA_R_16BF, (int)K, x.data,
+                        CUDA_R_16BF, (int)K, &zero, y.data, CUDA_R_16BF, (int)N, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    });
+    printf("  %-14s M %5lld N %5lld K %5lld | linear %7.3f ms %6.1f TF/s | +bias %7.3f | +bias+acc %7.3f | GemmEx %7.3f ms %6.1f TF/s\n",
+           what, (long long)M, (long long)N, (long long)K, t_lin, flop / t_lin / 1e9, t_bias, t_acc, t_ex,
+           flop / t_ex / 1e9);
+    CB(cublasDestroy(h));
+    c3_free(&x), c3_free(&w), c3_free(&y), c3_free(&b);
+}
+
+int main(int argc, char **argv) {
+    bool quick = argc > 1 && !strcmp(argv[1], "--quick");
+    if (c3_backend_cuda(0, &gpu) != C3_OK) {
+        printf("ops_check: SKIP: %s\n", c3_errmsg());
+        return 77;
+    }
+    cpu = c3_backend_cpu();
+    cudaDeviceProp p;
+    CK(cudaGetDeviceProperties(&p, 0));
+    printf("ops_check: %s, %d SMs, %.0f GiB, cc %d.%d\n", p.name, p.multiProcessorCount,
+           p.totalGlobalMem / 1073741824.0, p.major, p.minor);
+
+    printf("checks (CUDA vs CPU backend, tolerance rel L2 %.0e):\n", TOL);
+    check_linear(300, 512, 768, true, false);
+    check_linear(300, 512, 768, true, true);
+    check_linear(77, 1024, 256, false, false);
+    check_linear(64, 320, 96, false, true);
+    check_rmsnorm(257, 1024, false);
+    check_rmsnorm(257, 1024, true);
+    check_rmsnorm(300 * 8, 128, false);
+    check_rope(300, 8, 128);
+    check_rope(40, 4, 32);
+    check_attention("attention gen (2 seg)", 333, 8, 2, 128, {77, 340}, {77, 333}, false, 0);
+    check_attention("attention und causal", 200, 8, 2, 128, {200}, {200}, true, 0);
+    check_attention("attention tiny D32", 70, 4, 2, 32, {13, 70}, {13, 70}, false, 0);
+    check_attention("attention D64 3 seg", 129, 4, 4, 64, {5, 64, 100}, {5, 60, 97}, false, 0);
+    check_attention("attention generic", 333, 8, 2, 128, {77, 340}, {77, 333}, false, 2);
+    check_attention("attention generic causal", 100, 4, 1, 128, {130}, {130}, true, 2);
+    check_attention("attention vae D384", 256, 1, 1, 384, {256}, {256}, false, 0);
+    check_attention("attention f32 (generic)", 65, 4, 2, 64, {30, 65}, {30, 65}, false, 0, C3_F32);
+    check_elementwise();
+    check_vae();
+    printf("memory: weights %lld, kv %lld, act %lld bytes; peak %lld\n", (long long)gpu->mem[C3_MEM_WEIGHTS],
+           (long long)gpu->mem[C3_MEM_KV], (long long)gpu->mem[C3_MEM_ACT], (long long)gpu->mem_peak);
+
+    if (!quick) {
+        printf("attention timing (median of %d; flash = tensor-core kernel, 2 key segments):\n", TIME_REPS);
+        time_attention(1024, 300, 32, 8, 128);
+        time_attention(4096, 300, 32, 8, 128);
+        time_attention(16384, 300, 32, 8, 128);
+        time_attention(4096, 300, 64, 8, 128);
+        printf("linear timing (bf16, fp32 accumulate, median of %d):\n", TIME_REPS);
+        time_gemm(4096, 4096, 4096, "nano q/out");
+        time_gemm(4096, 1024, 4096, "nano k/v");
+        time_gemm(4096, 12288, 4096, "nano gate/up");
+        time_gemm(4096, 4096, 12288, "nano down");
+        time_gemm(300, 4096, 4096, "und L=300");
+        time_gemm(4096, 25600, 5120, "super gate/up");
+    }
+    printf("ops_check: %d checks, %d failed\n", checks, failures);
+    c3_backend_destroy(gpu);
+    c3_backend_destroy(cpu);
+    return failures ? 1 : 0;
+}

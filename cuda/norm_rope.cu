@@ -1,0 +1,134 @@
+/* norm_rope.cu - row RMSNorm (Qwen and Nemotron rounding), rotate-half RoPE
+ * and the VAE's channel RMS norm. Statistics and angles in fp32. */
+#include "cuda_internal.h"
+
+#define WARP 32
+/* Rows handled per block by the warp-per-row RMSNorm (one warp each). */
+#define NORM_ROWS_PER_BLOCK 8
+/* Floor of the channel norm's denominator (F.normalize's eps). */
+#define CHAN_NORM_EPS 1e-12f
+
+static __device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+    for (int o = WARP / 2; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+/* x, y [rows, dim]; w [dim]. One warp per row. */
+__global__ void k_rmsnorm(void *y, int yt, const void *x, int xt, const void *w, int wt, int64_t rows, int dim,
+                          float eps, int mul_fp32) {
+    int64_t row = (int64_t)blockIdx.x * NORM_ROWS_PER_BLOCK + threadIdx.x / WARP;
+    int lane = threadIdx.x % WARP;
+    if (row >= rows) return;
+    int64_t base = row * dim;
+    float ss = 0.0f;
+    for (int d = lane; d < dim; d += WARP) {
+        float v = cu_ld(x, xt, base + d);
+        ss += v * v;
+    }
+    ss = warp_sum(ss);
+    float r = rsqrtf(ss / (float)dim + eps);
+    for (int d = lane; d < dim; d += WARP) {
+        float n = cu_ld(x, xt, base + d) * r;
+        if (!mul_fp32) n = cu_round(yt, n); /* Qwen: normalised x is cast before the multiply */
+        cu_st(y, yt, base + d, cu_ld(w, wt, d) * n);
+    }
+}
+
+int cu_rmsnorm(c3_backend *be, c3_tensor *y, const c3_tensor *x, const c3_tensor *w, int dim, float eps,
+               bool mul_fp32) {
+    C3_TRY(cu_check_float("rmsnorm", y, "y"));
+    C3_TRY(cu_check_float("rmsnorm", x, "x"));
+    C3_TRY(cu_check_float("rmsnorm", w, "weight"));
+    int64_t n = c3_numel(x);
+    if (dim <= 0 || n % dim || c3_numel(y) != n || c3_numel(w) != dim)
+        return c3_fail(C3_EFAIL, "cuda rmsnorm: x %lld, y %lld, weight %lld elements for rows of %d",
+                       (long long)n, (long long)c3_numel(y), (long long)c3_numel(w), dim);
+    CU_ENTER(be);
+    int64_t rows = n / dim;
+    if (rows == 0) return C3_OK;
+    unsigned grid = (unsigned)((rows + NORM_ROWS_PER_BLOCK - 1) / NORM_ROWS_PER_BLOCK);
+    k_rmsnorm<<<grid, NORM_ROWS_PER_BLOCK * WARP, 0, cu_of(be)->stream>>>(y->data, y->dtype, x->data, x->dtype,
+                                                                           w->data, w->dtype, rows, dim, eps,
+                                                                           mul_fp32);
+    CU_CHECK_LAUNCH();
+    return C3_OK;
+}
+
+/* x [N, H, D] in place; cos, sin [N, D]. One thread per rotated pair (j, j + D/2). */
+__global__ void k_rope(void *x, int xt, const void *cs, int ct, const void *sn, int st, int64_t N, int64_t H,
+                       int D) {
+    int half = D / 2;
+    int64_t total = N * H * half;
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        int j = (int)(i % half);
+        int64_t nh = i / half, n = nh / H;
+        int64_t xo = nh * D, co = n * D;
+        float x1 = cu_ld(x, xt, xo + j), x2 = cu_ld(x, xt, xo + j + half);
+        float c1 = cu_ld(cs, ct, co + j), c2 = cu_ld(cs, ct, co + j + half);
+        float s1 = cu_ld(sn, st, co + j), s2 = cu_ld(sn, st, co + j + half);
+        cu_st(x, xt, xo + j, x1 * c1 - x2 * s1);        /* rot(x)[j] = -x[j + D/2] */
+        cu_st(x, xt, xo + j + half, x2 * c2 + x1 * s2); /* rot(x)[j + D/2] = x[j] */
+    }
+}
+
+int cu_rope(c3_backend *be, c3_tensor *x, const c3_tensor *cos, const c3_tensor *sin) {
+    C3_TRY(cu_check_float("rope", x, "x"));
+    C3_TRY(cu_check_float("rope", cos, "cos"));
+    C3_TRY(cu_check_float("rope", sin, "sin"));
+    if (x->ndim < 2) return c3_fail(C3_EFAIL, "cuda rope: x has %d dimensions, expected [N, H, D]", x->ndim);
+    int64_t N = x->ne[0], D = x->ne[x->ndim - 1];
+    if (D % 2 || N * D == 0 || c3_numel(x) % (N * D))
+        return c3_fail(C3_EFAIL, "cuda rope: x of %lld elements is not [%lld, H, %lld] with even D",
+                       (long long)c3_numel(x), (long long)N, (long long)D);
+    if (c3_numel(cos) != N * D || c3_numel(sin) != N * D)
+        return c3_fail(C3_EFAIL, "cuda rope: cos/sin have %lld/%lld elements, expected %lld x %lld",
+                       (long long)c3_numel(cos), (long long)c3_numel(sin), (long long)N, (long long)D);
+    CU_ENTER(be);
+    int64_t H = c3_numel(x) / (N * D);
+    k_rope<<<cu_grid(be, N * H * D / 2), CU_THREADS, 0, cu_of(be)->stream>>>(
+        x->data, x->dtype, cos->data, cos->dtype, sin->data, sin->dtype, N, H, (int)D);
+    CU_CHECK_LAUNCH();
+    return C3_OK;
+}
+
+/* x, y [C, N]: one thread per position n, looping over channels (coalesced in n). */
+__global__ void k_chan_rmsnorm(void *y, int yt, const void *x, int xt, const void *g, int gt, const void *b,
+                               int bt, int C, int64_t N) {
+    float scale = sqrtf((float)C);
+    for (int64_t n = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; n < N; n += (int64_t)gridDim.x * blockDim.x) {
+        float ss = 0.0f;
+        for (int c = 0; c < C; c++) {
+            float v = cu_ld(x, xt, (int64_t)c * N + n);
+            ss += v * v;
+        }
+        float r = scale / fmaxf(sqrtf(ss), CHAN_NORM_EPS);
+        for (int c = 0; c < C; c++) {
+            int64_t i = (int64_t)c * N + n;
+            float v = cu_ld(x, xt, i) * r * cu_ld(g, gt, c);
+            if (b) v += cu_ld(b, bt, c);
+            cu_st(y, yt, i, v);
+        }
+    }
+}
+
+int cu_chan_rmsnorm(c3_backend *be, c3_tensor *y, const c3_tensor *x, const c3_tensor *gamma,
+                    const c3_tensor *bias) {
+    C3_TRY(cu_check_float("chan_rmsnorm", y, "y"));
+    C3_TRY(cu_check_float("chan_rmsnorm", x, "x"));
+    C3_TRY(cu_check_float("chan_rmsnorm", gamma, "gamma"));
+    if (bias) C3_TRY(cu_check_float("chan_rmsnorm", bias, "bias"));
+    int64_t C = c3_numel(gamma), n = c3_numel(x);
+    if (C == 0 || n % C || c3_numel(y) != n || (bias && c3_numel(bias) != C))
+        return c3_fail(C3_EFAIL, "cuda chan_rmsnorm: x %lld, y %lld elements for %lld channels (bias %lld)",
+                       (long long)n, (long long)c3_numel(y), (long long)C, bias ? (long long)c3_numel(bias) : 0LL);
+    CU_ENTER(be);
+    int64_t N = n / C;
+    if (N == 0) return C3_OK;
+    k_chan_rmsnorm<<<cu_grid(be, N), CU_THREADS, 0, cu_of(be)->stream>>>(
+        y->data, y->dtype, x->data, x->dtype, gamma->data, gamma->dtype, bias ? bias->data : NULL,
+        bias ? bias->dtype : C3_F32, (int)C, N);
+    CU_CHECK_LAUNCH();
+    return C3_OK;
+}
