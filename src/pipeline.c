@@ -60,9 +60,18 @@ const char *pipeline_model_dir(const c3_settings *s, char *buf, size_t n) {
         snprintf(buf, n, "%s", env);
         return buf;
     }
-    /* the built-in default: installed data dir, else the source tree's share/ */
-    const char *cands[] = {COSMOS3_DATADIR "/models/default", COSMOS3_SRCDIR "/share/models/default"};
+    /* the built-in default: the user's data dir, the installed data dir, the
+     * source tree's share/, else the one `meson compile` made in the build dir */
+    char user[4096] = "";
+    const char *xdg = getenv("XDG_DATA_HOME"), *home = getenv("HOME");
+    if (xdg && *xdg)
+        snprintf(user, sizeof user, "%s/cosmos3/models/default", xdg);
+    else if (home && *home)
+        snprintf(user, sizeof user, "%s/.local/share/cosmos3/models/default", home);
+    const char *cands[] = {user, COSMOS3_DATADIR "/models/default", COSMOS3_SRCDIR "/share/models/default",
+                           COSMOS3_BUILDDIR "/default-model"};
     for (size_t i = 0; i < C3_ARRAY_LEN(cands); i++) {
+        if (!cands[i][0]) continue;
         char *p = c3_path_join(cands[i], "model_index.json");
         bool ok = c3_file_exists(p);
         free(p);
@@ -71,7 +80,7 @@ const char *pipeline_model_dir(const c3_settings *s, char *buf, size_t n) {
             return buf;
         }
     }
-    snprintf(buf, n, "%s", cands[1]);
+    snprintf(buf, n, "%s", cands[3]);
     return buf;
 }
 
