@@ -40,8 +40,10 @@ status=0
 for t in "${targets[@]}"; do
     mkdir -p "$out/corpus-$t"
     log="$out/fuzz-$t.log"
-    # -jobs=1 runs one worker process (output in fuzz-0.log in the cwd)
-    (cd "$out" && nice -n 10 "./fuzz_$t" -jobs=1 -workers=1 -max_total_time="$secs" -print_final_stats=1 \
+    # -jobs=1 runs one worker process (output in fuzz-0.log in the cwd,
+    # a folder of its own so that two run.sh can share $FUZZ_OUT)
+    mkdir -p "$out/work-$t"
+    (cd "$out/work-$t" && nice -n 10 "$out/fuzz_$t" -jobs=1 -workers=1 -max_total_time="$secs" -print_final_stats=1 \
         -dict="$here/json.dict" -max_len=4096 -timeout=10 -rss_limit_mb=2048 \
         -artifact_prefix="$out/crash-$t-" ${FUZZ_ARGS:-} "$out/corpus-$t" "$here/corpus/$t" >/dev/null 2>&1 || true
      mv -f fuzz-0.log "$log" 2>/dev/null || true)
