@@ -111,7 +111,8 @@ typedef struct {
 static void sb_reserve(sbuf *b, size_t extra) {
     if (b->n + extra <= b->cap) return;
     size_t cap = b->cap ? b->cap : 64;
-    while (cap < b->n + extra) cap *= 2;
+    while (cap < b->n + extra)
+        cap *= 2;
     b->p = xrealloc(b->p, cap);
     b->cap = cap;
 }
@@ -162,9 +163,9 @@ typedef struct {
 #define EMPTY_KEY UINT64_MAX
 
 struct c3_tokenizer {
-    int n_ids;        /* highest id + 1 (vocab and added tokens) */
-    char *raw;        /* arena: vocab strings as stored (byte-level alphabet) */
-    size_t *raw_off;  /* [n_ids] offset into raw, or SIZE_MAX when id unused */
+    int n_ids;       /* highest id + 1 (vocab and added tokens) */
+    char *raw;       /* arena: vocab strings as stored (byte-level alphabet) */
+    size_t *raw_off; /* [n_ids] offset into raw, or SIZE_MAX when id unused */
     uint32_t *raw_len;
     char *dec;        /* arena: decoded bytes per id, NUL-terminated */
     size_t *dec_off;  /* [n_ids] offset into dec, or SIZE_MAX */
@@ -172,8 +173,8 @@ struct c3_tokenizer {
     size_t vmask;
     merge_ent *mhash; /* open-addressed merges keyed by id pair */
     size_t mmask;
-    int32_t byte_id[BYTE_VALUES];     /* id of the one-byte token for each byte */
-    uint32_t byte_cp[BYTE_VALUES];    /* the byte-level alphabet: byte -> code point */
+    int32_t byte_id[BYTE_VALUES];  /* id of the one-byte token for each byte */
+    uint32_t byte_cp[BYTE_VALUES]; /* the byte-level alphabet: byte -> code point */
     added_tok *added;
     int n_added;
     bool any_normalized_added;
@@ -193,7 +194,9 @@ static void byte_alphabet(uint32_t cp[BYTE_VALUES]) {
     }
 }
 
-static uint64_t hash_bytes(const char *s, size_t n) { return c3_fnv1a(s, n, C3_FNV_INIT); }
+static uint64_t hash_bytes(const char *s, size_t n) {
+    return c3_fnv1a(s, n, C3_FNV_INIT);
+}
 static uint64_t hash_pair(uint64_t k) {
     k ^= k >> 33;
     k *= 0xff51afd7ed558ccdull;
@@ -204,7 +207,8 @@ static uint64_t hash_pair(uint64_t k) {
 }
 static size_t table_size(size_t n) {
     size_t s = 16;
-    while (s < 2 * n) s *= 2;
+    while (s < n + n / 2) /* linear probing stays short below ~2/3 full */
+        s *= 2;
     return s;
 }
 
@@ -239,11 +243,14 @@ typedef struct {
 } scan;
 
 static int scan_fail(scan *s, const char *what) {
-    return c3_fail(C3_EMODEL, "%s: malformed tokenizer.json at byte %zu: %s; re-copy the file from the checkpoint",
-                   s->path, (size_t)(s->p - s->start), what);
+    return c3_fail(
+        C3_EMODEL,
+        "%s: malformed tokenizer.json at byte %zu: %s; re-copy the file from the checkpoint",
+        s->path, (size_t)(s->p - s->start), what);
 }
 static void skip_ws(scan *s) {
-    while (s->p < s->end && (*s->p == ' ' || *s->p == '\n' || *s->p == '\r' || *s->p == '\t')) s->p++;
+    while (s->p < s->end && (*s->p == ' ' || *s->p == '\n' || *s->p == '\r' || *s->p == '\t'))
+        s->p++;
 }
 static bool expect(scan *s, char c) {
     skip_ws(s);
@@ -278,7 +285,8 @@ static int scan_string(scan *s, sbuf *b) {
     if (!expect(s, '"')) return scan_fail(s, "expected a string");
     for (;;) {
         const char *q = s->p;
-        while (q < s->end && *q != '"' && *q != '\\' && (unsigned char)*q >= 0x20) q++;
+        while (q < s->end && *q != '"' && *q != '\\' && (unsigned char)*q >= 0x20)
+            q++;
         sb_add(b, s->p, (size_t)(q - s->p));
         s->p = q;
         if (s->p >= s->end) return scan_fail(s, "unterminated string");
@@ -289,26 +297,43 @@ static int scan_string(scan *s, sbuf *b) {
         char e = *s->p++;
         char out[UTF8_MAX_BYTES];
         switch (e) {
-        case '"': case '\\': case '/': sb_add(b, &e, 1); break;
-        case 'b': sb_add(b, "\b", 1); break;
-        case 'f': sb_add(b, "\f", 1); break;
-        case 'n': sb_add(b, "\n", 1); break;
-        case 'r': sb_add(b, "\r", 1); break;
-        case 't': sb_add(b, "\t", 1); break;
+        case '"':
+        case '\\':
+        case '/':
+            sb_add(b, &e, 1);
+            break;
+        case 'b':
+            sb_add(b, "\b", 1);
+            break;
+        case 'f':
+            sb_add(b, "\f", 1);
+            break;
+        case 'n':
+            sb_add(b, "\n", 1);
+            break;
+        case 'r':
+            sb_add(b, "\r", 1);
+            break;
+        case 't':
+            sb_add(b, "\t", 1);
+            break;
         case 'u': {
             uint32_t v, lo;
             if (read_hex4(s, &v)) return scan_fail(s, "bad \\u escape");
             if (v >= 0xDC00 && v <= 0xDFFF) return scan_fail(s, "lone low surrogate");
             if (v >= 0xD800 && v <= 0xDBFF) {
-                if (s->end - s->p < 2 || s->p[0] != '\\' || s->p[1] != 'u') return scan_fail(s, "lone high surrogate");
+                if (s->end - s->p < 2 || s->p[0] != '\\' || s->p[1] != 'u')
+                    return scan_fail(s, "lone high surrogate");
                 s->p += 2;
-                if (read_hex4(s, &lo) || lo < 0xDC00 || lo > 0xDFFF) return scan_fail(s, "bad surrogate pair");
+                if (read_hex4(s, &lo) || lo < 0xDC00 || lo > 0xDFFF)
+                    return scan_fail(s, "bad surrogate pair");
                 v = 0x10000 + ((v - 0xD800) << 10) + (lo - 0xDC00);
             }
             sb_add(b, out, (size_t)utf8_encode(v, out));
             break;
         }
-        default: return scan_fail(s, "unknown escape");
+        default:
+            return scan_fail(s, "unknown escape");
         }
     }
 }
@@ -320,7 +345,8 @@ static int scan_int(scan *s, long *v) {
     if (neg) q++;
     long x = 0;
     const char *digits = q;
-    while (q < s->end && *q >= '0' && *q <= '9' && x < (1L << 40)) x = x * 10 + (*q++ - '0');
+    while (q < s->end && *q >= '0' && *q <= '9' && x < (1L << 40))
+        x = x * 10 + (*q++ - '0');
     if (q == digits) return scan_fail(s, "expected an integer");
     s->p = q;
     *v = neg ? -x : x;
@@ -336,7 +362,8 @@ static int scan_skip(scan *s) {
         char c = *s->p;
         if (c == '"') {
             s->p++;
-            while (s->p < s->end && *s->p != '"') s->p += (*s->p == '\\') ? 2 : 1;
+            while (s->p < s->end && *s->p != '"')
+                s->p += (*s->p == '\\') ? 2 : 1;
             if (s->p >= s->end) return scan_fail(s, "unterminated string");
             s->p++;
         } else if (c == '{' || c == '[') {
@@ -345,7 +372,8 @@ static int scan_skip(scan *s) {
             if (--depth < 0) return scan_fail(s, "unbalanced brackets");
             s->p++;
         } else if (depth == 0) { /* a scalar */
-            while (s->p < s->end && !strchr(",}] \t\r\n", *s->p)) s->p++;
+            while (s->p < s->end && !strchr(",}] \t\r\n", *s->p))
+                s->p++;
         } else {
             s->p++;
         }
@@ -375,10 +403,12 @@ static void ensure_id(c3_tokenizer *t, int32_t id, int *cap) {
         return;
     }
     int nc = *cap ? *cap : 1024;
-    while (nc <= id) nc *= 2;
+    while (nc <= id)
+        nc *= 2;
     t->raw_off = xrealloc(t->raw_off, (size_t)nc * sizeof *t->raw_off);
     t->raw_len = xrealloc(t->raw_len, (size_t)nc * sizeof *t->raw_len);
-    for (int i = *cap; i < nc; i++) t->raw_off[i] = SIZE_MAX, t->raw_len[i] = 0;
+    for (int i = *cap; i < nc; i++)
+        t->raw_off[i] = SIZE_MAX, t->raw_len[i] = 0;
     *cap = nc;
     if (id >= t->n_ids) t->n_ids = id + 1;
 }
@@ -422,10 +452,12 @@ out:
 
 static int build_vocab_hash(c3_tokenizer *t, const char *path) {
     size_t n = 0;
-    for (int i = 0; i < t->n_ids; i++) n += t->raw_off[i] != SIZE_MAX;
+    for (int i = 0; i < t->n_ids; i++)
+        n += t->raw_off[i] != SIZE_MAX;
     size_t sz = table_size(n);
     t->vhash = xmalloc(sz * sizeof *t->vhash);
-    for (size_t i = 0; i < sz; i++) t->vhash[i].id = -1;
+    for (size_t i = 0; i < sz; i++)
+        t->vhash[i].id = -1;
     t->vmask = sz - 1;
     for (int32_t id = 0; id < t->n_ids; id++) {
         if (t->raw_off[id] == SIZE_MAX) continue;
@@ -437,8 +469,9 @@ static int build_vocab_hash(c3_tokenizer *t, const char *path) {
         for (; t->vhash[i].id >= 0; i = (i + 1) & t->vmask) {
             const vocab_ent *e = &t->vhash[i];
             if (e->fp == fp && e->len == len && !memcmp(t->raw + e->off, str, len))
-                return c3_fail(C3_EMODEL, "%s: token \"%.*s\" appears twice in model.vocab (ids %d and %d)", path,
-                               (int)len, str, e->id, id);
+                return c3_fail(C3_EMODEL,
+                               "%s: token \"%.*s\" appears twice in model.vocab (ids %d and %d)",
+                               path, (int)len, str, e->id, id);
         }
         t->vhash[i] = (vocab_ent){fp, id, (uint32_t)t->raw_off[id], len};
     }
@@ -446,19 +479,23 @@ static int build_vocab_hash(c3_tokenizer *t, const char *path) {
 }
 
 /* One merge given its two halves (a, b) at rank r. */
-static int add_merge(c3_tokenizer *t, scan *s, const sbuf *a, const sbuf *b, int32_t rank, sbuf *tmp) {
+static int add_merge(c3_tokenizer *t, scan *s, const sbuf *a, const sbuf *b, int32_t rank,
+                     sbuf *tmp) {
     int32_t ia = vocab_find(t, a->p, a->n), ib = vocab_find(t, b->p, b->n);
     tmp->n = 0;
     sb_add(tmp, a->p, a->n);
     sb_add(tmp, b->p, b->n);
     int32_t im = vocab_find(t, tmp->p, tmp->n);
     if (ia < 0 || ib < 0 || im < 0)
-        return c3_fail(C3_EMODEL, "%s: merge %d (\"%.*s\" \"%.*s\") uses a token missing from model.vocab; re-copy the file",
+        return c3_fail(C3_EMODEL,
+                       "%s: merge %d (\"%.*s\" \"%.*s\") uses a token missing from model.vocab; "
+                       "re-copy the file",
                        s->path, rank, (int)a->n, a->p, (int)b->n, b->p);
     uint64_t key = ((uint64_t)(uint32_t)ia << 32) | (uint32_t)ib;
     size_t i = hash_pair(key) & t->mmask;
     for (; t->mhash[i].key != EMPTY_KEY; i = (i + 1) & t->mmask)
-        if (t->mhash[i].key == key) return C3_OK; /* a repeated merge keeps its first (lower) rank */
+        if (t->mhash[i].key == key)
+            return C3_OK; /* a repeated merge keeps its first (lower) rank */
     t->mhash[i] = (merge_ent){key, rank, im};
     return C3_OK;
 }
@@ -470,7 +507,8 @@ static int load_merges(c3_tokenizer *t, scan *s, int vocab_count) {
     /* sized before counting: merges never exceed the vocab (each makes one token) */
     size_t sz = table_size((size_t)vocab_count + 1);
     t->mhash = xmalloc(sz * sizeof *t->mhash);
-    for (size_t i = 0; i < sz; i++) t->mhash[i].key = EMPTY_KEY;
+    for (size_t i = 0; i < sz; i++)
+        t->mhash[i].key = EMPTY_KEY;
     t->mmask = sz - 1;
     size_t used = 0;
     if (!expect(s, '[')) {
@@ -504,8 +542,9 @@ static int load_merges(c3_tokenizer *t, scan *s, int vocab_count) {
             sb_add(&a, tmp.p, (size_t)(sp - tmp.p));
             sb_add(&b, sp + 1, tmp.n - (size_t)(sp - tmp.p) - 1);
         }
-        if (++used > sz / 2) {
-            rc = c3_fail(C3_EMODEL, "%s: more merges than vocabulary entries; re-copy the file", s->path);
+        if (++used > (size_t)vocab_count + 1) {
+            rc = c3_fail(C3_EMODEL, "%s: more merges than vocabulary entries; re-copy the file",
+                         s->path);
             goto out;
         }
         if ((rc = add_merge(t, s, &a, &b, rank++, &tmp))) goto out;
@@ -531,7 +570,8 @@ static int load_added(c3_tokenizer *t, json_t *arr, const char *path, int *cap) 
         json_t *id = json_object_get(o, "id"), *content = json_object_get(o, "content");
         if (!json_is_integer(id) || !json_is_string(content) || json_string_length(content) == 0 ||
             json_integer_value(id) < 0 || json_integer_value(id) > INT32_MAX / 2)
-            return c3_fail(C3_EMODEL, "%s: added_tokens[%zu] needs an id and a non-empty content", path, i);
+            return c3_fail(C3_EMODEL, "%s: added_tokens[%zu] needs an id and a non-empty content",
+                           path, i);
         added_tok *a = &t->added[t->n_added++];
         a->len = json_string_length(content);
         a->content = xmalloc(a->len + 1);
@@ -561,38 +601,50 @@ static int load_normalizer(c3_tokenizer *t, json_t *n, const char *path) {
         json_array_foreach(list, i, e) C3_TRY(load_normalizer(t, e, path));
         return C3_OK;
     }
-    return c3_fail(C3_EMODEL, "%s: normalizer \"%s\" is not supported (only NFC); use a Qwen3 tokenizer.json", path,
-                   type ? type : "?");
+    return c3_fail(C3_EMODEL,
+                   "%s: normalizer \"%s\" is not supported (only NFC); use a Qwen3 tokenizer.json",
+                   path, type ? type : "?");
 }
 
 static int load_pretok_one(c3_tokenizer *t, json_t *p, const char *path) {
     const char *type = json_string_value(json_object_get(p, "type"));
     if (type && !strcmp(type, "ByteLevel")) {
-        if (json_is_true(json_object_get(p, "use_regex")) || json_is_true(json_object_get(p, "add_prefix_space")))
-            return c3_fail(C3_EMODEL, "%s: ByteLevel pre-tokenizer with use_regex/add_prefix_space is not supported",
-                           path);
+        if (json_is_true(json_object_get(p, "use_regex")) ||
+            json_is_true(json_object_get(p, "add_prefix_space")))
+            return c3_fail(
+                C3_EMODEL,
+                "%s: ByteLevel pre-tokenizer with use_regex/add_prefix_space is not supported",
+                path);
         return C3_OK;
     }
     if (type && !strcmp(type, "Split")) {
         const char *re = json_string_value(json_object_get(json_object_get(p, "pattern"), "Regex"));
         const char *beh = json_string_value(json_object_get(p, "behavior"));
         if (!re || !beh || strcmp(beh, "Isolated") || json_is_true(json_object_get(p, "invert")))
-            return c3_fail(C3_EMODEL, "%s: only a Split pre-tokenizer with a Regex pattern and Isolated behaviour "
-                                      "is supported", path);
-        if (t->re) return c3_fail(C3_EMODEL, "%s: more than one Split pre-tokenizer is not supported", path);
+            return c3_fail(
+                C3_EMODEL,
+                "%s: only a Split pre-tokenizer with a Regex pattern and Isolated behaviour "
+                "is supported",
+                path);
+        if (t->re)
+            return c3_fail(C3_EMODEL, "%s: more than one Split pre-tokenizer is not supported",
+                           path);
         int err;
         PCRE2_SIZE off;
-        t->re = pcre2_compile((PCRE2_SPTR)re, PCRE2_ZERO_TERMINATED, PCRE2_UTF | PCRE2_UCP, &err, &off, NULL);
+        t->re = pcre2_compile((PCRE2_SPTR)re, PCRE2_ZERO_TERMINATED, PCRE2_UTF | PCRE2_UCP, &err,
+                              &off, NULL);
         if (!t->re) {
             PCRE2_UCHAR msg[256];
             pcre2_get_error_message(err, msg, sizeof msg);
-            return c3_fail(C3_EMODEL, "%s: the pre-tokenizer regex does not compile at offset %zu: %s", path,
+            return c3_fail(C3_EMODEL,
+                           "%s: the pre-tokenizer regex does not compile at offset %zu: %s", path,
                            (size_t)off, (const char *)msg);
         }
         t->jit = pcre2_jit_compile(t->re, PCRE2_JIT_COMPLETE) == 0;
         return C3_OK;
     }
-    return c3_fail(C3_EMODEL, "%s: pre-tokenizer \"%s\" is not supported; use a Qwen3 tokenizer.json", path,
+    return c3_fail(C3_EMODEL,
+                   "%s: pre-tokenizer \"%s\" is not supported; use a Qwen3 tokenizer.json", path,
                    type ? type : "?");
 }
 
@@ -606,22 +658,26 @@ static int load_pretok(c3_tokenizer *t, json_t *p, const char *path) {
     } else {
         C3_TRY(load_pretok_one(t, p, path));
     }
-    if (!t->re) return c3_fail(C3_EMODEL, "%s: no Split pre-tokenizer regex; use a Qwen3 tokenizer.json", path);
+    if (!t->re)
+        return c3_fail(C3_EMODEL, "%s: no Split pre-tokenizer regex; use a Qwen3 tokenizer.json",
+                       path);
     return C3_OK;
 }
 
 static int load_model_opts(c3_tokenizer *t, json_t *m, const char *path) {
     const char *type = json_string_value(json_object_get(m, "type"));
     if (!type || strcmp(type, "BPE"))
-        return c3_fail(C3_EMODEL, "%s: model type \"%s\" is not BPE; use a Qwen3 tokenizer.json", path,
-                       type ? type : "?");
+        return c3_fail(C3_EMODEL, "%s: model type \"%s\" is not BPE; use a Qwen3 tokenizer.json",
+                       path, type ? type : "?");
     const char *pre = json_string_value(json_object_get(m, "continuing_subword_prefix"));
     const char *suf = json_string_value(json_object_get(m, "end_of_word_suffix"));
     json_t *drop = json_object_get(m, "dropout");
     if ((pre && *pre) || (suf && *suf) || json_is_true(json_object_get(m, "byte_fallback")) ||
         (drop && !json_is_null(drop)))
-        return c3_fail(C3_EMODEL, "%s: BPE options (subword prefix/suffix, byte_fallback, dropout) are not supported",
-                       path);
+        return c3_fail(
+            C3_EMODEL,
+            "%s: BPE options (subword prefix/suffix, byte_fallback, dropout) are not supported",
+            path);
     t->ignore_merges = json_is_true(json_object_get(m, "ignore_merges"));
     return C3_OK;
 }
@@ -630,7 +686,8 @@ static int load_model_opts(c3_tokenizer *t, json_t *m, const char *path) {
 static void build_decoded(c3_tokenizer *t) {
     uint8_t cp_byte[2 * BYTE_VALUES + 1];
     bool cp_ok[2 * BYTE_VALUES + 1] = {0};
-    for (int b = 0; b < BYTE_VALUES; b++) cp_byte[t->byte_cp[b]] = (uint8_t)b, cp_ok[t->byte_cp[b]] = true;
+    for (int b = 0; b < BYTE_VALUES; b++)
+        cp_byte[t->byte_cp[b]] = (uint8_t)b, cp_ok[t->byte_cp[b]] = true;
     sbuf d = {0};
     t->dec_off = xmalloc((size_t)t->n_ids * sizeof *t->dec_off);
     for (int id = 0; id < t->n_ids; id++) {
@@ -660,13 +717,30 @@ static void build_decoded(c3_tokenizer *t) {
     t->dec = d.p;
 }
 
+/* Step through an object's members: after '{' was read, each call reads
+ * the separator and the next key (s is then at its value); *more is false at
+ * the closing '}'. */
+static int object_next(scan *s, sbuf *key, bool *first, bool *more) {
+    *more = false;
+    if (expect(s, '}')) return C3_OK;
+    if (!*first && !expect(s, ',')) return scan_fail(s, "expected ',' or '}'");
+    *first = false;
+    C3_TRY(scan_string(s, key));
+    if (!expect(s, ':')) return scan_fail(s, "expected ':' after a key");
+    *more = true;
+    return C3_OK;
+}
+#define KEY_IS(k) (key.n == strlen(k) && !memcmp(key.p, k, key.n))
+
 int tok_load(c3_tokenizer **out, const char *path) {
     *out = NULL;
     char *text = NULL;
     size_t len = 0;
     if (c3_read_file(path, &text, &len) != C3_OK)
-        return c3_fail(C3_EMODEL, "%s: cannot read the tokenizer (%s); copy text_tokenizer/ from the checkpoint", path,
-                       c3_errmsg());
+        return c3_fail(
+            C3_EMODEL,
+            "%s: cannot read the tokenizer (%s); copy text_tokenizer/ from the checkpoint", path,
+            c3_errmsg());
     c3_tokenizer *t = xcalloc(1, sizeof *t);
     json_t *added = NULL, *norm = NULL, *pretok = NULL, *mopts = json_object();
     sbuf arena = {0};
@@ -680,13 +754,8 @@ int tok_load(c3_tokenizer **out, const char *path) {
         goto out;
     }
     sbuf key = {0};
-    if (!expect(&s, '}')) do {
-        if ((rc = scan_string(&s, &key))) break;
-        if (!expect(&s, ':')) {
-            rc = scan_fail(&s, "expected ':'");
-            break;
-        }
-#define KEY_IS(k) (key.n == strlen(k) && !memcmp(key.p, k, key.n))
+    bool first = true, more;
+    while (!(rc = object_next(&s, &key, &first, &more)) && more) {
         if (KEY_IS("added_tokens")) {
             rc = scan_json(&s, &added);
         } else if (KEY_IS("normalizer")) {
@@ -699,12 +768,8 @@ int tok_load(c3_tokenizer **out, const char *path) {
                 rc = scan_fail(&s, "model is not an object");
                 break;
             }
-            if (!expect(&s, '}')) do {
-                if ((rc = scan_string(&s, &key))) break;
-                if (!expect(&s, ':')) {
-                    rc = scan_fail(&s, "expected ':'");
-                    break;
-                }
+            bool mfirst = true, mmore;
+            while (!(rc = object_next(&s, &key, &mfirst, &mmore)) && mmore) {
                 if (KEY_IS("vocab") && !have_vocab) {
                     rc = load_vocab(t, &s, &arena, &cap, &vocab_count);
                     have_vocab = true;
@@ -713,7 +778,7 @@ int tok_load(c3_tokenizer **out, const char *path) {
                     if (!rc) rc = build_vocab_hash(t, path);
                     if (!rc && have_merges) rc = load_merges(t, &merges_at, vocab_count);
                 } else if (KEY_IS("merges") && !have_merges) {
-                    /* merges need the complete vocab: parse now or remember where they are */
+                    /* merges need the whole vocab: parse now or note where they are */
                     skip_ws(&s);
                     merges_at = s;
                     rc = have_vocab ? load_merges(t, &s, vocab_count) : scan_skip(&s);
@@ -727,18 +792,20 @@ int tok_load(c3_tokenizer **out, const char *path) {
                     if (v) json_object_set_new(mopts, k, v);
                     free(k);
                 }
-            } while (!rc && expect(&s, ','));
-            if (!rc && !expect(&s, '}')) rc = scan_fail(&s, "expected ',' or '}' in model");
+                if (rc) break;
+            }
         } else {
             rc = scan_skip(&s);
         }
-#undef KEY_IS
-    } while (!rc && expect(&s, ','));
+        if (rc) break;
+    }
     free(key.p);
     if (rc) goto out;
     if (!have_model || !have_vocab || !have_merges) {
-        rc = c3_fail(C3_EMODEL, "%s: model.vocab or model.merges missing; copy text_tokenizer/ from the checkpoint",
-                     path);
+        rc = c3_fail(
+            C3_EMODEL,
+            "%s: model.vocab or model.merges missing; copy text_tokenizer/ from the checkpoint",
+            path);
         goto out;
     }
     if ((rc = load_model_opts(t, mopts, path))) goto out;
@@ -755,8 +822,10 @@ int tok_load(c3_tokenizer **out, const char *path) {
         char u[UTF8_MAX_BYTES];
         t->byte_id[b] = vocab_find(t, u, (size_t)utf8_encode(t->byte_cp[b], u));
         if (t->byte_id[b] < 0) {
-            rc = c3_fail(C3_EMODEL, "%s: byte 0x%02x has no token in model.vocab; not a byte-level BPE vocabulary",
-                         path, b);
+            rc = c3_fail(
+                C3_EMODEL,
+                "%s: byte 0x%02x has no token in model.vocab; not a byte-level BPE vocabulary",
+                path, b);
             goto out;
         }
     }
@@ -776,6 +845,8 @@ out:
     return C3_OK;
 }
 
+#undef KEY_IS
+
 void tok_free(c3_tokenizer *t) {
     if (!t) return;
     free(t->raw);
@@ -785,7 +856,8 @@ void tok_free(c3_tokenizer *t) {
     free(t->dec_off);
     free(t->vhash);
     free(t->mhash);
-    for (int i = 0; i < t->n_added; i++) free(t->added[i].content);
+    for (int i = 0; i < t->n_added; i++)
+        free(t->added[i].content);
     free(t->added);
     pcre2_code_free(t->re);
     free(t);
@@ -803,7 +875,9 @@ const char *tok_piece(const c3_tokenizer *t, int32_t id) {
     return t->dec + t->dec_off[id];
 }
 
-int tok_vocab_size(const c3_tokenizer *t) { return t->n_ids; }
+int tok_vocab_size(const c3_tokenizer *t) {
+    return t->n_ids;
+}
 
 /* ------------------------------------------------------------------------ */
 /* Encoding                                                                  */
@@ -855,13 +929,15 @@ static bpe_cand heap_pop(bpe_work *w) {
     return top;
 }
 static void push_pair(const c3_tokenizer *t, bpe_work *w, int pos) {
+    if (pos < 0) return;
     int nx = w->sym[pos].next;
-    if (pos < 0 || nx < 0) return;
+    if (nx < 0) return;
     const merge_ent *m = merge_find(t, w->sym[pos].id, w->sym[nx].id);
     if (m) heap_push(w, (bpe_cand){m->rank, pos, m->id});
 }
 
-static void bpe_word(const c3_tokenizer *t, bpe_work *w, const unsigned char *s, size_t n, idlist *out) {
+static void bpe_word(const c3_tokenizer *t, bpe_work *w, const unsigned char *s, size_t n,
+                     idlist *out) {
     if (t->ignore_merges) { /* a whole word found in the vocab is kept as is */
         w->mapped.n = 0;
         for (size_t i = 0; i < n; i++) {
@@ -882,9 +958,11 @@ static void bpe_word(const c3_tokenizer *t, bpe_work *w, const unsigned char *s,
         w->heap = xrealloc(w->heap, 2 * n * sizeof *w->heap);
     }
     int len = (int)n;
-    for (int i = 0; i < len; i++) w->sym[i] = (bpe_sym){t->byte_id[s[i]], i - 1, i + 1 < len ? i + 1 : -1, false};
+    for (int i = 0; i < len; i++)
+        w->sym[i] = (bpe_sym){t->byte_id[s[i]], i - 1, i + 1 < len ? i + 1 : -1, false};
     w->heap_n = 0;
-    for (int i = 0; i + 1 < len; i++) push_pair(t, w, i);
+    for (int i = 0; i + 1 < len; i++)
+        push_pair(t, w, i);
     while (w->heap_n) {
         bpe_cand c = heap_pop(w);
         bpe_sym *a = &w->sym[c.pos];
@@ -899,18 +977,20 @@ static void bpe_word(const c3_tokenizer *t, bpe_work *w, const unsigned char *s,
         push_pair(t, w, a->prev);
         push_pair(t, w, c.pos);
     }
-    for (int i = 0; i >= 0; i = w->sym[i].next) ids_push(out, w->sym[i].id);
+    for (int i = 0; i >= 0; i = w->sym[i].next)
+        ids_push(out, w->sym[i].id);
 }
 
 /* Split by the pre-tokenizer regex (Isolated: matches and the gaps between
  * them are all words), then BPE each word. */
-static int pretok_bpe(const c3_tokenizer *t, const char *s, size_t n, bpe_work *w, pcre2_match_data *md,
-                      pcre2_match_context *mc, idlist *out) {
+static int pretok_bpe(const c3_tokenizer *t, const char *s, size_t n, bpe_work *w,
+                      pcre2_match_data *md, pcre2_match_context *mc, idlist *out) {
     size_t pos = 0;
     while (pos < n) {
         int r = pcre2_match(t->re, (PCRE2_SPTR)s, n, pos, PCRE2_NO_UTF_CHECK, md, mc);
         if (r == PCRE2_ERROR_JIT_STACKLIMIT)
-            r = pcre2_match(t->re, (PCRE2_SPTR)s, n, pos, PCRE2_NO_UTF_CHECK | PCRE2_NO_JIT, md, mc);
+            r = pcre2_match(t->re, (PCRE2_SPTR)s, n, pos, PCRE2_NO_UTF_CHECK | PCRE2_NO_JIT, md,
+                            mc);
         size_t ms = n, me = n;
         if (r >= 0) {
             PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
@@ -918,8 +998,10 @@ static int pretok_bpe(const c3_tokenizer *t, const char *s, size_t n, bpe_work *
         } else if (r != PCRE2_ERROR_NOMATCH) {
             PCRE2_UCHAR msg[256];
             pcre2_get_error_message(r, msg, sizeof msg);
-            return c3_fail(C3_EINPUT, "prompt: the tokenizer regex failed at byte %zu (%s); shorten the prompt", pos,
-                           (const char *)msg);
+            return c3_fail(
+                C3_EINPUT,
+                "prompt: the tokenizer regex failed at byte %zu (%s); shorten the prompt", pos,
+                (const char *)msg);
         }
         if (ms > pos) bpe_word(t, w, (const unsigned char *)s + pos, ms - pos, out); /* gap */
         if (me > ms) {
@@ -927,7 +1009,8 @@ static int pretok_bpe(const c3_tokenizer *t, const char *s, size_t n, bpe_work *
             pos = me;
         } else if (ms < n) { /* empty match: step one character */
             size_t k = 1;
-            while (ms + k < n && ((unsigned char)s[ms + k] & 0xC0) == 0x80) k++;
+            while (ms + k < n && ((unsigned char)s[ms + k] & 0xC0) == 0x80)
+                k++;
             bpe_word(t, w, (const unsigned char *)s + ms, k, out);
             pos = ms + k;
         } else {
@@ -940,13 +1023,15 @@ static int pretok_bpe(const c3_tokenizer *t, const char *s, size_t n, bpe_work *
 static bool is_word_byte(unsigned char c) {
     return c >= 0x80 || c == '_' || (unsigned)((c | 0x20) - 'a') < 26u || (unsigned)(c - '0') < 10u;
 }
-static bool is_space_byte(unsigned char c) { return c == ' ' || (c >= '\t' && c <= '\r'); }
+static bool is_space_byte(unsigned char c) {
+    return c == ' ' || (c >= '\t' && c <= '\r');
+}
 
 /* The leftmost-longest added token in s[from..n) whose `normalized` flag is
  * `norm`. Returns false if none. [*ms, *me) is the span it consumes (with
  * lstrip/rstrip whitespace). */
-static bool find_added(const c3_tokenizer *t, const char *s, size_t n, size_t from, bool norm, size_t *ms, size_t *me,
-                       int32_t *id) {
+static bool find_added(const c3_tokenizer *t, const char *s, size_t n, size_t from, bool norm,
+                       size_t *ms, size_t *me, int32_t *id) {
     for (size_t p = from; p < n; p++) {
         int best = -1;
         for (int i = 0; i < t->n_added; i++) {
@@ -962,9 +1047,11 @@ static bool find_added(const c3_tokenizer *t, const char *s, size_t n, size_t fr
             const added_tok *a = &t->added[best];
             size_t b = p, e = p + a->len;
             if (a->lstrip)
-                while (b > from && is_space_byte((unsigned char)s[b - 1])) b--;
+                while (b > from && is_space_byte((unsigned char)s[b - 1]))
+                    b--;
             if (a->rstrip)
-                while (e < n && is_space_byte((unsigned char)s[e])) e++;
+                while (e < n && is_space_byte((unsigned char)s[e]))
+                    e++;
             *ms = b, *me = e, *id = a->id;
             return true;
         }
@@ -981,7 +1068,8 @@ typedef struct {
 } enc_ctx;
 
 /* A normalised segment: split on normalized added tokens, BPE the rest. */
-static int encode_normalized(const c3_tokenizer *t, enc_ctx *c, const char *s, size_t n, idlist *out) {
+static int encode_normalized(const c3_tokenizer *t, enc_ctx *c, const char *s, size_t n,
+                             idlist *out) {
     size_t pos = 0, ms, me;
     int32_t id;
     while (t->any_normalized_added && find_added(t, s, n, pos, true, &ms, &me, &id)) {
@@ -999,7 +1087,8 @@ static int encode_segment(const c3_tokenizer *t, enc_ctx *c, const char *s, size
     utf8proc_uint8_t *nfc = NULL;
     utf8proc_ssize_t k = utf8proc_map((const utf8proc_uint8_t *)s, (utf8proc_ssize_t)n, &nfc,
                                       UTF8PROC_STABLE | UTF8PROC_COMPOSE);
-    if (k < 0) return c3_fail(C3_EINPUT, "prompt: NFC normalisation failed: %s", utf8proc_errmsg(k));
+    if (k < 0)
+        return c3_fail(C3_EINPUT, "prompt: NFC normalisation failed: %s", utf8proc_errmsg(k));
     int rc = encode_normalized(t, c, (const char *)nfc, (size_t)k, out);
     free(nfc);
     return rc;
@@ -1010,8 +1099,9 @@ int tok_encode(const c3_tokenizer *t, const char *text, size_t len, int32_t **id
     *n = 0;
     size_t bad = tok_utf8_invalid(text, len);
     if (bad < len)
-        return c3_fail(C3_EINPUT, "prompt: invalid UTF-8 at byte %zu (0x%02x); the prompt must be UTF-8 text", bad,
-                       (unsigned char)text[bad]);
+        return c3_fail(C3_EINPUT,
+                       "prompt: invalid UTF-8 at byte %zu (0x%02x); the prompt must be UTF-8 text",
+                       bad, (unsigned char)text[bad]);
     enc_ctx c = {0};
     c.md = pcre2_match_data_create_from_pattern(t->re, NULL);
     c.mc = pcre2_match_context_create(NULL);
