@@ -149,16 +149,25 @@ int st_parse(st_file *f, const void *buf, size_t size, const char *name) {
         f->n++;
     }
     json_decref(root);
-    /* Overlap check: sort by offset, neighbours must not intersect. */
+    /* Overlap check: sort by offset; each non-empty tensor must start at or
+     * after the furthest end of the non-empty tensors before it (comparing
+     * only neighbours misses an overlap hidden behind a zero-size tensor). */
     qsort(f->t, (size_t)f->n, sizeof *f->t, cmp_offset);
-    for (int i = 1; i < f->n; i++) {
-        const char *prev_end = (const char *)f->t[i - 1].data + f->t[i - 1].nbytes;
-        if ((const char *)f->t[i].data < prev_end && f->t[i].nbytes && f->t[i - 1].nbytes) {
+    int far = -1; /* the non-empty tensor reaching furthest so far */
+    for (int i = 0; i < f->n; i++) {
+        if (!f->t[i].nbytes) continue;
+        if (far < 0) {
+            far = i;
+            continue;
+        }
+        const char *far_end = (const char *)f->t[far].data + f->t[far].nbytes;
+        if ((const char *)f->t[i].data < far_end) {
             char a[256], c[256];
-            snprintf(a, sizeof a, "%s", f->t[i - 1].name);
+            snprintf(a, sizeof a, "%s", f->t[far].name);
             snprintf(c, sizeof c, "%s", f->t[i].name);
             return BAD("%s: tensors '%s' and '%s' overlap in the data area", name, a, c);
         }
+        far = i; /* starts at or after far's end, so it ends further */
     }
     qsort(f->t, (size_t)f->n, sizeof *f->t, cmp_name);
     return C3_OK;

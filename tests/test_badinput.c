@@ -4,7 +4,7 @@
  * file and the problem. The checkpoint-folder cases copy tiny-a's small files
  * and symlink its shards, then break one thing at a time (skipped without
  * fixtures). Runs under ASan/UBSan in CI: everything is freed. */
-#define _XOPEN_SOURCE 700
+/* _GNU_SOURCE (set by meson) provides nftw. */
 #include <fcntl.h>
 #include <ftw.h>
 #include <stdarg.h>
@@ -115,6 +115,16 @@ static void test_safetensors(void) {
         st_close(&f);
         free(img);
     }
+    /* control: zero-size tensors anywhere, touching neighbours: valid */
+    {
+        size_t len;
+        unsigned char *img = st_image("{\"a\":{\"dtype\":\"U8\",\"shape\":[8],\"data_offsets\":[0,8]},"
+                                      "\"z\":{\"dtype\":\"F32\",\"shape\":[0,3],\"data_offsets\":[4,4]},"
+                                      "\"b\":{\"dtype\":\"U8\",\"shape\":[8],\"data_offsets\":[8,16]}}",
+                                      0, 16, &len);
+        expect_st("zero.safetensors", img, len, C3_OK, (const char *)NULL);
+        free(img);
+    }
     /* missing file */
     {
         char path[512];
@@ -163,6 +173,18 @@ static void test_safetensors(void) {
                      "{\"x\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
                      "\"y\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[4,12]}}",
                      16, C3_EMODEL, "'x' and 'y' overlap", NULL);
+    /* an overlap hidden behind a zero-size tensor between the two */
+    expect_st_header("overlap0.safetensors",
+                     "{\"a\":{\"dtype\":\"U8\",\"shape\":[8],\"data_offsets\":[0,8]},"
+                     "\"z\":{\"dtype\":\"U8\",\"shape\":[0],\"data_offsets\":[4,4]},"
+                     "\"b\":{\"dtype\":\"U8\",\"shape\":[4],\"data_offsets\":[6,10]}}",
+                     16, C3_EMODEL, "'a' and 'b' overlap", NULL);
+    /* a long tensor covering two later ones */
+    expect_st_header("overlap2.safetensors",
+                     "{\"a\":{\"dtype\":\"U8\",\"shape\":[12],\"data_offsets\":[0,12]},"
+                     "\"b\":{\"dtype\":\"U8\",\"shape\":[2],\"data_offsets\":[12,14]},"
+                     "\"c\":{\"dtype\":\"U8\",\"shape\":[2],\"data_offsets\":[13,15]}}",
+                     16, C3_EMODEL, "'b' and 'c' overlap", NULL);
     expect_st_header("dtype.safetensors", "{\"w\":{\"dtype\":\"F8_E4M3\",\"shape\":[4],\"data_offsets\":[0,4]}}", 4,
                      C3_EMODEL, "'w'", "unsupported dtype F8_E4M3");
     expect_st_header("bytes.safetensors", "{\"w\":{\"dtype\":\"BF16\",\"shape\":[3,2],\"data_offsets\":[0,8]}}", 8,

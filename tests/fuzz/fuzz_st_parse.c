@@ -3,7 +3,7 @@
  * st_parse() validates an untrusted file image: length prefix, JSON header,
  * dtypes, shapes, offsets inside the data area, no overlaps. When it accepts
  * an image, every tensor must lie inside the buffer; reading each one's bytes
- * lets ASan prove it. Build: tests/fuzz/run.sh or meson -Dfuzz=true. */
+ * lets ASan prove it; no two non-empty tensors may overlap. Build: tests/fuzz/run.sh or meson -Dfuzz=true. */
 #include <stdint.h>
 #include <stdlib.h>
 
@@ -29,6 +29,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (t->nbytes) sink ^= p[t->nbytes - 1];
         if (st_find(&f, t->name) != t) abort(); /* names are unique and sorted */
     }
+    /* no two non-empty tensors share a byte */
+    for (int i = 0; i < f.n; i++)
+        for (int j = i + 1; j < f.n; j++) {
+            const uint8_t *a = f.t[i].data, *b = f.t[j].data;
+            if (f.t[i].nbytes && f.t[j].nbytes && a < b + f.t[j].nbytes && b < a + f.t[i].nbytes) abort();
+        }
     for (int i = 0; i < f.nmeta; i++)
         if (!st_meta(&f, f.meta_keys[i])) abort();
     (void)sink;
