@@ -10,12 +10,12 @@
 #define C3_MAX_SEQ 4096
 
 typedef struct {
-    bool system_prompt; /* add the system message */
-    bool templates;     /* add the duration/resolution sentences */
+    bool system_prompt;   /* add the system message */
+    bool templates;       /* add the duration/resolution sentences */
     bool skip_duration;   /* with templates: leave out the duration sentence */
     bool skip_resolution; /* with templates: leave out the resolution sentence */
-    int width, height;  /* pixels */
-    int frames;         /* 1 = image */
+    int width, height;    /* pixels */
+    int frames;           /* 1 = image */
     double fps;
 } c3_prompt_opts;
 
