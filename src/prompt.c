@@ -6,8 +6,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-static const char SYSTEM_PROMPT_IMAGE[] = "You are a helpful assistant who will generate images from a give prompt.";
-static const char SYSTEM_PROMPT_VIDEO[] = "You are a helpful assistant who will generate videos from a give prompt.";
+static const char SYSTEM_PROMPT_IMAGE[] =
+    "You are a helpful assistant who will generate images from a give prompt.";
+static const char SYSTEM_PROMPT_VIDEO[] =
+    "You are a helpful assistant who will generate videos from a give prompt.";
 
 /* Qwen chat template for [system?, user] with add_generation_prompt. */
 static const char IM_START[] = "<|im_start|>";
@@ -16,13 +18,16 @@ static const char VISION_START[] = "<|vision_start|>";
 
 #define SENTENCE_MAX 256
 
-static bool is_video(const c3_prompt_opts *o) { return o->frames > 1; }
+static bool is_video(const c3_prompt_opts *o) {
+    return o->frames > 1;
+}
 
 /* base with its trailing periods stripped, then ". " and the sentence; the
  * sentence alone when nothing is left of base. Frees base. */
 static char *append_sentence(char *base, const char *sentence) {
     size_t n = strlen(base);
-    while (n > 0 && base[n - 1] == '.') n--;
+    while (n > 0 && base[n - 1] == '.')
+        n--;
     size_t m = strlen(sentence);
     char *r = xmalloc(n + 2 + m + 1);
     if (n) {
@@ -49,8 +54,8 @@ char *prompt_with_templates(const char *text, bool negative, const c3_prompt_opt
         s = append_sentence(s, sentence);
     }
     if (!o->skip_resolution) {
-        snprintf(sentence, sizeof sentence, "This %s is %sof %dx%d resolution.", is_video(o) ? "video" : "image",
-                 negative ? "not " : "", o->height, o->width);
+        snprintf(sentence, sizeof sentence, "This %s is %sof %dx%d resolution.",
+                 is_video(o) ? "video" : "image", negative ? "not " : "", o->height, o->width);
         s = append_sentence(s, sentence);
     }
     return s;
@@ -63,24 +68,28 @@ char *prompt_render(const char *text, bool negative, const c3_prompt_opts *o) {
     char *r = xmalloc(n);
     int k = 0;
     if (o->system_prompt) k = snprintf(r, n, "%ssystem\n%s%s\n", IM_START, sys, IM_END);
-    snprintf(r + k, n - (size_t)k, "%suser\n%s%s\n%sassistant\n", IM_START, content, IM_END, IM_START);
+    snprintf(r + k, n - (size_t)k, "%suser\n%s%s\n%sassistant\n", IM_START, content, IM_END,
+             IM_START);
     free(content);
     return r;
 }
 
-int prompt_ids(const c3_tokenizer *t, const char *text, bool negative, const c3_prompt_opts *o, int32_t **ids,
-               int *n) {
+int prompt_ids(const c3_tokenizer *t, const char *text, bool negative, const c3_prompt_opts *o,
+               int32_t **ids, int *n) {
     *ids = NULL;
     *n = 0;
     if (!text) text = "";
     size_t len = strlen(text);
     size_t bad = tok_utf8_invalid(text, len);
     if (bad < len)
-        return c3_fail(C3_EINPUT, "%s prompt: invalid UTF-8 at byte %zu (0x%02x); give the prompt as UTF-8 text",
-                       negative ? "negative" : "positive", bad, (unsigned char)text[bad]);
+        return c3_fail(
+            C3_EINPUT,
+            "%s prompt: invalid UTF-8 at byte %zu (0x%02x); give the prompt as UTF-8 text",
+            negative ? "negative" : "positive", bad, (unsigned char)text[bad]);
     int32_t eos = tok_id(t, IM_END), vision_start = tok_id(t, VISION_START);
     if (eos < 0 || vision_start < 0)
-        return c3_fail(C3_EMODEL, "the tokenizer has no %s token; use the checkpoint's Qwen3 tokenizer.json",
+        return c3_fail(C3_EMODEL,
+                       "the tokenizer has no %s token; use the checkpoint's Qwen3 tokenizer.json",
                        eos < 0 ? IM_END : VISION_START);
     char *rendered = prompt_render(text, negative, o);
     int32_t *v = NULL;

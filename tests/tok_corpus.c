@@ -40,7 +40,8 @@ int main(int argc, char **argv) {
         if (tok_encode(tok, json_string_value(j), json_string_length(j), &ids, &n) != C3_OK) {
             printf("ERROR %s\n", c3_errmsg());
         } else {
-            for (int i = 0; i < n; i++) printf(i ? " %d" : "%d", ids[i]);
+            for (int i = 0; i < n; i++)
+                printf(i ? " %d" : "%d", ids[i]);
             putchar('\n');
         }
         free(ids);
