@@ -46,6 +46,7 @@ enum { NAME_MAX_LEN = 160 };
 
 typedef struct {
     c3_tensor w, b; /* [Cout, Cin, kt, kh, kw], [Cout] */
+    c3_tensor wlast; /* [Cout, Cin, 1, kh, kw]: the last temporal tap (kt > 1) */
     int cin, cout, kt, kh, kw, pad;
     c3_tensor hist;  /* [kt - 1, Cin, H*W] time-major, while live */
     bool hist_live;
@@ -152,6 +153,22 @@ static int load_conv(c3_vae *v, const c3_ckpt *ck, vconv *c, const char *prefix,
     C3_TRY(load_t(v, ck, &c->w, name, twod ? 4 : 5, twod ? s4 : s5, 5, s5));
     snprintf(name, sizeof name, "%s.bias", prefix);
     C3_TRY(load_vec(v, ck, &c->b, name, 1, cout));
+    if (kt > 1) {
+        /* tap-major copy [kt, Cout, Cin, kh*kw], keep row kt - 1 */
+        c3_backend *be = v->be;
+        int64_t khw = (int64_t)kh * kw;
+        c3_tensor tmp = {0};
+        C3_TRY(c3_alloc(be, &tmp, be->weight_dtype, C3_MEM_ACT, 4, (int64_t)kt, (int64_t)cout, (int64_t)cin, khw));
+        c3_tensor w4 = view(&c->w, 0, 4, (int64_t)cout, (int64_t)cin, (int64_t)kt, khw);
+        static const int to_tap_major[4] = {2, 0, 1, 3};
+        int64_t s1[5] = {cout, cin, 1, kh, kw};
+        int rc = be->permute(be, &tmp, &w4, to_tap_major);
+        if (rc == C3_OK) rc = be->alloc(be, &c->wlast, be->weight_dtype, 5, s1, C3_MEM_WEIGHTS);
+        c3_tensor last = c3_rows(&tmp, kt - 1, 1);
+        if (rc == C3_OK) rc = be->copy(be, &c->wlast, &last);
+        c3_free(&tmp);
+        C3_TRY(rc);
+    }
     v->convs = xrealloc(v->convs, (size_t)(v->nconvs + 1) * sizeof *v->convs);
     v->convs[v->nconvs++] = c;
     return C3_OK;
@@ -196,6 +213,7 @@ static int load_attn(c3_vae *v, const c3_ckpt *ck, vattn *a, const char *prefix,
 static void free_conv(vconv *c) {
     c3_free(&c->w);
     c3_free(&c->b);
+    c3_free(&c->wlast);
     c3_free(&c->hist);
     c->hist_live = false;
 }
@@ -330,7 +348,7 @@ static int conv_fwd(c3_vae *v, vconv *cv, const c3_tensor *x, c3_tensor *y, bool
     int64_t Ho = H + 2 * cv->pad - cv->kh + 1, Wo = W + 2 * cv->pad - cv->kw + 1;
     C3_TRY(act4(v, y, cv->cout, T, Ho, Wo));
     int rc = C3_OK;
-    c3_tensor tap = {0}, stage = {0}, xin = {0};
+    c3_tensor stage = {0}, xin = {0};
     int64_t L = cv->kt - 1; /* history frames */
     if (L == 0) {
         rc = be->conv3d(be, y, x, &cv->w, &cv->b, cv->pad, cv->pad);
@@ -338,16 +356,7 @@ static int conv_fwd(c3_vae *v, vconv *cv, const c3_tensor *x, c3_tensor *y, bool
     }
     if (!cv->hist_live && T == 1) {
         /* zero history: only the last temporal tap sees data */
-        int64_t khw = (int64_t)cv->kh * cv->kw, per = (int64_t)cv->cout * cv->cin * khw;
-        if ((rc = c3_alloc(be, &tap, be->act_dtype, C3_MEM_ACT, 4, (int64_t)cv->kt, (int64_t)cv->cout,
-                           (int64_t)cv->cin, khw)))
-            goto out;
-        c3_tensor w4 = view(&cv->w, 0, 4, (int64_t)cv->cout, (int64_t)cv->cin, (int64_t)cv->kt, khw);
-        static const int to_tap_major[4] = {2, 0, 1, 3};
-        if ((rc = be->permute(be, &tap, &w4, to_tap_major))) goto out;
-        c3_tensor wl = view(&tap, L * per, 5, (int64_t)cv->cout, (int64_t)cv->cin, (int64_t)1, (int64_t)cv->kh,
-                            (int64_t)cv->kw);
-        if ((rc = be->conv3d(be, y, x, &wl, &cv->b, cv->pad, cv->pad))) goto out;
+        if ((rc = be->conv3d(be, y, x, &cv->wlast, &cv->b, cv->pad, cv->pad))) goto out;
         if (keep) {
             if ((rc = c3_alloc(be, &cv->hist, be->act_dtype, C3_MEM_ACT, 3, L, Cin, HW))) goto out;
             c3_tensor old = c3_rows(&cv->hist, 0, L - 1), last = c3_rows(&cv->hist, L - 1, 1);
@@ -381,7 +390,6 @@ static int conv_fwd(c3_vae *v, vconv *cv, const c3_tensor *x, c3_tensor *y, bool
         cv->hist_live = true;
     }
 out:
-    c3_free(&tap);
     c3_free(&stage);
     c3_free(&xin);
     if (rc) c3_free(y);
