@@ -54,10 +54,10 @@ int c3_context(int code, const char *fmt, ...) __attribute__((format(printf, 2, 
     } while (0)
 
 /* Allocation that never returns NULL (aborts with file:line on OOM). */
-void *c3_xmalloc_(size_t n, const char *file, int line);
-void *c3_xcalloc_(size_t n, size_t size, const char *file, int line);
-void *c3_xrealloc_(void *p, size_t n, const char *file, int line);
-char *c3_xstrdup_(const char *s, const char *file, int line);
+void *c3_xmalloc_(size_t n, const char *file, int line) __attribute__((returns_nonnull, malloc));
+void *c3_xcalloc_(size_t n, size_t size, const char *file, int line) __attribute__((returns_nonnull, malloc));
+void *c3_xrealloc_(void *p, size_t n, const char *file, int line) __attribute__((returns_nonnull));
+char *c3_xstrdup_(const char *s, const char *file, int line) __attribute__((returns_nonnull, malloc));
 #define xmalloc(n) c3_xmalloc_((n), __FILE__, __LINE__)
 #define xcalloc(n, s) c3_xcalloc_((n), (s), __FILE__, __LINE__)
 #define xrealloc(p, n) c3_xrealloc_((p), (n), __FILE__, __LINE__)

@@ -404,13 +404,14 @@ static void *rank_main(void *arg) {
 /* ------------------------------------------------------------- outputs */
 
 static char *parameters_text(const c3_settings *s, const c3_ckpt *ck, uint64_t seed) {
-    char *buf = xmalloc(strlen(s->prompt) + strlen(s->negative) + 1024);
+    size_t cap = strlen(s->prompt) + strlen(s->negative) + strlen(ck->model_id) + 1024;
+    char *buf = xmalloc(cap);
     char interval[64];
     if (s->guidance_interval.on)
         snprintf(interval, sizeof interval, ", CFG interval: %g-%g", s->guidance_interval.lo, s->guidance_interval.hi);
     else
         interval[0] = 0;
-    sprintf(buf,
+    snprintf(buf, cap,
             "%s\nNegative prompt: %s\nSteps: %d, CFG scale: %g, Seed: %llu, Size: %dx%d, Model: %s, Sampler: %s, "
             "Schedule: %s, Shift: %g%s%s",
             s->prompt, s->negative, s->steps, s->guidance, (unsigned long long)seed, s->width, s->height,
@@ -418,7 +419,7 @@ static char *parameters_text(const c3_settings *s, const c3_ckpt *ck, uint64_t s
             s->shift, interval, s->frames > 1 ? "" : "");
     if (s->frames > 1) {
         size_t k = strlen(buf);
-        sprintf(buf + k, ", Frames: %d, FPS: %g", s->frames, s->fps);
+        snprintf(buf + k, cap - k, ", Frames: %d, FPS: %g", s->frames, s->fps);
     }
     return buf;
 }
