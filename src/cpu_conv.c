@@ -16,8 +16,10 @@
 /* Floats in one im2col tile (32 MiB): big enough for efficient GEMMs, small
  * enough to stay bounded at 1024x1024 and 1024 channels. */
 enum { CONV_COL_BUDGET = 8 * 1024 * 1024 };
-/* Work (elements) below which the simple loops stay single-threaded. */
-enum { PAR_MIN = 65536 };
+/* Work below which loops stay single-threaded (a parallel region costs more
+ * than it saves, badly so on a busy machine): elements for the simple loops
+ * and im2col, multiply-adds for a GEMM. */
+enum { PAR_MIN = 65536, IM2COL_PAR_MIN = 1 << 20, GEMM_PAR_MIN = 1 << 23 };
 /* Norm floor of F.normalize (Wan RMS_norm). */
 #define CHAN_NORM_EPS 1e-12
 
@@ -40,7 +42,7 @@ static void fmt_ne(char *buf, size_t n, int ndim, const int64_t *ne) {
 static void gemm_cols(int64_t M, int64_t n, int64_t K, const float *w, const float *b, int64_t ldb,
                       float *y, int64_t ldy) {
     int nth = omp_get_max_threads();
-    if (openblas_get_num_threads() > 1 || nth <= 1 || n < 2 * 16 || M * n * K < (int64_t)PAR_MIN * 16) {
+    if (openblas_get_num_threads() > 1 || nth <= 1 || n < 2 * 16 || M * n * K < GEMM_PAR_MIN) {
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (blasint)M, (blasint)n, (blasint)K, 1.0f, w,
                     (blasint)K, b, (blasint)ldb, 0.0f, y, (blasint)ldy);
         return;
@@ -106,7 +108,7 @@ int cpu_conv3d(c3_backend *be, c3_tensor *y, const c3_tensor *x, const c3_tensor
             for (int64_t y0 = 0; y0 < Ho; y0 += rows) {
                 int64_t nr = C3_MIN(rows, Ho - y0), n = nr * Wo;
                 /* col[k, r * Wo + ox] = x[ci, to + dt, y0 + r + dy - ph, ox + dx - pw] (0 outside) */
-#pragma omp parallel for schedule(static) if (K * n > PAR_MIN)
+#pragma omp parallel for schedule(static) if (K * n > IM2COL_PAR_MIN)
                 for (int64_t k = 0; k < K; k++) {
                     int64_t ci = k / kthw, rem = k % kthw;
                     int64_t dt = rem / khw, dy = (rem % khw) / kw, dx = rem % kw;

@@ -309,6 +309,38 @@ static void test_case(c3_vae *v, const c3_vconfig *cf, const char *name, bool tr
     free(z);
 }
 
+/* on_frame: counts calls, returns `stop_at`'s status at that frame */
+typedef struct {
+    int calls, last_t, last_T, stop_at;
+} frame_log;
+static int on_frame(void *ud, int t, int T) {
+    frame_log *f = ud;
+    f->calls++;
+    f->last_t = t;
+    f->last_T = T;
+    return t == f->stop_at ? C3_ECANCEL : C3_OK;
+}
+
+static void test_callback(c3_vae *v) {
+    const st_tensor *zt = st_find(&golden, "vae_3f_64.z_norm");
+    if (!zt) return;
+    int T = (int)zt->shape[2], h = (int)zt->shape[3], w = (int)zt->shape[4];
+    float *z = st_to_f32(zt), *out = NULL;
+    int F, H, W;
+    frame_log f = {0, -1, -1, -1};
+    int rc = vae_decode(v, z, T, h, w, &out, &F, &H, &W, on_frame, &f);
+    T_CHECK(rc == C3_OK && f.calls == T && f.last_t == T - 1 && f.last_T == T, "on_frame: rc %d, %d calls, last %d/%d",
+            rc, f.calls, f.last_t, f.last_T);
+    free(out);
+    out = NULL;
+    frame_log g = {0, -1, -1, 1};
+    rc = vae_decode(v, z, T, h, w, &out, &F, &H, &W, on_frame, &g);
+    T_CHECK(rc == C3_ECANCEL && out == NULL && g.calls == 2, "cancel at frame 1: rc %d, %d calls, out %p", rc, g.calls,
+            (void *)out);
+    free(out);
+    free(z);
+}
+
 int main(void) {
     c3_backend *be = c3_backend_cpu();
     test_ops(be);
@@ -329,7 +361,8 @@ int main(void) {
         test_case(v, &ck.v, "vae_1f_64", true);
         test_case(v, &ck.v, "vae_3f_64", true);
         test_case(v, &ck.v, "vae_1f_48x80", false);
-        /* decoding again gives the same result (histories reset) */
+        test_callback(v);
+        /* decoding again (after a cancelled run) gives the same result: histories reset */
         test_case(v, &ck.v, "vae_1f_64", false);
         st_close(&golden);
         vae_free(v);
