@@ -2,8 +2,12 @@
 #include "checkpoint.h"
 
 #include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+
+/* Largest latent_patch_size^2 x latent_channel accepted (keeps int math exact). */
+#define CKPT_MAX_PATCH_DIM (1 << 20)
 
 /* ---------------------------------------------------------------- JSON util */
 
@@ -160,6 +164,12 @@ int ckpt_parse_tconfig(c3_tconfig *t, const char *text, size_t len, const char *
     G(get_int(j, "latent_patch_size", 2, &t->patch, path));
     G(need_pos(t->latent_ch, "latent_channel", path));
     G(need_pos(t->patch, "latent_patch_size", path));
+    if ((int64_t)t->patch * t->patch > CKPT_MAX_PATCH_DIM || /* int overflow below */
+        (int64_t)t->patch * t->patch * t->latent_ch > CKPT_MAX_PATCH_DIM) {
+        rc = c3_fail(C3_EMODEL, "%s: latent_patch_size %d and latent_channel %d are too large", path, t->patch,
+                     t->latent_ch);
+        goto out;
+    }
     G(get_int(j, "patch_latent_dim", t->patch * t->patch * t->latent_ch, &t->patch_dim, path));
     if (t->patch_dim != t->patch * t->patch * t->latent_ch) {
         rc = c3_fail(C3_EMODEL, "%s: patch_latent_dim %d != latent_patch_size^2 x latent_channel (%d)", path,
@@ -170,6 +180,15 @@ int ckpt_parse_tconfig(c3_tconfig *t, const char *text, size_t len, const char *
     t->timestep_scale = ts;
     G(get_num(j, "base_fps", 24, &fps, path));
     t->base_fps = fps;
+    /* positive and finite, rms_norm_eps also as a float */
+    const struct { const char *key; double v; } pos[] = {
+        {"rms_norm_eps", t->eps}, {"rope_theta", theta}, {"timestep_scale", ts}, {"base_fps", fps}};
+    for (size_t i = 0; i < C3_ARRAY_LEN(pos); i++)
+        if (!(pos[i].v > 0) || !isfinite(pos[i].v)) {
+            rc = c3_fail(C3_EMODEL, "%s: \"%s\" must be a positive finite number (got %g)", path, pos[i].key,
+                         pos[i].v);
+            goto out;
+        }
     G(get_bool(j, "enable_fps_modulation", true, &t->fps_modulation, path));
     G(get_int(j, "unified_3d_mrope_temporal_modality_margin", 15000, &margin, path));
     t->temporal_margin = margin;
@@ -240,12 +259,16 @@ int ckpt_parse_vconfig(c3_vconfig *v, const char *text, size_t len, const char *
     }
     for (int i = 0; i < v->z_dim; i++) {
         json_t *a = json_array_get(mean, (size_t)i), *b = json_array_get(std, (size_t)i);
-        if (!json_is_number(a) || !json_is_number(b) || json_number_value(b) == 0) {
-            rc = c3_fail(C3_EMODEL, "%s: latents_mean/latents_std[%d] must be numbers (std non-zero)", path, i);
+        /* checked as float: 1e-50 is non-zero in JSON but 0 as a float, 1e300 is inf */
+        float fa = json_is_number(a) ? (float)json_number_value(a) : 0.0f; /* IEEE: out of range -> inf */
+        float fb = json_is_number(b) ? (float)json_number_value(b) : 0.0f;
+        if (!json_is_number(a) || !json_is_number(b) || !isfinite(fa) || !isfinite(fb) || fb == 0) {
+            rc = c3_fail(C3_EMODEL, "%s: latents_mean/latents_std[%d] must be finite float numbers (std non-zero)",
+                         path, i);
             goto out;
         }
-        v->latents_mean[i] = (float)json_number_value(a);
-        v->latents_std[i] = (float)json_number_value(b);
+        v->latents_mean[i] = fa;
+        v->latents_std[i] = fb;
     }
 #undef G
 out:

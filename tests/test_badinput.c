@@ -207,6 +207,66 @@ static void test_safetensors(void) {
     expect_st_header("metaobj.safetensors", "{\"__metadata__\":[]}", 0, C3_EMODEL, "__metadata__", "not an object");
 }
 
+/* ------------------------------------------------------------ config parsers */
+
+#define TCONF_BASE "\"hidden_size\":64,\"num_hidden_layers\":1,\"num_attention_heads\":2,\"intermediate_size\":8,\"vocab_size\":10"
+#define VCONF_BASE "\"z_dim\":2,\"dim_mult\":[1,2]"
+
+static void expect_tconfig(const char *json, int code, const char *sub) {
+    c3_tconfig t;
+    int rc = ckpt_parse_tconfig(&t, json, strlen(json), "x/transformer/config.json");
+    const char *msg = c3_errmsg();
+    T_CHECK(rc == code, "tconfig %s: returned %d, want %d (%s)", json, rc, code, msg);
+    if (rc == C3_OK) return;
+    fprintf(stderr, "  tconfig -> %d: %s\n", rc, msg);
+    T_CHECK(one_line(msg) && strstr(msg, "x/transformer/config.json") && (!sub || strstr(msg, sub)),
+            "tconfig message: %s (want '%s')", msg, sub ? sub : "");
+}
+
+static void expect_vconfig(const char *json, int code, const char *sub) {
+    c3_vconfig v;
+    int rc = ckpt_parse_vconfig(&v, json, strlen(json), "x/vae/config.json");
+    const char *msg = c3_errmsg();
+    T_CHECK(rc == code, "vconfig %s: returned %d, want %d (%s)", json, rc, code, msg);
+    if (rc == C3_OK) return;
+    fprintf(stderr, "  vconfig -> %d: %s\n", rc, msg);
+    T_CHECK(one_line(msg) && strstr(msg, "x/vae/config.json") && (!sub || strstr(msg, sub)),
+            "vconfig message: %s (want '%s')", msg, sub ? sub : "");
+}
+
+static void test_config_parsers(void) {
+    expect_tconfig("{" TCONF_BASE "}", C3_OK, NULL);
+    expect_tconfig("{" TCONF_BASE ",\"num_key_value_heads\":0}", C3_EMODEL, "num_key_value_heads");
+    expect_tconfig("{" TCONF_BASE ",\"hidden_act\":\"gelu\"}", C3_EMODEL, "hidden_act");
+    expect_tconfig("{" TCONF_BASE ",\"head_dim\":7}", C3_EMODEL, "even");
+    expect_tconfig("{" TCONF_BASE ",\"rope_scaling\":{\"mrope_section\":[8,8,8]}}", C3_EMODEL, "exceeds");
+    expect_tconfig("{" TCONF_BASE ",\"patch_latent_dim\":5}", C3_EMODEL, "patch_latent_dim");
+    /* found by review/fuzzing: int overflow in latent_patch_size^2 x latent_channel */
+    expect_tconfig("{" TCONF_BASE ",\"latent_patch_size\":1073741824}", C3_EMODEL, "too large");
+    expect_tconfig("{" TCONF_BASE ",\"latent_channel\":1073741824,\"latent_patch_size\":2}", C3_EMODEL,
+                   "too large");
+    /* non-positive or non-finite (as float) numbers */
+    expect_tconfig("{" TCONF_BASE ",\"rms_norm_eps\":0}", C3_EMODEL, "rms_norm_eps");
+    expect_tconfig("{" TCONF_BASE ",\"rms_norm_eps\":1e-50}", C3_EMODEL, "rms_norm_eps");
+    expect_tconfig("{" TCONF_BASE ",\"rms_norm_eps\":1e300}", C3_EMODEL, "rms_norm_eps");
+    expect_tconfig("{" TCONF_BASE ",\"rope_theta\":-1}", C3_EMODEL, "rope_theta");
+    expect_tconfig("{" TCONF_BASE ",\"base_fps\":0}", C3_EMODEL, "base_fps");
+    expect_tconfig("[]", C3_EMODEL, "JSON object");
+    expect_tconfig("", C3_EMODEL, "invalid JSON");
+
+    expect_vconfig("{" VCONF_BASE ",\"latents_mean\":[0,1],\"latents_std\":[1,2]}", C3_OK, NULL);
+    expect_vconfig("{" VCONF_BASE ",\"latents_mean\":[0,1],\"latents_std\":[1,0]}", C3_EMODEL, "latents_std[1]");
+    /* found by fuzzing: a std that is non-zero in JSON but 0 (or inf) as a float */
+    expect_vconfig("{" VCONF_BASE ",\"latents_mean\":[0,1],\"latents_std\":[1e-50,1]}", C3_EMODEL,
+                   "latents_std[0]");
+    expect_vconfig("{" VCONF_BASE ",\"latents_mean\":[1e300,1],\"latents_std\":[1,1]}", C3_EMODEL,
+                   "latents_mean/latents_std[0]");
+    expect_vconfig("{" VCONF_BASE ",\"latents_mean\":[0],\"latents_std\":[1,2]}", C3_EMODEL, "z_dim = 2");
+    expect_vconfig("{\"z_dim\":2,\"dim_mult\":[],\"latents_mean\":[0,1],\"latents_std\":[1,2]}", C3_EMODEL,
+                   "dim_mult");
+    expect_vconfig("{\"z_dim\":65,\"dim_mult\":[1]}", C3_EMODEL, "z_dim 65");
+}
+
 /* ------------------------------------------------------------ checkpoint folder */
 
 static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw) {
@@ -445,6 +505,7 @@ int main(void) {
         return 1;
     }
     test_safetensors();
+    test_config_parsers();
     const char *fx = t_fixtures();
     if (fx) test_checkpoint(fx);
     else fprintf(stderr, "badinput: fixtures not found; checkpoint-folder cases skipped\n");

@@ -1,5 +1,6 @@
 /* fuzz_tconfig.c - libFuzzer harness for transformer/config.json parsing.
  * An accepted config must satisfy the invariants the model code relies on. */
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 
@@ -19,6 +20,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (t.heads % t.kv_heads || t.head_dim % 2) abort();
     if (t.mrope[0] < 0 || t.mrope[1] < 0 || t.mrope[2] < 0 || t.mrope[0] + t.mrope[1] + t.mrope[2] > t.head_dim / 2)
         abort();
+    if (!(t.eps > 0) || !isfinite(t.eps) || !(t.rope_theta > 0) || !isfinite(t.rope_theta)) abort();
+    if (!(t.timestep_scale > 0) || !isfinite(t.timestep_scale) || !(t.base_fps > 0) || !isfinite(t.base_fps)) abort();
     if (t.latent_ch <= 0 || t.patch <= 0 || t.patch_dim != t.patch * t.patch * t.latent_ch) abort();
     return 0;
 }

@@ -1,5 +1,6 @@
 /* fuzz_vconfig.c - libFuzzer harness for vae/config.json parsing.
  * An accepted config must satisfy the invariants the VAE code relies on. */
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 
@@ -18,6 +19,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     for (int i = 0; i < v.n_mult; i++)
         if (v.dim_mult[i] <= 0) abort();
     for (int i = 0; i < v.z_dim; i++)
-        if (v.latents_std[i] == 0) abort();
+        if (v.latents_std[i] == 0 || !isfinite(v.latents_std[i]) || !isfinite(v.latents_mean[i])) abort();
     return 0;
 }
