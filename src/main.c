@@ -23,7 +23,9 @@
 #include "plan.h"
 #include "png_io.h"
 #include "prompt.h"
+#include "repl.h"
 #include "tokenizer.h"
+#include "tui/tui.h"
 #include "config.h"
 
 typedef struct {
@@ -48,6 +50,9 @@ static const c3_command commands[] = {
     {"meta", CMD_META, "FILE.png", "print the settings stored in an image cosmos3 wrote", cmd_meta},
     {"mkmodel", CMD_MKMODEL, "--preset tiny|edge|nano|super -o DIR", "write a random-weight checkpoint",
      cmd_mkmodel},
+    {"repl", CMD_REPL, "[options]", "the cosmos3 > prompt: load once, generate many (also: cosmos3 alone)",
+     repl_main},
+    {"tui", CMD_TUI, "[options]", "the live dashboard: memory, progress, CFG branch timings, previews", tui_main},
 };
 
 static void usage(FILE *f) {
@@ -480,9 +485,16 @@ static int finish(int rc) {
 }
 
 int main(int argc, char **argv) {
-    if (argc < 2) {
-        usage(stderr);
-        return C3_EUSAGE;
+    /* cosmos3 alone, or with options only: the REPL */
+    static char **repl_argv; /* static: reachable until exit */
+    if (argc < 2 || (argv[1][0] == '-' && strcmp(argv[1], "--help") && strcmp(argv[1], "-h") &&
+                     strcmp(argv[1], "--version"))) {
+        repl_argv = xcalloc((size_t)argc + 2, sizeof(char *));
+        repl_argv[0] = argv[0];
+        repl_argv[1] = (char *)"repl";
+        for (int i = 1; i < argc; i++) repl_argv[i + 1] = argv[i];
+        argc++;
+        argv = repl_argv;
     }
     const char *cmd = argv[1];
     if (!strcmp(cmd, "--version") || !strcmp(cmd, "version")) {
@@ -536,5 +548,6 @@ int main(int argc, char **argv) {
     if (rc == C3_OK) rc = c->run(&s, pos, npos);
     free(pos);
     settings_free(&s);
+    free(repl_argv);
     return finish(rc);
 }

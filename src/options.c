@@ -14,7 +14,7 @@ const c3_option c3_options[] = {
      "model folder (Diffusers layout); default $COSMOS3_MODEL, else the built-in default model",
      CMD_RUN | CMD_TOKENIZE | CMD_INFO, F(model), false},
     {"prompt", 'p', NULL, OPT_STR, NULL, NULL, "TEXT", "what to draw (- reads standard input)",
-     CMD_GEN | CMD_BENCH, F(prompt), true},
+     CMD_GEN | CMD_BENCH | CMD_TUI, F(prompt), true},
     {"negative-prompt", 'n', "negative", OPT_STR, "", NULL, "TEXT", "negative prompt (the unconditional branch)",
      CMD_RUN, F(negative), true},
     {"system-prompt", 0, NULL, OPT_ENUM, "auto", "auto|on|off", "WHEN",

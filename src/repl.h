@@ -1,0 +1,140 @@
+/* repl.h - the `cosmos3 > ` prompt: one loaded model, many generations.
+ *
+ * A line is a prompt to generate with the current settings unless its first
+ * word is a command (a line starting with '"' is always a prompt). Commands
+ * are one table (name, arguments, help, handler, what completes after it)
+ * that also drives `help` and tab completion; the TUI's input line runs the
+ * same table.
+ *
+ * The engine runs in a worker thread (load and generate both block); the
+ * frontend pumps the event queue: repl_pump() updates the state below (the
+ * collection half, as nvtop separates it) and the REPL's progress line or
+ * the TUI's frame draw from it.
+ */
+#ifndef COSMOS3_REPL_H
+#define COSMOS3_REPL_H
+
+#include <pthread.h>
+
+#include "options.h"
+#include "pipeline.h"
+#include "preview.h"
+
+#define REPL_MAX_STEPS 1000 /* step timings kept per run (the --steps limit) */
+#define REPL_PROMPT "cosmos3 > "
+
+typedef enum { REPL_IDLE, REPL_LOADING, REPL_RUNNING } c3_repl_job;
+
+/* One denoising step as the frontends show it. */
+typedef struct {
+    double seconds, cond_s, uncond_s, combine_s;
+    int cond_group, uncond_group; /* rank group that ran the branch (-1: not run) */
+} c3_repl_step;
+
+/* Memory of one rank's device: our accounting and the driver's view. Each
+ * field has a valid bit: missing data shows as N/A, not as a wrong number. */
+typedef struct {
+    bool valid, driver_valid;
+    int device;
+    char name[64];
+    int64_t bytes[3]; /* weights, K/V cache, activations (our accounting) */
+    int64_t dev_total, dev_free;
+} c3_repl_dev;
+
+typedef struct c3_repl c3_repl;
+/* Output of commands: level 0 normal, 1 error, 2 progress/info. */
+typedef void (*c3_repl_sink)(void *ctx, int level, const char *line);
+
+struct c3_repl {
+    c3_settings s; /* what `set` changes */
+    c3_events *ev;
+    c3_engine *e;  /* NULL until loaded */
+    char model_dir[4096];
+    /* the worker */
+    pthread_t th;
+    bool th_live;
+    c3_repl_job job;
+    int job_rc;
+    char job_err[1024];
+    c3_settings job_s;
+    c3_result job_r;
+    double job_t0;
+    /* the run in flight (or the last one) */
+    char *run_prompt;
+    int step, steps;
+    double t_first_step;
+    c3_repl_step st[REPL_MAX_STEPS + 1]; /* 1-based */
+    /* the last finished run */
+    bool have_last;
+    int last_rc;
+    c3_settings last_s;
+    c3_result last_r;
+    char last_err[1024];
+    char *last_png; /* latest image written */
+    int image_serial; /* bumps on each new image */
+    /* devices, per rank */
+    int nranks;
+    c3_repl_dev dev[C3_MAX_RANKS];
+    double load_seconds;
+    /* history */
+    char **hist;
+    int nhist;
+    char hist_path[4096];
+    /* terminal */
+    c3_term term;
+    bool interactive;
+    bool quiet_load_error; /* the caller reports a failed load */
+    c3_repl_sink sink;
+    void *sink_ctx;
+    /* exit */
+    bool quit;
+    int status; /* status of the last failure (script exit code) */
+    int run_counter;
+};
+
+/* `cosmos3 repl` (and `cosmos3` alone). */
+int repl_main(c3_settings *s, char **pos, int npos);
+
+void repl_init(c3_repl *r, const c3_settings *s);
+void repl_free(c3_repl *r);
+/* Run one line (a command, or a prompt that starts a generation in the
+ * worker). Returns the command's status; a started generation returns C3_OK
+ * and its result arrives through repl_pump. */
+int repl_exec(c3_repl *r, const char *line);
+/* Start loading the model (r->s.model) in the worker. */
+int repl_load_start(c3_repl *r);
+/* Pop one event (waiting up to timeout s), fold it into the state, and copy
+ * it to *out when non-NULL. False on timeout. When the worker finishes the
+ * thread is joined and the outcome reported through the sink. */
+bool repl_pump(c3_repl *r, c3_event *out, double timeout);
+/* Ask the job in flight to stop (generation: the model stays loaded). */
+void repl_cancel(c3_repl *r);
+/* Print through the sink (or stdout/stderr). */
+void repl_print(c3_repl *r, int level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Append a line to the history (memory and file). */
+void repl_history_add(c3_repl *r, const char *line);
+/* The history file: $XDG_STATE_HOME/cosmos3/history, else
+ * ~/.local/state/cosmos3/history. */
+void repl_history_path(char *buf, size_t n);
+
+/* Completion candidates for the word `text` that starts at byte `start` of
+ * `line` (xmalloc'd NULL-terminated array of xmalloc'd strings, or NULL when
+ * the word takes a file path). */
+char **repl_complete(const char *line, int start, const char *text, bool *want_path);
+
+/* The command table (for help, completion and the man page). */
+typedef struct {
+    const char *name;
+    const char *args;
+    const char *help;
+    int (*run)(c3_repl *r, const char *arg);
+    enum { COMPLETE_NONE, COMPLETE_OPTION, COMPLETE_OPTION_VALUE, COMPLETE_PATH, COMPLETE_COMMAND,
+           COMPLETE_SEED } complete;
+} c3_repl_cmd;
+extern const c3_repl_cmd c3_repl_cmds[];
+extern const int c3_repl_ncmds;
+
+/* Human-readable bytes ("1.50 GiB"). */
+void repl_bytes(int64_t b, char *buf, size_t n);
+
+#endif
