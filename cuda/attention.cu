@@ -6,7 +6,7 @@
  *
  * Two kernels:
  *  - att_mma<D>: bf16 tensor cores (mma.sync m16n8k16, fp32 accumulate) for
- *    bf16 tensors and head_dim D in {32, 64, 128}. A block of 4 warps
+ *    bf16 tensors and head_dim D in {16, 32, 64, 128}. A block of 4 warps
  *    owns 64 queries of one head; each warp owns 16 query rows, keeps its Q
  *    fragments, scores, probabilities and output in registers, and streams
  *    64-key K/V tiles through shared memory.
@@ -318,7 +318,7 @@ int cu_attention(c3_backend *be, c3_tensor *out, const c3_tensor *q, const c3_kv
         C3_TRY(cu_check_float("attention", kv[s].v, "v"));
         const c3_tensor *k = kv[s].k, *v = kv[s].v;
         int64_t hkv = k->ndim == 3 ? k->ne[1] : 0;
-        if (k->ndim != 3 || k->ne[2] != a.D || c3_numel(k) != kv[s].n * hkv || c3_numel(v) != c3_numel(k) ||
+        if (k->ndim != 3 || k->ne[2] != a.D || c3_numel(k) != kv[s].n * hkv * a.D || c3_numel(v) != c3_numel(k) ||
             kv[s].valid < 0 || kv[s].valid > kv[s].n)
             return c3_fail(C3_EFAIL, "cuda attention: key segment %d is not [%lld, Hkv, %d] (valid %lld)", s,
                            (long long)kv[s].n, a.D, (long long)kv[s].valid);
@@ -340,6 +340,7 @@ int cu_attention(c3_backend *be, c3_tensor *out, const c3_tensor *q, const c3_kv
     bool mma = all_bf16 && att_which != 2;
     if (mma) {
         switch (a.D) {
+        case 16: return launch_mma<16>(be, a);
         case 32: return launch_mma<32>(be, a);
         case 64: return launch_mma<64>(be, a);
         case 128: return launch_mma<128>(be, a);
@@ -347,7 +348,7 @@ int cu_attention(c3_backend *be, c3_tensor *out, const c3_tensor *q, const c3_kv
         }
     }
     if (att_which == 1)
-        return c3_fail(C3_EFAIL, "cuda attention: the tensor-core kernel needs bf16 and head_dim 32/64/128");
+        return c3_fail(C3_EFAIL, "cuda attention: the tensor-core kernel needs bf16 and head_dim 16/32/64/128");
     if (a.D > ATT_GEN_MAXD)
         return c3_fail(C3_EFAIL, "cuda attention: head_dim %d is larger than %d", a.D, ATT_GEN_MAXD);
     return launch_generic(be, a);

@@ -10,12 +10,15 @@
 /* Plans kept per backend; the model has a handful of distinct shapes per
  * tower, so a small table with round-robin replacement is enough. */
 #define CU_GEMM_PLANS 64
+/* Pointer alignment (bytes) beyond which cuBLASLt gains nothing. */
+#define GEMM_MAX_ALIGN 256
 
 typedef struct {
     bool used;
     int64_t M, N, K;
     c3_dtype yt;
     bool bias, accumulate;
+    uint32_t align; /* smallest operand pointer alignment (bytes) the plan assumes */
     cublasLtMatmulDesc_t desc;
     cublasLtMatrixLayout_t la, lb, lc;
     cublasLtMatmulAlgo_t algo;
@@ -50,7 +53,7 @@ static cudaDataType_t cuda_type(c3_dtype t) {
 /* Build the plan for y[M,N] = x[M,K] . w[N,K]^T (+bias) (+y). In cuBLAS's
  * column-major terms: D (N x M, ld N) = op_T(w: K x N, ld K) . (x: K x M, ld K). */
 static int plan_make(c3_backend *be, cu_plan *p, int64_t M, int64_t N, int64_t K, c3_dtype yt, bool bias,
-                     bool accumulate) {
+                     bool accumulate, uint32_t align) {
     cu_ctx *c = cu_of(be);
     memset(p, 0, sizeof *p);
     CUBLAS_CHECK(cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
@@ -71,6 +74,11 @@ static int plan_make(c3_backend *be, cu_plan *p, int64_t M, int64_t N, int64_t K
     size_t ws = CU_LT_WORKSPACE;
     cublasStatus_t st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                                              &ws, sizeof ws);
+    const cublasLtMatmulPreferenceAttributes_t al[] = {
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+    for (size_t i = 0; i < C3_ARRAY_LEN(al) && st == CUBLAS_STATUS_SUCCESS; i++)
+        st = cublasLtMatmulPreferenceSetAttribute(pref, al[i], &align, sizeof align);
     cublasLtMatmulHeuristicResult_t res;
     int found = 0;
     if (st == CUBLAS_STATUS_SUCCESS)
@@ -84,18 +92,18 @@ static int plan_make(c3_backend *be, cu_plan *p, int64_t M, int64_t N, int64_t K
                        st != CUBLAS_STATUS_SUCCESS ? cublasGetStatusString(st) : "none found");
     }
     p->algo = res.algo;
-    p->M = M, p->N = N, p->K = K, p->yt = yt, p->bias = bias, p->accumulate = accumulate;
+    p->M = M, p->N = N, p->K = K, p->yt = yt, p->bias = bias, p->accumulate = accumulate, p->align = align;
     return C3_OK;
 }
 
 static int plan_get(c3_backend *be, int64_t M, int64_t N, int64_t K, c3_dtype yt, bool bias, bool accumulate,
-                    cu_plan **out) {
+                    uint32_t align, cu_plan **out) {
     cu_ctx *c = cu_of(be);
     if (!c->gemm) c->gemm = (struct cu_gemm_cache *)xcalloc(1, sizeof *c->gemm);
     for (int i = 0; i < CU_GEMM_PLANS; i++) {
         cu_plan *p = &c->gemm->plan[i];
         if (p->used && p->M == M && p->N == N && p->K == K && p->yt == yt && p->bias == bias &&
-            p->accumulate == accumulate) {
+            p->accumulate == accumulate && p->align == align) {
             *out = p;
             return C3_OK;
         }
@@ -103,7 +111,7 @@ static int plan_get(c3_backend *be, int64_t M, int64_t N, int64_t K, c3_dtype yt
     cu_plan *p = &c->gemm->plan[c->gemm->next];
     c->gemm->next = (c->gemm->next + 1) % CU_GEMM_PLANS;
     plan_release(p);
-    C3_TRY(plan_make(be, p, M, N, K, yt, bias, accumulate));
+    C3_TRY(plan_make(be, p, M, N, K, yt, bias, accumulate, align));
     *out = p;
     return C3_OK;
 }
@@ -137,9 +145,8 @@ int cu_linear(c3_backend *be, c3_tensor *y, const c3_tensor *x, const c3_tensor 
     size_t xb = x->dtype == C3_BF16 ? 0 : (size_t)c3_numel(x) * 2;
     size_t wb = w->dtype == C3_BF16 ? 0 : (size_t)c3_numel(w) * 2;
     size_t bb = (bias && bias->dtype != y->dtype) ? (size_t)N * c3_dtype_size(y->dtype) : 0;
-    const int64_t align = 256;
-    xb = (xb + align - 1) / align * align;
-    wb = (wb + align - 1) / align * align;
+    xb = (xb + GEMM_MAX_ALIGN - 1) / GEMM_MAX_ALIGN * GEMM_MAX_ALIGN;
+    wb = (wb + GEMM_MAX_ALIGN - 1) / GEMM_MAX_ALIGN * GEMM_MAX_ALIGN;
     char *tmp = NULL;
     if (xb + wb + bb) C3_TRY(cu_scratch(be, xb + wb + bb, (void **)&tmp));
     const __nv_bfloat16 *xd, *wd;
@@ -151,8 +158,11 @@ int cu_linear(c3_backend *be, c3_tensor *y, const c3_tensor *x, const c3_tensor 
         bd = tmp + xb + wb;
     }
 
+    /* Views can start anywhere: plan for the alignment the pointers really have. */
+    uintptr_t bits = (uintptr_t)xd | (uintptr_t)wd | (uintptr_t)y->data | (uintptr_t)bd | GEMM_MAX_ALIGN;
+    uint32_t align = (uint32_t)(bits & (~bits + 1));
     cu_plan *p;
-    C3_TRY(plan_get(be, M, N, K, y->dtype, bias != NULL, accumulate, &p));
+    C3_TRY(plan_get(be, M, N, K, y->dtype, bias != NULL, accumulate, align, &p));
     if (bias)
         CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bd, sizeof bd));
     float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;

@@ -139,6 +139,19 @@ static void check_linear(int64_t M, int64_t K, int64_t N, bool bias, bool acc) {
     drop(x), drop(w), drop(b), drop(y);
 }
 
+/* Row views that start off the 16-byte grid (model code slices rows). */
+static void check_linear_view(int64_t M, int64_t K, int64_t N) {
+    pair x = mkr({M + 1, K}), w = mkr({N, K}, 1.0f / sqrtf((float)K)), b = mkr({N}), y = mkr({M + 1, N});
+    both("linear", [&](c3_backend *be, int s) {
+        c3_tensor xv = c3_rows(T(x, s), 1, M), yv = c3_rows(T(y, s), 1, M);
+        return be->linear(be, &yv, &xv, T(w, s), T(b, s), false);
+    });
+    char sh[64];
+    snprintf(sh, sizeof sh, "rows 1.. of [%lld,%lld] -> %lld", (long long)M + 1, (long long)K, (long long)N);
+    cmp("linear misaligned view", sh, y);
+    drop(x), drop(w), drop(b), drop(y);
+}
+
 static void check_rmsnorm(int64_t rows, int dim, bool mul_fp32) {
     pair x = mkr({rows, dim}, 3.0f), w = mk({dim}, randv(dim, 0.2f, 1.0f)), y = mkr({rows, dim});
     both("rmsnorm", [&](c3_backend *be, int s) { return be->rmsnorm(be, T(y, s), T(x, s), T(w, s), dim, 1e-6f, mul_fp32); });
@@ -438,6 +451,7 @@ int main(int argc, char **argv) {
     check_linear(300, 512, 768, true, true);
     check_linear(77, 1024, 256, false, false);
     check_linear(64, 320, 96, false, true);
+    check_linear_view(50, 36, 20);
     check_rmsnorm(257, 1024, false);
     check_rmsnorm(257, 1024, true);
     check_rmsnorm(300 * 8, 128, false);
@@ -446,6 +460,7 @@ int main(int argc, char **argv) {
     check_attention("attention gen (2 seg)", 333, 8, 2, 128, {77, 340}, {77, 333}, false, 0);
     check_attention("attention und causal", 200, 8, 2, 128, {200}, {200}, true, 0);
     check_attention("attention tiny D32", 70, 4, 2, 32, {13, 70}, {13, 70}, false, 0);
+    check_attention("attention mkmodel D16", 64, 4, 2, 16, {51, 64}, {51, 64}, false, 0);
     check_attention("attention D64 3 seg", 129, 4, 4, 64, {5, 64, 100}, {5, 60, 97}, false, 0);
     check_attention("attention generic", 333, 8, 2, 128, {77, 340}, {77, 333}, false, 2);
     check_attention("attention generic causal", 100, 4, 1, 128, {130}, {130}, true, 2);
