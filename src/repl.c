@@ -122,8 +122,14 @@ static void history_load(c3_repl *r) {
 #endif
 }
 
-void repl_history_add(c3_repl *r, const char *line) {
-    if (!*line || strchr(line, '\n')) return;
+void repl_history_add(c3_repl *r, const char *text) {
+    /* kept as typed, without the blanks completion leaves at the end */
+    size_t n = strlen(text);
+    while (n && (text[n - 1] == ' ' || text[n - 1] == '\t')) n--;
+    char line[4096];
+    if (n == 0 || n >= sizeof line || memchr(text, '\n', n)) return;
+    memcpy(line, text, n);
+    line[n] = 0;
     if (r->nhist && !strcmp(r->hist[r->nhist - 1], line)) return;
     r->hist = xrealloc(r->hist, (size_t)(r->nhist + 1) * sizeof(char *));
     r->hist[r->nhist++] = xstrdup(line);

@@ -1,0 +1,163 @@
+#!/usr/bin/env bash
+# The cosmos3 > prompt against the tiny fixture model on the CPU:
+#   1. through a pipe: set/show/seed/neg, a generation, last/plan/gpus/help,
+#      the script's exit status (the last failure), `cosmos3` alone;
+#   2. through tmux (send-keys / capture-pane): tab completion of commands,
+#      option names and values and paths, a generation with the preview,
+#      the history file, Ctrl-C cancelling a long run while the model stays
+#      loaded, another generation, Ctrl-C at the empty prompt -> 130.
+set -u
+bin=${COSMOS3_BIN:?}
+fx=${COSMOS3_FIXTURES:-}
+model="$fx/tiny-a/model"
+[ -f "$model/model_index.json" ] || { echo "SKIP: fixtures not found (set COSMOS3_FIXTURES)"; exit 77; }
+tmp=$(mktemp -d)
+sock="c3repl$$"
+cleanup() { tmux -L "$sock" kill-server 2>/dev/null; tmux -L "${sock}b" kill-server 2>/dev/null; rm -rf "$tmp"; }
+trap cleanup EXIT
+cd "$tmp"
+export XDG_STATE_HOME="$tmp/state"
+pass=0; fail=0
+ok()  { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+has() { grep -qE -- "$2" "$1" && ok || bad "$3: '$2' not in: $(head -c 1500 "$1")"; }
+
+# ------------------------------------------------------------------ pipe
+cat > script <<'EOF'
+set width 32
+set height 32
+set steps 2
+set schedule karras
+show schedule
+show width
+seed 7
+neg blurry, dark
+set output shot-%02d.png
+a red fox in the snow
+"help me" is a prompt, not a command
+last
+plan
+gpus
+help set
+history
+EOF
+"$bin" repl -m "$model" < script > out 2> err
+rc=$?
+[ $rc = 0 ] && ok || bad "script exit $rc, want 0: $(cat err)"
+has out '^schedule = karras$' "set/show"
+has out '^width = 32$' "show width"
+has out '^seed = 7$' "seed"
+has out '^negative prompt = blurry, dark$' "neg"
+has out '^wrote shot-00.png \(seed 7, ' "generation with an output pattern"
+has out '^wrote shot-01.png \(seed 7, ' "a quoted line starting with a command word is a prompt"
+has out '^seed 7, 32x32, 1 frame, 2 steps, guidance 7, shift 3, schedule karras' "last: settings"
+has out '^seconds: tokenize [0-9.]+, und [0-9.]+, denoise [0-9.]+ \([0-9.]+ s/step: cond [0-9.]+, uncond [0-9.]+\)' "last: timings"
+has out '^layout: tp 1 x cfg-parallel 1 x ulysses 1 = 1 rank on cpu' "plan"
+has out 'weights [0-9.]+ [KMG]iB, K/V' "gpus: our accounting"
+has out '^(cpu|GPU 0): ' "gpus: the device"
+has out 'schedule +sigma schedule' "help set lists the options"
+[ -f shot-00.png ] && [ -f shot-01.png ] && ok || bad "PNGs not written: $(ls)"
+[ ! -e "$tmp/state/cosmos3/history" ] && ok || bad "a script must not write the interactive history"
+"$bin" meta shot-00.png > meta 2>&1
+has meta 'negative_prompt: blurry, dark' "neg reached the image"
+has meta 'schedule: karras' "set schedule reached the image"
+
+# a failing line: the script goes on, the exit status is the last failure
+printf 'set steps nope\nset width 32\nset height 32\nset steps 1\nshow steps\nset bogus 1\nshow steps\n' |
+    "$bin" repl -m "$model" > out 2> err
+rc=$?
+[ $rc = 2 ] && ok || bad "script with bad lines: exit $rc, want 2"
+has err "--steps: 'nope' is not an integer" "bad value message"
+has err "unknown option 'bogus'" "unknown option message"
+has out '^steps = 1$' "lines after a failure still run"
+printf 'seed 5\nquit\nseed 6\n' | "$bin" repl -m "$model" > out 2> err
+[ $? = 0 ] && ok || bad "quit: exit status"
+grep -q 'seed = 6' out && bad "lines after quit ran" || ok
+# no model: a script stops with the checkpoint error (3)
+printf 'show steps\n' | "$bin" repl -m "$tmp/nowhere" > out 2> err
+rc=$?
+[ $rc = 3 ] && ok || bad "missing model: exit $rc, want 3: $(cat err)"
+# `cosmos3` alone is the REPL (model from $COSMOS3_MODEL)
+printf 'show width\nset width 48\nshow width\n' | COSMOS3_MODEL="$model" "$bin" > out 2> err
+rc=$?
+[ $rc = 0 ] && grep -q '^width = 48$' out && ok || bad "cosmos3 alone: exit $rc: $(cat out err)"
+
+# ------------------------------------------------------------------ tmux
+if ! command -v tmux > /dev/null; then
+    echo "tmux not installed: interactive part skipped"
+    echo "repl: $pass passed, $fail failed"
+    [ $fail = 0 ]
+    exit
+fi
+t() { tmux -L "$sock" "$@"; }
+screen() { t capture-pane -p -J -S -200 > "$tmp/screen"; }
+# wait_for REGEX [SECONDS]: poll the pane until REGEX shows
+wait_for() {
+    local end=$((SECONDS + ${2:-20}))
+    while [ $SECONDS -lt $end ]; do
+        screen
+        grep -qE -- "$1" "$tmp/screen" && return 0
+        sleep 0.2
+    done
+    return 1
+}
+expect_screen() { if wait_for "$1" "${3:-20}"; then ok; else bad "$2: '$1' not on screen:"; cat "$tmp/screen"; fi; }
+
+mkdir -p "$tmp/dirs/models_here"
+t new-session -d -x 150 -y 50 -c "$tmp" \
+    "env LANG=C.UTF-8 XDG_STATE_HOME='$tmp/state' '$bin' -m '$model' -W 32 -H 32 --steps 2 --preview blocks; echo EXIT=\$?; sleep 60"
+expect_screen '^cosmos3 > ' "the prompt"
+# completion: a command, an option name, an enum value, a path after load
+t send-keys 'sh' Tab
+expect_screen '^cosmos3 > show $' "Tab completes a command" 5
+t send-keys C-u 'set sche' Tab
+expect_screen '^cosmos3 > set schedule $' "Tab completes an option name" 5
+t send-keys 'kar' Tab
+expect_screen '^cosmos3 > set schedule karras $' "Tab completes an option value" 5
+t send-keys Enter
+expect_screen '^schedule = karras$' "set through tmux"
+t send-keys 'load dirs/mod' Tab
+expect_screen '^cosmos3 > load dirs/models_here/$' "Tab completes a path after load" 5
+t send-keys C-u 'show schedule' Enter
+expect_screen '^schedule = karras$' "show through tmux"
+t send-keys 'seed 11' Enter 'a lighthouse at dusk' Enter
+expect_screen '^wrote cosmos3-11.png \(seed 11, ' "a generation through tmux"
+screen
+grep -q $'\xe2\x96\x80' "$tmp/screen" && ok || bad "no half-block preview on screen"
+[ -f cosmos3-11.png ] && ok || bad "cosmos3-11.png not written"
+# a long run, cancelled with one Ctrl-C: the model stays loaded
+t send-keys 'set width 512' Enter 'set height 512' Enter 'set steps 400' Enter 'seed 12' Enter 'a long run' Enter
+expect_screen 'step [0-9]+/400' "progress of the long run" 30
+t send-keys C-c
+expect_screen 'cancelled; the model is still loaded' "one Ctrl-C cancels the run" 15
+[ -f cosmos3-12.png ] && bad "a cancelled run wrote its image" || ok
+t send-keys 'set width 32' Enter 'set height 32' Enter 'set steps 2' Enter 'seed 13' Enter 'after the cancel' Enter
+expect_screen '^wrote cosmos3-13.png \(seed 13, ' "a generation after the cancel" 20
+t send-keys 'history' Enter
+expect_screen '^ +[0-9]+  a lighthouse at dusk$' "history command"
+# Ctrl-C at the empty prompt exits with 130
+t send-keys C-c
+expect_screen '^EXIT=130$' "Ctrl-C at an empty prompt exits 130" 10
+hist="$tmp/state/cosmos3/history"
+if [ -f "$hist" ] && grep -qx 'a lighthouse at dusk' "$hist" && grep -qx 'set schedule karras' "$hist"; then ok; else
+    bad "history file $hist: $(cat "$hist" 2>&1)"; fi
+t kill-server 2>/dev/null
+
+# history across sessions: Up recalls the last line of the previous session
+sock="${sock}b"
+t new-session -d -x 120 -y 30 -c "$tmp" \
+    "env XDG_STATE_HOME='$tmp/state' '$bin' -m '$model' --preview off; echo EXIT=\$?; sleep 60"
+expect_screen '^cosmos3 > ' "second session prompt"
+t send-keys Up
+expect_screen '^cosmos3 > history$' "history kept across sessions" 5
+# twice Ctrl-C within a second exits with 130 even with text typed
+t send-keys C-u 'half typed'
+expect_screen '^cosmos3 > half typed$' "typing in the second session" 5
+t send-keys C-c   # two signals sent at once merge into one: a pause between
+sleep 0.3
+t send-keys C-c
+expect_screen '^EXIT=130$' "two Ctrl-C within a second exit 130" 10
+t kill-server 2>/dev/null
+
+echo "repl: $pass passed, $fail failed"
+[ $fail = 0 ]
