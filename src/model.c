@@ -334,6 +334,19 @@ static int upload_new(c3_backend *be, c3_tensor *t, const float *src, c3_memcat 
     return be->upload(be, t, src, C3_F32);
 }
 
+/* cos/sin tables [n, hd] of the positions pos[n][3] (t, h, w), uploaded. */
+static int upload_rope(c3_model *m, double (*pos)[3], int64_t n, c3_tensor *cs, c3_tensor *sn) {
+    int64_t hd = m->c.head_dim;
+    float *hc = xmalloc(sizeof(float) * (size_t)(n * hd)), *hs = xmalloc(sizeof(float) * (size_t)(n * hd));
+    rope_tables(m, (const double(*)[3])pos, n, hc, hs);
+    int64_t ne[] = {n, hd};
+    int rc = upload_new(m->be, cs, hc, C3_MEM_ACT, 2, ne);
+    if (!rc) rc = upload_new(m->be, sn, hs, C3_MEM_ACT, 2, ne);
+    free(hc);
+    free(hs);
+    return rc;
+}
+
 static int check_cancel(const c3_model *m) {
     if (m->shard.cancel && *m->shard.cancel) return c3_fail(C3_ECANCEL, "cancelled");
     return C3_OK;
@@ -416,14 +429,8 @@ int model_und(c3_model *m, const int32_t *ids, int L, c3_undkv *kv) {
     {
         double (*pos)[3] = xmalloc(sizeof *pos * (size_t)n);
         for (int64_t i = 0; i < n; i++) pos[i][0] = pos[i][1] = pos[i][2] = (double)i;
-        float *hc = xmalloc(sizeof(float) * (size_t)(n * hd)), *hs = xmalloc(sizeof(float) * (size_t)(n * hd));
-        rope_tables(m, (const double(*)[3])pos, n, hc, hs);
-        int64_t ne[] = {n, hd};
-        rc = upload_new(be, &cs, hc, C3_MEM_ACT, 2, ne);
-        if (!rc) rc = upload_new(be, &sn, hs, C3_MEM_ACT, 2, ne);
+        rc = upload_rope(m, pos, n, &cs, &sn);
         free(pos);
-        free(hc);
-        free(hs);
         if (rc) goto done;
     }
     trace("rope.cos_und", -1, &cs);
@@ -667,14 +674,8 @@ int model_gen(c3_model *m, const c3_undkv *kv, const float *latents, const c3_la
     {
         double (*pos)[3] = xmalloc(sizeof *pos * (size_t)S);
         for (int64_t i = 0; i < S; i++) model_gen_position(c, kv->L, g, t0 + i, pos[i]);
-        float *hc = xmalloc(sizeof(float) * (size_t)(S * hd)), *hs = xmalloc(sizeof(float) * (size_t)(S * hd));
-        rope_tables(m, (const double(*)[3])pos, S, hc, hs);
-        int64_t ne[] = {S, hd};
-        rc = upload_new(be, &cs, hc, C3_MEM_ACT, 2, ne);
-        if (!rc) rc = upload_new(be, &sn, hs, C3_MEM_ACT, 2, ne);
+        rc = upload_rope(m, pos, S, &cs, &sn);
         free(pos);
-        free(hc);
-        free(hs);
         if (rc) goto done;
     }
     trace("rope.cos_gen", -1, &cs);
