@@ -83,8 +83,10 @@ rc=$?
 [ $rc = 0 ] && grep -q '^width = 48$' out && ok || bad "cosmos3 alone: exit $rc: $(cat out err)"
 
 # ------------------------------------------------------------------ tmux
-if ! command -v tmux > /dev/null; then
-    echo "tmux not installed: interactive part skipped"
+no_rl=0
+"$bin" tui < /dev/null 2>&1 | grep -q "built without ncurses and readline" && no_rl=1
+if ! command -v tmux > /dev/null || [ $no_rl = 1 ]; then
+    echo "tmux not installed or built without readline: interactive part skipped"
     echo "repl: $pass passed, $fail failed"
     [ $fail = 0 ]
     exit

@@ -11,6 +11,9 @@ fx=${COSMOS3_FIXTURES:-}
 model="$fx/tiny-a/model"
 [ -f "$model/model_index.json" ] || { echo "SKIP: fixtures not found (set COSMOS3_FIXTURES)"; exit 77; }
 command -v tmux > /dev/null || { echo "SKIP: tmux not installed"; exit 77; }
+if "$bin" tui < /dev/null 2>&1 | grep -q "built without ncurses and readline"; then
+    echo "SKIP: built without ncurses and readline"; exit 77
+fi
 tmp=$(mktemp -d)
 sock="c3tui$$"
 cleanup() { tmux -L "$sock" kill-server 2>/dev/null; rm -rf "$tmp"; }
