@@ -493,6 +493,13 @@ int main(int argc, char **argv) {
         repl_argv[0] = argv[0];
         repl_argv[1] = (char *)"repl";
         for (int i = 1; i < argc; i++) repl_argv[i + 1] = argv[i];
+        for (int i = 2; i <= argc; i++) /* --tui anywhere: the dashboard */
+            if (!strcmp(repl_argv[i], "--tui")) {
+                repl_argv[1] = (char *)"tui";
+                memmove(&repl_argv[i], &repl_argv[i + 1], (size_t)(argc - i + 1) * sizeof(char *));
+                argc--;
+                break;
+            }
         argc++;
         argv = repl_argv;
     }
