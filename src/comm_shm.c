@@ -11,6 +11,7 @@ typedef struct {
     int size, count;
     unsigned gen;
     const void **slot; /* [size] published pointers */
+    int readers;       /* ranks copying from the published slots right now */
     volatile int *aborted;
 } shm_shared;
 
@@ -30,6 +31,7 @@ struct c3_comm_group {
 static int barrier(shm_shared *sh) {
     pthread_mutex_lock(&sh->mu);
     if (*sh->aborted) {
+        while (sh->readers > 0) pthread_cond_wait(&sh->cv, &sh->mu); /* see below */
         pthread_mutex_unlock(&sh->mu);
         return c3_fail(C3_ECANCEL, "stopped because another rank failed");
     }
@@ -42,8 +44,28 @@ static int barrier(shm_shared *sh) {
         while (gen == sh->gen && !*sh->aborted) pthread_cond_wait(&sh->cv, &sh->mu);
     }
     int ab = *sh->aborted && gen == sh->gen;
+    /* Leaving early: peers may still be copying from this rank's buffers,
+     * which the caller frees once we return; wait for them to finish. */
+    while (ab && sh->readers > 0) pthread_cond_wait(&sh->cv, &sh->mu);
     pthread_mutex_unlock(&sh->mu);
     return ab ? c3_fail(C3_ECANCEL, "stopped because another rank failed") : C3_OK;
+}
+
+/* Bracket copies from peers' slots (between the two barriers of a
+ * collective) so that an aborting rank does not free them under us. */
+static int begin_read(shm_shared *sh) {
+    pthread_mutex_lock(&sh->mu);
+    int ab = *sh->aborted;
+    if (!ab) sh->readers++;
+    while (ab && sh->readers > 0) pthread_cond_wait(&sh->cv, &sh->mu); /* peers read our slot */
+    pthread_mutex_unlock(&sh->mu);
+    return ab ? c3_fail(C3_ECANCEL, "stopped because another rank failed") : C3_OK;
+}
+static void end_read(shm_shared *sh) {
+    pthread_mutex_lock(&sh->mu);
+    sh->readers--;
+    pthread_cond_broadcast(&sh->cv);
+    pthread_mutex_unlock(&sh->mu);
 }
 
 #define SH(c) (((shm_comm *)(c))->sh)
@@ -56,13 +78,19 @@ static int shm_allreduce(c3_comm *c, c3_tensor *t) {
     int64_t n = c3_numel(t);
     float *acc = xmalloc((size_t)n * sizeof(float));
     sh->slot[c->rank] = t->data;
-    C3_TRY(barrier(sh));
+    int rc = barrier(sh);
+    if (rc == C3_OK) rc = begin_read(sh);
+    if (rc) {
+        free(acc);
+        return rc;
+    }
     memcpy(acc, sh->slot[0], (size_t)n * sizeof(float));
     for (int r = 1; r < c->size; r++) {
         const float *src = sh->slot[r];
         for (int64_t i = 0; i < n; i++) acc[i] += src[i];
     }
-    int rc = barrier(sh); /* all have read */
+    end_read(sh);
+    rc = barrier(sh); /* all have read */
     if (rc == C3_OK) memcpy(t->data, acc, (size_t)n * sizeof(float));
     free(acc);
     if (rc) return rc;
@@ -73,7 +101,9 @@ static int shm_allgather_bytes(c3_comm *c, void *out, const void *in, size_t b) 
     shm_shared *sh = SH(c);
     sh->slot[c->rank] = in;
     C3_TRY(barrier(sh));
+    C3_TRY(begin_read(sh));
     for (int r = 0; r < c->size; r++) memcpy((char *)out + (size_t)r * b, sh->slot[r], b);
+    end_read(sh);
     return barrier(sh);
 }
 
@@ -96,8 +126,10 @@ static int shm_alltoall(c3_comm *c, c3_tensor *out, const c3_tensor *in) {
     size_t chunk = b / (size_t)c->size;
     sh->slot[c->rank] = in->data;
     C3_TRY(barrier(sh));
+    C3_TRY(begin_read(sh));
     for (int r = 0; r < c->size; r++)
         memcpy((char *)out->data + (size_t)r * chunk, (const char *)sh->slot[r] + (size_t)c->rank * chunk, chunk);
+    end_read(sh);
     return barrier(sh);
 }
 
@@ -105,7 +137,9 @@ static int shm_broadcast(c3_comm *c, c3_tensor *t, int root) {
     shm_shared *sh = SH(c);
     if (c->rank == root) sh->slot[root] = t->data;
     C3_TRY(barrier(sh));
+    C3_TRY(begin_read(sh));
     if (c->rank != root) memcpy(t->data, sh->slot[root], bytes_of(t));
+    end_read(sh);
     return barrier(sh);
 }
 
@@ -176,6 +210,7 @@ void comm_shm_reset(c3_comm_group *g) {
     for (int i = 0; i < g->nshared; i++) {
         pthread_mutex_lock(&g->shared[i].mu);
         g->shared[i].count = 0;
+        g->shared[i].readers = 0;
         pthread_mutex_unlock(&g->shared[i].mu);
     }
     g->aborted = 0;

@@ -358,6 +358,21 @@ static int rank_loop(c3_job *j, c3_rank *rk) {
         if (noise) rng_normal(strtoull(s->seed, NULL, 10) + 1 + (uint64_t)i, 0, noise, j->n);
         rc = sampler_step(smp, i, v, x, noise, NULL, NULL);
         tx += c3_now() - a;
+        if (rc == C3_OK) { /* memory of this rank's device, from our own accounting */
+            c3_event mev = {.kind = EV_MEMORY, .rank = rk->rank, .group = group, .device = p->devices[rk->rank],
+                            .step = i + 1, .steps = s->steps, .dev_total = p->dev_total[rk->rank],
+                            .dev_free = p->dev_free[rk->rank]};
+            for (int c = 0; c < 3; c++) mev.bytes[c] = rk->be->mem[c];
+            if (p->cuda) {
+                char nm[64];
+                int64_t tot, fr;
+                if (c3_gpu_info(p->devices[rk->rank], nm, sizeof nm, &tot, &fr) == C3_OK) {
+                    mev.dev_total = tot;
+                    mev.dev_free = fr;
+                }
+            }
+            events_push(e->ev, &mev);
+        }
         if (rk->rank == 0 && rc == C3_OK) {
             double st = c3_now() - ts;
             c3_event ev = {.kind = EV_STEP_END, .step = i + 1, .steps = s->steps, .seconds = st, .cond_s = tc,
