@@ -152,7 +152,7 @@ int ckpt_parse_tconfig(c3_tconfig *t, const char *text, size_t len, const char *
         }
     } else {
         int half = t->head_dim / 2;
-        t->mrope[1] = t->mrope[2] = half * 20 / 64;
+        t->mrope[1] = t->mrope[2] = (int)((int64_t)half * 20 / 64); /* 64-bit: head_dim may be ~2^30 */
         t->mrope[0] = half - 2 * t->mrope[1];
     }
     if (t->mrope[0] + t->mrope[1] + t->mrope[2] > t->head_dim / 2) {

@@ -251,6 +251,8 @@ static void test_config_parsers(void) {
     expect_tconfig("{" TCONF_BASE ",\"rms_norm_eps\":1e300}", C3_EMODEL, "rms_norm_eps");
     expect_tconfig("{" TCONF_BASE ",\"rope_theta\":-1}", C3_EMODEL, "rope_theta");
     expect_tconfig("{" TCONF_BASE ",\"base_fps\":0}", C3_EMODEL, "base_fps");
+    /* found by fuzzing: the default mrope split overflowed int for a huge head_dim */
+    expect_tconfig("{" TCONF_BASE ",\"head_dim\":328888888}", C3_OK, NULL);
     expect_tconfig("[]", C3_EMODEL, "JSON object");
     expect_tconfig("", C3_EMODEL, "invalid JSON");
 
