@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "bench.h"
 #include "checkpoint.h"
 #include "docs.h"
 #include "events.h"
@@ -53,6 +54,8 @@ static const c3_command commands[] = {
     {"repl", CMD_REPL, "[options]", "the cosmos3 > prompt: load once, generate many (also: cosmos3 alone)",
      repl_main},
     {"tui", CMD_TUI, "[options]", "the live dashboard: memory, progress, CFG branch timings, previews", tui_main},
+    {"bench", CMD_BENCH, "--preset tiny|edge|nano|super [-W PX -H PX -F N] [--steps N] [--json]",
+     "time the GEN CFG step of a preset's geometry on random weights (no checkpoint needed)", cmd_bench},
 };
 
 static void usage(FILE *f) {

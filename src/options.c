@@ -84,8 +84,16 @@ const c3_option c3_options[] = {
      CMD_MKMODEL | CMD_BENCH, F(preset), false},
     {"layers", 0, NULL, OPT_INT, "0", NULL, "N", "layers per tower (0: the preset's)", CMD_MKMODEL | CMD_BENCH,
      F(layers), false},
+    /* bench only; shares the `raw` field with tokenize (no command reads both) */
+    {"skip-vae", 0, NULL, OPT_FLAG, NULL, NULL, NULL,
+     "do not time the VAE decode and PNG write (they need a random VAE written to $TMPDIR first)", CMD_BENCH,
+     F(raw), false},
     {"host", 0, NULL, OPT_STR, "127.0.0.1", NULL, "ADDR", "address to listen on", CMD_SERVE, F(host), false},
-    {"port", 0, NULL, OPT_INT, "8000", NULL, "PORT", "port to listen on", CMD_SERVE, F(port), false},
+    {"port", 0, NULL, OPT_INT, "8000", NULL, "PORT", "port to listen on (0: any free port, printed at start)",
+     CMD_SERVE, F(port), false},
+    {"queue", 0, NULL, OPT_INT, "16", NULL, "N",
+     "requests that may wait behind the one running; more are answered 429 with Retry-After", CMD_SERVE,
+     F(queue), false},
     {"preview", 0, NULL, OPT_ENUM, "auto", "auto|off|sixel|blocks", "HOW", "show finished images in the terminal",
      CMD_REPL | CMD_TUI, F(preview), true},
 };

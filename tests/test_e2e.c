@@ -13,6 +13,18 @@
 
 extern char **environ;
 
+/* COSMOS3_TEST_DEVICE=cuda runs the pipeline with --device cuda (bf16), held to
+ * the fixtures README's bf16 bounds: six CFG steps rel L2 <= 6e-2, frames loosely. */
+#define F32_LATENTS_REL_L2 1e-3
+#define BF16_LATENTS_REL_L2 6e-2
+#define BF16_FRAME_MAX_LEVELS 32
+static bool on_cuda(void) {
+    const char *d = getenv("COSMOS3_TEST_DEVICE");
+    return d && !strcmp(d, "cuda");
+}
+static const char *test_device(void) { return on_cuda() ? "cuda" : "cpu"; }
+static double tol_latents(void) { return on_cuda() ? BF16_LATENTS_REL_L2 : F32_LATENTS_REL_L2; }
+
 static int run_argv(char *const argv[]) {
     pid_t pid;
     if (posix_spawn(&pid, argv[0], NULL, NULL, argv, environ) != 0) return -1;
@@ -90,7 +102,7 @@ int main(void) {
                         "-n", (char *)json_string_value(json_object_get(fl, "negative_prompt")), "-W", W, "-H", H,
                         "--frames", F, "--fps", fps, "--steps", steps, "-g", gs, "--shift", shift, "--schedule",
                         (char *)sched, "--guidance-interval", "none", "--system-prompt", (char *)sys, (char *)tmpl, "--noise", noise, "--save-latents", lat, "-o", png, "--overwrite", "-q",
-                        "--device", "cpu", NULL};
+                        "--device", (char *)test_device(), NULL};
         double t0 = c3_now();
         int rc = run_argv(argv);
         T_CHECK(rc == 0, "%s: cosmos3 gen exited %d", name, rc);
@@ -107,7 +119,7 @@ int main(void) {
             float *x = st_to_f32(ot);
             double e = t_rel_l2(x, ref, n);
             fprintf(stderr, "%s: final latents rel L2 %.3e (%.1f s)\n", name, e, c3_now() - t0);
-            T_CHECK(e <= 1e-3, "%s: final latents rel L2 %.3e > 1e-3", name, e);
+            T_CHECK(e <= tol_latents(), "%s: final latents rel L2 %.3e > %.0e", name, e, tol_latents());
             free(x);
         }
         free(ref);
@@ -143,8 +155,12 @@ int main(void) {
         double frac = total ? (double)diff / (double)total : 1;
         fprintf(stderr, "%s: frames differ on %.4f %% of values, max %lld level(s)\n", name, 100 * frac,
                 (long long)maxd);
-        T_CHECK(total > 0 && frac <= 1e-3 && maxd <= 1, "%s: frames differ on %.4f %% (max %lld)", name,
-                100 * frac, (long long)maxd);
+        if (on_cuda()) /* bf16: frames checked loosely (README: up to 14 levels after six steps) */
+            T_CHECK(total > 0 && maxd <= BF16_FRAME_MAX_LEVELS, "%s: frames differ by up to %lld levels (bf16 bound %d)",
+                    name, (long long)maxd, BF16_FRAME_MAX_LEVELS);
+        else
+            T_CHECK(total > 0 && frac <= 1e-3 && maxd <= 1, "%s: frames differ on %.4f %% (max %lld)", name,
+                    100 * frac, (long long)maxd);
     }
     st_close(&g);
     json_decref(man);

@@ -10,10 +10,17 @@
 
 /* Tolerances. Ops: fp32 GEMM vs a double loop. Goldens: fixtures README. */
 #define OP_TOL 2e-6
-#define DEC_REL_L2 1e-5
-#define TRACE_REL_L2 1e-5
-#define TRACE_MAX_REL 1e-4
-#define U8_MIN_EQUAL 0.999
+#define DEC_REL_L2 tol_dec
+#define TRACE_REL_L2 tol_trace
+#define TRACE_MAX_REL tol_trace_max
+#define U8_MIN_EQUAL tol_u8_equal
+static double tol_dec = 1e-5, tol_trace = 1e-5, tol_trace_max = 1e-4, tol_u8_equal = 0.999;
+static bool u8_exact = true; /* no uint8 value off by more than 1 */
+/* COSMOS3_TEST_DEVICE=cuda: the decoder on the CUDA backend (bf16), held loosely
+ * (fixtures README: bf16 decoded video ~4 % rel L2, 50-77 % of uint8 values differ). */
+#define BF16_DEC_REL_L2 6e-2
+#define BF16_TRACE_MAX_REL 2e-1
+#define BF16_U8_MIN_EQUAL 0.2
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
 static float frand(void) { /* uniform [-1, 1) */
@@ -290,7 +297,7 @@ static void test_case(c3_vae *v, const c3_vconfig *cf, const char *name, bool tr
             fprintf(stderr, "%s: uint8 frames equal %.4f%%, off by more than 1: %lld\n", name, 100.0 * eq / n,
                     (long long)far);
             T_CHECK((double)eq / n >= U8_MIN_EQUAL, "%s uint8 equal on %.4f%% only", name, 100.0 * eq / n);
-            T_CHECK(far == 0, "%s: %lld uint8 values differ by more than 1", name, (long long)far);
+            T_CHECK(!u8_exact || far == 0, "%s: %lld uint8 values differ by more than 1", name, (long long)far);
         }
     }
     if (traced) {
@@ -354,7 +361,21 @@ int main(void) {
         return 1;
     }
     c3_vae *v = NULL;
-    int rc = vae_load(&v, &ck, be);
+    c3_backend *gbe = be;
+    const char *tdev = getenv("COSMOS3_TEST_DEVICE");
+    if (tdev && !strcmp(tdev, "cuda")) {
+        if (c3_backend_cuda(0, &gbe) != C3_OK) {
+            fprintf(stderr, "FAIL: COSMOS3_TEST_DEVICE=cuda: %s\n", c3_errmsg());
+            return 1;
+        }
+        tol_dec = tol_trace = BF16_DEC_REL_L2;
+        tol_trace_max = BF16_TRACE_MAX_REL;
+        tol_u8_equal = BF16_U8_MIN_EQUAL;
+        u8_exact = false;
+        fprintf(stderr, "golden part on cuda (bf16): decoded rel L2 <= %.0e, uint8 equal >= %.0f %%\n", tol_dec,
+                100 * tol_u8_equal);
+    }
+    int rc = vae_load(&v, &ck, gbe);
     T_CHECK(rc == C3_OK, "vae_load: %s", c3_errmsg());
     if (rc == C3_OK) {
         t_open_golden(&golden, "tiny-a/golden/vae_decode.safetensors");
@@ -368,6 +389,7 @@ int main(void) {
         vae_free(v);
     }
     ckpt_close(&ck);
+    if (gbe != be) c3_backend_destroy(gbe);
     c3_backend_destroy(be);
     return t_done("vae");
 }
