@@ -88,6 +88,7 @@ typedef struct {
     /* serve */
     char *host;
     int port;
+    int queue;           /* requests waiting beyond the one running */
     /* preview */
     char *preview;
     /* which options the user gave (by table index) */
