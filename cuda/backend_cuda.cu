@@ -360,6 +360,73 @@ static int cuda_embed(c3_backend *be, c3_tensor *out, const c3_tensor *table, co
 }
 
 /* ======================================================================== */
+/* layerwise offload: pinned host memory, the copy stream, events            */
+/* ======================================================================== */
+
+static cudaStream_t queue_of(c3_backend *be, int queue) {
+    return queue == C3_Q_COPY ? cu_of(be)->copy_stream : cu_of(be)->stream;
+}
+
+static int cuda_host_alloc(c3_backend *be, void **p, size_t bytes) {
+    *p = NULL;
+    CU_ENTER(be);
+    cudaError_t e = cudaHostAlloc(p, bytes ? bytes : 1, cudaHostAllocPortable);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        *p = NULL;
+        return c3_fail(C3_ERESOURCE, "cannot pin %zu MiB of host memory for --offload (%s); free host memory or "
+                       "run without --offload", bytes >> 20, cudaGetErrorString(e));
+    }
+    return C3_OK;
+}
+
+static void cuda_host_free(c3_backend *be, void *p) {
+    (void)be;
+    if (p) (void)cudaFreeHost(p);
+}
+
+static int cuda_event_new(c3_backend *be, void **ev, bool timing) {
+    *ev = NULL;
+    CU_ENTER(be);
+    cudaEvent_t e;
+    CU_CHECK(cudaEventCreateWithFlags(&e, timing ? cudaEventDefault : cudaEventDisableTiming));
+    *ev = (void *)e;
+    return C3_OK;
+}
+
+static void cuda_event_free(c3_backend *be, void *ev) {
+    if (!ev) return;
+    (void)cudaSetDevice(cu_of(be)->device);
+    (void)cudaEventDestroy((cudaEvent_t)ev);
+}
+
+static int cuda_event_record(c3_backend *be, void *ev, int queue) {
+    CU_ENTER(be);
+    CU_CHECK(cudaEventRecord((cudaEvent_t)ev, queue_of(be, queue)));
+    return C3_OK;
+}
+
+static int cuda_event_wait(c3_backend *be, void *ev, int queue) {
+    CU_ENTER(be);
+    CU_CHECK(cudaStreamWaitEvent(queue_of(be, queue), (cudaEvent_t)ev, 0));
+    return C3_OK;
+}
+
+static int cuda_event_ms(c3_backend *be, void *a, void *b, float *ms) {
+    CU_ENTER(be);
+    CU_CHECK(cudaEventSynchronize((cudaEvent_t)b));
+    CU_CHECK(cudaEventElapsedTime(ms, (cudaEvent_t)a, (cudaEvent_t)b));
+    return C3_OK;
+}
+
+static int cuda_upload_async(c3_backend *be, c3_tensor *dst, const void *src) {
+    if (!dst || !dst->data || !src) return c3_fail(C3_EFAIL, "cuda upload_async: missing buffer");
+    CU_ENTER(be);
+    CU_CHECK(cudaMemcpyAsync(dst->data, src, tensor_bytes(dst), cudaMemcpyHostToDevice, cu_of(be)->copy_stream));
+    return C3_OK;
+}
+
+/* ======================================================================== */
 /* the table                                                                 */
 /* ======================================================================== */
 
@@ -374,6 +441,7 @@ static void cuda_destroy(c3_backend *be) {
         if (c->lt) (void)cublasLtDestroy(c->lt);
         if (c->blas) (void)cublasDestroy(c->blas);
         if (c->stream) (void)cudaStreamDestroy(c->stream);
+        if (c->copy_stream) (void)cudaStreamDestroy(c->copy_stream);
         free(c);
     }
     free(be);
@@ -406,6 +474,7 @@ static int cuda_init(c3_backend *be, cu_ctx *c, int device) {
     uint64_t keep = UINT64_MAX;
     CU_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
     CU_CHECK(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
+    CU_CHECK(cudaStreamCreateWithFlags(&c->copy_stream, cudaStreamNonBlocking));
     CUBLAS_CHECK(cublasCreate(&c->blas));
     CUBLAS_CHECK(cublasSetStream(c->blas, c->stream));
     CUBLAS_CHECK(cublasLtCreate(&c->lt));
@@ -444,6 +513,14 @@ extern "C" int c3_backend_cuda(int device, c3_backend **out) {
     be->upsample2x = cu_upsample2x;
     be->affine = cuda_affine;
     be->clamp = cuda_clamp;
+    be->host_alloc = cuda_host_alloc;
+    be->host_free = cuda_host_free;
+    be->event_new = cuda_event_new;
+    be->event_free = cuda_event_free;
+    be->event_record = cuda_event_record;
+    be->event_wait = cuda_event_wait;
+    be->event_ms = cuda_event_ms;
+    be->upload_async = cuda_upload_async;
     int rc = cuda_init(be, c, device);
     if (rc != C3_OK) {
         cuda_destroy(be);

@@ -33,6 +33,7 @@ typedef struct {
     void *scratch; /* per-op temporary space, stream-ordered reuse */
     size_t scratch_bytes;
     struct cu_gemm_cache *gemm; /* cuBLASLt plans by shape (gemm.cu) */
+    cudaStream_t copy_stream; /* layerwise offload: host->device weight copies */
 } cu_ctx;
 
 static inline cu_ctx *cu_of(c3_backend *be) { return (cu_ctx *)be->ctx; }

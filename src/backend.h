@@ -126,7 +126,28 @@ struct c3_backend {
     int (*affine)(c3_backend *be, c3_tensor *y, const c3_tensor *x, const float *a, const float *b, int C);
     /* y = clamp(x, lo, hi). */
     int (*clamp)(c3_backend *be, c3_tensor *y, const c3_tensor *x, float lo, float hi);
+
+    /* ---- layerwise offload (optional: NULL on backends without it, e.g. cpu) ----
+     * Two queues: C3_Q_COMPUTE (every op above) and C3_Q_COPY (host->device
+     * weight streaming). Events order them on the device, never the host. */
+    /* Page-locked host memory (fast, asynchronous copies). */
+    int (*host_alloc)(c3_backend *be, void **p, size_t bytes);
+    void (*host_free)(c3_backend *be, void *p);
+    /* An event; `timing` events can be timed with event_ms. */
+    int (*event_new)(c3_backend *be, void **ev, bool timing);
+    void (*event_free)(c3_backend *be, void *ev);
+    /* Mark the point `queue` has reached. */
+    int (*event_record)(c3_backend *be, void *ev, int queue);
+    /* `queue` waits (on the device) until the work before ev's record is done. */
+    int (*event_wait)(c3_backend *be, void *ev, int queue);
+    /* Milliseconds between two recorded timing events (waits for b). */
+    int (*event_ms)(c3_backend *be, void *a, void *b, float *ms);
+    /* On C3_Q_COPY: dst's bytes = host src, raw (src already holds dst->dtype). */
+    int (*upload_async)(c3_backend *be, c3_tensor *dst, const void *src);
 };
+
+/* Queues of the offload operations. */
+enum { C3_Q_COMPUTE = 0, C3_Q_COPY = 1 };
 
 /* Backends. c3_backend_cpu never fails; c3_backend_cuda fails when CUDA is
  * absent (built without it, or no device `device`). */

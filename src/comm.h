@@ -31,4 +31,12 @@ struct c3_comm {
     void (*destroy)(c3_comm *c);
 };
 
+/* Which communicator the ranks of a run use: none for one rank; shared
+ * memory for CPU ranks (comm_shm.c); NCCL for CUDA ranks on distinct GPUs
+ * (cuda/comm_nccl.cu); device memory when CUDA ranks share a GPU, which NCCL
+ * refuses (cuda/comm_dev.cu). devices[r]: rank r's GPU. */
+typedef enum { C3_COMM_NONE, C3_COMM_SHM, C3_COMM_NCCL, C3_COMM_DEVICE } c3_comm_kind;
+c3_comm_kind comm_choose(bool cuda, int world, const int *devices);
+const char *comm_kind_name(c3_comm_kind k);
+
 #endif

@@ -35,6 +35,25 @@ typedef struct {
     tower_w und, gen;
 } layer_w;
 
+/* Every tensor of a tower, in one order (absent ones have no data). */
+#define TOWER_NT 12
+static void tower_list(tower_w *w, c3_tensor *ts[TOWER_NT]) {
+    c3_tensor *l[TOWER_NT] = {&w->in_norm, &w->post_norm, &w->wq,   &w->wk, &w->wv,  &w->q_norm,
+                              &w->k_norm,  &w->k_norm_gen, &w->wo, &w->gate, &w->up, &w->down};
+    memcpy(ts, l, sizeof l);
+}
+
+/* Layerwise offload: one tower's ring of two device slots. Layer l runs from
+ * slot l % 2; its copy (copy queue) waits for `used` of that slot (the
+ * compute queue finished layer l - 2) and signals `ready`. */
+typedef struct {
+    tower_w slot[2];
+    void *ready[2], *used[2];
+    void **t0, **t1; /* [layers] timing events around each layer's copy */
+    bool *timed;     /* [layers] copy recorded and not yet counted */
+    int64_t layer_bytes;
+} tower_ring;
+
 struct c3_model {
     c3_backend *be;
     c3_tconfig c;
@@ -52,6 +71,11 @@ struct c3_model {
     float *te_w2, *te_b2;        /* [D, D], [D] */
     float *inv_freq;             /* [hd/2] */
     int *rope_axis;              /* [hd/2]: 0 = T, 1 = H, 2 = W */
+    /* layerwise offload: lw[] holds host tensors (pinned, be == NULL) */
+    bool offload, loading_host;
+    tower_ring ring[2]; /* 0: UND, 1: GEN */
+    int64_t h2d_bytes;
+    double h2d_seconds;
 };
 
 const c3_tconfig *model_config(const c3_model *m) { return &m->c; }
@@ -66,6 +90,37 @@ static void trace(const char *name, int layer, const c3_tensor *t) {
 }
 
 /* ------------------------------------------------------------------ load */
+
+/* n elements of type st -> dt in host memory, rounding as the backend's
+ * upload does (bf16/f16: round to nearest even), so offloaded weights are
+ * bit-identical to resident ones. */
+static void host_convert(void *dst, c3_dtype dt, const void *src, c3_dtype st, size_t n) {
+    if (dt == st) {
+        memcpy(dst, src, n * c3_dtype_size(dt));
+        return;
+    }
+    enum { CHUNK = 4096 };
+    float f[CHUNK];
+    size_t ss = c3_dtype_size(st);
+    for (size_t off = 0; off < n; off += CHUNK) {
+        size_t k = C3_MIN((size_t)CHUNK, n - off);
+        c3_to_f32(f, (const char *)src + off * ss, st, k);
+        for (size_t i = 0; i < k; i++) {
+            if (dt == C3_F32) ((float *)dst)[off + i] = f[i];
+            else if (dt == C3_BF16) ((uint16_t *)dst)[off + i] = c3_f32_to_bf16(f[i]);
+            else ((uint16_t *)dst)[off + i] = c3_f32_to_f16(f[i]);
+        }
+    }
+}
+
+/* A weight that lives in pinned host memory (offload): no backend owns it. */
+static int host_tensor(c3_model *m, c3_tensor *t, int ndim, const int64_t *ne) {
+    memset(t, 0, sizeof *t);
+    t->dtype = m->be->weight_dtype;
+    t->ndim = ndim;
+    for (int i = 0; i < ndim; i++) t->ne[i] = ne[i];
+    return m->be->host_alloc(m->be, &t->data, (size_t)c3_numel(t) * c3_dtype_size(t->dtype));
+}
 
 /* How a weight is split over TP ranks. */
 typedef enum { SPLIT_NONE, SPLIT_ROWS, SPLIT_COLS } split_kind;
@@ -86,22 +141,31 @@ static int load_tensor(c3_model *m, const c3_ckpt *ck, c3_tensor *dst, const cha
         return c3_fail(C3_EMODEL, "transformer tensor %s: dimension %d (%lld) does not split over tp %d", name, sd,
                        (long long)shape[sd], tp);
     if (sd >= 0) ne[sd] = shape[sd] / tp;
-    int rc = m->be->alloc(m->be, dst, m->be->weight_dtype, ndim, ne, C3_MEM_WEIGHTS);
-    if (rc) return c3_context(rc, "loading %s", name);
-    if (sd < 0 || tp == 1) {
-        rc = m->be->upload(m->be, dst, t->data, t->dtype);
-    } else if (sd == 0) {
-        size_t row = (size_t)shape[1] * es;
-        rc = m->be->upload(m->be, dst, (const char *)t->data + (size_t)(r * ne[0]) * row, t->dtype);
+    int rc;
+    if (m->loading_host) {
+        rc = host_tensor(m, dst, ndim, ne);
     } else {
+        rc = m->be->alloc(m->be, dst, m->be->weight_dtype, ndim, ne, C3_MEM_WEIGHTS);
+    }
+    if (rc) return c3_context(rc, "loading %s", name);
+    const void *src = t->data;
+    char *buf = NULL;
+    if (sd == 0 && tp > 1) {
+        size_t row = (size_t)shape[1] * es;
+        src = (const char *)t->data + (size_t)(r * ne[0]) * row;
+    } else if (sd == 1 && tp > 1) {
         /* gather the column slice row by row from the mapping */
         size_t cols = (size_t)ne[1] * es, row = (size_t)shape[1] * es;
-        char *buf = xmalloc((size_t)ne[0] * cols);
+        buf = xmalloc((size_t)ne[0] * cols);
         for (int64_t i = 0; i < ne[0]; i++)
             memcpy(buf + (size_t)i * cols, (const char *)t->data + (size_t)i * row + (size_t)(r * ne[1]) * es, cols);
-        rc = m->be->upload(m->be, dst, buf, t->dtype);
-        free(buf);
+        src = buf;
     }
+    if (m->loading_host)
+        host_convert(dst->data, dst->dtype, src, t->dtype, (size_t)c3_numel(dst));
+    else
+        rc = m->be->upload(m->be, dst, src, t->dtype);
+    free(buf);
     if (rc) return c3_context(rc, "uploading %s", name);
     return C3_OK;
 }
@@ -168,18 +232,144 @@ static int load_tower(c3_model *m, const c3_ckpt *ck, int l, bool gen, tower_w *
     return C3_OK;
 }
 
-static void free_tower(tower_w *w) {
-    c3_tensor *ts[] = {&w->in_norm, &w->post_norm, &w->wq,   &w->wk, &w->wv,  &w->q_norm, &w->k_norm,
-                       &w->k_norm_gen, &w->wo,     &w->gate, &w->up, &w->down};
-    for (size_t i = 0; i < C3_ARRAY_LEN(ts); i++) c3_free(ts[i]);
+static void free_tower(c3_model *m, tower_w *w) {
+    c3_tensor *ts[TOWER_NT];
+    tower_list(w, ts);
+    for (int i = 0; i < TOWER_NT; i++) {
+        if (m->offload && !ts[i]->be && ts[i]->data) m->be->host_free(m->be, ts[i]->data); /* pinned host */
+        c3_free(ts[i]);
+    }
+}
+
+/* ------------------------------------------------------ layerwise offload */
+
+static int ring_init(c3_model *m, tower_ring *g, tower_w *proto) {
+    c3_backend *be = m->be;
+    c3_tensor *src[TOWER_NT];
+    tower_list(proto, src);
+    g->t0 = xcalloc((size_t)m->c.layers, sizeof(void *));
+    g->t1 = xcalloc((size_t)m->c.layers, sizeof(void *));
+    g->timed = xcalloc((size_t)m->c.layers, sizeof(bool));
+    g->layer_bytes = 0;
+    for (int i = 0; i < TOWER_NT; i++)
+        if (src[i]->data) g->layer_bytes += c3_numel(src[i]) * (int64_t)c3_dtype_size(src[i]->dtype);
+    for (int s = 0; s < 2; s++) {
+        c3_tensor *dst[TOWER_NT];
+        g->slot[s].has_qk_norm = proto->has_qk_norm;
+        g->slot[s].has_k_norm_gen = proto->has_k_norm_gen;
+        tower_list(&g->slot[s], dst);
+        for (int i = 0; i < TOWER_NT; i++)
+            if (src[i]->data) C3_TRY(be->alloc(be, dst[i], src[i]->dtype, src[i]->ndim, src[i]->ne, C3_MEM_WEIGHTS));
+        C3_TRY(be->event_new(be, &g->ready[s], false));
+        C3_TRY(be->event_new(be, &g->used[s], false));
+    }
+    for (int l = 0; l < m->c.layers; l++) {
+        C3_TRY(be->event_new(be, &g->t0[l], true));
+        C3_TRY(be->event_new(be, &g->t1[l], true));
+    }
+    return C3_OK;
+}
+
+static void ring_free(c3_model *m, tower_ring *g) {
+    c3_backend *be = m->be;
+    for (int s = 0; s < 2; s++) /* copies still in flight finish before the slots go */
+        if (g->ready[s]) (void)be->event_wait(be, g->ready[s], C3_Q_COMPUTE);
+    (void)be->sync(be);
+    for (int s = 0; s < 2; s++) {
+        c3_tensor *ts[TOWER_NT];
+        tower_list(&g->slot[s], ts);
+        for (int i = 0; i < TOWER_NT; i++) c3_free(ts[i]);
+        be->event_free(be, g->ready[s]);
+        be->event_free(be, g->used[s]);
+    }
+    for (int l = 0; g->t0 && l < m->c.layers; l++) {
+        be->event_free(be, g->t0[l]);
+        be->event_free(be, g->t1[l]);
+    }
+    free(g->t0);
+    free(g->t1);
+    free(g->timed);
+}
+
+static tower_w *host_tower(c3_model *m, int tower, int l) { return tower ? &m->lw[l].gen : &m->lw[l].und; }
+
+/* Queue the copy of layer l into its slot on the copy queue. */
+static int ring_prefetch(c3_model *m, int tower, int l) {
+    c3_backend *be = m->be;
+    tower_ring *g = &m->ring[tower];
+    int s = l % 2;
+    c3_tensor *src[TOWER_NT], *dst[TOWER_NT];
+    tower_list(host_tower(m, tower, l), src);
+    tower_list(&g->slot[s], dst);
+    C3_TRY(be->event_wait(be, g->used[s], C3_Q_COPY)); /* the slot's last layer is done */
+    C3_TRY(be->event_record(be, g->t0[l], C3_Q_COPY));
+    for (int i = 0; i < TOWER_NT; i++)
+        if (src[i]->data) C3_TRY(be->upload_async(be, dst[i], src[i]->data));
+    C3_TRY(be->event_record(be, g->t1[l], C3_Q_COPY));
+    g->timed[l] = true;
+    return be->event_record(be, g->ready[s], C3_Q_COPY);
+}
+
+/* Start of a forward: nothing queued so far may be overwritten by a copy. */
+static int ring_begin(c3_model *m, int tower) {
+    if (!m->offload) return C3_OK;
+    c3_backend *be = m->be;
+    tower_ring *g = &m->ring[tower];
+    for (int s = 0; s < 2; s++) C3_TRY(be->event_record(be, g->used[s], C3_Q_COMPUTE));
+    return ring_prefetch(m, tower, 0);
+}
+
+/* The weights of layer l, ready for the compute queue; queues layer l + 1. */
+static int tower_acquire(c3_model *m, int tower, int l, const tower_w **w) {
+    if (!m->offload) {
+        *w = host_tower(m, tower, l);
+        return C3_OK;
+    }
+    c3_backend *be = m->be;
+    tower_ring *g = &m->ring[tower];
+    C3_TRY(be->event_wait(be, g->ready[l % 2], C3_Q_COMPUTE));
+    if (l + 1 < m->c.layers) C3_TRY(ring_prefetch(m, tower, l + 1));
+    *w = &g->slot[l % 2];
+    return C3_OK;
+}
+
+/* The compute queue is done with layer l's slot after the work queued so far. */
+static int tower_release(c3_model *m, int tower, int l) {
+    if (!m->offload) return C3_OK;
+    return m->be->event_record(m->be, m->ring[tower].used[l % 2], C3_Q_COMPUTE);
+}
+
+/* Add the finished copies' bytes and times to the totals. */
+static int ring_collect(c3_model *m, int tower) {
+    if (!m->offload) return C3_OK;
+    c3_backend *be = m->be;
+    tower_ring *g = &m->ring[tower];
+    for (int l = 0; l < m->c.layers; l++) {
+        if (!g->timed[l]) continue;
+        float ms = 0;
+        C3_TRY(be->event_ms(be, g->t0[l], g->t1[l], &ms));
+        g->timed[l] = false;
+        m->h2d_bytes += g->layer_bytes;
+        m->h2d_seconds += ms * 1e-3;
+    }
+    return C3_OK;
+}
+
+bool model_offloaded(const c3_model *m) { return m && m->offload; }
+
+void model_offload_stats(const c3_model *m, int64_t *bytes, double *seconds) {
+    *bytes = m && m->offload ? m->h2d_bytes : 0;
+    *seconds = m && m->offload ? m->h2d_seconds : 0;
 }
 
 void model_free(c3_model *m) {
     if (!m) return;
+    if (m->offload)
+        for (int t = 0; t < 2; t++) ring_free(m, &m->ring[t]);
     if (m->lw)
         for (int l = 0; l < m->c.layers; l++) {
-            free_tower(&m->lw[l].und);
-            free_tower(&m->lw[l].gen);
+            free_tower(m, &m->lw[l].und);
+            free_tower(m, &m->lw[l].gen);
         }
     free(m->lw);
     c3_free(&m->embed);
@@ -251,9 +441,18 @@ int model_load(c3_model **out, const c3_ckpt *ck, c3_backend *be, const c3_shard
     m->lw = xcalloc((size_t)c->layers, sizeof *m->lw);
     int rc = C3_OK;
     int64_t D = c->hidden, P = c->patch_dim;
+    m->offload = shard->offload && be->host_alloc && be->host_free && be->event_new && be->event_free &&
+                 be->event_record && be->event_wait && be->event_ms && be->upload_async;
+    m->loading_host = m->offload;
     for (int l = 0; l < c->layers; l++) {
         TRY(load_tower(m, ck, l, false, &m->lw[l].und));
         TRY(load_tower(m, ck, l, true, &m->lw[l].gen));
+    }
+    m->loading_host = false;
+    if (m->offload) {
+        TRY(ring_init(m, &m->ring[0], &m->lw[0].und));
+        TRY(ring_init(m, &m->ring[1], &m->lw[0].gen));
+        TRY(be->sync(be)); /* the slots exist before the copy queue writes them */
     }
     {
         int64_t s[] = {c->vocab, D};
@@ -444,9 +643,11 @@ int model_und(c3_model *m, const int32_t *ids, int L, c3_undkv *kv) {
     TRY(be->embed(be, &x, &m->embed, ids, L));
     trace("layer_in.und", -1, &x);
 
+    TRY(ring_begin(m, 0));
     for (int l = 0; l < c->layers; l++) {
         TRY(check_cancel(m));
-        const tower_w *w = &m->lw[l].und;
+        const tower_w *w;
+        TRY(tower_acquire(m, 0, l, &w));
         c3_tensor *kc = &kv->k[l], *vc = &kv->v[l];
         TRY(c3_alloc(be, kc, be->act_dtype, C3_MEM_KV, 3, n, (int64_t)m->hkv, hd));
         TRY(c3_alloc(be, vc, be->act_dtype, C3_MEM_KV, 3, n, (int64_t)m->hkv, hd));
@@ -471,13 +672,18 @@ int model_und(c3_model *m, const int32_t *ids, int L, c3_undkv *kv) {
         trace("layers.und_k", l, kc);
         trace("layers.und_v", l, vc);
         /* the last layer's attention output and MLP feed nothing GEN reads */
-        if (l == c->layers - 1 && !model_trace_hook) break;
+        if (l == c->layers - 1 && !model_trace_hook) {
+            TRY(tower_release(m, 0, l));
+            break;
+        }
         c3_kvseg seg = {k, vc, n, n};
         TRY(be->attention(be, &a, &q, &seg, 1, true, 1.0f / sqrtf((float)hd)));
         trace("layers.und_attn", l, &a);
         TRY(attn_out_and_mlp(m, w, &x, &a, &s));
         trace("layers.und_out", l, &x);
+        TRY(tower_release(m, 0, l));
     }
+    TRY(ring_collect(m, 0));
 done:
     c3_free(&x);
     c3_free(&q);
@@ -719,9 +925,11 @@ int model_gen(c3_model *m, const c3_undkv *kv, const float *latents, const c3_la
         TRY(c3_alloc(be, &u.uv, be->act_dtype, C3_MEM_ACT, 3, (int64_t)kv->L, hkv_s, hd));
         TRY(c3_alloc(be, &u.utmp, be->act_dtype, C3_MEM_ACT, 1, (int64_t)kv->L * m->hkv * hd));
     }
+    TRY(ring_begin(m, 1));
     for (int l = 0; l < c->layers; l++) {
         TRY(check_cancel(m));
-        const tower_w *wl = &m->lw[l].gen;
+        const tower_w *wl;
+        TRY(tower_acquire(m, 1, l, &wl));
         if (kv->k[l].ne[0] != kv->L || kv->k[l].ne[1] != m->hkv) {
             rc = c3_fail(C3_EFAIL, "GEN forward: UND cache layer %d has the wrong shape", l);
             goto done;
@@ -743,6 +951,7 @@ int model_gen(c3_model *m, const c3_undkv *kv, const float *latents, const c3_la
         trace("layers.gen_attn", l, &a);
         TRY(attn_out_and_mlp(m, wl, &x, &a, &s));
         trace("layers.gen_out", l, &x);
+        TRY(tower_release(m, 1, l));
     }
     /* output: norm_moe_gen, proj_out + bias, unpatchify, crop */
     TRY(be->rmsnorm(be, &s.xn, &x, &m->norm_gen, (int)D, c->eps, c->norm_mul_fp32));
@@ -751,6 +960,7 @@ int model_gen(c3_model *m, const c3_undkv *kv, const float *latents, const c3_la
     TRY(be->linear(be, &y, &s.xn, &m->proj_out, &m->proj_out_b, false)); /* [S, P] */
     trace("gen.proj_out", -1, &y);
     TRY(be->download(be, host, &y));
+    TRY(ring_collect(m, 1));
     if (sp > 1) {
         TRY(m->shard.sp->allgather_host(m->shard.sp, all, host, S * P)); /* [S_pad, P] */
     } else {

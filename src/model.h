@@ -26,6 +26,7 @@ typedef struct {
     int sp_rank, sp_size; /* Ulysses */
     c3_comm *sp;
     const volatile int *cancel; /* checked between layers; non-zero stops with C3_ECANCEL */
+    bool offload;               /* layerwise offload (backends with the offload ops; else ignored) */
 } c3_shard;
 
 typedef struct c3_model c3_model;
@@ -33,6 +34,13 @@ typedef struct c3_model c3_model;
 int model_load(c3_model **out, const c3_ckpt *ck, c3_backend *be, const c3_shard *shard);
 void model_free(c3_model *m);
 const c3_tconfig *model_config(const c3_model *m);
+/* Layerwise offload: block weights of both towers in pinned host memory,
+ * a ring of two device slots per tower; layer l+1 is copied on the copy
+ * queue while layer l computes (ordered by events). Totals so far of the
+ * bytes streamed host -> device and the seconds the copies took (0, 0 when
+ * the model is resident). */
+bool model_offloaded(const c3_model *m);
+void model_offload_stats(const c3_model *m, int64_t *bytes, double *seconds);
 
 /* The UND K/V cache of one branch: per layer k, v [L, Hkv_local, head_dim]
  * (K after QK-norm and RoPE, or for Edge the k_norm_und_for_gen form GEN

@@ -1,8 +1,26 @@
-/* no_cuda.c - c3_backend_cuda() for builds without the CUDA backend. */
+/* no_cuda.c - the CUDA entry points for builds without the CUDA backend:
+ * each fails with a message naming the rebuild. */
 #include "backend.h"
+#include "../cuda/comm_cuda.h"
+
+#define NO_CUDA_FIX "this cosmos3 was built without CUDA; rebuild with -Dcuda=enabled"
 
 int c3_backend_cuda(int device, c3_backend **out) {
     (void)device;
     *out = NULL;
-    return c3_fail(C3_ERESOURCE, "this cosmos3 was built without CUDA; rebuild with -Dcuda=enabled");
+    return c3_fail(C3_ERESOURCE, NO_CUDA_FIX);
+}
+
+int comm_nccl_create(const c3_plan *p, c3_backend *const *bes, c3_comm_set **out) {
+    (void)p;
+    (void)bes;
+    *out = NULL;
+    return c3_fail(C3_ERESOURCE, "NCCL communicator: " NO_CUDA_FIX);
+}
+
+int comm_dev_create(const c3_plan *p, c3_backend *const *bes, c3_comm_set **out) {
+    (void)p;
+    (void)bes;
+    *out = NULL;
+    return c3_fail(C3_ERESOURCE, "device-memory communicator: " NO_CUDA_FIX);
 }

@@ -9,6 +9,7 @@
 
 #include "backend.h"
 #include "comm_shm.h"
+#include "cuda/comm_cuda.h"
 #include "model.h"
 #include "png_io.h"
 #include "prompt.h"
@@ -39,7 +40,9 @@ struct c3_engine {
     c3_tokenizer *tok;
     c3_plan plan;
     c3_rank ranks[C3_MAX_RANKS];
-    c3_comm_group *groups;
+    c3_comm_kind comm;     /* which communicator the ranks use */
+    c3_comm_group *groups; /* C3_COMM_SHM */
+    c3_comm_set *set;      /* C3_COMM_NCCL, C3_COMM_DEVICE */
     c3_vae *vae;
     c3_events *ev;
     volatile int cancel;
@@ -47,6 +50,39 @@ struct c3_engine {
 };
 
 const c3_ckpt *engine_ckpt(const c3_engine *e) { return &e->ck; }
+
+/* ---------------------------------------------------------- communicators */
+
+c3_comm_kind comm_choose(bool cuda, int world, const int *devices) {
+    if (world <= 1) return C3_COMM_NONE;
+    if (!cuda) return C3_COMM_SHM;
+    for (int a = 0; a < world; a++)
+        for (int b = 0; b < a; b++)
+            if (devices[a] == devices[b]) return C3_COMM_DEVICE; /* NCCL refuses two ranks on one GPU */
+    return C3_COMM_NCCL;
+}
+
+const char *comm_kind_name(c3_comm_kind k) {
+    switch (k) {
+    case C3_COMM_NONE: return "none (one rank)";
+    case C3_COMM_SHM: return "shared memory (CPU ranks)";
+    case C3_COMM_NCCL: return "NCCL (one rank per GPU)";
+    case C3_COMM_DEVICE: return "device memory (ranks sharing a GPU)";
+    }
+    return "?";
+}
+
+/* Wake every rank waiting in a collective (a rank failed or was cancelled). */
+static void comms_abort(c3_engine *e) {
+    if (e->groups) comm_shm_abort(e->groups);
+    if (e->set) e->set->abort(e->set);
+}
+
+static int comms_reset(c3_engine *e) {
+    if (e->groups) comm_shm_reset(e->groups);
+    if (e->set) return e->set->reset(e->set);
+    return C3_OK;
+}
 const c3_plan *engine_plan(const c3_engine *e) { return &e->plan; }
 void engine_cancel(c3_engine *e) { e->cancel = 1; }
 
@@ -181,19 +217,34 @@ int engine_open(c3_engine **out, const c3_settings *s, c3_events *ev) {
             rk->be = c3_backend_cpu();
         }
     }
-    if (p->world > 1) {
-        rc = comm_shm_create(p, &e->groups);
-        if (rc) goto fail;
-    }
+    e->comm = comm_choose(p->cuda, p->world, p->devices);
+    /* COSMOS3_COMM=device: the device-memory communicator on distinct GPUs too */
+    const char *force = getenv("COSMOS3_COMM");
+    if (e->comm == C3_COMM_NCCL && force && !strcmp(force, "device")) e->comm = C3_COMM_DEVICE;
+    c3_backend *bes[C3_MAX_RANKS];
+    for (int r = 0; r < p->world; r++) bes[r] = e->ranks[r].be;
+    if (e->comm == C3_COMM_SHM) rc = comm_shm_create(p, &e->groups);
+    if (e->comm == C3_COMM_NCCL) rc = comm_nccl_create(p, bes, &e->set);
+    if (e->comm == C3_COMM_DEVICE) rc = comm_dev_create(p, bes, &e->set);
+    if (rc) goto fail;
+    if (p->offload && !p->cuda)
+        events_emit(ev, EV_LOG, 0, "note: --offload does nothing on the CPU backend (weights live in host memory)");
     for (int r = 0; r < p->world; r++) {
         c3_rank *rk = &e->ranks[r];
         if (e->groups) comm_shm_rank(e->groups, r, &rk->world, &rk->tp, &rk->sp, &rk->cfg);
+        if (e->set) {
+            rk->world = e->set->get(e->set, r, 0);
+            rk->tp = e->set->get(e->set, r, 1);
+            rk->sp = e->set->get(e->set, r, 2);
+            rk->cfg = e->set->get(e->set, r, 3);
+        }
         rk->shard = (c3_shard){.tp_rank = plan_tp_rank(p, r),
                                .tp_size = p->tp,
                                .tp = p->tp > 1 ? rk->tp : NULL,
                                .sp_rank = plan_sp_rank(p, r),
                                .sp_size = p->sp,
                                .sp = p->sp > 1 ? rk->sp : NULL,
+                               .offload = p->offload && p->cuda,
                                .cancel = &e->cancel};
     }
     /* load every rank in parallel */
@@ -233,11 +284,12 @@ fail:
 void engine_close(c3_engine *e) {
     if (!e) return;
     vae_free(e->vae);
-    for (int r = 0; r < C3_MAX_RANKS; r++) {
-        model_free(e->ranks[r].model);
-        if (e->ranks[r].be) c3_backend_destroy(e->ranks[r].be);
-    }
+    for (int r = 0; r < C3_MAX_RANKS; r++) model_free(e->ranks[r].model);
+    /* communicators use the backends' streams: they go first */
+    if (e->set) e->set->destroy(e->set);
     if (e->groups) comm_shm_destroy(e->groups);
+    for (int r = 0; r < C3_MAX_RANKS; r++)
+        if (e->ranks[r].be) c3_backend_destroy(e->ranks[r].be);
     tok_free(e->tok);
     ckpt_close(&e->ck);
     settings_free(&e->base);
@@ -411,7 +463,7 @@ static void *rank_main(void *arg) {
         /* a failing rank stops the others: they see cancel between layers,
          * and the communicator is aborted so no one waits forever */
         a->j->e->cancel = 1;
-        if (a->j->e->groups) comm_shm_abort(a->j->e->groups);
+        comms_abort(a->j->e);
     }
     return NULL;
 }
@@ -621,13 +673,17 @@ int engine_generate(c3_engine *e, const c3_settings *s_in, c3_result *res) {
     /* run the ranks */
     const c3_plan *p = &e->plan;
     rank_arg args[C3_MAX_RANKS];
-    if (e->groups) comm_shm_reset(e->groups);
+    rc = comms_reset(e);
+    if (rc) goto out;
+    int64_t h2d_bytes0 = 0;
+    double h2d_sec0 = 0;
+    if (p->offload && p->cuda) model_offload_stats(e->ranks[0].model, &h2d_bytes0, &h2d_sec0);
     for (int r = 0; r < p->world; r++) {
         args[r] = (rank_arg){&j, &e->ranks[r]};
         e->ranks[r].rc = 0;
         if (pthread_create(&e->ranks[r].thread, NULL, rank_main, &args[r]) != 0) {
             e->cancel = 1;
-            if (e->groups) comm_shm_abort(e->groups);
+            comms_abort(e);
             for (int q = 0; q < r; q++) pthread_join(e->ranks[q].thread, NULL);
             rc = c3_fail(C3_EFAIL, "cannot start rank thread %d", r);
             goto out;
@@ -701,6 +757,14 @@ int engine_generate(c3_engine *e, const c3_settings *s_in, c3_result *res) {
     res->t_write = c3_now() - t0;
     res->t_total = c3_now() - t_start;
     res->mem_peak = e->ranks[0].be->mem_peak;
+    if (p->offload && p->cuda) { /* rank 0's weight stream over this generation */
+        int64_t bytes;
+        double sec;
+        model_offload_stats(e->ranks[0].model, &bytes, &sec);
+        res->h2d_bytes = bytes - h2d_bytes0;
+        res->h2d_seconds = sec - h2d_sec0;
+        res->h2d_gbps = res->h2d_seconds > 0 ? (double)res->h2d_bytes / res->h2d_seconds / 1e9 : 0;
+    }
 out:
     free(j.ids[0]);
     free(j.ids[1]);

@@ -33,6 +33,9 @@ typedef struct {
     double t_tokenize, t_und, t_denoise, t_vae, t_write, t_total;
     double t_step_mean, t_cond_mean, t_uncond_mean;
     int64_t mem_peak;
+    /* --offload on GPUs: rank 0's weight stream (host -> device) */
+    int64_t h2d_bytes;
+    double h2d_seconds, h2d_gbps;
     char *png_parameters; /* the A1111 text */
 } c3_result;
 void result_free(c3_result *r);

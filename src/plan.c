@@ -3,6 +3,7 @@
 
 #include <stdlib.h>
 
+#include "comm.h"
 #include "config.h"
 #if COSMOS3_HAVE_CUDA
 #include <cuda_runtime_api.h>
@@ -122,7 +123,8 @@ int plan_make(c3_plan *p, const c3_tconfig *t, const c3_sizes *sz, int tp, int c
         if (nlist < p->world)
             return c3_fail(C3_ERESOURCE,
                            "not enough GPUs: tp %d x cfg-parallel %d x ulysses %d needs %d, found %d; use "
-                           "--tp 1 --cfg-parallel 1 --ulysses 1%s or --device cpu",
+                           "--tp 1 --cfg-parallel 1 --ulysses 1%s, --gpus with repeated GPUs (e.g. 0,0) to "
+                           "share one, or --device cpu",
                            tp, cfg, sp, p->world, nlist, nlist ? " --offload" : "");
         for (int r = 0; r < p->world; r++) {
             p->devices[r] = list[r];
@@ -164,14 +166,18 @@ int plan_make(c3_plan *p, const c3_tconfig *t, const c3_sizes *sz, int tp, int c
     p->act = s_local * width * (int64_t)esz + (int64_t)p->S * t->heads / tp * t->head_dim * 4 * (int64_t)esz;
     p->need = p->weights + p->kv + p->act;
     for (int r = 0; r < p->world; r++) {
-        int64_t have = want_cuda ? p->dev_free[r] : p->dev_free[r] / p->world;
+        /* ranks sharing a device (or the host) divide its free memory */
+        int sharing = 0;
+        for (int q = 0; q < p->world; q++) sharing += p->devices[q] == p->devices[r];
+        int64_t have = p->dev_free[r] / sharing;
         if (have > 0 && p->need > have) {
             char a[32], b[32];
             return c3_fail(C3_ERESOURCE,
-                           "rank %d needs %s (weights + K/V + activations) but %s %d has %s free; use a larger "
-                           "--tp%s, a smaller size, or --offload",
+                           "rank %d needs %s (weights + K/V + activations) but %s %d has %s free%s; use a "
+                           "larger --tp%s, a smaller size, or --offload",
                            r, gib(p->need, a, sizeof a), want_cuda ? "GPU" : "host", p->devices[r],
-                           gib(have, b, sizeof b), want_cuda ? "" : " on GPUs");
+                           gib(have, b, sizeof b), sharing > 1 ? " for each of the ranks sharing it" : "",
+                           want_cuda ? "" : " on GPUs");
         }
     }
     return C3_OK;
@@ -189,4 +195,7 @@ void plan_print(FILE *f, const c3_plan *p) {
     }
     fprintf(f, "per rank: weights %s, K/V cache ~%s, activations ~%s, total ~%s\n", gib(p->weights, a, sizeof a),
             gib(p->kv, b, sizeof b), gib(p->act, c, sizeof c), gib(p->need, d, sizeof d));
+    if (p->world > 1) fprintf(f, "communicator: %s\n", comm_kind_name(comm_choose(p->cuda, p->world, p->devices)));
+    if (p->offload && !p->cuda)
+        fprintf(f, "note: --offload does nothing on the CPU backend (the weights already live in host memory)\n");
 }

@@ -1,0 +1,251 @@
+/* test_gpu_ranks.c - GPU ranks and layerwise offload.
+ *
+ * Everywhere: the communicator choice (world 1: none; CPU ranks: shared
+ * memory; CUDA ranks on distinct GPUs: NCCL; CUDA ranks sharing a GPU: the
+ * device-memory communicator), the plan's memory split between ranks that
+ * share a device, and --offload being a no-op on the CPU backend.
+ * With a GPU (else exit 77 after the checks above): every layout with
+ * world <= 8 as ranks sharing GPU 0 (--gpus 0,0,..) on a `mkmodel --preset
+ * tiny` checkpoint (8 KV heads) at 80x48 (ulysses 4 pads 6 GEN tokens to 8),
+ * each equal to world 1 on CUDA within bf16 rounding (rel L2 <= 2e-2), and
+ * --offload bit-identical to resident. With $COSMOS3_NANO2 (a 2-layer nano
+ * checkpoint, made by bench/gpu_ranks.sh) it also measures the offload's
+ * host->device rate on real layer sizes. */
+#include "comm.h"
+#include "events.h"
+#include "mkmodel.h"
+#include "model.h"
+#include "pipeline.h"
+#include "test_util.h"
+
+/* bf16 ranks vs bf16 world 1 (reduction order and Ulysses padding differ). */
+#define LAYOUT_TOL 2e-2
+
+static char tmpd[64];
+
+static void check_choice(void) {
+    int distinct[4] = {0, 1, 2, 3}, shared[4] = {0, 0, 0, 0}, mixed[3] = {0, 1, 0}, cpu[4] = {-1, -1, -1, -1};
+    T_CHECK(comm_choose(true, 1, distinct) == C3_COMM_NONE, "one rank needs no communicator");
+    T_CHECK(comm_choose(false, 1, cpu) == C3_COMM_NONE, "one CPU rank needs no communicator");
+    T_CHECK(comm_choose(false, 4, cpu) == C3_COMM_SHM, "CPU ranks use shared memory");
+    T_CHECK(comm_choose(true, 4, distinct) == C3_COMM_NCCL, "distinct GPUs use NCCL");
+    T_CHECK(comm_choose(true, 2, distinct) == C3_COMM_NCCL, "distinct GPUs use NCCL (2)");
+    T_CHECK(comm_choose(true, 4, shared) == C3_COMM_DEVICE, "ranks sharing GPU 0 use device memory");
+    T_CHECK(comm_choose(true, 3, mixed) == C3_COMM_DEVICE, "any shared GPU forces device memory");
+    T_CHECK(strstr(comm_kind_name(C3_COMM_NCCL), "NCCL") != NULL, "kind name: %s", comm_kind_name(C3_COMM_NCCL));
+}
+
+static void base_settings(c3_settings *s, const char *model, const char *out) {
+    memset(s, 0, sizeof *s);
+    settings_defaults(s);
+    settings_set(s, "model", model, CMD_GEN);
+    settings_set(s, "prompt", "A red fox jumps over a frozen creek at dawn.", CMD_GEN);
+    settings_set(s, "negative-prompt", "blurry", CMD_GEN);
+    settings_set(s, "width", "80", CMD_GEN);
+    settings_set(s, "height", "48", CMD_GEN);
+    settings_set(s, "steps", "3", CMD_GEN);
+    settings_set(s, "guidance", "5", CMD_GEN);
+    settings_set(s, "guidance-interval", "none", CMD_GEN);
+    settings_set(s, "seed", "11", CMD_GEN);
+    settings_set(s, "overwrite", "on", CMD_GEN);
+    settings_set(s, "output", out, CMD_GEN);
+}
+
+static float *read_latents(const char *path, int64_t *n) {
+    st_file f;
+    if (st_open(&f, path) != C3_OK) return NULL;
+    const st_tensor *t = st_find(&f, "latents");
+    float *x = t ? st_to_f32(t) : NULL;
+    if (t) *n = st_numel(t);
+    st_close(&f);
+    return x;
+}
+
+typedef struct {
+    const char *device; /* "cpu" or "cuda" */
+    int tp, cfg, sp;
+    bool offload;
+    const char *size;   /* "WxH" or NULL for 80x48 */
+    int steps;          /* 0: 3 */
+} layout;
+
+/* One generation; the final latents (or NULL), the result's offload numbers
+ * and the plan's communicator kind. */
+static float *run(const char *model, const layout *L, int64_t *n, c3_result *res_out, c3_comm_kind *kind,
+                  bool *offloaded) {
+    c3_settings s;
+    char out[160], lat[160], v[160];
+    snprintf(out, sizeof out, "%s/img.png", tmpd);
+    snprintf(lat, sizeof lat, "%s/lat.safetensors", tmpd);
+    base_settings(&s, model, out);
+    settings_set(&s, "device", L->device, CMD_GEN);
+    settings_set(&s, "save-latents", lat, CMD_GEN);
+    if (L->size) {
+        int W = 0, H = 0;
+        sscanf(L->size, "%dx%d", &W, &H);
+        snprintf(v, sizeof v, "%d", W);
+        settings_set(&s, "width", v, CMD_GEN);
+        snprintf(v, sizeof v, "%d", H);
+        settings_set(&s, "height", v, CMD_GEN);
+    }
+    if (L->steps) {
+        snprintf(v, sizeof v, "%d", L->steps);
+        settings_set(&s, "steps", v, CMD_GEN);
+    }
+    snprintf(v, sizeof v, "%d", L->tp);
+    settings_set(&s, "tp", v, CMD_GEN);
+    snprintf(v, sizeof v, "%d", L->cfg);
+    settings_set(&s, "cfg-parallel", v, CMD_GEN);
+    snprintf(v, sizeof v, "%d", L->sp);
+    settings_set(&s, "ulysses", v, CMD_GEN);
+    int world = L->tp * L->cfg * L->sp;
+    if (!strcmp(L->device, "cuda")) { /* every rank on GPU 0 */
+        v[0] = 0;
+        for (int r = 0; r < world; r++) strcat(v, r ? ",0" : "0");
+        settings_set(&s, "gpus", v, CMD_GEN);
+    }
+    if (L->offload) settings_set(&s, "offload", "on", CMD_GEN);
+    c3_events *ev = events_new(100000);
+    c3_engine *e = NULL;
+    float *x = NULL;
+    int rc = engine_open(&e, &s, ev);
+    if (rc == C3_OK) {
+        const c3_plan *p = engine_plan(e);
+        if (kind) *kind = comm_choose(p->cuda, p->world, p->devices);
+        c3_result r;
+        unlink(lat);
+        rc = engine_generate(e, &s, &r);
+        if (res_out) *res_out = r;
+        if (offloaded) *offloaded = r.h2d_bytes > 0;
+        result_free(&r);
+        if (rc == C3_OK) x = read_latents(lat, n);
+        engine_close(e);
+    }
+    if (rc) fprintf(stderr, "  %s tp %d cfg %d sp %d%s: %s\n", L->device, L->tp, L->cfg, L->sp,
+                    L->offload ? " offload" : "", c3_errmsg());
+    events_free(ev);
+    settings_free(&s);
+    return x;
+}
+
+/* --offload on the CPU: accepted, changes nothing. */
+static void check_cpu_offload(const char *model) {
+    int64_t n0 = 0, n1 = 0;
+    bool off = true;
+    layout a = {.device = "cpu", .tp = 1, .cfg = 1, .sp = 1, .steps = 1};
+    layout b = a;
+    b.offload = true;
+    float *x0 = run(model, &a, &n0, NULL, NULL, NULL);
+    float *x1 = run(model, &b, &n1, NULL, NULL, &off);
+    T_CHECK(x0 && x1 && n0 == n1 && !memcmp(x0, x1, (size_t)n0 * sizeof(float)),
+            "--offload on the CPU gives the resident latents bit for bit");
+    T_CHECK(!off, "no host->device stream on the CPU");
+    free(x0);
+    free(x1);
+}
+
+static void gpu_layouts(const char *model, int kv_heads) {
+    int64_t n1 = 0;
+    layout one = {.device = "cuda", .tp = 1, .cfg = 1, .sp = 1};
+    float *ref = run(model, &one, &n1, NULL, NULL, NULL);
+    T_CHECK(ref != NULL, "world 1 on CUDA");
+    if (!ref) return;
+    static const int tps[] = {1, 2, 4, 8}, cfgs[] = {1, 2}, sps[] = {1, 2, 4};
+    double worst = 0;
+    int count = 0;
+    for (size_t a = 0; a < C3_ARRAY_LEN(tps); a++)
+        for (size_t b = 0; b < C3_ARRAY_LEN(cfgs); b++)
+            for (size_t c = 0; c < C3_ARRAY_LEN(sps); c++) {
+                layout L = {.device = "cuda", .tp = tps[a], .cfg = cfgs[b], .sp = sps[c]};
+                int world = L.tp * L.cfg * L.sp;
+                if (world == 1 || world > 8 || kv_heads % L.tp || (kv_heads / L.tp) % L.sp) continue;
+                int64_t n = 0;
+                c3_comm_kind kind = C3_COMM_NONE;
+                double t0 = c3_now();
+                float *x = run(model, &L, &n, NULL, &kind, NULL);
+                double rel = x && n == n1 ? t_rel_l2(x, ref, n) : 1e9;
+                printf("layout tp %d cfg %d ulysses %d (world %d on GPU 0, %s): rel L2 vs world 1 %.3e (%.1f s)\n",
+                       L.tp, L.cfg, L.sp, world, comm_kind_name(kind), rel, c3_now() - t0);
+                fflush(stdout);
+                T_CHECK(kind == C3_COMM_DEVICE, "tp %d cfg %d sp %d: ranks sharing GPU 0 use device memory", L.tp,
+                        L.cfg, L.sp);
+                T_CHECK(rel <= LAYOUT_TOL, "tp %d cfg %d sp %d: rel L2 %.3e > %.0e", L.tp, L.cfg, L.sp, rel,
+                        LAYOUT_TOL);
+                if (rel > worst) worst = rel;
+                count++;
+                free(x);
+            }
+    printf("layouts: %d, worst rel L2 vs world 1 %.3e (tolerance %.0e)\n", count, worst, LAYOUT_TOL);
+    /* offload: bit-identical to resident, alone and with shared-GPU TP ranks */
+    static const int off_tp[] = {1, 2};
+    for (size_t i = 0; i < C3_ARRAY_LEN(off_tp); i++) {
+        layout R = {.device = "cuda", .tp = off_tp[i], .cfg = 1, .sp = 1};
+        layout O = R;
+        O.offload = true;
+        int64_t nr = 0, no = 0;
+        c3_result res = {0};
+        float *xr = off_tp[i] == 1 ? ref : run(model, &R, &nr, NULL, NULL, NULL);
+        if (off_tp[i] == 1) nr = n1;
+        float *xo = run(model, &O, &no, &res, NULL, NULL);
+        bool same = xr && xo && nr == no && !memcmp(xr, xo, (size_t)no * sizeof(float));
+        double rel = xr && xo && nr == no ? t_rel_l2(xo, xr, no) : 1e9;
+        printf("offload tp %d: %s resident (rel L2 %.3e); %lld bytes streamed in %.3f ms, %.2f GB/s\n", off_tp[i],
+               same ? "bit-identical to" : "DIFFERS from", rel, (long long)res.h2d_bytes, res.h2d_seconds * 1e3,
+               res.h2d_gbps);
+        T_CHECK(same, "offload tp %d equals resident bit for bit (rel L2 %.3e)", off_tp[i], rel);
+        T_CHECK(res.h2d_bytes > 0 && res.h2d_gbps > 0, "offload tp %d streamed weights", off_tp[i]);
+        if (xr != ref) free(xr);
+        free(xo);
+    }
+    free(ref);
+}
+
+/* Host->device rate on 2 nano layers (~390 MB per tower layer). */
+static void nano_rate(const char *model) {
+    layout R = {.device = "cuda", .tp = 1, .cfg = 1, .sp = 1, .size = "256x256", .steps = 2};
+    layout O = R;
+    O.offload = true;
+    int64_t nr = 0, no = 0;
+    c3_result rr = {0}, ro = {0};
+    float *xr = run(model, &R, &nr, &rr, NULL, NULL);
+    float *xo = run(model, &O, &no, &ro, NULL, NULL);
+    bool same = xr && xo && nr == no && !memcmp(xr, xo, (size_t)no * sizeof(float));
+    printf("nano 2 layers 256x256, 2 steps: resident step %.1f ms, offload step %.1f ms; offload %s resident; "
+           "H2D %.2f GB streamed in %.1f ms = %.2f GB/s\n",
+           rr.t_step_mean * 1e3, ro.t_step_mean * 1e3, same ? "bit-identical to" : "DIFFERS from",
+           (double)ro.h2d_bytes / 1e9, ro.h2d_seconds * 1e3, ro.h2d_gbps);
+    T_CHECK(same, "nano offload equals resident bit for bit");
+    T_CHECK(ro.h2d_gbps > 1.0, "nano offload rate %.2f GB/s", ro.h2d_gbps);
+    free(xr);
+    free(xo);
+}
+
+int main(void) {
+    check_choice();
+    snprintf(tmpd, sizeof tmpd, "/tmp/c3_gpur_XXXXXX");
+    if (!mkdtemp(tmpd)) return 1;
+    const char *src = getenv("COSMOS3_SRCDIR");
+    char tiny[128], tokdir[4096];
+    snprintf(tiny, sizeof tiny, "%s/tiny8", tmpd);
+    snprintf(tokdir, sizeof tokdir, "%s/share/tokenizer", src ? src : ".");
+    c3_mkmodel_opts mo = {.preset = "tiny", .layers = 2, .seed = 5, .out_dir = tiny, .tokenizer_dir = tokdir};
+    int rc = mkmodel_write(&mo);
+    T_CHECK(rc == C3_OK, "mkmodel: %s", c3_errmsg());
+    if (rc == C3_OK) check_cpu_offload(tiny);
+    bool gpu = c3_gpu_count() > 0;
+    if (gpu && rc == C3_OK) {
+        const c3_mkmodel_preset *pr = mkmodel_preset("tiny");
+        gpu_layouts(tiny, pr ? pr->kv_heads : 8);
+        const char *nano = getenv("COSMOS3_NANO2");
+        if (nano && *nano) nano_rate(nano);
+    }
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", tmpd);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpd);
+    int st = t_done("gpu_ranks");
+    if (st == 0 && !gpu) {
+        fprintf(stderr, "gpu_ranks: no GPU: the CPU checks passed, the GPU layouts were skipped\n");
+        return T_SKIP;
+    }
+    return st;
+}
