@@ -307,8 +307,18 @@ static void enable_peers(const c3_plan *p) {
         for (int b = 0; b < p->world; b++) {
             int da = p->devices[a], db = p->devices[b], ok = 0;
             if (da == db) continue;
-            if (cudaDeviceCanAccessPeer(&ok, da, db) == cudaSuccess && ok && cudaSetDevice(da) == cudaSuccess)
-                (void)cudaDeviceEnablePeerAccess(db, 0); /* already enabled is fine */
+            if (cudaDeviceCanAccessPeer(&ok, da, db) != cudaSuccess || !ok || cudaSetDevice(da) != cudaSuccess)
+                continue;
+            (void)cudaDeviceEnablePeerAccess(db, 0); /* already enabled is fine */
+            /* stream-ordered allocations (the backends' pools) need their own grant */
+            cudaMemPool_t pool;
+            if (cudaDeviceGetDefaultMemPool(&pool, db) == cudaSuccess) {
+                cudaMemAccessDesc acc = {};
+                acc.location.type = cudaMemLocationTypeDevice;
+                acc.location.id = da;
+                acc.flags = cudaMemAccessFlagsProtReadWrite;
+                (void)cudaMemPoolSetAccess(pool, &acc, 1);
+            }
         }
     (void)cudaGetLastError();
 }
