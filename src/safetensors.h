@@ -32,8 +32,9 @@ typedef struct {
     int nmeta;
 } st_file;
 
-/* Map and validate a file. On failure returns C3_EMODEL (or C3_EINPUT when
- * the file is missing) with a message naming the file and the problem. */
+/* Map and validate a file. On failure returns C3_EMODEL (a missing or bad
+ * file is a model problem; C3_EFAIL for a system error) with a message
+ * naming the file and the problem. */
 int st_open(st_file *f, const char *path);
 /* Parse and validate an in-memory image (used by st_open and the fuzzer).
  * `buf` must stay alive while f is used; f->map is left NULL. */
