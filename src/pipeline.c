@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "backend.h"
 #include "comm_shm.h"
@@ -754,6 +755,9 @@ int engine_generate(c3_engine *e, const c3_settings *s_in, c3_result *res) {
     }
     free(rgb);
     free(meta);
+    if (rc) { /* nothing half-written: a video is all its frames or none */
+        for (int i = 0; i < res->npaths; i++) unlink(res->paths[i]);
+    }
     res->t_write = c3_now() - t0;
     res->t_total = c3_now() - t_start;
     res->mem_peak = e->ranks[0].be->mem_peak;
