@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# bench_all.sh - one device call: golden checks and the side-by-side benchmark.
+#
+#   bench/bench_all.sh pack [BUILD]   here (no GPU): build BUILD (default
+#       build-benchc, -Dcuda=enabled) and fill carry/gpu/ with cosmos3, the
+#       golden test binaries and the host libraries they need (as
+#       bench/gpu_check.sh does), and carry/fixtures.tgz with tiny-a.
+#   bench/bench_all.sh run            on the GPU machine from the repo root,
+#       carry ["carry/gpu", "carry/fixtures.tgz"]:
+#         1. torch_ref.py check: plain PyTorch fp32 (TF32 off) vs every golden
+#         2. the golden tests on the CUDA backend (COSMOS3_TEST_DEVICE=cuda)
+#         3. cosmos3 bench --preset nano (36 layers) at T2I 1024^2 and 480p/93f,
+#            torch_ref.py bench on the same shapes, ratios ours / theirs,
+#            attention TF/s vs cuDNN SDPA; 720p/189f at 4 layers on both sides
+#       Everything is logged to $OUT (the device tool's output folder).
+set -u -o pipefail
+here=$(cd "$(dirname "$0")/.." && pwd)
+cd "$here"
+
+pack() {
+    local build=${1:-build-benchc}
+    [ -d "$build" ] || meson setup "$build" -Dcuda=enabled || exit 1
+    ninja -C "$build" -j2 cosmos3 tests/test_model tests/test_vae tests/test_e2e || exit 1
+    rm -rf carry/gpu && mkdir -p carry/gpu/lib
+    cp "$build/cosmos3" "$build/tests/test_model" "$build/tests/test_vae" "$build/tests/test_e2e" carry/gpu/
+    ldd carry/gpu/* 2>/dev/null | awk '/=> \//{print $3}' | sort -u |
+        grep -v -E '/(libc|libm|libdl|libpthread|librt|libstdc\+\+|libgcc_s|ld-linux[^/]*)\.so|/libcu|/libnccl' |
+        while read -r lib; do cp -L "$lib" carry/gpu/lib/; done
+    tar -C carry/gpu/lib -cJf carry/gpu/libs.tar.xz . && rm -rf carry/gpu/lib
+    tar czf carry/fixtures.tgz -C "${COSMOS3_FIXTURES_SRC:-$here/../shared/fixtures}" tiny-a
+    du -sh carry/gpu/* carry/fixtures.tgz
+}
+
+# section NAME: a banner in the log
+section() { echo; echo "=== $* ($(date +%T))"; }
+
+run() {
+    export NCCL_NVLS_ENABLE=0
+    local out=${OUT:-/tmp/bench_all}
+    mkdir -p "$out"
+    exec > >(tee "$out/bench_all.log") 2>&1
+    local libs=/tmp/c3libs
+    mkdir -p "$libs" && tar -C "$libs" -xJf carry/gpu/libs.tar.xz
+    local cudalib=/usr/local/cuda/lib64
+    [ -e "$cudalib/libcublasLt.so.13" ] || cudalib=$(dirname "$(find / -name 'libcublasLt.so.13' -print -quit 2>/dev/null)")
+    export LD_LIBRARY_PATH="$libs:$cudalib:${LD_LIBRARY_PATH:-}"
+    [ -e /work/main ] || { mkdir -p /work && ln -s "$here" /work/main; } # cosmos3 finds share/tokenizer there
+    local fx=/tmp/c3fx
+    mkdir -p "$fx" && tar -C "$fx" -xzf carry/fixtures.tgz
+    export COSMOS3_FIXTURES=$fx COSMOS3_BIN=$here/carry/gpu/cosmos3 OMP_NUM_THREADS=8
+    local bin=carry/gpu/cosmos3
+
+    section "device"
+    nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv
+    git log -1 --format='commit %H %s' 2>/dev/null || true
+    python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "cudnn", torch.backends.cudnn.version())'
+
+    section "1. torch_ref.py check (fp32, TF32 off, on cuda) vs the tiny-a goldens"
+    timeout 90 python3 bench/torch_ref.py check --fixtures "$fx" --device cuda
+
+    section "2. golden tests on the CUDA backend (COSMOS3_TEST_DEVICE=cuda, bf16 tolerances)"
+    for t in model vae e2e; do
+        local t0=$(date +%s)
+        COSMOS3_TEST_DEVICE=cuda timeout 120 carry/gpu/test_$t 2>&1 | grep -v -E '^  (trace|ok)' | tail -60
+        echo "test_$t: exit ${PIPESTATUS[0]} in $(( $(date +%s) - t0 )) s"
+    done
+
+    section "3. cosmos3 bench --preset nano vs torch_ref.py bench (random weights, bf16)"
+    $bin bench --preset nano -W 1024 -H 1024 --steps 5 -q | tee "$out/ours_t2i.txt"
+    $bin bench --preset nano -W 1024 -H 1024 --steps 5 --skip-vae --json -q >"$out/ours_t2i.json"
+    $bin bench --preset nano -W 832 -H 480 -F 93 --steps 2 --skip-vae -q | tee "$out/ours_480p.txt"
+    $bin bench --preset nano -W 832 -H 480 -F 93 --steps 2 --skip-vae --json -q >"$out/ours_480p.json"
+    local lc lu
+    lc=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["L_cond"])' "$out/ours_t2i.json")
+    lu=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["L_uncond"])' "$out/ours_t2i.json")
+    timeout 150 python3 bench/torch_ref.py bench --sizes t2i,480p --lc "$lc" --lu "$lu" --json-out "$out/torch.json"
+
+    section "ratios ours / torch (same shapes, same FLOP count)"
+    python3 - "$out" <<'PY'
+import json, os, sys
+d = sys.argv[1]
+t = json.load(open(os.path.join(d, "torch.json")))
+for name in ("t2i", "480p"):
+    p = os.path.join(d, f"ours_{name}.json")
+    if not os.path.exists(p) or name not in t["sizes"]:
+        continue
+    o, r = json.load(open(p)), t["sizes"][name]
+    print(f"{name:5s} S {o['gen_tokens']:6d}: ours {o['step_ms']:9.2f} ms (MFU {o['mfu']:.3f}) | torch {r['step_s'] * 1e3:9.2f} ms "
+          f"(MFU {r['mfu']:.3f}) | ours/torch time {o['step_ms'] / (r['step_s'] * 1e3):.2f}")
+    b = o["breakdown"]
+    near = min(t["attention"], key=lambda a: abs(a["S"] - o["gen_tokens"]))
+    print(f"      attention: ours {b['attention_tflops']:.1f} TF/s in the step vs cuDNN SDPA {near['tflops']:.1f} TF/s "
+          f"(Sq {near['S']}): ratio {b['attention_tflops'] / near['tflops']:.2f}; matrix products ours "
+          f"{b['matmul_tflops']:.1f} TF/s")
+PY
+
+    section "720p/189f at 4 layers (time scales with layers; x9 estimates 36)"
+    $bin bench --preset nano --layers 4 -W 1280 -H 720 -F 189 --steps 1 --skip-vae -q | tee "$out/ours_720p_l4.txt"
+    timeout 60 python3 bench/torch_ref.py bench --layers 4 --sizes 720p --lc "$lc" --lu "$lu" --reps 2 --attn-s 44160 \
+        --json-out "$out/torch_720p_l4.json"
+}
+
+case "${1:-}" in
+pack) shift; pack "$@" ;;
+run) run ;;
+*) sed -n '2,17p' "$0"; exit 2 ;;
+esac
