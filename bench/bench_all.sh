@@ -27,6 +27,8 @@ pack() {
         grep -v -E '/(libc|libm|libdl|libpthread|librt|libstdc\+\+|libgcc_s|ld-linux[^/]*)\.so|/libcu|/libnccl' |
         while read -r lib; do cp -L "$lib" carry/gpu/lib/; done
     tar -C carry/gpu/lib -cJf carry/gpu/libs.tar.xz . && rm -rf carry/gpu/lib
+    # the source root compiled into cosmos3 (it finds share/tokenizer there)
+    sed -n 's/^#define COSMOS3_SRCDIR "\(.*\)"$/\1/p' "$build/config.h" >carry/gpu/srcdir
     tar czf carry/fixtures.tgz -C "${COSMOS3_FIXTURES_SRC:-$here/../shared/fixtures}" tiny-a
     du -sh carry/gpu/* carry/fixtures.tgz
 }
@@ -44,7 +46,9 @@ run() {
     local cudalib=/usr/local/cuda/lib64
     [ -e "$cudalib/libcublasLt.so.13" ] || cudalib=$(dirname "$(find / -name 'libcublasLt.so.13' -print -quit 2>/dev/null)")
     export LD_LIBRARY_PATH="$libs:$cudalib:${LD_LIBRARY_PATH:-}"
-    [ -e /work/main ] || { mkdir -p /work && ln -s "$here" /work/main; } # cosmos3 finds share/tokenizer there
+    local src
+    src=$(cat carry/gpu/srcdir 2>/dev/null || echo /work/main) # cosmos3 finds share/tokenizer there
+    [ -e "$src" ] || { mkdir -p "$(dirname "$src")" && ln -s "$here" "$src"; }
     local fx=/tmp/c3fx
     mkdir -p "$fx" && tar -C "$fx" -xzf carry/fixtures.tgz
     export COSMOS3_FIXTURES=$fx COSMOS3_BIN=$here/carry/gpu/cosmos3 OMP_NUM_THREADS=8
@@ -66,10 +70,8 @@ run() {
     done
 
     section "3. cosmos3 bench --preset nano vs torch_ref.py bench (random weights, bf16)"
-    $bin bench --preset nano -W 1024 -H 1024 --steps 5 -q | tee "$out/ours_t2i.txt"
-    $bin bench --preset nano -W 1024 -H 1024 --steps 5 --skip-vae --json -q >"$out/ours_t2i.json"
-    $bin bench --preset nano -W 832 -H 480 -F 93 --steps 2 --skip-vae -q | tee "$out/ours_480p.txt"
-    $bin bench --preset nano -W 832 -H 480 -F 93 --steps 2 --skip-vae --json -q >"$out/ours_480p.json"
+    $bin bench --preset nano -W 1024 -H 1024 --steps 5 --json -q | tee "$out/ours_t2i.json"
+    $bin bench --preset nano -W 832 -H 480 -F 93 --steps 2 --skip-vae --json -q | tee "$out/ours_480p.json"
     local lc lu
     lc=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["L_cond"])' "$out/ours_t2i.json")
     lu=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["L_uncond"])' "$out/ours_t2i.json")
