@@ -25,6 +25,7 @@
 #include "png_io.h"
 #include "prompt.h"
 #include "repl.h"
+#include "serve.h"
 #include "tokenizer.h"
 #include "tui/tui.h"
 #include "config.h"
@@ -54,6 +55,8 @@ static const c3_command commands[] = {
     {"repl", CMD_REPL, "[options]", "the cosmos3 > prompt: load once, generate many (also: cosmos3 alone)",
      repl_main},
     {"tui", CMD_TUI, "[options]", "the live dashboard: memory, progress, CFG branch timings, previews", tui_main},
+    {"serve", CMD_SERVE, "[-m DIR] [--host ADDR] [--port N] [--queue N] [--tp N ...]",
+     "the OpenAI-compatible image API: POST /v1/images/generations (JSON or SSE progress)", serve_main},
     {"bench", CMD_BENCH, "--preset tiny|edge|nano|super [-W PX -H PX -F N] [--steps N] [--json]",
      "time the GEN CFG step of a preset's geometry on random weights (no checkpoint needed)", cmd_bench},
 };

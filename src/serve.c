@@ -1,0 +1,1362 @@
+/* serve.c - `cosmos3 serve`: the OpenAI-compatible image API (see serve.h).
+ *
+ * Threads:
+ *   main        parses, starts the HTTP daemon, waits for SIGTERM/SIGINT, drains
+ *   worker      loads the engine once, then runs queued jobs one at a time
+ *   pump        pops the engine's event queue: per-step SSE events, metrics,
+ *               re-cancels a job whose client left
+ *   connection  one libmicrohttpd thread per client: parses and validates the
+ *               body, queues a job, waits for it (watching the socket: a client
+ *               that goes away cancels its job) or streams its SSE bytes
+ *
+ * A job is shared by its connection and the worker (a reference count under
+ * the server mutex). Images are written by engine_generate into a private
+ * mkdtemp folder, read back for b64_json and deleted. No request field ever
+ * names a file.
+ */
+#include "serve.h"
+
+#include "config.h"
+
+#if !COSMOS3_HAVE_MHD
+
+int serve_main(c3_settings *s, char **pos, int npos) {
+    (void)s;
+    (void)pos;
+    (void)npos;
+    return c3_fail(C3_EFAIL, "serve: this cosmos3 was built without libmicrohttpd; install it "
+                             "(Debian: apt-get install libmicrohttpd-dev) and rebuild (meson setup --reconfigure BUILD)");
+}
+
+#else
+
+#include <jansson.h>
+#include <math.h>
+#include <microhttpd.h>
+#include <netdb.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "events.h"
+#include "pipeline.h"
+#include "plan.h"
+
+/* ------------------------------------------------------------- limits */
+
+#define SERVE_MAX_BODY (1u << 20)            /* bytes of a request body */
+#define SERVE_MAX_DISCARD (16u << 20)        /* an oversized chunked body is read this far, then dropped */
+#define SERVE_MAX_PROMPT (32u << 10)         /* bytes of a prompt or negative prompt */
+#define SERVE_MAX_N 10                       /* images per request */
+#define SERVE_MAX_USER 256                   /* bytes of the OpenAI `user` field */
+#define SERVE_MAX_SIDE 16384                 /* pixels of one side (the engine's own bound) */
+#define SERVE_MAX_QUEUE 4096                 /* --queue bound */
+#define SERVE_MAX_CONNECTIONS 64             /* clients at once */
+#define SERVE_IDLE_TIMEOUT_S 120             /* an idle keep-alive connection is closed after this */
+#define SERVE_POLL_S 0.1                     /* how often a waiting connection looks at its client */
+#define SERVE_GRACE_S 60.0                   /* SIGTERM: the request in flight may run this long */
+#define SERVE_DRAIN_S 5.0                    /* ... and its answer may take this long to send */
+#define SERVE_LOAD_RETRY_S 5                 /* Retry-After while loading or shutting down */
+#define SERVE_RETRY_MAX_S 3600               /* Retry-After bound for a full queue */
+#define SERVE_SSE_BLOCK 16384                /* bytes per SSE write */
+#define HTTP_CLIENT_GONE 499                 /* status recorded for a client that left (nginx's) */
+#define HTTP_CODES 600
+
+/* ------------------------------------------------------------ strings */
+
+typedef struct {
+    char *p;
+    size_t len, cap;
+} sbuf;
+
+static void sb_add(sbuf *b, const char *s, size_t n) {
+    if (b->len + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 256;
+        while (b->len + n + 1 > cap) cap *= 2;
+        b->p = xrealloc(b->p, cap);
+        b->cap = cap;
+    }
+    memcpy(b->p + b->len, s, n);
+    b->len += n;
+    b->p[b->len] = 0;
+}
+
+__attribute__((format(printf, 2, 3))) static void sb_printf(sbuf *b, const char *fmt, ...) {
+    char small[512];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(small, sizeof small, fmt, ap);
+    va_end(ap);
+    if (n < 0) return;
+    if ((size_t)n < sizeof small) {
+        sb_add(b, small, (size_t)n);
+        return;
+    }
+    char *big = xmalloc((size_t)n + 1);
+    va_start(ap, fmt);
+    vsnprintf(big, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    sb_add(b, big, (size_t)n);
+    free(big);
+}
+
+/* A Prometheus label value: backslash, quote and newline escaped. */
+static void sb_label(sbuf *b, const char *v) {
+    for (; *v; v++) {
+        if (*v == '\\' || *v == '"')
+            sb_printf(b, "\\%c", *v);
+        else if (*v == '\n')
+            sb_add(b, "\\n", 2);
+        else
+            sb_add(b, v, 1);
+    }
+}
+
+static char *base64(const uint8_t *d, size_t n) {
+    static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    char *o = xmalloc((n + 2) / 3 * 4 + 1), *w = o;
+    size_t i = 0;
+    for (; i + 2 < n; i += 3) {
+        uint32_t v = (uint32_t)d[i] << 16 | (uint32_t)d[i + 1] << 8 | d[i + 2];
+        *w++ = tab[v >> 18];
+        *w++ = tab[(v >> 12) & 63];
+        *w++ = tab[(v >> 6) & 63];
+        *w++ = tab[v & 63];
+    }
+    if (i < n) {
+        uint32_t v = (uint32_t)d[i] << 16 | (i + 1 < n ? (uint32_t)d[i + 1] << 8 : 0);
+        *w++ = tab[v >> 18];
+        *w++ = tab[(v >> 12) & 63];
+        *w++ = i + 1 < n ? tab[(v >> 6) & 63] : '=';
+        *w++ = '=';
+    }
+    *w = 0;
+    return o;
+}
+
+/* ---------------------------------------------------------------- jobs */
+
+typedef enum { JOB_QUEUED, JOB_RUNNING, JOB_DONE } job_state;
+
+typedef struct job {
+    struct job *next; /* FIFO link */
+    int refs;         /* connection, worker (or queue), SSE response; under srv.mu */
+    job_state state;
+    bool gone;   /* the client disconnected: cancel */
+    bool stream; /* answer with Server-Sent Events */
+    int fd;      /* the client's socket (watched for a disconnect) */
+    int n;       /* images, run in turn */
+    bool seed_given;
+    uint64_t seed;
+    c3_settings s; /* the request's settings (server base + fields) */
+    double t_queued;
+    int index; /* image in progress */
+    /* the answer (state JOB_DONE) */
+    int status;
+    char *body;
+    /* SSE bytes produced and not yet sent */
+    sbuf sse;
+    size_t sse_sent;
+} job;
+
+enum { STAGE_TOKENIZE, STAGE_UND, STAGE_DENOISE, STAGE_VAE, STAGE_WRITE, STAGE_TOTAL, STAGES };
+static const char *const stage_names[STAGES] = {"tokenize", "und", "denoise", "vae", "write", "total"};
+
+enum { EP_GENERATIONS, EP_MODELS, EP_HEALTH, EP_METRICS, EP_OTHER, EPS };
+static const char *const ep_names[EPS] = {"/v1/images/generations", "/v1/models", "/health", "/metrics", "other"};
+
+typedef struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv; /* any job or server state changed (CLOCK_MONOTONIC) */
+    c3_settings base;  /* the command line: the defaults of every request */
+    c3_events *ev;
+    c3_engine *e; /* set by the worker once loaded */
+    bool load_done, ready, draining, stopping, cancel_all, pump_stop;
+    int load_rc;
+    char load_err[1024];
+    char model_id[512];
+    char device[16];
+    int cfg_parallel;
+    time_t created;
+    double load_s;
+    int64_t max_pixels; /* the size the plan was checked for */
+    /* the FIFO */
+    job *head, *tail, *current;
+    int queued, queue_cap;
+    int conns;                                /* connections holding a job */
+    uint64_t terminal_seen, terminal_expected; /* DONE/ERROR/CANCELLED events */
+    double uncond_last;
+    /* metrics */
+    uint64_t requests[EPS][HTTP_CODES];
+    uint64_t images, cancelled, jobs;
+    double job_s, queue_s;
+    double stage_s[STAGES];
+    uint64_t steps;
+    double step_s, cond_s, uncond_s, last_step_s;
+    bool mem_valid[C3_MAX_RANKS];
+    int mem_device[C3_MAX_RANKS];
+    int64_t mem_bytes[C3_MAX_RANKS][3], dev_free[C3_MAX_RANKS], dev_total[C3_MAX_RANKS];
+    char mhd_log[512];
+} server;
+
+static void job_unref_locked(job *j) {
+    if (--j->refs > 0) return;
+    settings_free(&j->s);
+    free(j->body);
+    free(j->sse.p);
+    free(j);
+}
+
+static void job_unref(server *sv, job *j) {
+    pthread_mutex_lock(&sv->mu);
+    job_unref_locked(j);
+    pthread_mutex_unlock(&sv->mu);
+}
+
+static void cv_wait(server *sv, double seconds) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    long ns = ts.tv_nsec + (long)(seconds * 1e9);
+    ts.tv_sec += ns / 1000000000L;
+    ts.tv_nsec = ns % 1000000000L;
+    pthread_cond_timedwait(&sv->cv, &sv->mu, &ts);
+}
+
+static void sse_event(job *j, const char *event, json_t *data /* stolen */) {
+    char *txt = json_dumps(data, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    json_decref(data);
+    if (j->sse_sent == j->sse.len) j->sse.len = j->sse_sent = 0; /* all sent: reuse the buffer */
+    sb_printf(&j->sse, "event: %s\ndata: %s\n\n", event, txt ? txt : "{}");
+    free(txt);
+}
+
+static json_t *error_object(int status, const char *param, const char *message) {
+    const char *type = status == 429 ? "rate_limit_error"
+                       : status >= 500 ? "server_error"
+                       : status == 404 ? "not_found_error"
+                                       : "invalid_request_error";
+    return json_pack("{s:{s:s,s:s,s:s?,s:n}}", "error", "message", message, "type", type, "param", param, "code");
+}
+
+static char *error_body(int status, const char *param, const char *message) {
+    json_t *o = error_object(status, param, message);
+    char *txt = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    json_decref(o);
+    return txt;
+}
+
+/* Cancel j for a client that left (server mutex held). A waiting job leaves
+ * the FIFO at once; the running one is cancelled in the engine. */
+static void job_cancel_locked(server *sv, job *j) {
+    if (j->state == JOB_DONE || j->gone) return;
+    j->gone = true;
+    sv->cancelled++;
+    if (j->state == JOB_QUEUED) {
+        job **pp = &sv->head;
+        while (*pp && *pp != j) pp = &(*pp)->next;
+        if (*pp) {
+            *pp = j->next;
+            if (sv->tail == j) {
+                sv->tail = NULL;
+                for (job *q = sv->head; q; q = q->next) sv->tail = q;
+            }
+            sv->queued--;
+        }
+        j->state = JOB_DONE;
+        j->status = HTTP_CLIENT_GONE;
+        job_unref_locked(j); /* the queue's reference */
+    } else if (sv->e) {
+        engine_cancel(sv->e);
+    }
+    pthread_cond_broadcast(&sv->cv);
+}
+
+/* True when the peer closed its end (or the socket broke). */
+static bool client_gone(int fd) {
+    if (fd < 0) return false;
+    struct pollfd p = {.fd = fd, .events = POLLIN | POLLRDHUP};
+    if (poll(&p, 1, 0) <= 0) return false;
+    if (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) return true;
+    if (p.revents & POLLIN) {
+        char c;
+        ssize_t r = recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+        return r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+    }
+    return false;
+}
+
+/* -------------------------------------------------------------- worker */
+
+static const char *tmp_root(void) {
+    const char *t = getenv("TMPDIR");
+    return t && *t ? t : "/tmp";
+}
+
+/* Run one image of job j into dir; append its data item to `data`. */
+static int run_image(server *sv, job *j, int i, const char *dir, json_t *data, json_t *acc) {
+    c3_settings s;
+    settings_copy(&s, &j->s);
+    char path[4096 + 32], seedtxt[32];
+    snprintf(path, sizeof path, "%s/%d.png", dir, i);
+    int rc = settings_set(&s, "output", path, CMD_SERVE);
+    if (rc == C3_OK) rc = settings_set(&s, "overwrite", "on", CMD_SERVE);
+    if (rc == C3_OK && j->seed_given) {
+        snprintf(seedtxt, sizeof seedtxt, "%llu", (unsigned long long)(j->seed + (uint64_t)i));
+        rc = settings_set(&s, "seed", seedtxt, CMD_SERVE);
+    }
+    c3_result r = {0};
+    bool ran = false;
+    if (rc == C3_OK) {
+        rc = engine_generate(sv->e, &s, &r);
+        ran = true;
+    }
+    char err[1024];
+    snprintf(err, sizeof err, "%s", c3_errmsg());
+    /* the engine's last event for this image must be seen first, so that the
+     * stream has every step before the image */
+    pthread_mutex_lock(&sv->mu);
+    if (ran) {
+        sv->terminal_expected++;
+        while (sv->terminal_seen < sv->terminal_expected) cv_wait(sv, SERVE_POLL_S);
+    }
+    pthread_mutex_unlock(&sv->mu);
+    char *png = NULL;
+    size_t len = 0;
+    if (rc == C3_OK && r.npaths == 1) {
+        rc = c3_read_file(r.paths[0], &png, &len);
+        if (rc) snprintf(err, sizeof err, "%s", c3_errmsg());
+    } else if (rc == C3_OK) {
+        rc = C3_EFAIL;
+        snprintf(err, sizeof err, "the engine wrote %d files for one image", r.npaths);
+    }
+    for (int k = 0; k < r.npaths; k++) unlink(r.paths[k]);
+    unlink(path);
+    if (rc == C3_OK) {
+        char *b64 = base64((const uint8_t *)png, len);
+        json_t *item = json_pack("{s:s,s:I}", "b64_json", b64, "seed", (json_int_t)r.seed);
+        free(b64);
+        double st[STAGES] = {r.t_tokenize, r.t_und, r.t_denoise, r.t_vae, r.t_write, r.t_total};
+        json_t *secs = json_object_get(acc, "seconds");
+        for (int k = 0; k < STAGES; k++) {
+            json_t *v = json_object_get(secs, stage_names[k]);
+            json_object_set_new(secs, stage_names[k], json_real(json_real_value(v) + st[k]));
+        }
+        json_object_set_new(acc, "steps", json_integer(r.steps));
+        json_object_set_new(acc, "step_mean", json_real(r.t_step_mean));
+        json_object_set_new(acc, "cond_mean", json_real(r.t_cond_mean));
+        json_object_set_new(acc, "uncond_mean", json_real(r.t_uncond_mean));
+        json_t *peak = json_object_get(acc, "mem_peak_bytes");
+        if (r.mem_peak > json_integer_value(peak))
+            json_object_set_new(acc, "mem_peak_bytes", json_integer(r.mem_peak));
+        json_object_set_new(acc, "guidance", json_real(r.guidance));
+        json_object_set_new(acc, "shift", json_real(r.shift));
+        json_object_set_new(acc, "schedule", json_string(r.schedule));
+        pthread_mutex_lock(&sv->mu);
+        sv->images++;
+        for (int k = 0; k < STAGES; k++) sv->stage_s[k] += st[k];
+        if (j->stream) {
+            json_t *ev = json_pack("{s:s,s:i,s:s,s:I,s:s,s:I,s:O}", "type", "image_generation.completed", "index",
+                                   i, "b64_json", json_string_value(json_object_get(item, "b64_json")), "created",
+                                   (json_int_t)time(NULL), "output_format", "png", "seed", (json_int_t)r.seed,
+                                   "metrics", acc);
+            json_object_set_new(ev, "size", json_sprintf("%dx%d", r.width, r.height));
+            sse_event(j, "image_generation.completed", ev);
+            pthread_cond_broadcast(&sv->cv);
+        }
+        pthread_mutex_unlock(&sv->mu);
+        json_array_append_new(data, item);
+    } else {
+        c3_fail(rc, "%s", err);
+    }
+    free(png);
+    result_free(&r);
+    settings_free(&s);
+    return rc;
+}
+
+static void run_job(server *sv, job *j) {
+    double t0 = c3_now();
+    json_t *data = json_array();
+    json_t *acc = json_pack("{s:i,s:i,s:f,s:{}}", "images", 0, "steps", 0, "queue_seconds", t0 - j->t_queued,
+                            "seconds");
+    json_object_set_new(acc, "mem_peak_bytes", json_integer(0));
+    char tmpl[4096];
+    snprintf(tmpl, sizeof tmpl, "%s/cosmos3-serve-XXXXXX", tmp_root());
+    int rc = C3_OK;
+    if (!mkdtemp(tmpl)) rc = c3_fail(C3_EOUTPUT, "cannot make a folder in %s: %s (set TMPDIR)", tmp_root(), strerror(errno));
+    for (int i = 0; i < j->n && rc == C3_OK; i++) {
+        pthread_mutex_lock(&sv->mu);
+        j->index = i;
+        bool stop = j->gone || sv->cancel_all;
+        pthread_mutex_unlock(&sv->mu);
+        if (stop) {
+            rc = c3_fail(C3_ECANCEL, "cancelled");
+            break;
+        }
+        rc = run_image(sv, j, i, tmpl, data, acc);
+    }
+    if (tmpl[strlen(tmpl) - 1] != 'X') rmdir(tmpl);
+    char err[1024];
+    snprintf(err, sizeof err, "%s", c3_errmsg());
+    const c3_plan *p = engine_plan(sv->e);
+    json_object_set_new(acc, "images", json_integer((json_int_t)json_array_size(data)));
+    json_object_set_new(acc, "layout", json_pack("{s:i,s:i,s:i,s:s}", "tp", p->tp, "cfg_parallel", p->cfg,
+                                                 "ulysses", p->sp, "device", sv->device));
+    pthread_mutex_lock(&sv->mu);
+    int status = 200;
+    char *body = NULL;
+    if (rc == C3_ECANCEL && j->gone) {
+        status = HTTP_CLIENT_GONE;
+    } else if (rc == C3_ECANCEL) {
+        status = 503;
+        body = error_body(status, NULL, "cancelled: the server is shutting down; send the request again later");
+    } else if (rc) {
+        status = rc == C3_EUSAGE || rc == C3_EINPUT ? 400 : 500;
+        body = error_body(status, NULL, err);
+    } else {
+        json_t *o = json_pack("{s:I,s:O,s:s,s:O}", "created", (json_int_t)time(NULL), "data", data,
+                              "output_format", "png", "metrics", acc);
+        json_object_set_new(o, "size", json_sprintf("%dx%d", j->s.width, j->s.height));
+        body = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
+        json_decref(o);
+    }
+    if (j->stream) {
+        if (status == 200)
+            sse_event(j, "done", json_pack("{s:s,s:i,s:O}", "type", "done", "images", j->n, "metrics", acc));
+        else if (status != HTTP_CLIENT_GONE)
+            sse_event(j, "error", error_object(status, NULL, rc == C3_ECANCEL ? "cancelled: the server is shutting down" : err));
+        if (status == 200) sb_add(&j->sse, "data: [DONE]\n\n", 14);
+    }
+    j->status = status;
+    j->body = body;
+    sv->jobs++;
+    sv->job_s += c3_now() - t0;
+    sv->queue_s += t0 - j->t_queued;
+    pthread_mutex_unlock(&sv->mu);
+    json_decref(data);
+    json_decref(acc);
+}
+
+static void *worker_main(void *arg) {
+    server *sv = arg;
+    c3_engine *e = NULL;
+    double t0 = c3_now();
+    /* tests only: a slow load, to see /health answer 503 */
+    const char *delay = getenv("COSMOS3_TEST_SERVE_LOAD_DELAY");
+    if (delay && atof(delay) > 0) usleep((useconds_t)(atof(delay) * 1e6));
+    int rc = engine_open(&e, &sv->base, sv->ev);
+    pthread_mutex_lock(&sv->mu);
+    sv->load_done = true;
+    sv->load_rc = rc;
+    if (rc) {
+        snprintf(sv->load_err, sizeof sv->load_err, "%s", c3_errmsg());
+        pthread_cond_broadcast(&sv->cv);
+        pthread_mutex_unlock(&sv->mu);
+        return NULL;
+    }
+    sv->e = e;
+    sv->load_s = c3_now() - t0;
+    snprintf(sv->model_id, sizeof sv->model_id, "%s", engine_ckpt(e)->model_id);
+    const c3_plan *p = engine_plan(e);
+    snprintf(sv->device, sizeof sv->device, "%s", p->cuda ? "cuda" : "cpu");
+    sv->cfg_parallel = p->cfg;
+    sv->created = time(NULL);
+    sv->ready = true;
+    pthread_cond_broadcast(&sv->cv);
+    for (;;) {
+        while (!sv->head && !sv->stopping) cv_wait(sv, 1.0);
+        if (!sv->head) break;
+        job *j = sv->head;
+        sv->head = j->next;
+        if (!sv->head) sv->tail = NULL;
+        sv->queued--;
+        j->next = NULL;
+        j->state = JOB_RUNNING;
+        sv->current = j;
+        pthread_mutex_unlock(&sv->mu);
+        run_job(sv, j);
+        pthread_mutex_lock(&sv->mu);
+        j->state = JOB_DONE;
+        sv->current = NULL;
+        pthread_cond_broadcast(&sv->cv);
+        job_unref_locked(j);
+    }
+    pthread_mutex_unlock(&sv->mu);
+    return NULL;
+}
+
+/* ---------------------------------------------------------------- pump */
+
+static void *pump_main(void *arg) {
+    server *sv = arg;
+    for (;;) {
+        c3_event x;
+        if (!events_pop(sv->ev, &x, 0.2)) {
+            pthread_mutex_lock(&sv->mu);
+            bool stop = sv->pump_stop;
+            pthread_mutex_unlock(&sv->mu);
+            if (stop) break;
+            continue;
+        }
+        pthread_mutex_lock(&sv->mu);
+        job *j = sv->current;
+        /* a cancel can land before engine_generate resets its flag: repeat it */
+        bool cancel = j && (j->gone || sv->cancel_all);
+        switch (x.kind) {
+        case EV_BRANCH:
+            if (x.branch == 1) sv->uncond_last = x.seconds;
+            break;
+        case EV_STEP_END: {
+            double unc = sv->cfg_parallel == 2 ? sv->uncond_last : x.uncond_s;
+            sv->steps++;
+            sv->step_s += x.seconds;
+            sv->cond_s += x.cond_s;
+            sv->uncond_s += unc;
+            sv->last_step_s = x.seconds;
+            if (j && j->stream && !j->gone) {
+                sse_event(j, "progress",
+                          json_pack("{s:s,s:i,s:i,s:i,s:f,s:f,s:f,s:I}", "type", "progress", "index", j->index,
+                                    "step", x.step, "total", x.steps, "seconds", x.seconds, "cond_s", x.cond_s,
+                                    "uncond_s", unc, "timestep", (json_int_t)x.timestep));
+                pthread_cond_broadcast(&sv->cv);
+            }
+            break;
+        }
+        case EV_LOADED:
+        case EV_MEMORY:
+            if (x.rank >= 0 && x.rank < C3_MAX_RANKS) {
+                sv->mem_valid[x.rank] = true;
+                sv->mem_device[x.rank] = x.device;
+                for (int k = 0; k < 3; k++) sv->mem_bytes[x.rank][k] = x.bytes[k];
+                sv->dev_free[x.rank] = x.dev_free;
+                sv->dev_total[x.rank] = x.dev_total;
+            }
+            break;
+        case EV_DONE:
+        case EV_ERROR:
+        case EV_CANCELLED:
+            sv->terminal_seen++;
+            pthread_cond_broadcast(&sv->cv);
+            break;
+        default: break;
+        }
+        if (cancel && sv->e) engine_cancel(sv->e);
+        pthread_mutex_unlock(&sv->mu);
+    }
+    return NULL;
+}
+
+/* ------------------------------------------------------------ requests */
+
+typedef struct {
+    int status;
+    char param[64];
+    char msg[1024];
+} req_error;
+
+__attribute__((format(printf, 4, 5))) static bool bad(req_error *er, int status, const char *param,
+                                                       const char *fmt, ...) {
+    er->status = status;
+    snprintf(er->param, sizeof er->param, "%s", param ? param : "");
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(er->msg, sizeof er->msg, fmt, ap);
+    va_end(ap);
+    return false;
+}
+
+/* Set option `name` from text and check the whole request as gen would;
+ * a failure names the request field. */
+static bool apply(server *sv, c3_settings *s, const char *field, const char *name, const char *value,
+                  req_error *er) {
+    if (settings_set(s, name, value, CMD_SERVE) != C3_OK) return bad(er, 400, field, "%s: %s", field, c3_errmsg());
+    c3_settings t;
+    settings_copy(&t, s);
+    int rc = settings_resolve(&t, engine_ckpt(sv->e));
+    settings_free(&t);
+    if (rc) return bad(er, 400, field, "%s: %s", field, c3_errmsg());
+    return true;
+}
+
+static bool get_number(json_t *v, const char *field, double *out, req_error *er) {
+    if (!json_is_number(v)) return bad(er, 400, field, "%s: must be a number", field);
+    *out = json_number_value(v);
+    if (!isfinite(*out)) return bad(er, 400, field, "%s: must be finite", field);
+    return true;
+}
+
+static bool apply_number(server *sv, c3_settings *s, json_t *v, const char *field, const char *name,
+                         req_error *er) {
+    double x = 0;
+    if (!get_number(v, field, &x, er)) return false;
+    char txt[64];
+    snprintf(txt, sizeof txt, "%.17g", x);
+    return apply(sv, s, field, name, txt, er);
+}
+
+static bool apply_int(server *sv, c3_settings *s, json_t *v, const char *field, const char *name, req_error *er) {
+    if (!json_is_integer(v)) return bad(er, 400, field, "%s: must be an integer", field);
+    char txt[32];
+    snprintf(txt, sizeof txt, "%lld", (long long)json_integer_value(v));
+    return apply(sv, s, field, name, txt, er);
+}
+
+static bool get_text(json_t *v, const char *field, size_t max, bool empty_ok, const char **out, req_error *er) {
+    if (!json_is_string(v)) return bad(er, 400, field, "%s: must be a string", field);
+    size_t n = json_string_length(v);
+    if (n > max) return bad(er, 400, field, "%s: %zu bytes; at most %zu", field, n, max);
+    if (!n && !empty_ok) return bad(er, 400, field, "%s: must not be empty", field);
+    *out = json_string_value(v);
+    return true;
+}
+
+static bool parse_extra(server *sv, c3_settings *s, json_t *x, req_error *er) {
+    if (!json_is_object(x)) return bad(er, 400, "extra_params", "extra_params: must be an object");
+    const char *k;
+    json_t *v;
+    json_object_foreach(x, k, v) {
+        char field[96];
+        snprintf(field, sizeof field, "extra_params.%.60s", k);
+        if (json_is_null(v)) continue;
+        if (!strcmp(k, "schedule")) {
+            const char *t;
+            if (!get_text(v, field, 32, false, &t, er) || !apply(sv, s, field, "schedule", t, er)) return false;
+        } else if (!strcmp(k, "guidance_interval")) {
+            char txt[96];
+            if (json_is_string(v) && !strcmp(json_string_value(v), "none")) {
+                snprintf(txt, sizeof txt, "none");
+            } else if (json_is_array(v) && json_array_size(v) == 2 && json_is_number(json_array_get(v, 0)) &&
+                       json_is_number(json_array_get(v, 1))) {
+                snprintf(txt, sizeof txt, "%.17g,%.17g", json_number_value(json_array_get(v, 0)),
+                         json_number_value(json_array_get(v, 1)));
+            } else {
+                return bad(er, 400, field, "%s: must be [LO, HI] (e.g. [400, 1000]) or \"none\"", field);
+            }
+            if (!apply(sv, s, field, "guidance-interval", txt, er)) return false;
+        } else if (!strcmp(k, "system_prompt")) {
+            const char *t = json_is_true(v) ? "on" : json_is_false(v) ? "off" : NULL;
+            if (!t && !get_text(v, field, 8, false, &t, er)) return false;
+            if (!apply(sv, s, field, "system-prompt", t, er)) return false;
+        } else if (!strcmp(k, "templates")) {
+            if (!json_is_boolean(v)) return bad(er, 400, field, "%s: must be true or false", field);
+            if (!apply(sv, s, field, "templates", json_is_true(v) ? "on" : "off", er)) return false;
+        } else {
+            return bad(er, 400, field,
+                       "%s: unknown; extra_params takes schedule, guidance_interval, system_prompt, templates", field);
+        }
+    }
+    return true;
+}
+
+static const char *const known_fields[] = {
+    "model", "prompt", "n", "size", "response_format", "negative_prompt", "guidance_scale", "num_inference_steps",
+    "seed", "flow_shift", "extra_params", "stream", "user", "output_format", "true_cfg_scale"};
+
+/* Parse and validate a generation request into j (j->s starts as the base). */
+static bool parse_request(server *sv, const char *body, size_t len, job *j, req_error *er) {
+    json_error_t jerr;
+    json_t *o = json_loadb(body ? body : "", len, JSON_REJECT_DUPLICATES, &jerr);
+    if (!o) return bad(er, 400, NULL, "the body is not valid JSON (line %d: %s)", jerr.line, jerr.text);
+    bool ok = false;
+    c3_settings *s = &j->s;
+    const char *k, *t;
+    json_t *v;
+    if (!json_is_object(o)) {
+        bad(er, 400, NULL, "the body must be a JSON object such as {\"prompt\": \"a red fox\"}");
+        goto out;
+    }
+    json_object_foreach(o, k, v) {
+        bool known = false;
+        for (size_t i = 0; i < C3_ARRAY_LEN(known_fields); i++) known |= !strcmp(k, known_fields[i]);
+        if (!known) {
+            bad(er, 400, k, "%.64s: unknown field; see 'man cosmos3' (serve) for the fields taken", k);
+            goto out;
+        }
+    }
+#define FIELD(name) ((v = json_object_get(o, name)) != NULL && !json_is_null(v))
+    if (FIELD("true_cfg_scale")) {
+        bad(er, 400, "true_cfg_scale",
+            "true_cfg_scale: not supported; Cosmos3 has one classifier-free guidance scale: send guidance_scale");
+        goto out;
+    }
+    if (FIELD("model")) {
+        if (!get_text(v, "model", 512, false, &t, er)) goto out;
+        if (strcmp(t, sv->model_id) != 0) {
+            bad(er, 400, "model", "model: '%.200s' is not loaded; this server runs '%s' (or omit model)", t,
+                sv->model_id);
+            goto out;
+        }
+    }
+    if (!FIELD("prompt")) {
+        bad(er, 400, "prompt", "prompt: required, e.g. \"prompt\": \"a red fox in the snow\"");
+        goto out;
+    }
+    if (!get_text(v, "prompt", SERVE_MAX_PROMPT, false, &t, er)) goto out;
+    free(s->prompt);
+    s->prompt = xstrdup(t);
+    if (FIELD("negative_prompt")) {
+        if (!get_text(v, "negative_prompt", SERVE_MAX_PROMPT, true, &t, er) ||
+            !apply(sv, s, "negative_prompt", "negative-prompt", t, er))
+            goto out;
+    }
+    j->n = 1;
+    if (FIELD("n")) {
+        if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > SERVE_MAX_N) {
+            bad(er, 400, "n", "n: must be an integer in 1..%d", SERVE_MAX_N);
+            goto out;
+        }
+        j->n = (int)json_integer_value(v);
+    }
+    if (FIELD("size")) {
+        if (!get_text(v, "size", 32, false, &t, er)) goto out;
+        if (strcmp(t, "auto") != 0) {
+            unsigned w, h;
+            int used = 0;
+            if (sscanf(t, "%5u%*[x]%5u%n", &w, &h, &used) != 2 || t[used] || t[0] < '0' || t[0] > '9' ||
+                !strchr(t, 'x') || strchr(t, 'x')[1] < '0' || strchr(t, 'x')[1] > '9') {
+                bad(er, 400, "size", "size: '%.32s' is not WIDTHxHEIGHT (e.g. \"1024x1024\")", t);
+                goto out;
+            }
+            if (w > SERVE_MAX_SIDE || h > SERVE_MAX_SIDE || (int64_t)w * h > sv->max_pixels) {
+                bad(er, 400, "size",
+                    "size: %ux%u is larger than this server's %lld pixels (start it with larger -W/-H to allow it)",
+                    w, h, (long long)sv->max_pixels);
+                goto out;
+            }
+            char a[16], b[16];
+            snprintf(a, sizeof a, "%u", w);
+            snprintf(b, sizeof b, "%u", h);
+            if (!apply(sv, s, "size", "width", a, er) || !apply(sv, s, "size", "height", b, er)) goto out;
+        }
+    }
+    if (FIELD("response_format")) {
+        if (!get_text(v, "response_format", 32, false, &t, er)) goto out;
+        if (!strcmp(t, "url")) {
+            bad(er, 400, "response_format",
+                "response_format: 'url' is not supported (this server keeps no files); use b64_json");
+            goto out;
+        }
+        if (strcmp(t, "b64_json") != 0) {
+            bad(er, 400, "response_format", "response_format: '%.32s' is not b64_json", t);
+            goto out;
+        }
+    }
+    if (FIELD("output_format")) {
+        if (!get_text(v, "output_format", 16, false, &t, er)) goto out;
+        if (strcmp(t, "png") != 0) {
+            bad(er, 400, "output_format", "output_format: '%.16s' is not supported; this server writes png", t);
+            goto out;
+        }
+    }
+    if (FIELD("user") && !get_text(v, "user", SERVE_MAX_USER, true, &t, er)) goto out;
+    if (FIELD("num_inference_steps") && !apply_int(sv, s, v, "num_inference_steps", "steps", er)) goto out;
+    if (FIELD("guidance_scale") && !apply_number(sv, s, v, "guidance_scale", "guidance", er)) goto out;
+    if (FIELD("flow_shift") && !apply_number(sv, s, v, "flow_shift", "shift", er)) goto out;
+    if (FIELD("seed")) {
+        if (!json_is_integer(v) || json_integer_value(v) < 0 ||
+            json_integer_value(v) > (json_int_t)(INT64_MAX - SERVE_MAX_N)) {
+            bad(er, 400, "seed", "seed: must be a non-negative integer (image i of n uses seed + i)");
+            goto out;
+        }
+        j->seed_given = true;
+        j->seed = (uint64_t)json_integer_value(v);
+    } else if (strcmp(s->seed, "random") != 0) { /* the server's --seed */
+        j->seed_given = true;
+        j->seed = strtoull(s->seed, NULL, 10);
+    }
+    if (FIELD("extra_params") && !parse_extra(sv, s, v, er)) goto out;
+    if (FIELD("stream")) {
+        if (!json_is_boolean(v)) {
+            bad(er, 400, "stream", "stream: must be true or false");
+            goto out;
+        }
+        j->stream = json_is_true(v);
+    }
+#undef FIELD
+    /* the size the answer reports */
+    c3_settings r;
+    settings_copy(&r, s);
+    int rc = settings_resolve(&r, engine_ckpt(sv->e));
+    s->width = r.width;
+    s->height = r.height;
+    settings_free(&r);
+    if (rc) {
+        bad(er, 400, NULL, "%s", c3_errmsg());
+        goto out;
+    }
+    ok = true;
+out:
+    json_decref(o);
+    return ok;
+}
+
+/* ------------------------------------------------------------------ HTTP */
+
+typedef struct {
+    int ep;
+    double t0;
+    char *body;
+    size_t len, seen;
+    bool too_big, answered;
+    job *job; /* a reference */
+} req_ctx;
+
+static int endpoint_of(const char *url) {
+    for (int i = 0; i < EP_OTHER; i++)
+        if (!strcmp(url, ep_names[i])) return i;
+    return EP_OTHER;
+}
+
+static void count(server *sv, int ep, int status) {
+    pthread_mutex_lock(&sv->mu);
+    if (status >= 0 && status < HTTP_CODES) sv->requests[ep][status]++;
+    pthread_mutex_unlock(&sv->mu);
+}
+
+static enum MHD_Result send_text(server *sv, struct MHD_Connection *c, req_ctx *r, int status, const char *type,
+                                 char *text /* freed */, const char *hdr, const char *hval) {
+    struct MHD_Response *resp =
+        MHD_create_response_from_buffer(text ? strlen(text) : 0, text ? text : (char *)"", MHD_RESPMEM_MUST_COPY);
+    free(text);
+    if (!resp) return MHD_NO;
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+    if (hdr) MHD_add_response_header(resp, hdr, hval);
+    enum MHD_Result ok = MHD_queue_response(c, (unsigned)status, resp);
+    MHD_destroy_response(resp);
+    r->answered = true;
+    count(sv, r->ep, status);
+    if (r->ep == EP_GENERATIONS)
+        fprintf(stderr, "cosmos3 serve: POST %s %d %.2f s\n", ep_names[r->ep], status, c3_now() - r->t0);
+    return ok;
+}
+
+static enum MHD_Result send_json(server *sv, struct MHD_Connection *c, req_ctx *r, int status, json_t *o) {
+    char *txt = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    json_decref(o);
+    return send_text(sv, c, r, status, "application/json", txt, NULL, NULL);
+}
+
+static enum MHD_Result send_error(server *sv, struct MHD_Connection *c, req_ctx *r, int status, const char *param,
+                                  const char *msg, const char *hdr, const char *hval) {
+    return send_text(sv, c, r, status, "application/json", error_body(status, param, msg), hdr, hval);
+}
+
+static int retry_after_locked(server *sv) {
+    double per = sv->jobs ? sv->job_s / (double)sv->jobs : 1.0;
+    double s = ceil(per * (sv->queued + 1));
+    return s < 1 ? 1 : s > SERVE_RETRY_MAX_S ? SERVE_RETRY_MAX_S : (int)s;
+}
+
+static void metrics_text(server *sv, sbuf *b) {
+    pthread_mutex_lock(&sv->mu);
+    sb_printf(b, "# HELP cosmos3_ready 1 when the model is loaded and requests are taken.\n"
+                 "# TYPE cosmos3_ready gauge\ncosmos3_ready %d\n",
+              sv->ready && !sv->draining);
+    if (sv->ready) {
+        sb_printf(b, "# HELP cosmos3_model_info The loaded model and its layout.\n# TYPE cosmos3_model_info gauge\n"
+                     "cosmos3_model_info{model=\"");
+        sb_label(b, sv->model_id);
+        const c3_plan *p = engine_plan(sv->e);
+        sb_printf(b, "\",device=\"%s\",tp=\"%d\",cfg_parallel=\"%d\",ulysses=\"%d\"} 1\n", sv->device, p->tp, p->cfg,
+                  p->sp);
+        sb_printf(b, "# HELP cosmos3_load_seconds Seconds the model took to load.\n"
+                     "# TYPE cosmos3_load_seconds gauge\ncosmos3_load_seconds %.6f\n",
+                  sv->load_s);
+    }
+    sb_printf(b, "# HELP cosmos3_requests_total HTTP requests answered, by endpoint and status.\n"
+                 "# TYPE cosmos3_requests_total counter\n");
+    uint64_t errors = 0;
+    for (int e = 0; e < EPS; e++)
+        for (int code = 0; code < HTTP_CODES; code++)
+            if (sv->requests[e][code]) {
+                sb_printf(b, "cosmos3_requests_total{endpoint=\"%s\",code=\"%d\"} %llu\n", ep_names[e], code,
+                          (unsigned long long)sv->requests[e][code]);
+                if (code >= 400) errors += sv->requests[e][code];
+            }
+    sb_printf(b, "# HELP cosmos3_errors_total HTTP requests answered with a status of 400 or more.\n"
+                 "# TYPE cosmos3_errors_total counter\ncosmos3_errors_total %llu\n",
+              (unsigned long long)errors);
+    sb_printf(b, "# HELP cosmos3_cancelled_total Generations cancelled because their client disconnected.\n"
+                 "# TYPE cosmos3_cancelled_total counter\ncosmos3_cancelled_total %llu\n",
+              (unsigned long long)sv->cancelled);
+    sb_printf(b, "# HELP cosmos3_images_total Images generated.\n# TYPE cosmos3_images_total counter\n"
+                 "cosmos3_images_total %llu\n",
+              (unsigned long long)sv->images);
+    sb_printf(b, "# HELP cosmos3_queue_length Requests waiting behind the one running.\n"
+                 "# TYPE cosmos3_queue_length gauge\ncosmos3_queue_length %d\n"
+                 "# HELP cosmos3_queue_capacity Requests that may wait (--queue).\n"
+                 "# TYPE cosmos3_queue_capacity gauge\ncosmos3_queue_capacity %d\n"
+                 "# HELP cosmos3_busy 1 while a request is running.\n# TYPE cosmos3_busy gauge\ncosmos3_busy %d\n",
+              sv->queued, sv->queue_cap, sv->current != NULL);
+    sb_printf(b, "# HELP cosmos3_request_seconds Seconds from a request's start to its answer (summary).\n"
+                 "# TYPE cosmos3_request_seconds summary\ncosmos3_request_seconds_sum %.6f\n"
+                 "cosmos3_request_seconds_count %llu\n"
+                 "# HELP cosmos3_queue_seconds_total Seconds requests waited in the queue.\n"
+                 "# TYPE cosmos3_queue_seconds_total counter\ncosmos3_queue_seconds_total %.6f\n",
+              sv->job_s, (unsigned long long)sv->jobs, sv->queue_s);
+    sb_printf(b, "# HELP cosmos3_stage_seconds_total Seconds spent per pipeline stage.\n"
+                 "# TYPE cosmos3_stage_seconds_total counter\n");
+    for (int k = 0; k < STAGES; k++)
+        sb_printf(b, "cosmos3_stage_seconds_total{stage=\"%s\"} %.6f\n", stage_names[k], sv->stage_s[k]);
+    sb_printf(b, "# HELP cosmos3_step_seconds Seconds per denoising step (summary).\n"
+                 "# TYPE cosmos3_step_seconds summary\ncosmos3_step_seconds_sum %.6f\ncosmos3_step_seconds_count %llu\n"
+                 "# HELP cosmos3_branch_seconds_total Seconds per CFG branch over all steps.\n"
+                 "# TYPE cosmos3_branch_seconds_total counter\n"
+                 "cosmos3_branch_seconds_total{branch=\"cond\"} %.6f\n"
+                 "cosmos3_branch_seconds_total{branch=\"uncond\"} %.6f\n"
+                 "# HELP cosmos3_last_step_seconds Seconds of the last denoising step.\n"
+                 "# TYPE cosmos3_last_step_seconds gauge\ncosmos3_last_step_seconds %.6f\n",
+              sv->step_s, (unsigned long long)sv->steps, sv->cond_s, sv->uncond_s, sv->last_step_s);
+    static const char *const kinds[3] = {"weights", "kv", "activations"};
+    sb_printf(b, "# HELP cosmos3_memory_bytes Memory the engine holds per rank and device, by kind.\n"
+                 "# TYPE cosmos3_memory_bytes gauge\n");
+    for (int r = 0; r < C3_MAX_RANKS; r++)
+        for (int k = 0; k < 3 && sv->mem_valid[r]; k++)
+            sb_printf(b, "cosmos3_memory_bytes{rank=\"%d\",device=\"%s%d\",kind=\"%s\"} %lld\n", r, sv->device,
+                      sv->mem_device[r], kinds[k], (long long)sv->mem_bytes[r][k]);
+    sb_printf(b, "# HELP cosmos3_device_free_bytes Free memory of each rank's device.\n"
+                 "# TYPE cosmos3_device_free_bytes gauge\n");
+    for (int r = 0; r < C3_MAX_RANKS; r++)
+        if (sv->mem_valid[r] && sv->dev_total[r] > 0)
+            sb_printf(b, "cosmos3_device_free_bytes{rank=\"%d\",device=\"%s%d\"} %lld\n", r, sv->device,
+                      sv->mem_device[r], (long long)sv->dev_free[r]);
+    sb_printf(b, "# HELP cosmos3_device_total_bytes Total memory of each rank's device.\n"
+                 "# TYPE cosmos3_device_total_bytes gauge\n");
+    for (int r = 0; r < C3_MAX_RANKS; r++)
+        if (sv->mem_valid[r] && sv->dev_total[r] > 0)
+            sb_printf(b, "cosmos3_device_total_bytes{rank=\"%d\",device=\"%s%d\"} %lld\n", r, sv->device,
+                      sv->mem_device[r], (long long)sv->dev_total[r]);
+    pthread_mutex_unlock(&sv->mu);
+}
+
+/* The SSE response's reader state: it holds a reference to the job. */
+typedef struct {
+    server *sv;
+    job *j;
+} sse_ctx;
+
+/* Stream a job's SSE bytes; waits (watching the client) until there are some. */
+static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max) {
+    (void)pos;
+    sse_ctx *x = cls;
+    server *sv = x->sv;
+    job *j = x->j;
+    pthread_mutex_lock(&sv->mu);
+    for (;;) {
+        if (j->sse_sent < j->sse.len) {
+            size_t n = C3_MIN(max, j->sse.len - j->sse_sent);
+            memcpy(buf, j->sse.p + j->sse_sent, n);
+            j->sse_sent += n;
+            pthread_mutex_unlock(&sv->mu);
+            return (ssize_t)n;
+        }
+        if (j->state == JOB_DONE) {
+            pthread_mutex_unlock(&sv->mu);
+            return MHD_CONTENT_READER_END_OF_STREAM;
+        }
+        cv_wait(sv, SERVE_POLL_S);
+        if (j->state != JOB_DONE && j->sse_sent == j->sse.len && client_gone(j->fd)) {
+            job_cancel_locked(sv, j);
+            pthread_mutex_unlock(&sv->mu);
+            return MHD_CONTENT_READER_END_WITH_ERROR;
+        }
+    }
+}
+
+static void sse_free(void *cls) {
+    sse_ctx *x = cls;
+    job_unref(x->sv, x->j);
+    free(x);
+}
+
+static enum MHD_Result post_generation(server *sv, struct MHD_Connection *c, req_ctx *r) {
+    char msg[256], ra[16];
+    if (r->too_big) {
+        snprintf(msg, sizeof msg, "the request body is larger than %u bytes; send a shorter prompt",
+                 (unsigned)SERVE_MAX_BODY);
+        return send_error(sv, c, r, 413, NULL, msg, NULL, NULL);
+    }
+    pthread_mutex_lock(&sv->mu);
+    bool ready = sv->ready, draining = sv->draining;
+    pthread_mutex_unlock(&sv->mu);
+    snprintf(ra, sizeof ra, "%d", SERVE_LOAD_RETRY_S);
+    if (draining) return send_error(sv, c, r, 503, NULL, "the server is shutting down", "Retry-After", ra);
+    if (!ready) return send_error(sv, c, r, 503, NULL, "the model is still loading; retry shortly", "Retry-After", ra);
+    job *j = xcalloc(1, sizeof *j);
+    settings_copy(&j->s, &sv->base);
+    req_error er = {0};
+    if (!parse_request(sv, r->body, r->len, j, &er)) {
+        settings_free(&j->s);
+        free(j);
+        return send_error(sv, c, r, er.status, er.param[0] ? er.param : NULL, er.msg, NULL, NULL);
+    }
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    j->fd = ci ? ci->connect_fd : -1;
+    pthread_mutex_lock(&sv->mu);
+    if (sv->draining || sv->queued >= sv->queue_cap) {
+        bool full = !sv->draining;
+        int wait_s = full ? retry_after_locked(sv) : SERVE_LOAD_RETRY_S;
+        int waiting = sv->queued;
+        pthread_mutex_unlock(&sv->mu);
+        settings_free(&j->s);
+        free(j);
+        snprintf(ra, sizeof ra, "%d", wait_s);
+        if (!full) return send_error(sv, c, r, 503, NULL, "the server is shutting down", "Retry-After", ra);
+        snprintf(msg, sizeof msg, "the queue is full (%d waiting behind the one running); retry after %d s",
+                 waiting, wait_s);
+        return send_error(sv, c, r, 429, NULL, msg, "Retry-After", ra);
+    }
+    j->refs = 2; /* this connection and the queue (then the worker) */
+    j->state = JOB_QUEUED;
+    j->t_queued = c3_now();
+    if (sv->tail)
+        sv->tail->next = j;
+    else
+        sv->head = j;
+    sv->tail = j;
+    sv->queued++;
+    sv->conns++;
+    r->job = j;
+    if (j->stream) j->refs++; /* the SSE response */
+    pthread_cond_broadcast(&sv->cv);
+    pthread_mutex_unlock(&sv->mu);
+
+    if (j->stream) {
+        sse_ctx *x = xmalloc(sizeof *x);
+        *x = (sse_ctx){sv, j};
+        struct MHD_Response *resp =
+            MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, SERVE_SSE_BLOCK, sse_read, x, sse_free);
+        if (!resp) {
+            sse_free(x);
+            return MHD_NO;
+        }
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+        MHD_add_response_header(resp, "X-Accel-Buffering", "no");
+        enum MHD_Result ok = MHD_queue_response(c, MHD_HTTP_OK, resp);
+        MHD_destroy_response(resp);
+        r->answered = true;
+        count(sv, r->ep, MHD_HTTP_OK);
+        fprintf(stderr, "cosmos3 serve: POST %s 200 (stream)\n", ep_names[r->ep]);
+        return ok;
+    }
+    /* wait for the answer, watching the client */
+    pthread_mutex_lock(&sv->mu);
+    while (j->state != JOB_DONE) {
+        cv_wait(sv, SERVE_POLL_S);
+        if (j->state != JOB_DONE && client_gone(j->fd)) {
+            job_cancel_locked(sv, j);
+            break;
+        }
+    }
+    int status = j->gone ? HTTP_CLIENT_GONE : j->status;
+    char *body = j->body ? xstrdup(j->body) : NULL;
+    pthread_mutex_unlock(&sv->mu);
+    if (status == HTTP_CLIENT_GONE) {
+        free(body);
+        r->answered = true;
+        count(sv, r->ep, status);
+        fprintf(stderr, "cosmos3 serve: POST %s: the client left after %.2f s; cancelled\n", ep_names[r->ep],
+                c3_now() - r->t0);
+        return MHD_NO; /* close the connection */
+    }
+    snprintf(ra, sizeof ra, "%d", SERVE_LOAD_RETRY_S);
+    return send_text(sv, c, r, status, "application/json", body, status == 503 ? "Retry-After" : NULL, ra);
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
+                                  const char *version, const char *upload, size_t *upload_size, void **con_cls) {
+    (void)version;
+    server *sv = cls;
+    req_ctx *r = *con_cls;
+    if (!r) {
+        r = xcalloc(1, sizeof *r);
+        r->ep = endpoint_of(url);
+        r->t0 = c3_now();
+        *con_cls = r;
+        const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+        if (cl && strtoull(cl, NULL, 10) > SERVE_MAX_BODY) {
+            r->too_big = true;
+            char msg[128];
+            snprintf(msg, sizeof msg, "the request body is larger than %u bytes; send a shorter prompt",
+                     (unsigned)SERVE_MAX_BODY);
+            return send_error(sv, c, r, 413, NULL, msg, NULL, NULL);
+        }
+        return MHD_YES;
+    }
+    if (*upload_size) {
+        if (!r->too_big && !r->answered) {
+            if (r->len + *upload_size > SERVE_MAX_BODY) {
+                r->too_big = true;
+                free(r->body);
+                r->body = NULL;
+                r->len = 0;
+            } else {
+                r->body = xrealloc(r->body, r->len + *upload_size + 1);
+                memcpy(r->body + r->len, upload, *upload_size);
+                r->len += *upload_size;
+                r->body[r->len] = 0;
+            }
+        }
+        r->seen += *upload_size;
+        *upload_size = 0;
+        return r->seen > SERVE_MAX_DISCARD ? MHD_NO : MHD_YES;
+    }
+    if (r->answered) return MHD_YES;
+    bool get = !strcmp(method, "GET") || !strcmp(method, "HEAD"), post = !strcmp(method, "POST");
+    if (r->ep == EP_GENERATIONS) {
+        if (!post) return send_error(sv, c, r, 405, NULL, "use POST", MHD_HTTP_HEADER_ALLOW, "POST");
+        return post_generation(sv, c, r);
+    }
+    if (r->ep == EP_OTHER) {
+        char msg[256];
+        snprintf(msg, sizeof msg,
+                 "no such endpoint: %.100s; this server answers POST /v1/images/generations, GET /v1/models, "
+                 "/health, /metrics",
+                 url);
+        return send_error(sv, c, r, 404, NULL, msg, NULL, NULL);
+    }
+    if (!get) return send_error(sv, c, r, 405, NULL, "use GET", MHD_HTTP_HEADER_ALLOW, "GET, HEAD");
+    pthread_mutex_lock(&sv->mu);
+    bool ready = sv->ready, draining = sv->draining;
+    pthread_mutex_unlock(&sv->mu);
+    char ra[16];
+    snprintf(ra, sizeof ra, "%d", SERVE_LOAD_RETRY_S);
+    if (r->ep == EP_HEALTH) {
+        if (draining || !ready)
+            return send_text(sv, c, r, 503, "application/json",
+                             xstrdup(draining ? "{\"status\":\"shutting down\"}" : "{\"status\":\"loading\"}"),
+                             "Retry-After", ra);
+        return send_json(sv, c, r, 200, json_pack("{s:s,s:s}", "status", "ok", "model", sv->model_id));
+    }
+    if (r->ep == EP_MODELS) {
+        if (!ready) return send_error(sv, c, r, 503, NULL, "the model is still loading", "Retry-After", ra);
+        return send_json(sv, c, r, 200,
+                         json_pack("{s:s,s:[{s:s,s:s,s:I,s:s}]}", "object", "list", "data", "id", sv->model_id,
+                                   "object", "model", "created", (json_int_t)sv->created, "owned_by", "cosmos3"));
+    }
+    sbuf b = {0};
+    metrics_text(sv, &b);
+    return send_text(sv, c, r, 200, "text/plain; version=0.0.4; charset=utf-8", b.p, NULL, NULL);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe) {
+    (void)c;
+    (void)toe;
+    server *sv = cls;
+    req_ctx *r = *con_cls;
+    if (!r) return;
+    if (r->job) {
+        pthread_mutex_lock(&sv->mu);
+        if (r->job->state != JOB_DONE) job_cancel_locked(sv, r->job); /* the client left mid-stream */
+        sv->conns--;
+        job_unref_locked(r->job);
+        pthread_cond_broadcast(&sv->cv);
+        pthread_mutex_unlock(&sv->mu);
+    }
+    free(r->body);
+    free(r);
+    *con_cls = NULL;
+}
+
+static void mhd_log(void *cls, const char *fmt, va_list ap) {
+    server *sv = cls;
+    pthread_mutex_lock(&sv->mu);
+    vsnprintf(sv->mhd_log, sizeof sv->mhd_log, fmt, ap);
+    size_t n = strlen(sv->mhd_log);
+    while (n && (sv->mhd_log[n - 1] == '\n' || sv->mhd_log[n - 1] == '.')) sv->mhd_log[--n] = 0;
+    pthread_mutex_unlock(&sv->mu);
+}
+
+/* --------------------------------------------------------------- main */
+
+static bool is_loopback(const struct sockaddr_storage *ss) {
+    if (ss->ss_family == AF_INET)
+        return (ntohl(((const struct sockaddr_in *)ss)->sin_addr.s_addr) >> 24) == 127;
+    if (ss->ss_family == AF_INET6) return IN6_IS_ADDR_LOOPBACK(&((const struct sockaddr_in6 *)ss)->sin6_addr);
+    return false;
+}
+
+/* SIGTERM/SIGINT: refuse new work, answer the waiting requests 503, let the
+ * one running finish (a second signal, or SERVE_GRACE_S, cancels it). */
+static void drain(server *sv, const sigset_t *sigs) {
+    pthread_mutex_lock(&sv->mu);
+    sv->draining = true;
+    while (sv->head) {
+        job *j = sv->head;
+        sv->head = j->next;
+        sv->queued--;
+        j->state = JOB_DONE;
+        j->status = 503;
+        j->body = error_body(503, NULL, "cancelled: the server is shutting down; send the request again later");
+        if (j->stream) sse_event(j, "error", error_object(503, NULL, "cancelled: the server is shutting down"));
+        job_unref_locked(j);
+    }
+    sv->tail = NULL;
+    pthread_cond_broadcast(&sv->cv);
+    pthread_mutex_unlock(&sv->mu);
+    double t0 = c3_now();
+    bool cancelled = false;
+    for (;;) {
+        pthread_mutex_lock(&sv->mu);
+        bool busy = sv->current != NULL || !sv->load_done;
+        pthread_mutex_unlock(&sv->mu);
+        if (!busy) break;
+        struct timespec ts = {0, 100 * 1000 * 1000};
+        int sig = sigtimedwait(sigs, NULL, &ts);
+        if (!cancelled && (sig > 0 || c3_now() - t0 > SERVE_GRACE_S)) {
+            pthread_mutex_lock(&sv->mu);
+            sv->cancel_all = true;
+            if (sv->current && sv->e) engine_cancel(sv->e);
+            pthread_mutex_unlock(&sv->mu);
+            cancelled = true;
+            fprintf(stderr, "cosmos3 serve: cancelling the request in flight\n");
+        }
+    }
+    pthread_mutex_lock(&sv->mu);
+    sv->stopping = true;
+    pthread_cond_broadcast(&sv->cv);
+    pthread_mutex_unlock(&sv->mu);
+}
+
+int serve_main(c3_settings *s, char **pos, int npos) {
+    if (npos) return c3_fail(C3_EUSAGE, "serve: unexpected argument '%s'; prompts come in the requests", pos[0]);
+    if (s->port < 0 || s->port > 65535)
+        return c3_fail(C3_EUSAGE, "--port %d must be in 0..65535 (0: any free port)", s->port);
+    if (s->queue < 0 || s->queue > SERVE_MAX_QUEUE)
+        return c3_fail(C3_EUSAGE, "--queue %d must be in 0..%d", s->queue, SERVE_MAX_QUEUE);
+    if (s->frames != 1) return c3_fail(C3_EUSAGE, "serve answers image requests; drop --frames");
+    c3_settings tmp;
+    settings_copy(&tmp, s);
+    int rc = settings_resolve(&tmp, NULL);
+    int64_t max_pixels = (int64_t)tmp.width * tmp.height;
+    settings_free(&tmp);
+    if (rc) return rc;
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE}, *ai;
+    char portstr[8];
+    snprintf(portstr, sizeof portstr, "%d", s->port);
+    int g = getaddrinfo(s->host, portstr, &hints, &ai);
+    if (g)
+        return c3_fail(C3_EUSAGE, "--host %s: %s; give an address such as 127.0.0.1 or 0.0.0.0", s->host,
+                       gai_strerror(g));
+    struct sockaddr_storage ss = {0};
+    memcpy(&ss, ai->ai_addr, C3_MIN((size_t)ai->ai_addrlen, sizeof ss));
+    freeaddrinfo(ai);
+
+    server *sv = xcalloc(1, sizeof *sv);
+    pthread_mutex_init(&sv->mu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&sv->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    settings_copy(&sv->base, s);
+    sv->queue_cap = s->queue;
+    sv->max_pixels = max_pixels;
+    sv->ev = events_new(4096);
+    /* signals are taken by sigtimedwait in this thread; every thread started
+     * below inherits the blocked mask */
+    sigset_t sigs, old;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGTERM);
+    sigaddset(&sigs, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &sigs, &old);
+    struct sigaction ign = {.sa_handler = SIG_IGN}, old_pipe;
+    sigemptyset(&ign.sa_mask);
+    sigaction(SIGPIPE, &ign, &old_pipe);
+    pthread_t pump, worker;
+    bool have_worker = false;
+    struct MHD_Daemon *d = NULL;
+    if (pthread_create(&pump, NULL, pump_main, sv) != 0) {
+        rc = c3_fail(C3_EFAIL, "serve: cannot start the event thread");
+        goto out_nopump;
+    }
+    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL |
+                     MHD_USE_ERROR_LOG | (ss.ss_family == AF_INET6 ? MHD_USE_IPv6 : 0);
+    d = MHD_start_daemon(flags, (uint16_t)s->port, NULL, NULL, on_request, sv, MHD_OPTION_SOCK_ADDR,
+                         (struct sockaddr *)&ss, MHD_OPTION_CONNECTION_LIMIT, (unsigned)SERVE_MAX_CONNECTIONS,
+                         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)SERVE_IDLE_TIMEOUT_S, MHD_OPTION_NOTIFY_COMPLETED,
+                         on_completed, sv, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, sv, MHD_OPTION_END);
+    if (!d) {
+        rc = c3_fail(C3_EFAIL, "serve: cannot listen on %s port %d (%s); is the port in use? pick another with --port",
+                     s->host, s->port, sv->mhd_log[0] ? sv->mhd_log : strerror(errno));
+        goto out;
+    }
+    const union MHD_DaemonInfo *di = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
+    int port = di && di->port ? di->port : s->port;
+    char dir[4096];
+    bool v6 = strchr(s->host, ':') != NULL;
+    fprintf(stderr, "cosmos3 serve: listening on http://%s%s%s:%d (loading %s; /health answers 503 until ready)\n",
+            v6 ? "[" : "", s->host, v6 ? "]" : "", port, pipeline_model_dir(s, dir, sizeof dir));
+    if (!is_loopback(&ss))
+        fprintf(stderr, "cosmos3 serve: warning: %s is reachable from other hosts and there is no authentication\n",
+                s->host);
+    if (pthread_create(&worker, NULL, worker_main, sv) != 0) {
+        rc = c3_fail(C3_EFAIL, "serve: cannot start the worker thread");
+        goto out;
+    }
+    have_worker = true;
+    int sig = 0;
+    bool announced = false;
+    for (;;) {
+        struct timespec ts = {0, 200 * 1000 * 1000};
+        int got = sigtimedwait(&sigs, NULL, &ts);
+        if (got > 0) {
+            sig = got;
+            break;
+        }
+        pthread_mutex_lock(&sv->mu);
+        bool failed = sv->load_done && sv->load_rc, ready = sv->ready;
+        pthread_mutex_unlock(&sv->mu);
+        if (failed) break;
+        if (ready && !announced) {
+            const c3_plan *p = engine_plan(sv->e);
+            fprintf(stderr, "cosmos3 serve: ready: %s on %s (tp %d x cfg-parallel %d x ulysses %d), loaded in %.1f s\n",
+                    sv->model_id, sv->device, p->tp, p->cfg, p->sp, sv->load_s);
+            announced = true;
+        }
+    }
+    if (sig)
+        fprintf(stderr, "cosmos3 serve: %s: finishing the request in flight (signal again to cancel it)\n",
+                sig == SIGTERM ? "SIGTERM" : "SIGINT");
+    drain(sv, &sigs);
+out:
+    if (have_worker) pthread_join(worker, NULL);
+    if (d) {
+        /* let the last answers go out, then close every connection */
+        double t0 = c3_now();
+        pthread_mutex_lock(&sv->mu);
+        while (sv->conns > 0 && c3_now() - t0 < SERVE_DRAIN_S) cv_wait(sv, SERVE_POLL_S);
+        pthread_mutex_unlock(&sv->mu);
+        MHD_stop_daemon(d);
+    }
+    pthread_mutex_lock(&sv->mu);
+    sv->pump_stop = true;
+    pthread_mutex_unlock(&sv->mu);
+    pthread_join(pump, NULL);
+out_nopump:
+    if (rc == C3_OK && sv->load_done && sv->load_rc) rc = c3_fail(sv->load_rc, "%s", sv->load_err);
+    if (rc == C3_OK) fprintf(stderr, "cosmos3 serve: stopped\n");
+    engine_close(sv->e);
+    events_free(sv->ev);
+    settings_free(&sv->base);
+    pthread_cond_destroy(&sv->cv);
+    pthread_mutex_destroy(&sv->mu);
+    free(sv);
+    /* signals that came during the shutdown are consumed, not re-delivered */
+    struct timespec zero = {0, 0};
+    while (sigtimedwait(&sigs, NULL, &zero) > 0) {
+    }
+    sigaction(SIGPIPE, &old_pipe, NULL);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return rc;
+}
+
+#endif
