@@ -915,24 +915,31 @@ static void metrics_text(server *sv, sbuf *b) {
                  "# TYPE cosmos3_last_step_seconds gauge\ncosmos3_last_step_seconds %.6f\n",
               sv->step_s, (unsigned long long)sv->steps, sv->cond_s, sv->uncond_s, sv->last_step_s);
     static const char *const kinds[3] = {"weights", "kv", "activations"};
+    char dev[C3_MAX_RANKS][24];
+    for (int r = 0; r < C3_MAX_RANKS; r++) {
+        if (sv->mem_device[r] >= 0 && !strcmp(sv->device, "cuda"))
+            snprintf(dev[r], sizeof dev[r], "cuda:%d", sv->mem_device[r]);
+        else
+            snprintf(dev[r], sizeof dev[r], "%s", sv->device[0] ? sv->device : "cpu");
+    }
     sb_printf(b, "# HELP cosmos3_memory_bytes Memory the engine holds per rank and device, by kind.\n"
                  "# TYPE cosmos3_memory_bytes gauge\n");
     for (int r = 0; r < C3_MAX_RANKS; r++)
         for (int k = 0; k < 3 && sv->mem_valid[r]; k++)
-            sb_printf(b, "cosmos3_memory_bytes{rank=\"%d\",device=\"%s%d\",kind=\"%s\"} %lld\n", r, sv->device,
-                      sv->mem_device[r], kinds[k], (long long)sv->mem_bytes[r][k]);
+            sb_printf(b, "cosmos3_memory_bytes{rank=\"%d\",device=\"%s\",kind=\"%s\"} %lld\n", r, dev[r],
+                      kinds[k], (long long)sv->mem_bytes[r][k]);
     sb_printf(b, "# HELP cosmos3_device_free_bytes Free memory of each rank's device.\n"
                  "# TYPE cosmos3_device_free_bytes gauge\n");
     for (int r = 0; r < C3_MAX_RANKS; r++)
         if (sv->mem_valid[r] && sv->dev_total[r] > 0)
-            sb_printf(b, "cosmos3_device_free_bytes{rank=\"%d\",device=\"%s%d\"} %lld\n", r, sv->device,
-                      sv->mem_device[r], (long long)sv->dev_free[r]);
+            sb_printf(b, "cosmos3_device_free_bytes{rank=\"%d\",device=\"%s\"} %lld\n", r, dev[r],
+                      (long long)sv->dev_free[r]);
     sb_printf(b, "# HELP cosmos3_device_total_bytes Total memory of each rank's device.\n"
                  "# TYPE cosmos3_device_total_bytes gauge\n");
     for (int r = 0; r < C3_MAX_RANKS; r++)
         if (sv->mem_valid[r] && sv->dev_total[r] > 0)
-            sb_printf(b, "cosmos3_device_total_bytes{rank=\"%d\",device=\"%s%d\"} %lld\n", r, sv->device,
-                      sv->mem_device[r], (long long)sv->dev_total[r]);
+            sb_printf(b, "cosmos3_device_total_bytes{rank=\"%d\",device=\"%s\"} %lld\n", r, dev[r],
+                      (long long)sv->dev_total[r]);
     pthread_mutex_unlock(&sv->mu);
 }
 

@@ -55,13 +55,13 @@ run_js() { # MODE [ARG]: run a mode of serve_test.js, count its result
     cat "js-$1.log"
     [ $rc = 0 ] && ok || bad "serve_test.js $1 (exit $rc)"
 }
-# wait_exit PID SECONDS: the exit status, or "running"
+# wait_exit PID SECONDS: sets $st to the exit status, or "running"
 wait_exit() {
+    st=running
     for _ in $(seq $(($2 * 10))); do
-        if ! kill -0 "$1" 2>/dev/null; then wait "$1"; echo $?; return; fi
+        if ! kill -0 "$1" 2>/dev/null; then wait "$1"; st=$?; return; fi
         sleep 0.1
     done
-    echo running
 }
 
 # the reference image, made by cosmos3 gen with the client test's settings
@@ -73,13 +73,15 @@ COSMOS3_TEST_SERVE_LOAD_DELAY=1.5 start s1 -W 64 -H 64 || exit 1
 h=$(health "$port")
 case "$h" in "503 "*loading*) ok ;; *) bad "/health while loading: '$h', want 503 loading" ;; esac
 wait_ready "$port" && ok || bad "server 1 never became ready: $(cat s1.err)"
-grep -q '^cosmos3 serve: ready: tiny-a/model on cpu' s1.err && ok || bad "ready line: $(cat s1.err)"
+for _ in $(seq 20); do grep -q '^cosmos3 serve: ready: ' s1.err && break; sleep 0.1; done
+grep -q '^cosmos3 serve: ready: tiny-a/model on cpu (tp 1 x cfg-parallel 1 x ulysses 1)' s1.err && ok ||
+    bad "ready line: $(cat s1.err)"
 run_js client
 run_js errors
 run_js sse
 run_js load
 kill -TERM "$spid"
-[ "$(wait_exit "$spid" 20)" = 0 ] && ok || bad "server 1: SIGTERM when idle should exit 0: $(tail -3 s1.err)"
+wait_exit "$spid" 20; [ "$st" = 0 ] && ok || bad "server 1: SIGTERM when idle should exit 0: $(tail -3 s1.err)"
 grep -q 'cosmos3 serve: stopped' s1.err && ok || bad "server 1: no 'stopped' line"
 
 # ------------------------------------------------------------- server 2
@@ -88,7 +90,7 @@ wait_ready "$port" && ok || bad "server 2 never became ready: $(cat s2.err)"
 run_js queue
 # SIGTERM with one request running and one waiting
 BASE="http://127.0.0.1:$port" node "$js/serve_test.js" inflight \
-    '{"prompt":"finish me","size":"64x64","num_inference_steps":400,"seed":2}' > first.txt 2>&1 &
+    '{"prompt":"finish me","size":"256x256","num_inference_steps":700,"seed":2}' > first.txt 2>&1 &
 first=$!
 BASE="http://127.0.0.1:$port" node -e "
   const {waitMetrics} = require('$js/lib.js');
@@ -102,7 +104,7 @@ BASE="http://127.0.0.1:$port" node -e "
   waitMetrics(process.env.BASE, m => m.cosmos3_queue_length === 1, 20).then(ok => process.exit(ok ? 0 : 1));" &&
     ok || bad "server 2: the second request never queued"
 kill -TERM "$spid"
-[ "$(wait_exit "$spid" 30)" = 0 ] && ok || bad "server 2: SIGTERM should finish and exit 0: $(tail -3 s2.err)"
+wait_exit "$spid" 60; [ "$st" = 0 ] && ok || bad "server 2: SIGTERM should finish and exit 0: $(tail -3 s2.err)"
 wait "$first"; wait "$second"
 grep -q '^200 png$' first.txt && ok || bad "the request in flight at SIGTERM should finish: $(cat first.txt)"
 grep -q '^503 cancelled: the server is shutting down' second.txt && ok ||
@@ -121,7 +123,7 @@ BASE="http://127.0.0.1:$port" node -e "
   waitMetrics(process.env.BASE, m => m.cosmos3_busy === 1, 20).then(ok => process.exit(ok ? 0 : 1));" &&
     ok || bad "server 3: the request never ran"
 kill -TERM "$spid"; sleep 0.3; kill -TERM "$spid"
-[ "$(wait_exit "$spid" 10)" = 0 ] && ok || bad "server 3: a second SIGTERM should cancel and exit 0: $(tail -3 s3.err)"
+wait_exit "$spid" 10; [ "$st" = 0 ] && ok || bad "server 3: a second SIGTERM should cancel and exit 0: $(tail -3 s3.err)"
 wait "$third"
 grep -q '^503 cancelled' third.txt && ok || bad "the cancelled request should get 503: $(cat third.txt)"
 grep -q 'cancelling the request in flight' s3.err && ok || bad "server 3: no cancel line: $(cat s3.err)"
@@ -131,7 +133,7 @@ start s4 -W 64 -H 64 || exit 1
 "$bin" serve -m "$model" --port "$port" > /dev/null 2> s5.err
 rc=$?
 [ $rc != 0 ] && grep -q "cannot listen on 127.0.0.1 port $port" s5.err && ok || bad "port in use: rc $rc $(cat s5.err)"
-kill -TERM "$spid"; wait_exit "$spid" 10 > /dev/null
+kill -TERM "$spid"; wait_exit "$spid" 10
 "$bin" serve -m "$model" --port 0 --frames 5 2> s6.err
 [ $? = 2 ] && grep -q 'drop --frames' s6.err && ok || bad "serve --frames: $(cat s6.err)"
 "$bin" serve -m "$model" --host no.such.host.invalid 2> s7.err

@@ -70,6 +70,8 @@ async function client() {
 }
 
 async function errors() {
+  const k400 = 'cosmos3_requests_total{endpoint="/v1/images/generations",code="400"}';
+  const before = (await metrics(base))[k400] || 0;
   const cases = [
     ['bad JSON', '{"prompt": "a fox",', 400, null, /not valid JSON/],
     ['not an object', '[1, 2]', 400, null, /JSON object/],
@@ -140,13 +142,13 @@ async function errors() {
   r = await post({ prompt: 'a', size: SIZE, num_inference_steps: 2, seed: 3 });
   check(r.status === 200 && JSON.parse(r.body).data.length === 1, 'a good request after the bad ones', r.status);
   const m = await metrics(base);
-  const bad400 = m['cosmos3_requests_total{endpoint="/v1/images/generations",code="400"}'];
-  check(bad400 === cases.length + 1, `metrics: ${cases.length + 1} answers 400`, bad400);
+  const bad400 = m[k400] - before;
+  check(bad400 === cases.length + 1, `metrics: ${cases.length + 1} answers 400 (with the duplicate keys)`, bad400);
   check(m['cosmos3_requests_total{endpoint="/v1/images/generations",code="413"}'] === 2, 'metrics: 2 answers 413');
   check(m.cosmos3_errors_total >= cases.length + 5, 'metrics: errors_total', m.cosmos3_errors_total);
   check(m.cosmos3_ready === 1 && m.cosmos3_queue_length === 0, 'metrics: ready, empty queue');
-  check(m['cosmos3_memory_bytes{rank="0",device="cpu0",kind="weights"}'] > 0, 'metrics: weights memory of rank 0');
-  check(m['cosmos3_stage_seconds_total{stage="denoise"}'] > 0 && m.cosmos3_step_seconds_count === 2,
+  check(m['cosmos3_memory_bytes{rank="0",device="cpu",kind="weights"}'] > 0, 'metrics: weights memory of rank 0');
+  check(m['cosmos3_stage_seconds_total{stage="denoise"}'] > 0 && m.cosmos3_step_seconds_count >= 2,
         'metrics: stage and step seconds', m.cosmos3_step_seconds_count);
 }
 
@@ -222,7 +224,7 @@ function openStream(body) {
 }
 
 async function queue() {
-  const long = { prompt: 'a long one', size: '64x64', num_inference_steps: 1000, seed: 1 };
+  const long = { prompt: 'a long one', size: '256x256', num_inference_steps: 1000, n: 10, seed: 1 };
   // A runs (streaming, so its first step shows it started); B waits; C finds the queue full
   const A = openStream(Object.assign({ stream: true }, long));
   check(await Promise.race([A.firstEvent, new Promise((r) => setTimeout(() => r(false), 20000))]),
@@ -243,7 +245,7 @@ async function queue() {
   check(await waitMetrics(base, (m) => m.cosmos3_busy === 0 && m.cosmos3_cancelled_total === 2, 10),
         'disconnect while streaming: A is cancelled');
   const m1 = await metrics(base);
-  check(m1.cosmos3_step_seconds_count < 1000, 'A stopped before its 1000 steps', m1.cosmos3_step_seconds_count);
+  check(m1.cosmos3_step_seconds_count < 10000, 'A stopped before its 10 x 1000 steps', m1.cosmos3_step_seconds_count);
   // a plain JSON request whose client leaves while it runs
   const D = openStream(long);
   check(await waitMetrics(base, (m) => m.cosmos3_busy === 1, 10), 'queue: D is running');
