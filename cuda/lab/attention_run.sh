@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# attention_run.sh - the attention lab's one device call (issue 7 item 2).
+#   cuda/lab/attention_run.sh pack [BUILD]   here: build the lab (nvcc) and
+#       ops_check (BUILD, default build-attn, -Dcuda=enabled) into
+#       carry/attn/ with the host libraries ops_check needs.
+#   cuda/lab/attention_run.sh run            on the GPU machine (carry
+#       carry/attn): SASS instruction counts, the lab (checks + timings of
+#       every version), torch SDPA cuDNN/flash on the same shapes, and
+#       ops_check --quick (every backend op, CUDA vs CPU). Logs under $OUT.
+set -u -o pipefail
+here=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$here"
+
+pack() {
+    local build=${1:-build-attn}
+    [ -d "$build" ] || meson setup "$build" -Dcuda=enabled || exit 1
+    ninja -C "$build" -j2 cuda/lab/ops_check || exit 1
+    rm -rf carry/attn && mkdir -p carry/attn/lib
+    nvcc -std=c++17 -O3 -lineinfo -gencode=arch=compute_90a,code=sm_90a -Xcompiler=-Wall,-Wextra \
+        --Werror all-warnings -o carry/attn/attention_lab cuda/lab/attention_lab.cu || exit 1
+    cp "$build/cuda/lab/ops_check" carry/attn/
+    ldd carry/attn/ops_check | awk '/=> \//{print $3}' | sort -u |
+        grep -v -E '/(libc|libm|libdl|libpthread|librt|libstdc\+\+|libgcc_s|ld-linux[^/]*)\.so|/libcu|/libnccl' |
+        while read -r lib; do cp -L "$lib" carry/attn/lib/; done
+    tar -C carry/attn/lib -cJf carry/attn/libs.tar.xz . && rm -rf carry/attn/lib
+    git rev-parse --short HEAD > carry/attn/commit
+    git status --short cuda/attention.cu cuda/lab/attention_lab.cu >> carry/attn/commit
+    du -sh carry/attn/*
+}
+
+run() {
+    export NCCL_NVLS_ENABLE=0
+    local out=${OUT:-/tmp/attn_out}
+    mkdir -p "$out"
+    mkdir -p /tmp/c3libs && tar -C /tmp/c3libs -xJf carry/attn/libs.tar.xz
+    local cudalib=/usr/local/cuda/lib64
+    [ -e "$cudalib/libcublasLt.so.13" ] || cudalib=$(dirname "$(find / -name 'libcublasLt.so.13' -print -quit 2>/dev/null)")
+    export LD_LIBRARY_PATH="/tmp/c3libs:$cudalib:${LD_LIBRARY_PATH:-}"
+    echo "== build: $(tr '\n' ' ' < carry/attn/commit)"
+    nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv
+    echo "== SASS (per kernel: HGMMA, HMMA, MUFU.EX2, local memory)"
+    if command -v cuobjdump >/dev/null; then
+        cuobjdump -sass carry/attn/attention_lab > "$out/lab.sass" 2>&1
+        awk '/Function :/{f=$3} /HGMMA/{g[f]++} /HMMA/{m[f]++} /MUFU.EX2/{e[f]++} /LDL|STL/{l[f]++}
+             END{for (k in g) print "  " k, "HGMMA", g[k], "MUFU.EX2", e[k]+0, "LDL/STL", l[k]+0;
+                 for (k in m) if (!(k in g)) print "  " k, "HMMA", m[k]}' "$out/lab.sass" | sort
+        grep -m3 HGMMA "$out/lab.sass"
+    else
+        echo "  no cuobjdump on this machine"
+    fi
+    echo "== lab"
+    timeout 240 carry/attn/attention_lab 2>&1 | tee "$out/lab.log"
+    echo "lab rc $?"
+    echo "== torch SDPA"
+    PYTHONUNBUFFERED=1 timeout 150 python3 cuda/lab/attention_cudnn.py 2>&1 | tee "$out/cudnn.log"
+    echo "== ops_check --quick"
+    timeout 120 carry/attn/ops_check --quick > "$out/ops.log" 2>&1
+    echo "ops_check rc $?"
+    grep -E "attention|failed" "$out/ops.log"
+}
+
+case "${1:-}" in
+pack) shift; pack "$@" ;;
+run) run ;;
+*) sed -n '2,10p' "$0"; exit 2 ;;
+esac
