@@ -12,7 +12,7 @@
 #         3. cosmos3 bench --preset nano (36 layers) at T2I 1024^2 and 480p/93f,
 #            torch_ref.py bench on the same shapes, ratios ours / theirs,
 #            attention TF/s vs cuDNN SDPA; 720p/189f at 4 layers on both sides
-#       Everything is logged to $OUT (the device tool's output folder).
+#       SKIP_CHECKS=1 leaves out 1 and 2. Everything is logged to $OUT.
 set -u -o pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 cd "$here"
@@ -59,6 +59,7 @@ run() {
     git log -1 --format='commit %H %s' 2>/dev/null || true
     python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "cudnn", torch.backends.cudnn.version())'
 
+    if [ -z "${SKIP_CHECKS:-}" ]; then
     section "1. torch_ref.py check (fp32, TF32 off, on cuda) vs the tiny-a goldens"
     timeout 90 python3 bench/torch_ref.py check --fixtures "$fx" --device cuda
 
@@ -69,8 +70,12 @@ run() {
         echo "test_$t: exit ${PIPESTATUS[0]} in $(( $(date +%s) - t0 )) s"
     done
 
+    fi # SKIP_CHECKS
+
     section "3. cosmos3 bench --preset nano vs torch_ref.py bench (random weights, bf16)"
-    $bin bench --preset nano -W 1024 -H 1024 --steps 5 --json -q | tee "$out/ours_t2i.json"
+    # --skip-vae: the full Wan2.2 decoder's mid-block attention has head_dim 1024,
+    # above the CUDA attention kernel's 512 (run 1 of bench/RESULTS.md)
+    $bin bench --preset nano -W 1024 -H 1024 --steps 5 --skip-vae --json -q | tee "$out/ours_t2i.json"
     $bin bench --preset nano -W 832 -H 480 -F 93 --steps 2 --skip-vae --json -q | tee "$out/ours_480p.json"
     local lc lu
     lc=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["L_cond"])' "$out/ours_t2i.json")
@@ -97,7 +102,8 @@ for name in ("t2i", "480p"):
 PY
 
     section "720p/189f at 4 layers (time scales with layers; x9 estimates 36)"
-    $bin bench --preset nano --layers 4 -W 1280 -H 720 -F 189 --steps 1 --skip-vae -q | tee "$out/ours_720p_l4.txt"
+    [ -n "${SKIP_OURS_720:-}" ] ||
+        $bin bench --preset nano --layers 4 -W 1280 -H 720 -F 189 --steps 1 --skip-vae -q | tee "$out/ours_720p_l4.txt"
     timeout 60 python3 bench/torch_ref.py bench --layers 4 --sizes 720p --lc "$lc" --lu "$lu" --reps 2 --attn-s 44160 \
         --json-out "$out/torch_720p_l4.json"
 }
