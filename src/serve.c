@@ -390,7 +390,8 @@ static void run_job(server *sv, job *j) {
     char tmpl[4096];
     snprintf(tmpl, sizeof tmpl, "%s/cosmos3-serve-XXXXXX", tmp_root());
     int rc = C3_OK;
-    if (!mkdtemp(tmpl)) rc = c3_fail(C3_EOUTPUT, "cannot make a folder in %s: %s (set TMPDIR)", tmp_root(), strerror(errno));
+    bool made = mkdtemp(tmpl) != NULL;
+    if (!made) rc = c3_fail(C3_EOUTPUT, "cannot make a folder in %s: %s (set TMPDIR)", tmp_root(), strerror(errno));
     for (int i = 0; i < j->n && rc == C3_OK; i++) {
         pthread_mutex_lock(&sv->mu);
         j->index = i;
@@ -402,7 +403,7 @@ static void run_job(server *sv, job *j) {
         }
         rc = run_image(sv, j, i, tmpl, data, acc);
     }
-    if (tmpl[strlen(tmpl) - 1] != 'X') rmdir(tmpl);
+    if (made) rmdir(tmpl);
     char err[1024];
     snprintf(err, sizeof err, "%s", c3_errmsg());
     const c3_plan *p = engine_plan(sv->e);
@@ -1240,6 +1241,8 @@ int serve_main(c3_settings *s, char **pos, int npos) {
     if (s->queue < 0 || s->queue > SERVE_MAX_QUEUE)
         return c3_fail(C3_EUSAGE, "--queue %d must be in 0..%d", s->queue, SERVE_MAX_QUEUE);
     if (s->frames != 1) return c3_fail(C3_EUSAGE, "serve answers image requests; drop --frames");
+    if (s->given[option_index(option_find("output"))])
+        return c3_fail(C3_EUSAGE, "serve: --output is not used (images go back in the answers); drop it");
     c3_settings tmp;
     settings_copy(&tmp, s);
     int rc = settings_resolve(&tmp, NULL);

@@ -26,6 +26,8 @@ pids=()
 cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done; rm -rf "$tmp"; }
 trap cleanup EXIT
 cd "$tmp"
+mkdir "$tmp/tmpdir"
+export TMPDIR="$tmp/tmpdir" # the servers' private folders: all gone at the end
 pass=0; fail=0
 ok()  { pass=$((pass + 1)); }
 bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
@@ -138,6 +140,11 @@ kill -TERM "$spid"; wait_exit "$spid" 10
 [ $? = 2 ] && grep -q 'drop --frames' s6.err && ok || bad "serve --frames: $(cat s6.err)"
 "$bin" serve -m "$model" --host no.such.host.invalid 2> s7.err
 [ $? = 2 ] && grep -q -- '--host no.such.host.invalid' s7.err && ok || bad "bad --host: $(cat s7.err)"
+
+left=$(ls -A "$tmp/tmpdir")
+[ -z "$left" ] && ok || bad "temporary files left behind: $left"
+"$bin" serve -m "$model" -o x.png 2> s8.err
+[ $? = 2 ] && grep -q -- '--output is not used' s8.err && ok || bad "serve -o: $(cat s8.err)"
 
 echo "serve: $pass passed, $fail failed"
 [ $fail -eq 0 ]
