@@ -23,6 +23,7 @@
 #include "cuda_internal.h"
 
 #include <math.h>
+#include <type_traits>
 
 #define ATT_MAX_SEG 4
 #define ATT_WARPS 4
@@ -298,6 +299,16 @@ static __device__ __forceinline__ float fa_exp2(float x) {
     asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
     return y;
 }
+/* pingpong between the consumer warpgroups (named barriers 1, 2: 0 is
+ * __syncthreads): a warpgroup issues its wgmma only in its turn, so one
+ * warpgroup's softmax runs while the other's products use the tensor cores */
+#define FA_BAR_SCHED 1
+static __device__ __forceinline__ void fa_turn_wait(int wg) {
+    asm volatile("bar.sync %0, %1;\n" ::"r"(FA_BAR_SCHED + wg), "n"(2 * FA_WG) : "memory");
+}
+static __device__ __forceinline__ void fa_turn_pass(int wg) {
+    asm volatile("bar.arrive %0, %1;\n" ::"r"(FA_BAR_SCHED + (wg ^ 1)), "n"(2 * FA_WG) : "memory");
+}
 /* shared-memory matrix descriptor, 128-byte swizzle */
 static __device__ __forceinline__ uint64_t fa_desc(uint32_t addr, uint32_t lbo, uint32_t sbo) {
     return (uint64_t)((addr & 0x3FFFF) >> 4) | ((uint64_t)(lbo >> 4) << 16) | ((uint64_t)(sbo >> 4) << 32) |
@@ -322,6 +333,15 @@ __device__ __forceinline__ void wgmma_ss_n128(float (&d)[64], uint64_t da, uint6
         : "l"(da), "l"(db), "r"(acc));
 }
 
+/* D[64 x 176] (+)= A[64 x 16] * B[16 x 176]; A and B K-major in shared memory. */
+__device__ __forceinline__ void wgmma_ss_n176(float (&d)[88], uint64_t da, uint64_t db, int acc) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %90, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n176k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87}, %88, %89, p, 1, 1, 0, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87])
+        : "l"(da), "l"(db), "r"(acc));
+}
+
 /* D[64 x 128] (+)= A[64 x 16] (registers) * B[16 x 128]; B MN-major (transposed) in shared memory. */
 __device__ __forceinline__ void wgmma_rs_n128(float (&d)[64], const uint32_t (&a)[4], uint64_t db, int acc) {
     asm volatile(
@@ -335,13 +355,15 @@ __device__ __forceinline__ void wgmma_rs_n128(float (&d)[64], const uint32_t (&a
  * sums l (this thread's columns), alpha = rescale factor for O. `lim` is the
  * number of visible columns of the tile (>= BK: all). Accumulator layout:
  * s[4c + e] is row g (e < 2) or g + 8 (e >= 2), column 8c + 2t + (e & 1). */
-template <int BK>
+template <int BK, bool MASK>
 static __device__ __forceinline__ void fa_softmax(float (&s)[BK / 2], int64_t lim, float sl2, float (&m)[2],
                                                   float (&l)[2], float (&alpha)[2], int t) {
     /* branch-free mask (a branch here would serialise the wgmma in flight) */
-    const int lt = (int)(lim < BK ? lim : BK) - 2 * t;
+    if (MASK) {
+        const int lt = (int)(lim < BK ? lim : BK) - 2 * t;
 #pragma unroll
-    for (int i = 0; i < BK / 2; i++) s[i] = (i / 4) * 8 + (i & 1) < lt ? s[i] : -INFINITY;
+        for (int i = 0; i < BK / 2; i++) s[i] = (i / 4) * 8 + (i & 1) < lt ? s[i] : -INFINITY;
+    }
     float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
     for (int i = 0; i < BK / 2; i++) mx[(i >> 1) & 1] = fmaxf(mx[(i >> 1) & 1], s[i]);
@@ -384,26 +406,28 @@ static __device__ __forceinline__ void fa_scale_o(float (&o)[FA_D / 2], const fl
 
 template <int BK>
 static __device__ __forceinline__ void fa_qk(float (&s)[BK / 2], uint32_t qbase, uint32_t kbase) {
-    static_assert(BK == 64 || BK == 128, "fa_qk: BK is 64 or 128");
+    static_assert(BK == 64 || BK == 128 || BK == 176, "fa_qk: BK is 64, 128 or 176");
 #pragma unroll
     for (int kk = 0; kk < FA_D / FA_KSTEP; kk++) {
         const uint32_t off = (kk % 4) * 32; /* 16 columns = 32 bytes within a half */
         uint64_t da = fa_desc(qbase + (kk / 4) * (FA_BQ * FA_ROW_BYTES) + off, 16, FA_ATOM_BYTES);
         uint64_t db = fa_desc(kbase + (kk / 4) * (BK * FA_ROW_BYTES) + off, 16, FA_ATOM_BYTES);
-        if constexpr (BK == 128)
+        if constexpr (BK == 176)
+            wgmma_ss_n176(s, da, db, kk > 0);
+        else if constexpr (BK == 128)
             wgmma_ss_n128(s, da, db, kk > 0);
         else
             wgmma_ss_n64(s, da, db, kk > 0);
     }
 }
 /* O += P V over BK keys; V tile is MN-major for this product */
-template <int BK, int VSWAP>
+template <int BK>
 static __device__ __forceinline__ void fa_pv(float (&o)[FA_D / 2], const uint32_t (&pa)[BK / 16][4], uint32_t vbase) {
     const uint32_t half = BK * FA_ROW_BYTES;
 #pragma unroll
     for (int j = 0; j < BK / 16; j++) {
-        uint64_t db = VSWAP ? fa_desc(vbase + j * 16 * FA_ROW_BYTES, FA_ATOM_BYTES, half)
-                            : fa_desc(vbase + j * 16 * FA_ROW_BYTES, half, FA_ATOM_BYTES);
+        /* MN-major: LBO = stride between the two 64-column halves, SBO = 8 keys */
+        uint64_t db = fa_desc(vbase + j * 16 * FA_ROW_BYTES, half, FA_ATOM_BYTES);
         wgmma_rs_n128(o, pa[j], db, 1);
     }
 }
@@ -423,7 +447,7 @@ static __device__ __forceinline__ fa_cur fa_first(const fa_params &p) {
     return c;
 }
 
-template <int BK, int PIPE, int VSWAP>
+template <int BK, int PIPE, int PP, int MSPLIT>
 static __device__ __forceinline__ void consumer(const fa_params &p, uint32_t sq, uint32_t sk, uint32_t sv,
                                                 uint32_t full_q, uint32_t full_k, uint32_t empty_k, uint32_t full_v,
                                                 uint32_t empty_v, int h, int64_t q0, int warp, int lane) {
@@ -452,58 +476,76 @@ static __device__ __forceinline__ void consumer(const fa_params &p, uint32_t sq,
             wg_wait<0>();
             wg_pin(s);
             fa_bar_arrive(empty_k + 8 * st);
-            fa_softmax<BK>(s, p.valid[c.sg] - c.k0, sl2, m, l, alpha, t);
+            fa_softmax<BK, true>(s, p.valid[c.sg] - c.k0, sl2, m, l, alpha, t);
             fa_scale_o(o, alpha);
             fa_pack<BK>(s, pa);
             fa_bar_wait(full_v + 8 * st, ph);
             wg_fence();
-            fa_pv<BK, VSWAP>(o, pa, sv + st * TILE);
+            fa_pv<BK>(o, pa, sv + st * TILE);
             wg_commit();
             wg_wait<0>();
             wg_pin(o);
             fa_bar_arrive(empty_v + 8 * st);
         }
-    } else if (c.sg < p.nseg) {
-        /* prologue: scores of tile 0 */
-        fa_bar_wait(full_k, 0);
-        wg_fence();
-        fa_qk<BK>(s, qbase, sk);
-        wg_commit();
-        wg_wait<0>();
-        wg_pin(s);
-        fa_bar_arrive(empty_k);
-        fa_softmax<BK>(s, p.valid[c.sg] - c.k0, sl2, m, l, alpha, t);
-        fa_pack<BK>(s, pa);
-        int it = 1;
-        for (fa_next(c, p, BK); c.sg < p.nseg; fa_next(c, p, BK), it++) {
-            const int st = it % FA_STAGES, sp = (it - 1) % FA_STAGES;
-            const uint32_t ph = (it / FA_STAGES) & 1, pph = ((it - 1) / FA_STAGES) & 1;
-            const int64_t lim = p.valid[c.sg] - c.k0;
-            /* both waits before the first issue: no branch while wgmma runs */
-            fa_bar_wait(full_k + 8 * st, ph);
-            fa_bar_wait(full_v + 8 * sp, pph);
+    } else {
+        if (PP && wg == 1) fa_turn_pass(1); /* warpgroup 0 goes first */
+        if (c.sg < p.nseg) {
+            /* prologue: scores of tile 0 */
+            fa_bar_wait(full_k, 0);
+            if (PP) fa_turn_wait(wg);
             wg_fence();
-            fa_qk<BK>(s, qbase, sk + st * TILE); /* S_it = Q K_it^T */
+            fa_qk<BK>(s, qbase, sk);
             wg_commit();
-            fa_pv<BK, VSWAP>(o, pa, sv + sp * TILE); /* O += P_{it-1} V_{it-1} */
-            wg_commit();
-            wg_wait<1>(); /* scores ready */
+            if (PP) fa_turn_pass(wg);
+            wg_wait<0>();
             wg_pin(s);
-            fa_bar_arrive(empty_k + 8 * st);
-            fa_softmax<BK>(s, lim, sl2, m, l, alpha, t);
-            wg_wait<0>(); /* P V done */
-            wg_pin(o);
-            fa_bar_arrive(empty_v + 8 * sp);
-            fa_scale_o(o, alpha);
+            fa_bar_arrive(empty_k);
+            fa_softmax<BK, true>(s, p.valid[c.sg] - c.k0, sl2, m, l, alpha, t);
             fa_pack<BK>(s, pa);
+            int it = 1;
+            for (fa_next(c, p, BK); c.sg < p.nseg; fa_next(c, p, BK), it++) {
+                const int st = it % FA_STAGES, sp = (it - 1) % FA_STAGES;
+                const uint32_t ph = (it / FA_STAGES) & 1, pph = ((it - 1) / FA_STAGES) & 1;
+                const int64_t lim = p.valid[c.sg] - c.k0;
+                /* the whole step, waits included, sits inside one branch: a
+                 * branch while wgmma runs would serialise it */
+                auto step = [&](auto maskc) {
+                    constexpr bool MASK = decltype(maskc)::value;
+                    fa_bar_wait(full_k + 8 * st, ph);
+                    fa_bar_wait(full_v + 8 * sp, pph);
+                    if (PP) fa_turn_wait(wg);
+                    wg_fence();
+                    fa_qk<BK>(s, qbase, sk + st * TILE); /* S_it = Q K_it^T */
+                    wg_commit();
+                    fa_pv<BK>(o, pa, sv + sp * TILE); /* O += P_{it-1} V_{it-1} */
+                    wg_commit();
+                    if (PP) fa_turn_pass(wg);
+                    wg_wait<1>(); /* scores ready */
+                    wg_pin(s);
+                    fa_bar_arrive(empty_k + 8 * st);
+                    fa_softmax<BK, MASK>(s, lim, sl2, m, l, alpha, t);
+                    wg_wait<0>(); /* P V done */
+                    wg_pin(o);
+                    fa_bar_arrive(empty_v + 8 * sp);
+                    fa_scale_o(o, alpha);
+                    fa_pack<BK>(s, pa);
+                };
+                if (MSPLIT && lim >= BK)
+                    step(std::false_type());
+                else
+                    step(std::true_type());
+            }
+            const int sp = (it - 1) % FA_STAGES;
+            fa_bar_wait(full_v + 8 * sp, ((it - 1) / FA_STAGES) & 1);
+            if (PP) fa_turn_wait(wg);
+            wg_fence();
+            fa_pv<BK>(o, pa, sv + sp * TILE);
+            wg_commit();
+            if (PP) fa_turn_pass(wg);
+            wg_wait<0>();
+            wg_pin(o);
         }
-        const int sp = (it - 1) % FA_STAGES;
-        fa_bar_wait(full_v + 8 * sp, ((it - 1) / FA_STAGES) & 1);
-        wg_fence();
-        fa_pv<BK, VSWAP>(o, pa, sv + sp * TILE);
-        wg_commit();
-        wg_wait<0>();
-        wg_pin(o);
+        if (PP && wg == 0) fa_turn_wait(0); /* the pass warpgroup 1 gave last */
     }
 
     /* finish: full row sums across the quad, normalise, store bf16 */
@@ -530,7 +572,7 @@ static __device__ __forceinline__ void consumer(const fa_params &p, uint32_t sq,
     }
 }
 
-template <int BK, int PIPE, int VSWAP>
+template <int BK, int PIPE, int PP, int MSPLIT>
 __global__ void __launch_bounds__(FA_THREADS, 1) att_wgmma(const __grid_constant__ fa_params p) {
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
     __trap(); /* built without sm_90a: the host never launches this */
@@ -582,7 +624,7 @@ __global__ void __launch_bounds__(FA_THREADS, 1) att_wgmma(const __grid_constant
             fa_tma(dv + BK * FA_ROW_BYTES, &p.tv[c.sg], FA_HALF, hk, (int)c.k0, full_v + 8 * s);
         }
     } else {
-        consumer<BK, PIPE, VSWAP>(p, sq, sk, sv, full_q, full_k, empty_k, full_v, empty_v, h, q0, warp, lane);
+        consumer<BK, PIPE, PP, MSPLIT>(p, sq, sk, sv, full_q, full_k, empty_k, full_v, empty_v, h, q0, warp, lane);
     }
 #endif
 }
@@ -706,9 +748,7 @@ static int launch_mma(c3_backend *be, const att_args &a) {
 }
 
 #define FA_BK 128   /* keys per tile (lab: bench/attention_notes.md) */
-#define FA_PIPE 1   /* intra-warpgroup pipelining */
-#define FA_VSWAP 0  /* V descriptor: LBO = half stride, SBO = 1024 */
-#define FA_KERNEL att_wgmma<FA_BK, FA_PIPE, FA_VSWAP>
+#define FA_KERNEL att_wgmma<FA_BK, 1, 1, 1> /* pipelined, pingpong, mask only where needed */
 
 /* true when this build carries sm_90a code and the device runs it */
 static bool fa_usable(c3_backend *be) {
