@@ -71,7 +71,8 @@ wait_exit() {
     --shift 3 --schedule linear -q -o ref.png || bad "cosmos3 gen for the reference image"
 
 # ------------------------------------------------------------- server 1
-COSMOS3_TEST_SERVE_LOAD_DELAY=1.5 start s1 -W 64 -H 64 || exit 1
+COSMOS3_TEST_SERVE_LOAD_DELAY=1.5 start s1 -W 64 -H 64 --tensor-parallel-size 1 --cfg-parallel-size 1 \
+    --ulysses-degree 1 || exit 1
 h=$(health "$port")
 case "$h" in "503 "*loading*) ok ;; *) bad "/health while loading: '$h', want 503 loading" ;; esac
 wait_ready "$port" && ok || bad "server 1 never became ready: $(cat s1.err)"
@@ -92,7 +93,7 @@ wait_ready "$port" && ok || bad "server 2 never became ready: $(cat s2.err)"
 run_js queue
 # SIGTERM with one request running and one waiting
 BASE="http://127.0.0.1:$port" node "$js/serve_test.js" inflight \
-    '{"prompt":"finish me","size":"256x256","num_inference_steps":700,"seed":2}' > first.txt 2>&1 &
+    '{"prompt":"finish me","size":"256x256","num_inference_steps":1000,"seed":2}' > first.txt 2>&1 &
 first=$!
 BASE="http://127.0.0.1:$port" node -e "
   const {waitMetrics} = require('$js/lib.js');
@@ -141,6 +142,9 @@ kill -TERM "$spid"; wait_exit "$spid" 10
 "$bin" serve -m "$model" --host no.such.host.invalid 2> s7.err
 [ $? = 2 ] && grep -q -- '--host no.such.host.invalid' s7.err && ok || bad "bad --host: $(cat s7.err)"
 
+# the layout is checked before loading, as for gen
+"$bin" serve -m "$model" --port 0 --tp 3 2> s9.err
+[ $? = 2 ] && grep -q -- '--tp 3 does not divide' s9.err && ok || bad "serve --tp 3: $(cat s9.err)"
 left=$(ls -A "$tmp/tmpdir")
 [ -z "$left" ] && ok || bad "temporary files left behind: $left"
 "$bin" serve -m "$model" -o x.png 2> s8.err
