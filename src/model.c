@@ -553,9 +553,22 @@ static int check_cancel(const c3_model *m) {
 
 /* y = x . w^T (row-parallel under TP: all-reduce the partial sums). */
 static int linear_rowpar(c3_model *m, c3_tensor *y, const c3_tensor *x, const c3_tensor *w) {
-    C3_TRY(m->be->linear(m->be, y, x, w, NULL, false));
-    if (m->shard.tp_size > 1) C3_TRY(m->shard.tp->allreduce_sum(m->shard.tp, y));
-    return C3_OK;
+    c3_backend *be = m->be;
+    if (m->shard.tp_size <= 1) return be->linear(be, y, x, w, NULL, false);
+    if (y->dtype == C3_F32) {
+        C3_TRY(be->linear(be, y, x, w, NULL, false));
+        return m->shard.tp->allreduce_sum(m->shard.tp, y);
+    }
+    /* bf16 activations: the partial sums stay fp32 through the all-reduce and
+     * are rounded once, as the one unsplit product would be (rounding each
+     * partial measured 2.5e-2 rel L2 after 3 steps vs world 1 on the H200) */
+    c3_tensor acc = {0};
+    C3_TRY(be->alloc(be, &acc, C3_F32, y->ndim, y->ne, C3_MEM_ACT));
+    int rc = be->linear(be, &acc, x, w, NULL, false);
+    if (rc == C3_OK) rc = m->shard.tp->allreduce_sum(m->shard.tp, &acc);
+    if (rc == C3_OK) rc = be->copy(be, y, &acc);
+    c3_free(&acc);
+    return rc;
 }
 
 /* Scratch for the MLP of one tower over n tokens. */
