@@ -66,6 +66,7 @@ int serve_main(c3_settings *s, char **pos, int npos) {
 #define SERVE_LOAD_RETRY_S 5                 /* Retry-After while loading or shutting down */
 #define SERVE_RETRY_MAX_S 3600               /* Retry-After bound for a full queue */
 #define SERVE_SSE_BLOCK 16384                /* bytes per SSE write */
+#define SERVE_SSE_KEEPALIVE_S 15.0           /* an SSE comment after this long without an event */
 #define HTTP_CLIENT_GONE 499                 /* status recorded for a client that left (nginx's) */
 #define HTTP_CODES 600
 
@@ -956,8 +957,16 @@ static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max) {
     sse_ctx *x = cls;
     server *sv = x->sv;
     job *j = x->j;
+    static const char keepalive[] = ": waiting\n\n";
+    double t_idle = c3_now();
     pthread_mutex_lock(&sv->mu);
     for (;;) {
+        if (j->sse_sent == j->sse.len && j->state != JOB_DONE && c3_now() - t_idle > SERVE_SSE_KEEPALIVE_S &&
+            max >= sizeof keepalive - 1) {
+            pthread_mutex_unlock(&sv->mu);
+            memcpy(buf, keepalive, sizeof keepalive - 1);
+            return (ssize_t)(sizeof keepalive - 1);
+        }
         if (j->sse_sent < j->sse.len) {
             size_t n = C3_MIN(max, j->sse.len - j->sse_sent);
             memcpy(buf, j->sse.p + j->sse_sent, n);
@@ -1035,6 +1044,9 @@ static enum MHD_Result post_generation(server *sv, struct MHD_Connection *c, req
     if (j->stream) j->refs++; /* the SSE response */
     pthread_cond_broadcast(&sv->cv);
     pthread_mutex_unlock(&sv->mu);
+    /* no idle timeout while the job waits and runs: libmicrohttpd would
+     * otherwise close a connection whose answer took longer than it */
+    MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT, 0u);
 
     if (j->stream) {
         sse_ctx *x = xmalloc(sizeof *x);
@@ -1048,6 +1060,7 @@ static enum MHD_Result post_generation(server *sv, struct MHD_Connection *c, req
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
         MHD_add_response_header(resp, "X-Accel-Buffering", "no");
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close"); /* a stream is one answer */
         enum MHD_Result ok = MHD_queue_response(c, MHD_HTTP_OK, resp);
         MHD_destroy_response(resp);
         r->answered = true;
@@ -1075,6 +1088,7 @@ static enum MHD_Result post_generation(server *sv, struct MHD_Connection *c, req
                 c3_now() - r->t0);
         return MHD_NO; /* close the connection */
     }
+    MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT, (unsigned)SERVE_IDLE_TIMEOUT_S);
     snprintf(ra, sizeof ra, "%d", SERVE_LOAD_RETRY_S);
     return send_text(sv, c, r, status, "application/json", body, status == 503 ? "Retry-After" : NULL, ra);
 }
