@@ -25,7 +25,8 @@ int serve_main(c3_settings *s, char **pos, int npos) {
     (void)pos;
     (void)npos;
     return c3_fail(C3_EFAIL, "serve: this cosmos3 was built without libmicrohttpd; install it "
-                             "(Debian: apt-get install libmicrohttpd-dev) and rebuild (meson setup --reconfigure BUILD)");
+                             "(Debian: apt-get install libmicrohttpd-dev) and rebuild (meson setup "
+                             "--reconfigure BUILD)");
 }
 
 #else
@@ -51,23 +52,23 @@ int serve_main(c3_settings *s, char **pos, int npos) {
 
 /* ------------------------------------------------------------- limits */
 
-#define SERVE_MAX_BODY (1u << 20)            /* bytes of a request body */
-#define SERVE_MAX_DISCARD (16u << 20)        /* an oversized chunked body is read this far, then dropped */
-#define SERVE_MAX_PROMPT (32u << 10)         /* bytes of a prompt or negative prompt */
-#define SERVE_MAX_N 10                       /* images per request */
-#define SERVE_MAX_USER 256                   /* bytes of the OpenAI `user` field */
-#define SERVE_MAX_SIDE 16384                 /* pixels of one side (the engine's own bound) */
-#define SERVE_MAX_QUEUE 4096                 /* --queue bound */
-#define SERVE_MAX_CONNECTIONS 64             /* clients at once */
-#define SERVE_IDLE_TIMEOUT_S 120             /* an idle keep-alive connection is closed after this */
-#define SERVE_POLL_S 0.1                     /* how often a waiting connection looks at its client */
-#define SERVE_GRACE_S 60.0                   /* SIGTERM: the request in flight may run this long */
-#define SERVE_DRAIN_S 5.0                    /* ... and its answer may take this long to send */
-#define SERVE_LOAD_RETRY_S 5                 /* Retry-After while loading or shutting down */
-#define SERVE_RETRY_MAX_S 3600               /* Retry-After bound for a full queue */
-#define SERVE_SSE_BLOCK 16384                /* bytes per SSE write */
-#define SERVE_SSE_KEEPALIVE_S 15.0           /* an SSE comment after this long without an event */
-#define HTTP_CLIENT_GONE 499                 /* status recorded for a client that left (nginx's) */
+#define SERVE_MAX_BODY (1u << 20)     /* bytes of a request body */
+#define SERVE_MAX_DISCARD (16u << 20) /* an oversized chunked body is read up to this */
+#define SERVE_MAX_PROMPT (32u << 10)  /* bytes of a prompt or negative prompt */
+#define SERVE_MAX_N 10                /* images per request */
+#define SERVE_MAX_USER 256            /* bytes of the OpenAI `user` field */
+#define SERVE_MAX_SIDE 16384          /* pixels of one side (the engine's own bound) */
+#define SERVE_MAX_QUEUE 4096          /* --queue bound */
+#define SERVE_MAX_CONNECTIONS 64      /* clients at once */
+#define SERVE_IDLE_TIMEOUT_S 120      /* an idle keep-alive connection is closed after this */
+#define SERVE_POLL_S 0.1              /* how often a waiting connection looks at its client */
+#define SERVE_GRACE_S 60.0            /* SIGTERM: the request in flight may run this long */
+#define SERVE_DRAIN_S 5.0             /* ... and its answer may take this long to send */
+#define SERVE_LOAD_RETRY_S 5          /* Retry-After while loading or shutting down */
+#define SERVE_RETRY_MAX_S 3600        /* Retry-After bound for a full queue */
+#define SERVE_SSE_BLOCK 16384         /* bytes per SSE write */
+#define SERVE_SSE_KEEPALIVE_S 15.0    /* an SSE comment after this long without an event */
+#define HTTP_CLIENT_GONE 499          /* status recorded for a client that left (nginx's) */
 #define HTTP_CODES 600
 
 /* ------------------------------------------------------------ strings */
@@ -80,7 +81,8 @@ typedef struct {
 static void sb_add(sbuf *b, const char *s, size_t n) {
     if (b->len + n + 1 > b->cap) {
         size_t cap = b->cap ? b->cap : 256;
-        while (b->len + n + 1 > cap) cap *= 2;
+        while (b->len + n + 1 > cap)
+            cap *= 2;
         b->p = xrealloc(b->p, cap);
         b->cap = cap;
     }
@@ -168,10 +170,12 @@ typedef struct job {
 } job;
 
 enum { STAGE_TOKENIZE, STAGE_UND, STAGE_DENOISE, STAGE_VAE, STAGE_WRITE, STAGE_TOTAL, STAGES };
-static const char *const stage_names[STAGES] = {"tokenize", "und", "denoise", "vae", "write", "total"};
+static const char *const stage_names[STAGES] = {"tokenize", "und",   "denoise",
+                                                "vae",      "write", "total"};
 
 enum { EP_GENERATIONS, EP_MODELS, EP_HEALTH, EP_METRICS, EP_OTHER, EPS };
-static const char *const ep_names[EPS] = {"/v1/images/generations", "/v1/models", "/health", "/metrics", "other"};
+static const char *const ep_names[EPS] = {"/v1/images/generations", "/v1/models", "/health",
+                                          "/metrics", "other"};
 
 typedef struct {
     pthread_mutex_t mu;
@@ -191,7 +195,7 @@ typedef struct {
     /* the FIFO */
     job *head, *tail, *current;
     int queued, queue_cap;
-    int conns;                                /* connections holding a job */
+    int conns;                                 /* connections holding a job */
     uint64_t terminal_seen, terminal_expected; /* DONE/ERROR/CANCELLED events */
     double uncond_last;
     /* metrics */
@@ -239,11 +243,12 @@ static void sse_event(job *j, const char *event, json_t *data /* stolen */) {
 }
 
 static json_t *error_object(int status, const char *param, const char *message) {
-    const char *type = status == 429 ? "rate_limit_error"
+    const char *type = status == 429   ? "rate_limit_error"
                        : status >= 500 ? "server_error"
                        : status == 404 ? "not_found_error"
                                        : "invalid_request_error";
-    return json_pack("{s:{s:s,s:s,s:s?,s:n}}", "error", "message", message, "type", type, "param", param, "code");
+    return json_pack("{s:{s:s,s:s,s:s?,s:n}}", "error", "message", message, "type", type, "param",
+                     param, "code");
 }
 
 static char *error_body(int status, const char *param, const char *message) {
@@ -261,12 +266,14 @@ static void job_cancel_locked(server *sv, job *j) {
     sv->cancelled++;
     if (j->state == JOB_QUEUED) {
         job **pp = &sv->head;
-        while (*pp && *pp != j) pp = &(*pp)->next;
+        while (*pp && *pp != j)
+            pp = &(*pp)->next;
         if (*pp) {
             *pp = j->next;
             if (sv->tail == j) {
                 sv->tail = NULL;
-                for (job *q = sv->head; q; q = q->next) sv->tail = q;
+                for (job *q = sv->head; q; q = q->next)
+                    sv->tail = q;
             }
             sv->queued--;
         }
@@ -325,7 +332,8 @@ static int run_image(server *sv, job *j, int i, const char *dir, json_t *data, j
     pthread_mutex_lock(&sv->mu);
     if (ran) {
         sv->terminal_expected++;
-        while (sv->terminal_seen < sv->terminal_expected) cv_wait(sv, SERVE_POLL_S);
+        while (sv->terminal_seen < sv->terminal_expected)
+            cv_wait(sv, SERVE_POLL_S);
     }
     pthread_mutex_unlock(&sv->mu);
     char *png = NULL;
@@ -337,7 +345,8 @@ static int run_image(server *sv, job *j, int i, const char *dir, json_t *data, j
         rc = C3_EFAIL;
         snprintf(err, sizeof err, "the engine wrote %d files for one image", r.npaths);
     }
-    for (int k = 0; k < r.npaths; k++) unlink(r.paths[k]);
+    for (int k = 0; k < r.npaths; k++)
+        unlink(r.paths[k]);
     unlink(path);
     if (rc == C3_OK) {
         char *b64 = base64((const uint8_t *)png, len);
@@ -361,12 +370,14 @@ static int run_image(server *sv, job *j, int i, const char *dir, json_t *data, j
         json_object_set_new(acc, "schedule", json_string(r.schedule));
         pthread_mutex_lock(&sv->mu);
         sv->images++;
-        for (int k = 0; k < STAGES; k++) sv->stage_s[k] += st[k];
+        for (int k = 0; k < STAGES; k++)
+            sv->stage_s[k] += st[k];
         if (j->stream) {
-            json_t *ev = json_pack("{s:s,s:i,s:s,s:I,s:s,s:I,s:O}", "type", "image_generation.completed", "index",
-                                   i, "b64_json", json_string_value(json_object_get(item, "b64_json")), "created",
-                                   (json_int_t)time(NULL), "output_format", "png", "seed", (json_int_t)r.seed,
-                                   "metrics", acc);
+            json_t *ev = json_pack("{s:s,s:i,s:s,s:I,s:s,s:I,s:O}", "type",
+                                   "image_generation.completed", "index", i, "b64_json",
+                                   json_string_value(json_object_get(item, "b64_json")), "created",
+                                   (json_int_t)time(NULL), "output_format", "png", "seed",
+                                   (json_int_t)r.seed, "metrics", acc);
             json_object_set_new(ev, "size", json_sprintf("%dx%d", r.width, r.height));
             sse_event(j, "image_generation.completed", ev);
             pthread_cond_broadcast(&sv->cv);
@@ -385,14 +396,16 @@ static int run_image(server *sv, job *j, int i, const char *dir, json_t *data, j
 static void run_job(server *sv, job *j) {
     double t0 = c3_now();
     json_t *data = json_array();
-    json_t *acc = json_pack("{s:i,s:i,s:f,s:{}}", "images", 0, "steps", 0, "queue_seconds", t0 - j->t_queued,
-                            "seconds");
+    json_t *acc = json_pack("{s:i,s:i,s:f,s:{}}", "images", 0, "steps", 0, "queue_seconds",
+                            t0 - j->t_queued, "seconds");
     json_object_set_new(acc, "mem_peak_bytes", json_integer(0));
     char tmpl[4096];
     snprintf(tmpl, sizeof tmpl, "%s/cosmos3-serve-XXXXXX", tmp_root());
     int rc = C3_OK;
     bool made = mkdtemp(tmpl) != NULL;
-    if (!made) rc = c3_fail(C3_EOUTPUT, "cannot make a folder in %s: %s (set TMPDIR)", tmp_root(), strerror(errno));
+    if (!made)
+        rc = c3_fail(C3_EOUTPUT, "cannot make a folder in %s: %s (set TMPDIR)", tmp_root(),
+                     strerror(errno));
     for (int i = 0; i < j->n && rc == C3_OK; i++) {
         pthread_mutex_lock(&sv->mu);
         j->index = i;
@@ -409,8 +422,9 @@ static void run_job(server *sv, job *j) {
     snprintf(err, sizeof err, "%s", c3_errmsg());
     const c3_plan *p = engine_plan(sv->e);
     json_object_set_new(acc, "images", json_integer((json_int_t)json_array_size(data)));
-    json_object_set_new(acc, "layout", json_pack("{s:i,s:i,s:i,s:s}", "tp", p->tp, "cfg_parallel", p->cfg,
-                                                 "ulysses", p->sp, "device", sv->device));
+    json_object_set_new(acc, "layout",
+                        json_pack("{s:i,s:i,s:i,s:s}", "tp", p->tp, "cfg_parallel", p->cfg,
+                                  "ulysses", p->sp, "device", sv->device));
     pthread_mutex_lock(&sv->mu);
     int status = 200;
     char *body = NULL;
@@ -418,7 +432,8 @@ static void run_job(server *sv, job *j) {
         status = HTTP_CLIENT_GONE;
     } else if (rc == C3_ECANCEL) {
         status = 503;
-        body = error_body(status, NULL, "cancelled: the server is shutting down; send the request again later");
+        body = error_body(status, NULL,
+                          "cancelled: the server is shutting down; send the request again later");
     } else if (rc) {
         status = rc == C3_EUSAGE || rc == C3_EINPUT ? 400 : 500;
         body = error_body(status, NULL, err);
@@ -431,9 +446,13 @@ static void run_job(server *sv, job *j) {
     }
     if (j->stream) {
         if (status == 200)
-            sse_event(j, "done", json_pack("{s:s,s:i,s:O}", "type", "done", "images", j->n, "metrics", acc));
+            sse_event(j, "done",
+                      json_pack("{s:s,s:i,s:O}", "type", "done", "images", j->n, "metrics", acc));
         else if (status != HTTP_CLIENT_GONE)
-            sse_event(j, "error", error_object(status, NULL, rc == C3_ECANCEL ? "cancelled: the server is shutting down" : err));
+            sse_event(
+                j, "error",
+                error_object(status, NULL,
+                             rc == C3_ECANCEL ? "cancelled: the server is shutting down" : err));
         if (status == 200) sb_add(&j->sse, "data: [DONE]\n\n", 14);
     }
     j->status = status;
@@ -473,7 +492,8 @@ static void *worker_main(void *arg) {
     sv->ready = true;
     pthread_cond_broadcast(&sv->cv);
     for (;;) {
-        while (!sv->head && !sv->stopping) cv_wait(sv, 1.0);
+        while (!sv->head && !sv->stopping)
+            cv_wait(sv, 1.0);
         if (!sv->head) break;
         job *j = sv->head;
         sv->head = j->next;
@@ -524,9 +544,10 @@ static void *pump_main(void *arg) {
             sv->last_step_s = x.seconds;
             if (j && j->stream && !j->gone) {
                 sse_event(j, "progress",
-                          json_pack("{s:s,s:i,s:i,s:i,s:f,s:f,s:f,s:I}", "type", "progress", "index", j->index,
-                                    "step", x.step, "total", x.steps, "seconds", x.seconds, "cond_s", x.cond_s,
-                                    "uncond_s", unc, "timestep", (json_int_t)x.timestep));
+                          json_pack("{s:s,s:i,s:i,s:i,s:f,s:f,s:f,s:I}", "type", "progress",
+                                    "index", j->index, "step", x.step, "total", x.steps, "seconds",
+                                    x.seconds, "cond_s", x.cond_s, "uncond_s", unc, "timestep",
+                                    (json_int_t)x.timestep));
                 pthread_cond_broadcast(&sv->cv);
             }
             break;
@@ -536,7 +557,8 @@ static void *pump_main(void *arg) {
             if (x.rank >= 0 && x.rank < C3_MAX_RANKS) {
                 sv->mem_valid[x.rank] = true;
                 sv->mem_device[x.rank] = x.device;
-                for (int k = 0; k < 3; k++) sv->mem_bytes[x.rank][k] = x.bytes[k];
+                for (int k = 0; k < 3; k++)
+                    sv->mem_bytes[x.rank][k] = x.bytes[k];
                 sv->dev_free[x.rank] = x.dev_free;
                 sv->dev_total[x.rank] = x.dev_total;
             }
@@ -547,7 +569,8 @@ static void *pump_main(void *arg) {
             sv->terminal_seen++;
             pthread_cond_broadcast(&sv->cv);
             break;
-        default: break;
+        default:
+            break;
         }
         if (cancel && sv->e) engine_cancel(sv->e);
         pthread_mutex_unlock(&sv->mu);
@@ -564,7 +587,7 @@ typedef struct {
 } req_error;
 
 __attribute__((format(printf, 4, 5))) static bool bad(req_error *er, int status, const char *param,
-                                                       const char *fmt, ...) {
+                                                      const char *fmt, ...) {
     er->status = status;
     snprintf(er->param, sizeof er->param, "%s", param ? param : "");
     va_list ap;
@@ -576,9 +599,10 @@ __attribute__((format(printf, 4, 5))) static bool bad(req_error *er, int status,
 
 /* Set option `name` from text and check the whole request as gen would;
  * a failure names the request field. */
-static bool apply(server *sv, c3_settings *s, const char *field, const char *name, const char *value,
-                  req_error *er) {
-    if (settings_set(s, name, value, CMD_SERVE) != C3_OK) return bad(er, 400, field, "%s: %s", field, c3_errmsg());
+static bool apply(server *sv, c3_settings *s, const char *field, const char *name,
+                  const char *value, req_error *er) {
+    if (settings_set(s, name, value, CMD_SERVE) != C3_OK)
+        return bad(er, 400, field, "%s: %s", field, c3_errmsg());
     c3_settings t;
     settings_copy(&t, s);
     int rc = settings_resolve(&t, engine_ckpt(sv->e));
@@ -603,14 +627,16 @@ static bool apply_number(server *sv, c3_settings *s, json_t *v, const char *fiel
     return apply(sv, s, field, name, txt, er);
 }
 
-static bool apply_int(server *sv, c3_settings *s, json_t *v, const char *field, const char *name, req_error *er) {
+static bool apply_int(server *sv, c3_settings *s, json_t *v, const char *field, const char *name,
+                      req_error *er) {
     if (!json_is_integer(v)) return bad(er, 400, field, "%s: must be an integer", field);
     char txt[32];
     snprintf(txt, sizeof txt, "%lld", (long long)json_integer_value(v));
     return apply(sv, s, field, name, txt, er);
 }
 
-static bool get_text(json_t *v, const char *field, size_t max, bool empty_ok, const char **out, req_error *er) {
+static bool get_text(json_t *v, const char *field, size_t max, bool empty_ok, const char **out,
+                     req_error *er) {
     if (!json_is_string(v)) return bad(er, 400, field, "%s: must be a string", field);
     size_t n = json_string_length(v);
     if (n > max) return bad(er, 400, field, "%s: %zu bytes; at most %zu", field, n, max);
@@ -629,17 +655,20 @@ static bool parse_extra(server *sv, c3_settings *s, json_t *x, req_error *er) {
         if (json_is_null(v)) continue;
         if (!strcmp(k, "schedule")) {
             const char *t;
-            if (!get_text(v, field, 32, false, &t, er) || !apply(sv, s, field, "schedule", t, er)) return false;
+            if (!get_text(v, field, 32, false, &t, er) || !apply(sv, s, field, "schedule", t, er))
+                return false;
         } else if (!strcmp(k, "guidance_interval")) {
             char txt[96];
             if (json_is_string(v) && !strcmp(json_string_value(v), "none")) {
                 snprintf(txt, sizeof txt, "none");
-            } else if (json_is_array(v) && json_array_size(v) == 2 && json_is_number(json_array_get(v, 0)) &&
+            } else if (json_is_array(v) && json_array_size(v) == 2 &&
+                       json_is_number(json_array_get(v, 0)) &&
                        json_is_number(json_array_get(v, 1))) {
                 snprintf(txt, sizeof txt, "%.17g,%.17g", json_number_value(json_array_get(v, 0)),
                          json_number_value(json_array_get(v, 1)));
             } else {
-                return bad(er, 400, field, "%s: must be [LO, HI] (e.g. [400, 1000]) or \"none\"", field);
+                return bad(er, 400, field, "%s: must be [LO, HI] (e.g. [400, 1000]) or \"none\"",
+                           field);
             }
             if (!apply(sv, s, field, "guidance-interval", txt, er)) return false;
         } else if (!strcmp(k, "system_prompt")) {
@@ -651,21 +680,36 @@ static bool parse_extra(server *sv, c3_settings *s, json_t *x, req_error *er) {
             if (!apply(sv, s, field, "templates", json_is_true(v) ? "on" : "off", er)) return false;
         } else {
             return bad(er, 400, field,
-                       "%s: unknown; extra_params takes schedule, guidance_interval, system_prompt, templates", field);
+                       "%s: unknown; extra_params takes schedule, guidance_interval, "
+                       "system_prompt, templates",
+                       field);
         }
     }
     return true;
 }
 
-static const char *const known_fields[] = {
-    "model", "prompt", "n", "size", "response_format", "negative_prompt", "guidance_scale", "num_inference_steps",
-    "seed", "flow_shift", "extra_params", "stream", "user", "output_format", "true_cfg_scale"};
+static const char *const known_fields[] = {"model",
+                                           "prompt",
+                                           "n",
+                                           "size",
+                                           "response_format",
+                                           "negative_prompt",
+                                           "guidance_scale",
+                                           "num_inference_steps",
+                                           "seed",
+                                           "flow_shift",
+                                           "extra_params",
+                                           "stream",
+                                           "user",
+                                           "output_format",
+                                           "true_cfg_scale"};
 
 /* Parse and validate a generation request into j (j->s starts as the base). */
 static bool parse_request(server *sv, const char *body, size_t len, job *j, req_error *er) {
     json_error_t jerr;
     json_t *o = json_loadb(body ? body : "", len, JSON_REJECT_DUPLICATES, &jerr);
-    if (!o) return bad(er, 400, NULL, "the body is not valid JSON (line %d: %s)", jerr.line, jerr.text);
+    if (!o)
+        return bad(er, 400, NULL, "the body is not valid JSON (line %d: %s)", jerr.line, jerr.text);
     bool ok = false;
     c3_settings *s = &j->s;
     const char *k, *t;
@@ -676,22 +720,26 @@ static bool parse_request(server *sv, const char *body, size_t len, job *j, req_
     }
     json_object_foreach(o, k, v) {
         bool known = false;
-        for (size_t i = 0; i < C3_ARRAY_LEN(known_fields); i++) known |= !strcmp(k, known_fields[i]);
+        for (size_t i = 0; i < C3_ARRAY_LEN(known_fields); i++)
+            known |= !strcmp(k, known_fields[i]);
         if (!known) {
-            bad(er, 400, k, "%.64s: unknown field; see 'man cosmos3' (serve) for the fields taken", k);
+            bad(er, 400, k, "%.64s: unknown field; see 'man cosmos3' (serve) for the fields taken",
+                k);
             goto out;
         }
     }
 #define FIELD(name) ((v = json_object_get(o, name)) != NULL && !json_is_null(v))
     if (FIELD("true_cfg_scale")) {
         bad(er, 400, "true_cfg_scale",
-            "true_cfg_scale: not supported; Cosmos3 has one classifier-free guidance scale: send guidance_scale");
+            "true_cfg_scale: not supported; Cosmos3 has one classifier-free guidance scale: send "
+            "guidance_scale");
         goto out;
     }
     if (FIELD("model")) {
         if (!get_text(v, "model", 512, false, &t, er)) goto out;
         if (strcmp(t, sv->model_id) != 0) {
-            bad(er, 400, "model", "model: '%.200s' is not loaded; this server runs '%s' (or omit model)", t,
+            bad(er, 400, "model",
+                "model: '%.200s' is not loaded; this server runs '%s' (or omit model)", t,
                 sv->model_id);
             goto out;
         }
@@ -710,7 +758,8 @@ static bool parse_request(server *sv, const char *body, size_t len, job *j, req_
     }
     j->n = 1;
     if (FIELD("n")) {
-        if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > SERVE_MAX_N) {
+        if (!json_is_integer(v) || json_integer_value(v) < 1 ||
+            json_integer_value(v) > SERVE_MAX_N) {
             bad(er, 400, "n", "n: must be an integer in 1..%d", SERVE_MAX_N);
             goto out;
         }
@@ -721,28 +770,32 @@ static bool parse_request(server *sv, const char *body, size_t len, job *j, req_
         if (strcmp(t, "auto") != 0) {
             unsigned w, h;
             int used = 0;
-            if (sscanf(t, "%5u%*[x]%5u%n", &w, &h, &used) != 2 || t[used] || t[0] < '0' || t[0] > '9' ||
-                !strchr(t, 'x') || strchr(t, 'x')[1] < '0' || strchr(t, 'x')[1] > '9') {
+            if (sscanf(t, "%5u%*[x]%5u%n", &w, &h, &used) != 2 || t[used] || t[0] < '0' ||
+                t[0] > '9' || !strchr(t, 'x') || strchr(t, 'x')[1] < '0' ||
+                strchr(t, 'x')[1] > '9') {
                 bad(er, 400, "size", "size: '%.32s' is not WIDTHxHEIGHT (e.g. \"1024x1024\")", t);
                 goto out;
             }
             if (w > SERVE_MAX_SIDE || h > SERVE_MAX_SIDE || (int64_t)w * h > sv->max_pixels) {
                 bad(er, 400, "size",
-                    "size: %ux%u is larger than this server's %lld pixels (start it with larger -W/-H to allow it)",
+                    "size: %ux%u is larger than this server's %lld pixels (start it with larger "
+                    "-W/-H to allow it)",
                     w, h, (long long)sv->max_pixels);
                 goto out;
             }
             char a[16], b[16];
             snprintf(a, sizeof a, "%u", w);
             snprintf(b, sizeof b, "%u", h);
-            if (!apply(sv, s, "size", "width", a, er) || !apply(sv, s, "size", "height", b, er)) goto out;
+            if (!apply(sv, s, "size", "width", a, er) || !apply(sv, s, "size", "height", b, er))
+                goto out;
         }
     }
     if (FIELD("response_format")) {
         if (!get_text(v, "response_format", 32, false, &t, er)) goto out;
         if (!strcmp(t, "url")) {
             bad(er, 400, "response_format",
-                "response_format: 'url' is not supported (this server keeps no files); use b64_json");
+                "response_format: 'url' is not supported (this server keeps no files); use "
+                "b64_json");
             goto out;
         }
         if (strcmp(t, "b64_json") != 0) {
@@ -753,18 +806,22 @@ static bool parse_request(server *sv, const char *body, size_t len, job *j, req_
     if (FIELD("output_format")) {
         if (!get_text(v, "output_format", 16, false, &t, er)) goto out;
         if (strcmp(t, "png") != 0) {
-            bad(er, 400, "output_format", "output_format: '%.16s' is not supported; this server writes png", t);
+            bad(er, 400, "output_format",
+                "output_format: '%.16s' is not supported; this server writes png", t);
             goto out;
         }
     }
     if (FIELD("user") && !get_text(v, "user", SERVE_MAX_USER, true, &t, er)) goto out;
-    if (FIELD("num_inference_steps") && !apply_int(sv, s, v, "num_inference_steps", "steps", er)) goto out;
-    if (FIELD("guidance_scale") && !apply_number(sv, s, v, "guidance_scale", "guidance", er)) goto out;
+    if (FIELD("num_inference_steps") && !apply_int(sv, s, v, "num_inference_steps", "steps", er))
+        goto out;
+    if (FIELD("guidance_scale") && !apply_number(sv, s, v, "guidance_scale", "guidance", er))
+        goto out;
     if (FIELD("flow_shift") && !apply_number(sv, s, v, "flow_shift", "shift", er)) goto out;
     if (FIELD("seed")) {
         if (!json_is_integer(v) || json_integer_value(v) < 0 ||
             json_integer_value(v) > (json_int_t)(INT64_MAX - SERVE_MAX_N)) {
-            bad(er, 400, "seed", "seed: must be a non-negative integer (image i of n uses seed + i)");
+            bad(er, 400, "seed",
+                "seed: must be a non-negative integer (image i of n uses seed + i)");
             goto out;
         }
         j->seed_given = true;
@@ -822,10 +879,11 @@ static void count(server *sv, int ep, int status) {
     pthread_mutex_unlock(&sv->mu);
 }
 
-static enum MHD_Result send_text(server *sv, struct MHD_Connection *c, req_ctx *r, int status, const char *type,
-                                 char *text /* freed */, const char *hdr, const char *hval) {
-    struct MHD_Response *resp =
-        MHD_create_response_from_buffer(text ? strlen(text) : 0, text ? text : (char *)"", MHD_RESPMEM_MUST_COPY);
+static enum MHD_Result send_text(server *sv, struct MHD_Connection *c, req_ctx *r, int status,
+                                 const char *type, char *text /* freed */, const char *hdr,
+                                 const char *hval) {
+    struct MHD_Response *resp = MHD_create_response_from_buffer(
+        text ? strlen(text) : 0, text ? text : (char *)"", MHD_RESPMEM_MUST_COPY);
     free(text);
     if (!resp) return MHD_NO;
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, type);
@@ -835,19 +893,23 @@ static enum MHD_Result send_text(server *sv, struct MHD_Connection *c, req_ctx *
     r->answered = true;
     count(sv, r->ep, status);
     if (r->ep == EP_GENERATIONS)
-        fprintf(stderr, "cosmos3 serve: POST %s %d %.2f s\n", ep_names[r->ep], status, c3_now() - r->t0);
+        fprintf(stderr, "cosmos3 serve: POST %s %d %.2f s\n", ep_names[r->ep], status,
+                c3_now() - r->t0);
     return ok;
 }
 
-static enum MHD_Result send_json(server *sv, struct MHD_Connection *c, req_ctx *r, int status, json_t *o) {
+static enum MHD_Result send_json(server *sv, struct MHD_Connection *c, req_ctx *r, int status,
+                                 json_t *o) {
     char *txt = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
     json_decref(o);
     return send_text(sv, c, r, status, "application/json", txt, NULL, NULL);
 }
 
-static enum MHD_Result send_error(server *sv, struct MHD_Connection *c, req_ctx *r, int status, const char *param,
-                                  const char *msg, const char *hdr, const char *hval) {
-    return send_text(sv, c, r, status, "application/json", error_body(status, param, msg), hdr, hval);
+static enum MHD_Result send_error(server *sv, struct MHD_Connection *c, req_ctx *r, int status,
+                                  const char *param, const char *msg, const char *hdr,
+                                  const char *hval) {
+    return send_text(sv, c, r, status, "application/json", error_body(status, param, msg), hdr,
+                     hval);
 }
 
 static int retry_after_locked(server *sv) {
@@ -858,18 +920,21 @@ static int retry_after_locked(server *sv) {
 
 static void metrics_text(server *sv, sbuf *b) {
     pthread_mutex_lock(&sv->mu);
-    sb_printf(b, "# HELP cosmos3_ready 1 when the model is loaded and requests are taken.\n"
-                 "# TYPE cosmos3_ready gauge\ncosmos3_ready %d\n",
+    sb_printf(b,
+              "# HELP cosmos3_ready 1 when the model is loaded and requests are taken.\n"
+              "# TYPE cosmos3_ready gauge\ncosmos3_ready %d\n",
               sv->ready && !sv->draining);
     if (sv->ready) {
-        sb_printf(b, "# HELP cosmos3_model_info The loaded model and its layout.\n# TYPE cosmos3_model_info gauge\n"
+        sb_printf(b, "# HELP cosmos3_model_info The loaded model and its layout.\n# TYPE "
+                     "cosmos3_model_info gauge\n"
                      "cosmos3_model_info{model=\"");
         sb_label(b, sv->model_id);
         const c3_plan *p = engine_plan(sv->e);
-        sb_printf(b, "\",device=\"%s\",tp=\"%d\",cfg_parallel=\"%d\",ulysses=\"%d\"} 1\n", sv->device, p->tp, p->cfg,
-                  p->sp);
-        sb_printf(b, "# HELP cosmos3_load_seconds Seconds the model took to load.\n"
-                     "# TYPE cosmos3_load_seconds gauge\ncosmos3_load_seconds %.6f\n",
+        sb_printf(b, "\",device=\"%s\",tp=\"%d\",cfg_parallel=\"%d\",ulysses=\"%d\"} 1\n",
+                  sv->device, p->tp, p->cfg, p->sp);
+        sb_printf(b,
+                  "# HELP cosmos3_load_seconds Seconds the model took to load.\n"
+                  "# TYPE cosmos3_load_seconds gauge\ncosmos3_load_seconds %.6f\n",
                   sv->load_s);
     }
     sb_printf(b, "# HELP cosmos3_requests_total HTTP requests answered, by endpoint and status.\n"
@@ -878,43 +943,54 @@ static void metrics_text(server *sv, sbuf *b) {
     for (int e = 0; e < EPS; e++)
         for (int code = 0; code < HTTP_CODES; code++)
             if (sv->requests[e][code]) {
-                sb_printf(b, "cosmos3_requests_total{endpoint=\"%s\",code=\"%d\"} %llu\n", ep_names[e], code,
-                          (unsigned long long)sv->requests[e][code]);
+                sb_printf(b, "cosmos3_requests_total{endpoint=\"%s\",code=\"%d\"} %llu\n",
+                          ep_names[e], code, (unsigned long long)sv->requests[e][code]);
                 if (code >= 400) errors += sv->requests[e][code];
             }
-    sb_printf(b, "# HELP cosmos3_errors_total HTTP requests answered with a status of 400 or more.\n"
-                 "# TYPE cosmos3_errors_total counter\ncosmos3_errors_total %llu\n",
+    sb_printf(b,
+              "# HELP cosmos3_errors_total HTTP requests answered with a status of 400 or more.\n"
+              "# TYPE cosmos3_errors_total counter\ncosmos3_errors_total %llu\n",
               (unsigned long long)errors);
-    sb_printf(b, "# HELP cosmos3_cancelled_total Generations cancelled because their client disconnected.\n"
-                 "# TYPE cosmos3_cancelled_total counter\ncosmos3_cancelled_total %llu\n",
-              (unsigned long long)sv->cancelled);
-    sb_printf(b, "# HELP cosmos3_images_total Images generated.\n# TYPE cosmos3_images_total counter\n"
-                 "cosmos3_images_total %llu\n",
+    sb_printf(
+        b,
+        "# HELP cosmos3_cancelled_total Generations cancelled because their client disconnected.\n"
+        "# TYPE cosmos3_cancelled_total counter\ncosmos3_cancelled_total %llu\n",
+        (unsigned long long)sv->cancelled);
+    sb_printf(b,
+              "# HELP cosmos3_images_total Images generated.\n# TYPE cosmos3_images_total counter\n"
+              "cosmos3_images_total %llu\n",
               (unsigned long long)sv->images);
-    sb_printf(b, "# HELP cosmos3_queue_length Requests waiting behind the one running.\n"
-                 "# TYPE cosmos3_queue_length gauge\ncosmos3_queue_length %d\n"
-                 "# HELP cosmos3_queue_capacity Requests that may wait (--queue).\n"
-                 "# TYPE cosmos3_queue_capacity gauge\ncosmos3_queue_capacity %d\n"
-                 "# HELP cosmos3_busy 1 while a request is running.\n# TYPE cosmos3_busy gauge\ncosmos3_busy %d\n",
+    sb_printf(b,
+              "# HELP cosmos3_queue_length Requests waiting behind the one running.\n"
+              "# TYPE cosmos3_queue_length gauge\ncosmos3_queue_length %d\n"
+              "# HELP cosmos3_queue_capacity Requests that may wait (--queue).\n"
+              "# TYPE cosmos3_queue_capacity gauge\ncosmos3_queue_capacity %d\n"
+              "# HELP cosmos3_busy 1 while a request is running.\n# TYPE cosmos3_busy "
+              "gauge\ncosmos3_busy %d\n",
               sv->queued, sv->queue_cap, sv->current != NULL);
-    sb_printf(b, "# HELP cosmos3_request_seconds Seconds from a request's start to its answer (summary).\n"
-                 "# TYPE cosmos3_request_seconds summary\ncosmos3_request_seconds_sum %.6f\n"
-                 "cosmos3_request_seconds_count %llu\n"
-                 "# HELP cosmos3_queue_seconds_total Seconds requests waited in the queue.\n"
-                 "# TYPE cosmos3_queue_seconds_total counter\ncosmos3_queue_seconds_total %.6f\n",
-              sv->job_s, (unsigned long long)sv->jobs, sv->queue_s);
+    sb_printf(
+        b,
+        "# HELP cosmos3_request_seconds Seconds from a request's start to its answer (summary).\n"
+        "# TYPE cosmos3_request_seconds summary\ncosmos3_request_seconds_sum %.6f\n"
+        "cosmos3_request_seconds_count %llu\n"
+        "# HELP cosmos3_queue_seconds_total Seconds requests waited in the queue.\n"
+        "# TYPE cosmos3_queue_seconds_total counter\ncosmos3_queue_seconds_total %.6f\n",
+        sv->job_s, (unsigned long long)sv->jobs, sv->queue_s);
     sb_printf(b, "# HELP cosmos3_stage_seconds_total Seconds spent per pipeline stage.\n"
                  "# TYPE cosmos3_stage_seconds_total counter\n");
     for (int k = 0; k < STAGES; k++)
-        sb_printf(b, "cosmos3_stage_seconds_total{stage=\"%s\"} %.6f\n", stage_names[k], sv->stage_s[k]);
-    sb_printf(b, "# HELP cosmos3_step_seconds Seconds per denoising step (summary).\n"
-                 "# TYPE cosmos3_step_seconds summary\ncosmos3_step_seconds_sum %.6f\ncosmos3_step_seconds_count %llu\n"
-                 "# HELP cosmos3_branch_seconds_total Seconds per CFG branch over all steps.\n"
-                 "# TYPE cosmos3_branch_seconds_total counter\n"
-                 "cosmos3_branch_seconds_total{branch=\"cond\"} %.6f\n"
-                 "cosmos3_branch_seconds_total{branch=\"uncond\"} %.6f\n"
-                 "# HELP cosmos3_last_step_seconds Seconds of the last denoising step.\n"
-                 "# TYPE cosmos3_last_step_seconds gauge\ncosmos3_last_step_seconds %.6f\n",
+        sb_printf(b, "cosmos3_stage_seconds_total{stage=\"%s\"} %.6f\n", stage_names[k],
+                  sv->stage_s[k]);
+    sb_printf(b,
+              "# HELP cosmos3_step_seconds Seconds per denoising step (summary).\n"
+              "# TYPE cosmos3_step_seconds summary\ncosmos3_step_seconds_sum "
+              "%.6f\ncosmos3_step_seconds_count %llu\n"
+              "# HELP cosmos3_branch_seconds_total Seconds per CFG branch over all steps.\n"
+              "# TYPE cosmos3_branch_seconds_total counter\n"
+              "cosmos3_branch_seconds_total{branch=\"cond\"} %.6f\n"
+              "cosmos3_branch_seconds_total{branch=\"uncond\"} %.6f\n"
+              "# HELP cosmos3_last_step_seconds Seconds of the last denoising step.\n"
+              "# TYPE cosmos3_last_step_seconds gauge\ncosmos3_last_step_seconds %.6f\n",
               sv->step_s, (unsigned long long)sv->steps, sv->cond_s, sv->uncond_s, sv->last_step_s);
     static const char *const kinds[3] = {"weights", "kv", "activations"};
     char dev[C3_MAX_RANKS][24];
@@ -924,12 +1000,13 @@ static void metrics_text(server *sv, sbuf *b) {
         else
             snprintf(dev[r], sizeof dev[r], "%s", sv->device[0] ? sv->device : "cpu");
     }
-    sb_printf(b, "# HELP cosmos3_memory_bytes Memory the engine holds per rank and device, by kind.\n"
-                 "# TYPE cosmos3_memory_bytes gauge\n");
+    sb_printf(b,
+              "# HELP cosmos3_memory_bytes Memory the engine holds per rank and device, by kind.\n"
+              "# TYPE cosmos3_memory_bytes gauge\n");
     for (int r = 0; r < C3_MAX_RANKS; r++)
         for (int k = 0; k < 3 && sv->mem_valid[r]; k++)
-            sb_printf(b, "cosmos3_memory_bytes{rank=\"%d\",device=\"%s\",kind=\"%s\"} %lld\n", r, dev[r],
-                      kinds[k], (long long)sv->mem_bytes[r][k]);
+            sb_printf(b, "cosmos3_memory_bytes{rank=\"%d\",device=\"%s\",kind=\"%s\"} %lld\n", r,
+                      dev[r], kinds[k], (long long)sv->mem_bytes[r][k]);
     sb_printf(b, "# HELP cosmos3_device_free_bytes Free memory of each rank's device.\n"
                  "# TYPE cosmos3_device_free_bytes gauge\n");
     for (int r = 0; r < C3_MAX_RANKS; r++)
@@ -961,8 +1038,8 @@ static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max) {
     double t_idle = c3_now();
     pthread_mutex_lock(&sv->mu);
     for (;;) {
-        if (j->sse_sent == j->sse.len && j->state != JOB_DONE && c3_now() - t_idle > SERVE_SSE_KEEPALIVE_S &&
-            max >= sizeof keepalive - 1) {
+        if (j->sse_sent == j->sse.len && j->state != JOB_DONE &&
+            c3_now() - t_idle > SERVE_SSE_KEEPALIVE_S && max >= sizeof keepalive - 1) {
             pthread_mutex_unlock(&sv->mu);
             memcpy(buf, keepalive, sizeof keepalive - 1);
             return (ssize_t)(sizeof keepalive - 1);
@@ -1004,8 +1081,11 @@ static enum MHD_Result post_generation(server *sv, struct MHD_Connection *c, req
     bool ready = sv->ready, draining = sv->draining;
     pthread_mutex_unlock(&sv->mu);
     snprintf(ra, sizeof ra, "%d", SERVE_LOAD_RETRY_S);
-    if (draining) return send_error(sv, c, r, 503, NULL, "the server is shutting down", "Retry-After", ra);
-    if (!ready) return send_error(sv, c, r, 503, NULL, "the model is still loading; retry shortly", "Retry-After", ra);
+    if (draining)
+        return send_error(sv, c, r, 503, NULL, "the server is shutting down", "Retry-After", ra);
+    if (!ready)
+        return send_error(sv, c, r, 503, NULL, "the model is still loading; retry shortly",
+                          "Retry-After", ra);
     job *j = xcalloc(1, sizeof *j);
     settings_copy(&j->s, &sv->base);
     req_error er = {0};
@@ -1014,7 +1094,8 @@ static enum MHD_Result post_generation(server *sv, struct MHD_Connection *c, req
         free(j);
         return send_error(sv, c, r, er.status, er.param[0] ? er.param : NULL, er.msg, NULL, NULL);
     }
-    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
     j->fd = ci ? ci->connect_fd : -1;
     pthread_mutex_lock(&sv->mu);
     if (sv->draining || sv->queued >= sv->queue_cap) {
@@ -1025,9 +1106,12 @@ static enum MHD_Result post_generation(server *sv, struct MHD_Connection *c, req
         settings_free(&j->s);
         free(j);
         snprintf(ra, sizeof ra, "%d", wait_s);
-        if (!full) return send_error(sv, c, r, 503, NULL, "the server is shutting down", "Retry-After", ra);
-        snprintf(msg, sizeof msg, "the queue is full (%d waiting behind the one running); retry after %d s",
-                 waiting, wait_s);
+        if (!full)
+            return send_error(sv, c, r, 503, NULL, "the server is shutting down", "Retry-After",
+                              ra);
+        snprintf(msg, sizeof msg,
+                 "the queue is full (%d waiting behind the one running); retry after %d s", waiting,
+                 wait_s);
         return send_error(sv, c, r, 429, NULL, msg, "Retry-After", ra);
     }
     j->refs = 2; /* this connection and the queue (then the worker) */
@@ -1051,8 +1135,8 @@ static enum MHD_Result post_generation(server *sv, struct MHD_Connection *c, req
     if (j->stream) {
         sse_ctx *x = xmalloc(sizeof *x);
         *x = (sse_ctx){sv, j};
-        struct MHD_Response *resp =
-            MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, SERVE_SSE_BLOCK, sse_read, x, sse_free);
+        struct MHD_Response *resp = MHD_create_response_from_callback(
+            MHD_SIZE_UNKNOWN, SERVE_SSE_BLOCK, sse_read, x, sse_free);
         if (!resp) {
             sse_free(x);
             return MHD_NO;
@@ -1060,7 +1144,8 @@ static enum MHD_Result post_generation(server *sv, struct MHD_Connection *c, req
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
         MHD_add_response_header(resp, "X-Accel-Buffering", "no");
-        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close"); /* a stream is one answer */
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION,
+                                "close"); /* a stream is one answer */
         enum MHD_Result ok = MHD_queue_response(c, MHD_HTTP_OK, resp);
         MHD_destroy_response(resp);
         r->answered = true;
@@ -1084,17 +1169,19 @@ static enum MHD_Result post_generation(server *sv, struct MHD_Connection *c, req
         free(body);
         r->answered = true;
         count(sv, r->ep, status);
-        fprintf(stderr, "cosmos3 serve: POST %s: the client left after %.2f s; cancelled\n", ep_names[r->ep],
-                c3_now() - r->t0);
+        fprintf(stderr, "cosmos3 serve: POST %s: the client left after %.2f s; cancelled\n",
+                ep_names[r->ep], c3_now() - r->t0);
         return MHD_NO; /* close the connection */
     }
     MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT, (unsigned)SERVE_IDLE_TIMEOUT_S);
     snprintf(ra, sizeof ra, "%d", SERVE_LOAD_RETRY_S);
-    return send_text(sv, c, r, status, "application/json", body, status == 503 ? "Retry-After" : NULL, ra);
+    return send_text(sv, c, r, status, "application/json", body,
+                     status == 503 ? "Retry-After" : NULL, ra);
 }
 
-static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
-                                  const char *version, const char *upload, size_t *upload_size, void **con_cls) {
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
+                                  const char *method, const char *version, const char *upload,
+                                  size_t *upload_size, void **con_cls) {
     (void)version;
     server *sv = cls;
     req_ctx *r = *con_cls;
@@ -1103,11 +1190,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         r->ep = endpoint_of(url);
         r->t0 = c3_now();
         *con_cls = r;
-        const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+        const char *cl =
+            MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
         if (cl && strtoull(cl, NULL, 10) > SERVE_MAX_BODY) {
             r->too_big = true;
             char msg[128];
-            snprintf(msg, sizeof msg, "the request body is larger than %u bytes; send a shorter prompt",
+            snprintf(msg, sizeof msg,
+                     "the request body is larger than %u bytes; send a shorter prompt",
                      (unsigned)SERVE_MAX_BODY);
             return send_error(sv, c, r, 413, NULL, msg, NULL, NULL);
         }
@@ -1134,13 +1223,15 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     if (r->answered) return MHD_YES;
     bool get = !strcmp(method, "GET") || !strcmp(method, "HEAD"), post = !strcmp(method, "POST");
     if (r->ep == EP_GENERATIONS) {
-        if (!post) return send_error(sv, c, r, 405, NULL, "use POST", MHD_HTTP_HEADER_ALLOW, "POST");
+        if (!post)
+            return send_error(sv, c, r, 405, NULL, "use POST", MHD_HTTP_HEADER_ALLOW, "POST");
         return post_generation(sv, c, r);
     }
     if (r->ep == EP_OTHER) {
         char msg[256];
         snprintf(msg, sizeof msg,
-                 "no such endpoint: %.100s; this server answers POST /v1/images/generations, GET /v1/models, "
+                 "no such endpoint: %.100s; this server answers POST /v1/images/generations, GET "
+                 "/v1/models, "
                  "/health, /metrics",
                  url);
         return send_error(sv, c, r, 404, NULL, msg, NULL, NULL);
@@ -1153,23 +1244,28 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     snprintf(ra, sizeof ra, "%d", SERVE_LOAD_RETRY_S);
     if (r->ep == EP_HEALTH) {
         if (draining || !ready)
-            return send_text(sv, c, r, 503, "application/json",
-                             xstrdup(draining ? "{\"status\":\"shutting down\"}" : "{\"status\":\"loading\"}"),
-                             "Retry-After", ra);
-        return send_json(sv, c, r, 200, json_pack("{s:s,s:s}", "status", "ok", "model", sv->model_id));
+            return send_text(
+                sv, c, r, 503, "application/json",
+                xstrdup(draining ? "{\"status\":\"shutting down\"}" : "{\"status\":\"loading\"}"),
+                "Retry-After", ra);
+        return send_json(sv, c, r, 200,
+                         json_pack("{s:s,s:s}", "status", "ok", "model", sv->model_id));
     }
     if (r->ep == EP_MODELS) {
-        if (!ready) return send_error(sv, c, r, 503, NULL, "the model is still loading", "Retry-After", ra);
+        if (!ready)
+            return send_error(sv, c, r, 503, NULL, "the model is still loading", "Retry-After", ra);
         return send_json(sv, c, r, 200,
-                         json_pack("{s:s,s:[{s:s,s:s,s:I,s:s}]}", "object", "list", "data", "id", sv->model_id,
-                                   "object", "model", "created", (json_int_t)sv->created, "owned_by", "cosmos3"));
+                         json_pack("{s:s,s:[{s:s,s:s,s:I,s:s}]}", "object", "list", "data", "id",
+                                   sv->model_id, "object", "model", "created",
+                                   (json_int_t)sv->created, "owned_by", "cosmos3"));
     }
     sbuf b = {0};
     metrics_text(sv, &b);
     return send_text(sv, c, r, 200, "text/plain; version=0.0.4; charset=utf-8", b.p, NULL, NULL);
 }
 
-static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe) {
+static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
+                         enum MHD_RequestTerminationCode toe) {
     (void)c;
     (void)toe;
     server *sv = cls;
@@ -1177,7 +1273,8 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
     if (!r) return;
     if (r->job) {
         pthread_mutex_lock(&sv->mu);
-        if (r->job->state != JOB_DONE) job_cancel_locked(sv, r->job); /* the client left mid-stream */
+        if (r->job->state != JOB_DONE)
+            job_cancel_locked(sv, r->job); /* the client left mid-stream */
         sv->conns--;
         job_unref_locked(r->job);
         pthread_cond_broadcast(&sv->cv);
@@ -1193,7 +1290,8 @@ static void mhd_log(void *cls, const char *fmt, va_list ap) {
     pthread_mutex_lock(&sv->mu);
     vsnprintf(sv->mhd_log, sizeof sv->mhd_log, fmt, ap);
     size_t n = strlen(sv->mhd_log);
-    while (n && (sv->mhd_log[n - 1] == '\n' || sv->mhd_log[n - 1] == '.')) sv->mhd_log[--n] = 0;
+    while (n && (sv->mhd_log[n - 1] == '\n' || sv->mhd_log[n - 1] == '.'))
+        sv->mhd_log[--n] = 0;
     pthread_mutex_unlock(&sv->mu);
 }
 
@@ -1202,7 +1300,8 @@ static void mhd_log(void *cls, const char *fmt, va_list ap) {
 static bool is_loopback(const struct sockaddr_storage *ss) {
     if (ss->ss_family == AF_INET)
         return (ntohl(((const struct sockaddr_in *)ss)->sin_addr.s_addr) >> 24) == 127;
-    if (ss->ss_family == AF_INET6) return IN6_IS_ADDR_LOOPBACK(&((const struct sockaddr_in6 *)ss)->sin6_addr);
+    if (ss->ss_family == AF_INET6)
+        return IN6_IS_ADDR_LOOPBACK(&((const struct sockaddr_in6 *)ss)->sin6_addr);
     return false;
 }
 
@@ -1217,8 +1316,11 @@ static void drain(server *sv, const sigset_t *sigs) {
         sv->queued--;
         j->state = JOB_DONE;
         j->status = 503;
-        j->body = error_body(503, NULL, "cancelled: the server is shutting down; send the request again later");
-        if (j->stream) sse_event(j, "error", error_object(503, NULL, "cancelled: the server is shutting down"));
+        j->body = error_body(
+            503, NULL, "cancelled: the server is shutting down; send the request again later");
+        if (j->stream)
+            sse_event(j, "error",
+                      error_object(503, NULL, "cancelled: the server is shutting down"));
         job_unref_locked(j);
     }
     sv->tail = NULL;
@@ -1249,27 +1351,33 @@ static void drain(server *sv, const sigset_t *sigs) {
 }
 
 int serve_main(c3_settings *s, char **pos, int npos) {
-    if (npos) return c3_fail(C3_EUSAGE, "serve: unexpected argument '%s'; prompts come in the requests", pos[0]);
+    if (npos)
+        return c3_fail(C3_EUSAGE, "serve: unexpected argument '%s'; prompts come in the requests",
+                       pos[0]);
     if (s->port < 0 || s->port > 65535)
         return c3_fail(C3_EUSAGE, "--port %d must be in 0..65535 (0: any free port)", s->port);
     if (s->queue < 0 || s->queue > SERVE_MAX_QUEUE)
         return c3_fail(C3_EUSAGE, "--queue %d must be in 0..%d", s->queue, SERVE_MAX_QUEUE);
     if (s->frames != 1) return c3_fail(C3_EUSAGE, "serve answers image requests; drop --frames");
     if (s->given[option_index(option_find("output"))])
-        return c3_fail(C3_EUSAGE, "serve: --output is not used (images go back in the answers); drop it");
+        return c3_fail(C3_EUSAGE,
+                       "serve: --output is not used (images go back in the answers); drop it");
     c3_settings tmp;
     settings_copy(&tmp, s);
     int rc = settings_resolve(&tmp, NULL);
     int64_t max_pixels = (int64_t)tmp.width * tmp.height;
     settings_free(&tmp);
     if (rc) return rc;
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE}, *ai;
+    struct addrinfo hints = {.ai_family = AF_UNSPEC,
+                             .ai_socktype = SOCK_STREAM,
+                             .ai_flags = AI_PASSIVE},
+                    *ai;
     char portstr[8];
     snprintf(portstr, sizeof portstr, "%d", s->port);
     int g = getaddrinfo(s->host, portstr, &hints, &ai);
     if (g)
-        return c3_fail(C3_EUSAGE, "--host %s: %s; give an address such as 127.0.0.1 or 0.0.0.0", s->host,
-                       gai_strerror(g));
+        return c3_fail(C3_EUSAGE, "--host %s: %s; give an address such as 127.0.0.1 or 0.0.0.0",
+                       s->host, gai_strerror(g));
     struct sockaddr_storage ss = {0};
     memcpy(&ss, ai->ai_addr, C3_MIN((size_t)ai->ai_addrlen, sizeof ss));
     freeaddrinfo(ai);
@@ -1302,25 +1410,33 @@ int serve_main(c3_settings *s, char **pos, int npos) {
         rc = c3_fail(C3_EFAIL, "serve: cannot start the event thread");
         goto out_nopump;
     }
-    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL |
-                     MHD_USE_ERROR_LOG | (ss.ss_family == AF_INET6 ? MHD_USE_IPv6 : 0);
+    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
+                     MHD_USE_POLL | MHD_USE_ERROR_LOG |
+                     (ss.ss_family == AF_INET6 ? MHD_USE_IPv6 : 0);
     d = MHD_start_daemon(flags, (uint16_t)s->port, NULL, NULL, on_request, sv, MHD_OPTION_SOCK_ADDR,
-                         (struct sockaddr *)&ss, MHD_OPTION_CONNECTION_LIMIT, (unsigned)SERVE_MAX_CONNECTIONS,
-                         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)SERVE_IDLE_TIMEOUT_S, MHD_OPTION_NOTIFY_COMPLETED,
-                         on_completed, sv, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, sv, MHD_OPTION_END);
+                         (struct sockaddr *)&ss, MHD_OPTION_CONNECTION_LIMIT,
+                         (unsigned)SERVE_MAX_CONNECTIONS, MHD_OPTION_CONNECTION_TIMEOUT,
+                         (unsigned)SERVE_IDLE_TIMEOUT_S, MHD_OPTION_NOTIFY_COMPLETED, on_completed,
+                         sv, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, sv, MHD_OPTION_END);
     if (!d) {
-        rc = c3_fail(C3_EFAIL, "serve: cannot listen on %s port %d (%s); is the port in use? pick another with --port",
-                     s->host, s->port, sv->mhd_log[0] ? sv->mhd_log : strerror(errno));
+        rc = c3_fail(
+            C3_EFAIL,
+            "serve: cannot listen on %s port %d (%s); is the port in use? pick another with --port",
+            s->host, s->port, sv->mhd_log[0] ? sv->mhd_log : strerror(errno));
         goto out;
     }
     const union MHD_DaemonInfo *di = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
     int port = di && di->port ? di->port : s->port;
     char dir[4096];
     bool v6 = strchr(s->host, ':') != NULL;
-    fprintf(stderr, "cosmos3 serve: listening on http://%s%s%s:%d (loading %s; /health answers 503 until ready)\n",
+    fprintf(stderr,
+            "cosmos3 serve: listening on http://%s%s%s:%d (loading %s; /health answers 503 until "
+            "ready)\n",
             v6 ? "[" : "", s->host, v6 ? "]" : "", port, pipeline_model_dir(s, dir, sizeof dir));
     if (!is_loopback(&ss))
-        fprintf(stderr, "cosmos3 serve: warning: %s is reachable from other hosts and there is no authentication\n",
+        fprintf(stderr,
+                "cosmos3 serve: warning: %s is reachable from other hosts and there is no "
+                "authentication\n",
                 s->host);
     if (pthread_create(&worker, NULL, worker_main, sv) != 0) {
         rc = c3_fail(C3_EFAIL, "serve: cannot start the worker thread");
@@ -1342,13 +1458,16 @@ int serve_main(c3_settings *s, char **pos, int npos) {
         if (failed) break;
         if (ready && !announced) {
             const c3_plan *p = engine_plan(sv->e);
-            fprintf(stderr, "cosmos3 serve: ready: %s on %s (tp %d x cfg-parallel %d x ulysses %d), loaded in %.1f s\n",
+            fprintf(stderr,
+                    "cosmos3 serve: ready: %s on %s (tp %d x cfg-parallel %d x ulysses %d), loaded "
+                    "in %.1f s\n",
                     sv->model_id, sv->device, p->tp, p->cfg, p->sp, sv->load_s);
             announced = true;
         }
     }
     if (sig)
-        fprintf(stderr, "cosmos3 serve: %s: finishing the request in flight (signal again to cancel it)\n",
+        fprintf(stderr,
+                "cosmos3 serve: %s: finishing the request in flight (signal again to cancel it)\n",
                 sig == SIGTERM ? "SIGTERM" : "SIGINT");
     drain(sv, &sigs);
 out:
@@ -1357,7 +1476,8 @@ out:
         /* let the last answers go out, then close every connection */
         double t0 = c3_now();
         pthread_mutex_lock(&sv->mu);
-        while (sv->conns > 0 && c3_now() - t0 < SERVE_DRAIN_S) cv_wait(sv, SERVE_POLL_S);
+        while (sv->conns > 0 && c3_now() - t0 < SERVE_DRAIN_S)
+            cv_wait(sv, SERVE_POLL_S);
         pthread_mutex_unlock(&sv->mu);
         MHD_stop_daemon(d);
     }
