@@ -6,7 +6,8 @@
 #   cuda/lab/attention_run.sh run            on the GPU machine (carry
 #       carry/attn): SASS instruction counts, the lab (checks + timings of
 #       every version), torch SDPA cuDNN/flash on the same shapes, and
-#       ops_check --quick (every backend op, CUDA vs CPU). Logs under $OUT.
+#       ops_check --quick (every backend op, CUDA vs CPU; ATTN_OPS_FULL=1 adds
+#       its timing tables). Logs under $OUT.
 set -u -o pipefail
 here=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$here"
@@ -53,10 +54,13 @@ run() {
     echo "lab rc $?"
     echo "== torch SDPA"
     PYTHONUNBUFFERED=1 timeout 150 python3 cuda/lab/attention_cudnn.py 2>&1 | tee "$out/cudnn.log"
-    echo "== ops_check --quick"
-    timeout 120 carry/attn/ops_check --quick > "$out/ops.log" 2>&1
+    # ATTN_OPS_FULL=1: ops_check with its timing tables (the backend entry point)
+    local quick=--quick
+    [ "${ATTN_OPS_FULL:-0}" = 1 ] && quick=
+    echo "== ops_check $quick"
+    timeout 180 carry/attn/ops_check $quick > "$out/ops.log" 2>&1
     echo "ops_check rc $?"
-    grep -E "attention|failed" "$out/ops.log"
+    grep -E "attention|flash|failed" "$out/ops.log"
 }
 
 case "${1:-}" in
