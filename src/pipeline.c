@@ -52,27 +52,6 @@ struct c3_engine {
 
 const c3_ckpt *engine_ckpt(const c3_engine *e) { return &e->ck; }
 
-/* ---------------------------------------------------------- communicators */
-
-c3_comm_kind comm_choose(bool cuda, int world, const int *devices) {
-    if (world <= 1) return C3_COMM_NONE;
-    if (!cuda) return C3_COMM_SHM;
-    for (int a = 0; a < world; a++)
-        for (int b = 0; b < a; b++)
-            if (devices[a] == devices[b]) return C3_COMM_DEVICE; /* NCCL refuses two ranks on one GPU */
-    return C3_COMM_NCCL;
-}
-
-const char *comm_kind_name(c3_comm_kind k) {
-    switch (k) {
-    case C3_COMM_NONE: return "none (one rank)";
-    case C3_COMM_SHM: return "shared memory (CPU ranks)";
-    case C3_COMM_NCCL: return "NCCL (one rank per GPU)";
-    case C3_COMM_DEVICE: return "device memory (ranks sharing a GPU)";
-    }
-    return "?";
-}
-
 /* Wake every rank waiting in a collective (a rank failed or was cancelled). */
 static void comms_abort(c3_engine *e) {
     if (e->groups) comm_shm_abort(e->groups);

@@ -9,6 +9,27 @@
 #include <cuda_runtime_api.h>
 #endif
 
+/* The communicator a layout uses (declared in comm.h). */
+
+c3_comm_kind comm_choose(bool cuda, int world, const int *devices) {
+    if (world <= 1) return C3_COMM_NONE;
+    if (!cuda) return C3_COMM_SHM;
+    for (int a = 0; a < world; a++)
+        for (int b = 0; b < a; b++)
+            if (devices[a] == devices[b]) return C3_COMM_DEVICE; /* NCCL refuses two ranks on one GPU */
+    return C3_COMM_NCCL;
+}
+
+const char *comm_kind_name(c3_comm_kind k) {
+    switch (k) {
+    case C3_COMM_NONE: return "none (one rank)";
+    case C3_COMM_SHM: return "shared memory (CPU ranks)";
+    case C3_COMM_NCCL: return "NCCL (one rank per GPU)";
+    case C3_COMM_DEVICE: return "device memory (ranks sharing a GPU)";
+    }
+    return "?";
+}
+
 int c3_gpu_count(void) {
 #if COSMOS3_HAVE_CUDA
     int n = 0;
