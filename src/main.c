@@ -195,6 +195,9 @@ static int run_generation(c3_settings *s) {
         json_object_set_new(t, "total", json_real(j.r.t_total));
         json_object_set_new(o, "seconds", t);
         json_object_set_new(o, "mem_peak_bytes", json_integer(j.r.mem_peak));
+        if (s->offload)
+            json_object_set_new(o, "offload", json_pack("{s:I,s:f,s:f}", "h2d_bytes", (json_int_t)j.r.h2d_bytes,
+                                                        "h2d_seconds", j.r.h2d_seconds, "h2d_gbps", j.r.h2d_gbps));
         char *txt = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
         printf("%s\n", txt);
         free(txt);
