@@ -5,6 +5,15 @@
  * Every op is queued on the backend's one stream; only download and sync wait. */
 #include "cuda_internal.h"
 
+/* Head dims above the flash kernels' limit (the VAE's one 1024-channel head)
+ * go to the cuBLAS path (attention_gemm.cu); everything else to attention.cu. */
+static int cu_attention_route(c3_backend *be, c3_tensor *out, const c3_tensor *q, const c3_kvseg *kv, int nseg,
+                              bool causal, float scale) {
+    if (q->ndim == 3 && q->ne[2] > CU_ATT_FLASH_MAXD && nseg == 1 && !causal)
+        return cu_attention_gemm(be, out, q, kv, scale);
+    return cu_attention(be, out, q, kv, nseg, causal, scale);
+}
+
 #include <stdlib.h>
 
 /* Largest host<->device conversion staged through scratch at once (elements). */
@@ -502,7 +511,7 @@ extern "C" int c3_backend_cuda(int device, c3_backend **out) {
     be->linear = cu_linear;
     be->rmsnorm = cu_rmsnorm;
     be->rope = cu_rope;
-    be->attention = cu_attention;
+    be->attention = cu_attention_route;
     be->glu = cuda_glu;
     be->add = cuda_add;
     be->embed = cuda_embed;

@@ -99,13 +99,17 @@ int cu_chan_rmsnorm(c3_backend *be, c3_tensor *y, const c3_tensor *x, const c3_t
                     const c3_tensor *bias);
 int cu_attention(c3_backend *be, c3_tensor *out, const c3_tensor *q, const c3_kvseg *kv, int nseg,
                  bool causal, float scale);
+/* Largest head dim attention.cu takes; above it (one segment, not causal)
+ * attention_gemm.cu materialises the scores with cuBLAS. */
+#define CU_ATT_FLASH_MAXD 512
+int cu_attention_gemm(c3_backend *be, c3_tensor *out, const c3_tensor *q, const c3_kvseg *kv, float scale);
 int cu_conv3d(c3_backend *be, c3_tensor *y, const c3_tensor *x, const c3_tensor *w,
               const c3_tensor *bias, int ph, int pw);
 int cu_permute(c3_backend *be, c3_tensor *y, const c3_tensor *x, const int *perm);
 int cu_upsample2x(c3_backend *be, c3_tensor *y, const c3_tensor *x);
 
 /* For the labs: the stream every op of `be` is queued on, and a choice of
- * attention kernel (0 = automatic, 1 = tensor-core flash, 2 = generic). */
+ * attention kernel (0 = automatic, 1 = mma.sync flash, 2 = generic, 3 = Hopper wgmma). */
 extern "C" cudaStream_t c3_cuda_stream(c3_backend *be);
 extern "C" void c3_cuda_attention_kernel(int which);
 

@@ -465,6 +465,8 @@ int main(int argc, char **argv) {
     check_attention("attention generic", 333, 8, 2, 128, {77, 340}, {77, 333}, false, 2);
     check_attention("attention generic causal", 100, 4, 1, 128, {130}, {130}, true, 2);
     check_attention("attention vae D384", 256, 1, 1, 384, {256}, {256}, false, 0);
+    check_attention("attention vae D1024 (gemm)", 300, 1, 1, 1024, {300}, {300}, false, 0);
+    check_attention("attention D640 gqa (gemm)", 70, 4, 2, 640, {90}, {81}, false, 0);
     check_attention("attention f32 (generic)", 65, 4, 2, 64, {30, 65}, {30, 65}, false, 0, C3_F32);
     check_elementwise();
     check_vae();
