@@ -5,6 +5,18 @@
  * Every op is queued on the backend's one stream; only download and sync wait. */
 #include "cuda_internal.h"
 
+/* y[m, n] += bias[n] (the fp32 GEMM path has no fused bias). */
+__global__ void k_add_bias_rows(float *y, const void *b, int bt, int64_t M, int64_t N) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < M * N; i += (int64_t)gridDim.x * blockDim.x)
+        y[i] += cu_ld(b, bt, i % N);
+}
+int cu_add_bias_rows(c3_backend *be, c3_tensor *y, const c3_tensor *bias, int64_t M, int64_t N) {
+    k_add_bias_rows<<<cu_grid(be, M * N), CU_THREADS, 0, cu_of(be)->stream>>>((float *)y->data, bias->data,
+                                                                             bias->dtype, M, N);
+    CU_CHECK_LAUNCH();
+    return C3_OK;
+}
+
 /* Head dims above the flash kernels' limit (the VAE's one 1024-channel head)
  * go to the cuBLAS path (attention_gemm.cu); everything else to attention.cu. */
 static int cu_attention_route(c3_backend *be, c3_tensor *out, const c3_tensor *q, const c3_kvseg *kv, int nseg,
@@ -498,8 +510,12 @@ extern "C" int c3_backend_cuda(int device, c3_backend **out) {
     cu_ctx *c = (cu_ctx *)xcalloc(1, sizeof *c);
     be->name = "cuda";
     be->device = device;
-    be->weight_dtype = C3_BF16;
-    be->act_dtype = C3_BF16;
+    /* COSMOS3_CUDA_FP32=1: F32 weights and activations with fp32 GEMMs (no
+     * TF32), to separate bugs from bf16 rounding against the fp32 goldens. */
+    const char *f32 = getenv("COSMOS3_CUDA_FP32");
+    bool fp32 = f32 && *f32 && strcmp(f32, "0") != 0;
+    be->weight_dtype = fp32 ? C3_F32 : C3_BF16;
+    be->act_dtype = fp32 ? C3_F32 : C3_BF16;
     be->ctx = c;
     be->destroy = cuda_destroy;
     be->alloc = cuda_alloc;

@@ -8,7 +8,7 @@
 #define SCRATCH_ALIGN 256
 
 /* col [Kc, pc] for output positions [p0, p0+pc): x [Cin, T, H, W]. */
-__global__ void k_im2col(__nv_bfloat16 *col, const void *x, int xt, int64_t T, int64_t H, int64_t W, int kt,
+__global__ void k_im2col(void *col, int ct, const void *x, int xt, int64_t T, int64_t H, int64_t W, int kt,
                          int kh, int kw, int ph, int pw, int64_t Ho, int64_t Wo, int64_t p0, int64_t pc,
                          int64_t Kc) {
     (void)T;
@@ -22,7 +22,7 @@ __global__ void k_im2col(__nv_bfloat16 *col, const void *x, int xt, int64_t T, i
         int64_t hi = ho + b - ph, wi = wo + cc - pw;
         float v = 0.0f;
         if (hi >= 0 && hi < H && wi >= 0 && wi < W) v = cu_ld(x, xt, ((ci * T + to + a) * H + hi) * W + wi);
-        col[i] = __float2bfloat16_rn(v);
+        cu_st(col, ct, i, v);
     }
 }
 
@@ -63,6 +63,33 @@ int cu_conv3d(c3_backend *be, c3_tensor *y, const c3_tensor *x, const c3_tensor 
     CU_ENTER(be);
     cudaStream_t s = cu_of(be)->stream;
 
+    /* The fp32 check path (COSMOS3_CUDA_FP32=1): all-F32 operands, an F32
+     * column buffer and an fp32 GEMM without TF32. */
+    if (x->dtype == C3_F32 && w->dtype == C3_F32 && y->dtype == C3_F32) {
+        int64_t pc32 = C3_MAX((int64_t)1, C3_MIN(P, (int64_t)(CONV_COL_BYTES / 4 / (size_t)Kc)));
+        float *col32;
+        C3_TRY(cu_scratch(be, (size_t)Kc * (size_t)pc32 * 4, (void **)&col32));
+        cu_ctx *c = cu_of(be);
+        CUBLAS_CHECK(cublasSetStream(c->blas, s));
+        const float one = 1.0f, zero = 0.0f;
+        for (int64_t p0 = 0; p0 < P; p0 += pc32) {
+            int64_t n = C3_MIN(pc32, P - p0);
+            k_im2col<<<cu_grid(be, Kc * n), CU_THREADS, 0, s>>>(col32, C3_F32, x->data, x->dtype, T, H, W, kt, kh,
+                                                                 kw, ph, pw, Ho, Wo, p0, n, Kc);
+            CU_CHECK_LAUNCH();
+            /* row-major y[:, p0:p0+n] = w [Cout, Kc] . col [Kc, n] -> column-major y^T = col^T . w^T */
+            CUBLAS_CHECK(cublasGemmEx(c->blas, CUBLAS_OP_N, CUBLAS_OP_N, (int)n, (int)Cout, (int)Kc, &one, col32,
+                                      CUDA_R_32F, (int)n, w->data, CUDA_R_32F, (int)Kc, &zero,
+                                      (float *)y->data + p0, CUDA_R_32F, (int)P, CUBLAS_COMPUTE_32F_PEDANTIC,
+                                      CUBLAS_GEMM_DEFAULT));
+        }
+        if (bias) {
+            k_bias_rows<<<cu_grid(be, Cout * P), CU_THREADS, 0, s>>>(y->data, y->dtype, bias->data, bias->dtype,
+                                                                     Cout, P);
+            CU_CHECK_LAUNCH();
+        }
+        return C3_OK;
+    }
     bool pointwise = kt == 1 && kh == 1 && kw == 1 && ph == 0 && pw == 0 && x->dtype == C3_BF16;
     int64_t pc = pointwise ? P : C3_MAX((int64_t)1, C3_MIN(P, (int64_t)(CONV_COL_BYTES / 2 / (size_t)Kc)));
     size_t wb = w->dtype == C3_BF16 ? 0 : ((size_t)c3_numel(w) * 2 + SCRATCH_ALIGN - 1) / SCRATCH_ALIGN * SCRATCH_ALIGN;
@@ -81,8 +108,8 @@ int cu_conv3d(c3_backend *be, c3_tensor *y, const c3_tensor *x, const c3_tensor 
             B = (const __nv_bfloat16 *)x->data + p0;
             ldb = P;
         } else {
-            k_im2col<<<cu_grid(be, Kc * n), CU_THREADS, 0, s>>>(col, x->data, x->dtype, T, H, W, kt, kh, kw, ph, pw,
-                                                                 Ho, Wo, p0, n, Kc);
+            k_im2col<<<cu_grid(be, Kc * n), CU_THREADS, 0, s>>>(col, C3_BF16, x->data, x->dtype, T, H, W, kt, kh,
+                                                                 kw, ph, pw, Ho, Wo, p0, n, Kc);
             CU_CHECK_LAUNCH();
             B = col;
             ldb = n;

@@ -99,6 +99,8 @@ int cu_chan_rmsnorm(c3_backend *be, c3_tensor *y, const c3_tensor *x, const c3_t
                     const c3_tensor *bias);
 int cu_attention(c3_backend *be, c3_tensor *out, const c3_tensor *q, const c3_kvseg *kv, int nseg,
                  bool causal, float scale);
+/* y[M, N] (F32) += bias[N] broadcast over rows. */
+int cu_add_bias_rows(c3_backend *be, c3_tensor *y, const c3_tensor *bias, int64_t M, int64_t N);
 /* Largest head dim attention.cu takes; above it (one segment, not causal)
  * attention_gemm.cu materialises the scores with cuBLAS. */
 #define CU_ATT_FLASH_MAXD 512

@@ -141,6 +141,22 @@ int cu_linear(c3_backend *be, c3_tensor *y, const c3_tensor *x, const c3_tensor 
     if (M == 0 || N == 0) return C3_OK;
     cu_ctx *c = cu_of(be);
 
+    /* The fp32 check path (COSMOS3_CUDA_FP32=1): all-F32 operands take a full
+     * fp32 GEMM without TF32, so CUDA results can be held to the fp32 goldens. */
+    if (x->dtype == C3_F32 && w->dtype == C3_F32 && y->dtype == C3_F32) {
+        if (M > INT32_MAX || N > INT32_MAX || K > INT32_MAX)
+            return c3_fail(C3_EFAIL, "cuda linear: %lld x %lld x %lld exceeds cuBLAS's int range", (long long)M,
+                           (long long)N, (long long)K);
+        float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
+        CUBLAS_CHECK(cublasSetStream(c->blas, c->stream));
+        /* row-major y[M,N] = x[M,K] . w[N,K]^T is column-major y^T = w . x^T */
+        CUBLAS_CHECK(cublasGemmEx(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)N, (int)M, (int)K, &alpha, w->data,
+                                  CUDA_R_32F, (int)K, x->data, CUDA_R_32F, (int)K, &beta, y->data, CUDA_R_32F,
+                                  (int)N, CUBLAS_COMPUTE_32F_PEDANTIC, CUBLAS_GEMM_DEFAULT));
+        if (bias) C3_TRY(cu_add_bias_rows(be, y, bias, M, N));
+        return C3_OK;
+    }
+
     /* Operands not already bf16 (and a bias not in y's type) go through scratch. */
     size_t xb = x->dtype == C3_BF16 ? 0 : (size_t)c3_numel(x) * 2;
     size_t wb = w->dtype == C3_BF16 ? 0 : (size_t)c3_numel(w) * 2;
