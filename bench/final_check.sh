@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# final_check.sh - one device call that checks the CUDA build as a whole:
+# every backend op vs the CPU backend, the tiny-a goldens on the GPU in bf16
+# and on the fp32 check path, every parallel layout as ranks sharing GPU 0,
+# offload vs resident and its host-to-device rate, the real-geometry VAE
+# (its 1024-channel attention), and compute-sanitizer on a tiny run.
+#
+#   bench/final_check.sh pack [BUILD]  here: build BUILD (default build-cuda,
+#       -Dcuda=enabled), fill carry/final/ (binaries + host libraries) and
+#       carry/fixtures.tgz (tiny-a).
+#   bench/final_check.sh run           on the GPU machine, carry
+#       ["carry/final", "carry/fixtures.tgz"]; logs to $OUT.
+set -u -o pipefail
+here=$(cd "$(dirname "$0")/.." && pwd)
+cd "$here"
+pk=carry/final
+
+pack() {
+    local build=${1:-build-cuda}
+    [ -d "$build" ] || meson setup "$build" -Dcuda=enabled || exit 1
+    ninja -C "$build" -j2 cosmos3 cuda/lab/ops_check tests/test_model tests/test_vae tests/test_e2e \
+        tests/test_gpu_ranks || exit 1
+    rm -rf "$pk" && mkdir -p "$pk/lib"
+    cp "$build/cosmos3" "$build/cuda/lab/ops_check" "$build/tests/test_model" "$build/tests/test_vae" \
+        "$build/tests/test_e2e" "$build/tests/test_gpu_ranks" "$pk/"
+    ldd "$pk"/* 2>/dev/null | awk '/=> \//{print $3}' | sort -u |
+        grep -v -E '/(libc|libm|libdl|libpthread|librt|libstdc\+\+|libgcc_s|ld-linux[^/]*)\.so|/libcu|/libnccl' |
+        while read -r lib; do cp -L "$lib" "$pk/lib/"; done
+    tar -C "$pk/lib" -cJf "$pk/libs.tar.xz" . && rm -rf "$pk/lib"
+    sed -n 's/^#define COSMOS3_SRCDIR "\(.*\)"$/\1/p' "$build/config.h" >"$pk/srcdir"
+    tar czf carry/fixtures.tgz -C "${COSMOS3_FIXTURES_SRC:-$here/../shared/fixtures}" tiny-a
+    du -sh "$pk"/* carry/fixtures.tgz
+}
+
+section() { echo; echo "=== $* ($(date +%T))"; }
+
+run() {
+    export NCCL_NVLS_ENABLE=0
+    local out=${OUT:-/tmp/final_check}
+    mkdir -p "$out"
+    exec > >(tee "$out/final_check.log") 2>&1
+    local libs=/tmp/c3libs
+    mkdir -p "$libs" && tar -C "$libs" -xJf "$pk/libs.tar.xz"
+    local cudalib=/usr/local/cuda/lib64
+    [ -e "$cudalib/libcublasLt.so.13" ] || cudalib=$(dirname "$(find / -name 'libcublasLt.so.13' -print -quit 2>/dev/null)")
+    export LD_LIBRARY_PATH="$libs:$cudalib:${LD_LIBRARY_PATH:-}"
+    local src
+    src=$(cat "$pk/srcdir" 2>/dev/null || echo /work/main)
+    [ -e "$src" ] || { mkdir -p "$(dirname "$src")" && ln -s "$here" "$src"; }
+    local fx=/tmp/c3fx
+    mkdir -p "$fx" && tar -C "$fx" -xzf carry/fixtures.tgz
+    export COSMOS3_FIXTURES=$fx COSMOS3_BIN=$here/$pk/cosmos3 COSMOS3_SRCDIR=$here OMP_NUM_THREADS=8 OPENBLAS_NUM_THREADS=1
+    local bin=$pk/cosmos3 fails=0
+
+    section "device"
+    nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+    echo "commit $(git -C "$here" rev-parse --short HEAD 2>/dev/null || echo unknown)"
+    ldd "$bin" | grep -E 'not found' && return 1
+
+    section "1. ops_check: every backend op, CUDA vs CPU (bf16 tolerance 1e-2)"
+    timeout 120 "$pk/ops_check" --quick 2>&1 | grep -v -E '^\s*$' | tail -70 || fails=$((fails + 1))
+
+    section "2. tiny-a goldens on the CUDA backend, bf16 (one forward <= 2e-2, six steps <= 6e-2)"
+    for t in model vae e2e; do
+        COSMOS3_TEST_DEVICE=cuda timeout 120 "$pk/test_$t" 2>&1 | grep -v -E '^  (trace|ok)' | tail -25
+        echo "test_$t (cuda bf16): rc ${PIPESTATUS[0]}"
+        [ "${PIPESTATUS[0]}" = 0 ] || fails=$((fails + 1))
+    done
+
+    section "3. tiny-a goldens on the CUDA fp32 check path (COSMOS3_CUDA_FP32=1, TF32 off; <= 1e-4)"
+    for t in model vae e2e; do
+        COSMOS3_CUDA_FP32=1 COSMOS3_TEST_DEVICE=cuda timeout 120 "$pk/test_$t" 2>&1 | grep -v -E '^  (trace|ok)' | tail -25
+        echo "test_$t (cuda fp32): rc ${PIPESTATUS[0]}"
+        [ "${PIPESTATUS[0]}" = 0 ] || fails=$((fails + 1))
+    done
+
+    section "4. layouts as ranks sharing GPU 0, offload vs resident, nano 2-layer H2D rate"
+    local nano=/tmp/c3nano2
+    timeout 60 "$bin" mkmodel --preset nano --layers 2 --seed 3 -o "$nano" --overwrite -q || nano=
+    COSMOS3_NANO2=$nano timeout 150 "$pk/test_gpu_ranks" 2>&1 | tail -45
+    echo "test_gpu_ranks: rc ${PIPESTATUS[0]}"
+    [ "${PIPESTATUS[0]}" = 0 ] || fails=$((fails + 1))
+
+    section "5. real-geometry VAE on the GPU (1024-channel mid-block attention): nano 2-layer, 256x256"
+    if [ -n "$nano" ]; then
+        timeout 90 "$bin" gen -m "$nano" -p "a red cube on a wooden table" -W 256 -H 256 -s 2 -S 7 --device cuda \
+            -o "$out/nano256.png" --overwrite --json 2>&1 | tail -3
+        echo "nano gen: rc ${PIPESTATUS[0]}"
+        [ "${PIPESTATUS[0]}" = 0 ] || fails=$((fails + 1))
+    fi
+
+    section "6. compute-sanitizer memcheck: tiny, tp 2 x cfg 2 on GPU 0, --offload"
+    local cs=/usr/local/cuda/bin/compute-sanitizer
+    [ -x "$cs" ] || cs=$(command -v compute-sanitizer || true)
+    if [ -n "$cs" ] && [ -x "$cs" ]; then
+        local tiny=/tmp/c3tiny8
+        "$bin" mkmodel --preset tiny --layers 2 --seed 5 -o "$tiny" --overwrite -q
+        timeout 90 "$cs" --tool memcheck --leak-check no --error-exitcode 9 "$bin" gen -m "$tiny" \
+            -p "a red cube on a wooden table" -W 80 -H 48 -s 2 -S 7 --device cuda --gpus 0,0,0,0 --tp 2 \
+            --cfg-parallel 2 --offload -o /tmp/cs.png --overwrite -q 2>&1 | tail -n 6
+        echo "memcheck: rc ${PIPESTATUS[0]}"
+        [ "${PIPESTATUS[0]}" = 0 ] || fails=$((fails + 1))
+    else
+        echo "compute-sanitizer not found"
+    fi
+    section "done: $fails failing section(s)"
+    return "$fails"
+}
+
+case "${1:-}" in
+pack) shift; pack "$@" ;;
+run) run ;;
+*) sed -n '2,15p' "$0"; exit 2 ;;
+esac
