@@ -16,7 +16,7 @@
 #include "mkmodel.h"
 #include "model.h"
 #include "pipeline.h"
-#include "test_util.h"
+#include "test_engine.h"
 
 /* bf16 ranks vs bf16 world 1 (reduction order and Ulysses padding differ). */
 #define LAYOUT_TOL 2e-2
@@ -35,31 +35,6 @@ static void check_choice(void) {
     T_CHECK(strstr(comm_kind_name(C3_COMM_NCCL), "NCCL") != NULL, "kind name: %s", comm_kind_name(C3_COMM_NCCL));
 }
 
-static void base_settings(c3_settings *s, const char *model, const char *out) {
-    memset(s, 0, sizeof *s);
-    settings_defaults(s);
-    settings_set(s, "model", model, CMD_GEN);
-    settings_set(s, "prompt", "A red fox jumps over a frozen creek at dawn.", CMD_GEN);
-    settings_set(s, "negative-prompt", "blurry", CMD_GEN);
-    settings_set(s, "width", "80", CMD_GEN);
-    settings_set(s, "height", "48", CMD_GEN);
-    settings_set(s, "steps", "3", CMD_GEN);
-    settings_set(s, "guidance", "5", CMD_GEN);
-    settings_set(s, "guidance-interval", "none", CMD_GEN);
-    settings_set(s, "seed", "11", CMD_GEN);
-    settings_set(s, "overwrite", "on", CMD_GEN);
-    settings_set(s, "output", out, CMD_GEN);
-}
-
-static float *read_latents(const char *path, int64_t *n) {
-    st_file f;
-    if (st_open(&f, path) != C3_OK) return NULL;
-    const st_tensor *t = st_find(&f, "latents");
-    float *x = t ? st_to_f32(t) : NULL;
-    if (t) *n = st_numel(t);
-    st_close(&f);
-    return x;
-}
 
 typedef struct {
     const char *device; /* "cpu" or "cuda" */
@@ -77,7 +52,7 @@ static float *run(const char *model, const layout *L, int64_t *n, c3_result *res
     char out[160], lat[160], v[160];
     snprintf(out, sizeof out, "%s/img.png", tmpd);
     snprintf(lat, sizeof lat, "%s/lat.safetensors", tmpd);
-    base_settings(&s, model, out);
+    t_engine_settings(&s, model, out);
     settings_set(&s, "device", L->device, CMD_GEN);
     settings_set(&s, "save-latents", lat, CMD_GEN);
     if (L->size) {
@@ -118,7 +93,7 @@ static float *run(const char *model, const layout *L, int64_t *n, c3_result *res
         if (res_out) *res_out = r;
         if (offloaded) *offloaded = r.h2d_bytes > 0;
         result_free(&r);
-        if (rc == C3_OK) x = read_latents(lat, n);
+        if (rc == C3_OK) x = t_read_latents(lat, n);
         engine_close(e);
     }
     if (rc) fprintf(stderr, "  %s tp %d cfg %d sp %d%s: %s\n", L->device, L->tp, L->cfg, L->sp,

@@ -11,36 +11,15 @@
 #include "events.h"
 #include "mkmodel.h"
 #include "pipeline.h"
-#include "test_util.h"
+#include "test_engine.h"
 
 static char tmpd[64];
 
 static void base_settings(c3_settings *s, const char *model, const char *out) {
-    memset(s, 0, sizeof *s);
-    settings_defaults(s);
-    settings_set(s, "model", model, CMD_GEN);
-    settings_set(s, "prompt", "A red fox jumps over a frozen creek at dawn.", CMD_GEN);
-    settings_set(s, "negative-prompt", "blurry", CMD_GEN);
-    settings_set(s, "width", "80", CMD_GEN);
-    settings_set(s, "height", "48", CMD_GEN);
-    settings_set(s, "steps", "3", CMD_GEN);
-    settings_set(s, "guidance", "5", CMD_GEN);
-    settings_set(s, "guidance-interval", "none", CMD_GEN);
-    settings_set(s, "seed", "11", CMD_GEN);
+    t_engine_settings(s, model, out);
     settings_set(s, "device", "cpu", CMD_GEN);
-    settings_set(s, "overwrite", "on", CMD_GEN);
-    settings_set(s, "output", out, CMD_GEN);
 }
 
-static float *read_latents(const char *path, int64_t *n) {
-    st_file f;
-    if (st_open(&f, path) != C3_OK) return NULL;
-    const st_tensor *t = st_find(&f, "latents");
-    float *x = t ? st_to_f32(t) : NULL;
-    if (t) *n = st_numel(t);
-    st_close(&f);
-    return x;
-}
 
 /* Run one layout; returns the final latents (or NULL) and the status. */
 static float *run_layout(const char *model, int tp, int cfg, int sp, const char *extra_k, const char *extra_v,
@@ -67,7 +46,7 @@ static float *run_layout(const char *model, int tp, int cfg, int sp, const char 
         unlink(lat);
         rc = engine_generate(e, &s, &r);
         result_free(&r);
-        if (rc == C3_OK) x = read_latents(lat, n);
+        if (rc == C3_OK) x = t_read_latents(lat, n);
         engine_close(e);
     }
     if (rc) fprintf(stderr, "  layout tp %d cfg %d sp %d: %s\n", tp, cfg, sp, c3_errmsg());

@@ -1,0 +1,37 @@
+/* test_engine.h - what the engine-level tests share: the small generation
+ * every layout test runs (80x48: a 3x5 latent grid, 6 GEN tokens, so
+ * ulysses 4 pads) and reading back the latents a run saved. */
+#ifndef COSMOS3_TEST_ENGINE_H
+#define COSMOS3_TEST_ENGINE_H
+
+#include "options.h"
+#include "test_util.h"
+
+static inline void t_engine_settings(c3_settings *s, const char *model, const char *out) {
+    memset(s, 0, sizeof *s);
+    settings_defaults(s);
+    settings_set(s, "model", model, CMD_GEN);
+    settings_set(s, "prompt", "A red fox jumps over a frozen creek at dawn.", CMD_GEN);
+    settings_set(s, "negative-prompt", "blurry", CMD_GEN);
+    settings_set(s, "width", "80", CMD_GEN);
+    settings_set(s, "height", "48", CMD_GEN);
+    settings_set(s, "steps", "3", CMD_GEN);
+    settings_set(s, "guidance", "5", CMD_GEN);
+    settings_set(s, "guidance-interval", "none", CMD_GEN);
+    settings_set(s, "seed", "11", CMD_GEN);
+    settings_set(s, "overwrite", "on", CMD_GEN);
+    settings_set(s, "output", out, CMD_GEN);
+}
+
+/* The tensor "latents" of a --save-latents file as floats, or NULL. */
+static inline float *t_read_latents(const char *path, int64_t *n) {
+    st_file f;
+    if (st_open(&f, path) != C3_OK) return NULL;
+    const st_tensor *t = st_find(&f, "latents");
+    float *x = t ? st_to_f32(t) : NULL;
+    if (t) *n = st_numel(t);
+    st_close(&f);
+    return x;
+}
+
+#endif
