@@ -466,7 +466,7 @@ static int bench_run(c3_settings *s, const c3_mkmodel_preset *p, bench_report *r
 
     /* the VAE of the preset's geometry: a throw-away mkmodel folder */
     int sp = BENCH_SPATIAL_SCALE, st = BENCH_TEMPORAL_SCALE;
-    r->vae = !s->raw; /* the --skip-vae row fills the `raw` field (see options.c) */
+    r->vae = !s->skip_vae;
     if (r->vae) {
         const char *tmp = getenv("TMPDIR");
         snprintf(vdir, sizeof vdir, "%s/cosmos3-bench-vae.%d", tmp && *tmp ? tmp : "/tmp", (int)getpid());

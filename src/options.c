@@ -84,10 +84,9 @@ const c3_option c3_options[] = {
      CMD_MKMODEL | CMD_BENCH, F(preset), false},
     {"layers", 0, NULL, OPT_INT, "0", NULL, "N", "layers per tower (0: the preset's)", CMD_MKMODEL | CMD_BENCH,
      F(layers), false},
-    /* bench only; shares the `raw` field with tokenize (no command reads both) */
     {"skip-vae", 0, NULL, OPT_FLAG, NULL, NULL, NULL,
      "do not time the VAE decode and PNG write (they need a random VAE written to $TMPDIR first)", CMD_BENCH,
-     F(raw), false},
+     F(skip_vae), false},
     {"host", 0, NULL, OPT_STR, "127.0.0.1", NULL, "ADDR", "address to listen on", CMD_SERVE, F(host), false},
     {"port", 0, NULL, OPT_INT, "8000", NULL, "PORT", "port to listen on (0: any free port, printed at start)",
      CMD_SERVE, F(port), false},
@@ -99,6 +98,8 @@ const c3_option c3_options[] = {
 };
 /* clang-format on */
 const int c3_noptions = (int)C3_ARRAY_LEN(c3_options);
+_Static_assert(C3_ARRAY_LEN(c3_options) <= C3_ARRAY_LEN(((c3_settings *)0)->given),
+               "c3_settings.given has fewer slots than the options table has rows");
 
 static const char *const cmd_names[] = {"gen", "tokenize", "info", "meta", "mkmodel",
                                         "repl", "tui", "serve", "bench"};

@@ -81,6 +81,8 @@ typedef struct {
     int threads;
     /* tokenize */
     bool raw;
+    /* bench */
+    bool skip_vae;
     bool negative_flag;
     /* mkmodel */
     char *preset;
