@@ -50,7 +50,7 @@ run() {
     local fx=/tmp/c3fx
     mkdir -p "$fx" && tar -C "$fx" -xzf carry/fixtures.tgz
     export COSMOS3_FIXTURES=$fx COSMOS3_BIN=$here/$pk/cosmos3 COSMOS3_SRCDIR=$here OMP_NUM_THREADS=8 OPENBLAS_NUM_THREADS=1
-    local bin=$pk/cosmos3 fails=0
+    local bin=$pk/cosmos3 fails=0 rc
 
     section "device"
     nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
@@ -58,35 +58,41 @@ run() {
     ldd "$bin" | grep -E 'not found' && return 1
 
     section "1. ops_check: every backend op, CUDA vs CPU (bf16 tolerance 1e-2)"
-    timeout 120 "$pk/ops_check" --quick 2>&1 | grep -v -E '^\s*$' | tail -70 || fails=$((fails + 1))
+    timeout 120 "$pk/ops_check" --quick 2>&1 | grep -v -E '^\s*$' | tail -70
+    rc=${PIPESTATUS[0]}
+    [ "$rc" = 0 ] || fails=$((fails + 1))
 
     section "2. tiny-a goldens on the CUDA backend, bf16 (one forward <= 2e-2, six steps <= 6e-2)"
     for t in model vae e2e; do
         COSMOS3_TEST_DEVICE=cuda timeout 120 "$pk/test_$t" 2>&1 | grep -v -E '^  (trace|ok)' | tail -25
-        echo "test_$t (cuda bf16): rc ${PIPESTATUS[0]}"
-        [ "${PIPESTATUS[0]}" = 0 ] || fails=$((fails + 1))
+        rc=${PIPESTATUS[0]}
+        echo "test_$t (cuda bf16): rc $rc"
+        [ "$rc" = 0 ] || fails=$((fails + 1))
     done
 
     section "3. tiny-a goldens on the CUDA fp32 check path (COSMOS3_CUDA_FP32=1, TF32 off; <= 1e-4)"
     for t in model vae e2e; do
         COSMOS3_CUDA_FP32=1 COSMOS3_TEST_DEVICE=cuda timeout 120 "$pk/test_$t" 2>&1 | grep -v -E '^  (trace|ok)' | tail -25
-        echo "test_$t (cuda fp32): rc ${PIPESTATUS[0]}"
-        [ "${PIPESTATUS[0]}" = 0 ] || fails=$((fails + 1))
+        rc=${PIPESTATUS[0]}
+        echo "test_$t (cuda fp32): rc $rc"
+        [ "$rc" = 0 ] || fails=$((fails + 1))
     done
 
     section "4. layouts as ranks sharing GPU 0, offload vs resident, nano 2-layer H2D rate"
     local nano=/tmp/c3nano2
     timeout 60 "$bin" mkmodel --preset nano --layers 2 --seed 3 -o "$nano" --overwrite -q || nano=
     COSMOS3_NANO2=$nano timeout 150 "$pk/test_gpu_ranks" 2>&1 | tail -45
-    echo "test_gpu_ranks: rc ${PIPESTATUS[0]}"
-    [ "${PIPESTATUS[0]}" = 0 ] || fails=$((fails + 1))
+    rc=${PIPESTATUS[0]}
+    echo "test_gpu_ranks: rc $rc"
+    [ "$rc" = 0 ] || fails=$((fails + 1))
 
     section "5. real-geometry VAE on the GPU (1024-channel mid-block attention): nano 2-layer, 256x256"
     if [ -n "$nano" ]; then
         timeout 90 "$bin" gen -m "$nano" -p "a red cube on a wooden table" -W 256 -H 256 -s 2 -S 7 --device cuda \
             -o "$out/nano256.png" --overwrite --json 2>&1 | tail -3
-        echo "nano gen: rc ${PIPESTATUS[0]}"
-        [ "${PIPESTATUS[0]}" = 0 ] || fails=$((fails + 1))
+        rc=${PIPESTATUS[0]}
+        echo "nano gen: rc $rc"
+        [ "$rc" = 0 ] || fails=$((fails + 1))
     fi
 
     section "6. compute-sanitizer memcheck: tiny, tp 2 x cfg 2 on GPU 0, --offload"
@@ -98,8 +104,9 @@ run() {
         timeout 90 "$cs" --tool memcheck --leak-check no --error-exitcode 9 "$bin" gen -m "$tiny" \
             -p "a red cube on a wooden table" -W 80 -H 48 -s 2 -S 7 --device cuda --gpus 0,0,0,0 --tp 2 \
             --cfg-parallel 2 --offload -o /tmp/cs.png --overwrite -q 2>&1 | tail -n 6
-        echo "memcheck: rc ${PIPESTATUS[0]}"
-        [ "${PIPESTATUS[0]}" = 0 ] || fails=$((fails + 1))
+        rc=${PIPESTATUS[0]}
+        echo "memcheck: rc $rc"
+        [ "$rc" = 0 ] || fails=$((fails + 1))
     else
         echo "compute-sanitizer not found"
     fi
