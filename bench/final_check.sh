@@ -95,6 +95,30 @@ run() {
         [ "$rc" = 0 ] || fails=$((fails + 1))
     fi
 
+    section "5b. nano 2-layer, CUDA (bf16) vs the CPU backend (fp32): one step and two CFG steps, 128x128"
+    if [ -n "$nano" ]; then
+        for steps in 1 2; do
+            for dev in cpu cuda; do
+                timeout 120 "$bin" gen -m "$nano" -p "a red cube on a wooden table" -W 128 -H 128 -s $steps -S 9 \
+                    --device $dev --save-latents "/tmp/nano_${dev}_$steps.st" -o "/tmp/nano_${dev}_$steps.png" \
+                    --overwrite -q || { echo "nano $dev $steps steps failed"; fails=$((fails + 1)); }
+            done
+            python3 - "/tmp/nano_cpu_$steps.st" "/tmp/nano_cuda_$steps.st" "$steps" <<'PY' || fails=$((fails + 1))
+import json, struct, sys
+import numpy as np
+def load(p):
+    b = open(p, 'rb').read(); n = struct.unpack('<Q', b[:8])[0]; h = json.loads(b[8:8 + n])
+    s, e = h['latents']['data_offsets']
+    return np.frombuffer(b[8 + n + s:8 + n + e], dtype=np.float32).astype(np.float64)
+a, b = load(sys.argv[1]), load(sys.argv[2])
+r = np.linalg.norm(a - b) / np.linalg.norm(a)
+tol = 2e-2 if sys.argv[3] == '1' else 6e-2
+print(f"nano 2 layers, {sys.argv[3]} step(s): latents rel L2 cuda vs cpu {r:.3e} (tolerance {tol:.0e})")
+sys.exit(0 if r <= tol else 1)
+PY
+        done
+    fi
+
     section "6. compute-sanitizer memcheck: tiny, tp 2 x cfg 2 on GPU 0, --offload"
     local cs=/usr/local/cuda/bin/compute-sanitizer
     [ -x "$cs" ] || cs=$(command -v compute-sanitizer || true)
