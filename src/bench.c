@@ -547,7 +547,12 @@ static int bench_run(c3_settings *s, const c3_mkmodel_preset *p, bench_report *r
 
     /* FLOPs per CFG step */
     double wt = gen_weights_per_token(c);
-    r->flop_step_linear = 2.0 * wt * r->S * 2;
+    /* plus the timestep MLP (linear_1 D x te_in, linear_2 D x D), applied once
+     * per GEN call rather than per token: tiny, but executed on the device */
+    const st_tensor *te1 = ckpt_find(&mc.ck, "time_embedder.linear_1.weight");
+    double te_in = te1 && te1->ndim == 2 ? (double)te1->shape[1] : 256.0;
+    double temb = 2.0 * ((double)c->hidden * te_in + (double)c->hidden * (double)c->hidden);
+    r->flop_step_linear = 2.0 * wt * r->S * 2 + 2 * temb;
     r->flop_step_attn = gen_attn_flops(c, r->S, r->Lc) + gen_attn_flops(c, r->S, r->Lu);
     r->flop_step = r->flop_step_linear + r->flop_step_attn;
     r->flop_und = 2.0 * und_weights_per_token(c) * (r->Lc + r->Lu) + und_attn_flops(c, r->Lc) +

@@ -81,8 +81,10 @@ struct c3_model {
     float *proj_in_b;   /* host [D] */
     /* timestep embedder, host fp32 */
     int te_in;                   /* sinusoidal width (256) */
-    float *te_w1, *te_b1;        /* [D, te_in], [D] */
+    float *te_w1, *te_b1;        /* [D, te_in], [D] (host, freed once uploaded) */
     float *te_w2, *te_b2;        /* [D, D], [D] */
+    /* the timestep MLP and proj_in's bias on the device, F32 (spec: fp32) */
+    c3_tensor te_w1d, te_b1d, te_w2d, te_b2d, proj_in_bd;
     float *inv_freq;             /* [hd/2] */
     int *rope_axis;              /* [hd/2]: 0 = T, 1 = H, 2 = W */
     /* layerwise offload: lw[] holds host tensors (pinned, be == NULL) */
@@ -396,6 +398,11 @@ void model_free(c3_model *m) {
     free(m->te_b1);
     free(m->te_w2);
     free(m->te_b2);
+    c3_free(&m->te_w1d);
+    c3_free(&m->te_b1d);
+    c3_free(&m->te_w2d);
+    c3_free(&m->te_b2d);
+    c3_free(&m->proj_in_bd);
     for (int i = 0; i < ROPE_CACHE_SLOTS; i++) {
         c3_free(&m->rope[i].cs);
         c3_free(&m->rope[i].sn);
@@ -421,6 +428,12 @@ static void rope_setup(c3_model *m) {
         else if (j % 3 == 2 && j < 3 * m->c.mrope[2]) a = 2;
         m->rope_axis[j] = a;
     }
+}
+
+/* An F32 weight on the device, whatever the backend's weight type. */
+static int upload_f32(c3_backend *be, c3_tensor *t, const float *src, int ndim, const int64_t *ne) {
+    C3_TRY(be->alloc(be, t, C3_F32, ndim, ne, C3_MEM_WEIGHTS));
+    return be->upload(be, t, src, C3_F32);
 }
 
 int model_load(c3_model **out, const c3_ckpt *ck, c3_backend *be, const c3_shard *shard) {
@@ -502,6 +515,17 @@ int model_load(c3_model **out, const c3_ckpt *ck, c3_backend *be, const c3_shard
         TRY(load_host(ck, &m->te_b1, "time_embedder.linear_1.bias", 1, b));
         TRY(load_host(ck, &m->te_w2, "time_embedder.linear_2.weight", 2, s2));
         TRY(load_host(ck, &m->te_b2, "time_embedder.linear_2.bias", 1, b));
+        int64_t w1[] = {D, m->te_in}, w2[] = {D, D};
+        TRY(upload_f32(be, &m->te_w1d, m->te_w1, 2, w1));
+        TRY(upload_f32(be, &m->te_b1d, m->te_b1, 1, b));
+        TRY(upload_f32(be, &m->te_w2d, m->te_w2, 2, w2));
+        TRY(upload_f32(be, &m->te_b2d, m->te_b2, 1, b));
+        TRY(upload_f32(be, &m->proj_in_bd, m->proj_in_b, 1, b));
+        free(m->te_w1);
+        free(m->te_b1);
+        free(m->te_w2);
+        free(m->te_b2);
+        m->te_w1 = m->te_b1 = m->te_w2 = m->te_b2 = NULL;
     }
     rope_setup(m);
 done:
@@ -728,11 +752,11 @@ done:
 
 /* ------------------------------------------------------------- GEN tower */
 
-/* Sinusoidal timestep features e[te_in] = [cos(s f), sin(s f)] and the
- * time_embedder MLP, in fp32 on the host: temb[D]. */
-static void time_embedding(const c3_model *m, int64_t timestep, float *e, float *temb) {
+/* The timestep's sinusoidal features (fp32, cos first): s = t * timestep_scale,
+ * f_k = exp(-ln(10000) k / half), e = [cos(s f), sin(s f)]. The MLP runs on
+ * the device (time_embed). */
+static void time_sinusoid(const c3_model *m, int64_t timestep, float *e) {
     int half = m->te_in / 2;
-    int64_t D = m->c.hidden;
     float s = (float)((double)timestep * m->c.timestep_scale);
     float lmax = (float)log(10000.0);
     for (int k = 0; k < half; k++) {
@@ -741,21 +765,24 @@ static void time_embedding(const c3_model *m, int64_t timestep, float *e, float 
         e[k] = (float)cos((double)arg);
         e[k + half] = (float)sin((double)arg);
     }
-    float *h = xmalloc(sizeof(float) * (size_t)D);
-    for (int64_t i = 0; i < D; i++) {
-        double acc = m->te_b1[i];
-        const float *wr = m->te_w1 + i * m->te_in;
-        for (int k = 0; k < m->te_in; k++) acc += (double)wr[k] * e[k];
-        float v = (float)acc;
-        h[i] = v / (1.0f + expf(-v)); /* SiLU */
-    }
-    for (int64_t i = 0; i < D; i++) {
-        double acc = m->te_b2[i];
-        const float *wr = m->te_w2 + i * D;
-        for (int64_t k = 0; k < D; k++) acc += (double)wr[k] * h[k];
-        temb[i] = (float)acc;
-    }
-    free(h);
+}
+
+/* temb [1, D] (F32, on the device) = linear_2(SiLU(linear_1(e))). */
+static int time_embed(c3_model *m, const float *e, c3_tensor *temb) {
+    c3_backend *be = m->be;
+    int64_t D = m->c.hidden;
+    c3_tensor ed = {0}, h = {0};
+    int64_t ne[] = {1, m->te_in};
+    int rc = be->alloc(be, &ed, C3_F32, 2, ne, C3_MEM_ACT);
+    if (!rc) rc = be->upload(be, &ed, e, C3_F32);
+    if (!rc) rc = c3_alloc(be, &h, C3_F32, C3_MEM_ACT, 2, (int64_t)1, D);
+    if (!rc) rc = be->linear(be, &h, &ed, &m->te_w1d, &m->te_b1d, false);
+    if (!rc) rc = be->silu(be, &h, &h);
+    if (!rc) rc = c3_alloc(be, temb, C3_F32, C3_MEM_ACT, 2, (int64_t)1, D);
+    if (!rc) rc = be->linear(be, temb, &h, &m->te_w2d, &m->te_b2d, false);
+    c3_free(&ed);
+    c3_free(&h);
+    return rc;
 }
 
 /* Trace a host [D]-vector broadcast to n rows (debug only). */
@@ -936,23 +963,20 @@ int model_gen(c3_model *m, const c3_undkv *kv, const float *latents, const c3_la
 
     /* x = proj_in(tok) + temb: the timestep embedding joins the bias */
     e = xmalloc(sizeof(float) * (size_t)m->te_in);
-    temb = xmalloc(sizeof(float) * (size_t)D);
-    time_embedding(m, timestep, e, temb);
-    trace_rows(be, "gen.time_proj", e, S, m->te_in);
-    trace_rows(be, "gen.time_embedder", temb, S, D);
+    time_sinusoid(m, timestep, e);
+    TRY(time_embed(m, e, &bias)); /* [1, D] F32 */
+    if (model_trace_hook) {
+        temb = xmalloc(sizeof(float) * (size_t)D);
+        TRY(be->download(be, temb, &bias));
+        trace_rows(be, "gen.time_proj", e, S, m->te_in);
+        trace_rows(be, "gen.time_embedder", temb, S, D);
+    }
     TRY(c3_alloc(be, &x, be->act_dtype, C3_MEM_ACT, 2, S, D));
     if (model_trace_hook) {
-        int64_t ne[] = {D};
-        TRY(upload_new(be, &bias, m->proj_in_b, C3_MEM_ACT, 1, ne));
-        TRY(be->linear(be, &x, &tok, &m->proj_in, &bias, false));
+        TRY(be->linear(be, &x, &tok, &m->proj_in, &m->proj_in_bd, false));
         trace("gen.proj_in", -1, &x);
-        c3_free(&bias);
     }
-    for (int64_t i = 0; i < D; i++) temb[i] += m->proj_in_b[i];
-    {
-        int64_t ne[] = {D};
-        TRY(upload_new(be, &bias, temb, C3_MEM_ACT, 1, ne));
-    }
+    TRY(be->add(be, &bias, &m->proj_in_bd)); /* temb + proj_in bias: one bias vector */
     TRY(be->linear(be, &x, &tok, &m->proj_in, &bias, false)); /* [S, D] */
     trace("layer_in.gen", -1, &x);
 

@@ -35,12 +35,13 @@ cat "$tmp/j"
 # geometry and tokens: latent 2 x 6 x 4 -> tokens 2 x 3 x 2
 jq -e '.geometry.layers == 1 and .gen_tokens == 12 and .frames == 5 and .L_cond > 10 and .L_uncond > 10' "$tmp/j" \
     >/dev/null && ok || bad "geometry/tokens in JSON"
-# FLOPs per CFG step recomputed from the reported geometry (patch dim 192, SwiGLU)
+# FLOPs per CFG step recomputed from the reported geometry (patch dim 192, SwiGLU),
+# plus the timestep MLP (256 -> D -> D) once per GEN call
 jq -e '
   .geometry as $g | ($g.heads * $g.head_dim) as $q | ($g.kv_heads * $g.head_dim) as $kv |
   ($g.layers * ($g.hidden * $q * 2 + 2 * $g.hidden * $kv + 3 * $g.hidden * $g.intermediate)
      + 2 * $g.hidden * 192) as $wt |
-  (2 * 2 * $wt * .gen_tokens) as $lin |
+  (2 * 2 * $wt * .gen_tokens + 2 * 2 * ($g.hidden * 256 + $g.hidden * $g.hidden)) as $lin |
   (4 * .gen_tokens * (.L_cond + .L_uncond + 2 * .gen_tokens) * $q * $g.layers) as $att |
   def close(a; b): ((a - b) | fabs) <= 1e-6 * (b | fabs) + 1e-15;
   close(.tflop_per_step_linear * 1e12; $lin) and close(.tflop_per_step_attention * 1e12; $att)
