@@ -912,25 +912,45 @@ int model_gen(c3_model *m, const c3_undkv *kv, const float *latents, const c3_la
     if (sp == 1) t0 = 0;
     int rc = C3_OK;
     c3_tensor tok = {0}, x = {0}, q = {0}, k = {0}, v = {0}, a = {0}, cs = {0}, sn = {0}, bias = {0}, y = {0};
+    c3_tensor lat = {0}, tok_all = {0}; /* latents [C, T, hp, p, wp, p] and tokens [S_pad, P] */
     mlp_scratch s = {0};
     ulysses_scratch u = {.S = S_all, .S_pad = S_pad};
     float *host = NULL, *e = NULL, *temb = NULL, *all = NULL;
 
-    /* patchify: token (f, r, col), feature (ph * p + pw) * C + ch; zero padding */
-    all = xcalloc((size_t)(S_pad * P), sizeof(float)); /* [S_pad, P], padding rows zero */
-    for (int64_t ch = 0; ch < C; ch++)
-        for (int64_t f = 0; f < T; f++)
-            for (int64_t yy = 0; yy < h; yy++)
-                for (int64_t xx = 0; xx < w; xx++) {
-                    int64_t t = (f * hp + yy / p) * wp + xx / p;
-                    int64_t feat = ((yy % p) * p + xx % p) * C + ch;
-                    all[t * P + feat] = latents[((ch * T + f) * h + yy) * w + xx];
-                }
-    host = xcalloc((size_t)(S * P), sizeof(float)); /* this rank's [S, P] */
+    /* patchify on the device: latents [C, T, hp*p, wp*p] (zero-padded on the
+     * host only when h or w is odd) seen as [C, T, hp, p, wp, p], permuted to
+     * tokens [T, hp, wp, p, p, C] = [S_all, P] (feature (ph * p + pw) * C + ch) */
     {
-        int64_t ne[] = {S, P};
-        TRY(upload_new(be, &tok, all + t0 * P, C3_MEM_ACT, 2, ne));
+        int64_t Hp = hp * p, Wp = wp * p;
+        const float *src = latents;
+        float *padded = NULL;
+        if (Hp != h || Wp != w) {
+            padded = xcalloc((size_t)(C * T * Hp * Wp), sizeof(float));
+            for (int64_t ct = 0; ct < C * T; ct++)
+                for (int64_t yy = 0; yy < h; yy++)
+                    memcpy(padded + (ct * Hp + yy) * Wp, latents + (ct * h + yy) * w, sizeof(float) * (size_t)w);
+            src = padded;
+        }
+        int64_t ne[] = {C, T, hp, p, wp, p};
+        rc = upload_new(be, &lat, src, C3_MEM_ACT, 6, ne);
+        free(padded);
+        if (rc) goto done;
+        static const int to_tokens[6] = {1, 2, 4, 3, 5, 0};
+        TRY(c3_alloc(be, &tok_all, be->act_dtype, C3_MEM_ACT, 2, S_pad, P));
+        int64_t pne[] = {T, hp, wp, p, p, C};
+        c3_tensor body = c3_view(&tok_all, 0, 6, pne);
+        TRY(be->permute(be, &body, &lat, to_tokens));
+        if (S_pad > S_all) { /* Ulysses padding rows: zeros */
+            float *z = xcalloc((size_t)((S_pad - S_all) * P), sizeof(float));
+            c3_tensor pad = c3_rows(&tok_all, S_all, S_pad - S_all);
+            rc = be->upload(be, &pad, z, C3_F32);
+            free(z);
+            if (rc) goto done;
+        }
+        tok = c3_rows(&tok_all, t0, S); /* this rank's [S, P] (a view) */
     }
+    host = xcalloc((size_t)(S * P), sizeof(float));
+    all = xcalloc((size_t)(S_pad * P), sizeof(float));
     trace("gen.patchified_tokens", -1, &tok);
 
     /* GEN positions and RoPE tables (cached per branch: see rope_cache) */
@@ -1030,23 +1050,36 @@ int model_gen(c3_model *m, const c3_undkv *kv, const float *latents, const c3_la
     TRY(c3_alloc(be, &y, be->act_dtype, C3_MEM_ACT, 2, S, P));
     TRY(be->linear(be, &y, &s.xn, &m->proj_out, &m->proj_out_b, false)); /* [S, P] */
     trace("gen.proj_out", -1, &y);
-    TRY(be->download(be, host, &y));
     TRY(ring_collect(m, 1));
-    if (sp > 1) {
+    if (sp > 1) { /* gather the sequence shards, unpatchify on the host */
+        TRY(be->download(be, host, &y));
         TRY(m->shard.sp->allgather_host(m->shard.sp, all, host, S * P)); /* [S_pad, P] */
-    } else {
-        memcpy(all, host, sizeof(float) * (size_t)(S * P));
+        for (int64_t ch = 0; ch < C; ch++)
+            for (int64_t f = 0; f < T; f++)
+                for (int64_t yy = 0; yy < h; yy++)
+                    for (int64_t xx = 0; xx < w; xx++) {
+                        int64_t t = (f * hp + yy / p) * wp + xx / p;
+                        int64_t feat = ((yy % p) * p + xx % p) * C + ch;
+                        velocity[((ch * T + f) * h + yy) * w + xx] = all[t * P + feat];
+                    }
+    } else { /* unpatchify on the device: [T, hp, wp, p, p, C] -> [C, T, hp, p, wp, p], then crop */
+        static const int to_latent[6] = {5, 0, 1, 3, 2, 4};
+        int64_t yne[] = {T, hp, wp, p, p, C};
+        c3_tensor yv = c3_view(&y, 0, 6, yne);
+        TRY(be->permute(be, &lat, &yv, to_latent)); /* lat is [C, T, hp, p, wp, p] */
+        int64_t Hp = hp * p, Wp = wp * p;
+        if (Hp == h && Wp == w) {
+            TRY(be->download(be, velocity, &lat));
+        } else {
+            TRY(be->download(be, all, &lat)); /* [C, T, Hp, Wp] (S_pad * P floats) */
+            for (int64_t ct = 0; ct < C * T; ct++)
+                for (int64_t yy = 0; yy < h; yy++)
+                    memcpy(velocity + (ct * h + yy) * w, all + (ct * Hp + yy) * Wp, sizeof(float) * (size_t)w);
+        }
     }
-    for (int64_t ch = 0; ch < C; ch++)
-        for (int64_t f = 0; f < T; f++)
-            for (int64_t yy = 0; yy < h; yy++)
-                for (int64_t xx = 0; xx < w; xx++) {
-                    int64_t t = (f * hp + yy / p) * wp + xx / p;
-                    int64_t feat = ((yy % p) * p + xx % p) * C + ch;
-                    velocity[((ch * T + f) * h + yy) * w + xx] = all[t * P + feat];
-                }
 done:
-    c3_free(&tok);
+    c3_free(&lat);
+    c3_free(&tok_all);
     c3_free(&x);
     c3_free(&q);
     c3_free(&k);
