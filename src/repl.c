@@ -884,7 +884,8 @@ static int run_line(c3_repl *r, const char *line) {
 static c3_repl *g_rl_repl;
 static bool g_rl_line_done;
 
-static char *rl_gen(const char *text, int state) {
+/* readline's generator over repl_complete(); the TUI's input line uses it too. */
+char *repl_rl_generator(const char *text, int state) {
     static char **cands;
     static int idx;
     if (!state) {
@@ -911,7 +912,7 @@ static char **rl_complete_hook(const char *text, int start, int end) {
     for (int i = 0; c && c[i]; i++) free(c[i]);
     free(c);
     rl_attempted_completion_over = 1;
-    return rl_completion_matches(text, rl_gen);
+    return rl_completion_matches(text, repl_rl_generator);
 }
 
 static void on_line(char *line) {

@@ -528,21 +528,6 @@ static void tui_rl_matches(char **matches, int n, int max) {
     log_add(g_tui, 2, buf);
 }
 
-static char *tui_rl_gen(const char *text, int state) {
-    static char **cands;
-    static int idx;
-    if (!state) {
-        if (cands)
-            for (int i = 0; cands[i]; i++) free(cands[i]);
-        free(cands);
-        bool path;
-        cands = repl_complete(rl_line_buffer, rl_point - (int)strlen(text), text, &path);
-        idx = 0;
-    }
-    if (!cands || !cands[idx]) return NULL;
-    return strdup(cands[idx++]);
-}
-
 static char **tui_rl_complete(const char *text, int start, int end) {
     (void)end;
     bool path;
@@ -554,7 +539,7 @@ static char **tui_rl_complete(const char *text, int start, int end) {
         return NULL;
     }
     rl_attempted_completion_over = 1;
-    return rl_completion_matches(text, tui_rl_gen);
+    return rl_completion_matches(text, repl_rl_generator);
 }
 
 static void tui_on_line(char *line) {
