@@ -26,6 +26,7 @@ static int cu_attention_route(c3_backend *be, c3_tensor *out, const c3_tensor *q
     return cu_attention(be, out, q, kv, nseg, causal, scale);
 }
 
+#include <stdio.h>
 #include <stdlib.h>
 
 /* Largest host<->device conversion staged through scratch at once (elements). */
@@ -552,5 +553,31 @@ extern "C" int c3_backend_cuda(int device, c3_backend **out) {
         return rc;
     }
     *out = be;
+    return C3_OK;
+}
+
+/* ---- device queries (plan.h): count and memory of the visible GPUs ---- */
+extern "C" int c3_gpu_count(void) {
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) return 0;
+    return n;
+}
+
+extern "C" int c3_gpu_info(int dev, char *name, size_t n, int64_t *total, int64_t *free_b) {
+    cudaDeviceProp prop;
+    if (cudaGetDeviceProperties(&prop, dev) != cudaSuccess)
+        return c3_fail(C3_ERESOURCE, "GPU %d: cannot query it", dev);
+    snprintf(name, n, "%s", prop.name);
+    size_t fr = 0, tot = 0;
+    int old = 0;
+    cudaGetDevice(&old);
+    if (cudaSetDevice(dev) == cudaSuccess && cudaMemGetInfo(&fr, &tot) == cudaSuccess) {
+        *total = (int64_t)tot;
+        *free_b = (int64_t)fr;
+    } else {
+        *total = (int64_t)prop.totalGlobalMem;
+        *free_b = *total;
+    }
+    cudaSetDevice(old);
     return C3_OK;
 }

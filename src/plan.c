@@ -4,10 +4,6 @@
 #include <stdlib.h>
 
 #include "comm.h"
-#include "config.h"
-#if COSMOS3_HAVE_CUDA
-#include <cuda_runtime_api.h>
-#endif
 
 /* The communicator a layout uses (declared in comm.h). */
 
@@ -28,42 +24,6 @@ const char *comm_kind_name(c3_comm_kind k) {
     case C3_COMM_DEVICE: return "device memory (ranks sharing a GPU)";
     }
     return "?";
-}
-
-int c3_gpu_count(void) {
-#if COSMOS3_HAVE_CUDA
-    int n = 0;
-    if (cudaGetDeviceCount(&n) != cudaSuccess) return 0;
-    return n;
-#else
-    return 0;
-#endif
-}
-
-int c3_gpu_info(int dev, char *name, size_t n, int64_t *total, int64_t *free_b) {
-#if COSMOS3_HAVE_CUDA
-    struct cudaDeviceProp prop;
-    if (cudaGetDeviceProperties(&prop, dev) != cudaSuccess)
-        return c3_fail(C3_ERESOURCE, "GPU %d: cannot query it", dev);
-    snprintf(name, n, "%s", prop.name);
-    size_t fr = 0, tot = 0;
-    int old = 0;
-    cudaGetDevice(&old);
-    if (cudaSetDevice(dev) == cudaSuccess && cudaMemGetInfo(&fr, &tot) == cudaSuccess) {
-        *total = (int64_t)tot;
-        *free_b = (int64_t)fr;
-    } else {
-        *total = (int64_t)prop.totalGlobalMem;
-        *free_b = *total;
-    }
-    cudaSetDevice(old);
-    return C3_OK;
-#else
-    (void)dev;
-    snprintf(name, n, "none");
-    *total = *free_b = 0;
-    return c3_fail(C3_ERESOURCE, "this cosmos3 was built without CUDA");
-#endif
 }
 
 static int64_t host_memory(int64_t *avail) {
