@@ -541,7 +541,12 @@ int main(int argc, char **argv) {
                 command_help(stdout, &commands[i]);
                 return 0;
             }
-        return finish(c3_fail(C3_EUSAGE, "help: no command '%s'; commands: gen tokenize info meta mkmodel", argv[2]));
+        char names[256] = "";
+        for (size_t i = 0; i < C3_ARRAY_LEN(commands); i++) {
+            strncat(names, " ", sizeof names - strlen(names) - 1);
+            strncat(names, commands[i].name, sizeof names - strlen(names) - 1);
+        }
+        return finish(c3_fail(C3_EUSAGE, "help: no command '%s'; commands:%s", argv[2], names));
     }
     const c3_command *c = NULL;
     for (size_t i = 0; i < C3_ARRAY_LEN(commands); i++)
