@@ -804,13 +804,18 @@ static c3_repl *volatile g_repl;
 static volatile sig_atomic_t g_sigint, g_exit130;
 static volatile double g_last_sigint;
 
+bool repl_second_ctrl_c(volatile double *last) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts); /* async-signal-safe */
+    double now = (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+    bool twice = *last > 0 && now - *last < DOUBLE_CTRL_C_S;
+    *last = now;
+    return twice;
+}
+
 static void on_sigint(int sig) {
     (void)sig;
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    double now = (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-    if (g_last_sigint > 0 && now - g_last_sigint < DOUBLE_CTRL_C_S) g_exit130 = 1;
-    g_last_sigint = now;
+    if (repl_second_ctrl_c(&g_last_sigint)) g_exit130 = 1;
     g_sigint = 1;
     c3_repl *r = g_repl;
     if (r && r->job == REPL_RUNNING && r->e) engine_cancel(r->e);

@@ -141,4 +141,8 @@ void repl_bytes(int64_t b, char *buf, size_t n);
  * shared by the REPL and the TUI's input line). */
 char *repl_rl_generator(const char *text, int state);
 
+/* Signal handlers: true when this Ctrl-C follows the last one (*last, a
+ * monotonic time updated here) within a second, i.e. the user wants out. */
+bool repl_second_ctrl_c(volatile double *last);
+
 #endif

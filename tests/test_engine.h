@@ -4,6 +4,7 @@
 #ifndef COSMOS3_TEST_ENGINE_H
 #define COSMOS3_TEST_ENGINE_H
 
+#include "mkmodel.h"
 #include "options.h"
 #include "test_util.h"
 
@@ -32,6 +33,17 @@ static inline float *t_read_latents(const char *path, int64_t *n) {
     if (t) *n = st_numel(t);
     st_close(&f);
     return x;
+}
+
+/* A `mkmodel --preset tiny` checkpoint (8 KV heads, 2 layers) in dir/tiny8,
+ * with the tokenizer of the source tree; out gets its path. */
+static inline int t_make_tiny8(const char *dir, char *out, size_t n) {
+    const char *src = getenv("COSMOS3_SRCDIR");
+    char tokdir[4096];
+    snprintf(out, n, "%s/tiny8", dir);
+    snprintf(tokdir, sizeof tokdir, "%s/share/tokenizer", src ? src : ".");
+    c3_mkmodel_opts mo = {.preset = "tiny", .layers = 2, .seed = 5, .out_dir = out, .tokenizer_dir = tokdir};
+    return mkmodel_write(&mo);
 }
 
 #endif

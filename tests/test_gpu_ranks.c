@@ -247,12 +247,8 @@ int main(void) {
     check_choice();
     snprintf(tmpd, sizeof tmpd, "/tmp/c3_gpur_XXXXXX");
     if (!mkdtemp(tmpd)) return 1;
-    const char *src = getenv("COSMOS3_SRCDIR");
-    char tiny[128], tokdir[4096];
-    snprintf(tiny, sizeof tiny, "%s/tiny8", tmpd);
-    snprintf(tokdir, sizeof tokdir, "%s/share/tokenizer", src ? src : ".");
-    c3_mkmodel_opts mo = {.preset = "tiny", .layers = 2, .seed = 5, .out_dir = tiny, .tokenizer_dir = tokdir};
-    int rc = mkmodel_write(&mo);
+    char tiny[128];
+    int rc = t_make_tiny8(tmpd, tiny, sizeof tiny);
     T_CHECK(rc == C3_OK, "mkmodel: %s", c3_errmsg());
     if (rc == C3_OK) check_cpu_offload(tiny);
     bool gpu = c3_gpu_count() > 0;

@@ -37,7 +37,6 @@ int tui_main(c3_settings *s, char **pos, int npos) {
 
 #define FRAME_S 0.1            /* input timeout = the loop's only sleep */
 #define DRIVER_POLL_S 1.0      /* driver memory refresh */
-#define DOUBLE_CTRL_C_S 1.0
 #define LOG_KEEP 500           /* log lines kept */
 #define BRANCH_ROWS_MAX 4      /* steps shown in the CFG panel */
 #define MIN_IMG_COLS 24        /* the image pane needs this many columns */
@@ -626,11 +625,7 @@ static void key_command(tui *t, int ch) {
 
 static void on_sigint(int sig) {
     (void)sig;
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    double now = (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-    if (g_last_sigint > 0 && now - g_last_sigint < DOUBLE_CTRL_C_S) g_exit130 = 1;
-    g_last_sigint = now;
+    if (repl_second_ctrl_c(&g_last_sigint)) g_exit130 = 1;
     g_sigint = 1;
     tui *t = g_tui;
     if (t && t->r.job == REPL_RUNNING && t->r.e) engine_cancel(t->r.e);
