@@ -109,7 +109,7 @@ def rmsnorm(x, w, eps, mul_fp32=False):
 
 
 def rope_tables(c, pos, dtype):
-    """cos, sin [N, hd] for positions pos [3, N] (t, h, w), interleaved mRoPE."""
+    """cos, sin [..., N, hd] for positions pos [..., 3, N] (t, h, w), interleaved mRoPE."""
     half = c.hd // 2
     # inv_freq in float32 exactly as upstream (positions reach 15000+: one ulp matters)
     inv = 1.0 / (c.theta ** (torch.arange(0, c.hd, 2, dtype=torch.int64).float() / c.hd))
@@ -120,17 +120,31 @@ def rope_tables(c, pos, dtype):
         sel = (j % 3 == a) & (j < 3 * c.mrope[a])
         axis[sel] = a
     axis = axis.to(pos.device)
-    p = pos.float()  # [3, N] fp32
-    ang = p[axis, :].t() * inv[None, :]  # [N, half] fp32
+    p = pos.float()  # [..., 3, N] fp32
+    ang = p.index_select(-2, axis).transpose(-1, -2) * inv  # [..., N, half] fp32
     emb = torch.cat([ang, ang], -1)
     return emb.cos().to(dtype), emb.sin().to(dtype)
 
 
 def rope(x, cos, sin):
-    """x [N, H, hd]; rotate-half."""
+    """x [..., N, H, hd], cos/sin [..., N, hd]; rotate-half."""
     h = x.shape[-1] // 2
     rot = torch.cat([-x[..., h:], x[..., :h]], -1)
-    return x * cos[:, None, :] + rot * sin[:, None, :]
+    return x * cos.unsqueeze(-2) + rot * sin.unsqueeze(-2)
+
+
+def _sdpa(q, k, v, causal=False, mask=None):
+    """[B, H, S, hd] attention; a plain softmax where torch has no SDPA (1.x)."""
+    if hasattr(F, "scaled_dot_product_attention"):
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal)
+    s = (q.float() @ k.float().transpose(-1, -2)) / math.sqrt(q.shape[-1])
+    if causal:
+        Sq, Sk = s.shape[-2], s.shape[-1]
+        s = s.masked_fill(torch.ones(Sq, Sk, dtype=torch.bool, device=s.device).tril(Sk - Sq).logical_not(),
+                          -math.inf)
+    if mask is not None:
+        s = s.masked_fill(~mask, -math.inf)
+    return (s.softmax(-1) @ v.float()).to(q.dtype)
 
 
 def sdpa(q, k, v, causal, backend=None):
@@ -140,8 +154,23 @@ def sdpa(q, k, v, causal, backend=None):
     if g > 1:
         kh = kh.repeat_interleave(g, dim=1)
         vh = vh.repeat_interleave(g, dim=1)
-    o = F.scaled_dot_product_attention(qh, kh, vh, is_causal=causal)
+    o = _sdpa(qh, kh, vh, causal=causal)
     return o[0].transpose(0, 1)
+
+
+def attend(q, k, v, causal, key_mask=None):
+    """Batched: q [B, Sq, Hq, hd], k, v [B, Sk, Hkv, hd], key_mask [B, Sk] bool
+    (False = padding) -> [B, Sq, Hq, hd]. One unmasked sample goes through
+    sdpa() (which the benchmark swaps for its cuDNN variant)."""
+    if q.shape[0] == 1 and key_mask is None:
+        return sdpa(q[0], k[0], v[0], causal)[None]
+    g = q.shape[2] // k.shape[2]
+    qh, kh, vh = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
+    if g > 1:
+        kh = kh.repeat_interleave(g, dim=1)
+        vh = vh.repeat_interleave(g, dim=1)
+    m = None if key_mask is None else key_mask[:, None, None, :]
+    return _sdpa(qh, kh, vh, causal=causal, mask=m).transpose(1, 2)
 
 
 class Cosmos3:
@@ -169,8 +198,15 @@ class Cosmos3:
 
     def und(self, ids):
         """UND tower over ids [L]: per layer (K for GEN, V) [L, Hkv, hd]."""
-        c, L = self.c, len(ids)
-        x = self.w["embed_tokens.weight"][torch.as_tensor(ids, device=self.dev)]
+        kv = self.und_batch(torch.as_tensor(ids, device=self.dev).view(1, -1))
+        return [(k[0], v[0]) for k, v in kv]
+
+    def und_batch(self, ids):
+        """ids [B, L] (right-padded; causal, so padding never reaches a real
+        token): per layer (K for GEN, V) [B, L, Hkv, hd]."""
+        c = self.c
+        B, L = ids.shape
+        x = self.w["embed_tokens.weight"][ids]
         n = torch.arange(L, device=self.dev)
         cos, sin = rope_tables(c, torch.stack([n, n, n]), self.dt)
         mf = c.nemotron
@@ -178,9 +214,9 @@ class Cosmos3:
         for l in range(c.layers):
             p = f"layers.{l}."
             h = rmsnorm(x, self.w[p + "input_layernorm.weight"], c.eps, mf)
-            q = self.lin(h, p + "self_attn.to_q").view(L, c.Hq, c.hd)
-            k = self.lin(h, p + "self_attn.to_k").view(L, c.Hkv, c.hd)
-            v = self.lin(h, p + "self_attn.to_v").view(L, c.Hkv, c.hd)
+            q = self.lin(h, p + "self_attn.to_q").view(B, L, c.Hq, c.hd)
+            k = self.lin(h, p + "self_attn.to_k").view(B, L, c.Hkv, c.hd)
+            v = self.lin(h, p + "self_attn.to_v").view(B, L, c.Hkv, c.hd)
             kraw = k
             if c.und_qk_norm:
                 q = rmsnorm(q, self.w[p + "self_attn.norm_q.weight"], c.eps, mf)
@@ -191,64 +227,88 @@ class Cosmos3:
             else:
                 kg = k
             kv.append((kg, v))
-            a = sdpa(q, k, v, causal=True).reshape(L, c.Hq * c.hd)
+            if l == c.layers - 1:
+                break  # the last layer's output is never read (GEN needs only K/V)
+            a = attend(q, k, v, causal=True).reshape(B, L, c.Hq * c.hd)
             x = x + self.lin(a, p + "self_attn.to_out")
             x = x + self.mlp(rmsnorm(x, self.w[p + "post_attention_layernorm.weight"], c.eps, mf), p + "mlp")
         return kv
 
     def gen_positions(self, L, T, hp, wp, fps):
+        """[3, S] positions of the GEN tokens after a prompt of L ids; L may be
+        a [B] tensor (one prompt length per sample) -> [B, 3, S]."""
         c = self.c
-        o = L + c.margin
         t = torch.arange(T, dtype=torch.float64)
         if T > 1 and c.fps_mod:
-            pt = o + t * (c.base_fps / fps)
+            rel = t * (c.base_fps / fps)
         else:
-            pt = o + t
-        pt = pt.float()[:, None, None].expand(T, hp, wp)
-        ph = torch.arange(hp, dtype=torch.float32)[None, :, None].expand(T, hp, wp)
-        pw = torch.arange(wp, dtype=torch.float32)[None, None, :].expand(T, hp, wp)
-        return torch.stack([pt.reshape(-1), ph.reshape(-1), pw.reshape(-1)]).to(self.dev)
+            rel = t
+        Ls = torch.as_tensor(L).reshape(-1).to("cpu")
+        out = []
+        for Lb in Ls.tolist():
+            pt = (Lb + c.margin + rel).float()[:, None, None].expand(T, hp, wp)
+            ph = torch.arange(hp, dtype=torch.float32)[None, :, None].expand(T, hp, wp)
+            pw = torch.arange(wp, dtype=torch.float32)[None, None, :].expand(T, hp, wp)
+            out.append(torch.stack([pt.reshape(-1), ph.reshape(-1), pw.reshape(-1)]))
+        pos = torch.stack(out).to(self.dev)
+        return pos if torch.as_tensor(L).dim() else pos[0]
 
     def temb(self, t):
+        """Timestep embedding: t a number -> [D]; t a [B] tensor -> [B, D] (fp32)."""
         c = self.c
         w1 = self.w["time_embedder.linear_1.weight"]
         half = w1.shape[1] // 2
-        s = float(t) * c.ts_scale
+        tt = torch.as_tensor(t, dtype=torch.float64, device=self.dev)
+        s = (tt.reshape(-1) * c.ts_scale).float()[:, None]
         f = torch.exp(-math.log(10000.0) * torch.arange(half, dtype=torch.float32, device=self.dev) / half)
-        e = torch.cat([torch.cos(s * f), torch.sin(s * f)])
-        h = F.silu(w1 @ e + self.w["time_embedder.linear_1.bias"])
-        return self.w["time_embedder.linear_2.weight"] @ h + self.w["time_embedder.linear_2.bias"]
+        e = torch.cat([torch.cos(s * f), torch.sin(s * f)], -1)
+        h = F.silu(e @ w1.t() + self.w["time_embedder.linear_1.bias"])
+        o = h @ self.w["time_embedder.linear_2.weight"].t() + self.w["time_embedder.linear_2.bias"]
+        return o if tt.dim() else o[0]
 
     def gen(self, kv, latents, t, fps=24.0):
         """latents [C, T, h, w] -> velocity [C, T, h, w]."""
+        kvb = [(k[None], v[None]) for k, v in kv]
+        return self.gen_batch(kvb, latents[None], torch.tensor([float(t)]), fps)[0]
+
+    def gen_batch(self, kv, latents, t, fps=24.0, lens=None, pos=None):
+        """latents [B, C, T, h, w], t [B], kv from und_batch ([B, L, Hkv, hd]
+        per layer), lens [B] prompt lengths (None: all L) -> velocity
+        [B, C, T, h, w] fp32. pos: precomputed GEN positions [B, 3, S]."""
         c = self.c
-        C, T, h, w = latents.shape
+        B, C, T, h, w = latents.shape
         p = c.p
         hp, wp = -(-h // p), -(-w // p)
         x = F.pad(latents, (0, wp * p - w, 0, hp * p - h))
-        tok = x.view(C, T, hp, p, wp, p).permute(1, 2, 4, 3, 5, 0).reshape(T * hp * wp, p * p * C)
-        S = tok.shape[0]
-        L = kv[0][0].shape[0]
-        g = self.lin(tok.to(self.dt), "proj_in", bias=True) + self.temb(t).to(self.dt)
-        cos, sin = rope_tables(c, self.gen_positions(L, T, hp, wp, fps), self.dt)
+        tok = x.reshape(B, C, T, hp, p, wp, p).permute(0, 2, 3, 5, 4, 6, 1).reshape(B, T * hp * wp, p * p * C)
+        S = tok.shape[1]
+        L = kv[0][0].shape[1]
+        mask = None
+        if lens is not None:
+            und_ok = torch.arange(L, device=self.dev)[None, :] < lens.to(self.dev)[:, None]
+            mask = torch.cat([und_ok, torch.ones(B, S, dtype=torch.bool, device=self.dev)], 1)
+        g = self.lin(tok.to(self.dt), "proj_in", bias=True) + self.temb(t).to(self.dt)[:, None, :]
+        if pos is None:
+            pos = self.gen_positions(lens.cpu() if lens is not None else torch.full((B,), L), T, hp, wp, fps)
+        cos, sin = rope_tables(c, pos, self.dt)
         mf = c.nemotron
         for l in range(c.layers):
             pre = f"layers.{l}."
             hh = rmsnorm(g, self.w[pre + "input_layernorm_moe_gen.weight"], c.eps, mf)
-            q = self.lin(hh, pre + "self_attn.add_q_proj").view(S, c.Hq, c.hd)
-            k = self.lin(hh, pre + "self_attn.add_k_proj").view(S, c.Hkv, c.hd)
-            v = self.lin(hh, pre + "self_attn.add_v_proj").view(S, c.Hkv, c.hd)
+            q = self.lin(hh, pre + "self_attn.add_q_proj").view(B, S, c.Hq, c.hd)
+            k = self.lin(hh, pre + "self_attn.add_k_proj").view(B, S, c.Hkv, c.hd)
+            v = self.lin(hh, pre + "self_attn.add_v_proj").view(B, S, c.Hkv, c.hd)
             q = rope(rmsnorm(q, self.w[pre + "self_attn.norm_added_q.weight"], c.eps, mf), cos, sin)
             k = rope(rmsnorm(k, self.w[pre + "self_attn.norm_added_k.weight"], c.eps, mf), cos, sin)
             ku, vu = kv[l]
-            a = sdpa(q, torch.cat([ku, k]), torch.cat([vu, v]), causal=False).reshape(S, c.Hq * c.hd)
+            a = attend(q, torch.cat([ku, k], 1), torch.cat([vu, v], 1), False, mask).reshape(B, S, c.Hq * c.hd)
             g = g + self.lin(a, pre + "self_attn.to_add_out")
             g = g + self.mlp(rmsnorm(g, self.w[pre + "post_attention_layernorm_moe_gen.weight"], c.eps, mf),
                              pre + "mlp_moe_gen")
         g = rmsnorm(g, self.w["norm_moe_gen.weight"], c.eps, mf)
         out = self.lin(g, "proj_out", bias=True).float()
-        v = out.view(T, hp, wp, p, p, C).permute(5, 0, 1, 3, 2, 4).reshape(C, T, hp * p, wp * p)
-        return v[:, :, :h, :w]
+        v = out.view(B, T, hp, wp, p, p, C).permute(0, 6, 1, 2, 4, 3, 5).reshape(B, C, T, hp * p, wp * p)
+        return v[:, :, :, :h, :w]
 
 
 # -------------------------------------------------------------- sampler
@@ -363,6 +423,11 @@ class CConv:
         self.hist = None
 
     def __call__(self, x):
+        if self.kt > 1 and self.hist is None and x.shape[2] == 1:
+            # first frame after zero history: only the kernel's last slice sees data
+            self.hist = torch.cat([x.new_zeros(x.shape[0], x.shape[1], self.kt - 2, x.shape[3], x.shape[4]), x], 2)
+            full = F.pad(x, (self.pad, self.pad, self.pad, self.pad, 0, 0))
+            return F.conv3d(full, self.w[:, :, -1:], self.b, stride=(self.st, 1, 1))
         if self.kt > 1:
             if self.hist is None:
                 self.hist = x.new_zeros(x.shape[0], x.shape[1], self.kt - 1, x.shape[3], x.shape[4])
@@ -407,7 +472,7 @@ class WanVAE:
         qkv = F.conv2d(y, self.w[pre + ".to_qkv.weight"], self.w[pre + ".to_qkv.bias"])
         qkv = qkv.reshape(B * T, 1, 3 * C, H * W).permute(0, 1, 3, 2)
         q, k, v = qkv.chunk(3, dim=-1)
-        o = F.scaled_dot_product_attention(q, k, v)
+        o = _sdpa(q, k, v)
         o = o.squeeze(1).permute(0, 2, 1).reshape(B * T, C, H, W)
         o = F.conv2d(o, self.w[pre + ".proj.weight"], self.w[pre + ".proj.bias"])
         return o.view(B, T, C, H, W).permute(0, 2, 1, 3, 4) + x
@@ -461,9 +526,14 @@ class WanVAE:
         c = self.cfg
         mean = torch.tensor(c["latents_mean"], dtype=torch.float32, device=self.dev)
         inv_std = 1.0 / torch.tensor(c["latents_std"], dtype=torch.float32, device=self.dev)
-        z = (z_norm.float() / inv_std[:, None, None, None] + mean[:, None, None, None])[None].to(self.dt)
+        z = (z_norm.float() / inv_std[:, None, None, None] + mean[:, None, None, None])[None]
+        return self.decode_raw(z).clamp(-1, 1)[0].float()
+
+    def decode_raw(self, z):
+        """Raw latents z [B, C, T, h, w] -> video [B, 3, F, H, W], not clamped."""
+        c = self.cfg
         self.reset()
-        x = self.conv("post_quant_conv")(z)
+        x = self.conv("post_quant_conv")(z.to(self.dt))
         n = len(c["dim_mult"])
         tup = list(reversed(c["temperal_downsample"]))
         outs = []
@@ -478,8 +548,7 @@ class WanVAE:
         p = c["patch_size"]
         B, Cp, Fr, H, W = y.shape
         C = Cp // (p * p)
-        y = y.view(B, C, p, p, Fr, H, W).permute(0, 1, 4, 5, 3, 6, 2).reshape(B, C, Fr, H * p, W * p)
-        return y.clamp(-1, 1)[0].float()
+        return y.view(B, C, p, p, Fr, H, W).permute(0, 1, 4, 5, 3, 6, 2).reshape(B, C, Fr, H * p, W * p)
 
     # ---- encoder
     def down_block(self, x, i, first, tdown, down):
@@ -514,11 +583,16 @@ class WanVAE:
 
     def encode(self, video):
         """video [3, F, H, W] in [-1, 1] -> (mu, logvar) [z_dim, T, h, w] (raw latent space)."""
+        mu, logvar = self.encode_batch(video[None])
+        return mu[0].float(), logvar[0].float()
+
+    def encode_batch(self, video):
+        """video [B, 3, F, H, W] -> (mu, logvar) [B, z_dim, T, h, w] in the VAE's dtype."""
         c = self.cfg
         p = c["patch_size"]
-        C, Fr, H, W = video.shape
-        x = video[None].to(self.dt).view(1, C, Fr, H // p, p, W // p, p)
-        x = x.permute(0, 1, 6, 4, 2, 3, 5).reshape(1, C * p * p, Fr, H // p, W // p)  # (c r q)
+        B, C, Fr, H, W = video.shape
+        x = video.to(self.dt).reshape(B, C, Fr, H // p, p, W // p, p)
+        x = x.permute(0, 1, 6, 4, 2, 3, 5).reshape(B, C * p * p, Fr, H // p, W // p)  # (c r q)
         self.reset()
         n = len(c["dim_mult"])
         td = c["temperal_downsample"]
@@ -533,7 +607,7 @@ class WanVAE:
             outs.append(self.conv("encoder.conv_out")(y))
         e = self.conv("quant_conv")(torch.cat(outs, 2))
         z = c["z_dim"]
-        return e[0, :z].float(), e[0, z:].float()
+        return e[:, :z], e[:, z:]
 
 
 # ---------------------------------------------------------------- check
@@ -595,6 +669,20 @@ def cmd_check(a):
             kv = model.und(ids(g[f"{n}.{br}.input_ids"]))
             v = model.gen(kv, lat, case["timestep"], float(case["fps"]))
             chk(f"{n} {br} velocity", v, g[f"{n}.{br}.velocity"][0], T1, T1M)
+
+    print("batched forward (right-padded prompts of two lengths, as the demo training runs it):")
+    n = man["sections"]["gen_forward"]["cases"][0]["name"]
+    lat = g[f"{n}.latents"][0].to(dev)
+    rows = [ids(g[f"{n}.{br}.input_ids"]) for br in ("cond", "uncond")]
+    Lm = max(len(r) for r in rows)
+    idb = torch.tensor([r + [0] * (Lm - len(r)) for r in rows], device=dev)
+    lens = torch.tensor([len(r) for r in rows])
+    kvb = model.und_batch(idb)
+    tb = torch.tensor([400.0, 900.0])
+    vb = model.gen_batch(kvb, torch.stack([lat, -lat]), tb, 24.0, lens=lens)
+    for i, r in enumerate(rows):
+        v1 = model.gen(model.und(r), lat if i == 0 else -lat, float(tb[i]))
+        chk(f"{n} sample {i} (L {len(r)} of {Lm}) batched vs alone", vb[i], v1, T1, T1M)
 
     print("e2e (UniPC, CFG, 6 steps) and VAE decode of the result:")
     g = st_load(os.path.join(gdir, "e2e.safetensors"))
