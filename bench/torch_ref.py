@@ -108,18 +108,23 @@ def rmsnorm(x, w, eps, mul_fp32=False):
     return y.to(x.dtype) * w
 
 
+_ROPE_CONSTS = {}
+
+
 def rope_tables(c, pos, dtype):
     """cos, sin [..., N, hd] for positions pos [..., 3, N] (t, h, w), interleaved mRoPE."""
-    half = c.hd // 2
-    # inv_freq in float32 exactly as upstream (positions reach 15000+: one ulp matters)
-    inv = 1.0 / (c.theta ** (torch.arange(0, c.hd, 2, dtype=torch.int64).float() / c.hd))
-    inv = inv.to(pos.device)
-    j = torch.arange(half)
-    axis = torch.zeros(half, dtype=torch.long)  # 0 = T
-    for a in (1, 2):
-        sel = (j % 3 == a) & (j < 3 * c.mrope[a])
-        axis[sel] = a
-    axis = axis.to(pos.device)
+    key = (c.hd, c.theta, tuple(c.mrope), str(pos.device))
+    if key not in _ROPE_CONSTS:  # made once per device (no host copies inside a CUDA graph)
+        half = c.hd // 2
+        # inv_freq in float32 exactly as upstream (positions reach 15000+: one ulp matters)
+        inv = 1.0 / (c.theta ** (torch.arange(0, c.hd, 2, dtype=torch.int64).float() / c.hd))
+        j = torch.arange(half)
+        axis = torch.zeros(half, dtype=torch.long)  # 0 = T
+        for a in (1, 2):
+            sel = (j % 3 == a) & (j < 3 * c.mrope[a])
+            axis[sel] = a
+        _ROPE_CONSTS[key] = (inv.to(pos.device), axis.to(pos.device))
+    inv, axis = _ROPE_CONSTS[key]
     p = pos.float()  # [..., 3, N] fp32
     ang = p.index_select(-2, axis).transpose(-1, -2) * inv  # [..., N, half] fp32
     emb = torch.cat([ang, ang], -1)
@@ -236,22 +241,17 @@ class Cosmos3:
 
     def gen_positions(self, L, T, hp, wp, fps):
         """[3, S] positions of the GEN tokens after a prompt of L ids; L may be
-        a [B] tensor (one prompt length per sample) -> [B, 3, S]."""
+        a [B] tensor (one prompt length per sample, on any device) -> [B, 3, S]."""
         c = self.c
-        t = torch.arange(T, dtype=torch.float64)
-        if T > 1 and c.fps_mod:
-            rel = t * (c.base_fps / fps)
-        else:
-            rel = t
-        Ls = torch.as_tensor(L).reshape(-1).to("cpu")
-        out = []
-        for Lb in Ls.tolist():
-            pt = (Lb + c.margin + rel).float()[:, None, None].expand(T, hp, wp)
-            ph = torch.arange(hp, dtype=torch.float32)[None, :, None].expand(T, hp, wp)
-            pw = torch.arange(wp, dtype=torch.float32)[None, None, :].expand(T, hp, wp)
-            out.append(torch.stack([pt.reshape(-1), ph.reshape(-1), pw.reshape(-1)]))
-        pos = torch.stack(out).to(self.dev)
-        return pos if torch.as_tensor(L).dim() else pos[0]
+        t = torch.arange(T, dtype=torch.float64, device=self.dev)
+        rel = t * (c.base_fps / fps) if T > 1 and c.fps_mod else t
+        Lt = torch.as_tensor(L, device=self.dev)
+        pt = (Lt.double()[..., None] + c.margin + rel).float()  # [..., T]
+        shp = tuple(Lt.shape) + (T, hp, wp)
+        pt = pt[..., :, None, None].expand(shp)
+        ph = torch.arange(hp, dtype=torch.float32, device=self.dev)[:, None].expand(shp)
+        pw = torch.arange(wp, dtype=torch.float32, device=self.dev).expand(shp)
+        return torch.stack([pt, ph, pw], -4).flatten(-3)
 
     def temb(self, t):
         """Timestep embedding: t a number -> [D]; t a [B] tensor -> [B, D] (fp32)."""
@@ -289,7 +289,7 @@ class Cosmos3:
             mask = torch.cat([und_ok, torch.ones(B, S, dtype=torch.bool, device=self.dev)], 1)
         g = self.lin(tok.to(self.dt), "proj_in", bias=True) + self.temb(t).to(self.dt)[:, None, :]
         if pos is None:
-            pos = self.gen_positions(lens.cpu() if lens is not None else torch.full((B,), L), T, hp, wp, fps)
+            pos = self.gen_positions(lens if lens is not None else torch.full((B,), L), T, hp, wp, fps)
         cos, sin = rope_tables(c, pos, self.dt)
         mf = c.nemotron
         for l in range(c.layers):
@@ -423,11 +423,12 @@ class CConv:
         self.hist = None
 
     def __call__(self, x):
-        if self.kt > 1 and self.hist is None and x.shape[2] == 1:
-            # first frame after zero history: only the kernel's last slice sees data
-            self.hist = torch.cat([x.new_zeros(x.shape[0], x.shape[1], self.kt - 2, x.shape[3], x.shape[4]), x], 2)
-            full = F.pad(x, (self.pad, self.pad, self.pad, self.pad, 0, 0))
-            return F.conv3d(full, self.w[:, :, -1:], self.b, stride=(self.st, 1, 1))
+        if x.shape[2] == 1 and (self.kt == 1 or self.hist is None):
+            # one frame after zero history: only the kernel's last time slice
+            # sees data, a 2-D convolution (the demo training's fast path)
+            if self.kt > 1:
+                self.hist = torch.cat([x.new_zeros(x.shape[0], x.shape[1], self.kt - 2, x.shape[3], x.shape[4]), x], 2)
+            return F.conv2d(x[:, :, 0], self.w[:, :, -1], self.b, padding=self.pad)[:, :, None]
         if self.kt > 1:
             if self.hist is None:
                 self.hist = x.new_zeros(x.shape[0], x.shape[1], self.kt - 1, x.shape[3], x.shape[4])

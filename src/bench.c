@@ -476,7 +476,7 @@ static int bench_run(c3_settings *s, const c3_mkmodel_preset *p, bench_report *r
         c3_mkmodel_opts o = {.preset = "tiny",
                              .layers = BENCH_VAE_LAYERS,
                              .vocab = BENCH_VAE_VOCAB,
-                             .vae = p->tiny_vae ? MKMODEL_VAE_TINY : MKMODEL_VAE_FULL,
+                             .vae = MKMODEL_VAE_PRESET,
                              .seed = 1,
                              .out_dir = vdir,
                              .tokenizer_dir = tdir,

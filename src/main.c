@@ -276,39 +276,42 @@ static int cmd_tokenize(c3_settings *s, char **pos, int npos) {
     }
     rc = tok_load(&tok, tj);
     if (rc) goto out;
-    int32_t *ids = NULL;
-    int n = 0;
-    if (s->raw) {
-        rc = tok_encode(tok, text, len, &ids, &n);
-    } else {
-        /* the checkpoint's default for the system prompt */
-        bool sys = true;
-        if (!strcmp(s->system_prompt, "auto")) {
-            char *txt;
-            if (c3_read_file(mi, &txt, NULL) == C3_OK) {
-                json_t *j = json_loads(txt, 0, NULL);
-                json_t *v = j ? json_object_get(j, "default_use_system_prompt") : NULL;
-                if (json_is_boolean(v)) sys = json_is_true(v);
-                json_decref(j);
-                free(txt);
-            }
-        } else {
-            sys = !strcmp(s->system_prompt, "on");
+    /* the checkpoint's default for the system prompt */
+    bool sys = true;
+    if (!strcmp(s->system_prompt, "auto")) {
+        char *txt;
+        if (c3_read_file(mi, &txt, NULL) == C3_OK) {
+            json_t *j = json_loads(txt, 0, NULL);
+            json_t *v = j ? json_object_get(j, "default_use_system_prompt") : NULL;
+            if (json_is_boolean(v)) sys = json_is_true(v);
+            json_decref(j);
+            free(txt);
         }
-        bool video = s->frames > 1;
-        c3_prompt_opts po = {.system_prompt = sys,
-                             .templates = s->templates,
-                             .width = s->width ? s->width : (video ? 1280 : 1024),
-                             .height = s->height ? s->height : (video ? 720 : 1024),
-                             .frames = s->frames,
-                             .fps = s->fps};
-        rc = prompt_ids(tok, text, s->negative_flag, &po, &ids, &n);
+    } else {
+        sys = !strcmp(s->system_prompt, "on");
     }
-    if (rc == C3_OK) {
-        for (int i = 0; i < n; i++) printf(i ? " %d" : "%d", ids[i]);
-        printf("\n");
+    bool video = s->frames > 1;
+    c3_prompt_opts po = {.system_prompt = sys,
+                         .templates = s->templates,
+                         .width = s->width ? s->width : (video ? 1280 : 1024),
+                         .height = s->height ? s->height : (video ? 720 : 1024),
+                         .frames = s->frames,
+                         .fps = s->fps};
+    /* one prompt, or (--lines) one per line of the text */
+    for (char *line = text, *next; rc == C3_OK && line; line = next) {
+        size_t n_line = s->lines ? strcspn(line, "\n") : len;
+        next = s->lines && line[n_line] ? line + n_line + 1 : NULL;
+        if (s->lines && !next && n_line == 0) break; /* the final newline ends the text, not an empty prompt */
+        line[n_line] = 0;
+        int32_t *ids = NULL;
+        int n = 0;
+        rc = s->raw ? tok_encode(tok, line, n_line, &ids, &n) : prompt_ids(tok, line, s->negative_flag, &po, &ids, &n);
+        if (rc == C3_OK) {
+            for (int i = 0; i < n; i++) printf(i ? " %d" : "%d", ids[i]);
+            printf("\n");
+        }
+        free(ids);
     }
-    free(ids);
 out:
     tok_free(tok);
     free(tj);

@@ -46,6 +46,7 @@
 #define WAN_FULL_DECODER_BASE 256
 #define WAN_TINY_BASE 8
 #define WAN_TINY_DECODER_BASE 8
+#define WAN_DEMO_BASE 16
 #define WAN_CONV_K 3
 static const int wan_dim_mult[] = {1, 2, 4, 4};
 static const bool wan_temporal_down[] = {false, true, true};
@@ -79,19 +80,24 @@ static const c3_mkmodel_preset presets[] = {
     {.name = "tiny", .about = "2-layer test model (hidden 128), tiny VAE; ~40 MB",
      .hidden = 128, .layers = 2, .heads = 8, .kv_heads = 8, .head_dim = 16, .inter = 256,
      .vocab = QWEN3_VOCAB, .gated = true, .nemotron = false, .eps = 1e-6, .theta = 5e6,
-     .mrope = {4, 2, 2}, .tiny_vae = true, .system_prompt = true, .native_schedule = false},
+     .mrope = {4, 2, 2}, .vae_base = WAN_TINY_BASE, .vae_decoder_base = WAN_TINY_DECODER_BASE, .system_prompt = true, .native_schedule = false},
+    {.name = "demo", .about = "the built-in demo's geometry (hidden 256, 4 layers, VAE base 16); ~90 MB",
+     .hidden = 256, .layers = 4, .heads = 8, .kv_heads = 4, .head_dim = 32, .inter = 768,
+     .vocab = QWEN3_VOCAB, .gated = true, .nemotron = false, .eps = 1e-6, .theta = 5e6,
+     .mrope = {8, 4, 4}, .vae_base = WAN_DEMO_BASE, .vae_decoder_base = WAN_DEMO_BASE, .system_prompt = true,
+     .native_schedule = false},
     {.name = "nano", .about = "Cosmos3-Nano geometry (Qwen3-VL-8B towers); ~32 GB",
      .hidden = 4096, .layers = 36, .heads = 32, .kv_heads = 8, .head_dim = 128, .inter = 12288,
      .vocab = QWEN3_VOCAB, .gated = true, .nemotron = false, .eps = 1e-6, .theta = 5e6,
-     .mrope = {24, 20, 20}, .tiny_vae = false, .system_prompt = true, .native_schedule = false},
+     .mrope = {24, 20, 20}, .vae_base = WAN_FULL_BASE, .vae_decoder_base = WAN_FULL_DECODER_BASE, .system_prompt = true, .native_schedule = false},
     {.name = "super", .about = "Cosmos3-Super geometry (Qwen3-VL-32B towers); ~128 GB",
      .hidden = 5120, .layers = 64, .heads = 64, .kv_heads = 8, .head_dim = 128, .inter = 25600,
      .vocab = QWEN3_VOCAB, .gated = true, .nemotron = false, .eps = 1e-6, .theta = 5e6,
-     .mrope = {24, 20, 20}, .tiny_vae = false, .system_prompt = true, .native_schedule = false},
+     .mrope = {24, 20, 20}, .vae_base = WAN_FULL_BASE, .vae_decoder_base = WAN_FULL_DECODER_BASE, .system_prompt = true, .native_schedule = false},
     {.name = "edge", .about = "Cosmos3-Edge geometry (Nemotron dense, ReLU^2), Qwen3 vocab; ~9 GB",
      .hidden = 2048, .layers = 28, .heads = 16, .kv_heads = 8, .head_dim = 128, .inter = 9216,
      .vocab = QWEN3_VOCAB, .gated = false, .nemotron = true, .eps = 1e-5, .theta = 1e8,
-     .mrope = {24, 20, 20}, .tiny_vae = false, .system_prompt = false, .native_schedule = true},
+     .mrope = {24, 20, 20}, .vae_base = WAN_FULL_BASE, .vae_decoder_base = WAN_FULL_DECODER_BASE, .system_prompt = false, .native_schedule = true},
 };
 
 const c3_mkmodel_preset *mkmodel_presets(int *n) {
@@ -287,7 +293,7 @@ static void add_bias(mk_list *l, c3_dtype dt, int64_t n, const char *name) {
 typedef struct {
     const c3_mkmodel_preset *p;
     int layers, vocab;
-    bool tiny_vae;
+    int vae_base, vae_decoder_base;
 } mk_geom;
 
 /* Transformer tensors in the flat diffusers layout (spec section 5). Not
@@ -411,9 +417,8 @@ static void vae_mid(mk_list *l, const char *pfx, int64_t c) {
     vae_resnet(l, n, c, c);
 }
 
-static void plan_vae(mk_list *l, bool tiny) {
+static void plan_vae(mk_list *l, int64_t base, int64_t dbase) {
     const int nm = (int)C3_ARRAY_LEN(wan_dim_mult), nres = WAN_NUM_RES_BLOCKS;
-    const int64_t base = tiny ? WAN_TINY_BASE : WAN_FULL_BASE, dbase = tiny ? WAN_TINY_DECODER_BASE : WAN_FULL_DECODER_BASE;
     const int64_t z = WAN_Z_DIM;
     char n[112];
     /* encoder: channels base * [1, dim_mult...] */
@@ -481,10 +486,10 @@ static int assign_shards(mk_list *l, int64_t max_bytes) {
 
 static int resolve(const c3_mkmodel_opts *o, mk_geom *g) {
     memset(g, 0, sizeof *g);
-    if (!o || !o->preset) return c3_fail(C3_EUSAGE, "mkmodel: no preset given (tiny, nano, super or edge)");
+    if (!o || !o->preset) return c3_fail(C3_EUSAGE, "mkmodel: no preset given (tiny, demo, nano, super or edge)");
     g->p = mkmodel_preset(o->preset);
     if (!g->p)
-        return c3_fail(C3_EUSAGE, "mkmodel: unknown preset \"%s\" (choose tiny, nano, super or edge)", o->preset);
+        return c3_fail(C3_EUSAGE, "mkmodel: unknown preset \"%s\" (choose tiny, demo, nano, super or edge)", o->preset);
     if (o->layers < 0) return c3_fail(C3_EUSAGE, "mkmodel: --layers must be positive (got %d)", o->layers);
     if (o->vocab < 0) return c3_fail(C3_EUSAGE, "mkmodel: vocab must be positive (got %d)", o->vocab);
     if (o->shard_bytes < 0) return c3_fail(C3_EUSAGE, "mkmodel: shard size must be positive");
@@ -492,13 +497,16 @@ static int resolve(const c3_mkmodel_opts *o, mk_geom *g) {
         return c3_fail(C3_EUSAGE, "mkmodel: vae choice %d is not preset (0), tiny (1) or full (2)", o->vae);
     g->layers = o->layers ? o->layers : g->p->layers;
     g->vocab = o->vocab ? o->vocab : g->p->vocab;
-    g->tiny_vae = o->vae == MKMODEL_VAE_PRESET ? g->p->tiny_vae : o->vae == MKMODEL_VAE_TINY;
+    g->vae_base = o->vae == MKMODEL_VAE_TINY ? WAN_TINY_BASE : o->vae == MKMODEL_VAE_FULL ? WAN_FULL_BASE : g->p->vae_base;
+    g->vae_decoder_base = o->vae == MKMODEL_VAE_TINY   ? WAN_TINY_DECODER_BASE
+                          : o->vae == MKMODEL_VAE_FULL ? WAN_FULL_DECODER_BASE
+                                                       : g->p->vae_decoder_base;
     return C3_OK;
 }
 
 static void plan_all(const mk_geom *g, int64_t shard_bytes, mk_list *tr, mk_list *va, int *nshards) {
     plan_transformer(tr, g);
-    plan_vae(va, g->tiny_vae);
+    plan_vae(va, g->vae_base, g->vae_decoder_base);
     *nshards = assign_shards(tr, shard_bytes > 0 ? shard_bytes : SHARD_BYTES_DEFAULT);
 }
 
@@ -792,7 +800,7 @@ static json_t *transformer_json(const mk_geom *g, uint64_t seed) {
     return j;
 }
 
-static json_t *vae_json(bool tiny) {
+static json_t *vae_json(const mk_geom *g) {
     json_t *j = json_object(), *dm = json_array(), *td = json_array(), *mean = json_array(), *std = json_array();
     for (size_t i = 0; i < C3_ARRAY_LEN(wan_dim_mult); i++) json_array_append_new(dm, json_integer(wan_dim_mult[i]));
     for (size_t i = 0; i < C3_ARRAY_LEN(wan_temporal_down); i++)
@@ -804,8 +812,8 @@ static json_t *vae_json(bool tiny) {
     json_object_set_new(j, "_class_name", json_string("AutoencoderKLWan"));
     json_object_set_new(j, "_diffusers_version", json_string(DIFFUSERS_VERSION));
     json_object_set_new(j, "attn_scales", json_array());
-    json_object_set_new(j, "base_dim", json_integer(tiny ? WAN_TINY_BASE : WAN_FULL_BASE));
-    json_object_set_new(j, "decoder_base_dim", json_integer(tiny ? WAN_TINY_DECODER_BASE : WAN_FULL_DECODER_BASE));
+    json_object_set_new(j, "base_dim", json_integer(g->vae_base));
+    json_object_set_new(j, "decoder_base_dim", json_integer(g->vae_decoder_base));
     json_object_set_new(j, "dim_mult", dm);
     json_object_set_new(j, "dropout", json_real(0.0));
     json_object_set_new(j, "in_channels", json_integer(WAN_IO_CHANNELS));
@@ -975,7 +983,7 @@ static int write_tree(const c3_mkmodel_opts *o, const mk_geom *g, const char *ro
     if (rc == C3_OK) rc = copy_tokenizer(o->tokenizer_dir, kdir);
     if (rc == C3_OK) rc = write_json(root, "model_index.json", model_index_json(g));
     if (rc == C3_OK) rc = write_json(tdir, "config.json", transformer_json(g, o->seed));
-    if (rc == C3_OK) rc = write_json(vdir, "config.json", vae_json(g->tiny_vae));
+    if (rc == C3_OK) rc = write_json(vdir, "config.json", vae_json(g));
     if (rc == C3_OK) rc = write_json(sdir, "scheduler_config.json", scheduler_json());
     if (rc == C3_OK) {
         w.buf[0] = xmalloc((size_t)GEN_BATCH * GEN_CHUNK * sizeof(float));

@@ -81,6 +81,7 @@ typedef struct {
     int threads;
     /* tokenize */
     bool raw;
+    bool lines;
     /* bench */
     bool skip_vae;
     bool negative_flag;
