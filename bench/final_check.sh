@@ -14,20 +14,15 @@ set -u -o pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 cd "$here"
 pk=carry/final
+. bench/carry.sh
 
 pack() {
     local build=${1:-build-cuda}
     [ -d "$build" ] || meson setup "$build" -Dcuda=enabled || exit 1
     ninja -C "$build" -j2 cosmos3 cuda/lab/ops_check tests/test_model tests/test_vae tests/test_e2e \
         tests/test_gpu_ranks tests/test_backends || exit 1
-    rm -rf "$pk" && mkdir -p "$pk/lib"
-    cp "$build/cosmos3" "$build/cuda/lab/ops_check" "$build/tests/test_model" "$build/tests/test_vae" \
-        "$build/tests/test_e2e" "$build/tests/test_gpu_ranks" "$build/tests/test_backends" "$pk/"
-    ldd "$pk"/* 2>/dev/null | awk '/=> \//{print $3}' | sort -u |
-        grep -v -E '/(libc|libm|libdl|libpthread|librt|libstdc\+\+|libgcc_s|ld-linux[^/]*)\.so|/libcu|/libnccl' |
-        while read -r lib; do cp -L "$lib" "$pk/lib/"; done
-    tar -C "$pk/lib" -cJf "$pk/libs.tar.xz" . && rm -rf "$pk/lib"
-    sed -n 's/^#define COSMOS3_SRCDIR "\(.*\)"$/\1/p' "$build/config.h" >"$pk/srcdir"
+    carry_pack "$pk" "$build" cosmos3 cuda/lab/ops_check tests/test_model tests/test_vae tests/test_e2e \
+        tests/test_gpu_ranks tests/test_backends || exit 1
     tar czf carry/fixtures.tgz -C "${COSMOS3_FIXTURES_SRC:-$here/../shared/fixtures}" tiny-a
     du -sh "$pk"/* carry/fixtures.tgz
 }
@@ -39,14 +34,7 @@ run() {
     local out=${OUT:-/tmp/final_check}
     mkdir -p "$out"
     exec > >(tee "$out/final_check.log") 2>&1
-    local libs=/tmp/c3libs
-    mkdir -p "$libs" && tar -C "$libs" -xJf "$pk/libs.tar.xz"
-    local cudalib=/usr/local/cuda/lib64
-    [ -e "$cudalib/libcublasLt.so.13" ] || cudalib=$(dirname "$(find / -name 'libcublasLt.so.13' -print -quit 2>/dev/null)")
-    export LD_LIBRARY_PATH="$libs:$cudalib:${LD_LIBRARY_PATH:-}"
-    local src
-    src=$(cat "$pk/srcdir" 2>/dev/null || echo /work/main)
-    [ -e "$src" ] || { mkdir -p "$(dirname "$src")" && ln -s "$here" "$src"; }
+    carry_env "$pk"
     local fx=/tmp/c3fx
     mkdir -p "$fx" && tar -C "$fx" -xzf carry/fixtures.tgz
     export COSMOS3_FIXTURES=$fx COSMOS3_BIN=$here/$pk/cosmos3 COSMOS3_SRCDIR=$here OMP_NUM_THREADS=8 OPENBLAS_NUM_THREADS=1

@@ -1,0 +1,34 @@
+# carry.sh - sourced by the device scripts: what travels to the GPU machine
+# and how it is set up there.
+#
+#   carry_pack DIR BUILD FILE...   here: copy the built FILEs into DIR, with the
+#                                  host libraries the GPU machine lacks
+#                                  (libs.tar.xz) and the compiled-in source dir
+#   carry_env DIR                  there: unpack the libraries, set
+#                                  LD_LIBRARY_PATH (+ CUDA's), link the
+#                                  compiled-in source dir to this checkout
+
+carry_pack() {
+    local pk=$1 build=$2
+    shift 2
+    rm -rf "$pk" && mkdir -p "$pk/lib" || return 1
+    for f in "$@"; do cp "$build/$f" "$pk/" || return 1; done
+    ldd "$pk"/* 2>/dev/null | awk '/=> \//{print $3}' | sort -u |
+        grep -v -E '/(libc|libm|libdl|libpthread|librt|libstdc\+\+|libgcc_s|ld-linux[^/]*)\.so|/libcu|/libnccl' |
+        while read -r lib; do cp -L "$lib" "$pk/lib/"; done
+    tar -C "$pk/lib" -cJf "$pk/libs.tar.xz" . && rm -rf "$pk/lib"
+    sed -n 's/^#define COSMOS3_SRCDIR "\(.*\)"$/\1/p' "$build/config.h" >"$pk/srcdir"
+}
+
+carry_env() {
+    local pk=$1 here
+    here=$(pwd)
+    local libs=/tmp/c3libs
+    mkdir -p "$libs" && tar -C "$libs" -xJf "$pk/libs.tar.xz"
+    local cudalib=/usr/local/cuda/lib64
+    [ -e "$cudalib/libcublasLt.so.13" ] || cudalib=$(dirname "$(find / -name 'libcublasLt.so.13' -print -quit 2>/dev/null)")
+    export LD_LIBRARY_PATH="$libs:$cudalib:${LD_LIBRARY_PATH:-}"
+    local src
+    src=$(cat "$pk/srcdir" 2>/dev/null || echo /work/main)
+    [ -e "$src" ] || { mkdir -p "$(dirname "$src")" && ln -s "$here" "$src"; }
+}
