@@ -601,8 +601,13 @@ def stage_score(a, dev):
               f"place {100 * h['place']:5.1f} % | seen colours {100 * s['colours']:5.1f} % "
               f"shape {100 * s['shape']:5.1f} % place {100 * s['place']:5.1f} %  (n {h['n']} + {s['n']})",
               flush=True)
-    best = max(a.guidances, key=lambda gv: (lambda h: min(h["colours"], h["shape"], h["place"]) + 0.01 * (
-        h["colours"] + h["shape"] + h["place"]))(res["guidance"][str(gv)]["held_out"]))
+    # best: the held-out worst verdict, then the seen one; among ties the
+    # middle of the plateau (the guidance farthest from where it breaks)
+    key = lambda gv: tuple(min(r[k] for k in ("colours", "shape", "place"))
+                           for r in (res["guidance"][str(gv)]["held_out"], res["guidance"][str(gv)]["seen"]))
+    top = max(key(gv) for gv in a.guidances)
+    ties = sorted(gv for gv in a.guidances if key(gv) == top)
+    best = ties[(len(ties) - 1) // 2]
     res["best_guidance"] = best
     res["seconds"] = time.time() - t0
     print(f"best guidance (held-out, worst verdict first): {best}", flush=True)
