@@ -678,7 +678,8 @@ def stage_pack(a, dev):
         shutil.rmtree(dd)
     shutil.copytree(skel, dd, ignore=shutil.ignore_patterns("*.safetensors"))
     mi = json.load(open(os.path.join(skel, "model_index.json")))
-    mi["cosmos3"] = dict(about=about, defaults=defaults, vocabulary=vocab, examples=examples)
+    mi["cosmos3"] = dict(about=about, defaults=defaults, vocabulary=vocab, examples=examples,
+                         held_out=[list(h) for h in HELD_OUT])
     write_json(os.path.join(dd, "model_index.json"), mi)
     tc = dict(st["cfg"])
     tc["_cosmos3_note"] = f"trained by bench/demo_train.py (seed {a.seed}, {st['steps']} steps)"

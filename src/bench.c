@@ -285,14 +285,7 @@ static int rm_entry(const char *path, const struct stat *st, int flag, struct FT
 }
 
 static int find_tokenizer(char *out, size_t n) {
-    const char *cands[] = {COSMOS3_DATADIR "/tokenizer", COSMOS3_SRCDIR "/share/tokenizer"};
-    for (size_t i = 0; i < C3_ARRAY_LEN(cands); i++) {
-        char *p = c3_path_join(cands[i], "tokenizer.json");
-        bool ok = c3_file_exists(p);
-        if (ok) snprintf(out, n, "%s", p);
-        free(p);
-        if (ok) return C3_OK;
-    }
+    if (ckpt_share_path("tokenizer/tokenizer.json", out, n)) return C3_OK;
     return c3_fail(C3_EMODEL, "bench: the Qwen3 tokenizer files are missing (share/tokenizer); reinstall cosmos3");
 }
 

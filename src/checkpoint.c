@@ -2,6 +2,8 @@
 #include "checkpoint.h"
 
 #include <jansson.h>
+
+#include "config.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -480,6 +482,109 @@ static int read_config(const char *dir, const char *sub, char **text, size_t *le
     return C3_OK;
 }
 
+/* ------------------------------------------------------ the model card */
+
+const char *ckpt_share_path(const char *rel, char *buf, size_t n) {
+    const char *roots[] = {COSMOS3_DATADIR, COSMOS3_SRCDIR "/share"};
+    for (size_t i = 0; i < C3_ARRAY_LEN(roots); i++) {
+        snprintf(buf, n, "%s/%s", roots[i], rel);
+        if (c3_file_exists(buf)) return buf;
+    }
+    return NULL;
+}
+
+static int get_strings(json_t *o, const char *k, char ***out, int *n, const char *path) {
+    json_t *v = json_object_get(o, k);
+    *out = NULL;
+    *n = 0;
+    if (!v || json_is_null(v)) return C3_OK;
+    if (!json_is_array(v)) return c3_fail(C3_EMODEL, "%s: \"cosmos3.%s\" must be a list of strings", path, k);
+    *out = xcalloc(json_array_size(v) + 1, sizeof **out);
+    size_t i;
+    json_t *x;
+    json_array_foreach(v, i, x) {
+        if (!json_is_string(x))
+            return c3_fail(C3_EMODEL, "%s: \"cosmos3.%s\" must be a list of strings", path, k);
+        (*out)[(*n)++] = xstrdup(json_string_value(x));
+    }
+    return C3_OK;
+}
+
+static int parse_card(json_t *cj, c3_model_card *d, const char *path) {
+    if (!json_is_object(cj)) return c3_fail(C3_EMODEL, "%s: \"cosmos3\" must be an object", path);
+    json_t *v = json_object_get(cj, "about");
+    if (json_is_string(v)) d->about = xstrdup(json_string_value(v));
+    v = json_object_get(cj, "tokenizer");
+    if (v && !(json_is_string(v) && !strcmp(json_string_value(v), "builtin")))
+        return c3_fail(C3_EMODEL, "%s: \"cosmos3.tokenizer\" must be \"builtin\" (or absent)", path);
+    d->builtin_tokenizer = v != NULL;
+    v = json_object_get(cj, "scores");
+    if (v) d->scores_json = json_dumps(v, JSON_COMPACT | JSON_SORT_KEYS);
+    C3_TRY(get_strings(cj, "vocabulary", &d->vocab, &d->nvocab, path));
+    C3_TRY(get_strings(cj, "examples", &d->examples, &d->nexamples, path));
+    json_t *df = json_object_get(cj, "defaults");
+    if (!df) return C3_OK;
+    if (!json_is_object(df)) return c3_fail(C3_EMODEL, "%s: \"cosmos3.defaults\" must be an object", path);
+    C3_TRY(get_int(df, "width", 0, &d->width, path));
+    C3_TRY(get_int(df, "height", 0, &d->height, path));
+    C3_TRY(get_int(df, "steps", 0, &d->steps, path));
+    C3_TRY(get_num(df, "guidance", -1, &d->guidance, path));
+    C3_TRY(get_num(df, "shift", -1, &d->shift, path));
+    if (d->width < 0 || d->height < 0 || d->steps < 0)
+        return c3_fail(C3_EMODEL, "%s: cosmos3.defaults width, height and steps must be positive", path);
+    v = json_object_get(df, "schedule");
+    if (v && (!json_is_string(v) || strlen(json_string_value(v)) >= sizeof d->schedule))
+        return c3_fail(C3_EMODEL, "%s: \"cosmos3.defaults.schedule\" must be a schedule name", path);
+    if (v) snprintf(d->schedule, sizeof d->schedule, "%s", json_string_value(v));
+    v = json_object_get(df, "guidance_interval");
+    if (v && json_is_null(v)) {
+        d->interval = 2;
+    } else if (v) {
+        if (!json_is_array(v) || json_array_size(v) != 2 || !json_is_number(json_array_get(v, 0)) ||
+            !json_is_number(json_array_get(v, 1)))
+            return c3_fail(C3_EMODEL, "%s: \"cosmos3.defaults.guidance_interval\" must be [lo, hi] or null", path);
+        d->interval = 1;
+        d->interval_lo = json_number_value(json_array_get(v, 0));
+        d->interval_hi = json_number_value(json_array_get(v, 1));
+    }
+    return C3_OK;
+}
+
+int ckpt_read_card(const char *dir, c3_model_card *card) {
+    memset(card, 0, sizeof *card);
+    card->guidance = card->shift = -1;
+    char *p = c3_path_join(dir, "model_index.json");
+    json_t *mi = load_json(p, C3_EMODEL, "pipeline index");
+    int rc = mi ? C3_OK : C3_EMODEL;
+    json_t *cj = mi ? json_object_get(mi, "cosmos3") : NULL;
+    if (cj) rc = parse_card(cj, card, p);
+    if (rc) ckpt_card_free(card);
+    json_decref(mi);
+    free(p);
+    return rc;
+}
+
+void ckpt_card_free(c3_model_card *card) {
+    for (int i = 0; i < card->nvocab; i++) free(card->vocab[i]);
+    for (int i = 0; i < card->nexamples; i++) free(card->examples[i]);
+    free(card->vocab);
+    free(card->examples);
+    free(card->about);
+    free(card->scores_json);
+    memset(card, 0, sizeof *card);
+    card->guidance = card->shift = -1;
+}
+
+char *ckpt_tokenizer_json(const char *dir, const c3_model_card *card) {
+    char *own = c3_path_join(dir, "text_tokenizer/tokenizer.json");
+    char buf[4096];
+    if (!c3_file_exists(own) && card && card->builtin_tokenizer && ckpt_share_path("tokenizer/tokenizer.json", buf, sizeof buf)) {
+        free(own);
+        return xstrdup(buf);
+    }
+    return own;
+}
+
 int ckpt_open(c3_ckpt *c, const char *dir, bool need_vae) {
     memset(c, 0, sizeof *c);
     c->dir = xstrdup(dir);
@@ -502,7 +607,7 @@ int ckpt_open(c3_ckpt *c, const char *dir, bool need_vae) {
     }
     int rc;
     if (!c3_file_exists(dir)) {
-        rc = c3_fail(C3_EMODEL, "model folder %s does not exist; pass -m DIR or set COSMOS3_MODEL", dir);
+        rc = c3_fail(C3_EMODEL, "model folder %s does not exist; pass -m DIR (a Diffusers folder) or -m demo (the built-in model)", dir);
         goto fail;
     }
     /* model_index.json */
@@ -540,9 +645,19 @@ int ckpt_open(c3_ckpt *c, const char *dir, bool need_vae) {
     json_decref(sj);
     free(p);
     if (rc) goto fail;
-    /* tokenizer */
-    c->tokenizer_json = c3_path_join(dir, "text_tokenizer/tokenizer.json");
-    c->tokenizer_config = c3_path_join(dir, "text_tokenizer/tokenizer_config.json");
+    /* the model card, then the tokenizer (the folder's own, or the installed one) */
+    rc = ckpt_read_card(dir, &c->card);
+    if (rc) goto fail;
+    c->tokenizer_json = ckpt_tokenizer_json(dir, &c->card);
+    {
+        char *slash = strrchr(c->tokenizer_json, '/');
+        size_t n = slash ? (size_t)(slash - c->tokenizer_json) : 0;
+        char *tdir = xmalloc(n + 1);
+        memcpy(tdir, c->tokenizer_json, n);
+        tdir[n] = 0;
+        c->tokenizer_config = c3_path_join(n ? tdir : ".", "tokenizer_config.json");
+        free(tdir);
+    }
     if (!c3_file_exists(c->tokenizer_json)) {
         rc = c3_fail(C3_EMODEL, "%s: missing (the Qwen3 tokenizer); copy text_tokenizer/ from the checkpoint",
                      c->tokenizer_json);
@@ -551,6 +666,7 @@ int ckpt_open(c3_ckpt *c, const char *dir, bool need_vae) {
     /* transformer tensors */
     rc = open_transformer(c);
     if (rc) goto fail;
+    c->sparse_embed = !ckpt_find(c, "embed_tokens.weight") && ckpt_find(c, "embed_tokens.rows");
     /* VAE */
     if (need_vae) {
         rc = read_config(dir, "vae/config.json", &text, &len, &p);
@@ -582,6 +698,7 @@ void ckpt_close(c3_ckpt *c) {
     free(c->model_id);
     free(c->tokenizer_json);
     free(c->tokenizer_config);
+    ckpt_card_free(&c->card);
     memset(c, 0, sizeof *c);
 }
 
@@ -596,6 +713,7 @@ void ckpt_sizes(const c3_ckpt *c, c3_sizes *s) {
                    strncmp(n, "proj_out", 8) == 0 || strncmp(n, "time_embedder", 13) == 0;
         bool und = !gen && (strncmp(n, "layers.", 7) == 0 || strncmp(n, "embed_tokens", 12) == 0 ||
                             strcmp(n, "norm.weight") == 0);
+        if (strncmp(n, "embed_tokens.", 13) == 0 && t->dtype != C3_I32 && t->dtype != C3_I64) s->embed_params += p;
         bool other = strncmp(n, "audio_", 6) == 0 || strncmp(n, "action_", 7) == 0 ||
                      strncmp(n, "lm_head", 7) == 0;
         if (other) {

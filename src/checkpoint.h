@@ -69,6 +69,30 @@ typedef struct {
     int solver_order;
 } c3_sconfig;
 
+/* The optional "cosmos3" object of model_index.json: what a checkpoint says
+ * about itself beyond Diffusers. The built-in demo model carries it; any
+ * checkpoint may. Every key is optional:
+ *   "about": "one line",           "tokenizer": "builtin" (the Qwen3 files
+ *   installed with cosmos3, when the folder has no text_tokenizer/),
+ *   "defaults": {"width", "height", "steps", "guidance", "shift", "schedule",
+ *                "guidance_interval": [lo, hi] or null (off)},
+ *   "vocabulary": ["words", ...],  "examples": ["prompts", ...],
+ *   "scores": {...} (shown by info, not read otherwise). */
+typedef struct {
+    char *about;
+    bool builtin_tokenizer;
+    int width, height, steps;  /* 0: none given */
+    double guidance, shift;    /* < 0: none given */
+    char schedule[16];         /* "": none given */
+    int interval;              /* 0: none given, 1: [lo, hi], 2: null (CFG on every step) */
+    double interval_lo, interval_hi;
+    char **vocab;
+    int nvocab;
+    char **examples;
+    int nexamples;
+    char *scores_json;         /* the "scores" object as compact JSON, or NULL */
+} c3_model_card;
+
 typedef struct c3_ckpt {
     char *dir;
     char *model_id;            /* folder basename */
@@ -84,6 +108,9 @@ typedef struct c3_ckpt {
     struct c3_tref { char *name; int shard; const st_tensor *t; } *tens;
     int ntens;
     st_file vae;
+    c3_model_card card;        /* model_index.json "cosmos3" */
+    /* sparse embedding (embed_tokens.rows [n, D] + embed_tokens.ids [n]) instead of embed_tokens.weight */
+    bool sparse_embed;
     char *tokenizer_json;      /* path */
     char *tokenizer_config;    /* path (may not exist) */
     void *user;                /* for the caller */
@@ -93,6 +120,18 @@ typedef struct c3_ckpt {
  * message naming the file and the problem. `need_vae` false skips vae/. */
 int ckpt_open(c3_ckpt *c, const char *dir, bool need_vae);
 void ckpt_close(c3_ckpt *c);
+
+/* Read DIR/model_index.json's "cosmos3" object into card (zeroed, then
+ * filled; absent keys stay "none given"). C3_EMODEL on a wrong type. */
+int ckpt_read_card(const char *dir, c3_model_card *card);
+void ckpt_card_free(c3_model_card *card);
+/* The tokenizer.json a folder uses: DIR/text_tokenizer/tokenizer.json, or the
+ * installed Qwen3 copy when the card says "builtin" and the folder has none.
+ * Returns a new string (the first path when neither exists). */
+char *ckpt_tokenizer_json(const char *dir, const c3_model_card *card);
+/* An installed resource: DATADIR/rel (the cosmos3 data folder), else the
+ * source tree's share/rel. buf, or NULL when neither exists. */
+const char *ckpt_share_path(const char *rel, char *buf, size_t n);
 
 /* Parse only the transformer config (for info/plan before mapping). */
 int ckpt_parse_tconfig(c3_tconfig *t, const char *json_text, size_t len, const char *path);
@@ -111,6 +150,7 @@ void ckpt_normalize_name(const char *in, char *out, size_t outsz);
 /* Parameter counts / bytes as stored. */
 typedef struct {
     int64_t und_params, gen_params, shared_params, vae_params, other_params;
+    int64_t embed_params; /* of und_params: the token embedding (its stored rows) */
     int64_t und_bytes, gen_bytes, shared_bytes, vae_bytes, other_bytes;
 } c3_sizes;
 void ckpt_sizes(const c3_ckpt *c, c3_sizes *s);

@@ -154,6 +154,8 @@ static int run_generation(c3_settings *s) {
         c3_event x;
         if (!events_pop(ev, &x, 0.2)) continue;
         if (x.kind == EV_LOG && strcmp(x.text, "__finished__") == 0) break;
+        if (x.kind == EV_LOG && !s->quiet) /* notes and warnings: one line each, on stderr */
+            fprintf(stderr, "%s%s\n", shown ? "\r\033[K" : "", x.text);
         if (x.kind == EV_STEP_BEGIN && x.step == 1) t_first = c3_now();
         if (x.kind == EV_BRANCH && x.branch == 1) uncond_last = x.seconds;
         if (x.kind == EV_STEP_END && tty) {
@@ -266,14 +268,18 @@ static int cmd_tokenize(c3_settings *s, char **pos, int npos) {
     }
     char dir[4096];
     pipeline_model_dir(s, dir, sizeof dir);
-    char *tj = c3_path_join(dir, "text_tokenizer/tokenizer.json");
-    char *mi = c3_path_join(dir, "model_index.json");
+    char *mi = c3_path_join(dir, "model_index.json"), *tj = NULL;
     int rc = C3_OK;
     c3_tokenizer *tok = NULL;
+    c3_model_card card;
     if (!c3_file_exists(mi)) {
         rc = c3_fail(C3_EMODEL, "%s: missing; is %s a Diffusers-format Cosmos3 folder?", mi, dir);
         goto out;
     }
+    rc = ckpt_read_card(dir, &card);
+    if (rc) goto out;
+    tj = ckpt_tokenizer_json(dir, &card);
+    ckpt_card_free(&card);
     rc = tok_load(&tok, tj);
     if (rc) goto out;
     /* the checkpoint's default for the system prompt */
@@ -331,6 +337,32 @@ static void human(int64_t b, char *buf, size_t n) {
         snprintf(buf, n, "%.1f KiB", (double)b / 1024.0);
 }
 
+/* What a checkpoint says about itself (model_index.json "cosmos3"). */
+static void print_card(const c3_model_card *k) {
+    if (k->about) printf("\nabout: %s\n", k->about);
+    if (k->width || k->steps || k->guidance >= 0) {
+        printf("its defaults:");
+        if (k->width && k->height) printf(" %dx%d,", k->width, k->height);
+        if (k->steps) printf(" %d steps,", k->steps);
+        if (k->guidance >= 0) printf(" guidance %g,", k->guidance);
+        if (k->schedule[0]) printf(" schedule %s,", k->schedule);
+        if (k->shift >= 0) printf(" shift %g,", k->shift);
+        if (k->interval == 1) printf(" guidance interval %g,%g", k->interval_lo, k->interval_hi);
+        if (k->interval == 2) printf(" guidance on every step");
+        printf("\n");
+    }
+    if (k->nvocab) {
+        printf("vocabulary (%d words; others draw nothing it knows):", k->nvocab);
+        for (int i = 0; i < k->nvocab; i++) printf(i ? ", %s" : " %s", k->vocab[i]);
+        printf("\n");
+    }
+    if (k->nexamples) {
+        printf("example prompts:\n");
+        for (int i = 0; i < k->nexamples; i++) printf("  cosmos3 gen -p \"%s\"\n", k->examples[i]);
+    }
+    if (k->scores_json) printf("measured scores: %s\n", k->scores_json);
+}
+
 static int cmd_info(c3_settings *s, char **pos, int npos) {
     (void)pos;
     if (npos) return c3_fail(C3_EUSAGE, "info: unexpected argument '%s'", pos[0]);
@@ -386,6 +418,7 @@ static int cmd_info(c3_settings *s, char **pos, int npos) {
         printf("system prompt by default: %s; scheduler: %s%s\n", ck.default_system_prompt ? "on" : "off",
                ck.s.class_name, ck.s.use_karras_sigmas ? " (karras sigmas)" : "");
         if (rc == C3_OK) plan_print(stdout, &p);
+        print_card(&ck.card);
     }
     ckpt_close(&ck);
     return rc;
@@ -468,17 +501,10 @@ static int cmd_mkmodel(c3_settings *s, char **pos, int npos) {
                          .out_dir = s->output,
                          .tokenizer_dir = NULL,
                          .overwrite = s->overwrite};
-    char tdir[4096];
-    const char *cands[] = {COSMOS3_DATADIR "/tokenizer", COSMOS3_SRCDIR "/share/tokenizer"};
-    for (size_t i = 0; i < C3_ARRAY_LEN(cands); i++) {
-        char *p = c3_path_join(cands[i], "tokenizer.json");
-        bool ok = c3_file_exists(p);
-        free(p);
-        if (ok) {
-            snprintf(tdir, sizeof tdir, "%s", cands[i]);
-            o.tokenizer_dir = tdir;
-            break;
-        }
+    char tdir[4096], tj[4096];
+    if (ckpt_share_path("tokenizer/tokenizer.json", tj, sizeof tj)) {
+        snprintf(tdir, sizeof tdir, "%.*s", (int)(strlen(tj) - strlen("/tokenizer.json")), tj);
+        o.tokenizer_dir = tdir;
     }
     if (!o.tokenizer_dir)
         return c3_fail(C3_EMODEL, "the Qwen3 tokenizer files are missing (share/tokenizer); reinstall cosmos3");

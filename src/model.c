@@ -74,7 +74,10 @@ struct c3_model {
     c3_shard shard;
     int hq, hkv, inter; /* local (per TP rank) heads and MLP width */
     layer_w *lw;        /* [layers] */
-    c3_tensor embed;    /* [V, D] */
+    c3_tensor embed;    /* [V, D]; sparse checkpoints: [n + 1, D], the last row zero */
+    int32_t *embed_map; /* sparse: token id -> row of embed (n for ids without a row); else NULL */
+    int32_t *ids_buf;   /* sparse: the remapped ids of one prompt */
+    int ids_cap;
     c3_tensor norm_gen; /* [D] */
     c3_tensor proj_in;  /* [D, patch_dim] */
     c3_tensor proj_out, proj_out_b; /* [patch_dim, D], [patch_dim] */
@@ -193,6 +196,42 @@ static int load_host(const c3_ckpt *ck, float **dst, const char *name, int ndim,
     for (int i = 0; i < ndim; i++) shape[i] = t->shape[i];
     *dst = st_to_f32(t);
     return C3_OK;
+}
+
+/* A sparse embedding (embed_tokens.rows [n, D] + embed_tokens.ids [n], the
+ * shipped demo model's form): the n rows plus one zero row on the device,
+ * and a host map from token id to row (ids without a row read the zero row:
+ * exactly the dense table with zeros elsewhere). */
+static int load_sparse_embed(c3_model *m, const c3_ckpt *ck) {
+    const c3_tconfig *c = &m->c;
+    int64_t D = c->hidden, sr[] = {-1, D}, si[] = {-1};
+    const st_tensor *rows = ckpt_get(ck, NULL, "embed_tokens.rows", 2, sr);
+    if (!rows) return C3_EMODEL;
+    const st_tensor *ids = ckpt_get(ck, NULL, "embed_tokens.ids", 1, si);
+    if (!ids) return C3_EMODEL;
+    int64_t n = rows->shape[0];
+    if (ids->shape[0] != n || n > c->vocab || (ids->dtype != C3_I32 && ids->dtype != C3_I64))
+        return c3_fail(C3_EMODEL,
+                       "transformer tensors embed_tokens.rows [%lld, %lld] and embed_tokens.ids [%lld]: expected one "
+                       "I32 or I64 token id per row, at most vocab_size (%d) rows",
+                       (long long)n, (long long)D, (long long)ids->shape[0], c->vocab);
+    m->embed_map = xmalloc(sizeof *m->embed_map * (size_t)c->vocab);
+    for (int i = 0; i < c->vocab; i++) m->embed_map[i] = (int32_t)n;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t id = ids->dtype == C3_I32 ? ((const int32_t *)ids->data)[i] : ((const int64_t *)ids->data)[i];
+        if (id < 0 || id >= c->vocab || m->embed_map[id] != n)
+            return c3_fail(C3_EMODEL, "transformer tensor embed_tokens.ids: id %lld at row %lld is %s", (long long)id,
+                           (long long)i, id < 0 || id >= c->vocab ? "outside the vocabulary" : "repeated");
+        m->embed_map[id] = (int32_t)i;
+    }
+    size_t es = c3_dtype_size(rows->dtype), rb = (size_t)D * es;
+    char *buf = xcalloc((size_t)(n + 1), rb); /* the rows, then the zero row */
+    memcpy(buf, rows->data, (size_t)n * rb);
+    int64_t ne[] = {n + 1, D};
+    int rc = m->be->alloc(m->be, &m->embed, m->be->weight_dtype, 2, ne, C3_MEM_WEIGHTS);
+    if (rc == C3_OK) rc = m->be->upload(m->be, &m->embed, buf, rows->dtype);
+    free(buf);
+    return rc ? c3_context(rc, "loading embed_tokens.rows") : C3_OK;
 }
 
 static int load_tower(c3_model *m, const c3_ckpt *ck, int l, bool gen, tower_w *w) {
@@ -389,6 +428,8 @@ void model_free(c3_model *m) {
         }
     free(m->lw);
     c3_free(&m->embed);
+    free(m->embed_map);
+    free(m->ids_buf);
     c3_free(&m->norm_gen);
     c3_free(&m->proj_in);
     c3_free(&m->proj_out);
@@ -485,7 +526,9 @@ int model_load(c3_model **out, const c3_ckpt *ck, c3_backend *be, const c3_shard
         TRY(ring_init(m, &m->ring[1], &m->lw[0].gen));
         TRY(be->sync(be)); /* the slots exist before the copy queue writes them */
     }
-    {
+    if (ck->sparse_embed) {
+        TRY(load_sparse_embed(m, ck));
+    } else {
         int64_t s[] = {c->vocab, D};
         TRY(load_tensor(m, ck, &m->embed, "embed_tokens.weight", 2, s, SPLIT_NONE));
     }
@@ -694,6 +737,15 @@ int model_und(c3_model *m, const int32_t *ids, int L, c3_undkv *kv) {
     TRY(c3_alloc(be, &a, be->act_dtype, C3_MEM_ACT, 3, n, (int64_t)m->hq, hd));
     if (c->und_k_norm_for_gen) TRY(c3_alloc(be, &kr, be->act_dtype, C3_MEM_ACT, 3, n, (int64_t)m->hkv, hd));
     TRY(mlp_alloc(m, &s, n));
+    if (m->embed_map) { /* sparse embedding: token ids -> rows */
+        if (L > m->ids_cap) {
+            m->ids_buf = xrealloc(m->ids_buf, sizeof *m->ids_buf * (size_t)L);
+            m->ids_cap = L;
+        }
+        for (int i = 0; i < L; i++)
+            m->ids_buf[i] = ids[i] >= 0 && ids[i] < c->vocab ? m->embed_map[ids[i]] : (int32_t)(m->embed.ne[0] - 1);
+        ids = m->ids_buf;
+    }
     TRY(be->embed(be, &x, &m->embed, ids, L));
     trace("layer_in.und", -1, &x);
 

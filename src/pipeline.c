@@ -1,6 +1,7 @@
 /* pipeline.c - engine: plan, load, and one generation over the ranks. */
 #include "pipeline.h"
 
+#include <ctype.h>
 #include <jansson.h>
 #include <math.h>
 #include <pthread.h>
@@ -66,37 +67,33 @@ static int comms_reset(c3_engine *e) {
 const c3_plan *engine_plan(const c3_engine *e) { return &e->plan; }
 void engine_cancel(c3_engine *e) { e->cancel = 1; }
 
-const char *pipeline_model_dir(const c3_settings *s, char *buf, size_t n) {
-    if (s->model && *s->model) {
-        snprintf(buf, n, "%s", s->model);
-        return buf;
-    }
-    const char *env = getenv("COSMOS3_MODEL");
-    if (env && *env) {
-        snprintf(buf, n, "%s", env);
-        return buf;
-    }
-    /* the built-in default: the user's data dir, the installed data dir, the
-     * source tree's share/, else the one `meson compile` made in the build dir */
+/* A built-in model by name (no '/'): the user's data folder, the installed
+ * data folder, then the source tree's share/models. */
+static bool named_model(const char *name, char *buf, size_t n) {
+    if (!name[0] || strchr(name, '/') || !strcmp(name, ".") || !strcmp(name, "..")) return false;
     char user[4096] = "";
     const char *xdg = getenv("XDG_DATA_HOME"), *home = getenv("HOME");
     if (xdg && *xdg)
-        snprintf(user, sizeof user, "%s/cosmos3/models/default", xdg);
+        snprintf(user, sizeof user, "%s/cosmos3/models", xdg);
     else if (home && *home)
-        snprintf(user, sizeof user, "%s/.local/share/cosmos3/models/default", home);
-    const char *cands[] = {user, COSMOS3_DATADIR "/models/default", COSMOS3_SRCDIR "/share/models/default",
-                           COSMOS3_BUILDDIR "/default-model"};
-    for (size_t i = 0; i < C3_ARRAY_LEN(cands); i++) {
-        if (!cands[i][0]) continue;
-        char *p = c3_path_join(cands[i], "model_index.json");
-        bool ok = c3_file_exists(p);
-        free(p);
-        if (ok) {
-            snprintf(buf, n, "%s", cands[i]);
-            return buf;
+        snprintf(user, sizeof user, "%s/.local/share/cosmos3/models", home);
+    const char *roots[] = {user, COSMOS3_DATADIR "/models", COSMOS3_SRCDIR "/share/models"};
+    for (size_t i = 0; i < C3_ARRAY_LEN(roots); i++) {
+        if (!roots[i][0]) continue;
+        snprintf(buf, n, "%s/%s/model_index.json", roots[i], name);
+        if (c3_file_exists(buf)) {
+            snprintf(buf, n, "%s/%s", roots[i], name);
+            return true;
         }
     }
-    snprintf(buf, n, "%s", cands[3]);
+    return false;
+}
+
+const char *pipeline_model_dir(const c3_settings *s, char *buf, size_t n) {
+    const char *env = getenv("COSMOS3_MODEL");
+    const char *m = s->model && *s->model ? s->model : env && *env ? env : C3_DEFAULT_MODEL;
+    /* a folder that exists wins over a built-in name */
+    if (c3_file_exists(m) || !named_model(m, buf, n)) snprintf(buf, n, "%s", m);
     return buf;
 }
 
@@ -107,16 +104,22 @@ static bool is_video(const c3_settings *s) { return s->frames > 1; }
 int settings_resolve(c3_settings *s, const c3_ckpt *ck) {
 #define GIVEN(name) s->given[option_index(option_find(name))]
     bool video = is_video(s);
+    /* the model's own defaults (model_index.json "cosmos3.defaults") first */
+    const c3_model_card *k = ck ? &ck->card : NULL;
     if (!GIVEN("templates")) s->templates = true; /* gen: on unless --no-templates */
-    if (!GIVEN("width")) s->width = video ? 1280 : 1024;
-    if (!GIVEN("height")) s->height = video ? 720 : 1024;
-    if (!GIVEN("steps")) s->steps = video ? 35 : 50;
-    if (!GIVEN("guidance")) s->guidance = video ? 6.0 : 7.0;
-    if (!GIVEN("shift")) s->shift = video ? 10.0 : 3.0;
+    if (!GIVEN("width")) s->width = k && k->width ? k->width : video ? 1280 : 1024;
+    if (!GIVEN("height")) s->height = k && k->height ? k->height : video ? 720 : 1024;
+    if (!GIVEN("steps")) s->steps = k && k->steps ? k->steps : video ? 35 : 50;
+    if (!GIVEN("guidance")) s->guidance = k && k->guidance >= 0 ? k->guidance : video ? 6.0 : 7.0;
+    if (!GIVEN("shift")) s->shift = k && k->shift >= 0 ? k->shift : video ? 10.0 : 3.0;
+    if (!GIVEN("schedule") && k && k->schedule[0]) {
+        free(s->schedule);
+        s->schedule = xstrdup(k->schedule);
+    }
     if (!GIVEN("guidance-interval")) {
-        s->guidance_interval.on = !video;
-        s->guidance_interval.lo = 400;
-        s->guidance_interval.hi = 1000;
+        s->guidance_interval.on = k && k->interval ? k->interval == 1 : !video;
+        s->guidance_interval.lo = k && k->interval == 1 ? k->interval_lo : 400;
+        s->guidance_interval.hi = k && k->interval == 1 ? k->interval_hi : 1000;
     }
 #undef GIVEN
     if (s->width < 16 || s->width % 16 || s->width > 16384)
@@ -151,6 +154,48 @@ int settings_resolve(c3_settings *s, const c3_ckpt *ck) {
     if (ck && ck->t.patch != 2 && (s->width / 16) % ck->t.patch)
         return c3_fail(C3_EUSAGE, "size must be a multiple of %d pixels for this model", 16 * ck->t.patch);
     return C3_OK;
+}
+
+/* One-line warnings where a request leaves what the model card says it
+ * knows: another size, words outside its vocabulary. It still generates. */
+void settings_warnings(const c3_settings *s, const c3_ckpt *ck, c3_events *ev) {
+    const c3_model_card *k = &ck->card;
+    if (k->width && k->height && (s->width != k->width || s->height != k->height))
+        events_emit(ev, EV_LOG, 0,
+                    "warning: %s was trained at %dx%d only; at %dx%d it may not draw what the prompt says",
+                    ck->model_id, k->width, k->height, s->width, s->height);
+    if (!k->nvocab || !s->prompt) return;
+    char unknown[512] = "", word[64];
+    size_t nu = 0;
+    int nbad = 0;
+    for (const char *p = s->prompt; *p;) {
+        if (!(isalpha((unsigned char)*p) || (unsigned char)*p >= 0x80)) {
+            p++;
+            continue;
+        }
+        size_t n = 0;
+        for (; isalpha((unsigned char)*p) || (unsigned char)*p >= 0x80; p++)
+            if (n + 1 < sizeof word) word[n++] = (char)tolower((unsigned char)*p);
+        word[n] = 0;
+        bool known = false;
+        for (int i = 0; i < k->nvocab && !known; i++) known = !strcmp(word, k->vocab[i]);
+        char quoted[sizeof word + 2];
+        snprintf(quoted, sizeof quoted, "\"%s\"", word);
+        if (known || strstr(unknown, quoted)) continue;
+        if (nbad++ < 6) {
+            int w = snprintf(unknown + nu, sizeof unknown - nu, "%s\"%s\"", nu ? ", " : "", word);
+            if (w > 0 && nu + (size_t)w < sizeof unknown) nu += (size_t)w;
+        }
+    }
+    if (!nbad) return;
+    char known[1024] = "";
+    size_t nk = 0;
+    for (int i = 0; i < k->nvocab; i++) {
+        int w = snprintf(known + nk, sizeof known - nk, "%s%s", i ? " " : "", k->vocab[i]);
+        if (w > 0 && nk + (size_t)w < sizeof known) nk += (size_t)w;
+    }
+    events_emit(ev, EV_LOG, 0, "warning: %s does not know %s%s; it knows: %s (cosmos3 info -m %s)", ck->model_id,
+                unknown, nbad > 6 ? " and more" : "", known, ck->model_id);
 }
 
 /* --------------------------------------------------------------- engine */
@@ -580,6 +625,7 @@ int engine_generate(c3_engine *e, const c3_settings *s_in, c3_result *res) {
     c3_settings s;
     settings_copy(&s, s_in);
     int rc = settings_resolve(&s, &e->ck);
+    if (rc == C3_OK) settings_warnings(&s, &e->ck, e->ev);
     c3_job j = {.e = e, .s = &s};
     float *x0 = NULL;
     float *pixels = NULL;

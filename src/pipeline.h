@@ -40,7 +40,11 @@ typedef struct {
 } c3_result;
 void result_free(c3_result *r);
 
-/* The model folder a run uses: -m, else $COSMOS3_MODEL, else the default. */
+/* The built-in default model (share/models/demo, installed with cosmos3). */
+#define C3_DEFAULT_MODEL "demo"
+
+/* The model folder a run uses: -m, else $COSMOS3_MODEL, else the default;
+ * a name without '/' that is no folder here names a built-in model. */
 const char *pipeline_model_dir(const c3_settings *s, char *buf, size_t n);
 
 int engine_open(c3_engine **out, const c3_settings *s, c3_events *ev);
@@ -58,5 +62,8 @@ extern int c3_inject_fail_rank;
 /* Fill the task defaults (image or video) for options the user did not give,
  * and validate every value. C3_EUSAGE with a one-line message and the fix. */
 int settings_resolve(c3_settings *s, const c3_ckpt *ck);
+/* Warn (events, one line each) when s leaves what ck's model card knows:
+ * another size than it was trained at, words outside its vocabulary. */
+void settings_warnings(const c3_settings *s, const c3_ckpt *ck, c3_events *ev);
 
 #endif

@@ -130,7 +130,7 @@ int plan_make(c3_plan *p, const c3_tconfig *t, const c3_sizes *sz, int tp, int c
     double stored = want_cuda ? 1.0 : 2.0; /* stored bf16 -> f32 on the CPU */
     int64_t replicated = (int64_t)((double)sz->shared_bytes * stored);
     /* embed_tokens, norms and proj/time MLP are replicated; layer weights split by tp */
-    int64_t embed = (int64_t)t->vocab * t->hidden * (int64_t)esz;
+    int64_t embed = (int64_t)((double)sz->embed_params * esz);
     int64_t layer_bytes = (int64_t)((double)(sz->und_bytes + sz->gen_bytes) * stored) - embed;
     if (layer_bytes < 0) layer_bytes = 0;
     p->weights = replicated + embed + layer_bytes / tp;
