@@ -50,7 +50,7 @@ static const c3_command commands[] = {
     {"info", CMD_INFO, "[-m DIR] [--tp N] [--cfg-parallel N] [--ulysses N]",
      "print the model's geometry, sizes and the per-rank plan", cmd_info},
     {"meta", CMD_META, "FILE.png", "print the settings stored in an image cosmos3 wrote", cmd_meta},
-    {"mkmodel", CMD_MKMODEL, "--preset tiny|edge|nano|super -o DIR", "write a random-weight checkpoint",
+    {"mkmodel", CMD_MKMODEL, "--preset tiny|demo|edge|nano|super -o DIR", "write a random-weight checkpoint",
      cmd_mkmodel},
     {"repl", CMD_REPL, "[options]", "the cosmos3 > prompt: load once, generate many (also: cosmos3 alone)",
      repl_main},
@@ -74,7 +74,7 @@ static void usage(FILE *f) {
             "  cosmos3 gen -p \"a red cube on a wooden table\" -o cube.png\n"
             "  cosmos3 gen -m ~/Cosmos3-Nano -p \"...\" --tp 4 --cfg-parallel 2\n"
             "  cosmos3 info -m ~/Cosmos3-Nano --tp 2\n"
-            "\nThe model is -m DIR, else $COSMOS3_MODEL, else the built-in default.\n"
+            "\nThe model is -m DIR, else $COSMOS3_MODEL, else the built-in demo model (-m demo).\n"
             "See man cosmos3 for everything.\n");
 }
 
