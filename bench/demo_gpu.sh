@@ -6,6 +6,12 @@
 #   bench/demo_gpu.sh train         there (carry ["carry/demo"]): every stage of
 #       bench/demo_train.py, then the PyTorch sampler's time per image; the
 #       shipped form, scores, the VAE stage file and the log come back in $OUT.
+#   bench/demo_gpu.sh check         there (carry ["carry/demo"]), on the shipped
+#       share/models/demo: the CI test's 30 held-out pictures from the C engine
+#       on CUDA and on the CPU (the same verdicts?), the C engine's final
+#       latents vs the training script's forward (bench/demo_train.py check),
+#       and the time per picture and load time side by side with the PyTorch
+#       sampler.
 set -u -o pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 cd "$here"
@@ -15,8 +21,8 @@ pk=carry/demo
 pack() {
     local build=${1:-build-cuda}
     [ -d "$build" ] || meson setup "$build" -Dcuda=enabled || exit 1
-    ninja -C "$build" -j2 cosmos3 tests/libdemojudge.so || exit 1
-    carry_pack "$pk" "$build" cosmos3 tests/libdemojudge.so || exit 1
+    ninja -C "$build" -j2 cosmos3 tests/libdemojudge.so tests/test_demo || exit 1
+    carry_pack "$pk" "$build" cosmos3 tests/libdemojudge.so tests/test_demo || exit 1
     du -sh "$pk"/*
 }
 
@@ -42,8 +48,41 @@ train() {
     $t bench --ckpt "$w/ship" --json-out "$out/bench_torch.json"
 }
 
+check() {
+    export NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1 COSMOS3_SRCDIR=$here OMP_NUM_THREADS=16 OPENBLAS_NUM_THREADS=1
+    local out=${OUT:-/tmp/demo_out} w=/tmp/demo_check fails=0
+    mkdir -p "$out" "$w"
+    exec > >(tee "$out/check.log") 2>&1
+    carry_env "$pk"
+    nvidia-smi --query-gpu=name,driver_version,memory.used --format=csv,noheader
+    echo "commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+    echo "=== 1. the CI test's 30 held-out pictures, C engine, CUDA (bf16) and CPU (fp32)"
+    for d in cuda cpu; do
+        COSMOS3_TEST_DEVICE=$d "$pk/test_demo" >"$out/verdicts_$d.txt" || fails=$((fails + 1))
+    done
+    if diff "$out/verdicts_cuda.txt" "$out/verdicts_cpu.txt" >/dev/null; then
+        echo "same verdicts on CUDA and CPU: $(wc -l <"$out/verdicts_cuda.txt") pictures"
+    else
+        echo "verdicts differ:"; diff "$out/verdicts_cuda.txt" "$out/verdicts_cpu.txt"; fails=$((fails + 1))
+    fi
+    echo "=== 2. C engine vs the training script's forward (fp32, TF32 off) on the shipped weights"
+    local t="python3 bench/demo_train.py --work $w --cosmos3 $pk/cosmos3 --judge $pk/libdemojudge.so --ckpt share/models/demo"
+    $t check --c-devices cpu,cuda --json-out "$out/check.json" || fails=$((fails + 1))
+    echo "=== 3. time per 64x64 picture (20 steps, CFG, VAE, PNG), model loaded; load time"
+    $t bench --bench-reps 20 --json-out "$out/bench_torch.json" || fails=$((fails + 1))
+    for d in cuda cpu; do
+        for i in 1 2 3; do
+            /usr/bin/time -f "  $d: whole command %e s" "$pk/cosmos3" gen -p "a red circle on a blue background" \
+                --device $d -o "$w/t.png" --overwrite -q --json | python3 -c \
+                "import json,sys; j=json.load(sys.stdin)['seconds']; print('  gen --json:', {k: round(v, 4) for k, v in j.items()})"
+        done
+    done
+    echo "demo check: $fails failed"
+}
+
 case "${1:-}" in
 pack) shift; pack "$@" ;;
 train) train ;;
-*) echo "usage: $0 pack [BUILD] | train" >&2; exit 2 ;;
+check) check ;;
+*) echo "usage: $0 pack [BUILD] | train | check" >&2; exit 2 ;;
 esac

@@ -14,6 +14,7 @@ one in bench/torch_ref.py (imported, not restated).
   python3 bench/demo_train.py pack  --work DIR --to D   4: Diffusers checkpoint (DIR/diffusers) and the
                                                            shipped form (D, e.g. share/models/demo)
   python3 bench/demo_train.py bench --work DIR          PyTorch sampler: s per 64x64 image (batch 1)
+  python3 bench/demo_train.py check --work DIR          the C engine vs this forward on the shipped weights
 
 Each stage reads the previous one's file, so a failed command costs one stage.
 Needs: torch (CUDA for speed; the CPU works at toy step counts), the cosmos3
@@ -761,12 +762,60 @@ def stage_bench(a, dev):
         json.dump(r, open(a.json_out, "w"), indent=1)
 
 
+def stage_check(a, dev):
+    """The C engine against this script's forward on the shipped weights
+    (--ckpt): same prompt ids, same initial noise (--noise), final latents
+    (--save-latents) compared with the PyTorch sampler in fp32 (TF32 off).
+    One forward (1 step, guidance 1: x - sigma_0 v) and the default sampling
+    (20 steps, CFG), on each of --c-devices. Exit 1 past the tolerances
+    (one forward: 1e-4 for the fp32 CPU backend, 2e-2 for bf16 CUDA)."""
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    d = load_ckpt(a.ckpt, a)
+    ref = Sampler(d, dev, torch.float32)
+    cmb, _ = combos()
+    W = a.work
+    bad, rows = 0, []
+    tol1 = {"cpu": 1e-4, "cuda": 2e-2}
+    for i, (sh, col, bg) in enumerate(HELD_OUT[:4]):
+        cb = (SHAPES.index(sh), COLOURS.index(col), COLOURS.index(bg))
+        place = i % 3 - 1
+        text = caption(*cb, place)
+        ids = d["ids"][cmb.index(cb) * N_PLACE_OPT + place + 1]
+        g = torch.Generator().manual_seed(100 + i)
+        noise = torch.randn(1, 48, 1, 4, 4, generator=g)
+        nf = os.path.join(W, f"noise{i}.safetensors")
+        st_save(nf, {"latents": noise})
+        for steps, gd in ((1, 1.0), (20, float(json.load(open(os.path.join(a.ckpt, "model_index.json")))[
+                "cosmos3"]["defaults"]["guidance"]))):
+            want = ref.latents([ids], noise.to(dev), gd, steps=steps).cpu()
+            for cdev in a.c_devices.split(","):
+                out = os.path.join(W, f"c_{cdev}_{i}_{steps}.safetensors")
+                subprocess.run([a.cosmos3, "gen", "-m", a.ckpt, "-p", text, "--noise", nf, "--save-latents", out,
+                                "--steps", str(steps), "--guidance", str(gd), "--device", cdev, "-o",
+                                os.path.join(W, "check.png"), "--overwrite", "-q"], check=True)
+                got = R.st_load(out)["latents"].float()
+                e = R.rel_l2(got, want)
+                lim = tol1[cdev] if steps == 1 else None
+                ok = lim is None or e <= lim
+                bad += not ok
+                rows.append(dict(prompt=text, device=cdev, steps=steps, guidance=gd, rel_l2=e))
+                print(f"  {text:55s} {cdev:4s} {steps:2d} steps g {gd:3.1f}: rel L2 {e:.2e}"
+                      f"{'' if lim is None else (' ok' if ok else ' FAIL (tol %.0e)' % lim)}", flush=True)
+    if a.json_out:
+        json.dump(rows, open(a.json_out, "w"), indent=1)
+    print(f"check: {bad} failed", flush=True)
+    if bad:
+        sys.exit(1)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("stage", choices=["all", "vae", "dit", "score", "pack", "bench"])
+    ap.add_argument("stage", choices=["all", "vae", "dit", "score", "pack", "bench", "check"])
     ap.add_argument("--work", required=True, help="working folder (stage outputs)")
     ap.add_argument("--to", default="share/models/demo", help="pack: the shipped form's folder")
-    ap.add_argument("--ckpt", default="share/models/demo", help="bench: the checkpoint to time")
+    ap.add_argument("--ckpt", default="share/models/demo", help="bench, check: the shipped checkpoint")
+    ap.add_argument("--c-devices", default="cpu", help="check: the C engine's devices (cpu,cuda)")
     ap.add_argument("--cosmos3", default="build/cosmos3")
     ap.add_argument("--judge", default="build/tests/libdemojudge.so")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")

@@ -208,7 +208,31 @@ static void *load_rank(void *arg) {
     return NULL;
 }
 
+typedef struct {
+    const char *path;
+    pthread_t thread;
+    bool started;
+    c3_tokenizer *tok;
+    int rc;
+    char err[1024];
+} tok_job;
+
+static void *tok_thread(void *arg) {
+    tok_job *j = arg;
+    j->rc = tok_load(&j->tok, j->path);
+    if (j->rc) snprintf(j->err, sizeof j->err, "%s", c3_errmsg());
+    return NULL;
+}
+/* Wait for the tokenizer thread; its error becomes this thread's. */
+static int tok_join(tok_job *j, c3_tokenizer **out) {
+    pthread_join(j->thread, NULL);
+    j->started = false;
+    *out = j->tok;
+    return j->rc ? c3_fail(j->rc, "%s", j->err) : C3_OK;
+}
+
 int engine_open(c3_engine **out, const c3_settings *s, c3_events *ev) {
+    tok_job tj = {0};
     c3_engine *e = xcalloc(1, sizeof *e);
     e->ev = ev;
     settings_copy(&e->base, s);
@@ -228,8 +252,13 @@ int engine_open(c3_engine **out, const c3_settings *s, c3_events *ev) {
                        tmp.width, tmp.height, tmp.frames);
     settings_free(&tmp);
     if (rc) goto fail;
-    rc = tok_load(&e->tok, e->ck.tokenizer_json);
-    if (rc) goto fail;
+    /* the tokenizer loads on its own thread while the weights load */
+    tj.path = e->ck.tokenizer_json;
+    if (pthread_create(&tj.thread, NULL, tok_thread, &tj) != 0) {
+        rc = c3_fail(C3_EFAIL, "cannot start the tokenizer thread");
+        goto fail;
+    }
+    tj.started = true;
     /* backends and communicators */
     const c3_plan *p = &e->plan;
     for (int r = 0; r < p->world; r++) {
@@ -291,6 +320,8 @@ int engine_open(c3_engine **out, const c3_settings *s, c3_events *ev) {
         }
     rc = vae_load(&e->vae, &e->ck, e->ranks[0].be);
     if (rc) goto fail;
+    rc = tok_join(&tj, &e->tok);
+    if (rc) goto fail;
     for (int r = 0; r < p->world; r++) {
         c3_event ev1 = {.kind = EV_LOADED, .rank = r, .device = p->devices[r], .seconds = c3_now() - t0};
         for (int c = 0; c < 3; c++) ev1.bytes[c] = e->ranks[r].be->mem[c];
@@ -302,6 +333,13 @@ int engine_open(c3_engine **out, const c3_settings *s, c3_events *ev) {
     *out = e;
     return C3_OK;
 fail:
+    if (tj.started) {
+        int rc2 = rc;
+        c3_tokenizer *t = NULL;
+        tok_join(&tj, &t);
+        tok_free(t);
+        rc = rc2;
+    }
     engine_close(e);
     return rc;
 }
