@@ -324,6 +324,9 @@ typedef struct {
     int prof_n_linear, prof_n_attn;
     double t_tok, t_load, t_und_c, t_und_u, t_vae_load, t_vae, t_png;
     bool vae;
+    bool offload;             /* block weights streamed from pinned host memory */
+    int64_t h2d_bytes;        /* streamed during the timed steps */
+    double h2d_s;
     int64_t mem_peak, mem_w, mem_kv, mem_act, dev_used, dev_total;
 } bench_report;
 
@@ -351,6 +354,9 @@ static void print_text(const bench_report *r) {
            100 * r->prof_attn / r->prof_total, r->prof_n_attn,
            r->prof_attn > 0 ? r->prof_f_attn / r->prof_attn / TFLOP : 0);
     printf("  the rest        %9.2f ms (%5.1f%%)\n", rest * 1e3, 100 * rest / r->prof_total);
+    if (r->offload)
+        printf("offload: %.3g GB streamed host-to-device in %.3f s of copy-queue time (%.1f GB/s)\n",
+               (double)r->h2d_bytes / 1e9, r->h2d_s, r->h2d_s > 0 ? (double)r->h2d_bytes / r->h2d_s / 1e9 : 0);
     printf("outside the loop: tokenize %.2f ms, load %.2f s, UND cond %.2f ms + uncond %.2f ms (%.4g TFLOP/s)",
            r->t_tok * 1e3, r->t_load, r->t_und_c * 1e3, r->t_und_u * 1e3,
            r->flop_und / (r->t_und_c + r->t_und_u) / TFLOP);
@@ -415,6 +421,11 @@ static void print_json(const bench_report *r) {
         json_object_set_new(o, "png_ms", json_real(r->t_png * 1e3));
     }
     json_object_set_new(j, "outside_loop", o);
+    json_object_set_new(j, "offload", json_boolean(r->offload));
+    if (r->offload) {
+        json_object_set_new(j, "h2d_bytes", json_integer(r->h2d_bytes));
+        json_object_set_new(j, "h2d_gbps", json_real(r->h2d_s > 0 ? (double)r->h2d_bytes / r->h2d_s / 1e9 : 0));
+    }
     json_object_set_new(mm, "peak_bytes", json_integer(r->mem_peak));
     json_object_set_new(mm, "weights_bytes", json_integer(r->mem_w));
     json_object_set_new(mm, "kv_bytes", json_integer(r->mem_kv));
@@ -524,7 +535,9 @@ static int bench_run(c3_settings *s, const c3_mkmodel_preset *p, bench_report *r
 
     /* load */
     t0 = c3_now();
-    B_TRY(model_load(&m, &mc.ck, be, NULL));
+    c3_shard one = {.tp_size = 1, .sp_size = 1, .offload = s->offload && real->device >= 0};
+    B_TRY(model_load(&m, &mc.ck, be, &one));
+    r->offload = model_offloaded(m);
     B_TRY(be->sync(be));
     r->t_load = c3_now() - t0;
 
@@ -561,7 +574,9 @@ static int bench_run(c3_settings *s, const c3_mkmodel_preset *p, bench_report *r
     double tc, tu;
     for (int i = 0; i < BENCH_WARMUP_STEPS; i++) B_TRY(cfg_step(m, &kc, &ku, lat, &g, vc, vu, &tc, &tu));
     r->step_min = INFINITY;
-    double sum = 0, sc = 0, su = 0;
+    double sum = 0, sc = 0, su = 0, h2d_s0 = 0;
+    int64_t h2d_b0 = 0;
+    model_offload_stats(m, &h2d_b0, &h2d_s0);
     for (int i = 0; i < r->steps; i++) {
         B_TRY(cfg_step(m, &kc, &ku, lat, &g, vc, vu, &tc, &tu));
         double t = tc + tu;
@@ -570,6 +585,9 @@ static int bench_run(c3_settings *s, const c3_mkmodel_preset *p, bench_report *r
         r->step_max = C3_MAX(r->step_max, t);
     }
     r->step_mean = sum / r->steps;
+    model_offload_stats(m, &r->h2d_bytes, &r->h2d_s);
+    r->h2d_bytes -= h2d_b0;
+    r->h2d_s -= h2d_s0;
     r->cond_mean = sc / r->steps;
     r->uncond_mean = su / r->steps;
     for (int64_t i = 0; i < nlat; i++)
