@@ -49,8 +49,18 @@ static void account(c3_backend *be, c3_memcat cat, int64_t delta) {
 
 int cu_scratch(c3_backend *be, size_t bytes, void **out) {
     cu_ctx *c = cu_of(be);
+    if (c->recording) c->scratch_in_graph = true;
     if (bytes > c->scratch_bytes) {
+        if (c->recording)
+            return c3_fail(C3_EFAIL, "cuda scratch: %zu bytes needed while recording a graph (%zu held)", bytes,
+                           c->scratch_bytes);
         size_t want = (bytes + CU_SCRATCH_ALIGN - 1) / CU_SCRATCH_ALIGN * CU_SCRATCH_ALIGN;
+        if (c->scratch && c->scratch_in_graph && c->nretired < (int)(sizeof c->retired / sizeof c->retired[0])) {
+            c->retired[c->nretired++] = c->scratch; /* a recorded graph still names it */
+            c->scratch = NULL;
+            c->scratch_bytes = 0;
+            c->scratch_in_graph = false;
+        }
         if (c->scratch) {
             CU_CHECK(cudaFreeAsync(c->scratch, c->stream));
             account(be, C3_MEM_ACT, -(int64_t)c->scratch_bytes);
@@ -449,6 +459,46 @@ static int cuda_upload_async(c3_backend *be, c3_tensor *dst, const void *src) {
 }
 
 /* ======================================================================== */
+/* graphs                                                                    */
+/* ======================================================================== */
+
+static int cuda_graph_begin(c3_backend *be) {
+    CU_ENTER(be);
+    /* thread-local: other rank threads' calls are not this capture's business */
+    CU_CHECK(cudaStreamBeginCapture(cu_of(be)->stream, cudaStreamCaptureModeThreadLocal));
+    cu_of(be)->recording = true;
+    return C3_OK;
+}
+
+static int cuda_graph_end(c3_backend *be, void **graph) {
+    *graph = NULL;
+    CU_ENTER(be);
+    cudaGraph_t g = NULL;
+    cu_of(be)->recording = false;
+    CU_CHECK(cudaStreamEndCapture(cu_of(be)->stream, &g));
+    cudaGraphExec_t x = NULL;
+    cudaError_t e = cudaGraphInstantiate(&x, g, 0);
+    (void)cudaGraphDestroy(g);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        return c3_fail(C3_EFAIL, "cuda graph: instantiate failed: %s", cudaGetErrorString(e));
+    }
+    *graph = (void *)x;
+    return C3_OK;
+}
+
+static int cuda_graph_launch(c3_backend *be, void *graph) {
+    CU_ENTER(be);
+    CU_CHECK(cudaGraphLaunch((cudaGraphExec_t)graph, cu_of(be)->stream));
+    return C3_OK;
+}
+
+static void cuda_graph_free(c3_backend *be, void *graph) {
+    (void)be;
+    if (graph) (void)cudaGraphExecDestroy((cudaGraphExec_t)graph);
+}
+
+/* ======================================================================== */
 /* the table                                                                 */
 /* ======================================================================== */
 
@@ -458,6 +508,7 @@ static void cuda_destroy(c3_backend *be) {
         (void)cudaSetDevice(c->device);
         if (c->stream) (void)cudaStreamSynchronize(c->stream);
         if (c->scratch) (void)cudaFree(c->scratch);
+        for (int i = 0; i < c->nretired; i++) (void)cudaFree(c->retired[i]);
         cu_gemm_cache_free(be);
         if (c->lt_ws) (void)cudaFree(c->lt_ws);
         if (c->lt) (void)cublasLtDestroy(c->lt);
@@ -538,6 +589,10 @@ extern "C" int c3_backend_cuda(int device, c3_backend **out) {
     be->permute = cu_permute;
     be->upsample2x = cu_upsample2x;
     be->affine = cuda_affine;
+    be->graph_begin = cuda_graph_begin;
+    be->graph_end = cuda_graph_end;
+    be->graph_launch = cuda_graph_launch;
+    be->graph_free = cuda_graph_free;
     be->clamp = cuda_clamp;
     be->host_alloc = cuda_host_alloc;
     be->host_free = cuda_host_free;

@@ -34,6 +34,12 @@ typedef struct {
     size_t scratch_bytes;
     struct cu_gemm_cache *gemm; /* cuBLASLt plans by shape (gemm.cu) */
     cudaStream_t copy_stream; /* layerwise offload: host->device weight copies */
+    /* graphs: while recording, scratch cannot grow; once a recorded graph
+     * names the scratch buffer, a larger one no longer frees it (kept in
+     * retired until the backend goes) */
+    bool recording, scratch_in_graph;
+    void *retired[16];
+    int nretired;
 } cu_ctx;
 
 static inline cu_ctx *cu_of(c3_backend *be) { return (cu_ctx *)be->ctx; }

@@ -144,6 +144,17 @@ struct c3_backend {
     int (*event_ms)(c3_backend *be, void *a, void *b, float *ms);
     /* On C3_Q_COPY: dst's bytes = host src, raw (src already holds dst->dtype). */
     int (*upload_async)(c3_backend *be, c3_tensor *dst, const void *src);
+
+    /* ---- graphs (optional: NULL on backends without them, e.g. cpu) ----
+     * Record the ops queued between graph_begin and graph_end on the compute
+     * queue (nothing runs meanwhile) into a replayable graph. Every buffer an
+     * op reads or writes is baked in: replay reads whatever they hold then. */
+    int (*graph_begin)(c3_backend *be);
+    /* End the recording; *graph is the instantiated graph (NULL on failure,
+     * which also ends the recording). */
+    int (*graph_end)(c3_backend *be, void **graph);
+    int (*graph_launch)(c3_backend *be, void *graph);
+    void (*graph_free)(c3_backend *be, void *graph);
 };
 
 /* Queues of the offload operations. */

@@ -66,6 +66,32 @@ typedef struct {
 } rope_cache;
 #define ROPE_CACHE_SLOTS 2
 
+/* Scratch for the MLP of one tower over n tokens. */
+typedef struct {
+    c3_tensor xn, tmp, gate, up; /* [n, D], [n, D], [n, I_l] x2 */
+} mlp_scratch;
+
+/* The GEN forward as replayable graphs (backends with graph ops, one rank
+ * per branch, no offload, no tracing): the activations live in buffers kept
+ * across calls, sized for one latent grid, so that the layer loop's ops can
+ * be recorded once per (UND cache, RoPE tables, grid) and replayed after.
+ * The first call with a key runs eagerly (cuBLAS choices, scratch growth),
+ * the second records, the later ones replay. COSMOS3_GRAPHS=0 turns it off. */
+#define GEN_GRAPH_SLOTS 4
+typedef struct {
+    int64_t T, hp, wp;  /* the grid the buffers are for (0: none yet) */
+    c3_tensor lat, x, q, k, v, a, y;
+    mlp_scratch s;
+    struct {
+        uint64_t key;
+        int state;      /* 0 free, 1 seen once (eager), 2 recorded */
+        void *exec;
+        uint64_t used;
+    } slot[GEN_GRAPH_SLOTS];
+    uint64_t tick;
+    bool off; /* model_graphs(m, false) */
+} gen_graphs;
+
 struct c3_model {
     c3_backend *be;
     rope_cache rope[ROPE_CACHE_SLOTS];
@@ -93,6 +119,7 @@ struct c3_model {
     /* layerwise offload: lw[] holds host tensors (pinned, be == NULL) */
     bool offload, loading_host;
     tower_ring ring[2]; /* 0: UND, 1: GEN */
+    gen_graphs gg;
     int64_t h2d_bytes;
     double h2d_seconds;
 };
@@ -412,13 +439,19 @@ static int ring_collect(c3_model *m, int tower) {
 
 bool model_offloaded(const c3_model *m) { return m && m->offload; }
 
+void model_graphs(c3_model *m, bool on) { m->gg.off = !on; }
+
 void model_offload_stats(const c3_model *m, int64_t *bytes, double *seconds) {
     *bytes = m && m->offload ? m->h2d_bytes : 0;
     *seconds = m && m->offload ? m->h2d_seconds : 0;
 }
 
+static void mlp_free(mlp_scratch *s);
+static void gg_free(c3_model *m);
+
 void model_free(c3_model *m) {
     if (!m) return;
+    gg_free(m);
     if (m->offload)
         for (int t = 0; t < 2; t++) ring_free(m, &m->ring[t]);
     if (m->lw)
@@ -655,10 +688,6 @@ static int linear_rowpar(c3_model *m, c3_tensor *y, const c3_tensor *x, const c3
     return rc;
 }
 
-/* Scratch for the MLP of one tower over n tokens. */
-typedef struct {
-    c3_tensor xn, tmp, gate, up; /* [n, D], [n, D], [n, I_l] x2 */
-} mlp_scratch;
 
 static int mlp_alloc(c3_model *m, mlp_scratch *s, int64_t n) {
     c3_backend *be = m->be;
@@ -674,6 +703,78 @@ static void mlp_free(mlp_scratch *s) {
     c3_free(&s->tmp);
     c3_free(&s->gate);
     c3_free(&s->up);
+}
+
+/* ------------------------------------------------------- GEN graphs */
+
+static void gg_forget(c3_model *m) {
+    for (int i = 0; i < GEN_GRAPH_SLOTS; i++) {
+        if (m->gg.slot[i].exec) m->be->graph_free(m->be, m->gg.slot[i].exec);
+        memset(&m->gg.slot[i], 0, sizeof m->gg.slot[i]);
+    }
+}
+static void gg_free(c3_model *m) {
+    if (m->be && m->be->graph_free) gg_forget(m);
+    c3_tensor *t[] = {&m->gg.lat, &m->gg.x, &m->gg.q, &m->gg.k, &m->gg.v, &m->gg.a, &m->gg.y};
+    for (size_t i = 0; i < C3_ARRAY_LEN(t); i++) c3_free(t[i]);
+    mlp_free(&m->gg.s);
+    m->gg.T = m->gg.hp = m->gg.wp = 0;
+}
+static bool gg_enabled(const c3_model *m) {
+    const char *e = getenv("COSMOS3_GRAPHS");
+    return m->be->graph_begin && m->be->graph_end && m->be->graph_launch && m->be->graph_free &&
+           m->shard.sp_size <= 1 && m->shard.tp_size <= 1 && !m->offload && !model_trace_hook &&
+           !m->gg.off && !(e && !strcmp(e, "0"));
+}
+/* The buffers for grid (T, hp, wp): kept when they fit it, else remade (and
+ * every recorded graph, which names the old ones, forgotten). */
+static int gg_buffers(c3_model *m, int64_t T, int64_t hp, int64_t wp) {
+    gen_graphs *g = &m->gg;
+    if (g->T == T && g->hp == hp && g->wp == wp) return C3_OK;
+    gg_free(m);
+    c3_backend *be = m->be;
+    const c3_tconfig *c = &m->c;
+    int64_t S = T * hp * wp, p = c->patch, D = c->hidden, hd = c->head_dim;
+    C3_TRY(c3_alloc(be, &g->lat, be->act_dtype, C3_MEM_ACT, 6, (int64_t)c->latent_ch, T, hp, p, wp, p));
+    C3_TRY(c3_alloc(be, &g->x, be->act_dtype, C3_MEM_ACT, 2, S, D));
+    C3_TRY(c3_alloc(be, &g->q, be->act_dtype, C3_MEM_ACT, 3, S, (int64_t)m->hq, hd));
+    C3_TRY(c3_alloc(be, &g->a, be->act_dtype, C3_MEM_ACT, 3, S, (int64_t)m->hq, hd));
+    C3_TRY(c3_alloc(be, &g->k, be->act_dtype, C3_MEM_ACT, 3, S, (int64_t)m->hkv, hd));
+    C3_TRY(c3_alloc(be, &g->v, be->act_dtype, C3_MEM_ACT, 3, S, (int64_t)m->hkv, hd));
+    C3_TRY(c3_alloc(be, &g->y, be->act_dtype, C3_MEM_ACT, 2, S, (int64_t)c->patch_dim));
+    C3_TRY(mlp_alloc(m, &g->s, S));
+    g->T = T, g->hp = hp, g->wp = wp;
+    return C3_OK;
+}
+/* The key of one GEN layer loop: every buffer it reads that is not the
+ * model's own (the UND cache of each layer, the RoPE tables) and its sizes. */
+static uint64_t gg_key(const c3_undkv *kv, const c3_tensor *cs, const c3_tensor *sn) {
+    uint64_t h = C3_FNV_INIT;
+    for (int l = 0; l < kv->layers; l++) {
+        h = c3_fnv1a(&kv->k[l].data, sizeof(void *), h);
+        h = c3_fnv1a(&kv->v[l].data, sizeof(void *), h);
+    }
+    h = c3_fnv1a(&kv->L, sizeof kv->L, h);
+    h = c3_fnv1a(&cs->data, sizeof(void *), h);
+    h = c3_fnv1a(&sn->data, sizeof(void *), h);
+    return c3_fnv1a(cs->ne, sizeof cs->ne, h);
+}
+/* The slot of key: found, else the least recently used one, reset. */
+static int gg_slot(c3_model *m, uint64_t key) {
+    gen_graphs *g = &m->gg;
+    int lru = 0;
+    for (int i = 0; i < GEN_GRAPH_SLOTS; i++) {
+        if (g->slot[i].state && g->slot[i].key == key) {
+            g->slot[i].used = ++g->tick;
+            return i;
+        }
+        if (g->slot[i].used < g->slot[lru].used) lru = i;
+    }
+    if (g->slot[lru].exec) m->be->graph_free(m->be, g->slot[lru].exec);
+    memset(&g->slot[lru], 0, sizeof g->slot[lru]);
+    g->slot[lru].key = key;
+    g->slot[lru].used = ++g->tick;
+    return lru;
 }
 
 /* x += attn_out . wo^T ; x += MLP(RMS_post(x)). `a` is the attention output. */
@@ -963,6 +1064,10 @@ int model_gen(c3_model *m, const c3_undkv *kv, const float *latents, const c3_la
     int64_t S = (S_all + sp - 1) / sp, S_pad = S * sp, t0 = (int64_t)m->shard.sp_rank * S;
     if (sp == 1) t0 = 0;
     int rc = C3_OK;
+    /* replayable layer loop (see gen_graphs): buffers kept across calls */
+    bool graphs = sp == 1 && gg_enabled(m), recording = false;
+    if (graphs) C3_TRY(gg_buffers(m, T, hp, wp));
+#define GG_VIEW(dst, src) (dst = c3_view(&(src), 0, (src).ndim, (src).ne))
     c3_tensor tok = {0}, x = {0}, q = {0}, k = {0}, v = {0}, a = {0}, cs = {0}, sn = {0}, bias = {0}, y = {0};
     c3_tensor lat = {0}, tok_all = {0}; /* latents [C, T, hp, p, wp, p] and tokens [S_pad, P] */
     mlp_scratch s = {0};
@@ -984,7 +1089,12 @@ int model_gen(c3_model *m, const c3_undkv *kv, const float *latents, const c3_la
             src = padded;
         }
         int64_t ne[] = {C, T, hp, p, wp, p};
-        rc = upload_new(be, &lat, src, C3_MEM_ACT, 6, ne);
+        if (graphs) {
+            GG_VIEW(lat, m->gg.lat);
+            rc = be->upload(be, &lat, src, C3_F32);
+        } else {
+            rc = upload_new(be, &lat, src, C3_MEM_ACT, 6, ne);
+        }
         free(padded);
         if (rc) goto done;
         static const int to_tokens[6] = {1, 2, 4, 3, 5, 0};
@@ -1043,7 +1153,10 @@ int model_gen(c3_model *m, const c3_undkv *kv, const float *latents, const c3_la
         trace_rows(be, "gen.time_proj", e, S, m->te_in);
         trace_rows(be, "gen.time_embedder", temb, S, D);
     }
-    TRY(c3_alloc(be, &x, be->act_dtype, C3_MEM_ACT, 2, S, D));
+    if (graphs)
+        GG_VIEW(x, m->gg.x);
+    else
+        TRY(c3_alloc(be, &x, be->act_dtype, C3_MEM_ACT, 2, S, D));
     if (model_trace_hook) {
         TRY(be->linear(be, &x, &tok, &m->proj_in, &m->proj_in_bd, false));
         trace("gen.proj_in", -1, &x);
@@ -1052,11 +1165,23 @@ int model_gen(c3_model *m, const c3_undkv *kv, const float *latents, const c3_la
     TRY(be->linear(be, &x, &tok, &m->proj_in, &bias, false)); /* [S, D] */
     trace("layer_in.gen", -1, &x);
 
-    TRY(c3_alloc(be, &q, be->act_dtype, C3_MEM_ACT, 3, S, (int64_t)m->hq, hd));
-    TRY(c3_alloc(be, &a, be->act_dtype, C3_MEM_ACT, 3, S, (int64_t)m->hq, hd));
-    TRY(c3_alloc(be, &k, be->act_dtype, C3_MEM_ACT, 3, S, (int64_t)m->hkv, hd));
-    TRY(c3_alloc(be, &v, be->act_dtype, C3_MEM_ACT, 3, S, (int64_t)m->hkv, hd));
-    TRY(mlp_alloc(m, &s, S));
+    if (graphs) {
+        GG_VIEW(q, m->gg.q);
+        GG_VIEW(a, m->gg.a);
+        GG_VIEW(k, m->gg.k);
+        GG_VIEW(v, m->gg.v);
+        GG_VIEW(y, m->gg.y);
+        GG_VIEW(s.xn, m->gg.s.xn);
+        GG_VIEW(s.tmp, m->gg.s.tmp);
+        GG_VIEW(s.up, m->gg.s.up);
+        if (m->c.mlp_gated) GG_VIEW(s.gate, m->gg.s.gate);
+    } else {
+        TRY(c3_alloc(be, &q, be->act_dtype, C3_MEM_ACT, 3, S, (int64_t)m->hq, hd));
+        TRY(c3_alloc(be, &a, be->act_dtype, C3_MEM_ACT, 3, S, (int64_t)m->hq, hd));
+        TRY(c3_alloc(be, &k, be->act_dtype, C3_MEM_ACT, 3, S, (int64_t)m->hkv, hd));
+        TRY(c3_alloc(be, &v, be->act_dtype, C3_MEM_ACT, 3, S, (int64_t)m->hkv, hd));
+        TRY(mlp_alloc(m, &s, S));
+    }
     if (sp > 1) {
         int64_t hq_s = m->hq / sp, hkv_s = m->hkv / sp;
         TRY(c3_alloc(be, &u.qh, be->act_dtype, C3_MEM_ACT, 3, S_pad, hq_s, hd));
@@ -1067,6 +1192,18 @@ int model_gen(c3_model *m, const c3_undkv *kv, const float *latents, const c3_la
         TRY(c3_alloc(be, &u.uk, be->act_dtype, C3_MEM_ACT, 3, (int64_t)kv->L, hkv_s, hd));
         TRY(c3_alloc(be, &u.uv, be->act_dtype, C3_MEM_ACT, 3, (int64_t)kv->L, hkv_s, hd));
         TRY(c3_alloc(be, &u.utmp, be->act_dtype, C3_MEM_ACT, 1, (int64_t)kv->L * m->hkv * hd));
+    }
+    int slot = -1;
+    if (graphs) { /* replay, record, or (first sight of this key) run eagerly */
+        slot = gg_slot(m, gg_key(kv, &cs, &sn));
+        if (m->gg.slot[slot].state == 2) {
+            TRY(be->graph_launch(be, m->gg.slot[slot].exec));
+            goto layers_done;
+        }
+        if (m->gg.slot[slot].state == 1) {
+            TRY(be->graph_begin(be));
+            recording = true;
+        }
     }
     TRY(ring_begin(m, 1));
     for (int l = 0; l < c->layers; l++) {
@@ -1099,7 +1236,7 @@ int model_gen(c3_model *m, const c3_undkv *kv, const float *latents, const c3_la
     /* output: norm_moe_gen, proj_out + bias, unpatchify, crop */
     TRY(be->rmsnorm(be, &s.xn, &x, &m->norm_gen, (int)D, c->eps, c->norm_mul_fp32));
     trace("gen.final_norm", -1, &s.xn);
-    TRY(c3_alloc(be, &y, be->act_dtype, C3_MEM_ACT, 2, S, P));
+    if (!graphs) TRY(c3_alloc(be, &y, be->act_dtype, C3_MEM_ACT, 2, S, P));
     TRY(be->linear(be, &y, &s.xn, &m->proj_out, &m->proj_out_b, false)); /* [S, P] */
     trace("gen.proj_out", -1, &y);
     TRY(ring_collect(m, 1));
@@ -1119,6 +1256,17 @@ int model_gen(c3_model *m, const c3_undkv *kv, const float *latents, const c3_la
         int64_t yne[] = {T, hp, wp, p, p, C};
         c3_tensor yv = c3_view(&y, 0, 6, yne);
         TRY(be->permute(be, &lat, &yv, to_latent)); /* lat is [C, T, hp, p, wp, p] */
+        if (recording) {
+            void *exec = NULL;
+            recording = false;
+            TRY(be->graph_end(be, &exec));
+            m->gg.slot[slot].exec = exec;
+            m->gg.slot[slot].state = 2;
+            TRY(be->graph_launch(be, exec));
+        } else if (graphs) {
+            m->gg.slot[slot].state = 1;
+        }
+    layers_done:;
         int64_t Hp = hp * p, Wp = wp * p;
         if (Hp == h && Wp == w) {
             TRY(be->download(be, velocity, &lat));
@@ -1130,6 +1278,13 @@ int model_gen(c3_model *m, const c3_undkv *kv, const float *latents, const c3_la
         }
     }
 done:
+    if (recording) { /* an error while recording: end it, drop the graph */
+        void *exec = NULL;
+        (void)be->graph_end(be, &exec);
+        if (exec) be->graph_free(be, exec);
+        m->gg.slot[slot].state = 0;
+    }
+#undef GG_VIEW
     c3_free(&lat);
     c3_free(&tok_all);
     c3_free(&x);

@@ -40,6 +40,10 @@ const c3_tconfig *model_config(const c3_model *m);
  * bytes streamed host -> device and the seconds the copies took (0, 0 when
  * the model is resident). */
 bool model_offloaded(const c3_model *m);
+/* Replay the GEN layer loop as a recorded graph where the backend can (on
+ * by default; COSMOS3_GRAPHS=0 turns it off for every model). Off: every op
+ * is queued one by one, as a profiler that times each op needs. */
+void model_graphs(c3_model *m, bool on);
 void model_offload_stats(const c3_model *m, int64_t *bytes, double *seconds);
 
 /* The UND K/V cache of one branch: per layer k, v [L, Hkv_local, head_dim]
