@@ -35,6 +35,11 @@ typedef struct {
     pthread_t thread;
     int rc;
     char err[1024];
+    /* the last UND K/V of each branch and the ids it was computed from: a
+     * request with the same ids (the same negative prompt, a repeated
+     * prompt) reuses it, and with it the GEN graphs recorded over it */
+    c3_undkv und[2];
+    int32_t *und_ids[2];
 } c3_rank;
 
 struct c3_engine {
@@ -347,6 +352,11 @@ fail:
 void engine_close(c3_engine *e) {
     if (!e) return;
     vae_free(e->vae);
+    for (int r = 0; r < C3_MAX_RANKS; r++)
+        for (int b = 0; b < 2; b++) {
+            undkv_free(&e->ranks[r].und[b]);
+            free(e->ranks[r].und_ids[b]);
+        }
     for (int r = 0; r < C3_MAX_RANKS; r++) model_free(e->ranks[r].model);
     /* communicators use the backends' streams: they go first */
     if (e->set) e->set->destroy(e->set);
@@ -403,7 +413,7 @@ static int rank_loop(c3_job *j, c3_rank *rk) {
     const c3_settings *s = j->s;
     int group = plan_cfg_rank(p, rk->rank);
     bool lead = plan_tp_rank(p, rk->rank) == 0 && plan_sp_rank(p, rk->rank) == 0;
-    c3_undkv kv[2] = {0};
+    c3_undkv *kv[2] = {NULL, NULL};
     c3_latent_geom g = {.T = j->T, .h = j->h, .w = j->w, .fps = s->fps};
     float *x = xmalloc((size_t)j->n * sizeof(float));
     float *vbuf = xmalloc((size_t)j->n * 2 * sizeof(float)); /* [cond | uncond] */
@@ -420,7 +430,21 @@ static int rank_loop(c3_job *j, c3_rank *rk) {
     for (int b = 0; b < 2 && rc == C3_OK; b++) {
         if (p->cfg == 2 && b != group) continue;
         if (b == 1 && !need_uncond) continue;
-        rc = model_und(rk->model, j->ids[b], j->L[b], &kv[b]);
+        c3_undkv *u = &rk->und[b];
+        if (!(u->L == j->L[b] && rk->und_ids[b] &&
+              !memcmp(rk->und_ids[b], j->ids[b], sizeof(int32_t) * (size_t)j->L[b]))) {
+            undkv_free(u);
+            free(rk->und_ids[b]);
+            rk->und_ids[b] = NULL;
+            rc = model_und(rk->model, j->ids[b], j->L[b], u);
+            if (rc) {
+                undkv_free(u);
+                break;
+            }
+            rk->und_ids[b] = xmalloc(sizeof(int32_t) * (size_t)j->L[b]);
+            memcpy(rk->und_ids[b], j->ids[b], sizeof(int32_t) * (size_t)j->L[b]);
+        }
+        kv[b] = u;
     }
     if (rk->rank == 0) j->t_und = c3_now() - t0;
     double tl = c3_now();
@@ -442,12 +466,12 @@ static int rank_loop(c3_job *j, c3_rank *rk) {
         }
         if (p->cfg == 1) {
             double a = c3_now();
-            rc = model_gen(rk->model, &kv[0], x, &g, t, vbuf);
+            rc = model_gen(rk->model, kv[0], x, &g, t, vbuf);
             tc = c3_now() - a;
             if (lead && rc == C3_OK) emit_branch(e, rk->rank, 0, i + 1, 0, tc);
             if (rc == C3_OK && cfg_on) {
                 a = c3_now();
-                rc = model_gen(rk->model, &kv[1], x, &g, t, vbuf + j->n);
+                rc = model_gen(rk->model, kv[1], x, &g, t, vbuf + j->n);
                 tu = c3_now() - a;
                 if (lead && rc == C3_OK) emit_branch(e, rk->rank, 0, i + 1, 1, tu);
             }
@@ -455,7 +479,7 @@ static int rank_loop(c3_job *j, c3_rank *rk) {
             /* group 0: cond; group 1: uncond, idle outside the guidance interval */
             float *mine = vbuf + (group ? j->n : 0);
             double a = c3_now();
-            if (group == 0 || cfg_on) rc = model_gen(rk->model, &kv[group], x, &g, t, mine);
+            if (group == 0 || cfg_on) rc = model_gen(rk->model, kv[group], x, &g, t, mine);
             double sec = c3_now() - a;
             if (group == 0) tc = sec; else tu = sec;
             if (lead && rc == C3_OK && (group == 0 || cfg_on)) emit_branch(e, rk->rank, group, i + 1, group, sec);
@@ -504,7 +528,6 @@ static int rank_loop(c3_job *j, c3_rank *rk) {
         j->t_loop = c3_now() - tl;
         if (rc == C3_OK) memcpy(j->x_final, x, (size_t)j->n * sizeof(float));
     }
-    for (int b = 0; b < 2; b++) undkv_free(&kv[b]);
     sampler_free(smp);
     free(x);
     free(vbuf);

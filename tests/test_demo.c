@@ -93,7 +93,7 @@ int main(void) {
     if (rc) return t_done("demo");
     double t_load = c3_now() - t0;
     int n = 0, ok_colours = 0, ok_shape = 0, n_place = 0, ok_place = 0;
-    double t_gen = 0;
+    double t_gen = 0, t_part[5] = {0}; /* tokenize, UND, denoise, VAE, PNG */
     for (int p = 0; p < N_PROMPTS; p++) {
         const int *c = held[p % nheld];
         int place = p == 9 ? DEMO_BOTTOM : p % 6 - 1; /* 8 of 10 with a place phrase */
@@ -109,6 +109,8 @@ int main(void) {
             double t1 = c3_now();
             rc = engine_generate(e, &s, &r);
             t_gen += c3_now() - t1;
+            for (int q = 0; q < 5; q++)
+                t_part[q] += (double[]){r.t_tokenize, r.t_und, r.t_denoise, r.t_vae, r.t_write}[q];
             result_free(&r);
             T_CHECK(rc == C3_OK, "%s seed %d: %s", prompt, k, c3_errmsg());
             uint8_t *rgb = NULL;
@@ -142,6 +144,10 @@ int main(void) {
             "place); load %.3f s, %.3f s per picture\n",
             dev && *dev ? dev : "cpu", n, 100 * rc_col, 100 * rc_shape, 100 * rc_place, n_place, t_load,
             n ? t_gen / n : 0);
+    if (n)
+        fprintf(stderr, "demo (%s): per picture: tokenize %.2f ms, UND %.2f ms, denoise %.2f ms, VAE %.2f ms, PNG %.2f ms\n",
+                dev && *dev ? dev : "cpu", 1e3 * t_part[0] / n, 1e3 * t_part[1] / n, 1e3 * t_part[2] / n,
+                1e3 * t_part[3] / n, 1e3 * t_part[4] / n);
     T_CHECK(n == N_PROMPTS * N_SEEDS, "%d of %d pictures judged", n, N_PROMPTS * N_SEEDS);
     T_CHECK(rc_col >= MIN_COLOURS, "colours right %.3f < %.2f", rc_col, MIN_COLOURS);
     T_CHECK(rc_shape >= MIN_SHAPE, "shape right %.3f < %.2f", rc_shape, MIN_SHAPE);
