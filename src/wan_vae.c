@@ -87,6 +87,14 @@ struct c3_vae {
     c3_tensor norm_out; /* [C] */
     vconv **convs;      /* every conv, for history resets */
     int nconvs;
+    /* one-frame decodes replayed as a recorded graph (backends with graph
+     * ops): input and output buffers kept for one latent size; the first
+     * decode of a size runs eagerly, the second records, later ones replay */
+    struct {
+        int h, w, state; /* state: 0 none, 1 seen once, 2 recorded */
+        c3_tensor z, img;
+        void *exec;
+    } g;
 };
 
 /* ------------------------------------------------------------------ helpers */
@@ -226,8 +234,16 @@ static void free_res(vres *r) {
     free_conv(&r->shortcut);
 }
 
+static void graph_drop(c3_vae *v) {
+    if (v->g.exec) v->be->graph_free(v->be, v->g.exec);
+    c3_free(&v->g.z);
+    c3_free(&v->g.img);
+    memset(&v->g, 0, sizeof v->g);
+}
+
 void vae_free(c3_vae *v) {
     if (!v) return;
+    graph_drop(v);
     free_conv(&v->post_quant);
     free_conv(&v->conv_in);
     free_conv(&v->conv_out);
@@ -618,6 +634,71 @@ static void reset_history(c3_vae *v) {
     }
 }
 
+/* One latent frame, z [z_dim, 1, h, w] (raw latents) -> img [C, 1, Ho, Wo]
+ * clamped: post_quant_conv, the decoder, unpatchify. Every temporary is made
+ * and freed inside, so the whole call can be recorded as one graph. */
+static int decode_frame(c3_vae *v, const c3_tensor *z, c3_tensor *img) {
+    c3_backend *be = v->be;
+    int64_t Cz = z->ne[0], hw = z->ne[2] * z->ne[3], C = v->img_ch, p = v->patch;
+    c3_tensor pq = {0}, chunk = {0};
+    int rc = conv_fwd(v, &v->post_quant, z, &pq, false);
+    if (rc == C3_OK) { /* [z_dim, 1, h, w] is already the one frame's [z_dim, 1, h, w] */
+        c3_tensor xt = view(&pq, 0, 4, Cz, (int64_t)1, z->ne[2], z->ne[3]);
+        rc = decode_chunk(v, &xt, 0, false, &chunk);
+    }
+    if (rc == C3_OK) {
+        int64_t hc = chunk.ne[2], wc = chunk.ne[3];
+        c3_tensor c6 = view(&chunk, 0, 6, C, p, p, (int64_t)1, hc, wc);
+        c3_tensor i6 = view(img, 0, 6, C, (int64_t)1, hc, p, wc, p);
+        static const int unpatch[6] = {0, 3, 4, 2, 5, 1};
+        rc = be->permute(be, &i6, &c6, unpatch);
+    }
+    if (rc == C3_OK) rc = be->clamp(be, img, img, -1.0f, 1.0f);
+    (void)hw;
+    c3_free(&pq);
+    c3_free(&chunk);
+    return rc;
+}
+
+static bool graphs_on(const c3_vae *v) {
+    const char *e = getenv("COSMOS3_GRAPHS");
+    return v->be->graph_begin && v->be->graph_end && v->be->graph_launch && v->be->graph_free && !vae_trace_hook &&
+           !(e && !strcmp(e, "0"));
+}
+
+/* An image (T == 1) through decode_frame as a graph: zr [z_dim, h, w] raw
+ * latents in, pixels [C, Ho, Wo] out (host). */
+static int decode_image_graph(c3_vae *v, const float *zr, int h, int w, int64_t Ho, int64_t Wo, float *pixels) {
+    c3_backend *be = v->be;
+    if (v->g.h != h || v->g.w != w) {
+        graph_drop(v);
+        C3_TRY(act4(v, &v->g.z, v->z_dim, 1, h, w));
+        C3_TRY(act4(v, &v->g.img, v->img_ch, 1, Ho, Wo));
+        v->g.h = h, v->g.w = w;
+    }
+    C3_TRY(be->upload(be, &v->g.z, zr, C3_F32));
+    if (v->g.state == 2) {
+        C3_TRY(be->graph_launch(be, v->g.exec));
+    } else if (v->g.state == 1) {
+        C3_TRY(be->graph_begin(be));
+        int rc = decode_frame(v, &v->g.z, &v->g.img);
+        void *exec = NULL;
+        int rc2 = be->graph_end(be, &exec);
+        if (rc || rc2) {
+            if (exec) be->graph_free(be, exec);
+            v->g.state = 0;
+            return rc ? rc : rc2;
+        }
+        v->g.exec = exec;
+        v->g.state = 2;
+        C3_TRY(be->graph_launch(be, exec));
+    } else {
+        C3_TRY(decode_frame(v, &v->g.z, &v->g.img));
+        v->g.state = 1;
+    }
+    return be->download(be, pixels, &v->g.img);
+}
+
 int vae_decode(c3_vae *v, const float *z_norm, int T, int h, int w, float **out, int *F, int *H,
                int *W, int (*on_frame)(void *ud, int t, int T), void *ud) {
     c3_backend *be = v->be;
@@ -634,6 +715,28 @@ int vae_decode(c3_vae *v, const float *z_norm, int T, int h, int w, float **out,
     c3_tensor z = {0}, pq = {0}, frames = {0}, chunk = {0}, img = {0};
     float *host = NULL, *res = NULL;
     int rc;
+    /* output geometry: the first chunk yields one frame, later ones ft each */
+    int64_t C = v->img_ch, p = v->patch, tf = 1, sf = 1;
+    for (int i = 0; i < v->nup; i++)
+        if (v->up[i].mode != UP_NONE) {
+            tf *= v->up[i].ft;
+            sf *= v->up[i].fs;
+        }
+    int64_t Fo = 1 + tf * (T - 1), Ho = h * sf * p, Wo = w * sf * p, fsz = Ho * Wo;
+    res = xmalloc(sizeof(float) * (size_t)(C * Fo * fsz));
+    if (T == 1 && graphs_on(v)) { /* an image: one recorded graph after the first decode of its size */
+        if ((rc = decode_image_graph(v, zr, h, w, Ho, Wo, res))) goto out;
+        if (on_frame && (rc = on_frame(ud, 0, 1)) != C3_OK) {
+            rc = c3_fail(rc, "VAE decode stopped after latent frame 1 of 1");
+            goto out;
+        }
+        *out = res;
+        res = NULL;
+        *F = 1;
+        *H = (int)Ho;
+        *W = (int)Wo;
+        goto out;
+    }
     reset_history(v);
     if ((rc = act4(v, &z, Cz, T, h, w))) goto out;
     if ((rc = be->upload(be, &z, zr, C3_F32))) goto out;
@@ -647,15 +750,6 @@ int vae_decode(c3_vae *v, const float *z_norm, int T, int h, int w, float **out,
     if ((rc = be->permute(be, &frames, &pq3, swap01))) goto out;
     c3_free(&pq);
 
-    /* output geometry: the first chunk yields one frame, later ones ft each */
-    int64_t C = v->img_ch, p = v->patch, tf = 1, sf = 1;
-    for (int i = 0; i < v->nup; i++)
-        if (v->up[i].mode != UP_NONE) {
-            tf *= v->up[i].ft;
-            sf *= v->up[i].fs;
-        }
-    int64_t Fo = 1 + tf * (T - 1), Ho = h * sf * p, Wo = w * sf * p, fsz = Ho * Wo;
-    res = xmalloc(sizeof(float) * (size_t)(C * Fo * fsz));
     for (int t = 0, f0 = 0; t < T; t++) {
         c3_tensor xt = view(&frames, (int64_t)t * Cz * hw, 4, Cz, (int64_t)1, (int64_t)h, (int64_t)w);
         if ((rc = decode_chunk(v, &xt, t, t + 1 < T, &chunk))) goto out;

@@ -121,16 +121,16 @@ int main(void) {
             demo_verdict v;
             memset(&v, -1, sizeof v);
             if (W == DEMO_SIZE && H == DEMO_SIZE) demo_judge(rgb, &v);
-            free(rgb);
             unlink(png);
             n++;
             ok_colours += v.bg == c[2] && v.colour == c[1];
             ok_shape += v.shape == c[0];
             if (place != DEMO_NO_PLACE) n_place++, ok_place += v.place == place;
-            printf("seed %d | %-55s | bg %-6s colour %-6s shape %-8s place %s\n", k, prompt,
+            printf("seed %d | %-55s | bg %-6s colour %-6s shape %-8s place %-13s | pixels %016llx\n", k, prompt,
                    v.bg >= 0 ? demo_colour_names[v.bg] : "-", v.colour >= 0 ? demo_colour_names[v.colour] : "-",
-                   v.shape >= 0 ? demo_shape_names[v.shape] : "-",
-                   v.place >= 0 ? demo_place_phrases[v.place] : "-");
+                   v.shape >= 0 ? demo_shape_names[v.shape] : "-", v.place >= 0 ? demo_place_phrases[v.place] : "-",
+                   (unsigned long long)c3_fnv1a(rgb, (size_t)W * H * 3, C3_FNV_INIT));
+            free(rgb);
         }
     }
     engine_close(e);
