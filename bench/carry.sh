@@ -1,12 +1,21 @@
 # carry.sh - sourced by the device scripts: what travels to the GPU machine
 # and how it is set up there.
 #
+#   carry_build BUILD TARGET...    here: configure BUILD (-Dcuda=enabled) if
+#                                  needed and build the targets
 #   carry_pack DIR BUILD FILE...   here: copy the built FILEs into DIR, with the
 #                                  host libraries the GPU machine lacks
 #                                  (libs.tar.xz) and the compiled-in source dir
 #   carry_env DIR                  there: unpack the libraries, set
 #                                  LD_LIBRARY_PATH (+ CUDA's), link the
 #                                  compiled-in source dir to this checkout
+
+carry_build() {
+    local build=$1
+    shift
+    [ -d "$build" ] || meson setup "$build" -Dcuda=enabled || return 1
+    ninja -C "$build" -j2 "$@"
+}
 
 carry_pack() {
     local pk=$1 build=$2

@@ -20,8 +20,7 @@ pk=carry/demo
 
 pack() {
     local build=${1:-build-cuda}
-    [ -d "$build" ] || meson setup "$build" -Dcuda=enabled || exit 1
-    ninja -C "$build" -j2 cosmos3 tests/libdemojudge.so tests/test_demo || exit 1
+    carry_build "$build" cosmos3 tests/libdemojudge.so tests/test_demo || exit 1
     carry_pack "$pk" "$build" cosmos3 tests/libdemojudge.so tests/test_demo || exit 1
     du -sh "$pk"/*
 }

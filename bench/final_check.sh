@@ -18,8 +18,7 @@ pk=carry/final
 
 pack() {
     local build=${1:-build-cuda}
-    [ -d "$build" ] || meson setup "$build" -Dcuda=enabled || exit 1
-    ninja -C "$build" -j2 cosmos3 cuda/lab/ops_check tests/test_model tests/test_vae tests/test_e2e \
+    carry_build "$build" cosmos3 cuda/lab/ops_check tests/test_model tests/test_vae tests/test_e2e \
         tests/test_gpu_ranks tests/test_backends || exit 1
     carry_pack "$pk" "$build" cosmos3 cuda/lab/ops_check tests/test_model tests/test_vae tests/test_e2e \
         tests/test_gpu_ranks tests/test_backends || exit 1
