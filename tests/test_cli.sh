@@ -56,6 +56,24 @@ expect 3 "does not exist" -- gen -m "$tmp/nowhere" -p x
 mkdir -p "$tmp/empty"
 expect 3 "model_index.json" -- info -m "$tmp/empty"
 
+# the built-in demo model: the default, its card's defaults, its warnings
+unset COSMOS3_MODEL
+expect 0 "" -- gen -p "a red circle on a blue background, on the right" --seed 1 -o demo.png --json --device cpu
+python3 -c "import json; o=json.load(open('$tmp/out')); assert (o['model'], o['width'], o['height'], o['steps'], o['guidance']) == ('demo', 64, 64, 20, 4.0), o" && ok || bad "demo defaults: $(cat "$tmp/out")"
+[ ! -s "$tmp/err" ] && ok || bad "a prompt of the demo's world warned: $(cat "$tmp/err")"
+expect 0 'does not know "dog"' -- gen -p "a purple dog on a white background" --seed 1 -o dog.png -q --device cpu
+[ "$(wc -l <"$tmp/err")" = 1 ] && grep -q "it knows: a at background" "$tmp/err" && [ -f dog.png ] && ok || bad "vocabulary warning: $(cat "$tmp/err")"
+expect 0 "trained at 64x64 only" -- gen -p "a red square on a green background" -W 128 -H 128 --steps 2 -o big.png -q --device cpu
+[ -f big.png ] && ok || bad "another size did not generate"
+expect 0 "" -- info -m demo
+grep -q "^vocabulary (22 words" "$tmp/out" && grep -qF 'cosmos3 gen -p "a red circle on a blue background, on the right"' "$tmp/out" && ok || bad "info -m demo: $(cat "$tmp/out")"
+expect 3 "-m demo" -- gen -m no-such-model -p x
+printf 'a red circle on a blue background\na green square on a red background\n' >lines.txt
+expect 0 "" -- tokenize -m demo --templates -W 64 -H 64 --lines - <lines.txt
+cp "$tmp/out" lines.out
+expect 0 "" -- tokenize -m demo --templates -W 64 -H 64 "a green square on a red background"
+[ "$(wc -l <lines.out)" = 2 ] && [ "$(sed -n 2p lines.out)" = "$(cat "$tmp/out")" ] && ok || bad "tokenize --lines: $(cat lines.out)"
+
 if [ $have_fx = 1 ]; then
     # tokenize: the golden ids of the plain.sys1 pipeline case and its raw ids
     want=$(python3 -c "
