@@ -48,13 +48,13 @@ static int read_held_out(const char *model, int held[][3]) {
     int n = 0;
     size_t i;
     json_t *x;
-    if (json_is_array(h))
-        json_array_foreach(h, i, x) {
+    if (json_is_array(h)) json_array_foreach(h, i, x) {
             if (n == MAX_HELD || json_array_size(x) != 3) break;
             held[n][0] = find_name(demo_shape_names, DEMO_N_SHAPES, json_array_get(x, 0));
             held[n][1] = find_name(demo_colour_names, DEMO_N_COLOURS, json_array_get(x, 1));
             held[n][2] = find_name(demo_colour_names, DEMO_N_COLOURS, json_array_get(x, 2));
-            if (held[n][0] < 0 || held[n][1] < 0 || held[n][2] < 0 || held[n][1] == held[n][2]) break;
+            if (held[n][0] < 0 || held[n][1] < 0 || held[n][2] < 0 || held[n][1] == held[n][2])
+                break;
             n++;
         }
     json_decref(j);
@@ -67,13 +67,17 @@ int main(void) {
     snprintf(model, sizeof model, "%s/share/models/demo", src ? src : ".");
     int held[MAX_HELD][3];
     int nheld = read_held_out(model, held);
-    T_CHECK(nheld >= 8, "%s: the model card lists %d held-out combinations (need >= 8)", model, nheld);
+    T_CHECK(nheld >= 8, "%s: the model card lists %d held-out combinations (need >= 8)", model,
+            nheld);
     if (nheld < 8) return t_done("demo");
     /* every shape and every colour among them */
     int seen_shape[DEMO_N_SHAPES] = {0}, seen_colour[DEMO_N_COLOURS] = {0};
-    for (int i = 0; i < nheld; i++) seen_shape[held[i][0]]++, seen_colour[held[i][1]]++, seen_colour[held[i][2]]++;
-    for (int k = 0; k < DEMO_N_SHAPES; k++) T_CHECK(seen_shape[k], "shape %s not held out", demo_shape_names[k]);
-    for (int k = 0; k < DEMO_N_COLOURS; k++) T_CHECK(seen_colour[k], "colour %s not held out", demo_colour_names[k]);
+    for (int i = 0; i < nheld; i++)
+        seen_shape[held[i][0]]++, seen_colour[held[i][1]]++, seen_colour[held[i][2]]++;
+    for (int k = 0; k < DEMO_N_SHAPES; k++)
+        T_CHECK(seen_shape[k], "shape %s not held out", demo_shape_names[k]);
+    for (int k = 0; k < DEMO_N_COLOURS; k++)
+        T_CHECK(seen_colour[k], "colour %s not held out", demo_colour_names[k]);
 
     char tmpd[] = "/tmp/c3demoXXXXXX";
     if (!mkdtemp(tmpd)) return fprintf(stderr, "mkdtemp failed\n"), 1;
@@ -115,9 +119,11 @@ int main(void) {
             T_CHECK(rc == C3_OK, "%s seed %d: %s", prompt, k, c3_errmsg());
             uint8_t *rgb = NULL;
             int W = 0, H = 0;
-            if (rc == C3_OK && png_read_rgb(png, &rgb, &W, &H) != C3_OK) T_CHECK(0, "%s: %s", png, c3_errmsg());
+            if (rc == C3_OK && png_read_rgb(png, &rgb, &W, &H) != C3_OK)
+                T_CHECK(0, "%s: %s", png, c3_errmsg());
             if (!rgb) continue;
-            T_CHECK(W == DEMO_SIZE && H == DEMO_SIZE, "%s is %dx%d, want the demo's 64x64", png, W, H);
+            T_CHECK(W == DEMO_SIZE && H == DEMO_SIZE, "%s is %dx%d, want the demo's 64x64", png, W,
+                    H);
             demo_verdict v;
             memset(&v, -1, sizeof v);
             if (W == DEMO_SIZE && H == DEMO_SIZE) demo_judge(rgb, &v);
@@ -126,10 +132,13 @@ int main(void) {
             ok_colours += v.bg == c[2] && v.colour == c[1];
             ok_shape += v.shape == c[0];
             if (place != DEMO_NO_PLACE) n_place++, ok_place += v.place == place;
-            printf("seed %d | %-55s | bg %-6s colour %-6s shape %-8s place %-13s | pixels %016llx\n", k, prompt,
-                   v.bg >= 0 ? demo_colour_names[v.bg] : "-", v.colour >= 0 ? demo_colour_names[v.colour] : "-",
-                   v.shape >= 0 ? demo_shape_names[v.shape] : "-", v.place >= 0 ? demo_place_phrases[v.place] : "-",
-                   (unsigned long long)c3_fnv1a(rgb, (size_t)W * H * 3, C3_FNV_INIT));
+            printf(
+                "seed %d | %-55s | bg %-6s colour %-6s shape %-8s place %-13s | pixels %016llx\n",
+                k, prompt, v.bg >= 0 ? demo_colour_names[v.bg] : "-",
+                v.colour >= 0 ? demo_colour_names[v.colour] : "-",
+                v.shape >= 0 ? demo_shape_names[v.shape] : "-",
+                v.place >= 0 ? demo_place_phrases[v.place] : "-",
+                (unsigned long long)c3_fnv1a(rgb, (size_t)W * H * 3, C3_FNV_INIT));
             free(rgb);
         }
     }
@@ -140,18 +149,21 @@ int main(void) {
     double rc_col = n ? (double)ok_colours / n : 0, rc_shape = n ? (double)ok_shape / n : 0,
            rc_place = n_place ? (double)ok_place / n_place : 0;
     fprintf(stderr,
-            "demo (%s): %d pictures, both colours right %.1f %%, shape %.1f %%, place %.1f %% (of %d with a "
+            "demo (%s): %d pictures, both colours right %.1f %%, shape %.1f %%, place %.1f %% (of "
+            "%d with a "
             "place); load %.3f s, %.3f s per picture\n",
-            dev && *dev ? dev : "cpu", n, 100 * rc_col, 100 * rc_shape, 100 * rc_place, n_place, t_load,
-            n ? t_gen / n : 0);
+            dev && *dev ? dev : "cpu", n, 100 * rc_col, 100 * rc_shape, 100 * rc_place, n_place,
+            t_load, n ? t_gen / n : 0);
     if (n)
-        fprintf(stderr, "demo (%s): per picture: tokenize %.2f ms, UND %.2f ms, denoise %.2f ms, VAE %.2f ms, PNG %.2f ms\n",
-                dev && *dev ? dev : "cpu", 1e3 * t_part[0] / n, 1e3 * t_part[1] / n, 1e3 * t_part[2] / n,
-                1e3 * t_part[3] / n, 1e3 * t_part[4] / n);
+        fprintf(stderr,
+                "demo (%s): per picture: tokenize %.2f ms, UND %.2f ms, denoise %.2f ms, VAE %.2f "
+                "ms, PNG %.2f ms\n",
+                dev && *dev ? dev : "cpu", 1e3 * t_part[0] / n, 1e3 * t_part[1] / n,
+                1e3 * t_part[2] / n, 1e3 * t_part[3] / n, 1e3 * t_part[4] / n);
     T_CHECK(n == N_PROMPTS * N_SEEDS, "%d of %d pictures judged", n, N_PROMPTS * N_SEEDS);
     T_CHECK(rc_col >= MIN_COLOURS, "colours right %.3f < %.2f", rc_col, MIN_COLOURS);
     T_CHECK(rc_shape >= MIN_SHAPE, "shape right %.3f < %.2f", rc_shape, MIN_SHAPE);
-    T_CHECK(n_place >= 4 * N_SEEDS && rc_place >= MIN_PLACE, "place right %.3f < %.2f (of %d)", rc_place, MIN_PLACE,
-            n_place);
+    T_CHECK(n_place >= 4 * N_SEEDS && rc_place >= MIN_PLACE, "place right %.3f < %.2f (of %d)",
+            rc_place, MIN_PLACE, n_place);
     return t_done("demo");
 }
