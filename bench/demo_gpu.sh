@@ -20,8 +20,8 @@ pk=carry/demo
 
 pack() {
     local build=${1:-build-cuda}
-    carry_build "$build" cosmos3 tests/libdemojudge.so tests/test_demo || exit 1
-    carry_pack "$pk" "$build" cosmos3 tests/libdemojudge.so tests/test_demo || exit 1
+    carry_build "$build" cosmos3 tests/libdemojudge.so tests/test_demo tests/test_gpu_ranks || exit 1
+    carry_pack "$pk" "$build" cosmos3 tests/libdemojudge.so tests/test_demo tests/test_gpu_ranks || exit 1
     du -sh "$pk"/*
 }
 
