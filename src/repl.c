@@ -848,6 +848,7 @@ static void wait_job(c3_repl *r) {
             shown = tty;
         }
         if (x.kind == EV_LOG && x.rank == FINISHED_RANK) break;
+        if (x.kind == EV_LOG) repl_print(r, 2, "%s", x.text); /* the engine's notes and warnings */
         /* repl_pump printed the outcome; the newline goes before it */
     }
     (void)shown;
