@@ -52,10 +52,12 @@ int cu_scratch(c3_backend *be, size_t bytes, void **out) {
     if (c->recording) c->scratch_in_graph = true;
     if (bytes > c->scratch_bytes) {
         if (c->recording)
-            return c3_fail(C3_EFAIL, "cuda scratch: %zu bytes needed while recording a graph (%zu held)", bytes,
-                           c->scratch_bytes);
+            return c3_fail(C3_EFAIL,
+                           "cuda scratch: %zu bytes needed while recording a graph (%zu held)",
+                           bytes, c->scratch_bytes);
         size_t want = (bytes + CU_SCRATCH_ALIGN - 1) / CU_SCRATCH_ALIGN * CU_SCRATCH_ALIGN;
-        if (c->scratch && c->scratch_in_graph && c->nretired < (int)(sizeof c->retired / sizeof c->retired[0])) {
+        if (c->scratch && c->scratch_in_graph &&
+            c->nretired < (int)(sizeof c->retired / sizeof c->retired[0])) {
             c->retired[c->nretired++] = c->scratch; /* a recorded graph still names it */
             c->scratch = NULL;
             c->scratch_bytes = 0;
@@ -508,7 +510,8 @@ static void cuda_destroy(c3_backend *be) {
         (void)cudaSetDevice(c->device);
         if (c->stream) (void)cudaStreamSynchronize(c->stream);
         if (c->scratch) (void)cudaFree(c->scratch);
-        for (int i = 0; i < c->nretired; i++) (void)cudaFree(c->retired[i]);
+        for (int i = 0; i < c->nretired; i++)
+            (void)cudaFree(c->retired[i]);
         cu_gemm_cache_free(be);
         if (c->lt_ws) (void)cudaFree(c->lt_ws);
         if (c->lt) (void)cublasLtDestroy(c->lt);

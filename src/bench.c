@@ -22,7 +22,7 @@
 
 #define BENCH_DEFAULT_PX 1024     /* -W/-H when not given: the T2I size */
 #define BENCH_DEFAULT_STEPS 3     /* timed CFG steps when --steps is not given */
-#define BENCH_WARMUP_STEPS 2      /* untimed CFG steps first (plans, caches; graphs: seen, recorded) */
+#define BENCH_WARMUP_STEPS 2 /* untimed CFG steps first (plans, caches; graphs: seen, recorded) */
 #define BENCH_TIMESTEP 500        /* integer timestep of the timed GEN calls */
 #define BENCH_WEIGHT_AMPLITUDE 0.03 /* random weights are uniform in +-this */
 #define BENCH_VAE_VOCAB 64        /* vocab of the throw-away mkmodel checkpoint that carries the VAE */
@@ -324,8 +324,8 @@ typedef struct {
     int prof_n_linear, prof_n_attn;
     double t_tok, t_load, t_und_c, t_und_u, t_vae_load, t_vae, t_png;
     bool vae;
-    bool offload;             /* block weights streamed from pinned host memory */
-    int64_t h2d_bytes;        /* streamed during the timed steps */
+    bool offload;      /* block weights streamed from pinned host memory */
+    int64_t h2d_bytes; /* streamed during the timed steps */
     double h2d_s;
     int64_t mem_peak, mem_w, mem_kv, mem_act, dev_used, dev_total;
 } bench_report;
@@ -355,8 +355,10 @@ static void print_text(const bench_report *r) {
            r->prof_attn > 0 ? r->prof_f_attn / r->prof_attn / TFLOP : 0);
     printf("  the rest        %9.2f ms (%5.1f%%)\n", rest * 1e3, 100 * rest / r->prof_total);
     if (r->offload)
-        printf("offload: %.3g GB streamed host-to-device in %.3f s of copy-queue time (%.1f GB/s)\n",
-               (double)r->h2d_bytes / 1e9, r->h2d_s, r->h2d_s > 0 ? (double)r->h2d_bytes / r->h2d_s / 1e9 : 0);
+        printf(
+            "offload: %.3g GB streamed host-to-device in %.3f s of copy-queue time (%.1f GB/s)\n",
+            (double)r->h2d_bytes / 1e9, r->h2d_s,
+            r->h2d_s > 0 ? (double)r->h2d_bytes / r->h2d_s / 1e9 : 0);
     printf("outside the loop: tokenize %.2f ms, load %.2f s, UND cond %.2f ms + uncond %.2f ms (%.4g TFLOP/s)",
            r->t_tok * 1e3, r->t_load, r->t_und_c * 1e3, r->t_und_u * 1e3,
            r->flop_und / (r->t_und_c + r->t_und_u) / TFLOP);
@@ -424,7 +426,8 @@ static void print_json(const bench_report *r) {
     json_object_set_new(j, "offload", json_boolean(r->offload));
     if (r->offload) {
         json_object_set_new(j, "h2d_bytes", json_integer(r->h2d_bytes));
-        json_object_set_new(j, "h2d_gbps", json_real(r->h2d_s > 0 ? (double)r->h2d_bytes / r->h2d_s / 1e9 : 0));
+        json_object_set_new(j, "h2d_gbps",
+                            json_real(r->h2d_s > 0 ? (double)r->h2d_bytes / r->h2d_s / 1e9 : 0));
     }
     json_object_set_new(mm, "peak_bytes", json_integer(r->mem_peak));
     json_object_set_new(mm, "weights_bytes", json_integer(r->mem_w));

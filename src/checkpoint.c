@@ -498,7 +498,8 @@ static int get_strings(json_t *o, const char *k, char ***out, int *n, const char
     *out = NULL;
     *n = 0;
     if (!v || json_is_null(v)) return C3_OK;
-    if (!json_is_array(v)) return c3_fail(C3_EMODEL, "%s: \"cosmos3.%s\" must be a list of strings", path, k);
+    if (!json_is_array(v))
+        return c3_fail(C3_EMODEL, "%s: \"cosmos3.%s\" must be a list of strings", path, k);
     *out = xcalloc(json_array_size(v) + 1, sizeof **out);
     size_t i;
     json_t *x;
@@ -516,7 +517,8 @@ static int parse_card(json_t *cj, c3_model_card *d, const char *path) {
     if (json_is_string(v)) d->about = xstrdup(json_string_value(v));
     v = json_object_get(cj, "tokenizer");
     if (v && !(json_is_string(v) && !strcmp(json_string_value(v), "builtin")))
-        return c3_fail(C3_EMODEL, "%s: \"cosmos3.tokenizer\" must be \"builtin\" (or absent)", path);
+        return c3_fail(C3_EMODEL, "%s: \"cosmos3.tokenizer\" must be \"builtin\" (or absent)",
+                       path);
     d->builtin_tokenizer = v != NULL;
     v = json_object_get(cj, "scores");
     if (v) d->scores_json = json_dumps(v, JSON_COMPACT | JSON_SORT_KEYS);
@@ -524,17 +526,20 @@ static int parse_card(json_t *cj, c3_model_card *d, const char *path) {
     C3_TRY(get_strings(cj, "examples", &d->examples, &d->nexamples, path));
     json_t *df = json_object_get(cj, "defaults");
     if (!df) return C3_OK;
-    if (!json_is_object(df)) return c3_fail(C3_EMODEL, "%s: \"cosmos3.defaults\" must be an object", path);
+    if (!json_is_object(df))
+        return c3_fail(C3_EMODEL, "%s: \"cosmos3.defaults\" must be an object", path);
     C3_TRY(get_int(df, "width", 0, &d->width, path));
     C3_TRY(get_int(df, "height", 0, &d->height, path));
     C3_TRY(get_int(df, "steps", 0, &d->steps, path));
     C3_TRY(get_num(df, "guidance", -1, &d->guidance, path));
     C3_TRY(get_num(df, "shift", -1, &d->shift, path));
     if (d->width < 0 || d->height < 0 || d->steps < 0)
-        return c3_fail(C3_EMODEL, "%s: cosmos3.defaults width, height and steps must be positive", path);
+        return c3_fail(C3_EMODEL, "%s: cosmos3.defaults width, height and steps must be positive",
+                       path);
     v = json_object_get(df, "schedule");
     if (v && (!json_is_string(v) || strlen(json_string_value(v)) >= sizeof d->schedule))
-        return c3_fail(C3_EMODEL, "%s: \"cosmos3.defaults.schedule\" must be a schedule name", path);
+        return c3_fail(C3_EMODEL, "%s: \"cosmos3.defaults.schedule\" must be a schedule name",
+                       path);
     if (v) snprintf(d->schedule, sizeof d->schedule, "%s", json_string_value(v));
     v = json_object_get(df, "guidance_interval");
     if (v && json_is_null(v)) {
@@ -542,7 +547,9 @@ static int parse_card(json_t *cj, c3_model_card *d, const char *path) {
     } else if (v) {
         if (!json_is_array(v) || json_array_size(v) != 2 || !json_is_number(json_array_get(v, 0)) ||
             !json_is_number(json_array_get(v, 1)))
-            return c3_fail(C3_EMODEL, "%s: \"cosmos3.defaults.guidance_interval\" must be [lo, hi] or null", path);
+            return c3_fail(C3_EMODEL,
+                           "%s: \"cosmos3.defaults.guidance_interval\" must be [lo, hi] or null",
+                           path);
         d->interval = 1;
         d->interval_lo = json_number_value(json_array_get(v, 0));
         d->interval_hi = json_number_value(json_array_get(v, 1));
@@ -565,8 +572,10 @@ int ckpt_read_card(const char *dir, c3_model_card *card) {
 }
 
 void ckpt_card_free(c3_model_card *card) {
-    for (int i = 0; i < card->nvocab; i++) free(card->vocab[i]);
-    for (int i = 0; i < card->nexamples; i++) free(card->examples[i]);
+    for (int i = 0; i < card->nvocab; i++)
+        free(card->vocab[i]);
+    for (int i = 0; i < card->nexamples; i++)
+        free(card->examples[i]);
     free(card->vocab);
     free(card->examples);
     free(card->about);
@@ -578,7 +587,8 @@ void ckpt_card_free(c3_model_card *card) {
 char *ckpt_tokenizer_json(const char *dir, const c3_model_card *card) {
     char *own = c3_path_join(dir, "text_tokenizer/tokenizer.json");
     char buf[4096];
-    if (!c3_file_exists(own) && card && card->builtin_tokenizer && ckpt_share_path("tokenizer/tokenizer.json", buf, sizeof buf)) {
+    if (!c3_file_exists(own) && card && card->builtin_tokenizer &&
+        ckpt_share_path("tokenizer/tokenizer.json", buf, sizeof buf)) {
         free(own);
         return xstrdup(buf);
     }
@@ -607,7 +617,10 @@ int ckpt_open(c3_ckpt *c, const char *dir, bool need_vae) {
     }
     int rc;
     if (!c3_file_exists(dir)) {
-        rc = c3_fail(C3_EMODEL, "model folder %s does not exist; pass -m DIR (a Diffusers folder) or -m demo (the built-in model)", dir);
+        rc = c3_fail(C3_EMODEL,
+                     "model folder %s does not exist; pass -m DIR (a Diffusers folder) or -m demo "
+                     "(the built-in model)",
+                     dir);
         goto fail;
     }
     /* model_index.json */
@@ -713,7 +726,8 @@ void ckpt_sizes(const c3_ckpt *c, c3_sizes *s) {
                    strncmp(n, "proj_out", 8) == 0 || strncmp(n, "time_embedder", 13) == 0;
         bool und = !gen && (strncmp(n, "layers.", 7) == 0 || strncmp(n, "embed_tokens", 12) == 0 ||
                             strcmp(n, "norm.weight") == 0);
-        if (strncmp(n, "embed_tokens.", 13) == 0 && t->dtype != C3_I32 && t->dtype != C3_I64) s->embed_params += p;
+        if (strncmp(n, "embed_tokens.", 13) == 0 && t->dtype != C3_I32 && t->dtype != C3_I64)
+            s->embed_params += p;
         bool other = strncmp(n, "audio_", 6) == 0 || strncmp(n, "action_", 7) == 0 ||
                      strncmp(n, "lm_head", 7) == 0;
         if (other) {

@@ -81,16 +81,16 @@ typedef struct {
 typedef struct {
     char *about;
     bool builtin_tokenizer;
-    int width, height, steps;  /* 0: none given */
-    double guidance, shift;    /* < 0: none given */
-    char schedule[16];         /* "": none given */
-    int interval;              /* 0: none given, 1: [lo, hi], 2: null (CFG on every step) */
+    int width, height, steps; /* 0: none given */
+    double guidance, shift;   /* < 0: none given */
+    char schedule[16];        /* "": none given */
+    int interval;             /* 0: none given, 1: [lo, hi], 2: null (CFG on every step) */
     double interval_lo, interval_hi;
     char **vocab;
     int nvocab;
     char **examples;
     int nexamples;
-    char *scores_json;         /* the "scores" object as compact JSON, or NULL */
+    char *scores_json; /* the "scores" object as compact JSON, or NULL */
 } c3_model_card;
 
 typedef struct c3_ckpt {
@@ -108,8 +108,9 @@ typedef struct c3_ckpt {
     struct c3_tref { char *name; int shard; const st_tensor *t; } *tens;
     int ntens;
     st_file vae;
-    c3_model_card card;        /* model_index.json "cosmos3" */
-    /* sparse embedding (embed_tokens.rows [n, D] + embed_tokens.ids [n]) instead of embed_tokens.weight */
+    c3_model_card card; /* model_index.json "cosmos3" */
+    /* sparse embedding (embed_tokens.rows [n, D] + embed_tokens.ids [n]) instead of
+     * embed_tokens.weight */
     bool sparse_embed;
     char *tokenizer_json;      /* path */
     char *tokenizer_config;    /* path (may not exist) */

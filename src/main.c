@@ -46,19 +46,23 @@ static int cmd_mkmodel(c3_settings *s, char **pos, int npos);
 
 static const c3_command commands[] = {
     {"gen", CMD_GEN, "-p TEXT [options]", "generate an image (or a video with --frames)", cmd_gen},
-    {"tokenize", CMD_TOKENIZE, "[options] TEXT|-", "print the token ids the model would see", cmd_tokenize},
+    {"tokenize", CMD_TOKENIZE, "[options] TEXT|-", "print the token ids the model would see",
+     cmd_tokenize},
     {"info", CMD_INFO, "[-m DIR] [--tp N] [--cfg-parallel N] [--ulysses N]",
      "print the model's geometry, sizes and the per-rank plan", cmd_info},
     {"meta", CMD_META, "FILE.png", "print the settings stored in an image cosmos3 wrote", cmd_meta},
-    {"mkmodel", CMD_MKMODEL, "--preset tiny|demo|edge|nano|super -o DIR", "write a random-weight checkpoint",
-     cmd_mkmodel},
-    {"repl", CMD_REPL, "[options]", "the cosmos3 > prompt: load once, generate many (also: cosmos3 alone)",
-     repl_main},
-    {"tui", CMD_TUI, "[options]", "the live dashboard: memory, progress, CFG branch timings, previews", tui_main},
+    {"mkmodel", CMD_MKMODEL, "--preset tiny|demo|edge|nano|super -o DIR",
+     "write a random-weight checkpoint", cmd_mkmodel},
+    {"repl", CMD_REPL, "[options]",
+     "the cosmos3 > prompt: load once, generate many (also: cosmos3 alone)", repl_main},
+    {"tui", CMD_TUI, "[options]",
+     "the live dashboard: memory, progress, CFG branch timings, previews", tui_main},
     {"serve", CMD_SERVE, "[-m DIR] [--host ADDR] [--port N] [--queue N] [--tp N ...]",
-     "the OpenAI-compatible image API: POST /v1/images/generations (JSON or SSE progress)", serve_main},
+     "the OpenAI-compatible image API: POST /v1/images/generations (JSON or SSE progress)",
+     serve_main},
     {"bench", CMD_BENCH, "--preset tiny|edge|nano|super [-W PX -H PX -F N] [--steps N] [--json]",
-     "time the GEN CFG step of a preset's geometry on random weights (no checkpoint needed)", cmd_bench},
+     "time the GEN CFG step of a preset's geometry on random weights (no checkpoint needed)",
+     cmd_bench},
 };
 
 static void usage(FILE *f) {
@@ -154,8 +158,9 @@ static int run_generation(c3_settings *s) {
         c3_event x;
         if (!events_pop(ev, &x, 0.2)) continue;
         if (x.kind == EV_LOG && strcmp(x.text, "__finished__") == 0) break;
-        if (x.kind == EV_LOG && (!s->quiet || !strncmp(x.text, "warning:", 8))) /* one line each, on stderr;
-                                                                                  -q keeps the warnings */
+        if (x.kind == EV_LOG &&
+            (!s->quiet || !strncmp(x.text, "warning:", 8))) /* one line each, on stderr;
+                                                              -q keeps the warnings */
             fprintf(stderr, "%s%s\n", shown ? "\r\033[K" : "", x.text);
         if (x.kind == EV_STEP_BEGIN && x.step == 1) t_first = c3_now();
         if (x.kind == EV_BRANCH && x.branch == 1) uncond_last = x.seconds;
@@ -308,13 +313,16 @@ static int cmd_tokenize(c3_settings *s, char **pos, int npos) {
     for (char *line = text, *next; rc == C3_OK && line; line = next) {
         size_t n_line = s->lines ? strcspn(line, "\n") : len;
         next = s->lines && line[n_line] ? line + n_line + 1 : NULL;
-        if (s->lines && !next && n_line == 0) break; /* the final newline ends the text, not an empty prompt */
+        if (s->lines && !next && n_line == 0)
+            break; /* the final newline ends the text, not an empty prompt */
         line[n_line] = 0;
         int32_t *ids = NULL;
         int n = 0;
-        rc = s->raw ? tok_encode(tok, line, n_line, &ids, &n) : prompt_ids(tok, line, s->negative_flag, &po, &ids, &n);
+        rc = s->raw ? tok_encode(tok, line, n_line, &ids, &n)
+                    : prompt_ids(tok, line, s->negative_flag, &po, &ids, &n);
         if (rc == C3_OK) {
-            for (int i = 0; i < n; i++) printf(i ? " %d" : "%d", ids[i]);
+            for (int i = 0; i < n; i++)
+                printf(i ? " %d" : "%d", ids[i]);
             printf("\n");
         }
         free(ids);
@@ -354,12 +362,14 @@ static void print_card(const c3_model_card *k) {
     }
     if (k->nvocab) {
         printf("vocabulary (%d words; others draw nothing it knows):", k->nvocab);
-        for (int i = 0; i < k->nvocab; i++) printf(i ? ", %s" : " %s", k->vocab[i]);
+        for (int i = 0; i < k->nvocab; i++)
+            printf(i ? ", %s" : " %s", k->vocab[i]);
         printf("\n");
     }
     if (k->nexamples) {
         printf("example prompts:\n");
-        for (int i = 0; i < k->nexamples; i++) printf("  cosmos3 gen -p \"%s\"\n", k->examples[i]);
+        for (int i = 0; i < k->nexamples; i++)
+            printf("  cosmos3 gen -p \"%s\"\n", k->examples[i]);
     }
     if (k->scores_json) printf("measured scores: %s\n", k->scores_json);
 }

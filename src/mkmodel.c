@@ -77,27 +77,96 @@ static const double wan22_latents_std[WAN_Z_DIM] = {
 /* ---------------------------------------------------------------- presets */
 
 static const c3_mkmodel_preset presets[] = {
-    {.name = "tiny", .about = "2-layer test model (hidden 128), tiny VAE; ~40 MB",
-     .hidden = 128, .layers = 2, .heads = 8, .kv_heads = 8, .head_dim = 16, .inter = 256,
-     .vocab = QWEN3_VOCAB, .gated = true, .nemotron = false, .eps = 1e-6, .theta = 5e6,
-     .mrope = {4, 2, 2}, .vae_base = WAN_TINY_BASE, .vae_decoder_base = WAN_TINY_DECODER_BASE, .system_prompt = true, .native_schedule = false},
-    {.name = "demo", .about = "the built-in demo's geometry (hidden 256, 4 layers, VAE base 16); ~90 MB",
-     .hidden = 256, .layers = 4, .heads = 8, .kv_heads = 4, .head_dim = 32, .inter = 768,
-     .vocab = QWEN3_VOCAB, .gated = true, .nemotron = false, .eps = 1e-6, .theta = 5e6,
-     .mrope = {8, 4, 4}, .vae_base = WAN_DEMO_BASE, .vae_decoder_base = WAN_DEMO_BASE, .system_prompt = true,
+    {.name = "tiny",
+     .about = "2-layer test model (hidden 128), tiny VAE; ~40 MB",
+     .hidden = 128,
+     .layers = 2,
+     .heads = 8,
+     .kv_heads = 8,
+     .head_dim = 16,
+     .inter = 256,
+     .vocab = QWEN3_VOCAB,
+     .gated = true,
+     .nemotron = false,
+     .eps = 1e-6,
+     .theta = 5e6,
+     .mrope = {4, 2, 2},
+     .vae_base = WAN_TINY_BASE,
+     .vae_decoder_base = WAN_TINY_DECODER_BASE,
+     .system_prompt = true,
      .native_schedule = false},
-    {.name = "nano", .about = "Cosmos3-Nano geometry (Qwen3-VL-8B towers); ~32 GB",
-     .hidden = 4096, .layers = 36, .heads = 32, .kv_heads = 8, .head_dim = 128, .inter = 12288,
-     .vocab = QWEN3_VOCAB, .gated = true, .nemotron = false, .eps = 1e-6, .theta = 5e6,
-     .mrope = {24, 20, 20}, .vae_base = WAN_FULL_BASE, .vae_decoder_base = WAN_FULL_DECODER_BASE, .system_prompt = true, .native_schedule = false},
-    {.name = "super", .about = "Cosmos3-Super geometry (Qwen3-VL-32B towers); ~128 GB",
-     .hidden = 5120, .layers = 64, .heads = 64, .kv_heads = 8, .head_dim = 128, .inter = 25600,
-     .vocab = QWEN3_VOCAB, .gated = true, .nemotron = false, .eps = 1e-6, .theta = 5e6,
-     .mrope = {24, 20, 20}, .vae_base = WAN_FULL_BASE, .vae_decoder_base = WAN_FULL_DECODER_BASE, .system_prompt = true, .native_schedule = false},
-    {.name = "edge", .about = "Cosmos3-Edge geometry (Nemotron dense, ReLU^2), Qwen3 vocab; ~9 GB",
-     .hidden = 2048, .layers = 28, .heads = 16, .kv_heads = 8, .head_dim = 128, .inter = 9216,
-     .vocab = QWEN3_VOCAB, .gated = false, .nemotron = true, .eps = 1e-5, .theta = 1e8,
-     .mrope = {24, 20, 20}, .vae_base = WAN_FULL_BASE, .vae_decoder_base = WAN_FULL_DECODER_BASE, .system_prompt = false, .native_schedule = true},
+    {.name = "demo",
+     .about = "the built-in demo's geometry (hidden 256, 4 layers, VAE base 16); ~90 MB",
+     .hidden = 256,
+     .layers = 4,
+     .heads = 8,
+     .kv_heads = 4,
+     .head_dim = 32,
+     .inter = 768,
+     .vocab = QWEN3_VOCAB,
+     .gated = true,
+     .nemotron = false,
+     .eps = 1e-6,
+     .theta = 5e6,
+     .mrope = {8, 4, 4},
+     .vae_base = WAN_DEMO_BASE,
+     .vae_decoder_base = WAN_DEMO_BASE,
+     .system_prompt = true,
+     .native_schedule = false},
+    {.name = "nano",
+     .about = "Cosmos3-Nano geometry (Qwen3-VL-8B towers); ~32 GB",
+     .hidden = 4096,
+     .layers = 36,
+     .heads = 32,
+     .kv_heads = 8,
+     .head_dim = 128,
+     .inter = 12288,
+     .vocab = QWEN3_VOCAB,
+     .gated = true,
+     .nemotron = false,
+     .eps = 1e-6,
+     .theta = 5e6,
+     .mrope = {24, 20, 20},
+     .vae_base = WAN_FULL_BASE,
+     .vae_decoder_base = WAN_FULL_DECODER_BASE,
+     .system_prompt = true,
+     .native_schedule = false},
+    {.name = "super",
+     .about = "Cosmos3-Super geometry (Qwen3-VL-32B towers); ~128 GB",
+     .hidden = 5120,
+     .layers = 64,
+     .heads = 64,
+     .kv_heads = 8,
+     .head_dim = 128,
+     .inter = 25600,
+     .vocab = QWEN3_VOCAB,
+     .gated = true,
+     .nemotron = false,
+     .eps = 1e-6,
+     .theta = 5e6,
+     .mrope = {24, 20, 20},
+     .vae_base = WAN_FULL_BASE,
+     .vae_decoder_base = WAN_FULL_DECODER_BASE,
+     .system_prompt = true,
+     .native_schedule = false},
+    {.name = "edge",
+     .about = "Cosmos3-Edge geometry (Nemotron dense, ReLU^2), Qwen3 vocab; ~9 GB",
+     .hidden = 2048,
+     .layers = 28,
+     .heads = 16,
+     .kv_heads = 8,
+     .head_dim = 128,
+     .inter = 9216,
+     .vocab = QWEN3_VOCAB,
+     .gated = false,
+     .nemotron = true,
+     .eps = 1e-5,
+     .theta = 1e8,
+     .mrope = {24, 20, 20},
+     .vae_base = WAN_FULL_BASE,
+     .vae_decoder_base = WAN_FULL_DECODER_BASE,
+     .system_prompt = false,
+     .native_schedule = true},
 };
 
 const c3_mkmodel_preset *mkmodel_presets(int *n) {
@@ -486,10 +555,13 @@ static int assign_shards(mk_list *l, int64_t max_bytes) {
 
 static int resolve(const c3_mkmodel_opts *o, mk_geom *g) {
     memset(g, 0, sizeof *g);
-    if (!o || !o->preset) return c3_fail(C3_EUSAGE, "mkmodel: no preset given (tiny, demo, nano, super or edge)");
+    if (!o || !o->preset)
+        return c3_fail(C3_EUSAGE, "mkmodel: no preset given (tiny, demo, nano, super or edge)");
     g->p = mkmodel_preset(o->preset);
     if (!g->p)
-        return c3_fail(C3_EUSAGE, "mkmodel: unknown preset \"%s\" (choose tiny, demo, nano, super or edge)", o->preset);
+        return c3_fail(C3_EUSAGE,
+                       "mkmodel: unknown preset \"%s\" (choose tiny, demo, nano, super or edge)",
+                       o->preset);
     if (o->layers < 0) return c3_fail(C3_EUSAGE, "mkmodel: --layers must be positive (got %d)", o->layers);
     if (o->vocab < 0) return c3_fail(C3_EUSAGE, "mkmodel: vocab must be positive (got %d)", o->vocab);
     if (o->shard_bytes < 0) return c3_fail(C3_EUSAGE, "mkmodel: shard size must be positive");
@@ -497,7 +569,9 @@ static int resolve(const c3_mkmodel_opts *o, mk_geom *g) {
         return c3_fail(C3_EUSAGE, "mkmodel: vae choice %d is not preset (0), tiny (1) or full (2)", o->vae);
     g->layers = o->layers ? o->layers : g->p->layers;
     g->vocab = o->vocab ? o->vocab : g->p->vocab;
-    g->vae_base = o->vae == MKMODEL_VAE_TINY ? WAN_TINY_BASE : o->vae == MKMODEL_VAE_FULL ? WAN_FULL_BASE : g->p->vae_base;
+    g->vae_base = o->vae == MKMODEL_VAE_TINY   ? WAN_TINY_BASE
+                  : o->vae == MKMODEL_VAE_FULL ? WAN_FULL_BASE
+                                               : g->p->vae_base;
     g->vae_decoder_base = o->vae == MKMODEL_VAE_TINY   ? WAN_TINY_DECODER_BASE
                           : o->vae == MKMODEL_VAE_FULL ? WAN_FULL_DECODER_BASE
                                                        : g->p->vae_decoder_base;

@@ -17,11 +17,12 @@
  * interleaved, vocab 151936 because only the Qwen3 tokenizer is shipped):
  *
  *   name   hidden layers  q/kv heads  head_dim  intermediate  MLP     eps   theta  mrope     VAE
- *   tiny     128      2     8 / 8         16        256       SwiGLU  1e-6  5e6    [4,2,2]   tiny (tiny-a geometry)
- *   demo     256      4     8 / 4         32        768       SwiGLU  1e-6  5e6    [8,4,4]   base 16 (the demo model's)
- *   nano    4096     36    32 / 8        128      12288       SwiGLU  1e-6  5e6    [24,20,20] Wan2.2-TI2V-5B
- *   super   5120     64    64 / 8        128      25600       SwiGLU  1e-6  5e6    [24,20,20] Wan2.2-TI2V-5B
- *   edge    2048     28    16 / 8        128       9216       ReLU^2  1e-5  1e8    [24,20,20] Wan2.2-TI2V-5B
+ *   tiny     128      2     8 / 8         16        256       SwiGLU  1e-6  5e6    [4,2,2]   tiny
+ * (tiny-a geometry) demo     256      4     8 / 4         32        768       SwiGLU  1e-6  5e6
+ * [8,4,4]   base 16 (the demo model's) nano    4096     36    32 / 8        128      12288 SwiGLU
+ * 1e-6  5e6    [24,20,20] Wan2.2-TI2V-5B super   5120     64    64 / 8        128      25600 SwiGLU
+ * 1e-6  5e6    [24,20,20] Wan2.2-TI2V-5B edge    2048     28    16 / 8        128       9216 ReLU^2
+ * 1e-5  1e8    [24,20,20] Wan2.2-TI2V-5B
  *
  * Edge is the Nemotron backbone: no UND norm_q/norm_k, a k_norm_und_for_gen
  * per layer, qk_norm_for_text false, use_und_k_norm_for_gen true; its model
@@ -60,7 +61,8 @@ typedef struct {
     bool nemotron;             /* Edge backbone: see above */
     double eps, theta;
     int mrope[3];              /* mrope_section (T, H, W), frequency pairs */
-    int vae_base, vae_decoder_base; /* Wan VAE channel bases: 8/8 tiny-a, 16/16 demo, 160/256 Wan2.2-TI2V-5B */
+    int vae_base, vae_decoder_base; /* Wan VAE channel bases: 8/8 tiny-a, 16/16 demo, 160/256
+                                       Wan2.2-TI2V-5B */
     bool system_prompt;        /* model_index default_use_system_prompt */
     bool native_schedule;      /* model_index use_native_flow_schedule */
 } c3_mkmodel_preset;

@@ -79,12 +79,12 @@ typedef struct {
  * the second records, the later ones replay. COSMOS3_GRAPHS=0 turns it off. */
 #define GEN_GRAPH_SLOTS 4
 typedef struct {
-    int64_t T, hp, wp;  /* the grid the buffers are for (0: none yet) */
+    int64_t T, hp, wp; /* the grid the buffers are for (0: none yet) */
     c3_tensor lat, x, q, k, v, a, y;
     mlp_scratch s;
     struct {
         uint64_t key;
-        int state;      /* 0 free, 1 seen once (eager), 2 recorded */
+        int state; /* 0 free, 1 seen once (eager), 2 recorded */
         void *exec;
         uint64_t used;
     } slot[GEN_GRAPH_SLOTS];
@@ -239,16 +239,21 @@ static int load_sparse_embed(c3_model *m, const c3_ckpt *ck) {
     int64_t n = rows->shape[0];
     if (ids->shape[0] != n || n > c->vocab || (ids->dtype != C3_I32 && ids->dtype != C3_I64))
         return c3_fail(C3_EMODEL,
-                       "transformer tensors embed_tokens.rows [%lld, %lld] and embed_tokens.ids [%lld]: expected one "
+                       "transformer tensors embed_tokens.rows [%lld, %lld] and embed_tokens.ids "
+                       "[%lld]: expected one "
                        "I32 or I64 token id per row, at most vocab_size (%d) rows",
                        (long long)n, (long long)D, (long long)ids->shape[0], c->vocab);
     m->embed_map = xmalloc(sizeof *m->embed_map * (size_t)c->vocab);
-    for (int i = 0; i < c->vocab; i++) m->embed_map[i] = (int32_t)n;
+    for (int i = 0; i < c->vocab; i++)
+        m->embed_map[i] = (int32_t)n;
     for (int64_t i = 0; i < n; i++) {
-        int64_t id = ids->dtype == C3_I32 ? ((const int32_t *)ids->data)[i] : ((const int64_t *)ids->data)[i];
+        int64_t id = ids->dtype == C3_I32 ? ((const int32_t *)ids->data)[i]
+                                          : ((const int64_t *)ids->data)[i];
         if (id < 0 || id >= c->vocab || m->embed_map[id] != n)
-            return c3_fail(C3_EMODEL, "transformer tensor embed_tokens.ids: id %lld at row %lld is %s", (long long)id,
-                           (long long)i, id < 0 || id >= c->vocab ? "outside the vocabulary" : "repeated");
+            return c3_fail(C3_EMODEL,
+                           "transformer tensor embed_tokens.ids: id %lld at row %lld is %s",
+                           (long long)id, (long long)i,
+                           id < 0 || id >= c->vocab ? "outside the vocabulary" : "repeated");
         m->embed_map[id] = (int32_t)i;
     }
     size_t es = c3_dtype_size(rows->dtype), rb = (size_t)D * es;
@@ -439,7 +444,9 @@ static int ring_collect(c3_model *m, int tower) {
 
 bool model_offloaded(const c3_model *m) { return m && m->offload; }
 
-void model_graphs(c3_model *m, bool on) { m->gg.off = !on; }
+void model_graphs(c3_model *m, bool on) {
+    m->gg.off = !on;
+}
 
 void model_offload_stats(const c3_model *m, int64_t *bytes, double *seconds) {
     *bytes = m && m->offload ? m->h2d_bytes : 0;
@@ -688,7 +695,6 @@ static int linear_rowpar(c3_model *m, c3_tensor *y, const c3_tensor *x, const c3
     return rc;
 }
 
-
 static int mlp_alloc(c3_model *m, mlp_scratch *s, int64_t n) {
     c3_backend *be = m->be;
     int64_t D = m->c.hidden, I = m->inter;
@@ -716,7 +722,8 @@ static void gg_forget(c3_model *m) {
 static void gg_free(c3_model *m) {
     if (m->be && m->be->graph_free) gg_forget(m);
     c3_tensor *t[] = {&m->gg.lat, &m->gg.x, &m->gg.q, &m->gg.k, &m->gg.v, &m->gg.a, &m->gg.y};
-    for (size_t i = 0; i < C3_ARRAY_LEN(t); i++) c3_free(t[i]);
+    for (size_t i = 0; i < C3_ARRAY_LEN(t); i++)
+        c3_free(t[i]);
     mlp_free(&m->gg.s);
     m->gg.T = m->gg.hp = m->gg.wp = 0;
 }
@@ -735,7 +742,8 @@ static int gg_buffers(c3_model *m, int64_t T, int64_t hp, int64_t wp) {
     c3_backend *be = m->be;
     const c3_tconfig *c = &m->c;
     int64_t S = T * hp * wp, p = c->patch, D = c->hidden, hd = c->head_dim;
-    C3_TRY(c3_alloc(be, &g->lat, be->act_dtype, C3_MEM_ACT, 6, (int64_t)c->latent_ch, T, hp, p, wp, p));
+    C3_TRY(c3_alloc(be, &g->lat, be->act_dtype, C3_MEM_ACT, 6, (int64_t)c->latent_ch, T, hp, p, wp,
+                    p));
     C3_TRY(c3_alloc(be, &g->x, be->act_dtype, C3_MEM_ACT, 2, S, D));
     C3_TRY(c3_alloc(be, &g->q, be->act_dtype, C3_MEM_ACT, 3, S, (int64_t)m->hq, hd));
     C3_TRY(c3_alloc(be, &g->a, be->act_dtype, C3_MEM_ACT, 3, S, (int64_t)m->hq, hd));
@@ -844,7 +852,8 @@ int model_und(c3_model *m, const int32_t *ids, int L, c3_undkv *kv) {
             m->ids_cap = L;
         }
         for (int i = 0; i < L; i++)
-            m->ids_buf[i] = ids[i] >= 0 && ids[i] < c->vocab ? m->embed_map[ids[i]] : (int32_t)(m->embed.ne[0] - 1);
+            m->ids_buf[i] = ids[i] >= 0 && ids[i] < c->vocab ? m->embed_map[ids[i]]
+                                                             : (int32_t)(m->embed.ne[0] - 1);
         ids = m->ids_buf;
     }
     TRY(be->embed(be, &x, &m->embed, ids, L));

@@ -166,9 +166,10 @@ int settings_resolve(c3_settings *s, const c3_ckpt *ck) {
 void settings_warnings(const c3_settings *s, const c3_ckpt *ck, c3_events *ev) {
     const c3_model_card *k = &ck->card;
     if (k->width && k->height && (s->width != k->width || s->height != k->height))
-        events_emit(ev, EV_LOG, 0,
-                    "warning: %s was trained at %dx%d only; at %dx%d it may not draw what the prompt says",
-                    ck->model_id, k->width, k->height, s->width, s->height);
+        events_emit(
+            ev, EV_LOG, 0,
+            "warning: %s was trained at %dx%d only; at %dx%d it may not draw what the prompt says",
+            ck->model_id, k->width, k->height, s->width, s->height);
     if (!k->nvocab || !s->prompt) return;
     char unknown[512] = "", word[64];
     size_t nu = 0;
@@ -183,7 +184,8 @@ void settings_warnings(const c3_settings *s, const c3_ckpt *ck, c3_events *ev) {
             if (n + 1 < sizeof word) word[n++] = (char)tolower((unsigned char)*p);
         word[n] = 0;
         bool known = false;
-        for (int i = 0; i < k->nvocab && !known; i++) known = !strcmp(word, k->vocab[i]);
+        for (int i = 0; i < k->nvocab && !known; i++)
+            known = !strcmp(word, k->vocab[i]);
         char quoted[sizeof word + 2];
         snprintf(quoted, sizeof quoted, "\"%s\"", word);
         if (known || strstr(unknown, quoted)) continue;
@@ -199,8 +201,8 @@ void settings_warnings(const c3_settings *s, const c3_ckpt *ck, c3_events *ev) {
         int w = snprintf(known + nk, sizeof known - nk, "%s%s", i ? " " : "", k->vocab[i]);
         if (w > 0 && nk + (size_t)w < sizeof known) nk += (size_t)w;
     }
-    events_emit(ev, EV_LOG, 0, "warning: %s does not know %s%s; it knows: %s (cosmos3 info -m %s)", ck->model_id,
-                unknown, nbad > 6 ? " and more" : "", known, ck->model_id);
+    events_emit(ev, EV_LOG, 0, "warning: %s does not know %s%s; it knows: %s (cosmos3 info -m %s)",
+                ck->model_id, unknown, nbad > 6 ? " and more" : "", known, ck->model_id);
 }
 
 /* --------------------------------------------------------------- engine */

@@ -662,13 +662,14 @@ static int decode_frame(c3_vae *v, const c3_tensor *z, c3_tensor *img) {
 
 static bool graphs_on(const c3_vae *v) {
     const char *e = getenv("COSMOS3_GRAPHS");
-    return v->be->graph_begin && v->be->graph_end && v->be->graph_launch && v->be->graph_free && !vae_trace_hook &&
-           !(e && !strcmp(e, "0"));
+    return v->be->graph_begin && v->be->graph_end && v->be->graph_launch && v->be->graph_free &&
+           !vae_trace_hook && !(e && !strcmp(e, "0"));
 }
 
 /* An image (T == 1) through decode_frame as a graph: zr [z_dim, h, w] raw
  * latents in, pixels [C, Ho, Wo] out (host). */
-static int decode_image_graph(c3_vae *v, const float *zr, int h, int w, int64_t Ho, int64_t Wo, float *pixels) {
+static int decode_image_graph(c3_vae *v, const float *zr, int h, int w, int64_t Ho, int64_t Wo,
+                              float *pixels) {
     c3_backend *be = v->be;
     if (v->g.h != h || v->g.w != w) {
         graph_drop(v);
@@ -724,7 +725,8 @@ int vae_decode(c3_vae *v, const float *z_norm, int T, int h, int w, float **out,
         }
     int64_t Fo = 1 + tf * (T - 1), Ho = h * sf * p, Wo = w * sf * p, fsz = Ho * Wo;
     res = xmalloc(sizeof(float) * (size_t)(C * Fo * fsz));
-    if (T == 1 && graphs_on(v)) { /* an image: one recorded graph after the first decode of its size */
+    if (T == 1 &&
+        graphs_on(v)) { /* an image: one recorded graph after the first decode of its size */
         if ((rc = decode_image_graph(v, zr, h, w, Ho, Wo, res))) goto out;
         if (on_frame && (rc = on_frame(ud, 0, 1)) != C3_OK) {
             rc = c3_fail(rc, "VAE decode stopped after latent frame 1 of 1");

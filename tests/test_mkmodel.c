@@ -200,7 +200,9 @@ int main(void) {
     /* 1. sizes of the presets */
     int np = 0;
     const c3_mkmodel_preset *ps = mkmodel_presets(&np);
-    T_CHECK(np == 5 && mkmodel_preset("demo") && mkmodel_preset("nano") && mkmodel_preset("edge") && !mkmodel_preset("mega"), "presets");
+    T_CHECK(np == 5 && mkmodel_preset("demo") && mkmodel_preset("nano") && mkmodel_preset("edge") &&
+                !mkmodel_preset("mega"),
+            "presets");
     for (int i = 0; i < np; i++) {
         const c3_mkmodel_preset *p = &ps[i];
         c3_mkmodel_opts o = {.preset = p->name};
