@@ -425,6 +425,45 @@ static void test_checkpoint(const char *fx) {
     make_ckpt(src);
     edit_file("model_index.json", "\"default_use_system_prompt\": true", "\"default_use_system_prompt\": \"yes\"");
     expect_ckpt("model_index type", true, C3_EMODEL, ck("model_index.json"), "default_use_system_prompt", END);
+    /* the "cosmos3" model card (the demo model's keys): wrong types are one-line errors */
+    static const char *const cards[][2] = {
+        {"5", "\"cosmos3\" must be an object"},
+        {"{\"tokenizer\": \"other\"}", "cosmos3.tokenizer"},
+        {"{\"vocabulary\": \"a b\"}", "cosmos3.vocabulary"},
+        {"{\"examples\": [1]}", "cosmos3.examples"},
+        {"{\"defaults\": 3}", "cosmos3.defaults"},
+        {"{\"defaults\": {\"guidance\": \"high\"}}", "\"guidance\" must be a number"},
+        {"{\"defaults\": {\"steps\": -2}}", "must be positive"},
+        {"{\"defaults\": {\"schedule\": 7}}", "cosmos3.defaults.schedule"},
+        {"{\"defaults\": {\"guidance_interval\": [1]}}", "guidance_interval"},
+    };
+    for (size_t i = 0; i < C3_ARRAY_LEN(cards); i++) {
+        char with[256];
+        snprintf(with, sizeof with, "\"_class_name\": \"Cosmos3OmniPipeline\", \"cosmos3\": %s,", cards[i][0]);
+        make_ckpt(src);
+        edit_file("model_index.json", "\"_class_name\": \"Cosmos3OmniPipeline\",", with);
+        expect_ckpt(cards[i][0], true, C3_EMODEL, ck("model_index.json"), cards[i][1], END);
+    }
+    /* a good card is read as written */
+    make_ckpt(src);
+    edit_file("model_index.json", "\"_class_name\": \"Cosmos3OmniPipeline\",",
+              "\"_class_name\": \"Cosmos3OmniPipeline\", \"cosmos3\": {\"defaults\": {\"width\": 64, \"height\": 48, "
+              "\"steps\": 9, \"guidance\": 2.5, \"guidance_interval\": null, \"schedule\": \"karras\"}, "
+              "\"vocabulary\": [\"a\", \"b\"], \"examples\": [\"a b\"]},");
+    {
+        c3_ckpt c;
+        int rc = ckpt_open(&c, ckdir, false);
+        T_CHECK(rc == C3_OK, "good card: %s", c3_errmsg());
+        if (rc == C3_OK) {
+            const c3_model_card *k = &c.card;
+            T_CHECK(k->width == 64 && k->height == 48 && k->steps == 9 && k->guidance == 2.5 && k->interval == 2 &&
+                        !strcmp(k->schedule, "karras") && k->shift < 0 && k->nvocab == 2 && k->nexamples == 1 &&
+                        !k->builtin_tokenizer,
+                    "card read as %dx%d, %d steps, guidance %g, interval %d, schedule %s, %d words", k->width,
+                    k->height, k->steps, k->guidance, k->interval, k->schedule, k->nvocab);
+            ckpt_close(&c);
+        }
+    }
 
     /* transformer/config.json */
     make_ckpt(src);
