@@ -213,15 +213,17 @@ static size_t table_size(size_t n) {
 }
 
 /* Vocab lookup of a raw (byte-level alphabet) string; -1 if absent. */
-static int32_t vocab_find(const c3_tokenizer *t, const char *s, size_t n) {
+static int32_t vocab_find_h(const c3_tokenizer *t, const char *s, size_t n, uint64_t h) {
     if (!t->vhash) return -1;
-    uint64_t h = hash_bytes(s, n);
     uint32_t fp = (uint32_t)(h >> 32);
     for (size_t i = h & t->vmask;; i = (i + 1) & t->vmask) {
         const vocab_ent *e = &t->vhash[i];
         if (e->id < 0) return -1;
         if (e->fp == fp && e->len == n && !memcmp(t->raw + e->off, s, n)) return e->id;
     }
+}
+static int32_t vocab_find(const c3_tokenizer *t, const char *s, size_t n) {
+    return vocab_find_h(t, s, n, hash_bytes(s, n));
 }
 
 static const merge_ent *merge_find(const c3_tokenizer *t, int32_t a, int32_t b) {
@@ -478,31 +480,68 @@ static int build_vocab_hash(c3_tokenizer *t, const char *path) {
     return C3_OK;
 }
 
-/* One merge given its two halves (a, b) at rank r. */
-static int add_merge(c3_tokenizer *t, scan *s, const sbuf *a, const sbuf *b, int32_t rank,
-                     sbuf *tmp) {
-    int32_t ia = vocab_find(t, a->p, a->n), ib = vocab_find(t, b->p, b->n);
-    tmp->n = 0;
-    sb_add(tmp, a->p, a->n);
-    sb_add(tmp, b->p, b->n);
-    int32_t im = vocab_find(t, tmp->p, tmp->n);
-    if (ia < 0 || ib < 0 || im < 0)
-        return c3_fail(C3_EMODEL,
-                       "%s: merge %d (\"%.*s\" \"%.*s\") uses a token missing from model.vocab; "
-                       "re-copy the file",
-                       s->path, rank, (int)a->n, a->p, (int)b->n, b->p);
-    uint64_t key = ((uint64_t)(uint32_t)ia << 32) | (uint32_t)ib;
-    size_t i = hash_pair(key) & t->mmask;
-    for (; t->mhash[i].key != EMPTY_KEY; i = (i + 1) & t->mmask)
-        if (t->mhash[i].key == key)
-            return C3_OK; /* a repeated merge keeps its first (lower) rank */
-    t->mhash[i] = (merge_ent){key, rank, im};
-    return C3_OK;
+/* The merges, scanned first (each as its two halves, stored back to back so
+ * the merged token is their concatenation), then resolved to ids in a second
+ * pass that prefetches the hash-table slots a few merges ahead: ~150k x 3
+ * lookups into a 4 MB table are memory-latency bound, and overlapping them
+ * cuts the load of a Qwen3 tokenizer.json by about a third. */
+typedef struct {
+    uint32_t off;   /* into the halves arena: a then b */
+    uint16_t la, lb;
+    uint64_t ha, hb, hm; /* hashes of a, b and a||b */
+} merge_src;
+
+#define MERGE_PREFETCH 16 /* merges resolved ahead of the one being probed */
+
+static int resolve_merges(c3_tokenizer *t, const scan *s, const char *arena, const merge_src *ms, size_t n) {
+    int32_t(*ids)[3] = xmalloc(n * sizeof *ids);
+    int rc = C3_OK;
+    for (size_t i = 0; i < n; i++) {
+        if (i + MERGE_PREFETCH < n) {
+            const merge_src *f = &ms[i + MERGE_PREFETCH];
+            __builtin_prefetch(&t->vhash[f->ha & t->vmask]);
+            __builtin_prefetch(&t->vhash[f->hb & t->vmask]);
+            __builtin_prefetch(&t->vhash[f->hm & t->vmask]);
+        }
+        const merge_src *m = &ms[i];
+        const char *a = arena + m->off, *b = a + m->la;
+        ids[i][0] = vocab_find_h(t, a, m->la, m->ha);
+        ids[i][1] = vocab_find_h(t, b, m->lb, m->hb);
+        ids[i][2] = vocab_find_h(t, a, (size_t)m->la + m->lb, m->hm);
+        if (ids[i][0] < 0 || ids[i][1] < 0 || ids[i][2] < 0) {
+            rc = c3_fail(C3_EMODEL,
+                         "%s: merge %zu (\"%.*s\" \"%.*s\") uses a token missing from model.vocab; "
+                         "re-copy the file",
+                         s->path, i, (int)m->la, a, (int)m->lb, b);
+            goto out;
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (i + MERGE_PREFETCH < n) {
+            uint64_t k = ((uint64_t)(uint32_t)ids[i + MERGE_PREFETCH][0] << 32) |
+                         (uint32_t)ids[i + MERGE_PREFETCH][1];
+            __builtin_prefetch(&t->mhash[hash_pair(k) & t->mmask]);
+        }
+        uint64_t key = ((uint64_t)(uint32_t)ids[i][0] << 32) | (uint32_t)ids[i][1];
+        size_t h = hash_pair(key) & t->mmask;
+        bool seen = false;
+        for (; t->mhash[h].key != EMPTY_KEY; h = (h + 1) & t->mmask)
+            if (t->mhash[h].key == key) {
+                seen = true; /* a repeated merge keeps its first (lower) rank */
+                break;
+            }
+        if (!seen) t->mhash[h] = (merge_ent){key, (int32_t)i, ids[i][2]};
+    }
+out:
+    free(ids);
+    return rc;
 }
 
 /* model.merges: [ ["a", "b"], ... ] or [ "a b", ... ] */
 static int load_merges(c3_tokenizer *t, scan *s, int vocab_count) {
-    sbuf a = {0}, b = {0}, tmp = {0};
+    sbuf a = {0}, b = {0}, tmp = {0}, arena = {0};
+    merge_src *ms = NULL;
+    size_t n = 0, cap = 0;
     int rc = C3_OK;
     /* sized before counting: merges never exceed the vocab (each makes one token) */
     size_t sz = table_size((size_t)vocab_count + 1);
@@ -510,13 +549,11 @@ static int load_merges(c3_tokenizer *t, scan *s, int vocab_count) {
     for (size_t i = 0; i < sz; i++)
         t->mhash[i].key = EMPTY_KEY;
     t->mmask = sz - 1;
-    size_t used = 0;
     if (!expect(s, '[')) {
         rc = scan_fail(s, "model.merges is not an array");
         goto out;
     }
     if (expect(s, ']')) goto out;
-    int32_t rank = 0;
     do {
         skip_ws(s);
         if (s->p < s->end && *s->p == '[') {
@@ -542,18 +579,40 @@ static int load_merges(c3_tokenizer *t, scan *s, int vocab_count) {
             sb_add(&a, tmp.p, (size_t)(sp - tmp.p));
             sb_add(&b, sp + 1, tmp.n - (size_t)(sp - tmp.p) - 1);
         }
-        if (++used > (size_t)vocab_count + 1) {
+        if (n + 1 > (size_t)vocab_count + 1) {
             rc = c3_fail(C3_EMODEL, "%s: more merges than vocabulary entries; re-copy the file",
                          s->path);
             goto out;
         }
-        if ((rc = add_merge(t, s, &a, &b, rank++, &tmp))) goto out;
+        if (a.n > UINT16_MAX || b.n > UINT16_MAX || arena.n > UINT32_MAX - a.n - b.n) {
+            rc = scan_fail(s, "a merge half is too long");
+            goto out;
+        }
+        if (n == cap) {
+            cap = cap ? 2 * cap : 4096;
+            ms = xrealloc(ms, cap * sizeof *ms);
+        }
+        merge_src *m = &ms[n++];
+        m->off = (uint32_t)arena.n;
+        m->la = (uint16_t)a.n;
+        m->lb = (uint16_t)b.n;
+        sb_add(&arena, a.p, a.n);
+        sb_add(&arena, b.p, b.n);
+        m->ha = hash_bytes(a.p, a.n);
+        m->hb = hash_bytes(b.p, b.n);
+        m->hm = hash_bytes(arena.p + m->off, a.n + b.n);
     } while (expect(s, ','));
-    if (!expect(s, ']')) rc = scan_fail(s, "expected ',' or ']' in model.merges");
+    if (!expect(s, ']')) {
+        rc = scan_fail(s, "expected ',' or ']' in model.merges");
+        goto out;
+    }
+    rc = resolve_merges(t, s, arena.p, ms, n);
 out:
     free(a.p);
     free(b.p);
     free(tmp.p);
+    free(arena.p);
+    free(ms);
     return rc;
 }
 
