@@ -161,6 +161,7 @@ typedef struct {
     int32_t id; /* the merged token */
 } merge_ent;
 #define EMPTY_KEY UINT64_MAX
+#define MERGE_PREFETCH 16 /* hash-table entries prefetched this far ahead when loading */
 
 struct c3_tokenizer {
     int n_ids;       /* highest id + 1 (vocab and added tokens) */
@@ -461,22 +462,31 @@ static int build_vocab_hash(c3_tokenizer *t, const char *path) {
     for (size_t i = 0; i < sz; i++)
         t->vhash[i].id = -1;
     t->vmask = sz - 1;
+    /* hashes first, then the inserts with their slots prefetched ahead */
+    uint64_t *hs = xmalloc(sizeof *hs * (size_t)(t->n_ids ? t->n_ids : 1));
+    for (int32_t id = 0; id < t->n_ids; id++)
+        if (t->raw_off[id] != SIZE_MAX) hs[id] = hash_bytes(t->raw + t->raw_off[id], t->raw_len[id]);
     for (int32_t id = 0; id < t->n_ids; id++) {
+        if (id + MERGE_PREFETCH < t->n_ids && t->raw_off[id + MERGE_PREFETCH] != SIZE_MAX)
+            __builtin_prefetch(&t->vhash[hs[id + MERGE_PREFETCH] & t->vmask], 1);
         if (t->raw_off[id] == SIZE_MAX) continue;
         const char *str = t->raw + t->raw_off[id];
         uint32_t len = t->raw_len[id];
-        uint64_t h = hash_bytes(str, len);
+        uint64_t h = hs[id];
         uint32_t fp = (uint32_t)(h >> 32);
         size_t i = h & t->vmask;
         for (; t->vhash[i].id >= 0; i = (i + 1) & t->vmask) {
             const vocab_ent *e = &t->vhash[i];
-            if (e->fp == fp && e->len == len && !memcmp(t->raw + e->off, str, len))
+            if (e->fp == fp && e->len == len && !memcmp(t->raw + e->off, str, len)) {
+                free(hs);
                 return c3_fail(C3_EMODEL,
                                "%s: token \"%.*s\" appears twice in model.vocab (ids %d and %d)",
                                path, (int)len, str, e->id, id);
+            }
         }
         t->vhash[i] = (vocab_ent){fp, id, (uint32_t)t->raw_off[id], len};
     }
+    free(hs);
     return C3_OK;
 }
 
@@ -491,7 +501,6 @@ typedef struct {
     uint64_t ha, hb, hm; /* hashes of a, b and a||b */
 } merge_src;
 
-#define MERGE_PREFETCH 16 /* merges resolved ahead of the one being probed */
 
 static int resolve_merges(c3_tokenizer *t, const scan *s, const char *arena, const merge_src *ms, size_t n) {
     int32_t(*ids)[3] = xmalloc(n * sizeof *ids);
@@ -747,33 +756,40 @@ static void build_decoded(c3_tokenizer *t) {
     bool cp_ok[2 * BYTE_VALUES + 1] = {0};
     for (int b = 0; b < BYTE_VALUES; b++)
         cp_byte[t->byte_cp[b]] = (uint8_t)b, cp_ok[t->byte_cp[b]] = true;
-    sbuf d = {0};
+    /* decoding never lengthens a token: one arena of raw bytes + NULs + added tokens */
+    size_t cap = 1;
+    for (int id = 0; id < t->n_ids; id++)
+        if (t->raw_off[id] != SIZE_MAX) cap += t->raw_len[id] + 1;
+    for (int i = 0; i < t->n_added; i++)
+        cap += t->added[i].len + 1;
+    char *d = xmalloc(cap), *o = d;
     t->dec_off = xmalloc((size_t)t->n_ids * sizeof *t->dec_off);
     for (int id = 0; id < t->n_ids; id++) {
         t->dec_off[id] = SIZE_MAX;
         if (t->raw_off[id] == SIZE_MAX) continue;
-        t->dec_off[id] = d.n;
+        t->dec_off[id] = (size_t)(o - d);
         const unsigned char *s = (const unsigned char *)t->raw + t->raw_off[id];
         size_t n = t->raw_len[id], i = 0;
         while (i < n) {
             uint32_t cp;
-            int k = utf8_decode(s + i, n - i, &cp);
+            int k = s[i] < 0x80 ? (cp = s[i], 1) : utf8_decode(s + i, n - i, &cp);
             if (!k) k = 1, cp = s[i];
             if (cp < C3_ARRAY_LEN(cp_ok) && cp_ok[cp]) {
-                char c = (char)cp_byte[cp];
-                sb_add(&d, &c, 1);
+                *o++ = (char)cp_byte[cp];
             } else {
-                sb_add(&d, s + i, (size_t)k);
+                memcpy(o, s + i, (size_t)k);
+                o += k;
             }
             i += (size_t)k;
         }
-        sb_add(&d, "", 1);
+        *o++ = 0;
     }
     for (int i = 0; i < t->n_added; i++) {
-        t->dec_off[t->added[i].id] = d.n;
-        sb_add(&d, t->added[i].content, t->added[i].len + 1);
+        t->dec_off[t->added[i].id] = (size_t)(o - d);
+        memcpy(o, t->added[i].content, t->added[i].len + 1);
+        o += t->added[i].len + 1;
     }
-    t->dec = d.p;
+    t->dec = d;
 }
 
 /* Step through an object's members: after '{' was read, each call reads
