@@ -557,16 +557,31 @@ static int parse_card(json_t *cj, c3_model_card *d, const char *path) {
     return C3_OK;
 }
 
+int ckpt_parse_card(c3_model_card *card, const char *text, size_t len, const char *path) {
+    memset(card, 0, sizeof *card);
+    card->guidance = card->shift = -1;
+    json_error_t e;
+    json_t *mi = json_loadb(text, len, 0, &e);
+    if (!mi) return c3_fail(C3_EMODEL, "%s: invalid JSON: %s (line %d)", path, e.text, e.line);
+    int rc = json_is_object(mi) ? C3_OK : c3_fail(C3_EMODEL, "%s: expected a JSON object", path);
+    json_t *cj = rc == C3_OK ? json_object_get(mi, "cosmos3") : NULL;
+    if (cj) rc = parse_card(cj, card, path);
+    if (rc) ckpt_card_free(card);
+    json_decref(mi);
+    return rc;
+}
+
 int ckpt_read_card(const char *dir, c3_model_card *card) {
     memset(card, 0, sizeof *card);
     card->guidance = card->shift = -1;
-    char *p = c3_path_join(dir, "model_index.json");
-    json_t *mi = load_json(p, C3_EMODEL, "pipeline index");
-    int rc = mi ? C3_OK : C3_EMODEL;
-    json_t *cj = mi ? json_object_get(mi, "cosmos3") : NULL;
-    if (cj) rc = parse_card(cj, card, p);
-    if (rc) ckpt_card_free(card);
-    json_decref(mi);
+    char *p = c3_path_join(dir, "model_index.json"), *text = NULL;
+    size_t len = 0;
+    int rc;
+    if (!c3_file_exists(p))
+        rc = c3_fail(C3_EMODEL, "%s: missing (pipeline index); is this a Diffusers-format Cosmos3 folder?", p);
+    else if ((rc = c3_read_file(p, &text, &len)) == C3_OK)
+        rc = ckpt_parse_card(card, text, len, p);
+    free(text);
     free(p);
     return rc;
 }

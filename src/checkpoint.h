@@ -125,6 +125,8 @@ void ckpt_close(c3_ckpt *c);
 /* Read DIR/model_index.json's "cosmos3" object into card (zeroed, then
  * filled; absent keys stay "none given"). C3_EMODEL on a wrong type. */
 int ckpt_read_card(const char *dir, c3_model_card *card);
+/* The same from model_index.json's text (path names it in messages). */
+int ckpt_parse_card(c3_model_card *card, const char *text, size_t len, const char *path);
 void ckpt_card_free(c3_model_card *card);
 /* The tokenizer.json a folder uses: DIR/text_tokenizer/tokenizer.json, or the
  * installed Qwen3 copy when the card says "builtin" and the folder has none.

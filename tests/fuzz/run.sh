@@ -8,7 +8,7 @@
 #   FUZZ_BUILD_ONLY=1  only build
 #
 # Targets: st_parse (safetensors header), tconfig (transformer/config.json),
-# vconfig (vae/config.json). Each run starts from the seed corpus in
+# vconfig (vae/config.json), card (model_index.json's "cosmos3"). Each run starts from the seed corpus in
 # tests/fuzz/corpus/TARGET (read only) and grows a working corpus in
 # $FUZZ_OUT/corpus-TARGET; crashes land in $FUZZ_OUT as crash-TARGET-*.
 # Prints one summary line per target and exits 1 if any target crashed.
@@ -18,14 +18,17 @@ root="$(cd "$here/../.." && pwd)"
 secs="${1:-60}"
 shift || true
 targets=("$@")
-[ ${#targets[@]} -eq 0 ] && targets=(st_parse tconfig vconfig)
+[ ${#targets[@]} -eq 0 ] && targets=(st_parse tconfig vconfig card)
 out="${FUZZ_OUT:-/tmp/cosmos3-fuzz}"
 mkdir -p "$out"
 CC="${CC_FUZZ:-clang}"
+# what meson's config.h would say (checkpoint.c looks for the installed share/)
+printf '#define COSMOS3_DATADIR "%s"\n#define COSMOS3_SRCDIR "%s"\n#define COSMOS3_BUILDDIR "%s"\n' \
+    /usr/local/share/cosmos3 "$root" "$out" >"$out/config.h"
 command -v "$CC" >/dev/null || { echo "run.sh: $CC not found (apt-get install clang)" >&2; exit 2; }
 cflags=(-g -O1 -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror
         -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
-        -I"$root/src")
+        -I"$root/src" -I"$out")
 core=("$root/src/common.c" "$root/src/safetensors.c" "$root/src/checkpoint.c")
 libs=($(pkg-config --libs jansson 2>/dev/null || echo -ljansson) -lm)
 
