@@ -158,9 +158,8 @@ static int run_generation(c3_settings *s) {
         c3_event x;
         if (!events_pop(ev, &x, 0.2)) continue;
         if (x.kind == EV_LOG && strcmp(x.text, "__finished__") == 0) break;
-        if (x.kind == EV_LOG &&
-            (!s->quiet || !strncmp(x.text, "warning:", 8))) /* one line each, on stderr;
-                                                              -q keeps the warnings */
+        /* the engine's notes and warnings, one line each on stderr (-q keeps the warnings) */
+        if (x.kind == EV_LOG && (!s->quiet || !strncmp(x.text, "warning:", 8)))
             fprintf(stderr, "%s%s\n", shown ? "\r\033[K" : "", x.text);
         if (x.kind == EV_STEP_BEGIN && x.step == 1) t_first = c3_now();
         if (x.kind == EV_BRANCH && x.branch == 1) uncond_last = x.seconds;
