@@ -672,7 +672,11 @@ def stage_pack(a, dev):
     examples = [caption(SHAPES.index(s), COLOURS.index(col), COLOURS.index(b), p) for (s, col, b), p in
                 zip(HELD_OUT[:4], (2, -1, 3, 0))]
     about = ("the built-in demo model: Cosmos3's architecture at toy size, trained from scratch by "
-             "bench/demo_train.py on the synthetic world of tests/demo_world.md")
+             "bench/demo_train.py on a synthetic world (tests/demo_world.md): 64x64 pictures of one circle, square "
+             "or triangle (apex up, 10-15 px) in red, green, blue, yellow, purple, orange, white or black, on a "
+             "plain background of another of those colours, in the center or 10 px left, right, up or down of it; "
+             "prompts read \"a {colour} {shape} on a {colour} background\", optionally followed by "
+             "\", in the center\", \", on the left\", \", on the right\", \", at the top\" or \", at the bottom\"")
     # --- the Diffusers layout (full embedding, encoder + decoder, bf16 / f32)
     dd = os.path.join(W, "diffusers")
     if os.path.exists(dd):
