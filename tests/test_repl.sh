@@ -91,19 +91,8 @@ if ! command -v tmux > /dev/null || [ $no_rl = 1 ]; then
     [ $fail = 0 ]
     exit
 fi
-t() { tmux -L "$sock" "$@"; }
+. "${COSMOS3_SRCDIR:?}/tests/tmux_screen.sh"
 screen() { t capture-pane -p -J -S -200 > "$tmp/screen"; }
-# wait_for REGEX [SECONDS]: poll the pane until REGEX shows
-wait_for() {
-    local end=$((SECONDS + ${2:-20}))
-    while [ $SECONDS -lt $end ]; do
-        screen
-        grep -qE -- "$1" "$tmp/screen" && return 0
-        sleep 0.2
-    done
-    return 1
-}
-expect_screen() { if wait_for "$1" "${3:-20}"; then ok; else bad "$2: '$1' not on screen:"; cat "$tmp/screen"; fi; }
 
 mkdir -p "$tmp/dirs/models_here"
 t new-session -d -x 150 -y 50 -c "$tmp" \

@@ -22,18 +22,8 @@ cd "$tmp"
 pass=0; fail=0
 ok()  { pass=$((pass + 1)); }
 bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
-t() { tmux -L "$sock" "$@"; }
+. "${COSMOS3_SRCDIR:?}/tests/tmux_screen.sh"
 screen() { t capture-pane -p > "$tmp/screen" 2>/dev/null; }
-wait_for() {
-    local end=$((SECONDS + ${2:-20}))
-    while [ $SECONDS -lt $end ]; do
-        screen
-        grep -qE -- "$1" "$tmp/screen" && return 0
-        sleep 0.2
-    done
-    return 1
-}
-expect_screen() { if wait_for "$1" "${3:-20}"; then ok; else bad "$2: '$1' not on screen:"; cat "$tmp/screen"; fi; }
 
 # without a terminal: one line naming the fix
 "$bin" tui -m "$model" < /dev/null > out 2> err
