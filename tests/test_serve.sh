@@ -51,6 +51,12 @@ wait_ready() {
     for _ in $(seq 200); do [ "$(health "$1" | cut -d' ' -f1)" = 200 ] && return 0; sleep 0.1; done
     return 1
 }
+# wait_metric 'JS PREDICATE ON m': poll /metrics (20 s) until it holds
+wait_metric() {
+    BASE="http://127.0.0.1:$port" node -e "
+      const {waitMetrics} = require('$js/lib.js');
+      waitMetrics(process.env.BASE, m => $1, 20).then(ok => process.exit(ok ? 0 : 1));"
+}
 run_js() { # MODE [ARG]: run a mode of serve_test.js, count its result
     BASE="http://127.0.0.1:$port" REF_PNG="$tmp/ref.png" node "$js/serve_test.js" "$@" > "js-$1.log" 2>&1
     local rc=$?
@@ -95,16 +101,12 @@ run_js queue
 BASE="http://127.0.0.1:$port" node "$js/serve_test.js" inflight \
     '{"prompt":"finish me","size":"256x256","num_inference_steps":1000,"seed":2}' > first.txt 2>&1 &
 first=$!
-BASE="http://127.0.0.1:$port" node -e "
-  const {waitMetrics} = require('$js/lib.js');
-  waitMetrics(process.env.BASE, m => m.cosmos3_busy === 1, 20).then(ok => process.exit(ok ? 0 : 1));" &&
+wait_metric "m.cosmos3_busy === 1" &&
     ok || bad "server 2: the first request never ran"
 BASE="http://127.0.0.1:$port" node "$js/serve_test.js" inflight \
     '{"prompt":"wait","size":"32x32","num_inference_steps":2}' > second.txt 2>&1 &
 second=$!
-BASE="http://127.0.0.1:$port" node -e "
-  const {waitMetrics} = require('$js/lib.js');
-  waitMetrics(process.env.BASE, m => m.cosmos3_queue_length === 1, 20).then(ok => process.exit(ok ? 0 : 1));" &&
+wait_metric "m.cosmos3_queue_length === 1" &&
     ok || bad "server 2: the second request never queued"
 kill -TERM "$spid"
 wait_exit "$spid" 60; [ "$st" = 0 ] && ok || bad "server 2: SIGTERM should finish and exit 0: $(tail -3 s2.err)"
@@ -121,9 +123,7 @@ wait_ready "$port" && ok || bad "server 3 never became ready"
 BASE="http://127.0.0.1:$port" node "$js/serve_test.js" inflight \
     '{"prompt":"cancel me","size":"64x64","num_inference_steps":1000,"n":10}' > third.txt 2>&1 &
 third=$!
-BASE="http://127.0.0.1:$port" node -e "
-  const {waitMetrics} = require('$js/lib.js');
-  waitMetrics(process.env.BASE, m => m.cosmos3_busy === 1, 20).then(ok => process.exit(ok ? 0 : 1));" &&
+wait_metric "m.cosmos3_busy === 1" &&
     ok || bad "server 3: the request never ran"
 kill -TERM "$spid"; sleep 0.3; kill -TERM "$spid"
 wait_exit "$spid" 10; [ "$st" = 0 ] && ok || bad "server 3: a second SIGTERM should cancel and exit 0: $(tail -3 s3.err)"
