@@ -16,19 +16,12 @@
 set -u -o pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 cd "$here"
+. bench/carry.sh
 
 pack() {
     local build=${1:-build-benchc}
-    [ -d "$build" ] || meson setup "$build" -Dcuda=enabled || exit 1
-    ninja -C "$build" -j2 cosmos3 tests/test_model tests/test_vae tests/test_e2e || exit 1
-    rm -rf carry/gpu && mkdir -p carry/gpu/lib
-    cp "$build/cosmos3" "$build/tests/test_model" "$build/tests/test_vae" "$build/tests/test_e2e" carry/gpu/
-    ldd carry/gpu/* 2>/dev/null | awk '/=> \//{print $3}' | sort -u |
-        grep -v -E '/(libc|libm|libdl|libpthread|librt|libstdc\+\+|libgcc_s|ld-linux[^/]*)\.so|/libcu|/libnccl' |
-        while read -r lib; do cp -L "$lib" carry/gpu/lib/; done
-    tar -C carry/gpu/lib -cJf carry/gpu/libs.tar.xz . && rm -rf carry/gpu/lib
-    # the source root compiled into cosmos3 (it finds share/tokenizer there)
-    sed -n 's/^#define COSMOS3_SRCDIR "\(.*\)"$/\1/p' "$build/config.h" >carry/gpu/srcdir
+    carry_build "$build" cosmos3 tests/test_model tests/test_vae tests/test_e2e || exit 1
+    carry_pack carry/gpu "$build" cosmos3 tests/test_model tests/test_vae tests/test_e2e || exit 1
     tar czf carry/fixtures.tgz -C "${COSMOS3_FIXTURES_SRC:-$here/../shared/fixtures}" tiny-a
     du -sh carry/gpu/* carry/fixtures.tgz
 }
@@ -41,14 +34,7 @@ run() {
     local out=${OUT:-/tmp/bench_all}
     mkdir -p "$out"
     exec > >(tee "$out/bench_all.log") 2>&1
-    local libs=/tmp/c3libs
-    mkdir -p "$libs" && tar -C "$libs" -xJf carry/gpu/libs.tar.xz
-    local cudalib=/usr/local/cuda/lib64
-    [ -e "$cudalib/libcublasLt.so.13" ] || cudalib=$(dirname "$(find / -name 'libcublasLt.so.13' -print -quit 2>/dev/null)")
-    export LD_LIBRARY_PATH="$libs:$cudalib:${LD_LIBRARY_PATH:-}"
-    local src
-    src=$(cat carry/gpu/srcdir 2>/dev/null || echo /work/main) # cosmos3 finds share/tokenizer there
-    [ -e "$src" ] || { mkdir -p "$(dirname "$src")" && ln -s "$here" "$src"; }
+    carry_env carry/gpu
     local fx=/tmp/c3fx
     mkdir -p "$fx" && tar -C "$fx" -xzf carry/fixtures.tgz
     export COSMOS3_FIXTURES=$fx COSMOS3_BIN=$here/carry/gpu/cosmos3 OMP_NUM_THREADS=8

@@ -17,20 +17,12 @@
 set -u -o pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 cd "$here"
+. bench/carry.sh
 
 pack() {
     local build=${1:-build-cuda}
-    [ -d "$build" ] || meson setup "$build" -Dcuda=enabled || exit 1
-    ninja -C "$build" -j2 cuda/lab/ops_check || exit 1
-    ninja -C "$build" -j2 cosmos3 || echo "gpu_check: cosmos3 did not build; packing the last one built" >&2
-    rm -rf carry/gpu && mkdir -p carry/gpu/lib
-    cp "$build/cuda/lab/ops_check" carry/gpu/
-    [ -x "$build/cosmos3" ] && cp "$build/cosmos3" carry/gpu/
-    # host libraries, except the C runtime and CUDA's own
-    ldd carry/gpu/ops_check carry/gpu/cosmos3 | awk '/=> \//{print $3}' | sort -u |
-        grep -v -E '/(libc|libm|libdl|libpthread|librt|libstdc\+\+|libgcc_s|ld-linux[^/]*)\.so|/libcu|/libnccl' |
-        while read -r lib; do cp -L "$lib" carry/gpu/lib/; done
-    tar -C carry/gpu/lib -cJf carry/gpu/libs.tar.xz . && rm -rf carry/gpu/lib
+    carry_build "$build" cuda/lab/ops_check cosmos3 || exit 1
+    carry_pack carry/gpu "$build" cuda/lab/ops_check cosmos3 || exit 1
     du -sh carry/gpu/*
 }
 
@@ -38,13 +30,7 @@ run() {
     export NCCL_NVLS_ENABLE=0
     local out=${OUT:-/tmp/gpu_check}
     mkdir -p "$out"
-    local libs=/tmp/c3libs
-    mkdir -p "$libs" && tar -C "$libs" -xJf carry/gpu/libs.tar.xz
-    local cudalib=/usr/local/cuda/lib64
-    [ -e "$cudalib/libcublasLt.so.13" ] || cudalib=$(dirname "$(find / -name 'libcublasLt.so.13' -print -quit 2>/dev/null)")
-    export LD_LIBRARY_PATH="$libs:$cudalib:${LD_LIBRARY_PATH:-}"
-    # cosmos3 finds share/tokenizer under its build-time source root
-    [ -e /work/main ] || { mkdir -p /work && ln -s "$here" /work/main; }
+    carry_env carry/gpu
 
     echo "== device"
     nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv

@@ -11,21 +11,16 @@
 set -u -o pipefail
 here=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$here"
+. bench/carry.sh
 
 pack() {
     local build=${1:-build-attn}
-    [ -d "$build" ] || meson setup "$build" -Dcuda=enabled || exit 1
-    ninja -C "$build" -j2 cuda/lab/ops_check || exit 1
-    rm -rf carry/attn && mkdir -p carry/attn/lib
+    carry_build "$build" cuda/lab/ops_check || exit 1
+    carry_pack carry/attn "$build" cuda/lab/ops_check || exit 1
     nvcc -std=c++17 -O3 -lineinfo -gencode=arch=compute_90a,code=sm_90a -Xcompiler=-Wall,-Wextra \
         --Werror all-warnings -o carry/attn/attention_lab cuda/lab/attention_lab.cu || exit 1
-    cp "$build/cuda/lab/ops_check" carry/attn/
-    ldd carry/attn/ops_check | awk '/=> \//{print $3}' | sort -u |
-        grep -v -E '/(libc|libm|libdl|libpthread|librt|libstdc\+\+|libgcc_s|ld-linux[^/]*)\.so|/libcu|/libnccl' |
-        while read -r lib; do cp -L "$lib" carry/attn/lib/; done
-    tar -C carry/attn/lib -cJf carry/attn/libs.tar.xz . && rm -rf carry/attn/lib
     git rev-parse --short HEAD > carry/attn/commit
-    git status --short cuda/attention.cu cuda/lab/attention_lab.cu >> carry/attn/commit
+    git status --short cuda/attention.cu cuda/attention_hopper.cuh cuda/lab/attention_lab.cu >> carry/attn/commit
     du -sh carry/attn/*
 }
 
@@ -33,10 +28,7 @@ run() {
     export NCCL_NVLS_ENABLE=0
     local out=${OUT:-/tmp/attn_out}
     mkdir -p "$out"
-    mkdir -p /tmp/c3libs && tar -C /tmp/c3libs -xJf carry/attn/libs.tar.xz
-    local cudalib=/usr/local/cuda/lib64
-    [ -e "$cudalib/libcublasLt.so.13" ] || cudalib=$(dirname "$(find / -name 'libcublasLt.so.13' -print -quit 2>/dev/null)")
-    export LD_LIBRARY_PATH="/tmp/c3libs:$cudalib:${LD_LIBRARY_PATH:-}"
+    carry_env carry/attn
     echo "== build: $(tr '\n' ' ' < carry/attn/commit)"
     nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv
     echo "== SASS (per kernel: HGMMA, HMMA, MUFU.EX2, local memory)"
