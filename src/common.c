@@ -272,3 +272,13 @@ uint64_t c3_fnv1a(const void *data, size_t n, uint64_t h) {
     }
     return h;
 }
+
+const char *c3_bytes_text(int64_t b, char *buf, size_t n) {
+    if (b >= (1ll << 30))
+        snprintf(buf, n, "%.2f GiB", (double)b / (double)(1ll << 30));
+    else if (b >= (1 << 20))
+        snprintf(buf, n, "%.1f MiB", (double)b / (double)(1 << 20));
+    else
+        snprintf(buf, n, "%.1f KiB", (double)b / 1024.0);
+    return buf;
+}

@@ -101,6 +101,8 @@ double c3_now(void);
 
 /* FNV-1a 64-bit hash (config hashes in metadata). */
 uint64_t c3_fnv1a(const void *data, size_t n, uint64_t h);
+/* b bytes as text for people: "1.23 GiB", "4.5 MiB" or "6.0 KiB"; returns buf. */
+const char *c3_bytes_text(int64_t b, char *buf, size_t n);
 #define C3_FNV_INIT 0xcbf29ce484222325ull
 
 #define C3_MIN(a, b) ((a) < (b) ? (a) : (b))

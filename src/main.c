@@ -336,15 +336,6 @@ out:
 
 /* ----------------------------------------------------------------- info */
 
-static void human(int64_t b, char *buf, size_t n) {
-    if (b >= (1ll << 30))
-        snprintf(buf, n, "%.2f GiB", (double)b / (double)(1ll << 30));
-    else if (b >= (1 << 20))
-        snprintf(buf, n, "%.1f MiB", (double)b / (double)(1 << 20));
-    else
-        snprintf(buf, n, "%.1f KiB", (double)b / 1024.0);
-}
-
 /* What a checkpoint says about itself (model_index.json "cosmos3"). */
 static void print_card(const c3_model_card *k) {
     if (k->about) printf("\nabout: %s\n", k->about);
@@ -418,10 +409,10 @@ static int cmd_info(c3_settings *s, char **pos, int npos) {
         printf("latent: %d channels, patch %d (%d per token)%s%s\n", t->latent_ch, t->patch, t->patch_dim,
                t->und_qk_norm ? "; UND QK-norm" : "; no UND QK-norm",
                t->und_k_norm_for_gen ? ", k_norm_und_for_gen" : "");
-        human(sz.und_bytes, a, sizeof a);
-        human(sz.gen_bytes, b, sizeof b);
-        human(sz.vae_bytes, c, sizeof c);
-        human(sz.other_bytes, d, sizeof d);
+        c3_bytes_text(sz.und_bytes, a, sizeof a);
+        c3_bytes_text(sz.gen_bytes, b, sizeof b);
+        c3_bytes_text(sz.vae_bytes, c, sizeof c);
+        c3_bytes_text(sz.other_bytes, d, sizeof d);
         printf("parameters: UND %.3f M (%s), GEN %.3f M (%s), VAE %.3f M (%s), unused heads %.3f M (%s)\n",
                (double)sz.und_params / 1e6, a, (double)sz.gen_params / 1e6, b, (double)sz.vae_params / 1e6, c,
                (double)sz.other_params / 1e6, d);

@@ -40,14 +40,6 @@ static int64_t host_memory(int64_t *avail) {
     return total;
 }
 
-static const char *gib(int64_t b, char *buf, size_t n) {
-    if (b >= (1ll << 30))
-        snprintf(buf, n, "%.2f GiB", (double)b / (double)(1ll << 30));
-    else
-        snprintf(buf, n, "%.1f MiB", (double)b / (double)(1 << 20));
-    return buf;
-}
-
 int plan_make(c3_plan *p, const c3_tconfig *t, const c3_sizes *sz, int tp, int cfg, int sp,
               const char *device, const char *gpus, bool offload, int W, int H, int F) {
     memset(p, 0, sizeof *p);
@@ -156,8 +148,8 @@ int plan_make(c3_plan *p, const c3_tconfig *t, const c3_sizes *sz, int tp, int c
             return c3_fail(C3_ERESOURCE,
                            "rank %d needs %s (weights + K/V + activations) but %s %d has %s free%s; use a "
                            "larger --tp%s, a smaller size, or --offload",
-                           r, gib(p->need, a, sizeof a), want_cuda ? "GPU" : "host", p->devices[r],
-                           gib(have, b, sizeof b), sharing > 1 ? " for each of the ranks sharing it" : "",
+                           r, c3_bytes_text(p->need, a, sizeof a), want_cuda ? "GPU" : "host", p->devices[r],
+                           c3_bytes_text(have, b, sizeof b), sharing > 1 ? " for each of the ranks sharing it" : "",
                            want_cuda ? "" : " on GPUs");
         }
     }
@@ -174,8 +166,8 @@ void plan_print(FILE *f, const c3_plan *p) {
                 p->cuda ? p->devices[r] : 0, p->cfg == 2 ? (g ? "uncond" : "cond") : "cond+uncond",
                 plan_tp_rank(p, r), plan_sp_rank(p, r));
     }
-    fprintf(f, "per rank: weights %s, K/V cache ~%s, activations ~%s, total ~%s\n", gib(p->weights, a, sizeof a),
-            gib(p->kv, b, sizeof b), gib(p->act, c, sizeof c), gib(p->need, d, sizeof d));
+    fprintf(f, "per rank: weights %s, K/V cache ~%s, activations ~%s, total ~%s\n", c3_bytes_text(p->weights, a, sizeof a),
+            c3_bytes_text(p->kv, b, sizeof b), c3_bytes_text(p->act, c, sizeof c), c3_bytes_text(p->need, d, sizeof d));
     if (p->world > 1) fprintf(f, "communicator: %s\n", comm_kind_name(comm_choose(p->cuda, p->world, p->devices)));
     if (p->offload && !p->cuda)
         fprintf(f, "note: --offload does nothing on the CPU backend (the weights already live in host memory)\n");

@@ -70,15 +70,6 @@ static void print_stream(c3_repl *r, void (*fn)(FILE *, const void *), const voi
     free(buf);
 }
 
-void repl_bytes(int64_t b, char *buf, size_t n) {
-    if (b >= (1ll << 30))
-        snprintf(buf, n, "%.2f GiB", (double)b / (double)(1ll << 30));
-    else if (b >= (1 << 20))
-        snprintf(buf, n, "%.1f MiB", (double)b / (double)(1 << 20));
-    else
-        snprintf(buf, n, "%.1f KiB", (double)b / 1024.0);
-}
-
 /* ------------------------------------------------------------ history */
 
 void repl_history_path(char *buf, size_t n) {
@@ -512,9 +503,9 @@ static int cmd_gpus(c3_repl *r, const char *arg) {
             repl_print(r, 0, "GPU %d: N/A (%s)", g, c3_errmsg());
             continue;
         }
-        repl_bytes(total - fr, a, sizeof a);
-        repl_bytes(total, b, sizeof b);
-        repl_bytes(fr, c, sizeof c);
+        c3_bytes_text(total - fr, a, sizeof a);
+        c3_bytes_text(total, b, sizeof b);
+        c3_bytes_text(fr, c, sizeof c);
         repl_print(r, 0, "GPU %d: %s  used %s / %s, free %s (driver); utilisation N/A", g, name, a, b, c);
     }
     if (n == 0) {
@@ -526,19 +517,19 @@ static int cmd_gpus(c3_repl *r, const char *arg) {
         long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
         int64_t total = (int64_t)sysconf(_SC_PHYS_PAGES) * sysconf(_SC_PAGESIZE);
         int64_t avail = (int64_t)sysconf(_SC_AVPHYS_PAGES) * sysconf(_SC_PAGESIZE);
-        repl_bytes(total - avail, a, sizeof a);
-        repl_bytes(total, b, sizeof b);
-        repl_bytes(avail, c, sizeof c);
+        c3_bytes_text(total - avail, a, sizeof a);
+        c3_bytes_text(total, b, sizeof b);
+        c3_bytes_text(avail, c, sizeof c);
         repl_print(r, 0, "cpu: %ld cores, this process %.0f%% (of one core)  memory used %s / %s, free %s", ncpu,
                    util, a, b, c);
     }
     for (int k = 0; k < r->nranks; k++) {
         const c3_repl_dev *dv = &r->dev[k];
         if (!dv->valid) continue;
-        repl_bytes(dv->bytes[0], a, sizeof a);
-        repl_bytes(dv->bytes[1], b, sizeof b);
-        repl_bytes(dv->bytes[2], c, sizeof c);
-        repl_bytes(dv->bytes[0] + dv->bytes[1] + dv->bytes[2], d, sizeof d);
+        c3_bytes_text(dv->bytes[0], a, sizeof a);
+        c3_bytes_text(dv->bytes[1], b, sizeof b);
+        c3_bytes_text(dv->bytes[2], c, sizeof c);
+        c3_bytes_text(dv->bytes[0] + dv->bytes[1] + dv->bytes[2], d, sizeof d);
         char where[96];
         if (dv->device >= 0)
             snprintf(where, sizeof where, "%s %d", dv->name, dv->device);
@@ -548,7 +539,7 @@ static int cmd_gpus(c3_repl *r, const char *arg) {
                    c, d);
     }
     if (r->have_last && r->last_r.mem_peak > 0) {
-        repl_bytes(r->last_r.mem_peak, a, sizeof a);
+        c3_bytes_text(r->last_r.mem_peak, a, sizeof a);
         repl_print(r, 0, "  peak of the last run on rank 0: %s", a);
     }
     return C3_OK;
@@ -585,7 +576,7 @@ static int cmd_last(c3_repl *r, const char *arg) {
                "write %.3f, total %.3f",
                x->t_tokenize, x->t_und, x->t_denoise, x->t_step_mean, x->t_cond_mean, x->t_uncond_mean, x->t_vae,
                x->t_write, x->t_total);
-    repl_bytes(x->mem_peak, a, sizeof a);
+    c3_bytes_text(x->mem_peak, a, sizeof a);
     repl_print(r, 0, "memory peak (rank 0): %s; prompt tokens cond %d, uncond %d", a, x->L_cond, x->L_uncond);
     return C3_OK;
 }

@@ -134,9 +134,6 @@ typedef struct {
 extern const c3_repl_cmd c3_repl_cmds[];
 extern const int c3_repl_ncmds;
 
-/* Human-readable bytes ("1.50 GiB"). */
-void repl_bytes(int64_t b, char *buf, size_t n);
-
 /* readline completion generator over repl_complete() (built with readline only;
  * shared by the REPL and the TUI's input line). */
 char *repl_rl_generator(const char *text, int state);

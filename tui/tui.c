@@ -204,21 +204,21 @@ static int draw_devices(tui *t, WINDOW *w, int y) {
             int pairs[4] = {PAIR_W, PAIR_KV, PAIR_ACT, PAIR_OTHER};
             draw_bar(t, w, bw, seg, pairs, "WKA-", 4, total);
         }
-        repl_bytes(dv->driver_valid ? total - dv->dev_free : ours, a, sizeof a);
-        repl_bytes(total, b, sizeof b);
+        c3_bytes_text(dv->driver_valid ? total - dv->dev_free : ours, a, sizeof a);
+        c3_bytes_text(total, b, sizeof b);
         wprintw(w, " %s / %s", a, b);
         y++;
-        repl_bytes(dv->bytes[0], a, sizeof a);
-        repl_bytes(dv->bytes[1], b, sizeof b);
-        repl_bytes(dv->bytes[2], c, sizeof c);
+        c3_bytes_text(dv->bytes[0], a, sizeof a);
+        c3_bytes_text(dv->bytes[1], b, sizeof b);
+        c3_bytes_text(dv->bytes[2], c, sizeof c);
         if (dv->driver_valid)
-            repl_bytes(dv->dev_free, d, sizeof d);
+            c3_bytes_text(dv->dev_free, d, sizeof d);
         else
             snprintf(d, sizeof d, "N/A");
         mvwprintw(w, y, 2, "weights %s  K/V %s  activations %s  free %s (driver)", a, b, c, d);
         if (p) {
-            repl_bytes(p->kv, e, sizeof e);
-            repl_bytes(p->act, c, sizeof c);
+            c3_bytes_text(p->kv, e, sizeof e);
+            c3_bytes_text(p->act, c, sizeof c);
             if (getcurx(w) + 34 < cols) wprintw(w, "  plan: K/V ~%s act ~%s", e, c);
         }
         y++;
