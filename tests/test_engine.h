@@ -24,6 +24,17 @@ static inline void t_engine_settings(c3_settings *s, const char *model, const ch
     settings_set(s, "output", out, CMD_GEN);
 }
 
+/* The parallel layout: --tp, --cfg-parallel, --ulysses. */
+static inline void t_engine_layout(c3_settings *s, int tp, int cfg, int sp) {
+    char v[16];
+    snprintf(v, sizeof v, "%d", tp);
+    settings_set(s, "tp", v, CMD_GEN);
+    snprintf(v, sizeof v, "%d", cfg);
+    settings_set(s, "cfg-parallel", v, CMD_GEN);
+    snprintf(v, sizeof v, "%d", sp);
+    settings_set(s, "ulysses", v, CMD_GEN);
+}
+
 /* The tensor "latents" of a --save-latents file as floats, or NULL. */
 static inline float *t_read_latents(const char *path, int64_t *n) {
     st_file f;

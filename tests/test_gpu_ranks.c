@@ -72,12 +72,7 @@ static float *run(const char *model, const layout *L, int64_t *n, c3_result *res
         snprintf(v, sizeof v, "%d", L->steps);
         settings_set(&s, "steps", v, CMD_GEN);
     }
-    snprintf(v, sizeof v, "%d", L->tp);
-    settings_set(&s, "tp", v, CMD_GEN);
-    snprintf(v, sizeof v, "%d", L->cfg);
-    settings_set(&s, "cfg-parallel", v, CMD_GEN);
-    snprintf(v, sizeof v, "%d", L->sp);
-    settings_set(&s, "ulysses", v, CMD_GEN);
+    t_engine_layout(&s, L->tp, L->cfg, L->sp);
     int world = L->tp * L->cfg * L->sp;
     if (!strcmp(L->device, "cuda")) { /* every rank on GPU 0 */
         v[0] = 0;

@@ -25,17 +25,12 @@ static void base_settings(c3_settings *s, const char *model, const char *out) {
 static float *run_layout(const char *model, int tp, int cfg, int sp, const char *extra_k, const char *extra_v,
                          int64_t *n, int *rc_out, c3_events **ev_out) {
     c3_settings s;
-    char out[128], lat[128], v[16];
+    char out[128], lat[128];
     snprintf(out, sizeof out, "%s/img_%d_%d_%d.png", tmpd, tp, cfg, sp);
     snprintf(lat, sizeof lat, "%s/lat_%d_%d_%d.safetensors", tmpd, tp, cfg, sp);
     base_settings(&s, model, out);
     settings_set(&s, "save-latents", lat, CMD_GEN);
-    snprintf(v, sizeof v, "%d", tp);
-    settings_set(&s, "tp", v, CMD_GEN);
-    snprintf(v, sizeof v, "%d", cfg);
-    settings_set(&s, "cfg-parallel", v, CMD_GEN);
-    snprintf(v, sizeof v, "%d", sp);
-    settings_set(&s, "ulysses", v, CMD_GEN);
+    t_engine_layout(&s, tp, cfg, sp);
     if (extra_k) settings_set(&s, extra_k, extra_v, CMD_GEN);
     c3_events *ev = events_new(100000);
     c3_engine *e = NULL;
@@ -162,17 +157,12 @@ int main(void) {
     for (size_t k = 0; k < C3_ARRAY_LEN(layouts); k++) {
         int tp = layouts[k][0], cfg = layouts[k][1], sp = layouts[k][2];
         c3_settings s;
-        char out[128], v[16];
+        char out[128];
         snprintf(out, sizeof out, "%s/cancel.png", tmpd);
         unlink(out);
         base_settings(&s, tiny, out);
         settings_set(&s, "steps", "40", CMD_GEN);
-        snprintf(v, sizeof v, "%d", tp);
-        settings_set(&s, "tp", v, CMD_GEN);
-        snprintf(v, sizeof v, "%d", cfg);
-        settings_set(&s, "cfg-parallel", v, CMD_GEN);
-        snprintf(v, sizeof v, "%d", sp);
-        settings_set(&s, "ulysses", v, CMD_GEN);
+        t_engine_layout(&s, tp, cfg, sp);
         c3_events *q = events_new(100000);
         c3_engine *eng = NULL;
         rc = engine_open(&eng, &s, q);
