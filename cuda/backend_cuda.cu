@@ -243,12 +243,29 @@ static int cuda_sync(c3_backend *be) {
 
 static __device__ __forceinline__ float silu_f(float v) { return v / (1.0f + __expf(-v)); }
 
-/* out = silu(gate) * up with torch's rounding: silu(gate) is stored in the
- * activation type before the multiply. */
-__global__ void k_swiglu(void *out, int ot, const void *g, int gt, const void *u, int ut, int64_t n) {
-    GRID_STRIDE(i, n) {
-        float s = cu_round(ot, silu_f(cu_ld(g, gt, i)));
-        cu_st(out, ot, i, s * cu_ld(u, ut, i));
+/* out[M, I] = silu(gu[:, :I]) * gu[:, I:] with torch's rounding: silu(gate)
+ * is stored in the activation type before the multiply. */
+__global__ void k_swiglu(void *out, int ot, const void *gu, int gt, int64_t M, int64_t I) {
+    GRID_STRIDE(i, M * I) {
+        int64_t r = i / I, j = i - r * I;
+        float s = cu_round(ot, silu_f(cu_ld(gu, gt, 2 * I * r + j)));
+        cu_st(out, ot, i, s * cu_ld(gu, gt, 2 * I * r + I + j));
+    }
+}
+/* The same in bf16, eight values per thread (I8 = I / 8, 16-byte aligned rows). */
+__global__ void k_swiglu_bf16x8(uint4 *out, const uint4 *gu, int64_t M, int64_t I8) {
+    GRID_STRIDE(i, M * I8) {
+        int64_t r = i / I8, j = i - r * I8;
+        uint4 g = gu[2 * I8 * r + j], u = gu[2 * I8 * r + I8 + j], o;
+        const __nv_bfloat162 *gh = (const __nv_bfloat162 *)&g, *uh = (const __nv_bfloat162 *)&u;
+        __nv_bfloat162 *oh = (__nv_bfloat162 *)&o;
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            float2 gf = __bfloat1622float2(gh[e]), uf = __bfloat1622float2(uh[e]);
+            float s0 = cu_round(C3_BF16, silu_f(gf.x)), s1 = cu_round(C3_BF16, silu_f(gf.y));
+            oh[e] = __floats2bfloat162_rn(s0 * uf.x, s1 * uf.y);
+        }
+        out[i] = o;
     }
 }
 __global__ void k_relu2(void *out, int ot, const void *u, int ut, int64_t n) {
@@ -290,21 +307,28 @@ static int same_numel(const char *op, const c3_tensor *a, const c3_tensor *b) {
     return C3_OK;
 }
 
-static int cuda_glu(c3_backend *be, c3_tensor *out, const c3_tensor *gate, const c3_tensor *up, c3_act act) {
+static int cuda_glu(c3_backend *be, c3_tensor *out, const c3_tensor *gu, c3_act act) {
     C3_TRY(cu_check_float("glu", out, "out"));
-    C3_TRY(cu_check_float("glu", up, "up"));
-    C3_TRY(same_numel("glu", out, up));
+    C3_TRY(cu_check_float("glu", gu, "gate/up"));
     CU_ENTER(be);
     int64_t n = c3_numel(out);
     cudaStream_t s = cu_of(be)->stream;
-    if (n == 0) return C3_OK;
     if (act == C3_ACT_SWIGLU) {
-        C3_TRY(cu_check_float("glu", gate, "gate"));
-        C3_TRY(same_numel("glu", out, gate));
-        k_swiglu<<<cu_grid(be, n), CU_THREADS, 0, s>>>(out->data, out->dtype, gate->data, gate->dtype,
-                                                       up->data, up->dtype, n);
+        int64_t I = out->ndim ? out->ne[out->ndim - 1] : 1;
+        if (c3_numel(gu) != 2 * n)
+            return c3_fail(C3_EFAIL, "cuda glu: gate/up has %lld elements, expected 2 x %lld",
+                           (long long)c3_numel(gu), (long long)n);
+        if (n == 0) return C3_OK;
+        if (out->dtype == C3_BF16 && gu->dtype == C3_BF16 && I % 8 == 0 &&
+            ((uintptr_t)out->data | (uintptr_t)gu->data) % 16 == 0)
+            k_swiglu_bf16x8<<<cu_grid(be, n / 8), CU_THREADS, 0, s>>>((uint4 *)out->data, (const uint4 *)gu->data,
+                                                                      n / I, I / 8);
+        else
+            k_swiglu<<<cu_grid(be, n), CU_THREADS, 0, s>>>(out->data, out->dtype, gu->data, gu->dtype, n / I, I);
     } else if (act == C3_ACT_RELU2) {
-        k_relu2<<<cu_grid(be, n), CU_THREADS, 0, s>>>(out->data, out->dtype, up->data, up->dtype, n);
+        C3_TRY(same_numel("glu", out, gu));
+        if (n == 0) return C3_OK;
+        k_relu2<<<cu_grid(be, n), CU_THREADS, 0, s>>>(out->data, out->dtype, gu->data, gu->dtype, n);
     } else {
         return c3_fail(C3_EFAIL, "cuda glu: unknown activation %d", (int)act);
     }
@@ -582,6 +606,7 @@ extern "C" int c3_backend_cuda(int device, c3_backend **out) {
     be->linear = cu_linear;
     be->rmsnorm = cu_rmsnorm;
     be->rope = cu_rope;
+    be->qkv_rope = cu_qkv_rope;
     be->attention = cu_attention_route;
     be->glu = cuda_glu;
     be->add = cuda_add;

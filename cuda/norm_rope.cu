@@ -35,6 +35,43 @@ __global__ void k_rmsnorm(void *y, int yt, const void *x, int xt, const void *w,
     }
 }
 
+/* The same for bf16 x, y, w with dim a multiple of 8 * WARP: 16-byte loads,
+ * eight values per lane per step; the second pass reads the row from L1. */
+__global__ void k_rmsnorm_bf16x8(__nv_bfloat16 *y, const __nv_bfloat16 *x, const __nv_bfloat16 *w, int64_t rows,
+                                 int dim, float eps, int mul_fp32) {
+    int64_t row = (int64_t)blockIdx.x * NORM_ROWS_PER_BLOCK + threadIdx.x / WARP;
+    int lane = threadIdx.x % WARP;
+    if (row >= rows) return;
+    const uint4 *xr = (const uint4 *)(x + row * dim), *wr = (const uint4 *)w;
+    uint4 *yr = (uint4 *)(y + row * dim);
+    int n8 = dim / 8;
+    float ss = 0.0f;
+    for (int c = lane; c < n8; c += WARP) {
+        uint4 u = xr[c];
+        const __nv_bfloat162 *h = (const __nv_bfloat162 *)&u;
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            float2 f = __bfloat1622float2(h[e]);
+            ss += f.x * f.x + f.y * f.y;
+        }
+    }
+    ss = warp_sum(ss);
+    float r = rsqrtf(ss / (float)dim + eps);
+    for (int c = lane; c < n8; c += WARP) {
+        uint4 u = xr[c], g = wr[c], o;
+        const __nv_bfloat162 *h = (const __nv_bfloat162 *)&u, *gw = (const __nv_bfloat162 *)&g;
+        __nv_bfloat162 *oh = (__nv_bfloat162 *)&o;
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            float2 f = __bfloat1622float2(h[e]), wf = __bfloat1622float2(gw[e]);
+            f.x *= r, f.y *= r;
+            if (!mul_fp32) f.x = cu_round(C3_BF16, f.x), f.y = cu_round(C3_BF16, f.y);
+            oh[e] = __floats2bfloat162_rn(wf.x * f.x, wf.y * f.y);
+        }
+        yr[c] = o;
+    }
+}
+
 int cu_rmsnorm(c3_backend *be, c3_tensor *y, const c3_tensor *x, const c3_tensor *w, int dim, float eps,
                bool mul_fp32) {
     C3_TRY(cu_check_float("rmsnorm", y, "y"));
@@ -48,6 +85,14 @@ int cu_rmsnorm(c3_backend *be, c3_tensor *y, const c3_tensor *x, const c3_tensor
     int64_t rows = n / dim;
     if (rows == 0) return C3_OK;
     unsigned grid = (unsigned)((rows + NORM_ROWS_PER_BLOCK - 1) / NORM_ROWS_PER_BLOCK);
+    if (x->dtype == C3_BF16 && y->dtype == C3_BF16 && w->dtype == C3_BF16 && dim % (8 * WARP) == 0 &&
+        ((uintptr_t)x->data | (uintptr_t)y->data | (uintptr_t)w->data) % 16 == 0) {
+        k_rmsnorm_bf16x8<<<grid, NORM_ROWS_PER_BLOCK * WARP, 0, cu_of(be)->stream>>>(
+            (__nv_bfloat16 *)y->data, (const __nv_bfloat16 *)x->data, (const __nv_bfloat16 *)w->data, rows, dim, eps,
+            mul_fp32);
+        CU_CHECK_LAUNCH();
+        return C3_OK;
+    }
     k_rmsnorm<<<grid, NORM_ROWS_PER_BLOCK * WARP, 0, cu_of(be)->stream>>>(y->data, y->dtype, x->data, x->dtype,
                                                                            w->data, w->dtype, rows, dim, eps,
                                                                            mul_fp32);
@@ -89,6 +134,92 @@ int cu_rope(c3_backend *be, c3_tensor *x, const c3_tensor *cos, const c3_tensor 
     int64_t H = c3_numel(x) / (N * D);
     k_rope<<<cu_grid(be, N * H * D / 2), CU_THREADS, 0, cu_of(be)->stream>>>(
         x->data, x->dtype, cos->data, cos->dtype, sin->data, sin->dtype, N, H, (int)D);
+    CU_CHECK_LAUNCH();
+    return C3_OK;
+}
+
+/* The attention inputs from the fused q/k/v product (see backend.h qkv_rope):
+ * one warp per (token, head) of qkv [N, Hq + 2 Hkv, D]; the q and k heads are
+ * normalised (rounded to the output type as cu_rmsnorm stores them) and
+ * rotated, the v heads copied. Each lane owns the pairs (j, j + D/2). */
+__global__ void k_qkv_rope(void *q, void *k, void *v, int ot, const void *qkv, int it, const void *qn,
+                           const void *kn, int wt, const void *cs, const void *sn, int ct, int64_t N, int Hq,
+                           int Hkv, int D, float eps, int mul_fp32) {
+    int64_t wid = (int64_t)blockIdx.x * NORM_ROWS_PER_BLOCK + threadIdx.x / WARP;
+    int lane = threadIdx.x % WARP, Hall = Hq + 2 * Hkv, half = D / 2;
+    if (wid >= N * Hall) return;
+    int64_t n = wid / Hall, src = wid * D;
+    int h = (int)(wid - n * Hall);
+    if (h >= Hq + Hkv) {
+        int64_t dst = (n * Hkv + h - Hq - Hkv) * D;
+        for (int d = lane; d < D; d += WARP) cu_st(v, ot, dst + d, cu_ld(qkv, it, src + d));
+        return;
+    }
+    bool isq = h < Hq;
+    void *out = isq ? q : k;
+    const void *w = isq ? qn : kn;
+    int64_t dst = isq ? (n * Hq + h) * D : (n * Hkv + h - Hq) * D;
+    float r = 1.0f;
+    if (w) {
+        float ss = 0.0f;
+        for (int d = lane; d < D; d += WARP) {
+            float e = cu_ld(qkv, it, src + d);
+            ss += e * e;
+        }
+        r = rsqrtf(warp_sum(ss) / (float)D + eps);
+    }
+    for (int j = lane; j < half; j += WARP) {
+        float a = cu_ld(qkv, it, src + j), b = cu_ld(qkv, it, src + j + half);
+        if (w) {
+            a *= r, b *= r;
+            if (!mul_fp32) a = cu_round(ot, a), b = cu_round(ot, b);
+            a = cu_round(ot, cu_ld(w, wt, j) * a);
+            b = cu_round(ot, cu_ld(w, wt, j + half) * b);
+        }
+        if (cs) {
+            int64_t co = n * D;
+            float c1 = cu_ld(cs, ct, co + j), c2 = cu_ld(cs, ct, co + j + half);
+            float s1 = cu_ld(sn, ct, co + j), s2 = cu_ld(sn, ct, co + j + half);
+            float a2 = a * c1 - b * s1;
+            b = b * c2 + a * s2;
+            a = a2;
+        }
+        cu_st(out, ot, dst + j, a);
+        cu_st(out, ot, dst + j + half, b);
+    }
+}
+
+int cu_qkv_rope(c3_backend *be, c3_tensor *q, c3_tensor *k, c3_tensor *v, const c3_tensor *qkv,
+                const c3_tensor *q_norm, const c3_tensor *k_norm, const c3_tensor *cos, const c3_tensor *sin,
+                float eps, bool mul_fp32) {
+    C3_TRY(cu_check_float("qkv_rope", q, "q"));
+    C3_TRY(cu_check_float("qkv_rope", k, "k"));
+    C3_TRY(cu_check_float("qkv_rope", v, "v"));
+    C3_TRY(cu_check_float("qkv_rope", qkv, "qkv"));
+    if (q->ndim != 3 || k->ndim != 3 || v->ndim != 3 || k->ne[1] != v->ne[1] || q->ne[2] != k->ne[2] ||
+        k->ne[2] != v->ne[2] || q->ne[0] != k->ne[0] || k->ne[0] != v->ne[0] || q->dtype != k->dtype ||
+        k->dtype != v->dtype)
+        return c3_fail(C3_EFAIL, "cuda qkv_rope: q, k, v are not [N, Hq, D], [N, Hkv, D], [N, Hkv, D] of one type");
+    int64_t N = q->ne[0], Hq = q->ne[1], Hkv = k->ne[1], D = q->ne[2], Hall = Hq + 2 * Hkv;
+    if (D % 2 || c3_numel(qkv) != N * Hall * D)
+        return c3_fail(C3_EFAIL, "cuda qkv_rope: qkv holds %lld elements, expected %lld x %lld x %lld (D even)",
+                       (long long)c3_numel(qkv), (long long)N, (long long)Hall, (long long)D);
+    if ((q_norm && c3_numel(q_norm) != D) || (k_norm && c3_numel(k_norm) != D) ||
+        (q_norm && k_norm && q_norm->dtype != k_norm->dtype))
+        return c3_fail(C3_EFAIL, "cuda qkv_rope: the q/k norm weights are not [%lld] of one type", (long long)D);
+    if ((cos == NULL) != (sin == NULL) ||
+        (cos && (c3_numel(cos) != N * D || c3_numel(sin) != N * D || cos->dtype != sin->dtype)))
+        return c3_fail(C3_EFAIL, "cuda qkv_rope: cos/sin are not both [%lld, %lld] of one type", (long long)N,
+                       (long long)D);
+    CU_ENTER(be);
+    if (N == 0) return C3_OK;
+    const c3_tensor *nw = q_norm ? q_norm : k_norm;
+    int64_t warps = N * Hall;
+    unsigned grid = (unsigned)((warps + NORM_ROWS_PER_BLOCK - 1) / NORM_ROWS_PER_BLOCK);
+    k_qkv_rope<<<grid, NORM_ROWS_PER_BLOCK * WARP, 0, cu_of(be)->stream>>>(
+        q->data, k->data, v->data, q->dtype, qkv->data, qkv->dtype, q_norm ? q_norm->data : NULL,
+        k_norm ? k_norm->data : NULL, nw ? nw->dtype : C3_F32, cos ? cos->data : NULL, sin ? sin->data : NULL,
+        cos ? cos->dtype : C3_F32, N, (int)Hq, (int)Hkv, (int)D, eps, mul_fp32);
     CU_CHECK_LAUNCH();
     return C3_OK;
 }

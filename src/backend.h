@@ -98,8 +98,19 @@ struct c3_backend {
      * keys j <= i + (total_keys - Sq) (only used with one segment). */
     int (*attention)(c3_backend *be, c3_tensor *out, const c3_tensor *q, const c3_kvseg *kv,
                      int nseg, bool causal, float scale);
-    /* out[M, I] = silu(gate) * up (SWIGLU) or relu(up)^2 (RELU2, gate NULL). */
-    int (*glu)(c3_backend *be, c3_tensor *out, const c3_tensor *gate, const c3_tensor *up, c3_act act);
+    /* The attention inputs from the fused q/k/v product qkv [N, (Hq + 2 Hkv) D]
+     * (each row: Hq query heads, Hkv key heads, Hkv value heads):
+     * q [N, Hq, D] = rope(rmsnorm_D(q heads) * q_norm), k [N, Hkv, D] likewise
+     * with k_norm, v [N, Hkv, D] copied. q_norm / k_norm NULL: no norm;
+     * cos / sin [N, D] NULL: no rotation. The normalised head is stored in
+     * q's type before the rotation, so the result equals rmsnorm then rope. */
+    int (*qkv_rope)(c3_backend *be, c3_tensor *q, c3_tensor *k, c3_tensor *v, const c3_tensor *qkv,
+                    const c3_tensor *q_norm, const c3_tensor *k_norm, const c3_tensor *cos,
+                    const c3_tensor *sin, float eps, bool mul_fp32);
+    /* out[M, I] = silu(gu[:, :I]) * gu[:, I:] (SWIGLU; gu [M, 2I], the fused
+     * gate/up product: gate columns first) or relu(gu)^2 (RELU2; gu [M, I],
+     * out may alias it). */
+    int (*glu)(c3_backend *be, c3_tensor *out, const c3_tensor *gu, c3_act act);
     /* y += x (same numel). */
     int (*add)(c3_backend *be, c3_tensor *y, const c3_tensor *x);
     /* out[n, D] = table[ids[i], :]; ids on the host. */

@@ -60,17 +60,26 @@ static int cpu_sync(c3_backend *be) {
     return C3_OK;
 }
 
-static int cpu_glu(c3_backend *be, c3_tensor *out, const c3_tensor *gate, const c3_tensor *up,
-                   c3_act act) {
+static int cpu_glu(c3_backend *be, c3_tensor *out, const c3_tensor *gu, c3_act act) {
     (void)be;
     int64_t n = c3_numel(out);
     float *o = out->data;
-    const float *u = up->data;
+    const float *u = gu->data;
     if (act == C3_ACT_SWIGLU) {
-        const float *g = gate->data;
+        int64_t I = out->ndim ? out->ne[out->ndim - 1] : 1;
+        if (c3_numel(gu) != 2 * n || I <= 0)
+            return c3_fail(C3_EFAIL, "cpu glu: gate/up holds %lld elements, expected 2 x %lld",
+                           (long long)c3_numel(gu), (long long)n);
 #pragma omp parallel for schedule(static) if (n > 65536)
-        for (int64_t i = 0; i < n; i++) o[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+        for (int64_t i = 0; i < n; i++) {
+            int64_t r = i / I, j = i - r * I;
+            float g = u[2 * I * r + j];
+            o[i] = g / (1.0f + expf(-g)) * u[2 * I * r + I + j];
+        }
     } else {
+        if (c3_numel(gu) != n)
+            return c3_fail(C3_EFAIL, "cpu glu: input holds %lld elements, expected %lld", (long long)c3_numel(gu),
+                           (long long)n);
 #pragma omp parallel for schedule(static) if (n > 65536)
         for (int64_t i = 0; i < n; i++) {
             float r = u[i] > 0 ? u[i] : 0;
@@ -155,6 +164,7 @@ c3_backend *c3_backend_cpu(void) {
         .rmsnorm = cpu_rmsnorm,
         .rope = cpu_rope,
         .attention = cpu_attention,
+        .qkv_rope = cpu_qkv_rope,
         .glu = cpu_glu,
         .add = cpu_add,
         .embed = cpu_embed,

@@ -23,11 +23,14 @@ void (*model_trace_hook)(const char *name, int layer, const c3_tensor *t);
 /* One tower's weights in one layer (UND or GEN); local (TP) slices. */
 typedef struct {
     c3_tensor in_norm, post_norm;     /* [D] */
-    c3_tensor wq, wk, wv;             /* [Hq_l*hd, D], [Hkv_l*hd, D] x2 */
+    c3_tensor wqkv;                   /* [(Hq_l + 2 Hkv_l) hd, D]: the q, k, v rows, one product */
+    c3_tensor wq, wk, wv;             /* views of wqkv: [Hq_l*hd, D], [Hkv_l*hd, D] x2 */
     c3_tensor q_norm, k_norm;         /* [hd]; present when has_qk_norm */
     c3_tensor k_norm_gen;             /* [hd]; UND of Edge only */
     c3_tensor wo;                     /* [D, Hq_l*hd] */
-    c3_tensor gate, up, down;         /* [I_l, D] x2 (gate absent for ReLU^2), [D, I_l] */
+    c3_tensor wgu;                    /* [2 I_l, D] gate then up rows (SwiGLU), [I_l, D] up (ReLU^2) */
+    c3_tensor gate, up;               /* views of wgu: [I_l, D] (gate absent for ReLU^2) */
+    c3_tensor down;                   /* [D, I_l] */
     bool has_qk_norm, has_k_norm_gen;
 } tower_w;
 
@@ -35,11 +38,12 @@ typedef struct {
     tower_w und, gen;
 } layer_w;
 
-/* Every tensor of a tower, in one order (absent ones have no data). */
-#define TOWER_NT 12
+/* Every tensor of a tower that owns storage, in one order (absent ones have
+ * no data); the views into wqkv and wgu are set by tower_views. */
+#define TOWER_NT 9
 static void tower_list(tower_w *w, c3_tensor *ts[TOWER_NT]) {
-    c3_tensor *l[TOWER_NT] = {&w->in_norm, &w->post_norm, &w->wq,   &w->wk, &w->wv,  &w->q_norm,
-                              &w->k_norm,  &w->k_norm_gen, &w->wo, &w->gate, &w->up, &w->down};
+    c3_tensor *l[TOWER_NT] = {&w->in_norm,    &w->post_norm, &w->wqkv, &w->q_norm, &w->k_norm,
+                              &w->k_norm_gen, &w->wo,        &w->wgu,  &w->down};
     memcpy(ts, l, sizeof l);
 }
 
@@ -64,12 +68,24 @@ typedef struct {
     int64_t t0, S;
     c3_tensor cs, sn; /* [S, hd] */
 } rope_cache;
-#define ROPE_CACHE_SLOTS 2
+/* Branches one GEN call batches (CFG: cond and uncond). */
+#define GEN_MAX_BATCH 2
+#define ROPE_CACHE_SLOTS GEN_MAX_BATCH
 
 /* Scratch for the MLP of one tower over n tokens. */
 typedef struct {
-    c3_tensor xn, tmp, gate, up; /* [n, D], [n, D], [n, I_l] x2 */
+    c3_tensor xn, tmp; /* [n, D]; tmp only with tp > 1 (the row-parallel partial sums) */
+    c3_tensor gu, h;   /* [n, 2 I_l] (gate | up; [n, I_l] for ReLU^2), [n, I_l] */
 } mlp_scratch;
+
+/* The activations of one GEN call over nb branches of S tokens (n = nb S
+ * rows): eager calls allocate them per call, graphs keep them (gg_buffers). */
+typedef struct {
+    c3_tensor lat, out;      /* latents [C, T, hp, p, wp, p]; velocities [nb, C, T, hp, p, wp, p] */
+    c3_tensor x, qkv;        /* [n, D], [n, (Hq_l + 2 Hkv_l) hd] */
+    c3_tensor q, a, k, v, y; /* [n, Hq_l, hd] x2, [n, Hkv_l, hd] x2, [n, P] */
+    mlp_scratch s;
+} gen_acts;
 
 /* The GEN forward as replayable graphs (backends with graph ops, one rank
  * per branch, no offload, no tracing): the activations live in buffers kept
@@ -80,8 +96,8 @@ typedef struct {
 #define GEN_GRAPH_SLOTS 4
 typedef struct {
     int64_t T, hp, wp; /* the grid the buffers are for (0: none yet) */
-    c3_tensor lat, x, q, k, v, a, y;
-    mlp_scratch s;
+    int nb;            /* and the branches batched in one call */
+    gen_acts buf;
     struct {
         uint64_t key;
         int state; /* 0 free, 1 seen once (eager), 2 recorded */
@@ -120,6 +136,7 @@ struct c3_model {
     bool offload, loading_host;
     tower_ring ring[2]; /* 0: UND, 1: GEN */
     gen_graphs gg;
+    bool no_batch; /* model_batch(m, false) */
     int64_t h2d_bytes;
     double h2d_seconds;
 };
@@ -171,8 +188,27 @@ static int host_tensor(c3_model *m, c3_tensor *t, int ndim, const int64_t *ne) {
 /* How a weight is split over TP ranks. */
 typedef enum { SPLIT_NONE, SPLIT_ROWS, SPLIT_COLS } split_kind;
 
+/* A weight's storage: pinned host memory while loading for offload, else the backend's. */
+static int weight_alloc(c3_model *m, c3_tensor *dst, int ndim, const int64_t *ne) {
+    if (m->loading_host) return host_tensor(m, dst, ndim, ne);
+    return m->be->alloc(m->be, dst, m->be->weight_dtype, ndim, ne, C3_MEM_WEIGHTS);
+}
+
+/* The views of a tower's fused weights (wq, wk, wv in wqkv; gate, up in wgu). */
+static void tower_views(const c3_model *m, tower_w *w) {
+    int64_t D = m->c.hidden, qr = (int64_t)m->hq * m->c.head_dim, kr = (int64_t)m->hkv * m->c.head_dim, I = m->inter;
+    int64_t qne[] = {qr, D}, kne[] = {kr, D}, ine[] = {I, D};
+    w->wq = c3_view(&w->wqkv, 0, 2, qne);
+    w->wk = c3_view(&w->wqkv, qr * D, 2, kne);
+    w->wv = c3_view(&w->wqkv, (qr + kr) * D, 2, kne);
+    bool g = m->c.mlp_gated;
+    if (g) w->gate = c3_view(&w->wgu, 0, 2, ine);
+    w->up = c3_view(&w->wgu, g ? I * D : 0, 2, ine);
+}
+
 /* Upload `name` (full shape ndim/shape; a -1 entry accepts any size and is
- * returned in shape) into dst, keeping only this rank's slice. */
+ * returned in shape) into dst, keeping only this rank's slice. dst is
+ * allocated here, or is already a view of that slice's size (fused weights). */
 static int load_tensor(c3_model *m, const c3_ckpt *ck, c3_tensor *dst, const char *name, int ndim,
                        int64_t *shape, split_kind split) {
     const st_tensor *t = ckpt_get(ck, NULL, name, ndim, shape);
@@ -187,11 +223,15 @@ static int load_tensor(c3_model *m, const c3_ckpt *ck, c3_tensor *dst, const cha
         return c3_fail(C3_EMODEL, "transformer tensor %s: dimension %d (%lld) does not split over tp %d", name, sd,
                        (long long)shape[sd], tp);
     if (sd >= 0) ne[sd] = shape[sd] / tp;
-    int rc;
-    if (m->loading_host) {
-        rc = host_tensor(m, dst, ndim, ne);
+    int rc = C3_OK;
+    if (!dst->data) {
+        rc = weight_alloc(m, dst, ndim, ne);
     } else {
-        rc = m->be->alloc(m->be, dst, m->be->weight_dtype, ndim, ne, C3_MEM_WEIGHTS);
+        int64_t n = 1;
+        for (int i = 0; i < ndim; i++) n *= ne[i];
+        if (n != c3_numel(dst))
+            rc = c3_fail(C3_EMODEL, "transformer tensor %s: %lld elements where the fused weight has room for %lld",
+                         name, (long long)n, (long long)c3_numel(dst));
     }
     if (rc) return c3_context(rc, "loading %s", name);
     const void *src = t->data;
@@ -283,6 +323,14 @@ static int load_tower(c3_model *m, const c3_ckpt *ck, int l, bool gen, tower_w *
         int64_t sh_[] = {__VA_ARGS__};                                                             \
         C3_TRY(load_tensor(m, ck, dst, nm, nd, sh_, split));                                       \
     } while (0)
+    /* the fused storage first; q/k/v and gate/up load into its views */
+    {
+        int64_t qkv[] = {((int64_t)m->hq + 2 * m->hkv) * hd, D}, gu[] = {(c->mlp_gated ? 2 : 1) * (int64_t)m->inter, D};
+        int rc = weight_alloc(m, &w->wqkv, 2, qkv);
+        if (rc == C3_OK) rc = weight_alloc(m, &w->wgu, 2, gu);
+        if (rc) return c3_context(rc, "layer %d: allocating the fused q/k/v and gate/up weights", l);
+        tower_views(m, w);
+    }
     snprintf(nm, sizeof nm, "layers.%d.%s.weight", l, in_n);
     LOAD(&w->in_norm, SPLIT_NONE, 1, D);
     snprintf(nm, sizeof nm, "layers.%d.%s.weight", l, post_n);
@@ -347,6 +395,7 @@ static int ring_init(c3_model *m, tower_ring *g, tower_w *proto) {
         tower_list(&g->slot[s], dst);
         for (int i = 0; i < TOWER_NT; i++)
             if (src[i]->data) C3_TRY(be->alloc(be, dst[i], src[i]->dtype, src[i]->ndim, src[i]->ne, C3_MEM_WEIGHTS));
+        tower_views(m, &g->slot[s]);
         C3_TRY(be->event_new(be, &g->ready[s], false));
         C3_TRY(be->event_new(be, &g->used[s], false));
     }
@@ -699,16 +748,38 @@ static int mlp_alloc(c3_model *m, mlp_scratch *s, int64_t n) {
     c3_backend *be = m->be;
     int64_t D = m->c.hidden, I = m->inter;
     C3_TRY(c3_alloc(be, &s->xn, be->act_dtype, C3_MEM_ACT, 2, n, D));
-    C3_TRY(c3_alloc(be, &s->tmp, be->act_dtype, C3_MEM_ACT, 2, n, D));
-    if (m->c.mlp_gated) C3_TRY(c3_alloc(be, &s->gate, be->act_dtype, C3_MEM_ACT, 2, n, I));
-    C3_TRY(c3_alloc(be, &s->up, be->act_dtype, C3_MEM_ACT, 2, n, I));
+    if (m->shard.tp_size > 1) C3_TRY(c3_alloc(be, &s->tmp, be->act_dtype, C3_MEM_ACT, 2, n, D));
+    C3_TRY(c3_alloc(be, &s->gu, be->act_dtype, C3_MEM_ACT, 2, n, (m->c.mlp_gated ? 2 : 1) * I));
+    C3_TRY(c3_alloc(be, &s->h, be->act_dtype, C3_MEM_ACT, 2, n, I));
     return C3_OK;
 }
 static void mlp_free(mlp_scratch *s) {
     c3_free(&s->xn);
     c3_free(&s->tmp);
-    c3_free(&s->gate);
-    c3_free(&s->up);
+    c3_free(&s->gu);
+    c3_free(&s->h);
+}
+
+static int gen_acts_alloc(c3_model *m, gen_acts *g, int64_t T, int64_t hp, int64_t wp, int nb, int64_t n) {
+    c3_backend *be = m->be;
+    const c3_tconfig *c = &m->c;
+    int64_t p = c->patch, D = c->hidden, hd = c->head_dim, C = c->latent_ch;
+    c3_dtype at = be->act_dtype;
+    C3_TRY(c3_alloc(be, &g->lat, at, C3_MEM_ACT, 6, C, T, hp, p, wp, p));
+    C3_TRY(c3_alloc(be, &g->out, at, C3_MEM_ACT, 6, (int64_t)nb * C, T, hp, p, wp, p));
+    C3_TRY(c3_alloc(be, &g->x, at, C3_MEM_ACT, 2, n, D));
+    C3_TRY(c3_alloc(be, &g->qkv, at, C3_MEM_ACT, 2, n, ((int64_t)m->hq + 2 * m->hkv) * hd));
+    C3_TRY(c3_alloc(be, &g->q, at, C3_MEM_ACT, 3, n, (int64_t)m->hq, hd));
+    C3_TRY(c3_alloc(be, &g->a, at, C3_MEM_ACT, 3, n, (int64_t)m->hq, hd));
+    C3_TRY(c3_alloc(be, &g->k, at, C3_MEM_ACT, 3, n, (int64_t)m->hkv, hd));
+    C3_TRY(c3_alloc(be, &g->v, at, C3_MEM_ACT, 3, n, (int64_t)m->hkv, hd));
+    C3_TRY(c3_alloc(be, &g->y, at, C3_MEM_ACT, 2, n, (int64_t)c->patch_dim));
+    return mlp_alloc(m, &g->s, n);
+}
+static void gen_acts_free(gen_acts *g) {
+    c3_tensor *t[] = {&g->lat, &g->out, &g->x, &g->qkv, &g->q, &g->a, &g->k, &g->v, &g->y};
+    for (size_t i = 0; i < C3_ARRAY_LEN(t); i++) c3_free(t[i]);
+    mlp_free(&g->s);
 }
 
 /* ------------------------------------------------------- GEN graphs */
@@ -721,11 +792,9 @@ static void gg_forget(c3_model *m) {
 }
 static void gg_free(c3_model *m) {
     if (m->be && m->be->graph_free) gg_forget(m);
-    c3_tensor *t[] = {&m->gg.lat, &m->gg.x, &m->gg.q, &m->gg.k, &m->gg.v, &m->gg.a, &m->gg.y};
-    for (size_t i = 0; i < C3_ARRAY_LEN(t); i++)
-        c3_free(t[i]);
-    mlp_free(&m->gg.s);
+    gen_acts_free(&m->gg.buf);
     m->gg.T = m->gg.hp = m->gg.wp = 0;
+    m->gg.nb = 0;
 }
 static bool gg_enabled(const c3_model *m) {
     const char *e = getenv("COSMOS3_GRAPHS");
@@ -733,39 +802,37 @@ static bool gg_enabled(const c3_model *m) {
            m->shard.sp_size <= 1 && m->shard.tp_size <= 1 && !m->offload && !model_trace_hook &&
            !m->gg.off && !(e && !strcmp(e, "0"));
 }
-/* The buffers for grid (T, hp, wp): kept when they fit it, else remade (and
- * every recorded graph, which names the old ones, forgotten). */
-static int gg_buffers(c3_model *m, int64_t T, int64_t hp, int64_t wp) {
+/* The buffers for grid (T, hp, wp) and nb branches: kept when they fit it,
+ * else remade (and every recorded graph, which names the old ones, forgotten). */
+static int gg_buffers(c3_model *m, int64_t T, int64_t hp, int64_t wp, int nb) {
     gen_graphs *g = &m->gg;
-    if (g->T == T && g->hp == hp && g->wp == wp) return C3_OK;
+    if (g->T == T && g->hp == hp && g->wp == wp && g->nb == nb) return C3_OK;
     gg_free(m);
-    c3_backend *be = m->be;
-    const c3_tconfig *c = &m->c;
-    int64_t S = T * hp * wp, p = c->patch, D = c->hidden, hd = c->head_dim;
-    C3_TRY(c3_alloc(be, &g->lat, be->act_dtype, C3_MEM_ACT, 6, (int64_t)c->latent_ch, T, hp, p, wp,
-                    p));
-    C3_TRY(c3_alloc(be, &g->x, be->act_dtype, C3_MEM_ACT, 2, S, D));
-    C3_TRY(c3_alloc(be, &g->q, be->act_dtype, C3_MEM_ACT, 3, S, (int64_t)m->hq, hd));
-    C3_TRY(c3_alloc(be, &g->a, be->act_dtype, C3_MEM_ACT, 3, S, (int64_t)m->hq, hd));
-    C3_TRY(c3_alloc(be, &g->k, be->act_dtype, C3_MEM_ACT, 3, S, (int64_t)m->hkv, hd));
-    C3_TRY(c3_alloc(be, &g->v, be->act_dtype, C3_MEM_ACT, 3, S, (int64_t)m->hkv, hd));
-    C3_TRY(c3_alloc(be, &g->y, be->act_dtype, C3_MEM_ACT, 2, S, (int64_t)c->patch_dim));
-    C3_TRY(mlp_alloc(m, &g->s, S));
-    g->T = T, g->hp = hp, g->wp = wp;
+    int rc = gen_acts_alloc(m, &g->buf, T, hp, wp, nb, nb * T * hp * wp);
+    if (rc) {
+        gen_acts_free(&g->buf);
+        return rc;
+    }
+    g->T = T, g->hp = hp, g->wp = wp, g->nb = nb;
     return C3_OK;
 }
 /* The key of one GEN layer loop: every buffer it reads that is not the
- * model's own (the UND cache of each layer, the RoPE tables) and its sizes. */
-static uint64_t gg_key(const c3_undkv *kv, const c3_tensor *cs, const c3_tensor *sn) {
-    uint64_t h = C3_FNV_INIT;
-    for (int l = 0; l < kv->layers; l++) {
-        h = c3_fnv1a(&kv->k[l].data, sizeof(void *), h);
-        h = c3_fnv1a(&kv->v[l].data, sizeof(void *), h);
+ * model's own (each branch's UND cache of each layer and RoPE tables) and
+ * their sizes. */
+static uint64_t gg_key(int nb, const c3_undkv *const *kvs, const c3_tensor *cs, const c3_tensor *sn) {
+    uint64_t h = c3_fnv1a(&nb, sizeof nb, C3_FNV_INIT);
+    for (int b = 0; b < nb; b++) {
+        const c3_undkv *kv = kvs[b];
+        for (int l = 0; l < kv->layers; l++) {
+            h = c3_fnv1a(&kv->k[l].data, sizeof(void *), h);
+            h = c3_fnv1a(&kv->v[l].data, sizeof(void *), h);
+        }
+        h = c3_fnv1a(&kv->L, sizeof kv->L, h);
+        h = c3_fnv1a(&cs[b].data, sizeof(void *), h);
+        h = c3_fnv1a(&sn[b].data, sizeof(void *), h);
+        h = c3_fnv1a(cs[b].ne, sizeof cs[b].ne, h);
     }
-    h = c3_fnv1a(&kv->L, sizeof kv->L, h);
-    h = c3_fnv1a(&cs->data, sizeof(void *), h);
-    h = c3_fnv1a(&sn->data, sizeof(void *), h);
-    return c3_fnv1a(cs->ne, sizeof cs->ne, h);
+    return h;
 }
 /* The slot of key: found, else the least recently used one, reset. */
 static int gg_slot(c3_model *m, uint64_t key) {
@@ -785,22 +852,24 @@ static int gg_slot(c3_model *m, uint64_t key) {
     return lru;
 }
 
-/* x += attn_out . wo^T ; x += MLP(RMS_post(x)). `a` is the attention output. */
+/* x += in . w^T: one accumulating product on one rank (the residual add in
+ * the GEMM epilogue); with tp > 1 the row-parallel sum into tmp, then added. */
+static int residual_linear(c3_model *m, c3_tensor *x, const c3_tensor *in, const c3_tensor *w, c3_tensor *tmp) {
+    if (m->shard.tp_size <= 1) return m->be->linear(m->be, x, in, w, NULL, true);
+    C3_TRY(linear_rowpar(m, tmp, in, w));
+    return m->be->add(m->be, x, tmp);
+}
+
+/* x += attn_out . wo^T ; x += MLP(RMS_post(x)). `a` is the attention output;
+ * gate and up are one product (wgu), then the GLU. */
 static int attn_out_and_mlp(c3_model *m, const tower_w *w, c3_tensor *x, const c3_tensor *a, mlp_scratch *s) {
     c3_backend *be = m->be;
     const c3_tconfig *c = &m->c;
-    C3_TRY(linear_rowpar(m, &s->tmp, a, &w->wo));
-    C3_TRY(be->add(be, x, &s->tmp));
+    C3_TRY(residual_linear(m, x, a, &w->wo, &s->tmp));
     C3_TRY(be->rmsnorm(be, &s->xn, x, &w->post_norm, c->hidden, c->eps, c->norm_mul_fp32));
-    C3_TRY(be->linear(be, &s->up, &s->xn, &w->up, NULL, false));
-    if (c->mlp_gated) {
-        C3_TRY(be->linear(be, &s->gate, &s->xn, &w->gate, NULL, false));
-        C3_TRY(be->glu(be, &s->up, &s->gate, &s->up, C3_ACT_SWIGLU));
-    } else {
-        C3_TRY(be->glu(be, &s->up, NULL, &s->up, C3_ACT_RELU2));
-    }
-    C3_TRY(linear_rowpar(m, &s->tmp, &s->up, &w->down));
-    return be->add(be, x, &s->tmp);
+    C3_TRY(be->linear(be, &s->gu, &s->xn, &w->wgu, NULL, false));
+    C3_TRY(be->glu(be, &s->h, &s->gu, c->mlp_gated ? C3_ACT_SWIGLU : C3_ACT_RELU2));
+    return residual_linear(m, x, &s->h, &w->down, &s->tmp);
 }
 
 /* ------------------------------------------------------------- UND tower */
@@ -1057,31 +1126,82 @@ static void trace_concat(c3_model *m, const char *name, int l, const c3_tensor *
     c3_free(&t);
 }
 
-int model_gen(c3_model *m, const c3_undkv *kv, const float *latents, const c3_latent_geom *g,
-              int64_t timestep, float *velocity) {
+/* The RoPE tables of one branch's GEN tokens [t0, t0 + S) (views; the cache
+ * owns them): found in rope_cache, else computed into the next slot. */
+static int gen_rope(c3_model *m, int L, const c3_latent_geom *g, int64_t t0, int64_t S, c3_tensor *cs,
+                    c3_tensor *sn) {
+    rope_cache *hit = NULL;
+    for (int i = 0; i < ROPE_CACHE_SLOTS && !hit; i++) {
+        rope_cache *r = &m->rope[i];
+        if (r->valid && r->L == L && r->t0 == t0 && r->S == S && r->g.T == g->T && r->g.h == g->h &&
+            r->g.w == g->w && (g->T <= 1 || r->g.fps == g->fps))
+            hit = r;
+    }
+    if (!hit) {
+        hit = &m->rope[m->rope_next];
+        m->rope_next = (m->rope_next + 1) % ROPE_CACHE_SLOTS;
+        c3_free(&hit->cs);
+        c3_free(&hit->sn);
+        hit->valid = false;
+        double (*pos)[3] = xmalloc(sizeof *pos * (size_t)S);
+        for (int64_t i = 0; i < S; i++) model_gen_position(&m->c, L, g, t0 + i, pos[i]);
+        int rc = upload_rope(m, pos, S, &hit->cs, &hit->sn);
+        free(pos);
+        C3_TRY(rc);
+        *hit = (rope_cache){.valid = true, .L = L, .g = *g, .t0 = t0, .S = S, .cs = hit->cs, .sn = hit->sn};
+    }
+    *cs = c3_view(&hit->cs, 0, 2, hit->cs.ne);
+    *sn = c3_view(&hit->sn, 0, 2, hit->sn.ne);
+    return C3_OK;
+}
+
+bool model_batches(const c3_model *m) {
+    const char *e = getenv("COSMOS3_CFG_BATCH");
+    return m->shard.sp_size <= 1 && !m->no_batch && !(e && !strcmp(e, "0"));
+}
+void model_batch(c3_model *m, bool on) { m->no_batch = !on; }
+
+int model_gen(c3_model *m, const c3_undkv *kv, const float *latents, const c3_latent_geom *g, int64_t timestep,
+              float *velocity) {
+    return model_gen_batch(m, 1, &kv, latents, g, timestep, &velocity);
+}
+
+int model_gen_batch(c3_model *m, int nb, const c3_undkv *const *kvs, const float *latents,
+                    const c3_latent_geom *g, int64_t timestep, float *const *velocity) {
     c3_backend *be = m->be;
     const c3_tconfig *c = &m->c;
-    if (!kv || kv->layers != c->layers || kv->L <= 0)
-        return c3_fail(C3_EFAIL, "GEN forward: the UND cache does not belong to this model");
+    if (nb < 1 || nb > GEN_MAX_BATCH) return c3_fail(C3_EFAIL, "GEN forward: %d branches (1 to %d)", nb, GEN_MAX_BATCH);
+    for (int b = 0; b < nb; b++)
+        if (!kvs[b] || kvs[b]->layers != c->layers || kvs[b]->L <= 0)
+            return c3_fail(C3_EFAIL, "GEN forward: the UND cache does not belong to this model");
     if (g->T <= 0 || g->h <= 0 || g->w <= 0)
         return c3_fail(C3_EINPUT, "GEN forward: latent grid %dx%dx%d is empty", g->T, g->h, g->w);
-    int64_t C = c->latent_ch, p = c->patch, P = c->patch_dim, D = c->hidden, hd = c->head_dim;
+    int64_t C = c->latent_ch, p = c->patch, P = c->patch_dim, D = c->hidden;
     int64_t T = g->T, h = g->h, w = g->w;
     int64_t hp = (h + p - 1) / p, wp = (w + p - 1) / p, S_all = T * hp * wp;
     /* Ulysses: this rank holds tokens [t0, t0 + S) of the sequence padded to S_pad */
     int sp = m->shard.sp_size > 1 ? m->shard.sp_size : 1;
+    if (nb > 1 && sp > 1) return c3_fail(C3_EFAIL, "GEN forward: branches are batched only without Ulysses");
     int64_t S = (S_all + sp - 1) / sp, S_pad = S * sp, t0 = (int64_t)m->shard.sp_rank * S;
     if (sp == 1) t0 = 0;
+    int64_t n = nb * S; /* rows: branch b holds [b S, (b + 1) S) */
     int rc = C3_OK;
     /* replayable layer loop (see gen_graphs): buffers kept across calls */
     bool graphs = sp == 1 && gg_enabled(m), recording = false;
-    if (graphs) C3_TRY(gg_buffers(m, T, hp, wp));
-#define GG_VIEW(dst, src) (dst = c3_view(&(src), 0, (src).ndim, (src).ne))
-    c3_tensor tok = {0}, x = {0}, q = {0}, k = {0}, v = {0}, a = {0}, cs = {0}, sn = {0}, bias = {0}, y = {0};
-    c3_tensor lat = {0}, tok_all = {0}; /* latents [C, T, hp, p, wp, p] and tokens [S_pad, P] */
-    mlp_scratch s = {0};
+    if (graphs) C3_TRY(gg_buffers(m, T, hp, wp, nb));
+    gen_acts own = {0}, A = {0}; /* A: views of the graph buffers, or of own */
+    c3_tensor tok = {0}, tok_all = {0}, bias = {0}; /* tokens [S_pad, P]: this rank's [S, P] */
+    c3_tensor cs[GEN_MAX_BATCH] = {{0}}, sn[GEN_MAX_BATCH] = {{0}};
     ulysses_scratch u = {.S = S_all, .S_pad = S_pad};
     float *host = NULL, *e = NULL, *temb = NULL, *all = NULL;
+    if (!graphs) TRY(gen_acts_alloc(m, &own, T, hp, wp, nb, n));
+    {
+        const gen_acts *src = graphs ? &m->gg.buf : &own;
+        c3_tensor *d[] = {&A.lat, &A.out, &A.x, &A.qkv, &A.q, &A.a, &A.k, &A.v, &A.y, &A.s.xn, &A.s.tmp, &A.s.gu, &A.s.h};
+        const c3_tensor *f[] = {&src->lat, &src->out, &src->x, &src->qkv, &src->q, &src->a, &src->k,
+                                &src->v,   &src->y,   &src->s.xn, &src->s.tmp, &src->s.gu, &src->s.h};
+        for (size_t i = 0; i < C3_ARRAY_LEN(d); i++) *d[i] = c3_view(f[i], 0, f[i]->ndim, f[i]->ne);
+    }
 
     /* patchify on the device: latents [C, T, hp*p, wp*p] (zero-padded on the
      * host only when h or w is odd) seen as [C, T, hp, p, wp, p], permuted to
@@ -1097,20 +1217,14 @@ int model_gen(c3_model *m, const c3_undkv *kv, const float *latents, const c3_la
                     memcpy(padded + (ct * Hp + yy) * Wp, latents + (ct * h + yy) * w, sizeof(float) * (size_t)w);
             src = padded;
         }
-        int64_t ne[] = {C, T, hp, p, wp, p};
-        if (graphs) {
-            GG_VIEW(lat, m->gg.lat);
-            rc = be->upload(be, &lat, src, C3_F32);
-        } else {
-            rc = upload_new(be, &lat, src, C3_MEM_ACT, 6, ne);
-        }
+        rc = be->upload(be, &A.lat, src, C3_F32);
         free(padded);
         if (rc) goto done;
         static const int to_tokens[6] = {1, 2, 4, 3, 5, 0};
         TRY(c3_alloc(be, &tok_all, be->act_dtype, C3_MEM_ACT, 2, S_pad, P));
         int64_t pne[] = {T, hp, wp, p, p, C};
         c3_tensor body = c3_view(&tok_all, 0, 6, pne);
-        TRY(be->permute(be, &body, &lat, to_tokens));
+        TRY(be->permute(be, &body, &A.lat, to_tokens));
         if (S_pad > S_all) { /* Ulysses padding rows: zeros */
             float *z = xcalloc((size_t)((S_pad - S_all) * P), sizeof(float));
             c3_tensor pad = c3_rows(&tok_all, S_all, S_pad - S_all);
@@ -1125,86 +1239,46 @@ int model_gen(c3_model *m, const c3_undkv *kv, const float *latents, const c3_la
     trace("gen.patchified_tokens", -1, &tok);
 
     /* GEN positions and RoPE tables (cached per branch: see rope_cache) */
-    {
-        rope_cache *hit = NULL;
-        for (int i = 0; i < ROPE_CACHE_SLOTS && !hit; i++) {
-            rope_cache *r = &m->rope[i];
-            if (r->valid && r->L == kv->L && r->t0 == t0 && r->S == S && r->g.T == g->T && r->g.h == g->h &&
-                r->g.w == g->w && (g->T <= 1 || r->g.fps == g->fps))
-                hit = r;
-        }
-        if (!hit) {
-            hit = &m->rope[m->rope_next];
-            m->rope_next = (m->rope_next + 1) % ROPE_CACHE_SLOTS;
-            c3_free(&hit->cs);
-            c3_free(&hit->sn);
-            hit->valid = false;
-            double (*pos)[3] = xmalloc(sizeof *pos * (size_t)S);
-            for (int64_t i = 0; i < S; i++) model_gen_position(c, kv->L, g, t0 + i, pos[i]);
-            rc = upload_rope(m, pos, S, &hit->cs, &hit->sn);
-            free(pos);
-            if (rc) goto done;
-            *hit = (rope_cache){.valid = true, .L = kv->L, .g = *g, .t0 = t0, .S = S, .cs = hit->cs, .sn = hit->sn};
-        }
-        cs = c3_view(&hit->cs, 0, 2, hit->cs.ne); /* views: the cache owns them */
-        sn = c3_view(&hit->sn, 0, 2, hit->sn.ne);
-    }
-    trace("rope.cos_gen", -1, &cs);
-    trace("rope.sin_gen", -1, &sn);
+    for (int b = 0; b < nb; b++) TRY(gen_rope(m, kvs[b]->L, g, t0, S, &cs[b], &sn[b]));
+    trace("rope.cos_gen", -1, &cs[0]);
+    trace("rope.sin_gen", -1, &sn[0]);
 
-    /* x = proj_in(tok) + temb: the timestep embedding joins the bias */
+    /* x = proj_in(tok) + temb: the timestep embedding joins the bias; every
+     * branch starts from the same rows */
     e = xmalloc(sizeof(float) * (size_t)m->te_in);
     time_sinusoid(m, timestep, e);
     TRY(time_embed(m, e, &bias)); /* [1, D] F32 */
+    c3_tensor x0 = c3_rows(&A.x, 0, S);
     if (model_trace_hook) {
         temb = xmalloc(sizeof(float) * (size_t)D);
         TRY(be->download(be, temb, &bias));
         trace_rows(be, "gen.time_proj", e, S, m->te_in);
         trace_rows(be, "gen.time_embedder", temb, S, D);
-    }
-    if (graphs)
-        GG_VIEW(x, m->gg.x);
-    else
-        TRY(c3_alloc(be, &x, be->act_dtype, C3_MEM_ACT, 2, S, D));
-    if (model_trace_hook) {
-        TRY(be->linear(be, &x, &tok, &m->proj_in, &m->proj_in_bd, false));
-        trace("gen.proj_in", -1, &x);
+        TRY(be->linear(be, &x0, &tok, &m->proj_in, &m->proj_in_bd, false));
+        trace("gen.proj_in", -1, &x0);
     }
     TRY(be->add(be, &bias, &m->proj_in_bd)); /* temb + proj_in bias: one bias vector */
-    TRY(be->linear(be, &x, &tok, &m->proj_in, &bias, false)); /* [S, D] */
-    trace("layer_in.gen", -1, &x);
-
-    if (graphs) {
-        GG_VIEW(q, m->gg.q);
-        GG_VIEW(a, m->gg.a);
-        GG_VIEW(k, m->gg.k);
-        GG_VIEW(v, m->gg.v);
-        GG_VIEW(y, m->gg.y);
-        GG_VIEW(s.xn, m->gg.s.xn);
-        GG_VIEW(s.tmp, m->gg.s.tmp);
-        GG_VIEW(s.up, m->gg.s.up);
-        if (m->c.mlp_gated) GG_VIEW(s.gate, m->gg.s.gate);
-    } else {
-        TRY(c3_alloc(be, &q, be->act_dtype, C3_MEM_ACT, 3, S, (int64_t)m->hq, hd));
-        TRY(c3_alloc(be, &a, be->act_dtype, C3_MEM_ACT, 3, S, (int64_t)m->hq, hd));
-        TRY(c3_alloc(be, &k, be->act_dtype, C3_MEM_ACT, 3, S, (int64_t)m->hkv, hd));
-        TRY(c3_alloc(be, &v, be->act_dtype, C3_MEM_ACT, 3, S, (int64_t)m->hkv, hd));
-        TRY(mlp_alloc(m, &s, S));
+    TRY(be->linear(be, &x0, &tok, &m->proj_in, &bias, false)); /* [S, D] */
+    for (int b = 1; b < nb; b++) {
+        c3_tensor xb = c3_rows(&A.x, b * S, S);
+        TRY(be->copy(be, &xb, &x0));
     }
+    trace("layer_in.gen", -1, &A.x);
+
     if (sp > 1) {
-        int64_t hq_s = m->hq / sp, hkv_s = m->hkv / sp;
+        int64_t hq_s = m->hq / sp, hkv_s = m->hkv / sp, hd = c->head_dim, L = kvs[0]->L;
         TRY(c3_alloc(be, &u.qh, be->act_dtype, C3_MEM_ACT, 3, S_pad, hq_s, hd));
         TRY(c3_alloc(be, &u.ah, be->act_dtype, C3_MEM_ACT, 3, S_pad, hq_s, hd));
         TRY(c3_alloc(be, &u.kh, be->act_dtype, C3_MEM_ACT, 3, S_pad, hkv_s, hd));
         TRY(c3_alloc(be, &u.vh, be->act_dtype, C3_MEM_ACT, 3, S_pad, hkv_s, hd));
         TRY(c3_alloc(be, &u.tmp, be->act_dtype, C3_MEM_ACT, 1, S * m->hq * hd));
-        TRY(c3_alloc(be, &u.uk, be->act_dtype, C3_MEM_ACT, 3, (int64_t)kv->L, hkv_s, hd));
-        TRY(c3_alloc(be, &u.uv, be->act_dtype, C3_MEM_ACT, 3, (int64_t)kv->L, hkv_s, hd));
-        TRY(c3_alloc(be, &u.utmp, be->act_dtype, C3_MEM_ACT, 1, (int64_t)kv->L * m->hkv * hd));
+        TRY(c3_alloc(be, &u.uk, be->act_dtype, C3_MEM_ACT, 3, L, hkv_s, hd));
+        TRY(c3_alloc(be, &u.uv, be->act_dtype, C3_MEM_ACT, 3, L, hkv_s, hd));
+        TRY(c3_alloc(be, &u.utmp, be->act_dtype, C3_MEM_ACT, 1, L * m->hkv * hd));
     }
     int slot = -1;
     if (graphs) { /* replay, record, or (first sight of this key) run eagerly */
-        slot = gg_slot(m, gg_key(kv, &cs, &sn));
+        slot = gg_slot(m, gg_key(nb, kvs, cs, sn));
         if (m->gg.slot[slot].state == 2) {
             TRY(be->graph_launch(be, m->gg.slot[slot].exec));
             goto layers_done;
@@ -1219,38 +1293,41 @@ int model_gen(c3_model *m, const c3_undkv *kv, const float *latents, const c3_la
         TRY(check_cancel(m));
         const tower_w *wl;
         TRY(tower_acquire(m, 1, l, &wl));
-        if (kv->k[l].ne[0] != kv->L || kv->k[l].ne[1] != m->hkv) {
-            rc = c3_fail(C3_EFAIL, "GEN forward: UND cache layer %d has the wrong shape", l);
-            goto done;
+        TRY(be->rmsnorm(be, &A.s.xn, &A.x, &wl->in_norm, (int)D, c->eps, c->norm_mul_fp32));
+        TRY(be->linear(be, &A.qkv, &A.s.xn, &wl->wqkv, NULL, false)); /* [n, (Hq_l + 2 Hkv_l) hd] */
+        const c3_tensor *qn = wl->has_qk_norm ? &wl->q_norm : NULL, *kn = wl->has_qk_norm ? &wl->k_norm : NULL;
+        for (int b = 0; b < nb; b++) {
+            const c3_undkv *kv = kvs[b];
+            if (kv->k[l].ne[0] != kv->L || kv->k[l].ne[1] != m->hkv) {
+                rc = c3_fail(C3_EFAIL, "GEN forward: UND cache layer %d has the wrong shape", l);
+                goto done;
+            }
+            c3_tensor qkv = c3_rows(&A.qkv, b * S, S), q = c3_rows(&A.q, b * S, S), k = c3_rows(&A.k, b * S, S),
+                      v = c3_rows(&A.v, b * S, S), a = c3_rows(&A.a, b * S, S);
+            if (model_trace_hook) { /* the normalised q, k before the rotation */
+                TRY(be->qkv_rope(be, &q, &k, &v, &qkv, qn, kn, NULL, NULL, c->eps, c->norm_mul_fp32));
+                trace("layers.gen_q_prerope", l, &q);
+                trace("layers.gen_k_prerope", l, &k);
+            }
+            TRY(be->qkv_rope(be, &q, &k, &v, &qkv, qn, kn, &cs[b], &sn[b], c->eps, c->norm_mul_fp32));
+            trace("layers.gen_q", l, &q);
+            trace_concat(m, "layers.gen_k_all", l, &kv->k[l], &k);
+            trace_concat(m, "layers.gen_v_all", l, &kv->v[l], &v);
+            TRY(gen_attention(m, l, kv, &a, &q, &k, &v, &u));
         }
-        TRY(be->rmsnorm(be, &s.xn, &x, &wl->in_norm, (int)D, c->eps, c->norm_mul_fp32));
-        TRY(be->linear(be, &q, &s.xn, &wl->wq, NULL, false)); /* [S, Hq_l, hd] */
-        TRY(be->linear(be, &k, &s.xn, &wl->wk, NULL, false)); /* [S, Hkv_l, hd] */
-        TRY(be->linear(be, &v, &s.xn, &wl->wv, NULL, false)); /* [S, Hkv_l, hd] */
-        TRY(be->rmsnorm(be, &q, &q, &wl->q_norm, (int)hd, c->eps, c->norm_mul_fp32));
-        TRY(be->rmsnorm(be, &k, &k, &wl->k_norm, (int)hd, c->eps, c->norm_mul_fp32));
-        trace("layers.gen_q_prerope", l, &q);
-        trace("layers.gen_k_prerope", l, &k);
-        TRY(be->rope(be, &q, &cs, &sn));
-        TRY(be->rope(be, &k, &cs, &sn));
-        trace("layers.gen_q", l, &q);
-        trace_concat(m, "layers.gen_k_all", l, &kv->k[l], &k);
-        trace_concat(m, "layers.gen_v_all", l, &kv->v[l], &v);
-        TRY(gen_attention(m, l, kv, &a, &q, &k, &v, &u));
-        trace("layers.gen_attn", l, &a);
-        TRY(attn_out_and_mlp(m, wl, &x, &a, &s));
-        trace("layers.gen_out", l, &x);
+        trace("layers.gen_attn", l, &A.a);
+        TRY(attn_out_and_mlp(m, wl, &A.x, &A.a, &A.s));
+        trace("layers.gen_out", l, &A.x);
         TRY(tower_release(m, 1, l));
     }
     /* output: norm_moe_gen, proj_out + bias, unpatchify, crop */
-    TRY(be->rmsnorm(be, &s.xn, &x, &m->norm_gen, (int)D, c->eps, c->norm_mul_fp32));
-    trace("gen.final_norm", -1, &s.xn);
-    if (!graphs) TRY(c3_alloc(be, &y, be->act_dtype, C3_MEM_ACT, 2, S, P));
-    TRY(be->linear(be, &y, &s.xn, &m->proj_out, &m->proj_out_b, false)); /* [S, P] */
-    trace("gen.proj_out", -1, &y);
+    TRY(be->rmsnorm(be, &A.s.xn, &A.x, &m->norm_gen, (int)D, c->eps, c->norm_mul_fp32));
+    trace("gen.final_norm", -1, &A.s.xn);
+    TRY(be->linear(be, &A.y, &A.s.xn, &m->proj_out, &m->proj_out_b, false)); /* [n, P] */
+    trace("gen.proj_out", -1, &A.y);
     TRY(ring_collect(m, 1));
     if (sp > 1) { /* gather the sequence shards, unpatchify on the host */
-        TRY(be->download(be, host, &y));
+        TRY(be->download(be, host, &A.y));
         TRY(m->shard.sp->allgather_host(m->shard.sp, all, host, S * P)); /* [S_pad, P] */
         for (int64_t ch = 0; ch < C; ch++)
             for (int64_t f = 0; f < T; f++)
@@ -1258,13 +1335,15 @@ int model_gen(c3_model *m, const c3_undkv *kv, const float *latents, const c3_la
                     for (int64_t xx = 0; xx < w; xx++) {
                         int64_t t = (f * hp + yy / p) * wp + xx / p;
                         int64_t feat = ((yy % p) * p + xx % p) * C + ch;
-                        velocity[((ch * T + f) * h + yy) * w + xx] = all[t * P + feat];
+                        velocity[0][((ch * T + f) * h + yy) * w + xx] = all[t * P + feat];
                     }
     } else { /* unpatchify on the device: [T, hp, wp, p, p, C] -> [C, T, hp, p, wp, p], then crop */
         static const int to_latent[6] = {5, 0, 1, 3, 2, 4};
-        int64_t yne[] = {T, hp, wp, p, p, C};
-        c3_tensor yv = c3_view(&y, 0, 6, yne);
-        TRY(be->permute(be, &lat, &yv, to_latent)); /* lat is [C, T, hp, p, wp, p] */
+        int64_t yne[] = {T, hp, wp, p, p, C}, one = c3_numel(&A.lat);
+        for (int b = 0; b < nb; b++) {
+            c3_tensor yv = c3_view(&A.y, b * S * P, 6, yne), ob = c3_view(&A.out, b * one, 6, A.lat.ne);
+            TRY(be->permute(be, &ob, &yv, to_latent)); /* [C, T, hp, p, wp, p] */
+        }
         if (recording) {
             void *exec = NULL;
             recording = false;
@@ -1277,13 +1356,17 @@ int model_gen(c3_model *m, const c3_undkv *kv, const float *latents, const c3_la
         }
     layers_done:;
         int64_t Hp = hp * p, Wp = wp * p;
-        if (Hp == h && Wp == w) {
-            TRY(be->download(be, velocity, &lat));
-        } else {
-            TRY(be->download(be, all, &lat)); /* [C, T, Hp, Wp] (S_pad * P floats) */
-            for (int64_t ct = 0; ct < C * T; ct++)
-                for (int64_t yy = 0; yy < h; yy++)
-                    memcpy(velocity + (ct * h + yy) * w, all + (ct * Hp + yy) * Wp, sizeof(float) * (size_t)w);
+        for (int b = 0; b < nb; b++) {
+            c3_tensor ob = c3_view(&A.out, b * c3_numel(&A.lat), 6, A.lat.ne);
+            if (Hp == h && Wp == w) {
+                TRY(be->download(be, velocity[b], &ob));
+            } else {
+                TRY(be->download(be, all, &ob)); /* [C, T, Hp, Wp] (S_pad * P floats) */
+                for (int64_t ct = 0; ct < C * T; ct++)
+                    for (int64_t yy = 0; yy < h; yy++)
+                        memcpy(velocity[b] + (ct * h + yy) * w, all + (ct * Hp + yy) * Wp,
+                               sizeof(float) * (size_t)w);
+            }
         }
     }
 done:
@@ -1293,19 +1376,9 @@ done:
         if (exec) be->graph_free(be, exec);
         m->gg.slot[slot].state = 0;
     }
-#undef GG_VIEW
-    c3_free(&lat);
+    gen_acts_free(&own);
     c3_free(&tok_all);
-    c3_free(&x);
-    c3_free(&q);
-    c3_free(&k);
-    c3_free(&v);
-    c3_free(&a);
-    c3_free(&cs);
-    c3_free(&sn);
     c3_free(&bias);
-    c3_free(&y);
-    mlp_free(&s);
     ulysses_free(&u);
     free(host);
     free(all);

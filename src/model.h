@@ -69,6 +69,17 @@ typedef struct {
  * offset). velocity: host floats [C, T, h, w]. */
 int model_gen(c3_model *m, const c3_undkv *kv, const float *latents, const c3_latent_geom *g,
               int64_t timestep, float *velocity);
+/* nb (1 or 2) GEN forwards on the same latents and timestep, one per UND
+ * cache kvs[b], as one batch: every matrix product runs once over all the
+ * branches' tokens (the weights are read once), attention per branch.
+ * velocity[b] as model_gen's. Only without Ulysses (model_batches). */
+int model_gen_batch(c3_model *m, int nb, const c3_undkv *const *kvs, const float *latents,
+                    const c3_latent_geom *g, int64_t timestep, float *const *velocity);
+/* Whether the CFG branches should run as one model_gen_batch: no Ulysses,
+ * not turned off by model_batch(m, false) (the plan, when the doubled
+ * activations do not fit) or COSMOS3_CFG_BATCH=0. */
+bool model_batches(const c3_model *m);
+void model_batch(c3_model *m, bool on);
 
 /* Debug taps for the golden tests (NULL = off): called with a name from
  * trace.safetensors ("layer_in.gen", "layers.und_q" with layer index, ...),

@@ -40,6 +40,13 @@ static int64_t host_memory(int64_t *avail) {
     return total;
 }
 
+/* Free memory of rank r's device (or the host): ranks sharing it divide it. */
+static int64_t plan_rank_free(const c3_plan *p, int r) {
+    int sharing = 0;
+    for (int q = 0; q < p->world; q++) sharing += p->devices[q] == p->devices[r];
+    return p->dev_free[r] / sharing;
+}
+
 int plan_make(c3_plan *p, const c3_tconfig *t, const c3_sizes *sz, int tp, int cfg, int sp,
               const char *device, const char *gpus, bool offload, int W, int H, int F) {
     memset(p, 0, sizeof *p);
@@ -134,15 +141,23 @@ int plan_make(c3_plan *p, const c3_tconfig *t, const c3_sizes *sz, int tp, int c
     int branches = cfg == 2 ? 1 : 2;
     p->kv = (int64_t)branches * t->layers * p->L_est * (t->kv_heads / tp) * t->head_dim * 2 * (int64_t)esz;
     int64_t s_local = (p->S + sp - 1) / sp;
-    int64_t width = (int64_t)t->hidden * 4 + (int64_t)t->heads * t->head_dim * 2 / tp +
-                    (int64_t)t->inter * 3 / tp;
+    /* per token: x, xn, the TP partial sum; q, attention out, fused qkv, k, v; gate|up, GLU out */
+    int64_t width = (int64_t)t->hidden * 3 +
+                    ((int64_t)t->heads * 3 + (int64_t)t->kv_heads * 4) * t->head_dim / tp + (int64_t)t->inter * 3 / tp;
     p->act = s_local * width * (int64_t)esz + (int64_t)p->S * t->heads / tp * t->head_dim * 4 * (int64_t)esz;
+    /* one rank computing both CFG branches (no Ulysses) runs them as one
+     * batch, twice the activations, where that still fits every rank */
+    p->cfg_batch = cfg == 1 && sp == 1;
+    for (int r = 0; r < p->world && p->cfg_batch; r++) {
+        int64_t have = plan_rank_free(p, r);
+        if (have > 0 && p->weights + p->kv + 2 * p->act > have) p->cfg_batch = false;
+    }
+    if (p->cfg_batch) p->act *= 2;
     p->need = p->weights + p->kv + p->act;
     for (int r = 0; r < p->world; r++) {
-        /* ranks sharing a device (or the host) divide its free memory */
         int sharing = 0;
         for (int q = 0; q < p->world; q++) sharing += p->devices[q] == p->devices[r];
-        int64_t have = p->dev_free[r] / sharing;
+        int64_t have = plan_rank_free(p, r);
         if (have > 0 && p->need > have) {
             char a[32], b[32];
             return c3_fail(C3_ERESOURCE,
@@ -163,7 +178,7 @@ void plan_print(FILE *f, const c3_plan *p) {
     for (int r = 0; r < p->world; r++) {
         int g = plan_cfg_rank(p, r);
         fprintf(f, "  rank %d: %s %d, branch %s, tp rank %d, ulysses rank %d\n", r, p->cuda ? "GPU" : "cpu",
-                p->cuda ? p->devices[r] : 0, p->cfg == 2 ? (g ? "uncond" : "cond") : "cond+uncond",
+                p->cuda ? p->devices[r] : 0, p->cfg == 2 ? (g ? "uncond" : "cond") : p->cfg_batch ? "cond+uncond (one batch)" : "cond+uncond",
                 plan_tp_rank(p, r), plan_sp_rank(p, r));
     }
     fprintf(f, "per rank: weights %s, K/V cache ~%s, activations ~%s, total ~%s\n", c3_bytes_text(p->weights, a, sizeof a),

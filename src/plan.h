@@ -29,6 +29,7 @@ typedef struct {
     /* bytes per rank (as stored on the device) */
     int64_t weights, kv, act, need;
     int L_est, S; /* text length estimate and GEN tokens */
+    bool cfg_batch; /* one rank runs both CFG branches as one batch (fits in memory) */
 } c3_plan;
 
 static inline int plan_sp_rank(const c3_plan *p, int r) { return r % p->sp; }

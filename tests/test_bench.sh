@@ -20,7 +20,7 @@ command -v jq >/dev/null || { echo "SKIP: jq not installed"; exit 77; }
 rc=$?
 [ $rc = 0 ] && ok || bad "bench text exited $rc: $(cat "$tmp/err")"
 cat "$tmp/out"
-for w in "preset tiny" "GEN tokens S 16" "CFG step (cond + uncond), mean of 2" "MFU" "matrix products" \
+for w in "preset tiny" "GEN tokens S 16" "CFG step (cond + uncond as one batch), mean of 2" "MFU" "matrix products" \
          "attention" "the rest" "VAE decode" "PNG" "peak memory"; do
     grep -qF -- "$w" "$tmp/out" && ok || bad "text report lacks '$w'"
 done
@@ -47,12 +47,23 @@ jq -e '
   close(.tflop_per_step_linear * 1e12; $lin) and close(.tflop_per_step_attention * 1e12; $att)
     and close(.tflop_per_step; .tflop_per_step_linear + .tflop_per_step_attention)' "$tmp/j" >/dev/null \
     && ok || bad "FLOP count differs from PERF-TARGETS.md rule"
-# the profiled step executed exactly the counted FLOPs
-jq -e '
-  def close(a; b): ((a - b) | fabs) <= 1e-3 * (b | fabs);
-  close(.breakdown.matmul_tflops * .breakdown.matmul_ms / 1e3; .tflop_per_step_linear)
-    and close(.breakdown.attention_tflops * .breakdown.attention_ms / 1e3; .tflop_per_step_attention)' \
-    "$tmp/j" >/dev/null && ok || bad "executed FLOPs differ from the model count"
+# the profiled step executed exactly the counted FLOPs; as one CFG batch (the
+# default) proj_in and the timestep MLP run once for both branches
+executed_flops() {
+    jq -e '
+      def close(a; b): ((a - b) | fabs) <= 1e-3 * (b | fabs);
+      .geometry as $g |
+      (if .cfg_batch then 2 * $g.hidden * 192 * .gen_tokens + 2 * ($g.hidden * 256 + $g.hidden * $g.hidden)
+       else 0 end) as $shared |
+      close(.breakdown.matmul_tflops * .breakdown.matmul_ms / 1e3; .tflop_per_step_linear - $shared / 1e12)
+        and close(.breakdown.attention_tflops * .breakdown.attention_ms / 1e3; .tflop_per_step_attention)' "$1"
+}
+jq -e '.cfg_batch == true' "$tmp/j" >/dev/null && ok || bad "the CFG branches are not batched by default"
+executed_flops "$tmp/j" >/dev/null && ok || bad "executed FLOPs differ from the model count (one batch)"
+COSMOS3_CFG_BATCH=0 "$bin" bench --preset tiny --device cpu --layers 1 -W 64 -H 96 -F 5 --steps 1 --json \
+    >"$tmp/j0" 2>"$tmp/err" || bad "bench with COSMOS3_CFG_BATCH=0: $(cat "$tmp/err")"
+jq -e '.cfg_batch == false' "$tmp/j0" >/dev/null && ok || bad "COSMOS3_CFG_BATCH=0 did not turn the batch off"
+executed_flops "$tmp/j0" >/dev/null && ok || bad "executed FLOPs differ from the model count (branches one by one)"
 # sane times and derived numbers
 jq -e '.step_ms > 0 and .step_ms_min <= .step_ms and .step_ms <= .step_ms_max
        and ((.cond_ms + .uncond_ms) - .step_ms | fabs) < 1e-3 * .step_ms

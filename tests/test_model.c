@@ -341,6 +341,8 @@ static void test_gen_forward(c3_model *m, fcase *cases, int ncases) {
         int64_t nl;
         float *lat = t_golden_f32(&f, key, &nl);
         T_CHECK(nl == (int64_t)c->latent_ch * fc->g.T * fc->g.h * fc->g.w, "latent size %lld", (long long)nl);
+        c3_undkv kvs[2] = {{0}};
+        float *vels[2] = {NULL, NULL};
         for (int b = 0; b < 2; b++) {
             int L;
             snprintf(key, sizeof key, "%s.%s.input_ids", fc->name, br[b]);
@@ -366,14 +368,13 @@ static void test_gen_forward(c3_model *m, fcase *cases, int ncases) {
             free(pos);
 
             model_trace_hook = fc->trace ? hook : NULL;
-            c3_undkv kv;
-            float *vel = malloc(sizeof(float) * (size_t)nl);
-            int rc = model_und(m, ids, L, &kv);
+            c3_undkv *kv = &kvs[b];
+            float *vel = vels[b] = malloc(sizeof(float) * (size_t)nl);
+            int rc = model_und(m, ids, L, kv);
             T_CHECK(rc == C3_OK, "model_und: %s", c3_errmsg());
             if (rc == C3_OK) {
-                rc = model_gen(m, &kv, lat, &fc->g, fc->timestep, vel);
+                rc = model_gen(m, kv, lat, &fc->g, fc->timestep, vel);
                 T_CHECK(rc == C3_OK, "model_gen: %s", c3_errmsg());
-                undkv_free(&kv);
             }
             model_trace_hook = NULL;
             if (rc == C3_OK) {
@@ -391,8 +392,25 @@ static void test_gen_forward(c3_model *m, fcase *cases, int ncases) {
                 }
             }
             trace_clear();
-            free(vel);
             free(ids);
+        }
+        /* both branches as one batch (what CFG runs): the same velocities */
+        if (kvs[0].k && kvs[1].k) {
+            const c3_undkv *both[2] = {&kvs[0], &kvs[1]};
+            float *out[2] = {malloc(sizeof(float) * (size_t)nl), malloc(sizeof(float) * (size_t)nl)};
+            int rc = model_gen_batch(m, 2, both, lat, &fc->g, fc->timestep, out);
+            T_CHECK(rc == C3_OK, "model_gen_batch: %s", c3_errmsg());
+            for (int b = 0; rc == C3_OK && b < 2; b++) {
+                char label[96];
+                snprintf(label, sizeof label, "%s batched vs alone", br[b]);
+                check_close(label, out[b], vels[b], nl, 1e-6, 1e-5);
+            }
+            free(out[0]);
+            free(out[1]);
+        }
+        for (int b = 0; b < 2; b++) {
+            undkv_free(&kvs[b]);
+            free(vels[b]);
         }
         free(lat);
     }

@@ -180,6 +180,69 @@ static void check_rope(int64_t N, int64_t H, int64_t D) {
     drop(x), drop(cs), drop(sn);
 }
 
+/* The fused q/k/v preparation vs the CPU, and on the GPU against the
+ * separate rmsnorm + rope it replaces (same rounding points: rel L2 ~0). */
+static void check_qkv_rope(int64_t N, int64_t Hq, int64_t Hkv, int64_t D, bool norm, bool rot, bool mul_fp32) {
+    std::vector<float> c((size_t)(N * D)), s((size_t)(N * D));
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t j = 0; j < D / 2; j++) {
+            double th = (double)(n * 37 % 15000) * pow(5e6, -2.0 * (double)j / (double)D);
+            c[n * D + j] = c[n * D + j + D / 2] = bf((float)cos(th));
+            s[n * D + j] = s[n * D + j + D / 2] = bf((float)sin(th));
+        }
+    int64_t W = (Hq + 2 * Hkv) * D;
+    pair qkv = mkr({N, W}, 3.0f), cs = mk({N, D}, c), sn = mk({N, D}, s);
+    pair qn = mk({D}, randv(D, 0.2f, 1.0f)), kn = mk({D}, randv(D, 0.2f, 1.0f));
+    pair q = mkr({N, Hq, D}), k = mkr({N, Hkv, D}), v = mkr({N, Hkv, D});
+    both("qkv_rope", [&](c3_backend *be, int si) {
+        return be->qkv_rope(be, T(q, si), T(k, si), T(v, si), T(qkv, si), norm ? T(qn, si) : NULL,
+                            norm ? T(kn, si) : NULL, rot ? T(cs, si) : NULL, rot ? T(sn, si) : NULL, 1e-6f, mul_fp32);
+    });
+    char sh[96];
+    snprintf(sh, sizeof sh, "[%lld,%lld+2x%lld,%lld]%s%s%s", (long long)N, (long long)Hq, (long long)Hkv, (long long)D,
+             norm ? " norm" : "", rot ? " rope" : "", mul_fp32 ? " nemotron" : "");
+    cmp("qkv_rope q", sh, q);
+    cmp("qkv_rope k", sh, k);
+    cmp("qkv_rope v", sh, v, 0.0);
+    /* the GPU's separate path: q part copied out, rmsnorm per head, rope */
+    c3_tensor sq, sk;
+    OK(c3_alloc(gpu, &sq, C3_BF16, C3_MEM_ACT, 3, N, Hq, D));
+    OK(c3_alloc(gpu, &sk, C3_BF16, C3_MEM_ACT, 3, N, Hkv, D));
+    std::vector<float> h((size_t)(N * W)), hq((size_t)(N * Hq * D)), hk((size_t)(N * Hkv * D));
+    OK(gpu->download(gpu, h.data(), &qkv.g));
+    for (int64_t r = 0; r < N; r++) {
+        memcpy(&hq[(size_t)(r * Hq * D)], &h[(size_t)(r * W)], sizeof(float) * (size_t)(Hq * D));
+        memcpy(&hk[(size_t)(r * Hkv * D)], &h[(size_t)(r * W + Hq * D)], sizeof(float) * (size_t)(Hkv * D));
+    }
+    OK(gpu->upload(gpu, &sq, hq.data(), C3_F32));
+    OK(gpu->upload(gpu, &sk, hk.data(), C3_F32));
+    if (norm) {
+        OK(gpu->rmsnorm(gpu, &sq, &sq, &qn.g, (int)D, 1e-6f, mul_fp32));
+        OK(gpu->rmsnorm(gpu, &sk, &sk, &kn.g, (int)D, 1e-6f, mul_fp32));
+    }
+    if (rot) {
+        OK(gpu->rope(gpu, &sq, &cs.g, &sn.g));
+        OK(gpu->rope(gpu, &sk, &cs.g, &sn.g));
+    }
+    auto gpu_cmp = [&](const char *name, c3_tensor *a, c3_tensor *b) {
+        int64_t n = c3_numel(a);
+        std::vector<float> x((size_t)n), y((size_t)n);
+        OK(gpu->download(gpu, x.data(), a));
+        OK(gpu->download(gpu, y.data(), b));
+        double num = 0, den = 0;
+        for (int64_t i = 0; i < n; i++) num += ((double)x[i] - y[i]) * ((double)x[i] - y[i]), den += (double)y[i] * y[i];
+        double rel = den > 0 ? sqrt(num / den) : sqrt(num);
+        bool ok = rel <= 2e-3; /* fp32 sum order of the norm only: a few bf16 ulps at most */
+        checks++;
+        if (!ok) failures++;
+        printf("  %-28s %-34s rel_l2 %.3e  (fused vs separate on the GPU)  %s\n", name, sh, rel, ok ? "ok" : "FAIL");
+    };
+    gpu_cmp("qkv_rope q = norm+rope", &q.g, &sq);
+    gpu_cmp("qkv_rope k = norm+rope", &k.g, &sk);
+    c3_free(&sq), c3_free(&sk);
+    drop(qkv), drop(cs), drop(sn), drop(qn), drop(kn), drop(q), drop(k), drop(v);
+}
+
 static void check_attention(const char *name, int64_t Sq, int Hq, int Hkv, int D, std::vector<int64_t> n,
                             std::vector<int64_t> valid, bool causal, int which, c3_dtype dt = C3_BF16) {
     int ns = (int)n.size();
@@ -207,9 +270,15 @@ static void check_attention(const char *name, int64_t Sq, int Hq, int Hkv, int D
 static void check_elementwise(void) {
     const int64_t M = 333, I = 1024, n = M * I;
     pair g = mkr({M, I}, 2.0f), u = mkr({M, I}, 2.0f), out = mkr({M, I});
-    both("glu", [&](c3_backend *be, int s) { return be->glu(be, T(out, s), T(g, s), T(u, s), C3_ACT_SWIGLU); });
-    cmp("glu swiglu", "[333,1024]", out);
-    both("glu", [&](c3_backend *be, int s) { return be->glu(be, T(out, s), NULL, T(u, s), C3_ACT_RELU2); });
+    {
+        pair gu = mkr({M, 2 * I}, 2.0f), gu2 = mkr({M, 2 * 1000}, 2.0f), o2 = mkr({M, 1000});
+        both("glu", [&](c3_backend *be, int s) { return be->glu(be, T(out, s), T(gu, s), C3_ACT_SWIGLU); });
+        cmp("glu swiglu (8-wide)", "[333,2x1024]", out);
+        both("glu", [&](c3_backend *be, int s) { return be->glu(be, T(o2, s), T(gu2, s), C3_ACT_SWIGLU); });
+        cmp("glu swiglu (generic)", "[333,2x1000]", o2);
+        drop(gu), drop(gu2), drop(o2);
+    }
+    both("glu", [&](c3_backend *be, int s) { return be->glu(be, T(out, s), T(u, s), C3_ACT_RELU2); });
     cmp("glu relu2", "[333,1024]", out);
     both("add", [&](c3_backend *be, int s) { return be->add(be, T(g, s), T(u, s)); });
     cmp("add", "[333,1024]", g);
@@ -434,6 +503,70 @@ static void time_gemm(int64_t M, int64_t N, int64_t K, const char *what) {
     c3_free(&x), c3_free(&w), c3_free(&y), c3_free(&b);
 }
 
+/* Issue 7 item 3: the linear layer (cuBLASLt, the heuristic's first choice,
+ * as the model calls it: residual accumulate where the model fuses it) vs
+ * every algorithm the heuristic offers for that shape (up to 32), each timed
+ * on the same operands; prints ours / best. */
+static void time_gemm_algos(int64_t M, int64_t N, int64_t K, bool acc, const char *what) {
+    cudaStream_t st = c3_cuda_stream(gpu);
+    c3_tensor x, w, y;
+    OK(c3_alloc(gpu, &x, C3_BF16, C3_MEM_ACT, 2, M, K));
+    OK(c3_alloc(gpu, &w, C3_BF16, C3_MEM_WEIGHTS, 2, N, K));
+    OK(c3_alloc(gpu, &y, C3_BF16, C3_MEM_ACT, 2, M, N));
+    std::vector<float> hx = randv(M * K), hw = randv(N * K, 0.02f), hy = randv(M * N, 0.1f);
+    OK(gpu->upload(gpu, &x, hx.data(), C3_F32));
+    OK(gpu->upload(gpu, &w, hw.data(), C3_F32));
+    OK(gpu->upload(gpu, &y, hy.data(), C3_F32));
+    double flop = 2.0 * M * N * K;
+    double t_ours = time_ms(st, [&] { OK(gpu->linear(gpu, &y, &x, &w, NULL, acc)); });
+    cublasLtHandle_t lt;
+    CB(cublasLtCreate(&lt));
+    cublasLtMatmulDesc_t desc;
+    CB(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+    CB(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+    CB(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+    cublasLtMatrixLayout_t la, lb, lc;
+    CB(cublasLtMatrixLayoutCreate(&la, CUDA_R_16BF, (uint64_t)K, (uint64_t)N, K));
+    CB(cublasLtMatrixLayoutCreate(&lb, CUDA_R_16BF, (uint64_t)K, (uint64_t)M, K));
+    CB(cublasLtMatrixLayoutCreate(&lc, CUDA_R_16BF, (uint64_t)N, (uint64_t)M, N));
+    cublasLtMatmulPreference_t pref;
+    CB(cublasLtMatmulPreferenceCreate(&pref));
+    size_t wsb = CU_LT_WORKSPACE;
+    CB(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb, sizeof wsb));
+    void *ws;
+    CK(cudaMalloc(&ws, wsb));
+    cublasLtMatmulHeuristicResult_t res[32];
+    int found = 0;
+    CB(cublasLtMatmulAlgoGetHeuristic(lt, desc, la, lb, lc, lc, pref, 32, res, &found));
+    float one = 1, beta = acc ? 1.0f : 0.0f;
+    double best = 1e30, first = 0;
+    int bi = -1, ran = 0;
+    for (int i = 0; i < found; i++) {
+        if (res[i].state != CUBLAS_STATUS_SUCCESS) continue;
+        bool bad = false;
+        double t = time_ms(st, [&] {
+            if (cublasLtMatmul(lt, desc, &one, w.data, la, x.data, lb, &beta, y.data, lc, y.data, lc, &res[i].algo, ws,
+                               wsb, st) != CUBLAS_STATUS_SUCCESS)
+                bad = true;
+        });
+        if (bad) continue;
+        ran++;
+        if (i == 0) first = t;
+        if (t < best) best = t, bi = i;
+    }
+    printf("  %-10s M %6lld N %5lld K %5lld%s | ours %7.3f ms %6.1f TF/s | heuristic #0 %7.3f | best of %2d: #%-2d %7.3f ms "
+           "%6.1f TF/s | ours/best speed %.3f\n",
+           what, (long long)M, (long long)N, (long long)K, acc ? " +=" : "   ", t_ours, flop / t_ours / 1e9, first, ran, bi,
+           best, flop / best / 1e9, best / t_ours);
+    CK(cudaFree(ws));
+    cublasLtMatmulPreferenceDestroy(pref);
+    cublasLtMatrixLayoutDestroy(la), cublasLtMatrixLayoutDestroy(lb), cublasLtMatrixLayoutDestroy(lc);
+    cublasLtMatmulDescDestroy(desc);
+    cublasLtDestroy(lt);
+    c3_free(&x), c3_free(&w), c3_free(&y);
+}
+
 int main(int argc, char **argv) {
     bool quick = argc > 1 && !strcmp(argv[1], "--quick");
     if (c3_backend_cuda(0, &gpu) != C3_OK) {
@@ -457,6 +590,10 @@ int main(int argc, char **argv) {
     check_rmsnorm(300 * 8, 128, false);
     check_rope(300, 8, 128);
     check_rope(40, 4, 32);
+    check_qkv_rope(300, 8, 2, 128, true, true, false);
+    check_qkv_rope(300, 8, 2, 128, true, true, true);
+    check_qkv_rope(77, 4, 4, 32, false, true, false);
+    check_qkv_rope(64, 4, 2, 16, true, false, false);
     check_attention("attention gen (2 seg)", 333, 8, 2, 128, {77, 340}, {77, 333}, false, 0);
     check_attention("attention und causal", 200, 8, 2, 128, {200}, {200}, true, 0);
     check_attention("attention tiny D32", 70, 4, 2, 32, {13, 70}, {13, 70}, false, 0);
@@ -486,6 +623,14 @@ int main(int argc, char **argv) {
         time_gemm(4096, 4096, 12288, "nano down");
         time_gemm(300, 4096, 4096, "und L=300");
         time_gemm(4096, 25600, 5120, "super gate/up");
+        printf("linear vs every cuBLASLt algorithm the heuristic offers (Nano GEN shapes; M = tokens of one or two\n"
+               "CFG branches: T2I 1024^2 1,024 / 2,048, 480p 9,360 / 18,720):\n");
+        for (int64_t M : {1024, 2048, 9360, 18720}) {
+            time_gemm_algos(M, 6144, 4096, false, "qkv");
+            time_gemm_algos(M, 4096, 4096, true, "out");
+            time_gemm_algos(M, 24576, 4096, false, "gate/up");
+            time_gemm_algos(M, 4096, 12288, true, "down");
+        }
     }
     printf("ops_check: %d checks, %d failed\n", checks, failures);
     c3_backend_destroy(gpu);

@@ -1,0 +1,136 @@
+#!/usr/bin/env bash
+# speed2.sh - issue 7, round 2, one device call: the fused GEN layer (one
+# q/k/v product with the norm + RoPE in one kernel, one gate/up product, the
+# residual adds in the GEMM epilogue) and the CFG branches as one batch,
+# checked and timed side by side.
+#
+#   bench/speed2.sh pack [BUILD]   here: build BUILD (default build-cuda),
+#       fill carry/speed2/ (binaries + host libraries) and carry/fixtures.tgz.
+#   bench/speed2.sh run            on the GPU machine, carry
+#       ["carry/speed2", "carry/fixtures.tgz"]; logs and JSON to $OUT:
+#     1. ops_check: every op CUDA vs CPU (new: qkv_rope, the fused-layout
+#        GLU), then the timings, with the linear layer against every
+#        cuBLASLt algorithm the heuristic offers at the GEN shapes (item 3)
+#     2. tiny-a goldens on CUDA (bf16; test_model also checks a batched
+#        GEN call against the branches alone), CUDA vs CPU forward, the 14
+#        layouts on GPU 0, the demo model's 30 judged pictures
+#     3. cosmos3 bench, Nano (36 layers): T2I 1024^2 and 480p/93f with the
+#        batch and without (COSMOS3_CFG_BATCH=0), 720p/189f batched
+#     4. torch_ref.py bench in the same call (T2I, 480p; 720p at 4 layers x 9)
+set -u -o pipefail
+here=$(cd "$(dirname "$0")/.." && pwd)
+cd "$here"
+pk=carry/speed2
+. bench/carry.sh
+files=(cosmos3 cuda/lab/ops_check tests/test_model tests/test_e2e tests/test_backends tests/test_gpu_ranks
+    tests/test_demo tests/libdemojudge.so)
+
+pack() {
+    local build=${1:-build-cuda}
+    carry_build "$build" "${files[@]}" || exit 1
+    carry_pack "$pk" "$build" "${files[@]}" || exit 1
+    tar czf carry/fixtures.tgz -C "${COSMOS3_FIXTURES_SRC:-$here/../shared/fixtures}" tiny-a
+    du -sh "$pk" carry/fixtures.tgz
+}
+
+section() { echo; echo "=== $* ($(date +%T))"; }
+
+# bench NAME ARGS...: cosmos3 bench --json into $out/NAME.json, one summary line
+bench() {
+    local name=$1
+    shift
+    "$pk/cosmos3" bench --preset nano --skip-vae --json -q "$@" >"$out/$name.json" || { echo "$name: FAILED"; return 1; }
+    python3 - "$out/$name.json" "$name" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+b = d["breakdown"]
+print(f"{sys.argv[2]:14s} S {d['gen_tokens']:6d} batch {str(d.get('cfg_batch')):5s}: step {d['step_ms']:9.2f} ms "
+      f"(min {d['step_ms_min']:.2f}) MFU {d['mfu']:.3f} | profiled: matmul {b['matmul_ms']:.1f} ms "
+      f"({b['matmul_tflops']:.0f} TF/s), attention {b['attention_ms']:.1f} ms ({b['attention_tflops']:.0f} TF/s), "
+      f"rest {b['total_ms'] - b['matmul_ms'] - b['attention_ms']:.1f} ms")
+PY
+}
+
+run() {
+    export NCCL_NVLS_ENABLE=0
+    out=${OUT:-/tmp/speed2}
+    mkdir -p "$out"
+    exec > >(tee "$out/speed2.log") 2>&1
+    carry_env "$pk"
+    local fx=/tmp/c3fx
+    mkdir -p "$fx" && tar -C "$fx" -xzf carry/fixtures.tgz
+    export COSMOS3_FIXTURES=$fx COSMOS3_BIN=$here/$pk/cosmos3 COSMOS3_SRCDIR=$here OMP_NUM_THREADS=8 OPENBLAS_NUM_THREADS=1
+    local fails=0
+
+    section "device"
+    nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+    python3 -c 'import torch; print("torch", torch.__version__, "cudnn", torch.backends.cudnn.version())'
+    ldd "$pk/cosmos3" | grep -E 'not found' && return 1
+
+    if [ -z "${SKIP_CHECKS:-}" ]; then
+    section "1. ops_check (CUDA vs CPU, then timings)"
+    timeout 300 "$pk/ops_check" 2>&1 | grep -v -E '^\s*$'
+    [ "${PIPESTATUS[0]}" = 0 ] || fails=$((fails + 1))
+
+    section "2. goldens on CUDA (bf16), CUDA vs CPU, layouts, demo pictures"
+    for t in model e2e backends gpu_ranks; do
+        COSMOS3_TEST_DEVICE=cuda timeout 180 "$pk/test_$t" >"$out/test_$t.txt" 2>&1
+        local rc=$?
+        grep -E 'batched|checks|failed|FAIL|rel L2|layouts' "$out/test_$t.txt" | tail -14
+        echo "test_$t: rc $rc"
+        [ "$rc" = 0 ] || fails=$((fails + 1))
+    done
+    COSMOS3_TEST_DEVICE=cuda timeout 120 "$pk/test_demo" >"$out/test_demo.txt" 2>&1
+    local rc=$?
+    grep -E 'colours|shape|place|per picture|demo:' "$out/test_demo.txt" | tail -6
+    echo "test_demo (cuda): rc $rc"
+    [ "$rc" = 0 ] || fails=$((fails + 1))
+    fi
+
+    section "3. cosmos3 bench, Nano 36 layers: one CFG batch vs branches one by one"
+    bench t2i -W 1024 -H 1024 --steps 10
+    COSMOS3_CFG_BATCH=0 bench t2i_nobatch -W 1024 -H 1024 --steps 10
+    bench 480p -W 832 -H 480 -F 93 --steps 3
+    COSMOS3_CFG_BATCH=0 bench 480p_nobatch -W 832 -H 480 -F 93 --steps 3
+    [ -n "${SKIP_720:-}" ] || bench 720p -W 1280 -H 720 -F 189 --steps 1
+
+    section "4. torch_ref.py bench, same shapes, same call"
+    local lc lu
+    lc=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["L_cond"])' "$out/t2i.json")
+    lu=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["L_uncond"])' "$out/t2i.json")
+    timeout 200 python3 bench/torch_ref.py bench --sizes t2i,480p --lc "$lc" --lu "$lu" --attn-s 1024,9360,44160 \
+        --json-out "$out/torch.json" | grep -E "torch CFG step|cuDNN SDPA"
+    timeout 90 python3 bench/torch_ref.py bench --layers 4 --sizes 720p --lc "$lc" --lu "$lu" --reps 2 --attn-s 44160 \
+        --json-out "$out/torch_720p_l4.json" | grep -E "torch CFG step"
+
+    section "ratios (ours / torch_ref time; targets of issue 7 item 1)"
+    python3 - "$out" <<'PY'
+import json, os, sys
+d = sys.argv[1]
+ld = lambda n: json.load(open(os.path.join(d, n))) if os.path.exists(os.path.join(d, n)) else None
+t, t7 = ld("torch.json"), ld("torch_720p_l4.json")
+target = {"t2i": 45.0, "480p": 500.0, "720p": 4600.0}
+for name in ("t2i", "480p", "720p"):
+    o, nb = ld(name + ".json"), ld(name + "_nobatch.json")
+    if not o:
+        continue
+    if name == "720p":
+        r = t7["sizes"]["720p"]["step_s"] * 1e3 * 9 if t7 else None
+    else:
+        r = t["sizes"][name]["step_s"] * 1e3 if t and name in t["sizes"] else None
+    line = f"{name:5s}: ours {o['step_ms']:8.2f} ms MFU {o['mfu']:.3f}"
+    if nb:
+        line += f" | without the batch {nb['step_ms']:8.2f} ms (batch x{nb['step_ms'] / o['step_ms']:.3f})"
+    if r:
+        line += f" | torch_ref {r:8.2f} ms{' (4 layers x 9)' if name == '720p' else ''} | ours/torch {o['step_ms'] / r:.3f}"
+    line += f" | target {target[name]:.0f} ms: {'met' if o['step_ms'] <= target[name] else 'not met'}"
+    print(line)
+PY
+    echo "checks failed: $fails"
+}
+
+case "${1:-}" in
+pack) shift; pack "$@" ;;
+run) run ;;
+*) sed -n '2,20p' "$0"; exit 2 ;;
+esac
