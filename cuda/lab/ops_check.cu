@@ -164,14 +164,20 @@ static void check_rmsnorm(int64_t rows, int dim, bool mul_fp32) {
     drop(x), drop(w), drop(y);
 }
 
-static void check_rope(int64_t N, int64_t H, int64_t D) {
-    std::vector<float> c((size_t)(N * D)), s((size_t)(N * D));
+/* cos/sin [N, D] of rotate-half RoPE at spread-out positions, bf16-rounded. */
+static void rope_tables(int64_t N, int64_t D, std::vector<float> &c, std::vector<float> &s) {
+    c.assign((size_t)(N * D), 0.0f), s.assign((size_t)(N * D), 0.0f);
     for (int64_t n = 0; n < N; n++)
         for (int64_t j = 0; j < D / 2; j++) {
             double th = (double)(n * 37 % 15000) * pow(5e6, -2.0 * (double)j / (double)D);
             c[n * D + j] = c[n * D + j + D / 2] = bf((float)cos(th));
             s[n * D + j] = s[n * D + j + D / 2] = bf((float)sin(th));
         }
+}
+
+static void check_rope(int64_t N, int64_t H, int64_t D) {
+    std::vector<float> c, s;
+    rope_tables(N, D, c, s);
     pair x = mkr({N, H, D}), cs = mk({N, D}, c), sn = mk({N, D}, s);
     both("rope", [&](c3_backend *be, int si) { return be->rope(be, T(x, si), T(cs, si), T(sn, si)); });
     char sh[64];
@@ -183,13 +189,8 @@ static void check_rope(int64_t N, int64_t H, int64_t D) {
 /* The fused q/k/v preparation vs the CPU, and on the GPU against the
  * separate rmsnorm + rope it replaces (same rounding points: rel L2 ~0). */
 static void check_qkv_rope(int64_t N, int64_t Hq, int64_t Hkv, int64_t D, bool norm, bool rot, bool mul_fp32) {
-    std::vector<float> c((size_t)(N * D)), s((size_t)(N * D));
-    for (int64_t n = 0; n < N; n++)
-        for (int64_t j = 0; j < D / 2; j++) {
-            double th = (double)(n * 37 % 15000) * pow(5e6, -2.0 * (double)j / (double)D);
-            c[n * D + j] = c[n * D + j + D / 2] = bf((float)cos(th));
-            s[n * D + j] = s[n * D + j + D / 2] = bf((float)sin(th));
-        }
+    std::vector<float> c, s;
+    rope_tables(N, D, c, s);
     int64_t W = (Hq + 2 * Hkv) * D;
     pair qkv = mkr({N, W}, 3.0f), cs = mk({N, D}, c), sn = mk({N, D}, s);
     pair qn = mk({D}, randv(D, 0.2f, 1.0f)), kn = mk({D}, randv(D, 0.2f, 1.0f));
