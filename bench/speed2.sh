@@ -20,7 +20,10 @@
 #        pictures (every step a batched CFG call)
 #     3. cosmos3 bench, Nano (36 layers): T2I 1024^2 and 480p/93f with the
 #        batch and without (COSMOS3_CFG_BATCH=0), 720p/189f batched
+#        (BENCHES="t2i 480p" picks), each with its device time by op
 #     4. torch_ref.py bench in the same call (T2I, 480p; 720p at 4 layers x 9)
+#   SKIP_CHECKS=1 leaves out 1 and 2, SKIP_TORCH=1 leaves out 4; packed with
+#   ATTN=1, 2a times the attention lab's shipped kernel against cuDNN.
 set -u -o pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 cd "$here"
@@ -33,6 +36,10 @@ pack() {
     local build=${1:-build-cuda}
     carry_build "$build" "${files[@]}" || exit 1
     carry_pack "$pk" "$build" "${files[@]}" || exit 1
+    if [ -n "${ATTN:-}" ]; then # the attention lab (item 2), its shipped variant against cuDNN
+        nvcc -std=c++17 -O3 -lineinfo -gencode=arch=compute_90a,code=sm_90a -Xcompiler=-Wall,-Wextra \
+            --Werror all-warnings -o "$pk/attention_lab" cuda/lab/attention_lab.cu || exit 1
+    fi
     rm -f carry/fixtures.tgz
     [ -z "${FIXTURES:-}" ] ||
         tar czf carry/fixtures.tgz --exclude=tiny-a/model/text_tokenizer \
@@ -55,6 +62,10 @@ print(f"{sys.argv[2]:14s} S {d['gen_tokens']:6d} batch {str(d.get('cfg_batch')):
       f"(min {d['step_ms_min']:.2f}) MFU {d['mfu']:.3f} | profiled: matmul {b['matmul_ms']:.1f} ms "
       f"({b['matmul_tflops']:.0f} TF/s), attention {b['attention_ms']:.1f} ms ({b['attention_tflops']:.0f} TF/s), "
       f"rest {b['total_ms'] - b['matmul_ms'] - b['attention_ms']:.1f} ms")
+dv = d.get("device_ops")
+if dv:
+    ops = ", ".join(f"{k} {v['ms']:.2f} ({v['calls']})" for k, v in dv["ops"].items())
+    print(f"{'':14s} device time by op (ms, calls): wall {dv['wall_ms']:.2f}, first op to last {dv['span_ms']:.2f}: {ops}")
 PY
 }
 
@@ -101,13 +112,24 @@ run() {
     [ "$rc" = 0 ] || fails=$((fails + 1))
     fi
 
-    section "3. cosmos3 bench, Nano 36 layers: one CFG batch vs branches one by one"
-    bench t2i -W 1024 -H 1024 --steps 10
-    COSMOS3_CFG_BATCH=0 bench t2i_nobatch -W 1024 -H 1024 --steps 10
-    bench 480p -W 832 -H 480 -F 93 --steps 3
-    COSMOS3_CFG_BATCH=0 bench 480p_nobatch -W 832 -H 480 -F 93 --steps 3
-    [ -n "${SKIP_720:-}" ] || bench 720p -W 1280 -H 720 -F 189 --steps 1
+    if [ -e "$pk/attention_lab" ]; then
+        section "2a. attention: the shipped kernel (lab, bk176) vs cuDNN SDPA, GEN shapes, same call"
+        timeout 200 "$pk/attention_lab" --only bk176 2>&1 | grep -E "S +[0-9]+ L|failed"
+        PYTHONUNBUFFERED=1 timeout 150 python3 cuda/lab/attention_cudnn.py 2>&1 | grep -iE "cudnn|S +[0-9]"
+        if command -v cuobjdump >/dev/null; then
+            cuobjdump -sass "$pk/cosmos3" 2>/dev/null | grep -o 'HGMMA\.[0-9x]*\.F32\.BF16' | sort | uniq -c
+        fi
+    fi
 
+    section "3. cosmos3 bench, Nano 36 layers: one CFG batch vs branches one by one"
+    local want=" ${BENCHES:-t2i t2i_nobatch 480p 480p_nobatch 720p} "
+    [[ $want == *" t2i "* ]] && bench t2i -W 1024 -H 1024 --steps 10
+    [[ $want == *" t2i_nobatch "* ]] && COSMOS3_CFG_BATCH=0 bench t2i_nobatch -W 1024 -H 1024 --steps 10
+    [[ $want == *" 480p "* ]] && bench 480p -W 832 -H 480 -F 93 --steps 3
+    [[ $want == *" 480p_nobatch "* ]] && COSMOS3_CFG_BATCH=0 bench 480p_nobatch -W 832 -H 480 -F 93 --steps 3
+    [[ $want == *" 720p "* ]] && bench 720p -W 1280 -H 720 -F 189 --steps 1
+
+    [ -n "${SKIP_TORCH:-}" ] && { echo "checks failed: $fails"; return; }
     section "4. torch_ref.py bench, same shapes, same call"
     local lc lu
     lc=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["L_cond"])' "$out/t2i.json")

@@ -199,23 +199,71 @@ static void mem_ckpt_free(mem_ckpt *mc) {
 
 /* Forwards every op to the real backend; while `on`, synchronises around
  * linear and attention calls and adds their wall time and executed FLOPs. */
+/* The ops the device-time breakdown names (the rest are counted under "other"). */
+enum { OP_LINEAR, OP_ATTENTION, OP_RMSNORM, OP_QKV_ROPE, OP_GLU, OP_ADD, OP_COPY, OP_PERMUTE, OP_UPLOAD, OP_DOWNLOAD,
+       OP_OTHER, OP_N };
+static const char *const op_names[OP_N] = {"matrix products", "attention", "rmsnorm", "qkv_rope", "glu", "add",
+                                           "copy", "permute", "upload", "download", "other"};
+/* Event pairs one event-timed step may record (a Nano step queues ~450 ops). */
+#define BENCH_EV_MAX 4096
+
 typedef struct {
-    c3_backend w; /* first: the table the model sees (a copy of the real one) */
+    c3_backend w;   /* first: the table the model sees (a copy of the real one) */
     c3_backend *real;
-    int (*linear)(c3_backend *, c3_tensor *, const c3_tensor *, const c3_tensor *, const c3_tensor *, bool);
-    int (*attention)(c3_backend *, c3_tensor *, const c3_tensor *, const c3_kvseg *, int, bool, float);
-    bool on;
+    c3_backend ops; /* the real table's ops, called with the wrapper as `be` */
+    bool on;        /* host-synchronised timing of linear and attention */
     double s_linear, s_attn, f_linear, f_attn;
     int n_linear, n_attn;
+    /* device-time timing: an event before and after every op, no host syncs */
+    bool ev_on;
+    void *ev[2 * BENCH_EV_MAX];
+    int ev_op[BENCH_EV_MAX], nev, ev_cap, ev_made;
 } bench_be;
+
+/* Before op `op` while device-timing: record the opening event; -1 when off. */
+static int ev_begin(bench_be *b, int op) {
+    if (!b->ev_on || b->nev >= b->ev_cap) return -1;
+    int i = b->nev++;
+    b->ev_op[i] = op;
+    if (b->ops.event_record(&b->w, b->ev[2 * i], C3_Q_COMPUTE) != C3_OK) return b->nev--, -1;
+    return i;
+}
+static int ev_end(bench_be *b, int i, int rc) {
+    if (i >= 0 && b->ops.event_record(&b->w, b->ev[2 * i + 1], C3_Q_COMPUTE) != C3_OK) b->ev_op[i] = -1;
+    return rc;
+}
+#define EV_WRAP(op, OPID, params, args)                                                           \
+    static int wrap_##op params {                                                                  \
+        bench_be *b = (bench_be *)be;                                                              \
+        int i_ = ev_begin(b, OPID);                                                                \
+        return ev_end(b, i_, b->ops.op args);                                                     \
+    }
+EV_WRAP(rmsnorm, OP_RMSNORM,
+        (c3_backend * be, c3_tensor *y, const c3_tensor *x, const c3_tensor *w, int dim, float eps, bool m),
+        (be, y, x, w, dim, eps, m))
+EV_WRAP(qkv_rope, OP_QKV_ROPE,
+        (c3_backend * be, c3_tensor *q, c3_tensor *k, c3_tensor *v, const c3_tensor *qkv, const c3_tensor *qn,
+         const c3_tensor *kn, const c3_tensor *cs, const c3_tensor *sn, float eps, bool m),
+        (be, q, k, v, qkv, qn, kn, cs, sn, eps, m))
+EV_WRAP(glu, OP_GLU, (c3_backend * be, c3_tensor *out, const c3_tensor *gu, c3_act act), (be, out, gu, act))
+EV_WRAP(add, OP_ADD, (c3_backend * be, c3_tensor *y, const c3_tensor *x), (be, y, x))
+EV_WRAP(copy, OP_COPY, (c3_backend * be, c3_tensor *y, const c3_tensor *x), (be, y, x))
+EV_WRAP(permute, OP_PERMUTE, (c3_backend * be, c3_tensor *y, const c3_tensor *x, const int *perm), (be, y, x, perm))
+EV_WRAP(upload, OP_UPLOAD, (c3_backend * be, c3_tensor *dst, const void *src, c3_dtype st), (be, dst, src, st))
+EV_WRAP(download, OP_DOWNLOAD, (c3_backend * be, float *dst, const c3_tensor *src), (be, dst, src))
+EV_WRAP(silu, OP_OTHER, (c3_backend * be, c3_tensor *y, const c3_tensor *x), (be, y, x))
+EV_WRAP(rope, OP_OTHER, (c3_backend * be, c3_tensor *x, const c3_tensor *c, const c3_tensor *sn), (be, x, c, sn))
 
 static int wrap_linear(c3_backend *be, c3_tensor *y, const c3_tensor *x, const c3_tensor *w, const c3_tensor *bias,
                        bool acc) {
     bench_be *b = (bench_be *)be;
-    if (!b->on) return b->linear(be, y, x, w, bias, acc);
+    if (!b->on) {
+        int i = ev_begin(b, OP_LINEAR);
+        return ev_end(b, i, b->ops.linear(be, y, x, w, bias, acc));
+    }
     C3_TRY(be->sync(be));
     double t0 = c3_now();
-    C3_TRY(b->linear(be, y, x, w, bias, acc));
+    C3_TRY(b->ops.linear(be, y, x, w, bias, acc));
     C3_TRY(be->sync(be));
     b->s_linear += c3_now() - t0;
     int64_t N = w->ne[0], K = w->ne[1], M = c3_numel(x) / K; /* x [M, K] . w [N, K]^T */
@@ -227,10 +275,13 @@ static int wrap_linear(c3_backend *be, c3_tensor *y, const c3_tensor *x, const c
 static int wrap_attention(c3_backend *be, c3_tensor *out, const c3_tensor *q, const c3_kvseg *kv, int nseg,
                           bool causal, float scale) {
     bench_be *b = (bench_be *)be;
-    if (!b->on) return b->attention(be, out, q, kv, nseg, causal, scale);
+    if (!b->on) {
+        int i = ev_begin(b, OP_ATTENTION);
+        return ev_end(b, i, b->ops.attention(be, out, q, kv, nseg, causal, scale));
+    }
     C3_TRY(be->sync(be));
     double t0 = c3_now();
-    C3_TRY(b->attention(be, out, q, kv, nseg, causal, scale));
+    C3_TRY(b->ops.attention(be, out, q, kv, nseg, causal, scale));
     C3_TRY(be->sync(be));
     b->s_attn += c3_now() - t0;
     /* q [Sq, Hq, D]: 2 flops x (QK^T + PV) per (query, key, head, dim); causal halves it */
@@ -246,12 +297,34 @@ static bench_be *wrap_backend(c3_backend *real) {
     bench_be *b = xcalloc(1, sizeof *b);
     b->w = *real;
     b->real = real;
-    b->linear = real->linear;
-    b->attention = real->attention;
+    b->ops = *real;
     b->w.linear = wrap_linear;
     b->w.attention = wrap_attention;
+    b->w.rmsnorm = wrap_rmsnorm;
+    b->w.qkv_rope = wrap_qkv_rope;
+    b->w.glu = wrap_glu;
+    b->w.add = wrap_add;
+    b->w.copy = wrap_copy;
+    b->w.permute = wrap_permute;
+    b->w.upload = wrap_upload;
+    b->w.download = wrap_download;
+    b->w.silu = wrap_silu;
+    b->w.rope = wrap_rope;
     b->w.destroy = NULL; /* the real backend is destroyed through its own pointer */
+    /* device timing where the backend has timing events (CUDA) */
+    if (real->event_new && real->event_record && real->event_ms && real->event_free) {
+        int n = 0;
+        while (n < 2 * BENCH_EV_MAX && real->event_new(real, &b->ev[n], true) == C3_OK) n++;
+        b->ev_made = n;
+        b->ev_cap = n / 2;
+    }
     return b;
+}
+
+static void wrap_free(bench_be *b) {
+    if (!b) return;
+    for (int i = 0; i < b->ev_made; i++) b->real->event_free(b->real, b->ev[i]);
+    free(b);
 }
 
 /* --------------------------------------------------------- FLOP counting */
@@ -333,6 +406,10 @@ typedef struct {
     bool vae;
     bool offload;      /* block weights streamed from pinned host memory */
     bool cfg_batch;    /* cond and uncond as one batch (model_gen_batch) */
+    /* the device-timed step (backends with timing events): per op kind */
+    bool dev_timed;
+    double dev_op_ms[OP_N], dev_span, dev_wall; /* ms, ms (first op start to last op end), s */
+    int dev_op_n[OP_N];
     int64_t h2d_bytes; /* streamed during the timed steps */
     double h2d_s;
     int64_t mem_peak, mem_w, mem_kv, mem_act, dev_used, dev_total;
@@ -366,6 +443,17 @@ static void print_text(const bench_report *r) {
            100 * r->prof_attn / r->prof_total, r->prof_n_attn,
            r->prof_attn > 0 ? r->prof_f_attn / r->prof_attn / TFLOP : 0);
     printf("  the rest        %9.2f ms (%5.1f%%)\n", rest * 1e3, 100 * rest / r->prof_total);
+    if (r->dev_timed) {
+        double busy = 0;
+        for (int i = 0; i < OP_N; i++) busy += r->dev_op_ms[i];
+        printf("device time by op (one step queued op by op, timing events around each op, no host syncs):\n"
+               "  step %.2f ms wall, first op to last %.2f ms, inside the ops %.2f ms\n",
+               r->dev_wall * 1e3, r->dev_span, busy);
+        for (int i = 0; i < OP_N; i++)
+            if (r->dev_op_n[i])
+                printf("  %-16s %9.3f ms (%5.1f%%) %4d calls\n", op_names[i], r->dev_op_ms[i],
+                       100 * r->dev_op_ms[i] / r->dev_span, r->dev_op_n[i]);
+    }
     if (r->offload)
         printf(
             "offload: %.3g GB streamed host-to-device in %.3f s of copy-queue time (%.1f GB/s)\n",
@@ -424,6 +512,20 @@ static void print_json(const bench_report *r) {
     json_object_set_new(b, "matmul_tflops", json_real(r->prof_linear > 0 ? r->prof_f_linear / r->prof_linear / TFLOP : 0));
     json_object_set_new(b, "attention_tflops", json_real(r->prof_attn > 0 ? r->prof_f_attn / r->prof_attn / TFLOP : 0));
     json_object_set_new(j, "breakdown", b);
+    if (r->dev_timed) {
+        json_t *d = json_object(), *ops = json_object();
+        json_object_set_new(d, "wall_ms", json_real(r->dev_wall * 1e3));
+        json_object_set_new(d, "span_ms", json_real(r->dev_span));
+        for (int i = 0; i < OP_N; i++) {
+            if (!r->dev_op_n[i]) continue;
+            json_t *o = json_object();
+            json_object_set_new(o, "ms", json_real(r->dev_op_ms[i]));
+            json_object_set_new(o, "calls", json_integer(r->dev_op_n[i]));
+            json_object_set_new(ops, op_names[i], o);
+        }
+        json_object_set_new(d, "ops", ops);
+        json_object_set_new(j, "device_ops", d);
+    }
     json_object_set_new(o, "tokenize_ms", json_real(r->t_tok * 1e3));
     json_object_set_new(o, "load_s", json_real(r->t_load));
     json_object_set_new(o, "und_cond_ms", json_real(r->t_und_c * 1e3));
@@ -624,6 +726,25 @@ static int bench_run(c3_settings *s, const c3_mkmodel_preset *p, bench_report *r
     r->prof_f_attn = b->f_attn;
     r->prof_n_linear = b->n_linear;
     r->prof_n_attn = b->n_attn;
+    /* the device-timed step: events around every op, queued without host
+     * syncs (op by op, as the graph would run them) */
+    if (b->ev_cap > 0) {
+        b->ev_on = true;
+        b->nev = 0;
+        B_TRY(cfg_step(m, &kc, &ku, lat, &g, vc, vu, &tc, &tu));
+        b->ev_on = false;
+        r->dev_wall = tc + tu;
+        B_TRY(be->sync(be));
+        for (int i = 0; i < b->nev; i++) {
+            float ms = 0;
+            if (b->ev_op[i] < 0 || real->event_ms(real, b->ev[2 * i], b->ev[2 * i + 1], &ms) != C3_OK) continue;
+            r->dev_op_ms[b->ev_op[i]] += ms;
+            r->dev_op_n[b->ev_op[i]]++;
+        }
+        float span = 0;
+        if (b->nev > 0 && real->event_ms(real, b->ev[0], b->ev[2 * b->nev - 1], &span) == C3_OK) r->dev_span = span;
+        r->dev_timed = b->nev > 0 && b->nev < b->ev_cap;
+    }
     if (real->device >= 0) {
         char nm[64];
         int64_t tot = 0, fr = 0;
@@ -673,7 +794,7 @@ out:
     tok_free(tok);
     if (have_vck) ckpt_close(&vck);
     if (*vdir) nftw(vdir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
-    free(b);
+    wrap_free(b);
     c3_backend_destroy(real);
     mem_ckpt_free(&mc);
     return rc;

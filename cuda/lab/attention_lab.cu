@@ -18,7 +18,8 @@
  * Build (here or on the GPU machine; needs only the CUDA toolkit):
  *   nvcc -std=c++17 -O3 -lineinfo -gencode=arch=compute_90a,code=sm_90a \
  *        -o attention_lab cuda/lab/attention_lab.cu
- * Run:  ./attention_lab [--quick]      (prints a table; exit 1 on a failed check)
+ * Run:  ./attention_lab [--quick] [--only NAME]   (prints a table; exit 1 on a failed check;
+ *       --only times just the variants whose name contains NAME, e.g. "bk176")
  * cuDNN numbers for the same shapes: python3 cuda/lab/attention_cudnn.py */
 #include <cuda.h>
 #include <cuda_bf16.h>
@@ -422,7 +423,12 @@ static double time_ms(const variant &v, const prob &a, int reps) {
 #define TOL 1e-2
 
 int main(int argc, char **argv) {
-    bool quick = argc > 1 && !strcmp(argv[1], "--quick");
+    bool quick = false;
+    const char *only = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--quick")) quick = true;
+        if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
+    }
     cudaDeviceProp prop;
     OK(cudaGetDeviceProperties(&prop, 0));
     printf("attention_lab: %s, %d SMs, cc %d.%d, smem optin %zu\n", prop.name, prop.multiProcessorCount, prop.major,
@@ -480,7 +486,7 @@ int main(int argc, char **argv) {
         std::vector<float> ref = reference(P.a, rows);
         const double flop = 4.0 * S * (double)(L + S) * 32 * 128;
         for (int i = 0; i < nv; i++) {
-            if (!vs[i].timed && S > 4096) continue;
+            if ((!vs[i].timed && S > 4096) || (only && !strstr(vs[i].name, only))) continue;
             unsigned long long bad = 0;
             double r = check(vs[i], P.a, rows, ref, &bad);
             double ms = time_ms(vs[i], P.a, S > 20000 ? 5 : 10);
