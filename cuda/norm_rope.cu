@@ -189,6 +189,69 @@ __global__ void k_qkv_rope(void *q, void *k, void *v, int ot, const void *qkv, i
     }
 }
 
+/* The same for bf16 everything, head dim D a multiple of 4 and at most
+ * 4 * 4 * WARP: one warp per (token, head), lane t owning the bf16 pairs
+ * 2t, 2t+1 of each half (so its rotation partners are its own), every load
+ * issued at once into registers, one reduction, no second pass over memory
+ * (the generic kernel's lane-strided scalar passes were latency-bound). */
+#define QKV_MAXT 4
+__global__ void k_qkv_rope_bf16(__nv_bfloat162 *q, __nv_bfloat162 *k, __nv_bfloat162 *v, const __nv_bfloat162 *qkv,
+                                const __nv_bfloat162 *qn, const __nv_bfloat162 *kn, const __nv_bfloat162 *cs,
+                                const __nv_bfloat162 *sn, int64_t N, int Hq, int Hkv, int D, float eps, int mul_fp32) {
+    int64_t wid = (int64_t)blockIdx.x * NORM_ROWS_PER_BLOCK + threadIdx.x / WARP;
+    int lane = threadIdx.x % WARP, Hall = Hq + 2 * Hkv, q2 = D / 4; /* bf16 pairs per half */
+    if (wid >= N * Hall) return;
+    int64_t n = wid / Hall;
+    int h = (int)(wid - n * Hall);
+    const __nv_bfloat162 *x = qkv + wid * (D / 2);
+    if (h >= Hq + Hkv) {
+        __nv_bfloat162 *o = v + (n * Hkv + h - Hq - Hkv) * (D / 2);
+        for (int t = lane; t < D / 2; t += WARP) o[t] = x[t];
+        return;
+    }
+    bool isq = h < Hq;
+    __nv_bfloat162 *o = isq ? q + (n * Hq + h) * (D / 2) : k + (n * Hkv + h - Hq) * (D / 2);
+    const __nv_bfloat162 *w = isq ? qn : kn, *c = cs ? cs + n * (D / 2) : NULL, *sr = sn ? sn + n * (D / 2) : NULL;
+    float2 a[QKV_MAXT], b[QKV_MAXT], c1[QKV_MAXT], c2[QKV_MAXT], s1[QKV_MAXT], s2[QKV_MAXT], w1[QKV_MAXT],
+        w2[QKV_MAXT];
+    float ss = 0.0f;
+#pragma unroll
+    for (int i = 0; i < QKV_MAXT; i++) {
+        int t = lane + i * WARP;
+        if (t >= q2) break;
+        a[i] = __bfloat1622float2(x[t]);
+        b[i] = __bfloat1622float2(x[q2 + t]);
+        if (w) w1[i] = __bfloat1622float2(w[t]), w2[i] = __bfloat1622float2(w[q2 + t]);
+        if (c) {
+            c1[i] = __bfloat1622float2(c[t]), c2[i] = __bfloat1622float2(c[q2 + t]);
+            s1[i] = __bfloat1622float2(sr[t]), s2[i] = __bfloat1622float2(sr[q2 + t]);
+        }
+        ss += a[i].x * a[i].x + a[i].y * a[i].y + b[i].x * b[i].x + b[i].y * b[i].y;
+    }
+    float r = w ? rsqrtf(warp_sum(ss) / (float)D + eps) : 1.0f;
+#pragma unroll
+    for (int i = 0; i < QKV_MAXT; i++) {
+        int t = lane + i * WARP;
+        if (t >= q2) break;
+        float2 A = a[i], B = b[i];
+        if (w) {
+            A.x *= r, A.y *= r, B.x *= r, B.y *= r;
+            if (!mul_fp32)
+                A.x = cu_round(C3_BF16, A.x), A.y = cu_round(C3_BF16, A.y), B.x = cu_round(C3_BF16, B.x),
+                B.y = cu_round(C3_BF16, B.y);
+            A.x = cu_round(C3_BF16, w1[i].x * A.x), A.y = cu_round(C3_BF16, w1[i].y * A.y);
+            B.x = cu_round(C3_BF16, w2[i].x * B.x), B.y = cu_round(C3_BF16, w2[i].y * B.y);
+        }
+        if (c) {
+            float2 A2 = {A.x * c1[i].x - B.x * s1[i].x, A.y * c1[i].y - B.y * s1[i].y};
+            B = make_float2(B.x * c2[i].x + A.x * s2[i].x, B.y * c2[i].y + A.y * s2[i].y);
+            A = A2;
+        }
+        o[t] = __floats2bfloat162_rn(A.x, A.y);
+        o[q2 + t] = __floats2bfloat162_rn(B.x, B.y);
+    }
+}
+
 int cu_qkv_rope(c3_backend *be, c3_tensor *q, c3_tensor *k, c3_tensor *v, const c3_tensor *qkv,
                 const c3_tensor *q_norm, const c3_tensor *k_norm, const c3_tensor *cos, const c3_tensor *sin,
                 float eps, bool mul_fp32) {
@@ -216,6 +279,20 @@ int cu_qkv_rope(c3_backend *be, c3_tensor *q, c3_tensor *k, c3_tensor *v, const 
     const c3_tensor *nw = q_norm ? q_norm : k_norm;
     int64_t warps = N * Hall;
     unsigned grid = (unsigned)((warps + NORM_ROWS_PER_BLOCK - 1) / NORM_ROWS_PER_BLOCK);
+    const c3_tensor *all[] = {q, k, v, qkv, q_norm, k_norm, cos, sin};
+    bool fast = D % 4 == 0 && D <= 4 * QKV_MAXT * WARP && (q_norm == NULL) == (k_norm == NULL);
+    for (size_t i = 0; i < sizeof all / sizeof all[0] && fast; i++)
+        if (all[i]) fast = all[i]->dtype == C3_BF16 && (uintptr_t)all[i]->data % 4 == 0;
+    if (fast) {
+        typedef __nv_bfloat162 b2;
+        k_qkv_rope_bf16<<<grid, NORM_ROWS_PER_BLOCK * WARP, 0, cu_of(be)->stream>>>(
+            (b2 *)q->data, (b2 *)k->data, (b2 *)v->data, (const b2 *)qkv->data,
+            q_norm ? (const b2 *)q_norm->data : NULL, k_norm ? (const b2 *)k_norm->data : NULL,
+            cos ? (const b2 *)cos->data : NULL, sin ? (const b2 *)sin->data : NULL, N, (int)Hq, (int)Hkv, (int)D, eps,
+            mul_fp32);
+        CU_CHECK_LAUNCH();
+        return C3_OK;
+    }
     k_qkv_rope<<<grid, NORM_ROWS_PER_BLOCK * WARP, 0, cu_of(be)->stream>>>(
         q->data, k->data, v->data, q->dtype, qkv->data, qkv->dtype, q_norm ? q_norm->data : NULL,
         k_norm ? k_norm->data : NULL, nw ? nw->dtype : C3_F32, cos ? cos->data : NULL, sin ? sin->data : NULL,
