@@ -72,6 +72,54 @@ __global__ void k_rmsnorm_bf16x8(__nv_bfloat16 *y, const __nv_bfloat16 *x, const
     }
 }
 
+/* The same with the row held in registers (dim <= 8 * WARP * RMS_REG_CHUNKS):
+ * one read of x, all of a lane's 16-byte loads in flight at once. */
+#define RMS_REG_CHUNKS 20 /* up to 5,120 (Super's hidden size) */
+__global__ void k_rmsnorm_bf16_reg(__nv_bfloat16 *y, const __nv_bfloat16 *x, const __nv_bfloat16 *w, int64_t rows,
+                                   int dim, float eps, int mul_fp32) {
+    int64_t row = (int64_t)blockIdx.x * NORM_ROWS_PER_BLOCK + threadIdx.x / WARP;
+    int lane = threadIdx.x % WARP;
+    if (row >= rows) return;
+    const uint4 *xr = (const uint4 *)(x + row * dim), *wr = (const uint4 *)w;
+    uint4 *yr = (uint4 *)(y + row * dim);
+    int n8 = dim / 8;
+    uint4 u[RMS_REG_CHUNKS];
+    float ss = 0.0f;
+#pragma unroll
+    for (int i = 0; i < RMS_REG_CHUNKS; i++) {
+        int c = lane + i * WARP;
+        if (c < n8) u[i] = xr[c];
+    }
+#pragma unroll
+    for (int i = 0; i < RMS_REG_CHUNKS; i++) {
+        if (lane + i * WARP >= n8) break;
+        const __nv_bfloat162 *h = (const __nv_bfloat162 *)&u[i];
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            float2 f = __bfloat1622float2(h[e]);
+            ss += f.x * f.x + f.y * f.y;
+        }
+    }
+    ss = warp_sum(ss);
+    float r = rsqrtf(ss / (float)dim + eps);
+#pragma unroll
+    for (int i = 0; i < RMS_REG_CHUNKS; i++) {
+        int c = lane + i * WARP;
+        if (c >= n8) break;
+        uint4 g = wr[c], o;
+        const __nv_bfloat162 *h = (const __nv_bfloat162 *)&u[i], *gw = (const __nv_bfloat162 *)&g;
+        __nv_bfloat162 *oh = (__nv_bfloat162 *)&o;
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            float2 f = __bfloat1622float2(h[e]), wf = __bfloat1622float2(gw[e]);
+            f.x *= r, f.y *= r;
+            if (!mul_fp32) f.x = cu_round(C3_BF16, f.x), f.y = cu_round(C3_BF16, f.y);
+            oh[e] = __floats2bfloat162_rn(wf.x * f.x, wf.y * f.y);
+        }
+        yr[c] = o;
+    }
+}
+
 int cu_rmsnorm(c3_backend *be, c3_tensor *y, const c3_tensor *x, const c3_tensor *w, int dim, float eps,
                bool mul_fp32) {
     C3_TRY(cu_check_float("rmsnorm", y, "y"));
@@ -87,9 +135,14 @@ int cu_rmsnorm(c3_backend *be, c3_tensor *y, const c3_tensor *x, const c3_tensor
     unsigned grid = (unsigned)((rows + NORM_ROWS_PER_BLOCK - 1) / NORM_ROWS_PER_BLOCK);
     if (x->dtype == C3_BF16 && y->dtype == C3_BF16 && w->dtype == C3_BF16 && dim % (8 * WARP) == 0 &&
         ((uintptr_t)x->data | (uintptr_t)y->data | (uintptr_t)w->data) % 16 == 0) {
-        k_rmsnorm_bf16x8<<<grid, NORM_ROWS_PER_BLOCK * WARP, 0, cu_of(be)->stream>>>(
-            (__nv_bfloat16 *)y->data, (const __nv_bfloat16 *)x->data, (const __nv_bfloat16 *)w->data, rows, dim, eps,
-            mul_fp32);
+        if (dim <= 8 * WARP * RMS_REG_CHUNKS)
+            k_rmsnorm_bf16_reg<<<grid, NORM_ROWS_PER_BLOCK * WARP, 0, cu_of(be)->stream>>>(
+                (__nv_bfloat16 *)y->data, (const __nv_bfloat16 *)x->data, (const __nv_bfloat16 *)w->data, rows, dim,
+                eps, mul_fp32);
+        else
+            k_rmsnorm_bf16x8<<<grid, NORM_ROWS_PER_BLOCK * WARP, 0, cu_of(be)->stream>>>(
+                (__nv_bfloat16 *)y->data, (const __nv_bfloat16 *)x->data, (const __nv_bfloat16 *)w->data, rows, dim,
+                eps, mul_fp32);
         CU_CHECK_LAUNCH();
         return C3_OK;
     }
