@@ -22,7 +22,8 @@
 #        batch and without (COSMOS3_CFG_BATCH=0), 720p/189f batched
 #        (BENCHES="t2i 480p" picks), each with its device time by op
 #     4. torch_ref.py bench in the same call (T2I, 480p; 720p at 4 layers x 9)
-#   SKIP_CHECKS=1 leaves out 1 and 2, SKIP_TORCH=1 leaves out 4; packed with
+#   SKIP_CHECKS=1 leaves out 1 and 2, OPS_QUICK=1 the timings of 1,
+#   SKIP_TORCH=1 leaves out 4; packed with
 #   ATTN=1, 2a times the attention lab's shipped kernel against cuDNN.
 set -u -o pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -91,7 +92,7 @@ run() {
 
     if [ -z "${SKIP_CHECKS:-}" ]; then
     section "1. ops_check (CUDA vs CPU, then timings)"
-    timeout 300 "$pk/ops_check" 2>&1 | grep -v -E '^\s*$'
+    timeout 300 "$pk/ops_check" ${OPS_QUICK:+--quick} 2>&1 | grep -v -E '^\s*$'
     [ "${PIPESTATUS[0]}" = 0 ] || fails=$((fails + 1))
 
     section "2. goldens on CUDA (bf16), CUDA vs CPU, layouts, demo pictures"

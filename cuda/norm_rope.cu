@@ -135,7 +135,8 @@ int cu_rmsnorm(c3_backend *be, c3_tensor *y, const c3_tensor *x, const c3_tensor
     unsigned grid = (unsigned)((rows + NORM_ROWS_PER_BLOCK - 1) / NORM_ROWS_PER_BLOCK);
     if (x->dtype == C3_BF16 && y->dtype == C3_BF16 && w->dtype == C3_BF16 && dim % (8 * WARP) == 0 &&
         ((uintptr_t)x->data | (uintptr_t)y->data | (uintptr_t)w->data) % 16 == 0) {
-        if (dim <= 8 * WARP * RMS_REG_CHUNKS)
+        /* the register version holds 1 block per SM: worth it only with rows to spare */
+        if (dim <= 8 * WARP * RMS_REG_CHUNKS && rows >= (int64_t)cu_of(be)->sm_count * NORM_ROWS_PER_BLOCK * 16)
             k_rmsnorm_bf16_reg<<<grid, NORM_ROWS_PER_BLOCK * WARP, 0, cu_of(be)->stream>>>(
                 (__nv_bfloat16 *)y->data, (const __nv_bfloat16 *)x->data, (const __nv_bfloat16 *)w->data, rows, dim,
                 eps, mul_fp32);
@@ -242,66 +243,75 @@ __global__ void k_qkv_rope(void *q, void *k, void *v, int ot, const void *qkv, i
     }
 }
 
-/* The same for bf16 everything, head dim D a multiple of 4 and at most
- * 4 * 4 * WARP: one warp per (token, head), lane t owning the bf16 pairs
- * 2t, 2t+1 of each half (so its rotation partners are its own), every load
- * issued at once into registers, one reduction, no second pass over memory
- * (the generic kernel's lane-strided scalar passes were latency-bound). */
-#define QKV_MAXT 4
-__global__ void k_qkv_rope_bf16(__nv_bfloat162 *q, __nv_bfloat162 *k, __nv_bfloat162 *v, const __nv_bfloat162 *qkv,
-                                const __nv_bfloat162 *qn, const __nv_bfloat162 *kn, const __nv_bfloat162 *cs,
-                                const __nv_bfloat162 *sn, int64_t N, int Hq, int Hkv, int D, float eps, int mul_fp32) {
-    int64_t wid = (int64_t)blockIdx.x * NORM_ROWS_PER_BLOCK + threadIdx.x / WARP;
-    int lane = threadIdx.x % WARP, Hall = Hq + 2 * Hkv, q2 = D / 4; /* bf16 pairs per half */
-    if (wid >= N * Hall) return;
-    int64_t n = wid / Hall;
-    int h = (int)(wid - n * Hall);
-    const __nv_bfloat162 *x = qkv + wid * (D / 2);
-    if (h >= Hq + Hkv) {
-        __nv_bfloat162 *o = v + (n * Hkv + h - Hq - Hkv) * (D / 2);
-        for (int t = lane; t < D / 2; t += WARP) o[t] = x[t];
-        return;
-    }
-    bool isq = h < Hq;
-    __nv_bfloat162 *o = isq ? q + (n * Hq + h) * (D / 2) : k + (n * Hkv + h - Hq) * (D / 2);
-    const __nv_bfloat162 *w = isq ? qn : kn, *c = cs ? cs + n * (D / 2) : NULL, *sr = sn ? sn + n * (D / 2) : NULL;
-    float2 a[QKV_MAXT], b[QKV_MAXT], c1[QKV_MAXT], c2[QKV_MAXT], s1[QKV_MAXT], s2[QKV_MAXT], w1[QKV_MAXT],
-        w2[QKV_MAXT];
-    float ss = 0.0f;
+/* The same for bf16 everything with D = 16 G (G = 1, 2, .., 32 threads per
+ * head): thread g of a head's group owns the eight values 8g.. of each half
+ * (16-byte loads; its rotation partners are its own), the group reduces the
+ * norm with shuffles, and a grid-stride loop gives every thread many heads,
+ * so loads stay in flight (one warp per head was latency- and launch-bound:
+ * 0.7 TB/s). */
+__global__ void k_qkv_rope_bf16(uint4 *q, uint4 *k, uint4 *v, const uint4 *qkv, const uint4 *qn, const uint4 *kn,
+                                const uint4 *cs, const uint4 *sn, int64_t N, int Hq, int Hkv, int G, float eps,
+                                int mul_fp32) {
+    const int Hall = Hq + 2 * Hkv, D = 16 * G, c16 = D / 8; /* 16-byte chunks per head row */
+    const int g = threadIdx.x % G, lane = threadIdx.x % WARP;
+    const int64_t heads = N * Hall, stride = (int64_t)gridDim.x * blockDim.x / G;
+    /* warp-uniform trip count: every lane reaches the shuffles below */
+    for (int64_t base = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x - lane) / G; base < heads; base += stride) {
+        int64_t hid = base + lane / G;
+        bool act = hid < heads;
+        int64_t n = act ? hid / Hall : 0;
+        int h = act ? (int)(hid - n * Hall) : Hq + Hkv;
+        bool isv = h >= Hq + Hkv, isq = h < Hq;
+        const uint4 *x = qkv + (act ? hid : 0) * c16;
+        uint4 lo = make_uint4(0, 0, 0, 0), hi = lo;
+        if (act) lo = x[g], hi = x[G + g];
+        uint4 *o = isv ? v + (n * Hkv + h - Hq - Hkv) * c16 : isq ? q + (n * Hq + h) * c16 : k + (n * Hkv + h - Hq) * c16;
+        const uint4 *w = isv ? NULL : isq ? qn : kn;
+        uint4 wl, wh, cl, ch, sl, sh;
+        if (w) wl = w[g], wh = w[G + g];
+        if (cs && !isv) cl = cs[n * c16 + g], ch = cs[n * c16 + G + g], sl = sn[n * c16 + g], sh = sn[n * c16 + G + g];
+        float a[8], b[8];
+        const __nv_bfloat162 *la = (const __nv_bfloat162 *)&lo, *lb = (const __nv_bfloat162 *)&hi;
+        float ss = 0.0f;
 #pragma unroll
-    for (int i = 0; i < QKV_MAXT; i++) {
-        int t = lane + i * WARP;
-        if (t >= q2) break;
-        a[i] = __bfloat1622float2(x[t]);
-        b[i] = __bfloat1622float2(x[q2 + t]);
-        if (w) w1[i] = __bfloat1622float2(w[t]), w2[i] = __bfloat1622float2(w[q2 + t]);
-        if (c) {
-            c1[i] = __bfloat1622float2(c[t]), c2[i] = __bfloat1622float2(c[q2 + t]);
-            s1[i] = __bfloat1622float2(sr[t]), s2[i] = __bfloat1622float2(sr[q2 + t]);
+        for (int e = 0; e < 4; e++) {
+            float2 fa = __bfloat1622float2(la[e]), fb = __bfloat1622float2(lb[e]);
+            a[2 * e] = fa.x, a[2 * e + 1] = fa.y, b[2 * e] = fb.x, b[2 * e + 1] = fb.y;
+            ss += fa.x * fa.x + fa.y * fa.y + fb.x * fb.x + fb.y * fb.y;
         }
-        ss += a[i].x * a[i].x + a[i].y * a[i].y + b[i].x * b[i].x + b[i].y * b[i].y;
-    }
-    float r = w ? rsqrtf(warp_sum(ss) / (float)D + eps) : 1.0f;
-#pragma unroll
-    for (int i = 0; i < QKV_MAXT; i++) {
-        int t = lane + i * WARP;
-        if (t >= q2) break;
-        float2 A = a[i], B = b[i];
+        for (int off = 1; off < G; off <<= 1) ss += __shfl_xor_sync(0xffffffffu, ss, off);
+        if (!act) continue;
+        if (isv) {
+            o[g] = lo, o[G + g] = hi;
+            continue;
+        }
         if (w) {
-            A.x *= r, A.y *= r, B.x *= r, B.y *= r;
-            if (!mul_fp32)
-                A.x = cu_round(C3_BF16, A.x), A.y = cu_round(C3_BF16, A.y), B.x = cu_round(C3_BF16, B.x),
-                B.y = cu_round(C3_BF16, B.y);
-            A.x = cu_round(C3_BF16, w1[i].x * A.x), A.y = cu_round(C3_BF16, w1[i].y * A.y);
-            B.x = cu_round(C3_BF16, w2[i].x * B.x), B.y = cu_round(C3_BF16, w2[i].y * B.y);
+            float r = rsqrtf(ss / (float)D + eps);
+            const __nv_bfloat16 *w1 = (const __nv_bfloat16 *)&wl, *w2 = (const __nv_bfloat16 *)&wh;
+#pragma unroll
+            for (int e = 0; e < 8; e++) {
+                float A = a[e] * r, B = b[e] * r;
+                if (!mul_fp32) A = cu_round(C3_BF16, A), B = cu_round(C3_BF16, B);
+                a[e] = cu_round(C3_BF16, __bfloat162float(w1[e]) * A);
+                b[e] = cu_round(C3_BF16, __bfloat162float(w2[e]) * B);
+            }
         }
-        if (c) {
-            float2 A2 = {A.x * c1[i].x - B.x * s1[i].x, A.y * c1[i].y - B.y * s1[i].y};
-            B = make_float2(B.x * c2[i].x + A.x * s2[i].x, B.y * c2[i].y + A.y * s2[i].y);
-            A = A2;
+        if (cs) { /* (isv has left) */
+            const __nv_bfloat16 *c1 = (const __nv_bfloat16 *)&cl, *c2 = (const __nv_bfloat16 *)&ch;
+            const __nv_bfloat16 *s1 = (const __nv_bfloat16 *)&sl, *s2 = (const __nv_bfloat16 *)&sh;
+#pragma unroll
+            for (int e = 0; e < 8; e++) {
+                float A = a[e] * __bfloat162float(c1[e]) - b[e] * __bfloat162float(s1[e]);
+                b[e] = b[e] * __bfloat162float(c2[e]) + a[e] * __bfloat162float(s2[e]);
+                a[e] = A;
+            }
         }
-        o[t] = __floats2bfloat162_rn(A.x, A.y);
-        o[q2 + t] = __floats2bfloat162_rn(B.x, B.y);
+        uint4 oa, ob;
+        __nv_bfloat162 *pa = (__nv_bfloat162 *)&oa, *pb = (__nv_bfloat162 *)&ob;
+#pragma unroll
+        for (int e = 0; e < 4; e++)
+            pa[e] = __floats2bfloat162_rn(a[2 * e], a[2 * e + 1]), pb[e] = __floats2bfloat162_rn(b[2 * e], b[2 * e + 1]);
+        o[g] = oa, o[G + g] = ob;
     }
 }
 
@@ -333,15 +343,17 @@ int cu_qkv_rope(c3_backend *be, c3_tensor *q, c3_tensor *k, c3_tensor *v, const 
     int64_t warps = N * Hall;
     unsigned grid = (unsigned)((warps + NORM_ROWS_PER_BLOCK - 1) / NORM_ROWS_PER_BLOCK);
     const c3_tensor *all[] = {q, k, v, qkv, q_norm, k_norm, cos, sin};
-    bool fast = D % 4 == 0 && D <= 4 * QKV_MAXT * WARP && (q_norm == NULL) == (k_norm == NULL);
+    int G = (int)(D / 16);
+    bool fast = D % 16 == 0 && G >= 1 && G <= WARP && (G & (G - 1)) == 0;
     for (size_t i = 0; i < sizeof all / sizeof all[0] && fast; i++)
-        if (all[i]) fast = all[i]->dtype == C3_BF16 && (uintptr_t)all[i]->data % 4 == 0;
+        if (all[i]) fast = all[i]->dtype == C3_BF16 && (uintptr_t)all[i]->data % 16 == 0;
     if (fast) {
-        typedef __nv_bfloat162 b2;
-        k_qkv_rope_bf16<<<grid, NORM_ROWS_PER_BLOCK * WARP, 0, cu_of(be)->stream>>>(
-            (b2 *)q->data, (b2 *)k->data, (b2 *)v->data, (const b2 *)qkv->data,
-            q_norm ? (const b2 *)q_norm->data : NULL, k_norm ? (const b2 *)k_norm->data : NULL,
-            cos ? (const b2 *)cos->data : NULL, sin ? (const b2 *)sin->data : NULL, N, (int)Hq, (int)Hkv, (int)D, eps,
+        int64_t threads = warps * G;
+        unsigned blocks = (unsigned)C3_MIN((threads + CU_THREADS - 1) / CU_THREADS, (int64_t)cu_of(be)->sm_count * 16);
+        k_qkv_rope_bf16<<<blocks, CU_THREADS, 0, cu_of(be)->stream>>>(
+            (uint4 *)q->data, (uint4 *)k->data, (uint4 *)v->data, (const uint4 *)qkv->data,
+            q_norm ? (const uint4 *)q_norm->data : NULL, k_norm ? (const uint4 *)k_norm->data : NULL,
+            cos ? (const uint4 *)cos->data : NULL, sin ? (const uint4 *)sin->data : NULL, N, (int)Hq, (int)Hkv, G, eps,
             mul_fp32);
         CU_CHECK_LAUNCH();
         return C3_OK;
