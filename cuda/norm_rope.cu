@@ -35,88 +35,63 @@ __global__ void k_rmsnorm(void *y, int yt, const void *x, int xt, const void *w,
     }
 }
 
-/* The same for bf16 x, y, w with dim a multiple of 8 * WARP: 16-byte loads,
- * eight values per lane per step; the second pass reads the row from L1. */
-__global__ void k_rmsnorm_bf16x8(__nv_bfloat16 *y, const __nv_bfloat16 *x, const __nv_bfloat16 *w, int64_t rows,
-                                 int dim, float eps, int mul_fp32) {
-    int64_t row = (int64_t)blockIdx.x * NORM_ROWS_PER_BLOCK + threadIdx.x / WARP;
-    int lane = threadIdx.x % WARP;
-    if (row >= rows) return;
-    const uint4 *xr = (const uint4 *)(x + row * dim), *wr = (const uint4 *)w;
-    uint4 *yr = (uint4 *)(y + row * dim);
-    int n8 = dim / 8;
+/* Eight bf16 values of a row: their sum of squares, and their normalised,
+ * weighted form (the rounding points of k_rmsnorm). */
+static __device__ __forceinline__ float rms_ss8(uint4 u) {
+    const __nv_bfloat162 *h = (const __nv_bfloat162 *)&u;
     float ss = 0.0f;
-    for (int c = lane; c < n8; c += WARP) {
-        uint4 u = xr[c];
-        const __nv_bfloat162 *h = (const __nv_bfloat162 *)&u;
 #pragma unroll
-        for (int e = 0; e < 4; e++) {
-            float2 f = __bfloat1622float2(h[e]);
-            ss += f.x * f.x + f.y * f.y;
-        }
+    for (int e = 0; e < 4; e++) {
+        float2 f = __bfloat1622float2(h[e]);
+        ss += f.x * f.x + f.y * f.y;
     }
-    ss = warp_sum(ss);
-    float r = rsqrtf(ss / (float)dim + eps);
-    for (int c = lane; c < n8; c += WARP) {
-        uint4 u = xr[c], g = wr[c], o;
-        const __nv_bfloat162 *h = (const __nv_bfloat162 *)&u, *gw = (const __nv_bfloat162 *)&g;
-        __nv_bfloat162 *oh = (__nv_bfloat162 *)&o;
+    return ss;
+}
+static __device__ __forceinline__ uint4 rms_out8(uint4 u, uint4 g, float r, int mul_fp32) {
+    uint4 o;
+    const __nv_bfloat162 *h = (const __nv_bfloat162 *)&u, *gw = (const __nv_bfloat162 *)&g;
+    __nv_bfloat162 *oh = (__nv_bfloat162 *)&o;
 #pragma unroll
-        for (int e = 0; e < 4; e++) {
-            float2 f = __bfloat1622float2(h[e]), wf = __bfloat1622float2(gw[e]);
-            f.x *= r, f.y *= r;
-            if (!mul_fp32) f.x = cu_round(C3_BF16, f.x), f.y = cu_round(C3_BF16, f.y);
-            oh[e] = __floats2bfloat162_rn(wf.x * f.x, wf.y * f.y);
-        }
-        yr[c] = o;
+    for (int e = 0; e < 4; e++) {
+        float2 f = __bfloat1622float2(h[e]), wf = __bfloat1622float2(gw[e]);
+        f.x *= r, f.y *= r;
+        if (!mul_fp32) f.x = cu_round(C3_BF16, f.x), f.y = cu_round(C3_BF16, f.y);
+        oh[e] = __floats2bfloat162_rn(wf.x * f.x, wf.y * f.y);
     }
+    return o;
 }
 
-/* The same with the row held in registers (dim <= 8 * WARP * RMS_REG_CHUNKS):
- * one read of x, all of a lane's 16-byte loads in flight at once. */
+/* The same for bf16 x, y, w with dim a multiple of 8 * WARP: 16-byte loads,
+ * eight values per lane per step. REG: the row is held in registers (dim <=
+ * 8 * WARP * RMS_REG_CHUNKS; one read of x, every load in flight at once, but
+ * 1 block per SM); else the second pass reads the row again. */
 #define RMS_REG_CHUNKS 20 /* up to 5,120 (Super's hidden size) */
-__global__ void k_rmsnorm_bf16_reg(__nv_bfloat16 *y, const __nv_bfloat16 *x, const __nv_bfloat16 *w, int64_t rows,
-                                   int dim, float eps, int mul_fp32) {
+template <bool REG>
+__global__ void k_rmsnorm_bf16(__nv_bfloat16 *y, const __nv_bfloat16 *x, const __nv_bfloat16 *w, int64_t rows, int dim,
+                               float eps, int mul_fp32) {
     int64_t row = (int64_t)blockIdx.x * NORM_ROWS_PER_BLOCK + threadIdx.x / WARP;
     int lane = threadIdx.x % WARP;
     if (row >= rows) return;
     const uint4 *xr = (const uint4 *)(x + row * dim), *wr = (const uint4 *)w;
     uint4 *yr = (uint4 *)(y + row * dim);
     int n8 = dim / 8;
-    uint4 u[RMS_REG_CHUNKS];
     float ss = 0.0f;
+    if constexpr (REG) {
+        uint4 u[RMS_REG_CHUNKS];
 #pragma unroll
-    for (int i = 0; i < RMS_REG_CHUNKS; i++) {
-        int c = lane + i * WARP;
-        if (c < n8) u[i] = xr[c];
-    }
+        for (int i = 0; i < RMS_REG_CHUNKS; i++)
+            if (lane + i * WARP < n8) u[i] = xr[lane + i * WARP];
 #pragma unroll
-    for (int i = 0; i < RMS_REG_CHUNKS; i++) {
-        if (lane + i * WARP >= n8) break;
-        const __nv_bfloat162 *h = (const __nv_bfloat162 *)&u[i];
+        for (int i = 0; i < RMS_REG_CHUNKS; i++)
+            if (lane + i * WARP < n8) ss += rms_ss8(u[i]);
+        float r = rsqrtf(warp_sum(ss) / (float)dim + eps);
 #pragma unroll
-        for (int e = 0; e < 4; e++) {
-            float2 f = __bfloat1622float2(h[e]);
-            ss += f.x * f.x + f.y * f.y;
-        }
-    }
-    ss = warp_sum(ss);
-    float r = rsqrtf(ss / (float)dim + eps);
-#pragma unroll
-    for (int i = 0; i < RMS_REG_CHUNKS; i++) {
-        int c = lane + i * WARP;
-        if (c >= n8) break;
-        uint4 g = wr[c], o;
-        const __nv_bfloat162 *h = (const __nv_bfloat162 *)&u[i], *gw = (const __nv_bfloat162 *)&g;
-        __nv_bfloat162 *oh = (__nv_bfloat162 *)&o;
-#pragma unroll
-        for (int e = 0; e < 4; e++) {
-            float2 f = __bfloat1622float2(h[e]), wf = __bfloat1622float2(gw[e]);
-            f.x *= r, f.y *= r;
-            if (!mul_fp32) f.x = cu_round(C3_BF16, f.x), f.y = cu_round(C3_BF16, f.y);
-            oh[e] = __floats2bfloat162_rn(wf.x * f.x, wf.y * f.y);
-        }
-        yr[c] = o;
+        for (int i = 0; i < RMS_REG_CHUNKS; i++)
+            if (lane + i * WARP < n8) yr[lane + i * WARP] = rms_out8(u[i], wr[lane + i * WARP], r, mul_fp32);
+    } else {
+        for (int c = lane; c < n8; c += WARP) ss += rms_ss8(xr[c]);
+        float r = rsqrtf(warp_sum(ss) / (float)dim + eps);
+        for (int c = lane; c < n8; c += WARP) yr[c] = rms_out8(xr[c], wr[c], r, mul_fp32);
     }
 }
 
@@ -136,14 +111,12 @@ int cu_rmsnorm(c3_backend *be, c3_tensor *y, const c3_tensor *x, const c3_tensor
     if (x->dtype == C3_BF16 && y->dtype == C3_BF16 && w->dtype == C3_BF16 && dim % (8 * WARP) == 0 &&
         ((uintptr_t)x->data | (uintptr_t)y->data | (uintptr_t)w->data) % 16 == 0) {
         /* the register version holds 1 block per SM: worth it only with rows to spare */
-        if (dim <= 8 * WARP * RMS_REG_CHUNKS && rows >= (int64_t)cu_of(be)->sm_count * NORM_ROWS_PER_BLOCK * 16)
-            k_rmsnorm_bf16_reg<<<grid, NORM_ROWS_PER_BLOCK * WARP, 0, cu_of(be)->stream>>>(
-                (__nv_bfloat16 *)y->data, (const __nv_bfloat16 *)x->data, (const __nv_bfloat16 *)w->data, rows, dim,
-                eps, mul_fp32);
-        else
-            k_rmsnorm_bf16x8<<<grid, NORM_ROWS_PER_BLOCK * WARP, 0, cu_of(be)->stream>>>(
-                (__nv_bfloat16 *)y->data, (const __nv_bfloat16 *)x->data, (const __nv_bfloat16 *)w->data, rows, dim,
-                eps, mul_fp32);
+        bool reg = dim <= 8 * WARP * RMS_REG_CHUNKS && rows >= (int64_t)cu_of(be)->sm_count * NORM_ROWS_PER_BLOCK * 16;
+        auto kern = reg ? k_rmsnorm_bf16<true> : k_rmsnorm_bf16<false>;
+        kern<<<grid, NORM_ROWS_PER_BLOCK * WARP, 0, cu_of(be)->stream>>>((__nv_bfloat16 *)y->data,
+                                                                         (const __nv_bfloat16 *)x->data,
+                                                                         (const __nv_bfloat16 *)w->data, rows, dim, eps,
+                                                                         mul_fp32);
         CU_CHECK_LAUNCH();
         return C3_OK;
     }
