@@ -321,14 +321,16 @@ static int cuda_glu(c3_backend *be, c3_tensor *out, const c3_tensor *gu, c3_act 
         if (n == 0) return C3_OK;
         if (out->dtype == C3_BF16 && gu->dtype == C3_BF16 && I % 8 == 0 &&
             ((uintptr_t)out->data | (uintptr_t)gu->data) % 16 == 0)
-            k_swiglu_bf16x8<<<cu_grid(be, n / 8), CU_THREADS, 0, s>>>((uint4 *)out->data, (const uint4 *)gu->data,
-                                                                      n / I, I / 8);
+            k_swiglu_bf16x8<<<cu_grid(be, n / 8), CU_THREADS, 0, s>>>(
+                (uint4 *)out->data, (const uint4 *)gu->data, n / I, I / 8);
         else
-            k_swiglu<<<cu_grid(be, n), CU_THREADS, 0, s>>>(out->data, out->dtype, gu->data, gu->dtype, n / I, I);
+            k_swiglu<<<cu_grid(be, n), CU_THREADS, 0, s>>>(out->data, out->dtype, gu->data,
+                                                           gu->dtype, n / I, I);
     } else if (act == C3_ACT_RELU2) {
         C3_TRY(same_numel("glu", out, gu));
         if (n == 0) return C3_OK;
-        k_relu2<<<cu_grid(be, n), CU_THREADS, 0, s>>>(out->data, out->dtype, gu->data, gu->dtype, n);
+        k_relu2<<<cu_grid(be, n), CU_THREADS, 0, s>>>(out->data, out->dtype, gu->data, gu->dtype,
+                                                      n);
     } else {
         return c3_fail(C3_EFAIL, "cuda glu: unknown activation %d", (int)act);
     }

@@ -102,8 +102,8 @@ int cu_rmsnorm(c3_backend *be, c3_tensor *y, const c3_tensor *x, const c3_tensor
                float eps, bool mul_fp32);
 int cu_rope(c3_backend *be, c3_tensor *x, const c3_tensor *cos, const c3_tensor *sin);
 int cu_qkv_rope(c3_backend *be, c3_tensor *q, c3_tensor *k, c3_tensor *v, const c3_tensor *qkv,
-                const c3_tensor *q_norm, const c3_tensor *k_norm, const c3_tensor *cos, const c3_tensor *sin,
-                float eps, bool mul_fp32);
+                const c3_tensor *q_norm, const c3_tensor *k_norm, const c3_tensor *cos,
+                const c3_tensor *sin, float eps, bool mul_fp32);
 int cu_chan_rmsnorm(c3_backend *be, c3_tensor *y, const c3_tensor *x, const c3_tensor *gamma,
                     const c3_tensor *bias);
 int cu_attention(c3_backend *be, c3_tensor *out, const c3_tensor *q, const c3_kvseg *kv, int nseg,

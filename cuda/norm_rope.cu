@@ -67,8 +67,8 @@ static __device__ __forceinline__ uint4 rms_out8(uint4 u, uint4 g, float r, int 
  * 1 block per SM); else the second pass reads the row again. */
 #define RMS_REG_CHUNKS 20 /* up to 5,120 (Super's hidden size) */
 template <bool REG>
-__global__ void k_rmsnorm_bf16(__nv_bfloat16 *y, const __nv_bfloat16 *x, const __nv_bfloat16 *w, int64_t rows, int dim,
-                               float eps, int mul_fp32) {
+__global__ void k_rmsnorm_bf16(__nv_bfloat16 *y, const __nv_bfloat16 *x, const __nv_bfloat16 *w,
+                               int64_t rows, int dim, float eps, int mul_fp32) {
     int64_t row = (int64_t)blockIdx.x * NORM_ROWS_PER_BLOCK + threadIdx.x / WARP;
     int lane = threadIdx.x % WARP;
     if (row >= rows) return;
@@ -87,11 +87,14 @@ __global__ void k_rmsnorm_bf16(__nv_bfloat16 *y, const __nv_bfloat16 *x, const _
         float r = rsqrtf(warp_sum(ss) / (float)dim + eps);
 #pragma unroll
         for (int i = 0; i < RMS_REG_CHUNKS; i++)
-            if (lane + i * WARP < n8) yr[lane + i * WARP] = rms_out8(u[i], wr[lane + i * WARP], r, mul_fp32);
+            if (lane + i * WARP < n8)
+                yr[lane + i * WARP] = rms_out8(u[i], wr[lane + i * WARP], r, mul_fp32);
     } else {
-        for (int c = lane; c < n8; c += WARP) ss += rms_ss8(xr[c]);
+        for (int c = lane; c < n8; c += WARP)
+            ss += rms_ss8(xr[c]);
         float r = rsqrtf(warp_sum(ss) / (float)dim + eps);
-        for (int c = lane; c < n8; c += WARP) yr[c] = rms_out8(xr[c], wr[c], r, mul_fp32);
+        for (int c = lane; c < n8; c += WARP)
+            yr[c] = rms_out8(xr[c], wr[c], r, mul_fp32);
     }
 }
 
@@ -108,15 +111,16 @@ int cu_rmsnorm(c3_backend *be, c3_tensor *y, const c3_tensor *x, const c3_tensor
     int64_t rows = n / dim;
     if (rows == 0) return C3_OK;
     unsigned grid = (unsigned)((rows + NORM_ROWS_PER_BLOCK - 1) / NORM_ROWS_PER_BLOCK);
-    if (x->dtype == C3_BF16 && y->dtype == C3_BF16 && w->dtype == C3_BF16 && dim % (8 * WARP) == 0 &&
+    if (x->dtype == C3_BF16 && y->dtype == C3_BF16 && w->dtype == C3_BF16 &&
+        dim % (8 * WARP) == 0 &&
         ((uintptr_t)x->data | (uintptr_t)y->data | (uintptr_t)w->data) % 16 == 0) {
         /* the register version holds 1 block per SM: worth it only with rows to spare */
-        bool reg = dim <= 8 * WARP * RMS_REG_CHUNKS && rows >= (int64_t)cu_of(be)->sm_count * NORM_ROWS_PER_BLOCK * 16;
+        bool reg = dim <= 8 * WARP * RMS_REG_CHUNKS &&
+                   rows >= (int64_t)cu_of(be)->sm_count * NORM_ROWS_PER_BLOCK * 16;
         auto kern = reg ? k_rmsnorm_bf16<true> : k_rmsnorm_bf16<false>;
-        kern<<<grid, NORM_ROWS_PER_BLOCK * WARP, 0, cu_of(be)->stream>>>((__nv_bfloat16 *)y->data,
-                                                                         (const __nv_bfloat16 *)x->data,
-                                                                         (const __nv_bfloat16 *)w->data, rows, dim, eps,
-                                                                         mul_fp32);
+        kern<<<grid, NORM_ROWS_PER_BLOCK * WARP, 0, cu_of(be)->stream>>>(
+            (__nv_bfloat16 *)y->data, (const __nv_bfloat16 *)x->data,
+            (const __nv_bfloat16 *)w->data, rows, dim, eps, mul_fp32);
         CU_CHECK_LAUNCH();
         return C3_OK;
     }
@@ -169,9 +173,9 @@ int cu_rope(c3_backend *be, c3_tensor *x, const c3_tensor *cos, const c3_tensor 
  * one warp per (token, head) of qkv [N, Hq + 2 Hkv, D]; the q and k heads are
  * normalised (rounded to the output type as cu_rmsnorm stores them) and
  * rotated, the v heads copied. Each lane owns the pairs (j, j + D/2). */
-__global__ void k_qkv_rope(void *q, void *k, void *v, int ot, const void *qkv, int it, const void *qn,
-                           const void *kn, int wt, const void *cs, const void *sn, int ct, int64_t N, int Hq,
-                           int Hkv, int D, float eps, int mul_fp32) {
+__global__ void k_qkv_rope(void *q, void *k, void *v, int ot, const void *qkv, int it,
+                           const void *qn, const void *kn, int wt, const void *cs, const void *sn,
+                           int ct, int64_t N, int Hq, int Hkv, int D, float eps, int mul_fp32) {
     int64_t wid = (int64_t)blockIdx.x * NORM_ROWS_PER_BLOCK + threadIdx.x / WARP;
     int lane = threadIdx.x % WARP, Hall = Hq + 2 * Hkv, half = D / 2;
     if (wid >= N * Hall) return;
@@ -179,7 +183,8 @@ __global__ void k_qkv_rope(void *q, void *k, void *v, int ot, const void *qkv, i
     int h = (int)(wid - n * Hall);
     if (h >= Hq + Hkv) {
         int64_t dst = (n * Hkv + h - Hq - Hkv) * D;
-        for (int d = lane; d < D; d += WARP) cu_st(v, ot, dst + d, cu_ld(qkv, it, src + d));
+        for (int d = lane; d < D; d += WARP)
+            cu_st(v, ot, dst + d, cu_ld(qkv, it, src + d));
         return;
     }
     bool isq = h < Hq;
@@ -222,14 +227,15 @@ __global__ void k_qkv_rope(void *q, void *k, void *v, int ot, const void *qkv, i
  * norm with shuffles, and a grid-stride loop gives every thread many heads,
  * so loads stay in flight (one warp per head was latency- and launch-bound:
  * 0.7 TB/s). */
-__global__ void k_qkv_rope_bf16(uint4 *q, uint4 *k, uint4 *v, const uint4 *qkv, const uint4 *qn, const uint4 *kn,
-                                const uint4 *cs, const uint4 *sn, int64_t N, int Hq, int Hkv, int G, float eps,
-                                int mul_fp32) {
+__global__ void k_qkv_rope_bf16(uint4 *q, uint4 *k, uint4 *v, const uint4 *qkv, const uint4 *qn,
+                                const uint4 *kn, const uint4 *cs, const uint4 *sn, int64_t N,
+                                int Hq, int Hkv, int G, float eps, int mul_fp32) {
     const int Hall = Hq + 2 * Hkv, D = 16 * G, c16 = D / 8; /* 16-byte chunks per head row */
     const int g = threadIdx.x % G, lane = threadIdx.x % WARP;
     const int64_t heads = N * Hall, stride = (int64_t)gridDim.x * blockDim.x / G;
     /* warp-uniform trip count: every lane reaches the shuffles below */
-    for (int64_t base = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x - lane) / G; base < heads; base += stride) {
+    for (int64_t base = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x - lane) / G; base < heads;
+         base += stride) {
         int64_t hid = base + lane / G;
         bool act = hid < heads;
         int64_t n = act ? hid / Hall : 0;
@@ -238,11 +244,15 @@ __global__ void k_qkv_rope_bf16(uint4 *q, uint4 *k, uint4 *v, const uint4 *qkv, 
         const uint4 *x = qkv + (act ? hid : 0) * c16;
         uint4 lo = make_uint4(0, 0, 0, 0), hi = lo;
         if (act) lo = x[g], hi = x[G + g];
-        uint4 *o = isv ? v + (n * Hkv + h - Hq - Hkv) * c16 : isq ? q + (n * Hq + h) * c16 : k + (n * Hkv + h - Hq) * c16;
+        uint4 *o = isv   ? v + (n * Hkv + h - Hq - Hkv) * c16
+                   : isq ? q + (n * Hq + h) * c16
+                         : k + (n * Hkv + h - Hq) * c16;
         const uint4 *w = isv ? NULL : isq ? qn : kn;
         uint4 wl, wh, cl, ch, sl, sh;
         if (w) wl = w[g], wh = w[G + g];
-        if (cs && !isv) cl = cs[n * c16 + g], ch = cs[n * c16 + G + g], sl = sn[n * c16 + g], sh = sn[n * c16 + G + g];
+        if (cs && !isv)
+            cl = cs[n * c16 + g], ch = cs[n * c16 + G + g], sl = sn[n * c16 + g],
+            sh = sn[n * c16 + G + g];
         float a[8], b[8];
         const __nv_bfloat162 *la = (const __nv_bfloat162 *)&lo, *lb = (const __nv_bfloat162 *)&hi;
         float ss = 0.0f;
@@ -252,7 +262,8 @@ __global__ void k_qkv_rope_bf16(uint4 *q, uint4 *k, uint4 *v, const uint4 *qkv, 
             a[2 * e] = fa.x, a[2 * e + 1] = fa.y, b[2 * e] = fb.x, b[2 * e + 1] = fb.y;
             ss += fa.x * fa.x + fa.y * fa.y + fb.x * fb.x + fb.y * fb.y;
         }
-        for (int off = 1; off < G; off <<= 1) ss += __shfl_xor_sync(0xffffffffu, ss, off);
+        for (int off = 1; off < G; off <<= 1)
+            ss += __shfl_xor_sync(0xffffffffu, ss, off);
         if (!act) continue;
         if (isv) {
             o[g] = lo, o[G + g] = hi;
@@ -283,33 +294,39 @@ __global__ void k_qkv_rope_bf16(uint4 *q, uint4 *k, uint4 *v, const uint4 *qkv, 
         __nv_bfloat162 *pa = (__nv_bfloat162 *)&oa, *pb = (__nv_bfloat162 *)&ob;
 #pragma unroll
         for (int e = 0; e < 4; e++)
-            pa[e] = __floats2bfloat162_rn(a[2 * e], a[2 * e + 1]), pb[e] = __floats2bfloat162_rn(b[2 * e], b[2 * e + 1]);
+            pa[e] = __floats2bfloat162_rn(a[2 * e], a[2 * e + 1]),
+            pb[e] = __floats2bfloat162_rn(b[2 * e], b[2 * e + 1]);
         o[g] = oa, o[G + g] = ob;
     }
 }
 
 int cu_qkv_rope(c3_backend *be, c3_tensor *q, c3_tensor *k, c3_tensor *v, const c3_tensor *qkv,
-                const c3_tensor *q_norm, const c3_tensor *k_norm, const c3_tensor *cos, const c3_tensor *sin,
-                float eps, bool mul_fp32) {
+                const c3_tensor *q_norm, const c3_tensor *k_norm, const c3_tensor *cos,
+                const c3_tensor *sin, float eps, bool mul_fp32) {
     C3_TRY(cu_check_float("qkv_rope", q, "q"));
     C3_TRY(cu_check_float("qkv_rope", k, "k"));
     C3_TRY(cu_check_float("qkv_rope", v, "v"));
     C3_TRY(cu_check_float("qkv_rope", qkv, "qkv"));
-    if (q->ndim != 3 || k->ndim != 3 || v->ndim != 3 || k->ne[1] != v->ne[1] || q->ne[2] != k->ne[2] ||
-        k->ne[2] != v->ne[2] || q->ne[0] != k->ne[0] || k->ne[0] != v->ne[0] || q->dtype != k->dtype ||
-        k->dtype != v->dtype)
-        return c3_fail(C3_EFAIL, "cuda qkv_rope: q, k, v are not [N, Hq, D], [N, Hkv, D], [N, Hkv, D] of one type");
+    if (q->ndim != 3 || k->ndim != 3 || v->ndim != 3 || k->ne[1] != v->ne[1] ||
+        q->ne[2] != k->ne[2] || k->ne[2] != v->ne[2] || q->ne[0] != k->ne[0] ||
+        k->ne[0] != v->ne[0] || q->dtype != k->dtype || k->dtype != v->dtype)
+        return c3_fail(
+            C3_EFAIL,
+            "cuda qkv_rope: q, k, v are not [N, Hq, D], [N, Hkv, D], [N, Hkv, D] of one type");
     int64_t N = q->ne[0], Hq = q->ne[1], Hkv = k->ne[1], D = q->ne[2], Hall = Hq + 2 * Hkv;
     if (D % 2 || c3_numel(qkv) != N * Hall * D)
-        return c3_fail(C3_EFAIL, "cuda qkv_rope: qkv holds %lld elements, expected %lld x %lld x %lld (D even)",
-                       (long long)c3_numel(qkv), (long long)N, (long long)Hall, (long long)D);
+        return c3_fail(
+            C3_EFAIL,
+            "cuda qkv_rope: qkv holds %lld elements, expected %lld x %lld x %lld (D even)",
+            (long long)c3_numel(qkv), (long long)N, (long long)Hall, (long long)D);
     if ((q_norm && c3_numel(q_norm) != D) || (k_norm && c3_numel(k_norm) != D) ||
         (q_norm && k_norm && q_norm->dtype != k_norm->dtype))
-        return c3_fail(C3_EFAIL, "cuda qkv_rope: the q/k norm weights are not [%lld] of one type", (long long)D);
+        return c3_fail(C3_EFAIL, "cuda qkv_rope: the q/k norm weights are not [%lld] of one type",
+                       (long long)D);
     if ((cos == NULL) != (sin == NULL) ||
         (cos && (c3_numel(cos) != N * D || c3_numel(sin) != N * D || cos->dtype != sin->dtype)))
-        return c3_fail(C3_EFAIL, "cuda qkv_rope: cos/sin are not both [%lld, %lld] of one type", (long long)N,
-                       (long long)D);
+        return c3_fail(C3_EFAIL, "cuda qkv_rope: cos/sin are not both [%lld, %lld] of one type",
+                       (long long)N, (long long)D);
     CU_ENTER(be);
     if (N == 0) return C3_OK;
     const c3_tensor *nw = q_norm ? q_norm : k_norm;
@@ -322,19 +339,21 @@ int cu_qkv_rope(c3_backend *be, c3_tensor *q, c3_tensor *k, c3_tensor *v, const 
         if (all[i]) fast = all[i]->dtype == C3_BF16 && (uintptr_t)all[i]->data % 16 == 0;
     if (fast) {
         int64_t threads = warps * G;
-        unsigned blocks = (unsigned)C3_MIN((threads + CU_THREADS - 1) / CU_THREADS, (int64_t)cu_of(be)->sm_count * 16);
+        unsigned blocks = (unsigned)C3_MIN((threads + CU_THREADS - 1) / CU_THREADS,
+                                           (int64_t)cu_of(be)->sm_count * 16);
         k_qkv_rope_bf16<<<blocks, CU_THREADS, 0, cu_of(be)->stream>>>(
             (uint4 *)q->data, (uint4 *)k->data, (uint4 *)v->data, (const uint4 *)qkv->data,
-            q_norm ? (const uint4 *)q_norm->data : NULL, k_norm ? (const uint4 *)k_norm->data : NULL,
-            cos ? (const uint4 *)cos->data : NULL, sin ? (const uint4 *)sin->data : NULL, N, (int)Hq, (int)Hkv, G, eps,
-            mul_fp32);
+            q_norm ? (const uint4 *)q_norm->data : NULL,
+            k_norm ? (const uint4 *)k_norm->data : NULL, cos ? (const uint4 *)cos->data : NULL,
+            sin ? (const uint4 *)sin->data : NULL, N, (int)Hq, (int)Hkv, G, eps, mul_fp32);
         CU_CHECK_LAUNCH();
         return C3_OK;
     }
     k_qkv_rope<<<grid, NORM_ROWS_PER_BLOCK * WARP, 0, cu_of(be)->stream>>>(
         q->data, k->data, v->data, q->dtype, qkv->data, qkv->dtype, q_norm ? q_norm->data : NULL,
-        k_norm ? k_norm->data : NULL, nw ? nw->dtype : C3_F32, cos ? cos->data : NULL, sin ? sin->data : NULL,
-        cos ? cos->dtype : C3_F32, N, (int)Hq, (int)Hkv, (int)D, eps, mul_fp32);
+        k_norm ? k_norm->data : NULL, nw ? nw->dtype : C3_F32, cos ? cos->data : NULL,
+        sin ? sin->data : NULL, cos ? cos->dtype : C3_F32, N, (int)Hq, (int)Hkv, (int)D, eps,
+        mul_fp32);
     CU_CHECK_LAUNCH();
     return C3_OK;
 }

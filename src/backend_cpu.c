@@ -78,8 +78,8 @@ static int cpu_glu(c3_backend *be, c3_tensor *out, const c3_tensor *gu, c3_act a
         }
     } else {
         if (c3_numel(gu) != n)
-            return c3_fail(C3_EFAIL, "cpu glu: input holds %lld elements, expected %lld", (long long)c3_numel(gu),
-                           (long long)n);
+            return c3_fail(C3_EFAIL, "cpu glu: input holds %lld elements, expected %lld",
+                           (long long)c3_numel(gu), (long long)n);
 #pragma omp parallel for schedule(static) if (n > 65536)
         for (int64_t i = 0; i < n; i++) {
             float r = u[i] > 0 ? u[i] : 0;

@@ -16,8 +16,8 @@ int cpu_rmsnorm(c3_backend *be, c3_tensor *y, const c3_tensor *x, const c3_tenso
                 float eps, bool mul_fp32);
 int cpu_rope(c3_backend *be, c3_tensor *x, const c3_tensor *cos, const c3_tensor *sin);
 int cpu_qkv_rope(c3_backend *be, c3_tensor *q, c3_tensor *k, c3_tensor *v, const c3_tensor *qkv,
-                 const c3_tensor *q_norm, const c3_tensor *k_norm, const c3_tensor *cos, const c3_tensor *sin,
-                 float eps, bool mul_fp32);
+                 const c3_tensor *q_norm, const c3_tensor *k_norm, const c3_tensor *cos,
+                 const c3_tensor *sin, float eps, bool mul_fp32);
 int cpu_attention(c3_backend *be, c3_tensor *out, const c3_tensor *q, const c3_kvseg *kv, int nseg,
                   bool causal, float scale);
 

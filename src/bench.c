@@ -197,18 +197,32 @@ static void mem_ckpt_free(mem_ckpt *mc) {
 
 /* ------------------------------------------------ timing wrapper backend */
 
-/* Forwards every op to the real backend; while `on`, synchronises around
- * linear and attention calls and adds their wall time and executed FLOPs. */
 /* The ops the device-time breakdown names (the rest are counted under "other"). */
-enum { OP_LINEAR, OP_ATTENTION, OP_RMSNORM, OP_QKV_ROPE, OP_GLU, OP_ADD, OP_COPY, OP_PERMUTE, OP_UPLOAD, OP_DOWNLOAD,
-       OP_OTHER, OP_N };
-static const char *const op_names[OP_N] = {"matrix products", "attention", "rmsnorm", "qkv_rope", "glu", "add",
-                                           "copy", "permute", "upload", "download", "other"};
+enum {
+    OP_LINEAR,
+    OP_ATTENTION,
+    OP_RMSNORM,
+    OP_QKV_ROPE,
+    OP_GLU,
+    OP_ADD,
+    OP_COPY,
+    OP_PERMUTE,
+    OP_UPLOAD,
+    OP_DOWNLOAD,
+    OP_OTHER,
+    OP_N
+};
+static const char *const op_names[OP_N] = {
+    "matrix products", "attention", "rmsnorm",  "qkv_rope", "glu", "add", "copy",
+    "permute",         "upload",    "download", "other"};
 /* Event pairs one event-timed step may record (a Nano step queues ~450 ops). */
 #define BENCH_EV_MAX 4096
 
+/* Forwards every op to the real backend; while `on`, synchronises around
+ * linear and attention calls and adds their wall time and executed FLOPs;
+ * while `ev_on`, records a timing event before and after every op. */
 typedef struct {
-    c3_backend w;   /* first: the table the model sees (a copy of the real one) */
+    c3_backend w; /* first: the table the model sees (a copy of the real one) */
     c3_backend *real;
     c3_backend ops; /* the real table's ops, called with the wrapper as `be` */
     bool on;        /* host-synchronised timing of linear and attention */
@@ -229,30 +243,37 @@ static int ev_begin(bench_be *b, int op) {
     return i;
 }
 static int ev_end(bench_be *b, int i, int rc) {
-    if (i >= 0 && b->ops.event_record(&b->w, b->ev[2 * i + 1], C3_Q_COMPUTE) != C3_OK) b->ev_op[i] = -1;
+    if (i >= 0 && b->ops.event_record(&b->w, b->ev[2 * i + 1], C3_Q_COMPUTE) != C3_OK)
+        b->ev_op[i] = -1;
     return rc;
 }
-#define EV_WRAP(op, OPID, params, args)                                                           \
+#define EV_WRAP(op, OPID, params, args)                                                            \
     static int wrap_##op params {                                                                  \
         bench_be *b = (bench_be *)be;                                                              \
         int i_ = ev_begin(b, OPID);                                                                \
-        return ev_end(b, i_, b->ops.op args);                                                     \
+        return ev_end(b, i_, b->ops.op args);                                                      \
     }
 EV_WRAP(rmsnorm, OP_RMSNORM,
-        (c3_backend * be, c3_tensor *y, const c3_tensor *x, const c3_tensor *w, int dim, float eps, bool m),
+        (c3_backend * be, c3_tensor *y, const c3_tensor *x, const c3_tensor *w, int dim, float eps,
+         bool m),
         (be, y, x, w, dim, eps, m))
 EV_WRAP(qkv_rope, OP_QKV_ROPE,
-        (c3_backend * be, c3_tensor *q, c3_tensor *k, c3_tensor *v, const c3_tensor *qkv, const c3_tensor *qn,
-         const c3_tensor *kn, const c3_tensor *cs, const c3_tensor *sn, float eps, bool m),
+        (c3_backend * be, c3_tensor *q, c3_tensor *k, c3_tensor *v, const c3_tensor *qkv,
+         const c3_tensor *qn, const c3_tensor *kn, const c3_tensor *cs, const c3_tensor *sn,
+         float eps, bool m),
         (be, q, k, v, qkv, qn, kn, cs, sn, eps, m))
-EV_WRAP(glu, OP_GLU, (c3_backend * be, c3_tensor *out, const c3_tensor *gu, c3_act act), (be, out, gu, act))
+EV_WRAP(glu, OP_GLU, (c3_backend * be, c3_tensor *out, const c3_tensor *gu, c3_act act),
+        (be, out, gu, act))
 EV_WRAP(add, OP_ADD, (c3_backend * be, c3_tensor *y, const c3_tensor *x), (be, y, x))
 EV_WRAP(copy, OP_COPY, (c3_backend * be, c3_tensor *y, const c3_tensor *x), (be, y, x))
-EV_WRAP(permute, OP_PERMUTE, (c3_backend * be, c3_tensor *y, const c3_tensor *x, const int *perm), (be, y, x, perm))
-EV_WRAP(upload, OP_UPLOAD, (c3_backend * be, c3_tensor *dst, const void *src, c3_dtype st), (be, dst, src, st))
+EV_WRAP(permute, OP_PERMUTE, (c3_backend * be, c3_tensor *y, const c3_tensor *x, const int *perm),
+        (be, y, x, perm))
+EV_WRAP(upload, OP_UPLOAD, (c3_backend * be, c3_tensor *dst, const void *src, c3_dtype st),
+        (be, dst, src, st))
 EV_WRAP(download, OP_DOWNLOAD, (c3_backend * be, float *dst, const c3_tensor *src), (be, dst, src))
 EV_WRAP(silu, OP_OTHER, (c3_backend * be, c3_tensor *y, const c3_tensor *x), (be, y, x))
-EV_WRAP(rope, OP_OTHER, (c3_backend * be, c3_tensor *x, const c3_tensor *c, const c3_tensor *sn), (be, x, c, sn))
+EV_WRAP(rope, OP_OTHER, (c3_backend * be, c3_tensor *x, const c3_tensor *c, const c3_tensor *sn),
+        (be, x, c, sn))
 
 static int wrap_linear(c3_backend *be, c3_tensor *y, const c3_tensor *x, const c3_tensor *w, const c3_tensor *bias,
                        bool acc) {
@@ -314,7 +335,8 @@ static bench_be *wrap_backend(c3_backend *real) {
     /* device timing where the backend has timing events (CUDA) */
     if (real->event_new && real->event_record && real->event_ms && real->event_free) {
         int n = 0;
-        while (n < 2 * BENCH_EV_MAX && real->event_new(real, &b->ev[n], true) == C3_OK) n++;
+        while (n < 2 * BENCH_EV_MAX && real->event_new(real, &b->ev[n], true) == C3_OK)
+            n++;
         b->ev_made = n;
         b->ev_cap = n / 2;
     }
@@ -323,7 +345,8 @@ static bench_be *wrap_backend(c3_backend *real) {
 
 static void wrap_free(bench_be *b) {
     if (!b) return;
-    for (int i = 0; i < b->ev_made; i++) b->real->event_free(b->real, b->ev[i]);
+    for (int i = 0; i < b->ev_made; i++)
+        b->real->event_free(b->real, b->ev[i]);
     free(b);
 }
 
@@ -426,11 +449,13 @@ static void print_text(const bench_report *r) {
     printf("model FLOPs per CFG step: %.4g TFLOP (linear %.4g, attention %.4g)\n", r->flop_step / TFLOP,
            r->flop_step_linear / TFLOP, r->flop_step_attn / TFLOP);
     if (r->cfg_batch)
-        printf("CFG step (cond + uncond as one batch), mean of %d: %.2f ms (min %.2f, max %.2f)\n", r->steps,
-               r->step_mean * 1e3, r->step_min * 1e3, r->step_max * 1e3);
+        printf("CFG step (cond + uncond as one batch), mean of %d: %.2f ms (min %.2f, max %.2f)\n",
+               r->steps, r->step_mean * 1e3, r->step_min * 1e3, r->step_max * 1e3);
     else
-        printf("CFG step (cond + uncond), mean of %d: %.2f ms (min %.2f, max %.2f; cond %.2f, uncond %.2f)\n", r->steps,
-               r->step_mean * 1e3, r->step_min * 1e3, r->step_max * 1e3, r->cond_mean * 1e3, r->uncond_mean * 1e3);
+        printf("CFG step (cond + uncond), mean of %d: %.2f ms (min %.2f, max %.2f; cond %.2f, "
+               "uncond %.2f)\n",
+               r->steps, r->step_mean * 1e3, r->step_min * 1e3, r->step_max * 1e3,
+               r->cond_mean * 1e3, r->uncond_mean * 1e3);
     printf("achieved: %.4g TFLOP/s, MFU %.4f (of %.0f TFLOP/s)\n", tf, tf / C3_BENCH_PEAK_TFLOPS,
            C3_BENCH_PEAK_TFLOPS);
     double rest = r->prof_total - r->prof_linear - r->prof_attn;
@@ -445,8 +470,10 @@ static void print_text(const bench_report *r) {
     printf("  the rest        %9.2f ms (%5.1f%%)\n", rest * 1e3, 100 * rest / r->prof_total);
     if (r->dev_timed) {
         double busy = 0;
-        for (int i = 0; i < OP_N; i++) busy += r->dev_op_ms[i];
-        printf("device time by op (one step queued op by op, timing events around each op, no host syncs):\n"
+        for (int i = 0; i < OP_N; i++)
+            busy += r->dev_op_ms[i];
+        printf("device time by op (one step queued op by op, timing events around each op, no host "
+               "syncs):\n"
                "  step %.2f ms wall, first op to last %.2f ms, inside the ops %.2f ms\n",
                r->dev_wall * 1e3, r->dev_span, busy);
         for (int i = 0; i < OP_N; i++)
@@ -737,12 +764,15 @@ static int bench_run(c3_settings *s, const c3_mkmodel_preset *p, bench_report *r
         B_TRY(be->sync(be));
         for (int i = 0; i < b->nev; i++) {
             float ms = 0;
-            if (b->ev_op[i] < 0 || real->event_ms(real, b->ev[2 * i], b->ev[2 * i + 1], &ms) != C3_OK) continue;
+            if (b->ev_op[i] < 0 ||
+                real->event_ms(real, b->ev[2 * i], b->ev[2 * i + 1], &ms) != C3_OK)
+                continue;
             r->dev_op_ms[b->ev_op[i]] += ms;
             r->dev_op_n[b->ev_op[i]]++;
         }
         float span = 0;
-        if (b->nev > 0 && real->event_ms(real, b->ev[0], b->ev[2 * b->nev - 1], &span) == C3_OK) r->dev_span = span;
+        if (b->nev > 0 && real->event_ms(real, b->ev[0], b->ev[2 * b->nev - 1], &span) == C3_OK)
+            r->dev_span = span;
         r->dev_timed = b->nev > 0 && b->nev < b->ev_cap;
     }
     if (real->device >= 0) {

@@ -58,7 +58,8 @@ int cpu_linear(c3_backend *be, c3_tensor *y, const c3_tensor *x, const c3_tensor
 /* y[0..dim) = w * x / sqrt(mean(x^2) + eps) (w NULL: 1); y may alias x. */
 static void norm_row(float *y, const float *x, const float *w, int64_t dim, float eps) {
     double ss = 0;
-    for (int64_t i = 0; i < dim; i++) ss += (double)x[i] * (double)x[i];
+    for (int64_t i = 0; i < dim; i++)
+        ss += (double)x[i] * (double)x[i];
     float inv = (float)(1.0 / sqrt(ss / (double)dim + (double)eps));
     for (int64_t i = 0; i < dim; i++) {
         float n = x[i] * inv;
@@ -92,16 +93,19 @@ int cpu_rmsnorm(c3_backend *be, c3_tensor *y, const c3_tensor *x, const c3_tenso
     const float *xd = x->data, *wd = w ? w->data : NULL;
     float *yd = y->data;
 #pragma omp parallel for schedule(static) if (rows * dim > 65536)
-    for (int64_t r = 0; r < rows; r++) norm_row(yd + r * dim, xd + r * dim, wd, dim, eps);
+    for (int64_t r = 0; r < rows; r++)
+        norm_row(yd + r * dim, xd + r * dim, wd, dim, eps);
     return C3_OK;
 }
 
 /* -------------------------------------------------------------------- rope */
 
-static int rope_tables_ok(const char *op, const c3_tensor *cos, const c3_tensor *sin, int64_t N, int64_t D) {
+static int rope_tables_ok(const char *op, const c3_tensor *cos, const c3_tensor *sin, int64_t N,
+                          int64_t D) {
     if (c3_numel(cos) != N * D || c3_numel(sin) != N * D)
-        return c3_fail(C3_EFAIL, "cpu %s: cos/sin hold %lld/%lld elements, expected %lld x %lld", op,
-                       (long long)c3_numel(cos), (long long)c3_numel(sin), (long long)N, (long long)D);
+        return c3_fail(C3_EFAIL, "cpu %s: cos/sin hold %lld/%lld elements, expected %lld x %lld",
+                       op, (long long)c3_numel(cos), (long long)c3_numel(sin), (long long)N,
+                       (long long)D);
     return C3_OK;
 }
 
@@ -115,36 +119,44 @@ int cpu_rope(c3_backend *be, c3_tensor *x, const c3_tensor *cos, const c3_tensor
     const float *cd = cos->data, *sd = sin->data;
 #pragma omp parallel for schedule(static) if (N * H * D > 65536)
     for (int64_t n = 0; n < N; n++)
-        for (int64_t h = 0; h < H; h++) rope_row(xd + (n * H + h) * D, cd + n * D, sd + n * D, D / 2);
+        for (int64_t h = 0; h < H; h++)
+            rope_row(xd + (n * H + h) * D, cd + n * D, sd + n * D, D / 2);
     return C3_OK;
 }
 
 int cpu_qkv_rope(c3_backend *be, c3_tensor *q, c3_tensor *k, c3_tensor *v, const c3_tensor *qkv,
-                 const c3_tensor *q_norm, const c3_tensor *k_norm, const c3_tensor *cos, const c3_tensor *sin,
-                 float eps, bool mul_fp32) {
+                 const c3_tensor *q_norm, const c3_tensor *k_norm, const c3_tensor *cos,
+                 const c3_tensor *sin, float eps, bool mul_fp32) {
     (void)be;
     (void)mul_fp32; /* fp32 throughout: both roundings coincide */
-    if (q->ndim != 3 || k->ndim != 3 || v->ndim != 3 || k->ne[1] != v->ne[1] || q->ne[2] != k->ne[2] ||
-        k->ne[2] != v->ne[2] || q->ne[0] != k->ne[0] || k->ne[0] != v->ne[0])
-        return c3_fail(C3_EFAIL, "cpu qkv_rope: q, k, v are not [N, Hq, D], [N, Hkv, D], [N, Hkv, D]");
+    if (q->ndim != 3 || k->ndim != 3 || v->ndim != 3 || k->ne[1] != v->ne[1] ||
+        q->ne[2] != k->ne[2] || k->ne[2] != v->ne[2] || q->ne[0] != k->ne[0] ||
+        k->ne[0] != v->ne[0])
+        return c3_fail(C3_EFAIL,
+                       "cpu qkv_rope: q, k, v are not [N, Hq, D], [N, Hkv, D], [N, Hkv, D]");
     int64_t N = q->ne[0], Hq = q->ne[1], Hkv = k->ne[1], D = q->ne[2], Hall = Hq + 2 * Hkv;
     if (D % 2 || c3_numel(qkv) != N * Hall * D)
-        return c3_fail(C3_EFAIL, "cpu qkv_rope: qkv holds %lld elements, expected %lld x %lld x %lld (D even)",
-                       (long long)c3_numel(qkv), (long long)N, (long long)Hall, (long long)D);
+        return c3_fail(
+            C3_EFAIL, "cpu qkv_rope: qkv holds %lld elements, expected %lld x %lld x %lld (D even)",
+            (long long)c3_numel(qkv), (long long)N, (long long)Hall, (long long)D);
     if ((q_norm && c3_numel(q_norm) != D) || (k_norm && c3_numel(k_norm) != D))
-        return c3_fail(C3_EFAIL, "cpu qkv_rope: the q/k norm weights are not of the head dimension %lld",
+        return c3_fail(C3_EFAIL,
+                       "cpu qkv_rope: the q/k norm weights are not of the head dimension %lld",
                        (long long)D);
-    if ((cos == NULL) != (sin == NULL)) return c3_fail(C3_EFAIL, "cpu qkv_rope: cos and sin come together");
+    if ((cos == NULL) != (sin == NULL))
+        return c3_fail(C3_EFAIL, "cpu qkv_rope: cos and sin come together");
     if (cos) C3_TRY(rope_tables_ok("qkv_rope", cos, sin, N, D));
-    const float *src = qkv->data, *qw = q_norm ? q_norm->data : NULL, *kw = k_norm ? k_norm->data : NULL;
+    const float *src = qkv->data, *qw = q_norm ? q_norm->data : NULL,
+                *kw = k_norm ? k_norm->data : NULL;
     float *qd = q->data, *kd = k->data, *vd = v->data;
 #pragma omp parallel for schedule(static) if (N * Hall * D > 65536)
     for (int64_t n = 0; n < N; n++)
         for (int64_t h = 0; h < Hall; h++) {
             const float *x = src + (n * Hall + h) * D;
             bool isq = h < Hq, isk = !isq && h < Hq + Hkv;
-            float *y = isq ? qd + (n * Hq + h) * D
-                           : isk ? kd + (n * Hkv + h - Hq) * D : vd + (n * Hkv + h - Hq - Hkv) * D;
+            float *y = isq   ? qd + (n * Hq + h) * D
+                       : isk ? kd + (n * Hkv + h - Hq) * D
+                             : vd + (n * Hkv + h - Hq - Hkv) * D;
             const float *w = isq ? qw : kw;
             if (!isq && !isk) {
                 memcpy(y, x, sizeof(float) * (size_t)D);
@@ -154,7 +166,9 @@ int cpu_qkv_rope(c3_backend *be, c3_tensor *q, c3_tensor *k, c3_tensor *v, const
                 norm_row(y, x, w, D, eps);
             else
                 memcpy(y, x, sizeof(float) * (size_t)D);
-            if (cos) rope_row(y, (const float *)cos->data + n * D, (const float *)sin->data + n * D, D / 2);
+            if (cos)
+                rope_row(y, (const float *)cos->data + n * D, (const float *)sin->data + n * D,
+                         D / 2);
         }
     return C3_OK;
 }

@@ -28,9 +28,9 @@ typedef struct {
     c3_tensor q_norm, k_norm;         /* [hd]; present when has_qk_norm */
     c3_tensor k_norm_gen;             /* [hd]; UND of Edge only */
     c3_tensor wo;                     /* [D, Hq_l*hd] */
-    c3_tensor wgu;                    /* [2 I_l, D] gate then up rows (SwiGLU), [I_l, D] up (ReLU^2) */
-    c3_tensor gate, up;               /* views of wgu: [I_l, D] (gate absent for ReLU^2) */
-    c3_tensor down;                   /* [D, I_l] */
+    c3_tensor wgu;      /* [2 I_l, D] gate then up rows (SwiGLU), [I_l, D] up (ReLU^2) */
+    c3_tensor gate, up; /* views of wgu: [I_l, D] (gate absent for ReLU^2) */
+    c3_tensor down;     /* [D, I_l] */
     bool has_qk_norm, has_k_norm_gen;
 } tower_w;
 
@@ -196,7 +196,8 @@ static int weight_alloc(c3_model *m, c3_tensor *dst, int ndim, const int64_t *ne
 
 /* The views of a tower's fused weights (wq, wk, wv in wqkv; gate, up in wgu). */
 static void tower_views(const c3_model *m, tower_w *w) {
-    int64_t D = m->c.hidden, qr = (int64_t)m->hq * m->c.head_dim, kr = (int64_t)m->hkv * m->c.head_dim, I = m->inter;
+    int64_t D = m->c.hidden, qr = (int64_t)m->hq * m->c.head_dim,
+            kr = (int64_t)m->hkv * m->c.head_dim, I = m->inter;
     int64_t qne[] = {qr, D}, kne[] = {kr, D}, ine[] = {I, D};
     w->wq = c3_view(&w->wqkv, 0, 2, qne);
     w->wk = c3_view(&w->wqkv, qr * D, 2, kne);
@@ -228,10 +229,13 @@ static int load_tensor(c3_model *m, const c3_ckpt *ck, c3_tensor *dst, const cha
         rc = weight_alloc(m, dst, ndim, ne);
     } else {
         int64_t n = 1;
-        for (int i = 0; i < ndim; i++) n *= ne[i];
+        for (int i = 0; i < ndim; i++)
+            n *= ne[i];
         if (n != c3_numel(dst))
-            rc = c3_fail(C3_EMODEL, "transformer tensor %s: %lld elements where the fused weight has room for %lld",
-                         name, (long long)n, (long long)c3_numel(dst));
+            rc = c3_fail(
+                C3_EMODEL,
+                "transformer tensor %s: %lld elements where the fused weight has room for %lld",
+                name, (long long)n, (long long)c3_numel(dst));
     }
     if (rc) return c3_context(rc, "loading %s", name);
     const void *src = t->data;
@@ -325,10 +329,12 @@ static int load_tower(c3_model *m, const c3_ckpt *ck, int l, bool gen, tower_w *
     } while (0)
     /* the fused storage first; q/k/v and gate/up load into its views */
     {
-        int64_t qkv[] = {((int64_t)m->hq + 2 * m->hkv) * hd, D}, gu[] = {(c->mlp_gated ? 2 : 1) * (int64_t)m->inter, D};
+        int64_t qkv[] = {((int64_t)m->hq + 2 * m->hkv) * hd, D},
+                gu[] = {(c->mlp_gated ? 2 : 1) * (int64_t)m->inter, D};
         int rc = weight_alloc(m, &w->wqkv, 2, qkv);
         if (rc == C3_OK) rc = weight_alloc(m, &w->wgu, 2, gu);
-        if (rc) return c3_context(rc, "layer %d: allocating the fused q/k/v and gate/up weights", l);
+        if (rc)
+            return c3_context(rc, "layer %d: allocating the fused q/k/v and gate/up weights", l);
         tower_views(m, w);
     }
     snprintf(nm, sizeof nm, "layers.%d.%s.weight", l, in_n);
@@ -760,7 +766,8 @@ static void mlp_free(mlp_scratch *s) {
     c3_free(&s->h);
 }
 
-static int gen_acts_alloc(c3_model *m, gen_acts *g, int64_t T, int64_t hp, int64_t wp, int nb, int64_t n) {
+static int gen_acts_alloc(c3_model *m, gen_acts *g, int64_t T, int64_t hp, int64_t wp, int nb,
+                          int64_t n) {
     c3_backend *be = m->be;
     const c3_tconfig *c = &m->c;
     int64_t p = c->patch, D = c->hidden, hd = c->head_dim, C = c->latent_ch;
@@ -778,7 +785,8 @@ static int gen_acts_alloc(c3_model *m, gen_acts *g, int64_t T, int64_t hp, int64
 }
 static void gen_acts_free(gen_acts *g) {
     c3_tensor *t[] = {&g->lat, &g->out, &g->x, &g->qkv, &g->q, &g->a, &g->k, &g->v, &g->y};
-    for (size_t i = 0; i < C3_ARRAY_LEN(t); i++) c3_free(t[i]);
+    for (size_t i = 0; i < C3_ARRAY_LEN(t); i++)
+        c3_free(t[i]);
     mlp_free(&g->s);
 }
 
@@ -819,7 +827,8 @@ static int gg_buffers(c3_model *m, int64_t T, int64_t hp, int64_t wp, int nb) {
 /* The key of one GEN layer loop: every buffer it reads that is not the
  * model's own (each branch's UND cache of each layer and RoPE tables) and
  * their sizes. */
-static uint64_t gg_key(int nb, const c3_undkv *const *kvs, const c3_tensor *cs, const c3_tensor *sn) {
+static uint64_t gg_key(int nb, const c3_undkv *const *kvs, const c3_tensor *cs,
+                       const c3_tensor *sn) {
     uint64_t h = c3_fnv1a(&nb, sizeof nb, C3_FNV_INIT);
     for (int b = 0; b < nb; b++) {
         const c3_undkv *kv = kvs[b];
@@ -854,7 +863,8 @@ static int gg_slot(c3_model *m, uint64_t key) {
 
 /* x += in . w^T: one accumulating product on one rank (the residual add in
  * the GEMM epilogue); with tp > 1 the row-parallel sum into tmp, then added. */
-static int residual_linear(c3_model *m, c3_tensor *x, const c3_tensor *in, const c3_tensor *w, c3_tensor *tmp) {
+static int residual_linear(c3_model *m, c3_tensor *x, const c3_tensor *in, const c3_tensor *w,
+                           c3_tensor *tmp) {
     if (m->shard.tp_size <= 1) return m->be->linear(m->be, x, in, w, NULL, true);
     C3_TRY(linear_rowpar(m, tmp, in, w));
     return m->be->add(m->be, x, tmp);
@@ -1128,8 +1138,8 @@ static void trace_concat(c3_model *m, const char *name, int l, const c3_tensor *
 
 /* The RoPE tables of one branch's GEN tokens [t0, t0 + S) (views; the cache
  * owns them): found in rope_cache, else computed into the next slot. */
-static int gen_rope(c3_model *m, int L, const c3_latent_geom *g, int64_t t0, int64_t S, c3_tensor *cs,
-                    c3_tensor *sn) {
+static int gen_rope(c3_model *m, int L, const c3_latent_geom *g, int64_t t0, int64_t S,
+                    c3_tensor *cs, c3_tensor *sn) {
     rope_cache *hit = NULL;
     for (int i = 0; i < ROPE_CACHE_SLOTS && !hit; i++) {
         rope_cache *r = &m->rope[i];
@@ -1143,12 +1153,14 @@ static int gen_rope(c3_model *m, int L, const c3_latent_geom *g, int64_t t0, int
         c3_free(&hit->cs);
         c3_free(&hit->sn);
         hit->valid = false;
-        double (*pos)[3] = xmalloc(sizeof *pos * (size_t)S);
-        for (int64_t i = 0; i < S; i++) model_gen_position(&m->c, L, g, t0 + i, pos[i]);
+        double(*pos)[3] = xmalloc(sizeof *pos * (size_t)S);
+        for (int64_t i = 0; i < S; i++)
+            model_gen_position(&m->c, L, g, t0 + i, pos[i]);
         int rc = upload_rope(m, pos, S, &hit->cs, &hit->sn);
         free(pos);
         C3_TRY(rc);
-        *hit = (rope_cache){.valid = true, .L = L, .g = *g, .t0 = t0, .S = S, .cs = hit->cs, .sn = hit->sn};
+        *hit = (rope_cache){
+            .valid = true, .L = L, .g = *g, .t0 = t0, .S = S, .cs = hit->cs, .sn = hit->sn};
     }
     *cs = c3_view(&hit->cs, 0, 2, hit->cs.ne);
     *sn = c3_view(&hit->sn, 0, 2, hit->sn.ne);
@@ -1159,10 +1171,12 @@ bool model_batches(const c3_model *m) {
     const char *e = getenv("COSMOS3_CFG_BATCH");
     return m->shard.sp_size <= 1 && !m->no_batch && !(e && !strcmp(e, "0"));
 }
-void model_batch(c3_model *m, bool on) { m->no_batch = !on; }
+void model_batch(c3_model *m, bool on) {
+    m->no_batch = !on;
+}
 
-int model_gen(c3_model *m, const c3_undkv *kv, const float *latents, const c3_latent_geom *g, int64_t timestep,
-              float *velocity) {
+int model_gen(c3_model *m, const c3_undkv *kv, const float *latents, const c3_latent_geom *g,
+              int64_t timestep, float *velocity) {
     return model_gen_batch(m, 1, &kv, latents, g, timestep, &velocity);
 }
 
@@ -1170,7 +1184,8 @@ int model_gen_batch(c3_model *m, int nb, const c3_undkv *const *kvs, const float
                     const c3_latent_geom *g, int64_t timestep, float *const *velocity) {
     c3_backend *be = m->be;
     const c3_tconfig *c = &m->c;
-    if (nb < 1 || nb > GEN_MAX_BATCH) return c3_fail(C3_EFAIL, "GEN forward: %d branches (1 to %d)", nb, GEN_MAX_BATCH);
+    if (nb < 1 || nb > GEN_MAX_BATCH)
+        return c3_fail(C3_EFAIL, "GEN forward: %d branches (1 to %d)", nb, GEN_MAX_BATCH);
     for (int b = 0; b < nb; b++)
         if (!kvs[b] || kvs[b]->layers != c->layers || kvs[b]->L <= 0)
             return c3_fail(C3_EFAIL, "GEN forward: the UND cache does not belong to this model");
@@ -1181,7 +1196,8 @@ int model_gen_batch(c3_model *m, int nb, const c3_undkv *const *kvs, const float
     int64_t hp = (h + p - 1) / p, wp = (w + p - 1) / p, S_all = T * hp * wp;
     /* Ulysses: this rank holds tokens [t0, t0 + S) of the sequence padded to S_pad */
     int sp = m->shard.sp_size > 1 ? m->shard.sp_size : 1;
-    if (nb > 1 && sp > 1) return c3_fail(C3_EFAIL, "GEN forward: branches are batched only without Ulysses");
+    if (nb > 1 && sp > 1)
+        return c3_fail(C3_EFAIL, "GEN forward: branches are batched only without Ulysses");
     int64_t S = (S_all + sp - 1) / sp, S_pad = S * sp, t0 = (int64_t)m->shard.sp_rank * S;
     if (sp == 1) t0 = 0;
     int64_t n = nb * S; /* rows: branch b holds [b S, (b + 1) S) */
@@ -1189,7 +1205,7 @@ int model_gen_batch(c3_model *m, int nb, const c3_undkv *const *kvs, const float
     /* replayable layer loop (see gen_graphs): buffers kept across calls */
     bool graphs = sp == 1 && gg_enabled(m), recording = false;
     if (graphs) C3_TRY(gg_buffers(m, T, hp, wp, nb));
-    gen_acts own = {0}, A = {0}; /* A: views of the graph buffers, or of own */
+    gen_acts own = {0}, A = {0};                    /* A: views of the graph buffers, or of own */
     c3_tensor tok = {0}, tok_all = {0}, bias = {0}; /* tokens [S_pad, P]: this rank's [S, P] */
     c3_tensor cs[GEN_MAX_BATCH] = {{0}}, sn[GEN_MAX_BATCH] = {{0}};
     ulysses_scratch u = {.S = S_all, .S_pad = S_pad};
@@ -1197,10 +1213,13 @@ int model_gen_batch(c3_model *m, int nb, const c3_undkv *const *kvs, const float
     if (!graphs) TRY(gen_acts_alloc(m, &own, T, hp, wp, nb, n));
     {
         const gen_acts *src = graphs ? &m->gg.buf : &own;
-        c3_tensor *d[] = {&A.lat, &A.out, &A.x, &A.qkv, &A.q, &A.a, &A.k, &A.v, &A.y, &A.s.xn, &A.s.tmp, &A.s.gu, &A.s.h};
-        const c3_tensor *f[] = {&src->lat, &src->out, &src->x, &src->qkv, &src->q, &src->a, &src->k,
-                                &src->v,   &src->y,   &src->s.xn, &src->s.tmp, &src->s.gu, &src->s.h};
-        for (size_t i = 0; i < C3_ARRAY_LEN(d); i++) *d[i] = c3_view(f[i], 0, f[i]->ndim, f[i]->ne);
+        c3_tensor *d[] = {&A.lat, &A.out, &A.x,    &A.qkv,   &A.q,    &A.a,  &A.k,
+                          &A.v,   &A.y,   &A.s.xn, &A.s.tmp, &A.s.gu, &A.s.h};
+        const c3_tensor *f[] = {&src->lat,   &src->out,  &src->x,  &src->qkv, &src->q,
+                                &src->a,     &src->k,    &src->v,  &src->y,   &src->s.xn,
+                                &src->s.tmp, &src->s.gu, &src->s.h};
+        for (size_t i = 0; i < C3_ARRAY_LEN(d); i++)
+            *d[i] = c3_view(f[i], 0, f[i]->ndim, f[i]->ne);
     }
 
     /* patchify on the device: latents [C, T, hp*p, wp*p] (zero-padded on the
@@ -1239,7 +1258,8 @@ int model_gen_batch(c3_model *m, int nb, const c3_undkv *const *kvs, const float
     trace("gen.patchified_tokens", -1, &tok);
 
     /* GEN positions and RoPE tables (cached per branch: see rope_cache) */
-    for (int b = 0; b < nb; b++) TRY(gen_rope(m, kvs[b]->L, g, t0, S, &cs[b], &sn[b]));
+    for (int b = 0; b < nb; b++)
+        TRY(gen_rope(m, kvs[b]->L, g, t0, S, &cs[b], &sn[b]));
     trace("rope.cos_gen", -1, &cs[0]);
     trace("rope.sin_gen", -1, &sn[0]);
 
@@ -1295,21 +1315,25 @@ int model_gen_batch(c3_model *m, int nb, const c3_undkv *const *kvs, const float
         TRY(tower_acquire(m, 1, l, &wl));
         TRY(be->rmsnorm(be, &A.s.xn, &A.x, &wl->in_norm, (int)D, c->eps, c->norm_mul_fp32));
         TRY(be->linear(be, &A.qkv, &A.s.xn, &wl->wqkv, NULL, false)); /* [n, (Hq_l + 2 Hkv_l) hd] */
-        const c3_tensor *qn = wl->has_qk_norm ? &wl->q_norm : NULL, *kn = wl->has_qk_norm ? &wl->k_norm : NULL;
+        const c3_tensor *qn = wl->has_qk_norm ? &wl->q_norm : NULL,
+                        *kn = wl->has_qk_norm ? &wl->k_norm : NULL;
         for (int b = 0; b < nb; b++) {
             const c3_undkv *kv = kvs[b];
             if (kv->k[l].ne[0] != kv->L || kv->k[l].ne[1] != m->hkv) {
                 rc = c3_fail(C3_EFAIL, "GEN forward: UND cache layer %d has the wrong shape", l);
                 goto done;
             }
-            c3_tensor qkv = c3_rows(&A.qkv, b * S, S), q = c3_rows(&A.q, b * S, S), k = c3_rows(&A.k, b * S, S),
-                      v = c3_rows(&A.v, b * S, S), a = c3_rows(&A.a, b * S, S);
+            c3_tensor qkv = c3_rows(&A.qkv, b * S, S), q = c3_rows(&A.q, b * S, S),
+                      k = c3_rows(&A.k, b * S, S), v = c3_rows(&A.v, b * S, S),
+                      a = c3_rows(&A.a, b * S, S);
             if (model_trace_hook) { /* the normalised q, k before the rotation */
-                TRY(be->qkv_rope(be, &q, &k, &v, &qkv, qn, kn, NULL, NULL, c->eps, c->norm_mul_fp32));
+                TRY(be->qkv_rope(be, &q, &k, &v, &qkv, qn, kn, NULL, NULL, c->eps,
+                                 c->norm_mul_fp32));
                 trace("layers.gen_q_prerope", l, &q);
                 trace("layers.gen_k_prerope", l, &k);
             }
-            TRY(be->qkv_rope(be, &q, &k, &v, &qkv, qn, kn, &cs[b], &sn[b], c->eps, c->norm_mul_fp32));
+            TRY(be->qkv_rope(be, &q, &k, &v, &qkv, qn, kn, &cs[b], &sn[b], c->eps,
+                             c->norm_mul_fp32));
             trace("layers.gen_q", l, &q);
             trace_concat(m, "layers.gen_k_all", l, &kv->k[l], &k);
             trace_concat(m, "layers.gen_v_all", l, &kv->v[l], &v);
@@ -1341,7 +1365,8 @@ int model_gen_batch(c3_model *m, int nb, const c3_undkv *const *kvs, const float
         static const int to_latent[6] = {5, 0, 1, 3, 2, 4};
         int64_t yne[] = {T, hp, wp, p, p, C}, one = c3_numel(&A.lat);
         for (int b = 0; b < nb; b++) {
-            c3_tensor yv = c3_view(&A.y, b * S * P, 6, yne), ob = c3_view(&A.out, b * one, 6, A.lat.ne);
+            c3_tensor yv = c3_view(&A.y, b * S * P, 6, yne),
+                      ob = c3_view(&A.out, b * one, 6, A.lat.ne);
             TRY(be->permute(be, &ob, &yv, to_latent)); /* [C, T, hp, p, wp, p] */
         }
         if (recording) {

@@ -43,7 +43,8 @@ static int64_t host_memory(int64_t *avail) {
 /* Free memory of rank r's device (or the host): ranks sharing it divide it. */
 static int64_t plan_rank_free(const c3_plan *p, int r) {
     int sharing = 0;
-    for (int q = 0; q < p->world; q++) sharing += p->devices[q] == p->devices[r];
+    for (int q = 0; q < p->world; q++)
+        sharing += p->devices[q] == p->devices[r];
     return p->dev_free[r] / sharing;
 }
 
@@ -143,7 +144,8 @@ int plan_make(c3_plan *p, const c3_tconfig *t, const c3_sizes *sz, int tp, int c
     int64_t s_local = (p->S + sp - 1) / sp;
     /* per token: x, xn, the TP partial sum; q, attention out, fused qkv, k, v; gate|up, GLU out */
     int64_t width = (int64_t)t->hidden * 3 +
-                    ((int64_t)t->heads * 3 + (int64_t)t->kv_heads * 4) * t->head_dim / tp + (int64_t)t->inter * 3 / tp;
+                    ((int64_t)t->heads * 3 + (int64_t)t->kv_heads * 4) * t->head_dim / tp +
+                    (int64_t)t->inter * 3 / tp;
     p->act = s_local * width * (int64_t)esz + (int64_t)p->S * t->heads / tp * t->head_dim * 4 * (int64_t)esz;
     /* one rank computing both CFG branches (no Ulysses) runs them as one
      * batch, twice the activations, where that still fits every rank */
@@ -177,8 +179,11 @@ void plan_print(FILE *f, const c3_plan *p) {
             p->world == 1 ? "" : "s", p->cuda ? "cuda" : "cpu", p->offload ? " (layerwise offload)" : "");
     for (int r = 0; r < p->world; r++) {
         int g = plan_cfg_rank(p, r);
-        fprintf(f, "  rank %d: %s %d, branch %s, tp rank %d, ulysses rank %d\n", r, p->cuda ? "GPU" : "cpu",
-                p->cuda ? p->devices[r] : 0, p->cfg == 2 ? (g ? "uncond" : "cond") : p->cfg_batch ? "cond+uncond (one batch)" : "cond+uncond",
+        fprintf(f, "  rank %d: %s %d, branch %s, tp rank %d, ulysses rank %d\n", r,
+                p->cuda ? "GPU" : "cpu", p->cuda ? p->devices[r] : 0,
+                p->cfg == 2    ? (g ? "uncond" : "cond")
+                : p->cfg_batch ? "cond+uncond (one batch)"
+                               : "cond+uncond",
                 plan_tp_rank(p, r), plan_sp_rank(p, r));
     }
     fprintf(f, "per rank: weights %s, K/V cache ~%s, activations ~%s, total ~%s\n", c3_bytes_text(p->weights, a, sizeof a),

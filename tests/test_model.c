@@ -397,7 +397,8 @@ static void test_gen_forward(c3_model *m, fcase *cases, int ncases) {
         /* both branches as one batch (what CFG runs): the same velocities */
         if (kvs[0].k && kvs[1].k) {
             const c3_undkv *both[2] = {&kvs[0], &kvs[1]};
-            float *out[2] = {malloc(sizeof(float) * (size_t)nl), malloc(sizeof(float) * (size_t)nl)};
+            float *out[2] = {malloc(sizeof(float) * (size_t)nl),
+                             malloc(sizeof(float) * (size_t)nl)};
             int rc = model_gen_batch(m, 2, both, lat, &fc->g, fc->timestep, out);
             T_CHECK(rc == C3_OK, "model_gen_batch: %s", c3_errmsg());
             for (int b = 0; rc == C3_OK && b < 2; b++) {

@@ -188,7 +188,8 @@ static void check_rope(int64_t N, int64_t H, int64_t D) {
 
 /* The fused q/k/v preparation vs the CPU, and on the GPU against the
  * separate rmsnorm + rope it replaces (same rounding points: rel L2 ~0). */
-static void check_qkv_rope(int64_t N, int64_t Hq, int64_t Hkv, int64_t D, bool norm, bool rot, bool mul_fp32) {
+static void check_qkv_rope(int64_t N, int64_t Hq, int64_t Hkv, int64_t D, bool norm, bool rot,
+                           bool mul_fp32) {
     std::vector<float> c, s;
     rope_tables(N, D, c, s);
     int64_t W = (Hq + 2 * Hkv) * D;
@@ -197,11 +198,13 @@ static void check_qkv_rope(int64_t N, int64_t Hq, int64_t Hkv, int64_t D, bool n
     pair q = mkr({N, Hq, D}), k = mkr({N, Hkv, D}), v = mkr({N, Hkv, D});
     both("qkv_rope", [&](c3_backend *be, int si) {
         return be->qkv_rope(be, T(q, si), T(k, si), T(v, si), T(qkv, si), norm ? T(qn, si) : NULL,
-                            norm ? T(kn, si) : NULL, rot ? T(cs, si) : NULL, rot ? T(sn, si) : NULL, 1e-6f, mul_fp32);
+                            norm ? T(kn, si) : NULL, rot ? T(cs, si) : NULL, rot ? T(sn, si) : NULL,
+                            1e-6f, mul_fp32);
     });
     char sh[96];
-    snprintf(sh, sizeof sh, "[%lld,%lld+2x%lld,%lld]%s%s%s", (long long)N, (long long)Hq, (long long)Hkv, (long long)D,
-             norm ? " norm" : "", rot ? " rope" : "", mul_fp32 ? " nemotron" : "");
+    snprintf(sh, sizeof sh, "[%lld,%lld+2x%lld,%lld]%s%s%s", (long long)N, (long long)Hq,
+             (long long)Hkv, (long long)D, norm ? " norm" : "", rot ? " rope" : "",
+             mul_fp32 ? " nemotron" : "");
     cmp("qkv_rope q", sh, q);
     cmp("qkv_rope k", sh, k);
     cmp("qkv_rope v", sh, v, 0.0);
@@ -213,7 +216,8 @@ static void check_qkv_rope(int64_t N, int64_t Hq, int64_t Hkv, int64_t D, bool n
     OK(gpu->download(gpu, h.data(), &qkv.g));
     for (int64_t r = 0; r < N; r++) {
         memcpy(&hq[(size_t)(r * Hq * D)], &h[(size_t)(r * W)], sizeof(float) * (size_t)(Hq * D));
-        memcpy(&hk[(size_t)(r * Hkv * D)], &h[(size_t)(r * W + Hq * D)], sizeof(float) * (size_t)(Hkv * D));
+        memcpy(&hk[(size_t)(r * Hkv * D)], &h[(size_t)(r * W + Hq * D)],
+               sizeof(float) * (size_t)(Hkv * D));
     }
     OK(gpu->upload(gpu, &sq, hq.data(), C3_F32));
     OK(gpu->upload(gpu, &sk, hk.data(), C3_F32));
@@ -231,12 +235,14 @@ static void check_qkv_rope(int64_t N, int64_t Hq, int64_t Hkv, int64_t D, bool n
         OK(gpu->download(gpu, x.data(), a));
         OK(gpu->download(gpu, y.data(), b));
         double num = 0, den = 0;
-        for (int64_t i = 0; i < n; i++) num += ((double)x[i] - y[i]) * ((double)x[i] - y[i]), den += (double)y[i] * y[i];
+        for (int64_t i = 0; i < n; i++)
+            num += ((double)x[i] - y[i]) * ((double)x[i] - y[i]), den += (double)y[i] * y[i];
         double rel = den > 0 ? sqrt(num / den) : sqrt(num);
         bool ok = rel <= 2e-3; /* fp32 sum order of the norm only: a few bf16 ulps at most */
         checks++;
         if (!ok) failures++;
-        printf("  %-28s %-34s rel_l2 %.3e  (fused vs separate on the GPU)  %s\n", name, sh, rel, ok ? "ok" : "FAIL");
+        printf("  %-28s %-34s rel_l2 %.3e  (fused vs separate on the GPU)  %s\n", name, sh, rel,
+               ok ? "ok" : "FAIL");
     };
     gpu_cmp("qkv_rope q = norm+rope", &q.g, &sq);
     gpu_cmp("qkv_rope k = norm+rope", &k.g, &sk);
@@ -273,13 +279,18 @@ static void check_elementwise(void) {
     pair g = mkr({M, I}, 2.0f), u = mkr({M, I}, 2.0f), out = mkr({M, I});
     {
         pair gu = mkr({M, 2 * I}, 2.0f), gu2 = mkr({M, 2 * 1000}, 2.0f), o2 = mkr({M, 1000});
-        both("glu", [&](c3_backend *be, int s) { return be->glu(be, T(out, s), T(gu, s), C3_ACT_SWIGLU); });
+        both("glu", [&](c3_backend *be, int s) {
+            return be->glu(be, T(out, s), T(gu, s), C3_ACT_SWIGLU);
+        });
         cmp("glu swiglu (8-wide)", "[333,2x1024]", out);
-        both("glu", [&](c3_backend *be, int s) { return be->glu(be, T(o2, s), T(gu2, s), C3_ACT_SWIGLU); });
+        both("glu", [&](c3_backend *be, int s) {
+            return be->glu(be, T(o2, s), T(gu2, s), C3_ACT_SWIGLU);
+        });
         cmp("glu swiglu (generic)", "[333,2x1000]", o2);
         drop(gu), drop(gu2), drop(o2);
     }
-    both("glu", [&](c3_backend *be, int s) { return be->glu(be, T(out, s), T(u, s), C3_ACT_RELU2); });
+    both("glu",
+         [&](c3_backend *be, int s) { return be->glu(be, T(out, s), T(u, s), C3_ACT_RELU2); });
     cmp("glu relu2", "[333,1024]", out);
     both("add", [&](c3_backend *be, int s) { return be->add(be, T(g, s), T(u, s)); });
     cmp("add", "[333,1024]", g);
@@ -534,7 +545,8 @@ static void time_gemm_algos(int64_t M, int64_t N, int64_t K, bool acc, const cha
     cublasLtMatmulPreference_t pref;
     CB(cublasLtMatmulPreferenceCreate(&pref));
     size_t wsb = CU_LT_WORKSPACE;
-    CB(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb, sizeof wsb));
+    CB(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb,
+                                            sizeof wsb));
     void *ws;
     CK(cudaMalloc(&ws, wsb));
     cublasLtMatmulHeuristicResult_t res[32];
@@ -547,8 +559,8 @@ static void time_gemm_algos(int64_t M, int64_t N, int64_t K, bool acc, const cha
         if (res[i].state != CUBLAS_STATUS_SUCCESS) continue;
         bool bad = false;
         double t = time_ms(st, [&] {
-            if (cublasLtMatmul(lt, desc, &one, w.data, la, x.data, lb, &beta, y.data, lc, y.data, lc, &res[i].algo, ws,
-                               wsb, st) != CUBLAS_STATUS_SUCCESS)
+            if (cublasLtMatmul(lt, desc, &one, w.data, la, x.data, lb, &beta, y.data, lc, y.data,
+                               lc, &res[i].algo, ws, wsb, st) != CUBLAS_STATUS_SUCCESS)
                 bad = true;
         });
         if (bad) continue;
@@ -556,13 +568,15 @@ static void time_gemm_algos(int64_t M, int64_t N, int64_t K, bool acc, const cha
         if (i == 0) first = t;
         if (t < best) best = t, bi = i;
     }
-    printf("  %-10s M %6lld N %5lld K %5lld%s | ours %7.3f ms %6.1f TF/s | heuristic #0 %7.3f | best of %2d: #%-2d %7.3f ms "
+    printf("  %-10s M %6lld N %5lld K %5lld%s | ours %7.3f ms %6.1f TF/s | heuristic #0 %7.3f | "
+           "best of %2d: #%-2d %7.3f ms "
            "%6.1f TF/s | ours/best speed %.3f\n",
-           what, (long long)M, (long long)N, (long long)K, acc ? " +=" : "   ", t_ours, flop / t_ours / 1e9, first, ran, bi,
-           best, flop / best / 1e9, best / t_ours);
+           what, (long long)M, (long long)N, (long long)K, acc ? " +=" : "   ", t_ours,
+           flop / t_ours / 1e9, first, ran, bi, best, flop / best / 1e9, best / t_ours);
     CK(cudaFree(ws));
     cublasLtMatmulPreferenceDestroy(pref);
-    cublasLtMatrixLayoutDestroy(la), cublasLtMatrixLayoutDestroy(lb), cublasLtMatrixLayoutDestroy(lc);
+    cublasLtMatrixLayoutDestroy(la), cublasLtMatrixLayoutDestroy(lb),
+        cublasLtMatrixLayoutDestroy(lc);
     cublasLtMatmulDescDestroy(desc);
     cublasLtDestroy(lt);
     c3_free(&x), c3_free(&w), c3_free(&y);
@@ -624,7 +638,8 @@ int main(int argc, char **argv) {
         time_gemm(4096, 4096, 12288, "nano down");
         time_gemm(300, 4096, 4096, "und L=300");
         time_gemm(4096, 25600, 5120, "super gate/up");
-        printf("linear vs every cuBLASLt algorithm the heuristic offers (Nano GEN shapes; M = tokens of one or two\n"
+        printf("linear vs every cuBLASLt algorithm the heuristic offers (Nano GEN shapes; M = "
+               "tokens of one or two\n"
                "CFG branches: T2I 1024^2 1,024 / 2,048, 480p 9,360 / 18,720):\n");
         for (int64_t M : {1024, 2048, 9360, 18720}) {
             time_gemm_algos(M, 6144, 4096, false, "qkv");
