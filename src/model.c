@@ -1253,8 +1253,9 @@ int model_gen_batch(c3_model *m, int nb, const c3_undkv *const *kvs, const float
         }
         tok = c3_rows(&tok_all, t0, S); /* this rank's [S, P] (a view) */
     }
-    host = xcalloc((size_t)(S * P), sizeof(float));
-    all = xcalloc((size_t)(S_pad * P), sizeof(float));
+    /* host staging only where it is used: the Ulysses gather, or a crop of odd h / w */
+    if (sp > 1) host = xcalloc((size_t)(S * P), sizeof(float));
+    if (sp > 1 || hp * p != h || wp * p != w) all = xcalloc((size_t)(S_pad * P), sizeof(float));
     trace("gen.patchified_tokens", -1, &tok);
 
     /* GEN positions and RoPE tables (cached per branch: see rope_cache) */
