@@ -1,0 +1,227 @@
+/* cosmos3.h - the cosmos3 engine as a C library: a request in, pixels out.
+ *
+ * The only header a program needs. Link with `pkg-config --cflags --libs cosmos3`.
+ *
+ *     cosmos3_open_params op;
+ *     cosmos3_open_params_init(&op);            // every field "use the default"
+ *     op.model = "demo";
+ *     cosmos3_engine *e;
+ *     char err[512];
+ *     if (cosmos3_open(&op, &e, err, sizeof err)) { fprintf(stderr, "%s\n", err); return 1; }
+ *     cosmos3_request rq;
+ *     cosmos3_request_init(&rq);                // the model's defaults for everything
+ *     rq.prompt = "a red circle on a blue background, on the right";
+ *     rq.seed = 3;
+ *     cosmos3_result *r;
+ *     if (cosmos3_generate(e, &rq, &r, err, sizeof err) == COSMOS3_OK) {
+ *         // r->rgb: r->frames x r->height x r->width x 3 bytes
+ *         cosmos3_result_free(r);
+ *     }
+ *     cosmos3_close(e);
+ *
+ * Rules every call keeps:
+ *   - Errors are a status (cosmos3_status) and a one-line message written to
+ *     err (when err is not NULL). The library never prints, never writes a
+ *     file it was not asked to write, and never exits.
+ *   - A field left at its *_init() value means "what the model (its card,
+ *     else the upstream task defaults) says"; the values actually used come
+ *     back in the result.
+ *   - One engine runs one generation at a time; cosmos3_generate on an
+ *     engine that is busy in another thread fails with COSMOS3_EUSAGE.
+ *   - cosmos3_cancel may be called from any thread or a signal handler.
+ *   - Events arrive through one callback, from the engine's threads, one at
+ *     a time (never two at once for one engine); every event of a
+ *     generation carries its job id, and each job ends with exactly one of
+ *     COSMOS3_EV_DONE, COSMOS3_EV_CANCELLED or COSMOS3_EV_FAILED.
+ */
+#ifndef COSMOS3_H
+#define COSMOS3_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define COSMOS3_API_VERSION 1
+
+/* Status codes; they are also the command line's exit statuses. */
+typedef enum {
+    COSMOS3_OK = 0,
+    COSMOS3_EFAIL = 1,      /* internal or unexpected failure */
+    COSMOS3_EUSAGE = 2,     /* a bad parameter or request value */
+    COSMOS3_EMODEL = 3,     /* checkpoint missing, malformed or inconsistent */
+    COSMOS3_EINPUT = 4,     /* bad input data (prompt, noise, conditioning media) */
+    COSMOS3_EOUTPUT = 5,    /* cannot write what was asked (mkmodel, latents) */
+    COSMOS3_ERESOURCE = 6,  /* not enough devices or memory for the plan */
+    COSMOS3_ECANCEL = 130,  /* cancelled (cosmos3_cancel) */
+} cosmos3_status;
+
+/* "0.1.0" */
+const char *cosmos3_version(void);
+/* The features built in, space-separated: "cuda nccl" (library side). */
+const char *cosmos3_features(void);
+
+typedef struct cosmos3_engine cosmos3_engine;
+
+/* ------------------------------------------------------------- events */
+
+typedef enum {
+    COSMOS3_EV_LOG,       /* text: an informational line */
+    COSMOS3_EV_WARNING,   /* text: a warning line (another size than trained, unknown words ...) */
+    COSMOS3_EV_DEVICE,    /* text: which device runs and why ("cpu: no usable GPU (<driver's reason>)") */
+    COSMOS3_EV_PLAN,      /* text: the layout */
+    COSMOS3_EV_LOADED,    /* rank, mem_* of that rank, seconds */
+    COSMOS3_EV_STAGE,     /* stage, begin (true at its start, false at its end with seconds) */
+    COSMOS3_EV_STEP,      /* a denoising step ended: step (1-based), steps, timestep, seconds,
+                             cond_s, uncond_s (0 when the uncond branch did not run) */
+    COSMOS3_EV_BRANCH,    /* one CFG branch of a step ended: step, branch (0 cond, 1 uncond), rank, group, seconds */
+    COSMOS3_EV_VAE,       /* frame chunk decoded: frame (latent frames done), frames (of all), seconds */
+    COSMOS3_EV_MEMORY,    /* rank, device, mem_* (this rank's accounting), dev_free, dev_total */
+    COSMOS3_EV_DONE,      /* the job finished: seconds */
+    COSMOS3_EV_CANCELLED, /* the job was cancelled */
+    COSMOS3_EV_FAILED,    /* the job failed: status, text */
+} cosmos3_event_kind;
+
+typedef struct {
+    cosmos3_event_kind kind;
+    uint64_t job;      /* the generation's id (cosmos3_result.job); 0 outside a generation (open) */
+    const char *stage; /* COSMOS3_EV_STAGE: "load", "tokenize", "und", "denoise", "vae" */
+    bool begin;
+    int step, steps;
+    double timestep;
+    int branch, rank, group, device;
+    int frame, frames;
+    double seconds, cond_s, uncond_s;
+    int64_t mem_weights, mem_kv, mem_act; /* bytes */
+    int64_t dev_free, dev_total;          /* bytes; -1 when unknown */
+    int status;
+    const char *text; /* valid during the call only */
+} cosmos3_event;
+
+typedef void (*cosmos3_event_fn)(const cosmos3_event *ev, void *user);
+
+/* ------------------------------------------------------------- opening */
+
+typedef struct {
+    const char *model;     /* a checkpoint folder or a built-in name ("demo"); NULL: $COSMOS3_MODEL, else "demo" */
+    const char *device;    /* "auto" (NULL), "cpu" or "cuda" */
+    const char *gpus;      /* "0,1,2,3" (NULL: every visible GPU, in order) */
+    int tp;                /* tensor parallel ranks (0: 1) */
+    int cfg_parallel;      /* 1 or 2 (0: 1) */
+    int ulysses;           /* sequence parallel ranks (0: 1) */
+    bool offload;          /* stream block weights from pinned host memory */
+    int threads;           /* CPU threads (0: all cores) */
+    const char *precision; /* "auto" (NULL: as stored), "bf16" or "fp8" (quantise at load) */
+    /* the size the memory plan is checked at (0: the model's default image size) */
+    int plan_width, plan_height, plan_frames;
+    cosmos3_event_fn on_event; /* loading events (job 0), and every job's events when a request sets none */
+    void *user;
+} cosmos3_open_params;
+
+void cosmos3_open_params_init(cosmos3_open_params *p);
+
+/* Check the plan (devices, divisibility, memory) before any weight is read,
+ * then load. On failure *out is NULL. */
+int cosmos3_open(const cosmos3_open_params *p, cosmos3_engine **out, char *err, size_t errlen);
+void cosmos3_close(cosmos3_engine *e);
+
+/* ------------------------------------------------------------- requests */
+
+#define COSMOS3_DEFAULT (-1) /* for the int/double fields below: "the model's default" */
+
+typedef enum { COSMOS3_KEEP_FIRST = 0, COSMOS3_KEEP_LAST = 1 } cosmos3_keep;
+
+/* Frames in memory: uint8 RGB, [frames, height, width, 3], row-major. */
+typedef struct {
+    const uint8_t *rgb;
+    int width, height, frames;
+    double fps; /* 0: unknown */
+} cosmos3_frames;
+
+typedef struct {
+    const char *prompt;          /* required */
+    const char *negative_prompt; /* NULL: the model's default */
+    int width, height;           /* COSMOS3_DEFAULT: the task default */
+    int frames;                  /* 1: an image; 1 + 4k: a video; COSMOS3_DEFAULT: an image */
+    double fps;                  /* COSMOS3_DEFAULT: 24 */
+    int steps;                   /* COSMOS3_DEFAULT */
+    double guidance;             /* classifier-free guidance scale; COSMOS3_DEFAULT */
+    double shift;                /* flow shift; COSMOS3_DEFAULT */
+    const char *schedule;        /* "linear", "karras", "native"; NULL: default */
+    int guidance_interval;       /* COSMOS3_DEFAULT, 0: CFG on every step, 1: only for t in [lo, hi] */
+    double guidance_lo, guidance_hi;
+    int64_t seed;                /* COSMOS3_DEFAULT: random (below 2^53); else 0..2^63-1 */
+    int system_prompt;           /* COSMOS3_DEFAULT: as the checkpoint says; 0 off; 1 on */
+    int templates;               /* COSMOS3_DEFAULT (on), 0, 1: the resolution/duration sentences */
+    /* initial noise instead of the seed's: [1, C, T, H/16, W/16] floats */
+    const float *noise;
+    size_t noise_len;
+    /* distilled checkpoints: the re-noising draws [steps, 1, C, T, h, w] (NULL: from the seed) */
+    const float *step_noise;
+    size_t step_noise_len;
+    /* conditioning: a picture (image-to-video) or a clip (video-to-video), not both */
+    const cosmos3_frames *image;
+    const cosmos3_frames *video;
+    const int *condition_frames; /* latent frame indexes pinned from the clip (NULL: 0 and 1) */
+    int ncondition_frames;
+    cosmos3_keep condition_keep;
+    bool want_latents;           /* return the final latents too */
+    cosmos3_event_fn on_event;   /* NULL: the engine's (open params) */
+    void *user;
+} cosmos3_request;
+
+void cosmos3_request_init(cosmos3_request *r);
+
+/* ------------------------------------------------------------- results */
+
+typedef struct {
+    uint64_t job;
+    /* the frames: [frames, height, width, 3] uint8 RGB */
+    uint8_t *rgb;
+    int width, height, frames;
+    double fps;
+    /* the final latents when asked: [1, C, T, h, w] */
+    float *latents;
+    int latent_shape[5];
+    /* the settings actually used */
+    char *prompt, *negative_prompt;
+    uint64_t seed;  /* the seed (meaningless when noise_given) */
+    bool noise_given;
+    int steps;
+    double guidance, shift;
+    char schedule[16];
+    char sampler[32]; /* "UniPC", "FlowMatch Euler SDE" */
+    bool guidance_interval;
+    double guidance_lo, guidance_hi;
+    bool system_prompt, templates;
+    char model_id[256];
+    uint64_t config_hash;
+    int L_cond, L_uncond;      /* prompt lengths in tokens */
+    int tp, cfg_parallel, ulysses;
+    char device[8];            /* "cpu", "cuda" */
+    /* seconds per stage */
+    double t_tokenize, t_und, t_denoise, t_vae, t_total;
+    double t_step_mean, t_cond_mean, t_uncond_mean;
+    int64_t mem_peak;
+    int64_t h2d_bytes; /* --offload: rank 0's weight stream */
+    double h2d_seconds;
+    /* warnings given for this request, one line each */
+    char **warnings;
+    int nwarnings;
+} cosmos3_result;
+
+/* Run one generation. *out is NULL on failure; COSMOS3_ECANCEL when
+ * cancelled (the engine stays usable). */
+int cosmos3_generate(cosmos3_engine *e, const cosmos3_request *r, cosmos3_result **out, char *err, size_t errlen);
+/* Ask the generation in flight to stop (async-signal-safe; no effect when idle). */
+void cosmos3_cancel(cosmos3_engine *e);
+void cosmos3_result_free(cosmos3_result *r);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
