@@ -7,6 +7,7 @@
  *   cosmos3 mkmodel --preset P -o DIR random-weight checkpoint
  *   cosmos3 help [COMMAND]
  */
+#include <cblas.h>
 #include <jansson.h>
 #include <pthread.h>
 #include <signal.h>
@@ -80,6 +81,42 @@ static void usage(FILE *f) {
             "  cosmos3 info -m ~/Cosmos3-Nano --tp 2\n"
             "\nThe model is -m DIR, else $COSMOS3_MODEL, else the built-in demo model (-m demo).\n"
             "See man cosmos3 for everything.\n");
+}
+
+/* --version: the version, then what this build has (a missing library
+ * leaves its feature out, and says which package brings it). */
+static void print_version(FILE *f) {
+    fprintf(f, "cosmos3 %s\n", COSMOS3_VERSION);
+#if COSMOS3_HAVE_CUDA
+    fprintf(f, "  CUDA backend     yes (CUDA runtime, cuBLAS/cuBLASLt, NCCL; GPU code for %s)\n",
+            COSMOS3_GPU_ARCH);
+#else
+    fprintf(f, "  CUDA backend     no (CPU only; CUDA 13 with cuBLAS and NCCL under "
+               "/usr/local/cuda at build time)\n");
+#endif
+#ifdef COSMOS3_HAVE_TUI
+    fprintf(f, "  tui, line edit   yes (ncurses, GNU readline)\n");
+#else
+    fprintf(f, "  tui, line edit   no (libncurses-dev, libreadline-dev at build time)\n");
+#endif
+#ifdef COSMOS3_HAVE_SIXEL
+    fprintf(f, "  sixel previews   yes (libsixel)\n");
+#else
+    fprintf(f, "  sixel previews   no (libsixel-dev at build time; previews use colour blocks)\n");
+#endif
+#if COSMOS3_HAVE_MHD
+    fprintf(f, "  serve            yes (libmicrohttpd)\n");
+#else
+    fprintf(f, "  serve            no (libmicrohttpd-dev at build time)\n");
+#endif
+#if defined(COSMOS3_HAVE_FFMPEG) && COSMOS3_HAVE_FFMPEG
+    fprintf(f, "  video files      yes (FFmpeg: MP4, WebM, JPEG, WebP)\n");
+#else
+    fprintf(f, "  video files      no (PNG frames; libavformat-dev libavcodec-dev libswscale-dev "
+               "libavutil-dev at build "
+               "time)\n");
+#endif
+    fprintf(f, "  CPU math         %s, OpenMP\n", openblas_get_config());
 }
 
 static void command_help(FILE *f, const c3_command *c) {
@@ -380,6 +417,12 @@ static void print_card(const c3_model_card *k) {
         for (int i = 0; i < k->nvocab; i++)
             printf(i ? ", %s" : " %s", k->vocab[i]);
         printf("\n");
+        if (k->nfillers) {
+            printf("also read, changing nothing it draws:");
+            for (int i = 0; i < k->nfillers; i++)
+                printf(i ? ", %s" : " %s", k->fillers[i]);
+            printf("\n");
+        }
     }
     if (k->nexamples) {
         printf("example prompts:\n");
@@ -399,8 +442,15 @@ static int cmd_info(c3_settings *s, char **pos, int npos) {
     c3_sizes sz;
     ckpt_sizes(&ck, &sz);
     const c3_tconfig *t = &ck.t;
+    /* the size planned for: the one given, else the model's own, else gen's default */
     bool video = s->frames > 1;
-    int W = s->width ? s->width : (video ? 1280 : 1024), H = s->height ? s->height : (video ? 720 : 1024);
+    const c3_model_card *kc = &ck.card;
+    int W = s->width ? s->width : kc->width ? kc->width : (video ? 1280 : 1024);
+    int H = s->height ? s->height : kc->height ? kc->height : (video ? 720 : 1024);
+    const char *size_from = s->width || s->height ? "as given"
+                            : kc->width
+                                ? "the model's default size; -W, -H and --frames plan another"
+                                : "the default size; -W, -H and --frames plan another";
     c3_plan p;
     int rc = plan_make(&p, t, &sz, s->tp, s->cfg_parallel, s->ulysses, s->device, s->gpus, s->offload, W, H,
                        s->frames);
@@ -414,12 +464,14 @@ static int cmd_info(c3_settings *s, char **pos, int npos) {
                                                    (json_int_t)sz.gen_params, "vae", (json_int_t)sz.vae_params,
                                                    "unused", (json_int_t)sz.other_params));
         if (rc == C3_OK)
-            json_object_set_new(o, "plan", json_pack("{s:i,s:i,s:i,s:i,s:s,s:I,s:I,s:I,s:I}", "tp", p.tp,
-                                                     "cfg_parallel", p.cfg, "ulysses", p.sp, "world", p.world,
-                                                     "device", p.cuda ? "cuda" : "cpu", "weights_per_rank",
-                                                     (json_int_t)p.weights, "kv_per_rank", (json_int_t)p.kv,
-                                                     "act_per_rank", (json_int_t)p.act, "need_per_rank",
-                                                     (json_int_t)p.need));
+            json_object_set_new(o, "plan",
+                                json_pack("{s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:s,s:I,s:I,s:I,s:I}",
+                                          "width", W, "height", H, "frames", s->frames, "tp", p.tp,
+                                          "cfg_parallel", p.cfg, "ulysses", p.sp, "world", p.world,
+                                          "device", p.cuda ? "cuda" : "cpu", "weights_per_rank",
+                                          (json_int_t)p.weights, "kv_per_rank", (json_int_t)p.kv,
+                                          "act_per_rank", (json_int_t)p.act, "need_per_rank",
+                                          (json_int_t)p.need));
         char *txt = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
         printf("%s\n", txt);
         free(txt);
@@ -443,7 +495,11 @@ static int cmd_info(c3_settings *s, char **pos, int npos) {
                (double)sz.other_params / 1e6, d);
         printf("system prompt by default: %s; scheduler: %s%s\n", ck.default_system_prompt ? "on" : "off",
                ck.s.class_name, ck.s.use_karras_sigmas ? " (karras sigmas)" : "");
-        if (rc == C3_OK) plan_print(stdout, &p);
+        if (rc == C3_OK) {
+            printf("plan for %dx%d, %d frame%s (%s):\n", W, H, s->frames, s->frames == 1 ? "" : "s",
+                   size_from);
+            plan_print(stdout, &p);
+        }
         print_card(&ck.card);
     }
     ckpt_close(&ck);
@@ -553,7 +609,7 @@ int main(int argc, char **argv) {
     /* cosmos3 alone, or with options only: the REPL */
     static char **repl_argv; /* static: reachable until exit */
     if (argc < 2 || (argv[1][0] == '-' && strcmp(argv[1], "--help") && strcmp(argv[1], "-h") &&
-                     strcmp(argv[1], "--version"))) {
+                     strcmp(argv[1], "--version") && strcmp(argv[1], "-V"))) {
         repl_argv = xcalloc((size_t)argc + 2, sizeof(char *));
         repl_argv[0] = argv[0];
         repl_argv[1] = (char *)"repl";
@@ -569,8 +625,8 @@ int main(int argc, char **argv) {
         argv = repl_argv;
     }
     const char *cmd = argv[1];
-    if (!strcmp(cmd, "--version") || !strcmp(cmd, "version")) {
-        printf("cosmos3 %s\n", COSMOS3_VERSION);
+    if (!strcmp(cmd, "--version") || !strcmp(cmd, "-V") || !strcmp(cmd, "version")) {
+        print_version(stdout);
         return 0;
     }
     if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h")) {

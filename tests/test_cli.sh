@@ -9,6 +9,12 @@ set -u
 
 expect 0 "" -- --version
 grep -q "^cosmos3 " "$tmp/out" && ok || bad "--version output"
+for f in "CUDA backend" "tui, line edit" "sixel previews" "serve" "video files" "CPU math"; do
+    grep -qE "^  $f +(yes|no|OpenBLAS)" "$tmp/out" && ok || bad "--version does not say whether '$f' is built in: $(cat "$tmp/out")"
+done
+version=$(cat "$tmp/out")
+expect 0 "" -- -V
+[ "$(cat "$tmp/out")" = "$version" ] && ok || bad "-V differs from --version: $(cat "$tmp/err")"
 expect 0 "" -- --help
 grep -q "gen" "$tmp/out" && ok || bad "--help lists gen"
 expect 0 "" -- help gen
@@ -45,10 +51,17 @@ grep -q '"width":64,"height":64,"frames":1,"steps":20,"guidance":4' "$tmp/out" &
 [ ! -s "$tmp/err" ] && ok || bad "a prompt of the demo's world warned: $(cat "$tmp/err")"
 expect 0 'does not know "dog"' -- gen -p "a purple dog on a white background" --seed 1 -o dog.png -q --device cpu
 [ "$(wc -l <"$tmp/err")" = 1 ] && grep -q "it knows: a at background" "$tmp/err" && [ -f dog.png ] && ok || bad "vocabulary warning: $(cat "$tmp/err")"
+grep -qF 'drops it, so it reads "a purple on a white background"' "$tmp/err" && ok || bad "the warning does not say what the model reads: $(cat "$tmp/err")"
+# "an" is one of the demo's words (it draws the same as "a")
+expect 0 "" -- gen -p "a red circle on an orange background" --seed 1 -o an.png -q --device cpu
+[ ! -s "$tmp/err" ] && [ -f an.png ] && ok || bad "'an' warned: $(cat "$tmp/err")"
 expect 0 "trained at 64x64 only" -- gen -p "a red square on a green background" -W 128 -H 128 --steps 2 -o big.png -q --device cpu
 [ -f big.png ] && ok || bad "another size did not generate"
 expect 0 "" -- info -m demo
 grep -q "^vocabulary (22 words" "$tmp/out" && grep -qF 'cosmos3 gen -p "a red circle on a blue background, on the right"' "$tmp/out" && ok || bad "info -m demo: $(cat "$tmp/out")"
+grep -qF "plan for 64x64, 1 frame (the model's default size" "$tmp/out" && ok || bad "info -m demo does not say the size it planned for: $(cat "$tmp/out")"
+expect 0 "" -- info -m demo -W 128 -H 96
+grep -qF "plan for 128x96, 1 frame (as given)" "$tmp/out" && ok || bad "info -W -H: $(cat "$tmp/out")"
 expect 3 "-m demo" -- gen -m no-such-model -p x
 printf 'a red circle on a blue background\na green square on a red background\n' >lines.txt
 expect 0 "" -- tokenize -m demo --templates -W 64 -H 64 --lines - <lines.txt
