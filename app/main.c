@@ -251,8 +251,10 @@ static int run_generation(c3_settings *s) {
         json_object_set_new(o, "schedule", json_string(j.r.schedule));
         json_object_set_new(o, "model", json_string(engine_ckpt(e)->model_id));
         const c3_plan *p = engine_plan(e);
-        json_object_set_new(o, "layout", json_pack("{s:i,s:i,s:i,s:s}", "tp", p->tp, "cfg_parallel", p->cfg,
-                                                   "ulysses", p->sp, "device", p->cuda ? "cuda" : "cpu"));
+        json_object_set_new(o, "layout",
+                            json_pack("{s:i,s:i,s:i,s:s,s:s}", "tp", p->tp, "cfg_parallel", p->cfg,
+                                      "ulysses", p->sp, "device", p->cuda ? "cuda" : "cpu",
+                                      "device_note", p->device_note));
         json_object_set_new(t, "tokenize", json_real(j.r.t_tokenize));
         json_object_set_new(t, "und", json_real(j.r.t_und));
         json_object_set_new(t, "denoise", json_real(j.r.t_denoise));
@@ -465,13 +467,13 @@ static int cmd_info(c3_settings *s, char **pos, int npos) {
                                                    "unused", (json_int_t)sz.other_params));
         if (rc == C3_OK)
             json_object_set_new(o, "plan",
-                                json_pack("{s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:s,s:I,s:I,s:I,s:I}",
+                                json_pack("{s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:s,s:s,s:I,s:I,s:I,s:I}",
                                           "width", W, "height", H, "frames", s->frames, "tp", p.tp,
                                           "cfg_parallel", p.cfg, "ulysses", p.sp, "world", p.world,
-                                          "device", p.cuda ? "cuda" : "cpu", "weights_per_rank",
-                                          (json_int_t)p.weights, "kv_per_rank", (json_int_t)p.kv,
-                                          "act_per_rank", (json_int_t)p.act, "need_per_rank",
-                                          (json_int_t)p.need));
+                                          "device", p.cuda ? "cuda" : "cpu", "device_note",
+                                          p.device_note, "weights_per_rank", (json_int_t)p.weights,
+                                          "kv_per_rank", (json_int_t)p.kv, "act_per_rank",
+                                          (json_int_t)p.act, "need_per_rank", (json_int_t)p.need));
         char *txt = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
         printf("%s\n", txt);
         free(txt);
@@ -496,6 +498,7 @@ static int cmd_info(c3_settings *s, char **pos, int npos) {
         printf("system prompt by default: %s; scheduler: %s%s\n", ck.default_system_prompt ? "on" : "off",
                ck.s.class_name, ck.s.use_karras_sigmas ? " (karras sigmas)" : "");
         if (rc == C3_OK) {
+            printf("%s\n", p.device_note);
             printf("plan for %dx%d, %d frame%s (%s):\n", W, H, s->frames, s->frames == 1 ? "" : "s",
                    size_from);
             plan_print(stdout, &p);

@@ -287,6 +287,10 @@ int engine_open(c3_engine **out, const c3_settings *s, c3_events *ev) {
                        tmp.width, tmp.height, tmp.frames);
     settings_free(&tmp);
     if (rc) goto fail;
+    /* which device runs and why: once, before anything loads (the frontend prints it) */
+    if (strcmp(s->device, "cpu") != 0) /* --device cpu: the user said so */
+        events_emit(ev, EV_LOG, 0, "%s%s", e->plan.device_warn ? "warning: " : "",
+                    e->plan.device_note);
     /* the tokenizer loads on its own thread while the weights load */
     tj.path = e->ck.tokenizer_json;
     if (pthread_create(&tj.thread, NULL, tok_thread, &tj) != 0) {

@@ -57,6 +57,24 @@ expect 0 "" -- gen -p "a red circle on an orange background" --seed 1 -o an.png 
 [ ! -s "$tmp/err" ] && [ -f an.png ] && ok || bad "'an' warned: $(cat "$tmp/err")"
 expect 0 "trained at 64x64 only" -- gen -p "a red square on a green background" -W 128 -H 128 --steps 2 -o big.png -q --device cpu
 [ -f big.png ] && ok || bad "another size did not generate"
+# the device: said once on stderr and in --json, with the reason; --gpus without a GPU refused
+expect 0 "" -- gen -p "a red circle on a blue background" --seed 1 -o dev.png
+if "$bin" -V | grep -q "CUDA backend *no"; then
+    [ "$(grep -c '^device: cpu (no usable GPU: this cosmos3 was built without CUDA)$' "$tmp/err")" = 1 ] && ok ||
+        bad "the device line (CPU-only build): $(cat "$tmp/err")"
+else
+    [ "$(grep -cE '^(device: cuda, GPU|warning: device: cpu \(no usable GPU: .+; --device cpu runs there)' "$tmp/err")" = 1 ] &&
+        ok || bad "the device line (CUDA build): $(cat "$tmp/err")"
+fi
+expect 0 "" -- gen -p "a red circle on a blue background" --seed 1 -o dev.png --overwrite --json -q
+grep -qE '"device_note":"device: (cpu \(no usable GPU: .+\)|cuda, GPU)' "$tmp/out" && ok || bad "--json lacks the device note: $(cat "$tmp/out")"
+if "$bin" info -m demo | grep -q '^device: cpu'; then
+    expect 6 "--gpus 0,1: no usable GPU (" -- gen -p x --gpus 0,1 -o g.png
+    expect 6 "--device cuda: no usable GPU (" -- gen -p x --device cuda -o g.png
+    [ ! -e g.png ] && ok || bad "a refused --gpus wrote g.png"
+fi
+expect 2 "--device cpu runs on the CPU; drop one" -- gen -p x --device cpu --gpus 0 -o g.png
+rm -f dev.png
 expect 0 "" -- info -m demo
 grep -q "^vocabulary (22 words" "$tmp/out" && grep -qF 'cosmos3 gen -p "a red circle on a blue background, on the right"' "$tmp/out" && ok || bad "info -m demo: $(cat "$tmp/out")"
 grep -qF "plan for 64x64, 1 frame (the model's default size" "$tmp/out" && ok || bad "info -m demo does not say the size it planned for: $(cat "$tmp/out")"

@@ -37,7 +37,9 @@ grep -q "tp 2 x cfg-parallel 1 x ulysses 1 = 2 ranks" "$tmp/out" && ok || bad "i
 grep -q "per rank: weights" "$tmp/out" && ok || bad "info per-rank bytes"
 expect 2 "does not divide the model's 2 KV heads" -- info -m "$model" --tp 4
 expect 2 "does not divide" -- gen -m "$model" -p x --tp 3 --device cpu
-expect 6 "not enough GPUs: tp 2 x cfg-parallel 2 x ulysses 1 needs 4" -- gen -m "$model" -p x --tp 2 --cfg-parallel 2 --device cuda
+expect 6 "" -- gen -m "$model" -p x --tp 2 --cfg-parallel 2 --device cuda
+grep -qE 'no usable GPU \(.+\); use --device cpu|not enough GPUs: tp 2 x cfg-parallel 2 x ulysses 1 needs 4, found [0-3]; use --tp 1 --cfg-parallel 1,' "$tmp/err" &&
+    ok || bad "--device cuda without enough GPUs: $(cat "$tmp/err")"
 # a generation, metadata round trip with a non-ASCII prompt, refusal to overwrite
 prompt="Ein Fuchs springt über den Bach — 狐 🦊"
 expect 0 "" -- gen -m "$model" -p "$prompt" -n "blurry" -W 32 -H 32 --steps 2 --seed 7 -o fox.png -q --device cpu
