@@ -47,7 +47,7 @@ int serve_main(c3_settings *s, char **pos, int npos) {
 #include <unistd.h>
 
 #include "events.h"
-#include "pipeline.h"
+#include "session.h"
 #include "plan.h"
 
 /* ------------------------------------------------------------- limits */
@@ -205,9 +205,9 @@ typedef struct {
     double stage_s[STAGES];
     uint64_t steps;
     double step_s, cond_s, uncond_s, last_step_s;
-    bool mem_valid[C3_MAX_RANKS];
-    int mem_device[C3_MAX_RANKS];
-    int64_t mem_bytes[C3_MAX_RANKS][3], dev_free[C3_MAX_RANKS], dev_total[C3_MAX_RANKS];
+    bool mem_valid[COSMOS3_MAX_RANKS];
+    int mem_device[COSMOS3_MAX_RANKS];
+    int64_t mem_bytes[COSMOS3_MAX_RANKS][3], dev_free[COSMOS3_MAX_RANKS], dev_total[COSMOS3_MAX_RANKS];
     char mhd_log[512];
 } server;
 
@@ -420,11 +420,11 @@ static void run_job(server *sv, job *j) {
     if (made) rmdir(tmpl);
     char err[1024];
     snprintf(err, sizeof err, "%s", c3_errmsg());
-    const c3_plan *p = engine_plan(sv->e);
+    const cosmos3_layout *p = engine_layout(sv->e);
     json_object_set_new(acc, "images", json_integer((json_int_t)json_array_size(data)));
     json_object_set_new(acc, "layout",
-                        json_pack("{s:i,s:i,s:i,s:s}", "tp", p->tp, "cfg_parallel", p->cfg,
-                                  "ulysses", p->sp, "device", sv->device));
+                        json_pack("{s:i,s:i,s:i,s:s}", "tp", p->tp, "cfg_parallel", p->cfg_parallel,
+                                  "ulysses", p->ulysses, "device", sv->device));
     pthread_mutex_lock(&sv->mu);
     int status = 200;
     char *body = NULL;
@@ -484,10 +484,10 @@ static void *worker_main(void *arg) {
     }
     sv->e = e;
     sv->load_s = c3_now() - t0;
-    snprintf(sv->model_id, sizeof sv->model_id, "%s", engine_ckpt(e)->model_id);
-    const c3_plan *p = engine_plan(e);
-    snprintf(sv->device, sizeof sv->device, "%s", p->cuda ? "cuda" : "cpu");
-    sv->cfg_parallel = p->cfg;
+    snprintf(sv->model_id, sizeof sv->model_id, "%s", engine_model(e)->id);
+    const cosmos3_layout *p = engine_layout(e);
+    snprintf(sv->device, sizeof sv->device, "%s", !strcmp(p->device, "cuda") ? "cuda" : "cpu");
+    sv->cfg_parallel = p->cfg_parallel;
     sv->created = time(NULL);
     sv->ready = true;
     pthread_cond_broadcast(&sv->cv);
@@ -554,7 +554,7 @@ static void *pump_main(void *arg) {
         }
         case EV_LOADED:
         case EV_MEMORY:
-            if (x.rank >= 0 && x.rank < C3_MAX_RANKS) {
+            if (x.rank >= 0 && x.rank < COSMOS3_MAX_RANKS) {
                 sv->mem_valid[x.rank] = true;
                 sv->mem_device[x.rank] = x.device;
                 for (int k = 0; k < 3; k++)
@@ -605,7 +605,7 @@ static bool apply(server *sv, c3_settings *s, const char *field, const char *nam
         return bad(er, 400, field, "%s: %s", field, c3_errmsg());
     c3_settings t;
     settings_copy(&t, s);
-    int rc = settings_resolve(&t, engine_ckpt(sv->e));
+    int rc = settings_resolve(&t, sv->e);
     settings_free(&t);
     if (rc) return bad(er, 400, field, "%s: %s", field, c3_errmsg());
     return true;
@@ -842,7 +842,7 @@ static bool parse_request(server *sv, const char *body, size_t len, job *j, req_
     /* the size the answer reports */
     c3_settings r;
     settings_copy(&r, s);
-    int rc = settings_resolve(&r, engine_ckpt(sv->e));
+    int rc = settings_resolve(&r, sv->e);
     s->width = r.width;
     s->height = r.height;
     settings_free(&r);
@@ -929,9 +929,9 @@ static void metrics_text(server *sv, sbuf *b) {
                      "cosmos3_model_info gauge\n"
                      "cosmos3_model_info{model=\"");
         sb_label(b, sv->model_id);
-        const c3_plan *p = engine_plan(sv->e);
+        const cosmos3_layout *p = engine_layout(sv->e);
         sb_printf(b, "\",device=\"%s\",tp=\"%d\",cfg_parallel=\"%d\",ulysses=\"%d\"} 1\n",
-                  sv->device, p->tp, p->cfg, p->sp);
+                  sv->device, p->tp, p->cfg_parallel, p->ulysses);
         sb_printf(b,
                   "# HELP cosmos3_load_seconds Seconds the model took to load.\n"
                   "# TYPE cosmos3_load_seconds gauge\ncosmos3_load_seconds %.6f\n",
@@ -993,8 +993,8 @@ static void metrics_text(server *sv, sbuf *b) {
               "# TYPE cosmos3_last_step_seconds gauge\ncosmos3_last_step_seconds %.6f\n",
               sv->step_s, (unsigned long long)sv->steps, sv->cond_s, sv->uncond_s, sv->last_step_s);
     static const char *const kinds[3] = {"weights", "kv", "activations"};
-    char dev[C3_MAX_RANKS][24];
-    for (int r = 0; r < C3_MAX_RANKS; r++) {
+    char dev[COSMOS3_MAX_RANKS][24];
+    for (int r = 0; r < COSMOS3_MAX_RANKS; r++) {
         if (sv->mem_device[r] >= 0 && !strcmp(sv->device, "cuda"))
             snprintf(dev[r], sizeof dev[r], "cuda:%d", sv->mem_device[r]);
         else
@@ -1003,19 +1003,19 @@ static void metrics_text(server *sv, sbuf *b) {
     sb_printf(b,
               "# HELP cosmos3_memory_bytes Memory the engine holds per rank and device, by kind.\n"
               "# TYPE cosmos3_memory_bytes gauge\n");
-    for (int r = 0; r < C3_MAX_RANKS; r++)
+    for (int r = 0; r < COSMOS3_MAX_RANKS; r++)
         for (int k = 0; k < 3 && sv->mem_valid[r]; k++)
             sb_printf(b, "cosmos3_memory_bytes{rank=\"%d\",device=\"%s\",kind=\"%s\"} %lld\n", r,
                       dev[r], kinds[k], (long long)sv->mem_bytes[r][k]);
     sb_printf(b, "# HELP cosmos3_device_free_bytes Free memory of each rank's device.\n"
                  "# TYPE cosmos3_device_free_bytes gauge\n");
-    for (int r = 0; r < C3_MAX_RANKS; r++)
+    for (int r = 0; r < COSMOS3_MAX_RANKS; r++)
         if (sv->mem_valid[r] && sv->dev_total[r] > 0)
             sb_printf(b, "cosmos3_device_free_bytes{rank=\"%d\",device=\"%s\"} %lld\n", r, dev[r],
                       (long long)sv->dev_free[r]);
     sb_printf(b, "# HELP cosmos3_device_total_bytes Total memory of each rank's device.\n"
                  "# TYPE cosmos3_device_total_bytes gauge\n");
-    for (int r = 0; r < C3_MAX_RANKS; r++)
+    for (int r = 0; r < COSMOS3_MAX_RANKS; r++)
         if (sv->mem_valid[r] && sv->dev_total[r] > 0)
             sb_printf(b, "cosmos3_device_total_bytes{rank=\"%d\",device=\"%s\"} %lld\n", r, dev[r],
                       (long long)sv->dev_total[r]);
@@ -1457,11 +1457,11 @@ int serve_main(c3_settings *s, char **pos, int npos) {
         pthread_mutex_unlock(&sv->mu);
         if (failed) break;
         if (ready && !announced) {
-            const c3_plan *p = engine_plan(sv->e);
+            const cosmos3_layout *p = engine_layout(sv->e);
             fprintf(stderr,
                     "cosmos3 serve: ready: %s on %s (tp %d x cfg-parallel %d x ulysses %d), loaded "
                     "in %.1f s\n",
-                    sv->model_id, sv->device, p->tp, p->cfg, p->sp, sv->load_s);
+                    sv->model_id, sv->device, p->tp, p->cfg_parallel, p->ulysses, sv->load_s);
             announced = true;
         }
     }
