@@ -88,6 +88,31 @@ static void command_help(FILE *f, const c3_command *c) {
     fprintf(f, "  -h, --help                         this help\n");
 }
 
+/* ----------------------------------------------------- OpenMP wait policy */
+
+/* The REPL, the TUI and the server run the engine on threads of their own,
+ * and with libgomp's default wait policy the idle members of an OpenMP team
+ * spin for ~3 ms after every parallel region, on the cores OpenBLAS's own
+ * threads need for the next matrix product: on a 2-core machine their steps
+ * ran 10-25x slower than gen's (bench/repl_speed.sh prints the ratio; gen
+ * escaped only because libgomp throttles the spinning when it manages more
+ * threads than there are cores). A passive policy removes it and costs gen
+ * nothing measurable. libgomp reads the policy once, in its constructor,
+ * before main() and before anything main() could setenv() (even the
+ * executable's preinit array runs before libc resets environ), so the only
+ * way in is the environment of the exec: set it and exec this program again.
+ * A policy or spin count the user set is kept, and so is a run under
+ * valgrind (which would not follow the exec). Returns only when no exec
+ * happened; any failure just leaves the default policy. */
+static void omp_wait_passive(char **argv) {
+    if (getenv("OMP_WAIT_POLICY") || getenv("GOMP_SPINCOUNT")) return;
+    const char *pre = getenv("LD_PRELOAD");
+    if (pre && strstr(pre, "vgpreload")) return;
+    if (setenv("OMP_WAIT_POLICY", "passive", 1) != 0) return;
+    execv("/proc/self/exe", argv);
+    /* no /proc: go on with the default policy (slower REPL steps, same results) */
+}
+
 /* ------------------------------------------------------------- signals */
 
 static c3_engine *volatile g_engine;
@@ -524,6 +549,7 @@ static int finish(int rc) {
 }
 
 int main(int argc, char **argv) {
+    omp_wait_passive(argv);
     /* cosmos3 alone, or with options only: the REPL */
     static char **repl_argv; /* static: reachable until exit */
     if (argc < 2 || (argv[1][0] == '-' && strcmp(argv[1], "--help") && strcmp(argv[1], "-h") &&
