@@ -14,7 +14,7 @@ fail() { echo "FAIL: $*"; exit 1; }
 
 meson install -C "$build" --destdir "$tmp/root" --no-rebuild --quiet >"$tmp/install.log" 2>&1 ||
     { cat "$tmp/install.log"; fail "meson install"; }
-for f in include/cosmos3.h libcosmos3.so libcosmos3.a cosmos3.pc; do
+for f in include/cosmos3.h libcosmos3.so libcosmos3.a cosmos3.pc man3/cosmos3.3; do
     [ -n "$(find "$tmp/root" -path "*/$f" -print -quit)" ] || fail "$f not installed"
 done
 pc=$(dirname "$(find "$tmp/root" -name cosmos3.pc -print -quit)")
@@ -23,6 +23,11 @@ flags=$(pkg-config --cflags --libs cosmos3) || fail "pkg-config cosmos3"
 libdir=$(dirname "$(find "$tmp/root" -name libcosmos3.so -print -quit)")
 model=$(dirname "$(find "$tmp/root" -path '*/models/demo/model_index.json' -print -quit)")
 [ -d "$model" ] || fail "the demo model is not installed"
+
+if command -v mandoc >/dev/null; then
+    out=$(mandoc -Tlint -W warning "$src/man/cosmos3.3" 2>&1)
+    [ -z "$out" ] || fail "mandoc -Tlint man/cosmos3.3: $out"
+fi
 
 # outside the tree: only the installed header (no -I into the source)
 mkdir "$tmp/outside"
