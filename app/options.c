@@ -141,13 +141,16 @@ static bool alias_match(const char *aliases, const char *name) {
     return false;
 }
 
-const c3_option *option_find(const char *name) {
+const c3_option *option_find_for(const char *name, unsigned cmds) {
     for (int i = 0; i < c3_noptions; i++)
-        if (strcmp(c3_options[i].name, name) == 0) return &c3_options[i];
+        if ((c3_options[i].cmds & cmds) && strcmp(c3_options[i].name, name) == 0) return &c3_options[i];
     for (int i = 0; i < c3_noptions; i++)
-        if (alias_match(c3_options[i].aliases, name)) return &c3_options[i];
+        if ((c3_options[i].cmds & cmds) && alias_match(c3_options[i].aliases, name))
+            return &c3_options[i];
     return NULL;
 }
+
+const c3_option *option_find(const char *name) { return option_find_for(name, ~0u); }
 
 /* ------------------------------------------------------------- values */
 
@@ -304,8 +307,8 @@ void settings_copy(c3_settings *dst, const c3_settings *src) {
 }
 
 int settings_set(c3_settings *s, const char *name, const char *value, unsigned cmd) {
-    const c3_option *o = option_find(name);
-    if (!o || !(o->cmds & cmd)) return c3_fail(C3_EUSAGE, "unknown option '%s'; 'help' lists them", name);
+    const c3_option *o = option_find_for(name, cmd);
+    if (!o) return c3_fail(C3_EUSAGE, "unknown option '%s'; 'help' lists them", name);
     return set_value(s, o, value);
 }
 
@@ -333,11 +336,10 @@ int settings_parse(c3_settings *s, unsigned cmd, int argc, char **argv, char ***
             memcpy(name, a + 2, n);
             name[n] = 0;
             if (eq) val = eq + 1;
-            o = option_find(name);
-            if (o && !(o->cmds & cmd)) o = NULL;
+            o = option_find_for(name, cmd);
             /* --no-FLAG */
             if (!o && strncmp(name, "no-", 3) == 0) {
-                const c3_option *f = option_find(name + 3);
+                const c3_option *f = option_find_for(name + 3, cmd);
                 if (f && f->type == OPT_FLAG && (f->cmds & cmd)) {
                     C3_TRY(set_value(s, f, "off"));
                     continue;
