@@ -278,22 +278,27 @@ int cpu_conv3d_strided(c3_backend *be, c3_tensor *y, const c3_tensor *x, const c
                        const c3_tensor *bias, const int stride[3], const int pad[4]) {
     (void)be;
     if (x->ndim != 4 || w->ndim != 5)
-        return c3_fail(C3_EFAIL,
-                       "cpu conv3d_strided: expected x [Cin, T, H, W] and w [Cout, Cin, kt, kh, kw], got %d "
-                       "and %d dimensions",
-                       x->ndim, w->ndim);
+        return c3_fail(
+            C3_EFAIL,
+            "cpu conv3d_strided: expected x [Cin, T, H, W] and w [Cout, Cin, kt, kh, kw], got %d "
+            "and %d dimensions",
+            x->ndim, w->ndim);
     int64_t Cin = x->ne[0], T = x->ne[1], H = x->ne[2], W = x->ne[3];
     int64_t Cout = w->ne[0], kt = w->ne[2], kh = w->ne[3], kw = w->ne[4];
     int64_t st = stride[0], sh = stride[1], sw = stride[2], top = pad[0], left = pad[2];
     if (w->ne[1] != Cin)
-        return c3_fail(C3_EFAIL, "cpu conv3d_strided: weight takes %lld input channels, input has %lld",
+        return c3_fail(C3_EFAIL,
+                       "cpu conv3d_strided: weight takes %lld input channels, input has %lld",
                        (long long)w->ne[1], (long long)Cin);
     if (st < 1 || sh < 1 || sw < 1 || pad[0] < 0 || pad[1] < 0 || pad[2] < 0 || pad[3] < 0)
-        return c3_fail(C3_EFAIL, "cpu conv3d_strided: strides must be positive and padding not negative");
+        return c3_fail(C3_EFAIL,
+                       "cpu conv3d_strided: strides must be positive and padding not negative");
     int64_t Hp = H + pad[0] + pad[1], Wp = W + pad[2] + pad[3];
     if (T < kt || Hp < kh || Wp < kw)
-        return c3_fail(C3_EFAIL, "cpu conv3d_strided: input [%lld, %lld, %lld, %lld] is smaller than the kernel",
-                       (long long)Cin, (long long)T, (long long)H, (long long)W);
+        return c3_fail(
+            C3_EFAIL,
+            "cpu conv3d_strided: input [%lld, %lld, %lld, %lld] is smaller than the kernel",
+            (long long)Cin, (long long)T, (long long)H, (long long)W);
     int64_t To = (T - kt) / st + 1, Ho = (Hp - kh) / sh + 1, Wo = (Wp - kw) / sw + 1;
     int64_t want[4] = {Cout, To, Ho, Wo};
     if (!shape_is(y, 4, want)) {
@@ -310,7 +315,9 @@ int cpu_conv3d_strided(c3_backend *be, c3_tensor *y, const c3_tensor *x, const c
     int64_t K = Cin * kt * kh * kw, khw = kh * kw, kthw = kt * khw, plane = Ho * Wo;
     /* one output frame at a time: col [K, Ho*Wo], y[:, to] = w . col */
     float *col = malloc(sizeof(float) * (size_t)(K * plane));
-    if (!col) return c3_fail(C3_ERESOURCE, "cpu conv3d_strided: out of host memory for the column buffer");
+    if (!col)
+        return c3_fail(C3_ERESOURCE,
+                       "cpu conv3d_strided: out of host memory for the column buffer");
     for (int64_t to = 0; to < To; to++) {
 #pragma omp parallel for schedule(static) if (K * plane > IM2COL_PAR_MIN)
         for (int64_t k = 0; k < K; k++) {
@@ -322,7 +329,8 @@ int cpu_conv3d_strided(c3_backend *be, c3_tensor *y, const c3_tensor *x, const c
                 int64_t iy = oy * sh + dy - top;
                 for (int64_t ox = 0; ox < Wo; ox++) {
                     int64_t ix = ox * sw + dx - left;
-                    dst[oy * Wo + ox] = iy >= 0 && iy < H && ix >= 0 && ix < W ? src[iy * W + ix] : 0.0f;
+                    dst[oy * Wo + ox] =
+                        iy >= 0 && iy < H && ix >= 0 && ix < W ? src[iy * W + ix] : 0.0f;
                 }
             }
         }
@@ -332,7 +340,8 @@ int cpu_conv3d_strided(c3_backend *be, c3_tensor *y, const c3_tensor *x, const c
     if (bias) {
         const float *bd = bias->data;
         for (int64_t co = 0; co < Cout; co++)
-            for (int64_t i = 0; i < To * plane; i++) yd[co * To * plane + i] += bd[co];
+            for (int64_t i = 0; i < To * plane; i++)
+                yd[co * To * plane + i] += bd[co];
     }
     return C3_OK;
 }
@@ -344,8 +353,10 @@ int cpu_avgdown3d(c3_backend *be, c3_tensor *y, const c3_tensor *x, int ft, int 
     int64_t Cin = x->ne[0], T = x->ne[1], H = x->ne[2], W = x->ne[3], Cout = y->ne[0];
     int64_t Tp = (T + ft - 1) / ft * ft, pad = Tp - T, F = (int64_t)ft * fs * fs;
     if (H % fs || W % fs || Cout < 1 || (Cin * F) % Cout)
-        return c3_fail(C3_EFAIL, "cpu avgdown3d: [%lld, %lld, %lld] by %d x %d x %d does not make %lld channels",
-                       (long long)Cin, (long long)H, (long long)W, ft, fs, fs, (long long)Cout);
+        return c3_fail(
+            C3_EFAIL,
+            "cpu avgdown3d: [%lld, %lld, %lld] by %d x %d x %d does not make %lld channels",
+            (long long)Cin, (long long)H, (long long)W, ft, fs, fs, (long long)Cout);
     int64_t To = Tp / ft, Ho = H / fs, Wo = W / fs, G = Cin * F / Cout;
     int64_t want[4] = {Cout, To, Ho, Wo};
     if (!shape_is(y, 4, want)) {

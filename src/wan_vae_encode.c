@@ -83,17 +83,19 @@ static int enc_load_(c3_vae_enc *e, const c3_ckpt *ck) {
         return c3_fail(C3_EMODEL, "%s: only the Wan2.2 VAE (is_residual true) is supported", path);
     int n = cf->n_mult;
     if (n < 1 || n > 7 || cf->n_tdown < n - 1)
-        return c3_fail(C3_EMODEL, "%s: dim_mult (%d entries) and temperal_downsample (%d) do not fit", path, n,
+        return c3_fail(C3_EMODEL,
+                       "%s: dim_mult (%d entries) and temperal_downsample (%d) do not fit", path, n,
                        cf->n_tdown);
     e->z_dim = cf->z_dim;
     e->patch = cf->patch_size > 0 ? cf->patch_size : 1;
     e->in_ch = ENC_IMG_CH * e->patch * e->patch;
     if (cf->in_channels != e->in_ch)
-        return c3_fail(C3_EMODEL, "%s: in_channels %d is not %d image channels after patch %d", path,
-                       cf->in_channels, ENC_IMG_CH, e->patch);
+        return c3_fail(C3_EMODEL, "%s: in_channels %d is not %d image channels after patch %d",
+                       path, cf->in_channels, ENC_IMG_CH, e->patch);
     int dims[9];
     dims[0] = cf->base_dim;
-    for (int i = 0; i < n; i++) dims[i + 1] = cf->base_dim * cf->dim_mult[i];
+    for (int i = 0; i < n; i++)
+        dims[i + 1] = cf->base_dim * cf->dim_mult[i];
     c3_vae *v = e->ctx;
     char name[ENC_NAME_LEN];
     C3_TRY(load_conv(v, ck, &e->conv_in, "encoder.conv_in", e->in_ch, dims[0], 3, 3, 3, false));
@@ -127,12 +129,15 @@ static int enc_load_(c3_vae_enc *e, const c3_ckpt *ck) {
         d->fs = down ? ENC_DOWN_S : 1;
         int64_t f = (int64_t)d->cin * d->ft * d->fs * d->fs;
         if (f % d->cout)
-            return c3_fail(C3_EMODEL, "%s: down block %d: %d input channels x %d cannot average into %d", path, i,
-                           d->cin, d->ft * d->fs * d->fs, d->cout);
+            return c3_fail(C3_EMODEL,
+                           "%s: down block %d: %d input channels x %d cannot average into %d", path,
+                           i, d->cin, d->ft * d->fs * d->fs, d->cout);
     }
     if (ENC_CHUNK % e->temporal)
-        return c3_fail(C3_EMODEL, "%s: temporal downsampling by %d does not divide the encoder's %d-frame chunks",
-                       path, e->temporal, ENC_CHUNK);
+        return c3_fail(
+            C3_EMODEL,
+            "%s: temporal downsampling by %d does not divide the encoder's %d-frame chunks", path,
+            e->temporal, ENC_CHUNK);
     int c = dims[n];
     C3_TRY(load_res(v, ck, &e->mid[0], "encoder.mid_block.resnets.0", c, c));
     C3_TRY(load_attn(v, ck, &e->attn, "encoder.mid_block.attentions.0", c));
@@ -150,14 +155,16 @@ void vae_enc_free(c3_vae_enc *e) {
     free_conv(&e->quant);
     for (int i = 0; i < e->ndown; i++) {
         vdown *d = &e->down[i];
-        for (int r = 0; d->res && r < d->nres; r++) free_res(&d->res[r]);
+        for (int r = 0; d->res && r < d->nres; r++)
+            free_res(&d->res[r]);
         free(d->res);
         free_conv(&d->resample);
         free_conv(&d->time_conv);
         c3_free(&d->last);
     }
     free(e->down);
-    for (int i = 0; i < 2; i++) free_res(&e->mid[i]);
+    for (int i = 0; i < 2; i++)
+        free_res(&e->mid[i]);
     c3_free(&e->attn.gamma);
     c3_free(&e->attn.wqkv);
     c3_free(&e->attn.bqkv);
@@ -171,7 +178,8 @@ void vae_enc_free(c3_vae_enc *e) {
 int vae_enc_load(c3_vae_enc **out, const c3_ckpt *ck, c3_backend *be) {
     *out = NULL;
     if (!ck->has_vae)
-        return c3_fail(C3_EMODEL, "%s: the checkpoint was opened without its VAE (vae/ is needed to encode)",
+        return c3_fail(C3_EMODEL,
+                       "%s: the checkpoint was opened without its VAE (vae/ is needed to encode)",
                        ck->dir);
     if (!be->conv3d_strided || !be->avgdown3d)
         return c3_fail(C3_EFAIL, "the %s backend has no VAE encoder operations", be->name);
@@ -188,8 +196,12 @@ int vae_enc_load(c3_vae_enc **out, const c3_ckpt *ck, c3_backend *be) {
     return C3_OK;
 }
 
-int vae_enc_spatial(const c3_vae_enc *e) { return e->spatial; }
-int vae_enc_temporal(const c3_vae_enc *e) { return e->temporal; }
+int vae_enc_spatial(const c3_vae_enc *e) {
+    return e->spatial;
+}
+int vae_enc_temporal(const c3_vae_enc *e) {
+    return e->temporal;
+}
 
 /* ------------------------------------------------------------------ layers */
 
@@ -226,7 +238,8 @@ static int time_down(c3_vae_enc *e, vdown *d, const c3_tensor *x, c3_tensor *y) 
 }
 
 /* A down block: ResBlocks, the downsampler, plus AvgDown3D of its input. */
-static int down_fwd(c3_vae_enc *e, vdown *d, const c3_tensor *x, c3_tensor *y, bool first, bool keep) {
+static int down_fwd(c3_vae_enc *e, vdown *d, const c3_tensor *x, c3_tensor *y, bool first,
+                    bool keep) {
     c3_backend *be = e->be;
     c3_vae *v = e->ctx;
     c3_tensor cur = {0}, nxt = {0}, sc = {0};
@@ -243,8 +256,11 @@ static int down_fwd(c3_vae_enc *e, vdown *d, const c3_tensor *x, c3_tensor *y, b
         /* ZeroPad2d(0, 1, 0, 1) + Conv2d(3, stride 2) on every frame */
         int64_t C = cur.ne[0], T = cur.ne[1], H = cur.ne[2], W = cur.ne[3];
         static const int sstride[3] = {1, ENC_DOWN_S, ENC_DOWN_S}, rbpad[4] = {0, 1, 0, 1};
-        if ((rc = act4(e, &nxt, C, T, (H + 1 - 3) / ENC_DOWN_S + 1, (W + 1 - 3) / ENC_DOWN_S + 1))) goto out;
-        if ((rc = be->conv3d_strided(be, &nxt, &cur, &d->resample.w, &d->resample.b, sstride, rbpad))) goto out;
+        if ((rc = act4(e, &nxt, C, T, (H + 1 - 3) / ENC_DOWN_S + 1, (W + 1 - 3) / ENC_DOWN_S + 1)))
+            goto out;
+        if ((rc = be->conv3d_strided(be, &nxt, &cur, &d->resample.w, &d->resample.b, sstride,
+                                     rbpad)))
+            goto out;
         c3_free(&cur);
         cur = nxt;
         nxt = (c3_tensor){0};
@@ -252,12 +268,14 @@ static int down_fwd(c3_vae_enc *e, vdown *d, const c3_tensor *x, c3_tensor *y, b
             int64_t HW = cur.ne[2] * cur.ne[3];
             if (first) { /* the first chunk (one frame) passes; it is the next history */
                 if (cur.ne[1] != 1) {
-                    rc = c3_fail(C3_EFAIL, "VAE encoder: a first chunk must have one frame, found %lld",
+                    rc = c3_fail(C3_EFAIL,
+                                 "VAE encoder: a first chunk must have one frame, found %lld",
                                  (long long)cur.ne[1]);
                     goto out;
                 }
                 c3_free(&d->last);
-                if ((rc = c3_alloc(be, &d->last, be->act_dtype, C3_MEM_ACT, 3, (int64_t)1, C, HW))) goto out;
+                if ((rc = c3_alloc(be, &d->last, be->act_dtype, C3_MEM_ACT, 3, (int64_t)1, C, HW)))
+                    goto out;
                 if ((rc = be->copy(be, &d->last, &cur))) goto out;
                 d->last_live = true;
             } else {
@@ -276,7 +294,8 @@ static int down_fwd(c3_vae_enc *e, vdown *d, const c3_tensor *x, c3_tensor *y, b
     if ((rc = act4(e, &sc, d->cout, Ts, x->ne[2] / d->fs, x->ne[3] / d->fs))) goto out;
     if ((rc = be->avgdown3d(be, &sc, x, d->ft, d->fs))) goto out;
     if (c3_numel(&sc) != c3_numel(&cur)) {
-        rc = c3_fail(C3_EFAIL, "VAE encoder down block: shortcut holds %lld elements, main path %lld",
+        rc = c3_fail(C3_EFAIL,
+                     "VAE encoder down block: shortcut holds %lld elements, main path %lld",
                      (long long)c3_numel(&sc), (long long)c3_numel(&cur));
         goto out;
     }
@@ -304,7 +323,8 @@ static int encode_chunk(c3_vae_enc *e, const c3_tensor *x, bool first, bool keep
         b = (c3_tensor){0};                                                                        \
     } while (0)
     if ((rc = conv_fwd(v, &e->conv_in, x, &a, keep))) goto out;
-    for (int i = 0; i < e->ndown; i++) STEP(down_fwd(e, &e->down[i], &a, &b, first, keep));
+    for (int i = 0; i < e->ndown; i++)
+        STEP(down_fwd(e, &e->down[i], &a, &b, first, keep));
     STEP(res_fwd(v, &e->mid[0], &a, &b, keep));
     STEP(attn_fwd(v, &e->attn, &a, &b));
     STEP(res_fwd(v, &e->mid[1], &a, &b, keep));
@@ -335,7 +355,8 @@ int vae_encode(c3_vae_enc *e, const float *pixels, int F, int H, int W, float **
     if (F < 1 || (F - 1) % ENC_CHUNK)
         return c3_fail(C3_EINPUT, "VAE encode: %d frames; the encoder takes 1 + %dk", F, ENC_CHUNK);
     if (H < s || W < s || H % s || W % s)
-        return c3_fail(C3_EINPUT, "VAE encode: %dx%d pixels must be positive multiples of %d", W, H, s);
+        return c3_fail(C3_EINPUT, "VAE encode: %dx%d pixels must be positive multiples of %d", W, H,
+                       s);
     int nchunks = 1 + (F - 1) / ENC_CHUNK;
     int64_t Hp = H / p, Wp = W / p, hw = (int64_t)(H / s) * (W / s), Cz = e->z_dim;
     int64_t Tl = 1 + (int64_t)(F - 1) / e->temporal, fplane = (int64_t)H * W;
@@ -356,7 +377,8 @@ int vae_encode(c3_vae_enc *e, const float *pixels, int F, int H, int W, float **
                         for (int64_t yy = 0; yy < Hp; yy++)
                             for (int64_t xx = 0; xx < Wp; xx++)
                                 dst[(f * Hp + yy) * Wp + xx] =
-                                    pixels[((int64_t)ch * F + f0 + f) * fplane + (yy * p + ph) * W + xx * p + pw];
+                                    pixels[((int64_t)ch * F + f0 + f) * fplane + (yy * p + ph) * W +
+                                           xx * p + pw];
                 }
         if ((rc = act4(e, &x, e->in_ch, fc, Hp, Wp))) break;
         if ((rc = be->upload(be, &x, patched, C3_F32))) break;
@@ -365,7 +387,8 @@ int vae_encode(c3_vae_enc *e, const float *pixels, int F, int H, int W, float **
         int64_t tc = y.ne[1];
         if (y.ne[0] != 2 * Cz || y.ne[2] * y.ne[3] != hw || t0 + tc > Tl) {
             rc = c3_fail(C3_EFAIL, "VAE encode: chunk %d came out [%lld, %lld, %lld, %lld]", c,
-                         (long long)y.ne[0], (long long)y.ne[1], (long long)y.ne[2], (long long)y.ne[3]);
+                         (long long)y.ne[0], (long long)y.ne[1], (long long)y.ne[2],
+                         (long long)y.ne[3]);
             break;
         }
         host = xrealloc(host, sizeof(float) * (size_t)c3_numel(&y));
@@ -380,7 +403,8 @@ int vae_encode(c3_vae_enc *e, const float *pixels, int F, int H, int W, float **
         f0 += fc;
         t0 += (int)tc;
         if (c + 1 == nchunks && t0 != Tl)
-            rc = c3_fail(C3_EFAIL, "VAE encode: %d latent frames came out, expected %lld", t0, (long long)Tl);
+            rc = c3_fail(C3_EFAIL, "VAE encode: %d latent frames came out, expected %lld", t0,
+                         (long long)Tl);
     }
     drop_history(e);
     c3_free(&x);

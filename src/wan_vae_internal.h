@@ -23,10 +23,10 @@
 
 /* A (causal) 3-D conv with its history. */
 typedef struct {
-    c3_tensor w, b; /* [Cout, Cin, kt, kh, kw], [Cout] */
+    c3_tensor w, b;  /* [Cout, Cin, kt, kh, kw], [Cout] */
     c3_tensor wlast; /* [Cout, Cin, 1, kh, kw]: the last temporal tap (kt > 1) */
     int cin, cout, kt, kh, kw, pad;
-    c3_tensor hist;  /* [kt - 1, Cin, H*W] time-major, while live */
+    c3_tensor hist; /* [kt - 1, Cin, H*W] time-major, while live */
     bool hist_live;
 } vconv;
 
@@ -39,9 +39,9 @@ typedef struct {
 
 /* Mid-block attention: one head over the positions of each frame. */
 typedef struct {
-    c3_tensor gamma;          /* [C] */
-    c3_tensor wqkv, bqkv;     /* [3C, C], [3C] */
-    c3_tensor wproj, bproj;   /* [C, C], [C] */
+    c3_tensor gamma;        /* [C] */
+    c3_tensor wqkv, bqkv;   /* [3C, C], [3C] */
+    c3_tensor wproj, bproj; /* [C, C], [C] */
     int dim;
 } vattn;
 

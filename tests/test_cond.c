@@ -31,18 +31,21 @@ static c3_tensor mk(c3_backend *be, int ndim, const int64_t *ne, bool fill) {
         exit(1);
     }
     if (fill)
-        for (int64_t i = 0; i < c3_numel(&t); i++) ((float *)t.data)[i] = frand();
+        for (int64_t i = 0; i < c3_numel(&t); i++)
+            ((float *)t.data)[i] = frand();
     return t;
 }
 
 /* ------------------------------------------------------------ op tests */
 
-static void test_strided(c3_backend *be, int Cin, int T, int H, int W, int Cout, int kt, int kh, int kw,
-                         const int st[3], const int pad[4]) {
+static void test_strided(c3_backend *be, int Cin, int T, int H, int W, int Cout, int kt, int kh,
+                         int kw, const int st[3], const int pad[4]) {
     int Hp = H + pad[0] + pad[1], Wp = W + pad[2] + pad[3];
     int To = (T - kt) / st[0] + 1, Ho = (Hp - kh) / st[1] + 1, Wo = (Wp - kw) / st[2] + 1;
-    int64_t xn[4] = {Cin, T, H, W}, wn[5] = {Cout, Cin, kt, kh, kw}, bn[1] = {Cout}, yn[4] = {Cout, To, Ho, Wo};
-    c3_tensor x = mk(be, 4, xn, true), w = mk(be, 5, wn, true), b = mk(be, 1, bn, true), y = mk(be, 4, yn, false);
+    int64_t xn[4] = {Cin, T, H, W}, wn[5] = {Cout, Cin, kt, kh, kw}, bn[1] = {Cout},
+            yn[4] = {Cout, To, Ho, Wo};
+    c3_tensor x = mk(be, 4, xn, true), w = mk(be, 5, wn, true), b = mk(be, 1, bn, true),
+              y = mk(be, 4, yn, false);
     int rc = be->conv3d_strided(be, &y, &x, &w, &b, st, pad);
     T_CHECK(rc == C3_OK, "conv3d_strided: %s", c3_errmsg());
     const float *xd = x.data, *wd = w.data, *bd = b.data;
@@ -56,18 +59,22 @@ static void test_strided(c3_backend *be, int Cin, int T, int H, int W, int Cout,
                         for (int dt = 0; dt < kt; dt++)
                             for (int dy = 0; dy < kh; dy++)
                                 for (int dx = 0; dx < kw; dx++) {
-                                    int iy = oy * st[1] + dy - pad[0], ix = ox * st[2] + dx - pad[2];
+                                    int iy = oy * st[1] + dy - pad[0],
+                                        ix = ox * st[2] + dx - pad[2];
                                     if (iy < 0 || iy >= H || ix < 0 || ix >= W) continue;
-                                    s += (double)wd[(((co * Cin + ci) * kt + dt) * kh + dy) * kw + dx] *
+                                    s += (double)
+                                             wd[(((co * Cin + ci) * kt + dt) * kh + dy) * kw + dx] *
                                          xd[((ci * T + t * st[0] + dt) * H + iy) * W + ix];
                                 }
                     ref[((co * To + t) * Ho + oy) * Wo + ox] = (float)s;
                 }
     double e = t_max_rel(y.data, ref, c3_numel(&y));
-    T_CHECK(e <= OP_TOL, "conv3d_strided Cin %d T %d %dx%d k %dx%dx%d stride %d,%d,%d: max rel %.3g", Cin, T, H,
+    T_CHECK(e <= OP_TOL,
+            "conv3d_strided Cin %d T %d %dx%d k %dx%dx%d stride %d,%d,%d: max rel %.3g", Cin, T, H,
             W, kt, kh, kw, st[0], st[1], st[2], e);
-    fprintf(stderr, "conv3d_strided Cin %d T %d %2dx%-2d k %dx%dx%d stride %d,%d,%d: max rel err %.2e\n", Cin, T, H,
-            W, kt, kh, kw, st[0], st[1], st[2], e);
+    fprintf(stderr,
+            "conv3d_strided Cin %d T %d %2dx%-2d k %dx%dx%d stride %d,%d,%d: max rel err %.2e\n",
+            Cin, T, H, W, kt, kh, kw, st[0], st[1], st[2], e);
     free(ref);
     c3_free(&x);
     c3_free(&w);
@@ -84,7 +91,8 @@ static void test_avgdown(c3_backend *be, int Cin, int T, int H, int W, int Cout,
     T_CHECK(rc == C3_OK, "avgdown3d: %s", c3_errmsg());
     const float *xd = x.data;
     float *ref = xcalloc((size_t)c3_numel(&y), sizeof(float));
-    /* view [C, To, ft, H', fs, W', fs] -> [C, ft, fs, fs, To, H', W'] -> [Cout, G, ...] mean over G */
+    /* view [C, To, ft, H', fs, W', fs] -> [C, ft, fs, fs, To, H', W'] -> [Cout, G, ...] mean over G
+     */
     for (int c = 0; c < Cin; c++)
         for (int a = 0; a < ft; a++)
             for (int b = 0; b < fs; b++)
@@ -94,14 +102,17 @@ static void test_avgdown(c3_backend *be, int Cin, int T, int H, int W, int Cout,
                         for (int hh = 0; hh < H / fs; hh++)
                             for (int ww = 0; ww < W / fs; ww++) {
                                 int tt = t * ft + a - pad;
-                                float v = tt < 0 ? 0 : xd[((c * T + tt) * H + hh * fs + b) * W + ww * fs + d];
+                                float v =
+                                    tt < 0 ? 0
+                                           : xd[((c * T + tt) * H + hh * fs + b) * W + ww * fs + d];
                                 ref[((o * To + t) * (H / fs) + hh) * (W / fs) + ww] += v / (float)G;
                             }
                 }
     double e = t_max_rel(y.data, ref, c3_numel(&y));
-    T_CHECK(e <= OP_TOL, "avgdown3d C %d->%d T %d ft %d fs %d: max rel %.3g", Cin, Cout, T, ft, fs, e);
-    fprintf(stderr, "avgdown3d C %2d->%-2d T %d %dx%d ft %d fs %d: max rel err %.2e\n", Cin, Cout, T, H, W, ft, fs,
+    T_CHECK(e <= OP_TOL, "avgdown3d C %d->%d T %d ft %d fs %d: max rel %.3g", Cin, Cout, T, ft, fs,
             e);
+    fprintf(stderr, "avgdown3d C %2d->%-2d T %d %dx%d ft %d fs %d: max rel err %.2e\n", Cin, Cout,
+            T, H, W, ft, fs, e);
     free(ref);
     c3_free(&x);
     c3_free(&y);
@@ -135,16 +146,18 @@ static void test_encoder(c3_vae_enc *enc, const char *name) {
     float *ref = t_golden_f32(&cond, key, &nref);
     float *lat = NULL;
     int T, h, w;
-    int rc = vae_encode(enc, pix, (int)pt->shape[2], (int)pt->shape[3], (int)pt->shape[4], &lat, &T, &h, &w);
+    int rc = vae_encode(enc, pix, (int)pt->shape[2], (int)pt->shape[3], (int)pt->shape[4], &lat, &T,
+                        &h, &w);
     T_CHECK(rc == C3_OK, "%s: vae_encode: %s", name, c3_errmsg());
     if (rc == C3_OK) {
         int64_t n = 48 * (int64_t)T * h * w;
-        T_CHECK(n == nref, "%s: %d x %d x %d latents, golden holds %lld values", name, T, h, w, (long long)nref);
+        T_CHECK(n == nref, "%s: %d x %d x %d latents, golden holds %lld values", name, T, h, w,
+                (long long)nref);
         if (n == nref) {
             double e = t_rel_l2(lat, ref, n);
             T_CHECK(e <= tol_enc, "%s: latents rel L2 %.3g > %.0e", name, e, tol_enc);
-            fprintf(stderr, "%s: latents [48, %d, %d, %d] rel L2 %.2e, max rel %.2e\n", name, T, h, w, e,
-                    t_max_rel(lat, ref, n));
+            fprintf(stderr, "%s: latents [48, %d, %d, %d] rel L2 %.2e, max rel %.2e\n", name, T, h,
+                    w, e, t_max_rel(lat, ref, n));
         }
     }
     free(lat);
