@@ -17,6 +17,8 @@ void vae_enc_free(c3_vae_enc *e);
  * latent frame after the first (4). */
 int vae_enc_spatial(const c3_vae_enc *e);
 int vae_enc_temporal(const c3_vae_enc *e);
+/* The latent channels (z_dim). */
+int vae_enc_channels(const c3_vae_enc *e);
 
 /* pixels: host floats [3, F, H, W] in [-1, 1], F = 1 + 4k, H and W multiples
  * of vae_enc_spatial. Encodes the first frame, then 4 frames per call with

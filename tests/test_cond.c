@@ -3,10 +3,13 @@
  * and the conditioned cases of tiny-a/cond (preprocessed pixels, x0, mask,
  * initial latents, the first step's velocities) against upstream diffusers.
  * COSMOS3_TEST_DEVICE=cuda runs the golden part on the CUDA backend. */
+#include <jansson.h>
 #include <string.h>
 
 #include "backend_cpu.h"
 #include "checkpoint.h"
+#include "condition.h"
+#include "png_io.h"
 #include "test_util.h"
 #include "wan_vae_encode.h"
 
@@ -14,6 +17,9 @@
  * README): encoder latents and x0 rel L2 <= 1e-5. */
 #define OP_TOL 2e-6
 static double tol_enc = 1e-5;
+/* preprocessed pixels: one uint8 level is 1/127.5 in [-1, 1]; float32 rounding
+ * of u / 255 * 2 - 1 vs u / 127.5 - 1 stays far below it */
+#define PIXEL_TOL 1e-6
 /* COSMOS3_TEST_DEVICE=cuda in bf16: held loosely, as the decoder's goldens */
 #define BF16_ENC_REL_L2 6e-2
 #define FP32_CHECK_REL_L2 1e-4
@@ -165,6 +171,197 @@ static void test_encoder(c3_vae_enc *enc, const char *name) {
     free(pix);
 }
 
+/* The input files of a conditioned case (the manifest does not name them):
+ * the picture, or the clip's frames <prefix>_00.png, _01.png ... */
+static const struct {
+    const char *name, *picture, *clip;
+} case_inputs[] = {
+    {"i2v_9f_64_resize", "i2v_picture_96x72.png", NULL},
+    {"i2v_9f_48x80_linear", "i2v_picture_80x48.png", NULL},
+    {"v2v_17f_64_first", NULL, "v2v_clip_64"},
+    {"v2v_17f_64_last3", NULL, "v2v_clip_64"},
+    {"v2v_9f_64_resize", NULL, "v2v_clip_96x72"},
+};
+
+/* Load the case's picture or clip frames (RGB) into m. */
+static bool load_inputs(const char *picture, const char *clip, c3_media *m, uint8_t **buf) {
+    char path[4200];
+    *buf = NULL;
+    memset(m, 0, sizeof *m);
+    for (int f = 0;; f++) {
+        if (picture && f) break;
+        if (picture)
+            snprintf(path, sizeof path, "%s", t_path("tiny-a/cond/inputs/"));
+        else
+            snprintf(path, sizeof path, "%s", t_path("tiny-a/cond/inputs/"));
+        size_t k = strlen(path);
+        if (picture)
+            snprintf(path + k, sizeof path - k, "%s", picture);
+        else
+            snprintf(path + k, sizeof path - k, "%s_%02d.png", clip, f);
+        if (!picture && access(path, R_OK) != 0) break;
+        uint8_t *rgb;
+        int W, H;
+        if (png_read_rgb(path, &rgb, &W, &H) != C3_OK) {
+            fprintf(stderr, "FAIL: %s: %s\n", path, c3_errmsg());
+            free(*buf);
+            return false;
+        }
+        if (f && (W != m->width || H != m->height)) {
+            fprintf(stderr, "FAIL: %s is %dx%d, the clip %dx%d\n", path, W, H, m->width, m->height);
+            free(rgb);
+            free(*buf);
+            return false;
+        }
+        size_t fb = (size_t)W * H * 3;
+        *buf = xrealloc(*buf, fb * (size_t)(f + 1));
+        memcpy(*buf + fb * (size_t)f, rgb, fb);
+        free(rgb);
+        m->width = W;
+        m->height = H;
+        m->frames = f + 1;
+    }
+    m->rgb = *buf;
+    return m->frames > 0;
+}
+
+/* The conditioning input of a manifest case. */
+typedef struct {
+    c3_media media;
+    uint8_t *buf;
+    int idx[16];
+    c3_cond_input in;
+    int F, W, H;
+} cond_case;
+
+static bool case_setup(json_t *c, const char *name, cond_case *k) {
+    memset(k, 0, sizeof *k);
+    const char *picture = NULL, *clip = NULL;
+    for (size_t i = 0; i < C3_ARRAY_LEN(case_inputs); i++)
+        if (!strcmp(case_inputs[i].name, name)) {
+            picture = case_inputs[i].picture;
+            clip = case_inputs[i].clip;
+        }
+    T_CHECK(picture || clip, "%s: no input files known for this case", name);
+    if (!(picture || clip) || !load_inputs(picture, clip, &k->media, &k->buf)) return false;
+    k->F = (int)json_integer_value(json_object_get(c, "num_frames"));
+    k->W = (int)json_integer_value(json_object_get(c, "width"));
+    k->H = (int)json_integer_value(json_object_get(c, "height"));
+    if (picture) {
+        k->in.image = &k->media;
+    } else {
+        k->in.video = &k->media;
+        json_t *ix = json_object_get(c, "condition_frame_indexes_vision");
+        size_t i;
+        json_t *v;
+        json_array_foreach(ix, i, v) if (i < C3_ARRAY_LEN(k->idx)) k->idx[k->in.nindexes++] =
+            (int)json_integer_value(v);
+        k->in.indexes = k->idx;
+        const char *keep = json_string_value(json_object_get(c, "condition_video_keep"));
+        k->in.keep = keep && !strcmp(keep, "last") ? C3_KEEP_LAST : C3_KEEP_FIRST;
+    }
+    return true;
+}
+
+/* Preprocessing, encoding, mask and initial latents of one case. */
+static void test_condition(c3_vae_enc *enc, const c3_ckpt *ck, json_t *c, const char *name) {
+    cond_case k;
+    if (!case_setup(c, name, &k)) return;
+    int tscale = ck->v.scale_temporal;
+    char key[256];
+    /* 1. the preprocessed clip */
+    float *px = NULL;
+    int rc = cond_pixels(&k.in, k.F, k.W, k.H, tscale, k.F, &px);
+    T_CHECK(rc == C3_OK, "%s: cond_pixels: %s", name, c3_errmsg());
+    snprintf(key, sizeof key, "%s.cond_pixels", name);
+    int64_t npx;
+    float *gpx = t_golden_f32(&cond, key, &npx);
+    if (rc == C3_OK) {
+        T_CHECK(npx == 3LL * k.F * k.W * k.H, "%s: cond_pixels holds %lld values", name,
+                (long long)npx);
+        double m = 0;
+        int64_t off = 0;
+        for (int64_t i = 0; i < npx; i++) {
+            double d = fabs((double)px[i] - gpx[i]);
+            m = d > m ? d : m;
+            off += d > PIXEL_TOL;
+        }
+        T_CHECK(m <= PIXEL_TOL, "%s: cond_pixels max |diff| %.3g (%lld values off)", name, m,
+                (long long)off);
+        fprintf(stderr,
+                "%s: cond_pixels [3, %d, %d, %d] max |diff| %.2e (%lld of %lld values off)\n", name,
+                k.F, k.H, k.W, m, (long long)off, (long long)npx);
+    }
+    /* 2. the whole golden clip through the encoder = x0 */
+    snprintf(key, sizeof key, "%s.x0", name);
+    int64_t nx0;
+    float *gx0 = t_golden_f32(&cond, key, &nx0);
+    float *lat = NULL;
+    int T, h, w;
+    rc = vae_encode(enc, gpx, k.F, k.H, k.W, &lat, &T, &h, &w);
+    T_CHECK(rc == C3_OK, "%s: vae_encode: %s", name, c3_errmsg());
+    if (rc == C3_OK && nx0 == 48LL * T * h * w) {
+        double e = t_rel_l2(lat, gx0, nx0);
+        T_CHECK(e <= tol_enc, "%s: x0 rel L2 %.3g > %.0e", name, e, tol_enc);
+        fprintf(stderr, "%s: x0 from the golden pixels rel L2 %.2e\n", name, e);
+    }
+    /* 3. cond_prepare: mask, x0 on the pinned frames, latents_init */
+    c3_condition cd;
+    rc = cond_prepare(&k.in, enc, k.F, k.W, k.H, tscale, &cd);
+    T_CHECK(rc == C3_OK, "%s: cond_prepare: %s", name, c3_errmsg());
+    if (rc == C3_OK) {
+        snprintf(key, sizeof key, "%s.mask", name);
+        int64_t nm;
+        float *gm = t_golden_f32(&cond, key, &nm);
+        T_CHECK(nm == cd.T, "%s: mask has %lld frames, %d latent frames", name, (long long)nm,
+                cd.T);
+        for (int t = 0; t < cd.T && t < nm; t++)
+            T_CHECK(gm[t] == (float)cd.pinned[t], "%s: mask[%d] %g, ours %d", name, t, gm[t],
+                    cd.pinned[t]);
+        free(gm);
+        int64_t hw = (int64_t)cd.h * cd.w, worst_frame = -1;
+        double worst = 0;
+        for (int t = 0; t < cd.T; t++) {
+            if (!cd.pinned[t]) continue;
+            for (int ch = 0; ch < cd.C; ch++) {
+                /* per pinned frame: rel L2 over its channels */
+            }
+            double num = 0, den = 0;
+            for (int ch = 0; ch < cd.C; ch++)
+                for (int64_t i = 0; i < hw; i++) {
+                    double a = cd.x0[((int64_t)ch * cd.T + t) * hw + i],
+                           b = gx0[((int64_t)ch * cd.T + t) * hw + i];
+                    num += (a - b) * (a - b);
+                    den += b * b;
+                }
+            double e = sqrt(num / (den > 0 ? den : 1));
+            if (e > worst) worst = e, worst_frame = t;
+        }
+        T_CHECK(worst <= tol_enc, "%s: x0 of pinned frame %lld rel L2 %.3g", name,
+                (long long)worst_frame, worst);
+        snprintf(key, sizeof key, "%s.noise", name);
+        int64_t nn, ni;
+        float *x = t_golden_f32(&cond, key, &nn);
+        snprintf(key, sizeof key, "%s.latents_init", name);
+        float *gi = t_golden_f32(&cond, key, &ni);
+        cond_mix(&cd, x);
+        double e = t_rel_l2(x, gi, ni);
+        T_CHECK(nn == ni && e <= tol_enc, "%s: latents_init rel L2 %.3g", name, e);
+        fprintf(stderr,
+                "%s: %d of %d latent frames pinned, their x0 rel L2 <= %.2e, latents_init rel L2 "
+                "%.2e\n",
+                name, cd.npinned, cd.T, worst, e);
+        free(x);
+        free(gi);
+        cond_free(&cd);
+    }
+    free(lat);
+    free(gx0);
+    free(gpx);
+    free(px);
+    free(k.buf);
+}
+
 int main(void) {
     c3_backend *be = c3_backend_cpu();
     test_ops(be);
@@ -196,6 +393,20 @@ int main(void) {
         test_encoder(enc, "vae_enc_1f_64");
         test_encoder(enc, "vae_enc_9f_48x80");
         test_encoder(enc, "vae_enc_1f_64"); /* again: the histories were reset */
+        json_error_t jerr;
+        json_t *man = json_load_file(t_path("tiny-a/cond/cond_manifest.json"), 0, &jerr);
+        T_CHECK(man != NULL, "cond_manifest.json: %s", jerr.text);
+        const char *name;
+        json_t *c;
+        int ncases = 0;
+        json_object_foreach(json_object_get(man, "cases"), name, c) {
+            const char *kind = json_string_value(json_object_get(c, "kind"));
+            if (!kind || (strcmp(kind, "i2v") && strcmp(kind, "v2v"))) continue;
+            test_condition(enc, &ck, c, name);
+            ncases++;
+        }
+        T_CHECK(ncases >= 5, "only %d conditioned cases in the manifest", ncases);
+        json_decref(man);
     }
     vae_enc_free(enc);
     st_close(&cond);
