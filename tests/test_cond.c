@@ -9,7 +9,9 @@
 #include "backend_cpu.h"
 #include "checkpoint.h"
 #include "condition.h"
+#include "model.h"
 #include "png_io.h"
+#include "prompt.h"
 #include "test_util.h"
 #include "wan_vae_encode.h"
 
@@ -20,6 +22,9 @@ static double tol_enc = 1e-5;
 /* preprocessed pixels: one uint8 level is 1/127.5 in [-1, 1]; float32 rounding
  * of u / 255 * 2 - 1 vs u / 127.5 - 1 stays far below it */
 #define PIXEL_TOL 1e-6
+/* one GEN forward in float32 (fixtures README: rel L2 <= 1e-5 for single calls) */
+static double tol_vel = 1e-5;
+#define BF16_VEL_REL_L2 2e-2
 /* COSMOS3_TEST_DEVICE=cuda in bf16: held loosely, as the decoder's goldens */
 #define BF16_ENC_REL_L2 6e-2
 #define FP32_CHECK_REL_L2 1e-4
@@ -362,6 +367,90 @@ static void test_condition(c3_vae_enc *enc, const c3_ckpt *ck, json_t *c, const 
     free(k.buf);
 }
 
+/* The first step's GEN forwards of a case: pinned tokens clean and without a
+ * timestep, their velocity zero; checked against step0_{cond,uncond}_velocity
+ * and the count of step0_vision_timesteps. */
+static void test_step0(c3_model *m, const c3_tokenizer *tok, const c3_ckpt *ck, json_t *c,
+                       const char *name) {
+    char key[256];
+    int F = (int)json_integer_value(json_object_get(c, "num_frames"));
+    int W = (int)json_integer_value(json_object_get(c, "width")),
+        H = (int)json_integer_value(json_object_get(c, "height"));
+    double fps = json_number_value(json_object_get(c, "fps"));
+    snprintf(key, sizeof key, "%s.mask", name);
+    int64_t T;
+    float *mask = t_golden_f32(&cond, key, &T);
+    uint8_t pinned[64] = {0};
+    int64_t npinned = 0;
+    for (int64_t t = 0; t < T && t < 64; t++)
+        npinned += pinned[t] = mask[t] > 0.5f;
+    free(mask);
+    snprintf(key, sizeof key, "%s.latents_init", name);
+    float *lat = t_golden_f32(&cond, key, NULL);
+    snprintf(key, sizeof key, "%s.timesteps", name);
+    const st_tensor *ts = st_find(&cond, key);
+    T_CHECK(ts && ts->dtype == C3_I64, "%s missing", key);
+    if (!ts || ts->dtype != C3_I64) return;
+    int64_t t0 = ((const int64_t *)ts->data)[0];
+    /* the noisy tokens: one timestep each, all the first step's */
+    snprintf(key, sizeof key, "%s.step0_vision_timesteps", name);
+    const st_tensor *vt = st_find(&cond, key);
+    int64_t h = H / 16, w = W / 16, p = ck->t.patch, per = ((h + p - 1) / p) * ((w + p - 1) / p);
+    T_CHECK(vt && st_numel(vt) == (T - npinned) * per, "%s: %lld noisy tokens, golden %lld", name,
+            (long long)((T - npinned) * per), vt ? (long long)st_numel(vt) : -1LL);
+    for (int64_t i = 0; vt && i < st_numel(vt); i++)
+        T_CHECK(((const int64_t *)vt->data)[i] == t0, "%s: vision timestep %lld is not %lld", name,
+                (long long)i, (long long)t0);
+    c3_prompt_opts po = {.system_prompt = ck->default_system_prompt,
+                         .templates = true,
+                         .width = W,
+                         .height = H,
+                         .frames = F,
+                         .fps = fps};
+    c3_latent_geom g = {.T = (int)T, .h = (int)h, .w = (int)w, .fps = fps, .pinned = pinned};
+    int64_t n = 48 * T * h * w;
+    float *vel = xmalloc(sizeof(float) * (size_t)n);
+    static const char *branch[2] = {"cond", "uncond"}, *text_key[2] = {"prompt", "negative_prompt"};
+    for (int b = 0; b < 2; b++) {
+        int32_t *ids = NULL;
+        int L = 0;
+        const char *text = json_string_value(json_object_get(c, text_key[b]));
+        int rc = prompt_ids(tok, text ? text : "", b == 1, &po, &ids, &L);
+        T_CHECK(rc == C3_OK, "%s: prompt_ids: %s", name, c3_errmsg());
+        if (b == 0) {
+            int want = (int)json_integer_value(json_object_get(c, "cond_input_ids_len"));
+            T_CHECK(L == want, "%s: %d cond ids, upstream %d", name, L, want);
+        }
+        c3_undkv kv = {0};
+        if (rc == C3_OK) rc = model_und(m, ids, L, &kv);
+        if (rc == C3_OK) rc = model_gen(m, &kv, lat, &g, t0, vel);
+        T_CHECK(rc == C3_OK, "%s %s: GEN forward: %s", name, branch[b], c3_errmsg());
+        if (rc == C3_OK) {
+            snprintf(key, sizeof key, "%s.step0_%s_velocity", name, branch[b]);
+            int64_t nr;
+            float *ref = t_golden_f32(&cond, key, &nr);
+            double e = nr == n ? t_rel_l2(vel, ref, n) : INFINITY;
+            T_CHECK(e <= tol_vel, "%s: step0 %s velocity rel L2 %.3g > %.0e", name, branch[b], e,
+                    tol_vel);
+            /* the pinned frames are exactly zero */
+            int64_t nonzero = 0;
+            for (int64_t ch = 0; ch < 48; ch++)
+                for (int64_t t = 0; t < T; t++)
+                    for (int64_t i = 0; pinned[t] && i < h * w; i++)
+                        nonzero += vel[(ch * T + t) * h * w + i] != 0;
+            T_CHECK(nonzero == 0, "%s: %lld velocity values of pinned frames are not zero", name,
+                    (long long)nonzero);
+            fprintf(stderr, "%s: step0 %s velocity rel L2 %.2e (t %lld, %lld noisy tokens)\n", name,
+                    branch[b], e, (long long)t0, (long long)((T - npinned) * per));
+            free(ref);
+        }
+        undkv_free(&kv);
+        free(ids);
+    }
+    free(vel);
+    free(lat);
+}
+
 int main(void) {
     c3_backend *be = c3_backend_cpu();
     test_ops(be);
@@ -382,7 +471,9 @@ int main(void) {
             return 1;
         }
         const char *f32 = getenv("COSMOS3_CUDA_FP32");
-        tol_enc = f32 && *f32 && strcmp(f32, "0") != 0 ? FP32_CHECK_REL_L2 : BF16_ENC_REL_L2;
+        bool fp32 = f32 && *f32 && strcmp(f32, "0") != 0;
+        tol_enc = fp32 ? FP32_CHECK_REL_L2 : BF16_ENC_REL_L2;
+        tol_vel = fp32 ? FP32_CHECK_REL_L2 : BF16_VEL_REL_L2;
         fprintf(stderr, "golden part on cuda: encoder rel L2 <= %.0e\n", tol_enc);
     }
     t_open_golden(&cond, "tiny-a/cond/cond.safetensors");
@@ -406,6 +497,21 @@ int main(void) {
             ncases++;
         }
         T_CHECK(ncases >= 5, "only %d conditioned cases in the manifest", ncases);
+        /* the GEN tower with pinned frames */
+        c3_model *m = NULL;
+        c3_tokenizer *tok = NULL;
+        c3_shard sh = {.tp_size = 1, .sp_size = 1};
+        rc = model_load(&m, &ck, gbe, &sh);
+        T_CHECK(rc == C3_OK, "model_load: %s", c3_errmsg());
+        if (rc == C3_OK) rc = tok_load(&tok, ck.tokenizer_json);
+        T_CHECK(rc == C3_OK, "tok_load: %s", c3_errmsg());
+        if (rc == C3_OK) json_object_foreach(json_object_get(man, "cases"), name, c) {
+                const char *kind = json_string_value(json_object_get(c, "kind"));
+                if (kind && (!strcmp(kind, "i2v") || !strcmp(kind, "v2v")))
+                    test_step0(m, tok, &ck, c, name);
+            }
+        tok_free(tok);
+        model_free(m);
         json_decref(man);
     }
     vae_enc_free(enc);
