@@ -11,6 +11,8 @@
 
 #include "backend.h"
 #include "comm_shm.h"
+#include "cond_input.h"
+#include "condition.h"
 #include "cuda/comm_cuda.h"
 #include "model.h"
 #include "png_io.h"
@@ -51,6 +53,7 @@ struct c3_engine {
     c3_comm_group *groups; /* C3_COMM_SHM */
     c3_comm_set *set;      /* C3_COMM_NCCL, C3_COMM_DEVICE */
     c3_vae *vae;
+    c3_vae_enc *venc; /* the encoder, loaded by the first conditioned request */
     c3_events *ev;
     volatile int cancel;
     c3_settings base; /* settings the engine was opened with */
@@ -355,6 +358,7 @@ fail:
 void engine_close(c3_engine *e) {
     if (!e) return;
     vae_free(e->vae);
+    vae_enc_free(e->venc);
     for (int r = 0; r < C3_MAX_RANKS; r++)
         for (int b = 0; b < 2; b++) {
             undkv_free(&e->ranks[r].und[b]);
@@ -393,6 +397,7 @@ typedef struct {
     int64_t *timesteps;
     c3_schedule sched;
     float *x_final; /* written by rank 0 */
+    const uint8_t *pinned; /* [T] latent frames given by the conditioning, or NULL */
     double t_und, t_loop, step_sum, cond_sum, uncond_sum;
     int steps_run;
 } c3_job;
@@ -417,7 +422,7 @@ static int rank_loop(c3_job *j, c3_rank *rk) {
     int group = plan_cfg_rank(p, rk->rank);
     bool lead = plan_tp_rank(p, rk->rank) == 0 && plan_sp_rank(p, rk->rank) == 0;
     c3_undkv *kv[2] = {NULL, NULL};
-    c3_latent_geom g = {.T = j->T, .h = j->h, .w = j->w, .fps = s->fps};
+    c3_latent_geom g = {.T = j->T, .h = j->h, .w = j->w, .fps = s->fps, .pinned = j->pinned};
     float *x = xmalloc((size_t)j->n * sizeof(float));
     float *vbuf = xmalloc((size_t)j->n * 2 * sizeof(float)); /* [cond | uncond] */
     float *v = xmalloc((size_t)j->n * sizeof(float));
@@ -623,6 +628,18 @@ static char *cosmos3_json(const c3_settings *s, const c3_ckpt *ck, const c3_plan
     json_object_set_new(st, "system_prompt", json_string(s->system_prompt));
     json_object_set_new(st, "templates", json_boolean(s->templates));
     if (s->noise) json_object_set_new(st, "noise", json_string(s->noise));
+    if (s->image || s->video) { /* the conditioning input: its file and the hash of its bytes */
+        json_t *cj = json_object();
+        json_object_set_new(cj, s->image ? "image" : "video", json_string(s->image ? s->image : s->video));
+        char hh[32];
+        snprintf(hh, sizeof hh, "%016llx", (unsigned long long)r->cond_hash);
+        json_object_set_new(cj, "fnv1a", json_string(hh));
+        if (s->video) {
+            json_object_set_new(cj, "frames", json_string(s->condition_frames));
+            json_object_set_new(cj, "keep", json_string(s->condition_keep));
+        }
+        json_object_set_new(st, "condition", cj);
+    }
     json_object_set_new(o, "settings", st);
     json_t *l = json_object();
     json_object_set_new(l, "tp", json_integer(p->tp));
@@ -705,10 +722,31 @@ int engine_generate(c3_engine *e, const c3_settings *s_in, c3_result *res) {
     c3_job j = {.e = e, .s = &s};
     float *x0 = NULL;
     float *pixels = NULL;
+    c3_cond_file cf = {0};
+    c3_condition cd = {0};
+    int cidx[64];
+    c3_cond_input ci = {0};
     if (rc) goto out;
     if (!s.prompt) {
         rc = c3_fail(C3_EUSAGE, "no prompt; give one with -p TEXT");
         goto out;
+    }
+    /* conditioning input: read and checked before any work */
+    if (s.image && s.video) {
+        rc = c3_fail(C3_EUSAGE, "--image and --video together; give a picture or a clip");
+        goto out;
+    }
+    if (s.image || s.video) {
+        rc = cond_file_read(s.image ? s.image : s.video, s.video != NULL, &cf);
+        if (rc == C3_OK && s.video) rc = cond_parse_frames(s.condition_frames, cidx, 64, &ci.nindexes);
+        if (rc) goto out;
+        ci.image = s.image ? &cf.media : NULL;
+        ci.video = s.video ? &cf.media : NULL;
+        ci.indexes = s.video ? cidx : NULL;
+        ci.keep = s.condition_keep && !strcmp(s.condition_keep, "last") ? C3_KEEP_LAST : C3_KEEP_FIRST;
+        rc = cond_check(&ci, s.frames, s.width, s.height, e->ck.v.scale_temporal);
+        if (rc) goto out;
+        res->cond_hash = cf.hash;
     }
     /* plan for this size: memory check again (size may differ from open) */
     const c3_tconfig *tc = &e->ck.t;
@@ -763,6 +801,13 @@ int engine_generate(c3_engine *e, const c3_settings *s_in, c3_result *res) {
         if (rc) goto out;
     } else {
         rng_normal(seed, 0, x0, j.n);
+    }
+    if (cond_given(&ci)) { /* x0 of the pinned frames: mask * x0 + (1 - mask) * noise */
+        if (!e->venc) rc = vae_enc_load(&e->venc, &e->ck, e->ranks[0].be);
+        if (rc == C3_OK) rc = cond_prepare(&ci, e->venc, s.frames, s.width, s.height, e->ck.v.scale_temporal, &cd);
+        if (rc) goto out;
+        cond_mix(&cd, x0);
+        j.pinned = cd.pinned;
     }
     j.x_init = x0;
     j.x_final = xmalloc((size_t)j.n * sizeof(float));
@@ -871,6 +916,8 @@ int engine_generate(c3_engine *e, const c3_settings *s_in, c3_result *res) {
         res->h2d_gbps = res->h2d_seconds > 0 ? (double)res->h2d_bytes / res->h2d_seconds / 1e9 : 0;
     }
 out:
+    cond_free(&cd);
+    cond_file_free(&cf);
     free(j.ids[0]);
     free(j.ids[1]);
     free(x0);

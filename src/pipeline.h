@@ -37,6 +37,7 @@ typedef struct {
     int64_t h2d_bytes;
     double h2d_seconds, h2d_gbps;
     char *png_parameters; /* the A1111 text */
+    uint64_t cond_hash;   /* FNV-1a of the conditioning files (image/video), 0 without */
 } c3_result;
 void result_free(c3_result *r);
 
