@@ -733,7 +733,7 @@ int engine_generate(c3_engine *e, const c3_settings *s_in, c3_result *res) {
     }
     /* conditioning input: read and checked before any work */
     if (s.image && s.video) {
-        rc = c3_fail(C3_EUSAGE, "--image and --video together; give a picture or a clip");
+        rc = c3_fail(C3_EUSAGE, "--image and --video together; give a picture or a clip, not both");
         goto out;
     }
     if (s.image || s.video) {
