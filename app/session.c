@@ -312,23 +312,28 @@ static int generate(c3_engine *e, const c3_settings *s, c3_result *res, double t
     c3_cond_file cf = {0};
     cosmos3_frames media = {0};
     int cidx[64], ncidx = 0;
-    if (s->image && s->video) rc = c3_fail(C3_EUSAGE, "--image and --video together; give a picture or a clip, not both");
-    if (rc == C3_OK && (s->image || s->video)) rc = cond_file_read(s->image ? s->image : s->video, s->video != NULL, &cf);
+    if (s->image && s->video)
+        rc = c3_fail(C3_EUSAGE, "--image and --video together; give a picture or a clip, not both");
+    if (rc == C3_OK && (s->image || s->video))
+        rc = cond_file_read(s->image ? s->image : s->video, s->video != NULL, &cf);
     if (rc == C3_OK && s->video) rc = cond_parse_frames(s->condition_frames, cidx, 64, &ncidx);
     if (rc) {
         free(noise);
         return rc;
     }
     if (s->image || s->video) {
-        media = (cosmos3_frames){.rgb = cf.media.rgb, .width = cf.media.width, .height = cf.media.height,
+        media = (cosmos3_frames){.rgb = cf.media.rgb,
+                                 .width = cf.media.width,
+                                 .height = cf.media.height,
                                  .frames = cf.media.frames};
         if (s->image) rq.image = &media;
         if (s->video) {
             rq.video = &media;
             rq.condition_frames = cidx;
             rq.ncondition_frames = ncidx;
-            rq.condition_keep = s->condition_keep && !strcmp(s->condition_keep, "last") ? COSMOS3_KEEP_LAST
-                                                                                          : COSMOS3_KEEP_FIRST;
+            rq.condition_keep = s->condition_keep && !strcmp(s->condition_keep, "last")
+                                    ? COSMOS3_KEEP_LAST
+                                    : COSMOS3_KEEP_FIRST;
         }
     }
     rc = cosmos3_generate(e->e, &rq, &res->out, err, sizeof err);

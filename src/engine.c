@@ -463,12 +463,15 @@ static int generate(cosmos3_engine *e, const cosmos3_request *rq, cosmos3_result
     /* the conditioning picture or clip (condition.c) */
     const cosmos3_frames *cm = rq->image ? rq->image : rq->video;
     c3_media media = {0};
-    if (cm) media = (c3_media){.rgb = cm->rgb, .width = cm->width, .height = cm->height, .frames = cm->frames};
+    if (cm)
+        media = (c3_media){
+            .rgb = cm->rgb, .width = cm->width, .height = cm->height, .frames = cm->frames};
     c3_cond_input ci = {.image = rq->image ? &media : NULL,
                         .video = rq->video ? &media : NULL,
                         .indexes = rq->condition_frames,
                         .nindexes = rq->condition_frames ? rq->ncondition_frames : 0,
-                        .keep = rq->condition_keep == COSMOS3_KEEP_LAST ? C3_KEEP_LAST : C3_KEEP_FIRST};
+                        .keep =
+                            rq->condition_keep == COSMOS3_KEEP_LAST ? C3_KEEP_LAST : C3_KEEP_FIRST};
     int rc = request_resolve(rq, &e->ck, &s);
     if (rc == C3_OK && (!rq->prompt || !rq->prompt[0]))
         rc = c3_fail(C3_EUSAGE, "no prompt; give the request a prompt");
@@ -515,7 +518,8 @@ static int generate(cosmos3_engine *e, const cosmos3_request *rq, cosmos3_result
         t0 = c3_now();
         if (!e->venc) rc = vae_enc_load(&e->venc, &e->ck, e->ranks[0].be);
         if (rc == C3_OK)
-            rc = cond_prepare(&ci, e->venc, s.frames, s.width, s.height, e->ck.v.scale_temporal, &cd);
+            rc = cond_prepare(&ci, e->venc, s.frames, s.width, s.height, e->ck.v.scale_temporal,
+                              &cd);
         if (rc) goto out;
         cond_mix(&cd, x0);
         j.pinned = cd.pinned;
