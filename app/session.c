@@ -318,6 +318,7 @@ static int generate(c3_engine *e, const c3_settings *s, c3_result *res, double t
         rc = cond_file_read(s->image ? s->image : s->video, s->video != NULL, &cf);
     if (rc == C3_OK && s->video) rc = cond_parse_frames(s->condition_frames, cidx, 64, &ncidx);
     if (rc) {
+        cond_file_free(&cf);
         free(noise);
         return rc;
     }
