@@ -21,7 +21,7 @@
 #include "events.h"
 #include "mkmodel.h"
 #include "options.h"
-#include "pipeline.h"
+#include "session.h"
 #include "plan.h"
 #include "png_io.h"
 #include "prompt.h"
@@ -227,8 +227,8 @@ static int run_generation(c3_settings *s) {
         if (x.kind == EV_STEP_BEGIN && x.step == 1) t_first = c3_now();
         if (x.kind == EV_BRANCH && x.branch == 1) uncond_last = x.seconds;
         if (x.kind == EV_STEP_END && tty) {
-            if (e && engine_plan(e)->cfg == 2) x.uncond_s = uncond_last;
-            progress_line(&x, t_first, engine_plan(e)->cfg);
+            if (e && engine_layout(e)->cfg_parallel == 2) x.uncond_s = uncond_last;
+            progress_line(&x, t_first, engine_layout(e)->cfg_parallel);
             shown = true;
         }
     }
@@ -250,12 +250,13 @@ static int run_generation(c3_settings *s) {
         json_object_set_new(o, "guidance", json_real(j.r.guidance));
         json_object_set_new(o, "shift", json_real(j.r.shift));
         json_object_set_new(o, "schedule", json_string(j.r.schedule));
-        json_object_set_new(o, "model", json_string(engine_ckpt(e)->model_id));
-        const c3_plan *p = engine_plan(e);
+        json_object_set_new(o, "model", json_string(engine_model(e)->id));
+        const cosmos3_layout *p = engine_layout(e);
         json_object_set_new(o, "layout",
-                            json_pack("{s:i,s:i,s:i,s:s,s:s}", "tp", p->tp, "cfg_parallel", p->cfg,
-                                      "ulysses", p->sp, "device", p->cuda ? "cuda" : "cpu",
-                                      "device_note", p->device_note));
+                            json_pack("{s:i,s:i,s:i,s:s,s:s}", "tp", p->tp, "cfg_parallel",
+                                      p->cfg_parallel, "ulysses", p->ulysses, "device",
+                                      !strcmp(p->device, "cuda") ? "cuda" : "cpu", "device_note",
+                                      p->device_note));
         json_object_set_new(t, "tokenize", json_real(j.r.t_tokenize));
         json_object_set_new(t, "und", json_real(j.r.t_und));
         json_object_set_new(t, "denoise", json_real(j.r.t_denoise));

@@ -29,6 +29,7 @@ expect 2 "multiple of 16" -- gen -p x -W 100
 expect 2 "multiple of 16" -- gen -p x -H 0
 expect 2 "1 + 4k" -- gen -p x --frames 4
 expect 2 "1..1000" -- gen -p x --steps 0
+expect 2 "1..1000" -- gen -p x --negative blurry --steps 0
 expect 2 "not an integer" -- gen -p x --steps 2.5
 expect 2 "[0, 100]" -- gen -p x -g -1
 expect 2 "not a number" -- gen -p x -g abc

@@ -66,5 +66,12 @@ expect 0 "" -- gen -m "$model" -p "a cube" -W 32 -H 32 --frames 5 --steps 2 --se
 expect 0 "" -- gen -m "$model" -p "a cube" -W 32 -H 32 --frames 5 --steps 2 --seed 3 -o "shots/%03d.png" -q --device cpu
 [ -f shots/000.png ] && [ -f shots/004.png ] && ok || bad "frame pattern: $(ls shots)"
 expect 2 "folder or a pattern" -- gen -m "$model" -p "a cube" -W 32 -H 32 --frames 5 -o clip.png --device cpu
+# --noise: the picture's metadata claims no seed (the seed did not make it)
+expect 0 "" -- gen -m "$model" -p "a cube" -W 32 -H 32 --steps 2 --seed 3 -o l.png --save-latents lat.safetensors -q --device cpu
+expect 0 "" -- gen -m "$model" -p "a cube" -W 32 -H 32 --steps 2 --noise lat.safetensors -o n.png -q --device cpu
+expect 0 "" -- meta n.png
+grep -qi "seed" "$tmp/out" && bad "--noise image claims a seed: $(cat "$tmp/out")" || ok
+grep -q "noise: lat.safetensors" "$tmp/out" && ok || bad "--noise file not in the metadata: $(cat "$tmp/out")"
+expect 4 "needs a tensor 'latents' of shape" -- gen -m "$model" -p "a cube" -W 64 -H 32 --steps 2 --noise lat.safetensors -o n2.png -q --device cpu
 echo "cli_fixtures: $pass passed, $fail failed"
 [ $fail -eq 0 ]

@@ -119,14 +119,13 @@ static void tui_collect(tui *t) {
     double now = c3_now();
     if (now - t->t_driver >= DRIVER_POLL_S) {
         t->t_driver = now;
-        const c3_plan *p = t->r.e ? engine_plan(t->r.e) : NULL;
+        const cosmos3_layout *p = t->r.e ? engine_layout(t->r.e) : NULL;
         for (int k = 0; k < t->r.nranks; k++) {
             c3_repl_dev *d = &t->r.dev[k];
             if (!d->valid) continue;
-            if (p && p->cuda) {
-                char name[64];
+            if (p && !strcmp(p->device, "cuda")) {
                 int64_t tot, fr;
-                if (c3_gpu_info(d->device, name, sizeof name, &tot, &fr) == C3_OK) {
+                if (cosmos3_device_memory(d->device, &fr, &tot) == COSMOS3_OK) {
                     d->dev_total = tot;
                     d->dev_free = fr;
                     d->driver_valid = true;
@@ -203,7 +202,7 @@ static void draw_bar(tui *t, WINDOW *w, int width, const int64_t *seg, const int
 static int draw_devices(tui *t, WINDOW *w, int y) {
     const c3_repl *r = &t->r;
     int cols = getmaxx(w);
-    const c3_plan *p = r->e ? engine_plan(r->e) : NULL;
+    const cosmos3_layout *p = r->e ? engine_layout(r->e) : NULL;
     if (r->nranks == 0) {
         mvwprintw(w, y++, 0, "devices: %s", r->job == REPL_LOADING ? "loading the model ..." : "N/A (no model)");
         return y;
@@ -219,7 +218,7 @@ static int draw_devices(tui *t, WINDOW *w, int y) {
         if (other < 0) other = 0;
         wmove(w, y, 0);
         wattron(w, A_BOLD);
-        if (p && p->cuda)
+        if (p && !strcmp(p->device, "cuda"))
             wprintw(w, "GPU %d", dv->device);
         else
             wprintw(w, "CPU");
@@ -248,7 +247,8 @@ static int draw_devices(tui *t, WINDOW *w, int y) {
         snprintf(f[0], sizeof f[0], "weights %s", a);
         snprintf(f[1], sizeof f[1], "K/V %s", b);
         snprintf(f[2], sizeof f[2], "activations %s", c);
-        snprintf(f[3], sizeof f[3], "free %s (%s)", d, p && p->cuda ? "driver" : "host");
+        snprintf(f[3], sizeof f[3], "free %s (%s)", d,
+                 p && !strcmp(p->device, "cuda") ? "driver" : "host");
         int nf = 4;
         if (p) {
             c3_bytes_text(p->kv, e, sizeof e);
@@ -284,7 +284,7 @@ static void sparkline(tui *t, WINDOW *w, int width) {
 static int draw_run(tui *t, WINDOW *w, int y) {
     const c3_repl *r = &t->r;
     int cols = getmaxx(w);
-    const c3_plan *p = r->e ? engine_plan(r->e) : NULL;
+    const cosmos3_layout *p = r->e ? engine_layout(r->e) : NULL;
     int plen = r->run_prompt ? (int)strlen(r->run_prompt) : 0;
     if (!r->run_prompt)
         mvwprintw(w, y++, 0, "prompt: (type one on the input line below and press Enter)");
@@ -295,14 +295,15 @@ static int draw_run(tui *t, WINDOW *w, int y) {
     if (p) {
         char f[2][160];
         snprintf(f[0], sizeof f[0], "layout: tp %d x cfg %d x ulysses %d = %d rank%s on %s;", p->tp,
-                 p->cfg, p->sp, p->world, p->world == 1 ? "" : "s", p->cuda ? "cuda" : "cpu");
+                 p->cfg_parallel, p->ulysses, p->world, p->world == 1 ? "" : "s",
+                 !strcmp(p->device, "cuda") ? "cuda" : "cpu");
         char ranks[32];
         if (p->world == 1)
             snprintf(ranks, sizeof ranks, "rank 0");
         else
             snprintf(ranks, sizeof ranks, "ranks 0-%d", p->world - 1);
-        if (p->cfg == 2) {
-            int g = p->tp * p->sp;
+        if (p->cfg_parallel == 2) {
+            int g = p->tp * p->ulysses;
             snprintf(f[1], sizeof f[1], "cond: ranks 0-%d, uncond: ranks %d-%d", g - 1, g,
                      2 * g - 1);
         } else {
@@ -341,12 +342,12 @@ static int draw_run(tui *t, WINDOW *w, int y) {
 
 static int draw_branches(tui *t, WINDOW *w, int y, int rows) {
     const c3_repl *r = &t->r;
-    const c3_plan *p = r->e ? engine_plan(r->e) : NULL;
+    const cosmos3_layout *p = r->e ? engine_layout(r->e) : NULL;
     wattron(w, A_BOLD);
     mvwprintw(w, y++, 0, "CFG branches (%s)",
-              p && p->cfg == 2    ? "in parallel on two groups"
-              : p && p->cfg_batch ? "one batch"
-                                  : "in sequence");
+              p && p->cfg_parallel == 2 ? "in parallel on two groups"
+              : p && p->cfg_batch       ? "one batch"
+                                        : "in sequence");
     wattroff(w, A_BOLD);
     int from = r->step - rows + 1;
     if (from < 1) from = 1;
@@ -377,7 +378,7 @@ static void draw_top(tui *t) {
     wattron(w, A_REVERSE);
     mvwhline(w, 0, 0, ' ', cols);
     mvwprintw(w, 0, 0, " cosmos3 tui  %.*s", cols - 15,
-              t->r.e ? engine_ckpt(t->r.e)->model_id : t->r.model_dir);
+              t->r.e ? engine_model(t->r.e)->id : t->r.model_dir);
     wattroff(w, A_REVERSE);
     int y = draw_devices(t, w, 1);
     y = draw_run(t, w, y);
