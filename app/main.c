@@ -196,16 +196,42 @@ static void progress_line(const c3_event *ev, double t_first, int cfgp) {
     fflush(stderr);
 }
 
+/* The progress line's text for a stage event (NULL: the line stays). */
+static const char *stage_text(const c3_event *x, char *buf, size_t n) {
+    const char *st = x->text;
+    if (x->code == EV_STAGE_CHUNK) {
+        snprintf(buf, n, "decoding (VAE): %d/%d latent frame%s", x->step, x->steps,
+                 x->steps == 1 ? "" : "s");
+        return buf;
+    }
+    if (x->code == EV_STAGE_BEGIN) {
+        if (!strcmp(st, "tokenize")) return "tokenizing the prompt ...";
+        if (!strcmp(st, "encode")) return "encoding the conditioning input (VAE) ...";
+        if (!strcmp(st, "und")) return "reading the prompt (UND tower) ...";
+        if (!strcmp(st, "vae")) return "decoding (VAE) ...";
+        return NULL;
+    }
+    if (!strcmp(st, "vae")) return "writing ...";
+    return NULL;
+}
+
 static int run_generation(c3_settings *s) {
     c3_events *ev = events_new(4096);
     c3_engine *e = NULL;
+    bool tty = isatty(2) && !s->quiet && !s->json;
+    if (tty) { /* a terminal sees every phase on the one progress line, the load first */
+        char dir[4096];
+        pipeline_model_dir(s, dir, sizeof dir);
+        fprintf(stderr, "\r\033[Kloading %s ...", dir);
+        fflush(stderr);
+    }
     int rc = engine_open(&e, s, ev);
+    if (tty) fputs("\r\033[K", stderr);
     if (rc) {
         events_free(ev);
         return rc;
     }
     g_engine = e;
-    bool tty = isatty(2) && !s->quiet && !s->json;
     gen_job j = {.e = e, .s = s, .ev = ev};
     pthread_t th;
     if (pthread_create(&th, NULL, gen_thread, &j) != 0) {
@@ -216,24 +242,42 @@ static int run_generation(c3_settings *s) {
     }
     double t_first = c3_now();
     double uncond_last = 0;
-    bool shown = false;
+    /* the terminal's one progress line: open (no newline yet), and whether it is the step line */
+    bool open = false, steps_line = false;
     for (;;) {
         c3_event x;
         if (!events_pop(ev, &x, 0.2)) continue;
         if (x.kind == EV_LOG && strcmp(x.text, "__finished__") == 0) break;
         /* the engine's notes and warnings, one line each on stderr (-q keeps the warnings) */
-        if (x.kind == EV_LOG && (!s->quiet || !strncmp(x.text, "warning:", 8)))
-            fprintf(stderr, "%s%s\n", shown ? "\r\033[K" : "", x.text);
+        /* the seed at the start is for the terminal: a script reads it in the last line (or --json)
+         */
+        bool for_tty = x.kind == EV_LOG && !strncmp(x.text, "seed ", 5);
+        if (x.kind == EV_LOG && (!s->quiet || !strncmp(x.text, "warning:", 8)) &&
+            (tty || !for_tty)) {
+            fprintf(stderr, "%s%s\n", open ? "\r\033[K" : "", x.text);
+            open = false;
+        }
+        if (x.kind == EV_STAGE && tty) {
+            char buf[128];
+            const char *line = stage_text(&x, buf, sizeof buf);
+            if (line) { /* the last step line stays; a phase's line is rewritten in place */
+                fprintf(stderr, "%s%s", open && steps_line ? "\n" : "\r\033[K", line);
+                fflush(stderr);
+                open = true;
+                steps_line = false;
+            }
+        }
         if (x.kind == EV_STEP_BEGIN && x.step == 1) t_first = c3_now();
         if (x.kind == EV_BRANCH && x.branch == 1) uncond_last = x.seconds;
         if (x.kind == EV_STEP_END && tty) {
             if (e && engine_layout(e)->cfg_parallel == 2) x.uncond_s = uncond_last;
             progress_line(&x, t_first, engine_layout(e)->cfg_parallel);
-            shown = true;
+            open = steps_line = true;
         }
     }
     pthread_join(th, NULL);
-    if (shown) fputc('\n', stderr);
+    if (open)
+        fputs(steps_line ? "\n" : "\r\033[K", stderr); /* a phase's line gives way to the outcome */
     g_engine = NULL;
     rc = j.rc;
     if (rc) {

@@ -344,7 +344,7 @@ static int engine_open(const cosmos3_open_params *op, cosmos3_engine **out) {
     if (rc) goto fail;
     /* which device runs and why: once, before anything loads (--device cpu: the user said so) */
     if (!op->device || strcmp(op->device, "cpu") != 0)
-        engine_emitf(e, COSMOS3_EV_LOG, "%s%s", e->plan.device_warn ? "warning: " : "",
+        engine_emitf(e, e->plan.device_warn ? COSMOS3_EV_WARNING : COSMOS3_EV_DEVICE, "%s",
                      e->plan.device_note);
     /* the tokenizer loads on its own thread while the weights load */
     tj.path = e->ck.tokenizer_json;
@@ -485,6 +485,8 @@ static int generate(cosmos3_engine *e, const cosmos3_request *rq, cosmos3_result
     request_warnings(rq->prompt, &s, &e->ck, add_warning, e);
     /* random seeds stay below 2^53 so every JSON reader keeps them exact */
     if (!s.seed_given) s.seed = rng_random_seed() & ((1ull << 53) - 1);
+    /* the seed when the run starts (a long run can be reproduced before it ends) */
+    if (!rq->noise) engine_emitf(e, COSMOS3_EV_LOG, "seed %llu", (unsigned long long)s.seed);
     /* tokenize */
     double t0 = c3_now();
     emit_stage(e, "tokenize", true, 0);

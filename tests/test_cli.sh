@@ -76,6 +76,26 @@ if "$bin" info -m demo | grep -q '^device: cpu'; then
 fi
 expect 2 "--device cpu runs on the CPU; drop one" -- gen -p x --device cpu --gpus 0 -o g.png
 rm -f dev.png
+# phases on a terminal: the load, each stage and the VAE's chunks on the progress line, the seed
+# before the first step; through a pipe no progress line and nothing on stdout
+if command -v script > /dev/null; then
+    script -qec "'$bin' gen -p 'a red circle on a blue background' -S 12 -o tty.png" /dev/null > tty.raw 2>&1 < /dev/null
+    tr '\r' '\n' < tty.raw > tty.txt
+    for phase in "loading .*demo \.\.\." "tokenizing the prompt" "reading the prompt \(UND" "step 20/20" \
+                 "decoding \(VAE\): 1/1 latent frame" "writing \.\.\." "wrote tty.png \(seed 12, "; do
+        grep -qE "$phase" tty.txt && ok || bad "the terminal never showed '$phase': $(cat -v tty.raw | head -c 600)"
+    done
+    seed_at=$(grep -n '^seed 12$' tty.txt | head -1 | cut -d: -f1)
+    step_at=$(grep -n 'step 1/20' tty.txt | head -1 | cut -d: -f1)
+    [ -n "$seed_at" ] && [ -n "$step_at" ] && [ "$seed_at" -lt "$step_at" ] && ok || bad "the seed is not shown before the first step"
+    rm -f tty.raw tty.txt tty.png
+else
+    echo "script (util-linux) not installed: the terminal part of the progress check skipped"
+fi
+"$bin" gen -p "a red circle on a blue background" -S 12 -o pipe.png > pipe.out 2> pipe.err
+[ ! -s pipe.out ] && ! grep -q $'\r' pipe.err && grep -q '^wrote pipe.png (seed 12, ' pipe.err && ok ||
+    bad "through a pipe: stdout '$(cat pipe.out)', stderr '$(cat -v pipe.err)'"
+rm -f pipe.out pipe.err pipe.png
 expect 0 "" -- info -m demo
 grep -q "^vocabulary (22 words" "$tmp/out" && grep -qF 'cosmos3 gen -p "a red circle on a blue background, on the right"' "$tmp/out" && ok || bad "info -m demo: $(cat "$tmp/out")"
 grep -qF "plan for 64x64, 1 frame (the model's default size" "$tmp/out" && ok || bad "info -m demo does not say the size it planned for: $(cat "$tmp/out")"
