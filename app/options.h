@@ -68,6 +68,11 @@ typedef struct {
     char *seed;          /* "random" or a number */
     char *noise;         /* safetensors with `latents` */
     char *save_latents;
+    /* conditioning (image/video to video) */
+    char *image;            /* a picture */
+    char *video;            /* a clip: folder, pattern or file of PNG frames */
+    char *condition_frames; /* "0,1": latent frame indexes */
+    char *condition_keep;   /* first|last */
     /* output */
     char *output;
     bool overwrite;
