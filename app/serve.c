@@ -214,7 +214,8 @@ typedef struct {
     double step_s, cond_s, uncond_s, last_step_s;
     bool mem_valid[COSMOS3_MAX_RANKS];
     int mem_device[COSMOS3_MAX_RANKS];
-    int64_t mem_bytes[COSMOS3_MAX_RANKS][3], dev_free[COSMOS3_MAX_RANKS], dev_total[COSMOS3_MAX_RANKS];
+    int64_t mem_bytes[COSMOS3_MAX_RANKS][3], dev_free[COSMOS3_MAX_RANKS],
+        dev_total[COSMOS3_MAX_RANKS];
     char mhd_log[512];
     const char *api_key; /* sv->base.api_key, or NULL: no authentication */
     int max_cost;        /* --max-cost */
@@ -1504,8 +1505,8 @@ int serve_main(c3_settings *s, char **pos, int npos) {
     const char *env_key = getenv("COSMOS3_API_KEY");
     if (!s->api_key && env_key) s->api_key = xstrdup(env_key);
     if (s->api_key) {
-        const char *from = s->given[option_index(option_find("api-key"))] ? "--api-key"
-                                                                            : "COSMOS3_API_KEY";
+        const char *from =
+            s->given[option_index(option_find("api-key"))] ? "--api-key" : "COSMOS3_API_KEY";
         if (!s->api_key[0])
             return c3_fail(C3_EUSAGE, "%s is empty; give a key (e.g. from 'openssl rand -hex 32')",
                            from);

@@ -167,6 +167,7 @@ void cosmos3_layout_get(const cosmos3_engine *e, cosmos3_layout *o) {
     o->ulysses = p->sp;
     o->world = p->world;
     snprintf(o->device, sizeof o->device, "%s", p->cuda ? "cuda" : "cpu");
+    snprintf(o->device_note, sizeof o->device_note, "%s", p->device_note);
     o->offload = p->offload;
     o->cfg_batch = p->cfg_batch;
     o->weights = p->weights;
@@ -366,6 +367,10 @@ static int engine_open(const cosmos3_open_params *op, cosmos3_engine **out) {
     rc = plan_make(&e->plan, &e->ck.t, &sz, tp, cfg, sp, op->device ? op->device : "auto", op->gpus,
                    op->offload, st.width, st.height, st.frames);
     if (rc) goto fail;
+    /* which device runs and why: once, before anything loads (--device cpu: the user said so) */
+    if (!op->device || strcmp(op->device, "cpu") != 0)
+        engine_emitf(e, e->plan.device_warn ? COSMOS3_EV_WARNING : COSMOS3_EV_DEVICE, "%s",
+                     e->plan.device_note);
     /* the tokenizer loads on its own thread while the weights load */
     tj.path = e->ck.tokenizer_json;
     if (pthread_create(&tj.thread, NULL, tok_thread, &tj) != 0) {
@@ -505,6 +510,8 @@ static int generate(cosmos3_engine *e, const cosmos3_request *rq, cosmos3_result
     request_warnings(rq->prompt, &s, &e->ck, add_warning, e);
     /* random seeds stay below 2^53 so every JSON reader keeps them exact */
     if (!s.seed_given) s.seed = rng_random_seed() & ((1ull << 53) - 1);
+    /* the seed when the run starts (a long run can be reproduced before it ends) */
+    if (!rq->noise) engine_emitf(e, COSMOS3_EV_LOG, "seed %llu", (unsigned long long)s.seed);
     /* tokenize */
     double t0 = c3_now();
     emit_stage(e, "tokenize", true, 0);

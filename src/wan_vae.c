@@ -123,8 +123,8 @@ static int load_vec(c3_vae *v, const c3_ckpt *ck, c3_tensor *t, const char *name
 }
 
 /* A conv "<prefix>.weight/.bias". twod: stored as Conv2d [Cout, Cin, kh, kw]. */
-int load_conv(c3_vae *v, const c3_ckpt *ck, vconv *c, const char *prefix, int cin, int cout,
-                     int kt, int kh, int kw, bool twod) {
+int load_conv(c3_vae *v, const c3_ckpt *ck, vconv *c, const char *prefix, int cin, int cout, int kt,
+              int kh, int kw, bool twod) {
     char name[NAME_MAX_LEN];
     memset(c, 0, sizeof *c);
     c->cin = cin;

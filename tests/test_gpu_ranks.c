@@ -88,7 +88,8 @@ static float *run(const char *model, const layout *L, int64_t *n, c3_result *res
     if (rc == C3_OK) {
         const cosmos3_layout *p = engine_layout(e);
         int devices[C3_MAX_RANKS];
-        for (int i = 0; i < p->world; i++) devices[i] = p->ranks[i].device;
+        for (int i = 0; i < p->world; i++)
+            devices[i] = p->ranks[i].device;
         if (kind) *kind = comm_choose(!strcmp(p->device, "cuda"), p->world, devices);
         c3_result r;
         unlink(lat);

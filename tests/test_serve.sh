@@ -12,12 +12,12 @@
 set -u
 bin=${COSMOS3_BIN:?}
 src=${COSMOS3_SRCDIR:-$(cd "$(dirname "$0")/.." && pwd)}
-fx=${COSMOS3_FIXTURES:-}
+. "${COSMOS3_SRCDIR:?}/tests/fixtures.sh"
 model="$fx/tiny-a/model"
-[ -f "$model/model_index.json" ] || { echo "SKIP: fixtures not found (set COSMOS3_FIXTURES)"; exit 77; }
+[ -f "$model/model_index.json" ] || { echo "SKIP: fixtures not found (set COSMOS3_FIXTURES or -Dfixtures to the folder with tiny-a/)"; exit 77; }
 js="$src/tests/serve"
-[ -d "$js/node_modules/openai" ] || { echo "SKIP: run 'npm ci' in tests/serve for the openai package"; exit 77; }
-command -v node >/dev/null || { echo "SKIP: node not found"; exit 77; }
+[ -d "$js/node_modules/openai" ] || { echo "SKIP: the openai npm package is missing (.ci/setup, or: cd tests/serve && npm ci)"; exit 77; }
+command -v node >/dev/null || { echo "SKIP: node not installed (.ci/setup, or: apt-get install nodejs npm)"; exit 77; }
 if "$bin" serve --port -1 2>&1 | grep -q "without libmicrohttpd"; then
     echo "SKIP: built without libmicrohttpd"; exit 77
 fi
