@@ -797,14 +797,13 @@ static int cl_conv(c3_vae *v, vconv *cv, c3_tensor *in, int T, int H, int W, boo
                      cv->pad);
         goto out;
     }
-    if (L > 0 && !cv->hist_live) {
-        if (T != 1) {
-            rc = c3_fail(C3_EFAIL, "VAE conv: a first chunk must have one frame, found %d", T);
-            goto out;
-        }
-        g.a0 = (int)L; /* zero history: only the last temporal tap sees data */
+    if (L > 0 && !cv->hist_live && T == 1) {
+        g.a0 = (int)L; /* zero history, one frame: only the last temporal tap sees data */
     } else if (staged) {
-        x = c3_rows(&cv->hist, 0, L + T);
+        x = c3_rows(&cv->hist, 0, L + T); /* [history (zeros before the first chunk), chunk] */
+    } else if (L > 0) {
+        rc = c3_fail(C3_EFAIL, "VAE conv: a chunk of %d frames without its history", T);
+        goto out;
     }
     if (own_y && (rc = cl_alloc(v, y, T, H, W, cv->cout))) goto out;
     if ((rc = be->vcl_conv(be, y, &x, &cv->wcl, &cv->b, res, &g))) goto out;
