@@ -120,16 +120,17 @@ int cu_permute(c3_backend *be, c3_tensor *y, const c3_tensor *x, const int *perm
 int cu_upsample2x(c3_backend *be, c3_tensor *y, const c3_tensor *x);
 /* The channels-last VAE ops (vae_cl.cu; backend.h vcl_*). */
 int cu_vcl_weight(c3_backend *be, c3_tensor *wcl, const c3_tensor *w);
-int cu_vcl_conv(c3_backend *be, c3_tensor *y, const c3_tensor *x, const c3_tensor *wcl, const c3_tensor *bias,
-                const c3_tensor *res, const c3_vcl_geom *g);
-int cu_vcl_norm(c3_backend *be, c3_tensor *y, const c3_tensor *x, const c3_tensor *gamma, int64_t N, int C,
-                bool silu);
-int cu_vcl_upsample(c3_backend *be, c3_tensor *y, const c3_tensor *x, int T, int H, int W, int C, bool interleave);
-int cu_vcl_dupup(c3_backend *be, c3_tensor *y, const c3_tensor *x, int T, int H, int W, int Cin, int Cout, int ft,
-                 int fs, bool trim);
+int cu_vcl_conv(c3_backend *be, c3_tensor *y, const c3_tensor *x, const c3_tensor *wcl,
+                const c3_tensor *bias, const c3_tensor *res, const c3_vcl_geom *g);
+int cu_vcl_norm(c3_backend *be, c3_tensor *y, const c3_tensor *x, const c3_tensor *gamma, int64_t N,
+                int C, bool silu);
+int cu_vcl_upsample(c3_backend *be, c3_tensor *y, const c3_tensor *x, int T, int H, int W, int C,
+                    bool interleave);
+int cu_vcl_dupup(c3_backend *be, c3_tensor *y, const c3_tensor *x, int T, int H, int W, int Cin,
+                 int Cout, int ft, int fs, bool trim);
 int cu_vcl_zero(c3_backend *be, c3_tensor *y);
-int cu_vcl_layout(c3_backend *be, c3_tensor *y, const c3_tensor *x, int T, int H, int W, int C, int patch, bool to_cl,
-                  float lo, float hi);
+int cu_vcl_layout(c3_backend *be, c3_tensor *y, const c3_tensor *x, int T, int H, int W, int C,
+                  int patch, bool to_cl, float lo, float hi);
 
 /* For the labs: the stream every op of `be` is queued on, and a choice of
  * attention kernel (0 = automatic, 1 = mma.sync flash, 2 = generic, 3 = Hopper wgmma). */

@@ -26,7 +26,7 @@
 #define VCL_THREADS 256
 #define VCL_MAX_TAPS 27
 #define CHAN_EPS 1e-12f
-#define VCL_ROUND(n, a) (((n) + (a) - 1) / (a) * (a))
+#define VCL_ROUND(n, a) (((n) + (a)-1) / (a) * (a))
 #define VCL_COUT_ALIGN C3_VCL_COUT_ALIGN
 
 typedef __nv_bfloat16 bf16;
@@ -51,13 +51,16 @@ static __device__ __forceinline__ void cp16(unsigned dst, const void *src, bool 
     int n = valid ? 16 : 0;
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(n));
 }
-static __device__ __forceinline__ void ldsm4(unsigned addr, unsigned &r0, unsigned &r1, unsigned &r2, unsigned &r3) {
+static __device__ __forceinline__ void ldsm4(unsigned addr, unsigned &r0, unsigned &r1,
+                                             unsigned &r2, unsigned &r3) {
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                  : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
                  : "r"(addr));
 }
-static __device__ __forceinline__ void mma16816(float *c, const unsigned *a, unsigned b0, unsigned b1) {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+static __device__ __forceinline__ void mma16816(float *c, const unsigned *a, unsigned b0,
+                                                unsigned b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, "
+                 "{%4,%5,%6,%7}, {%8,%9}, "
                  "{%0,%1,%2,%3};\n"
                  : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
@@ -75,7 +78,7 @@ template <int BN, int MINB>
 __global__ void __launch_bounds__(VCL_THREADS, MINB) k_vcl_conv(const vcl_conv_args a) {
     constexpr int WN = BN / 4, NI = WN / 8, MI = 4;
     extern __shared__ uint4 vcl_smem[];
-    bf16 *sA = (bf16 *)vcl_smem;                  /* [STAGES][BM][LDS] */
+    bf16 *sA = (bf16 *)vcl_smem;                   /* [STAGES][BM][LDS] */
     bf16 *sB = sA + VCL_STAGES * VCL_BM * VCL_LDS; /* [STAGES][BN][LDS] */
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     const int ntn = (a.Cout + BN - 1) / BN;
@@ -102,8 +105,8 @@ __global__ void __launch_bounds__(VCL_THREADS, MINB) k_vcl_conv(const vcl_conv_a
 #pragma unroll
         for (int i = 0; i < 2; i++) {
             bool v = aval[i] && cval;
-            cp16(smem_u32(sA + ((size_t)stage * VCL_BM + r0 + 64 * i) * VCL_LDS + j * 8), v ? arow[i] + off : a.x,
-                 v);
+            cp16(smem_u32(sA + ((size_t)stage * VCL_BM + r0 + 64 * i) * VCL_LDS + j * 8),
+                 v ? arow[i] + off : a.x, v);
         }
 #pragma unroll
         for (int i = 0; i < BR; i++)
@@ -117,7 +120,8 @@ __global__ void __launch_bounds__(VCL_THREADS, MINB) k_vcl_conv(const vcl_conv_a
 #pragma unroll
         for (int ni = 0; ni < NI; ni++)
 #pragma unroll
-            for (int q = 0; q < 4; q++) acc[mi][ni][q] = 0.0f;
+            for (int q = 0; q < 4; q++)
+                acc[mi][ni][q] = 0.0f;
 
 #pragma unroll
     for (int s = 0; s < VCL_STAGES - 1; s++) {
@@ -138,8 +142,8 @@ __global__ void __launch_bounds__(VCL_THREADS, MINB) k_vcl_conv(const vcl_conv_a
             unsigned af[MI][4], bfr[NI][2];
 #pragma unroll
             for (int mi = 0; mi < MI; mi++)
-                ldsm4(smem_u32(tA + (wm + mi * 16 + (lane & 15)) * VCL_LDS + kk + (lane >> 4) * 8), af[mi][0],
-                      af[mi][1], af[mi][2], af[mi][3]);
+                ldsm4(smem_u32(tA + (wm + mi * 16 + (lane & 15)) * VCL_LDS + kk + (lane >> 4) * 8),
+                      af[mi][0], af[mi][1], af[mi][2], af[mi][3]);
 #pragma unroll
             for (int nj = 0; nj < NI / 2; nj++)
                 ldsm4(smem_u32(tB + (wn + nj * 16 + (lane & 7) + (lane >> 4) * 8) * VCL_LDS + kk +
@@ -148,7 +152,8 @@ __global__ void __launch_bounds__(VCL_THREADS, MINB) k_vcl_conv(const vcl_conv_a
 #pragma unroll
             for (int mi = 0; mi < MI; mi++)
 #pragma unroll
-                for (int ni = 0; ni < NI; ni++) mma16816(acc[mi][ni], af[mi], bfr[ni][0], bfr[ni][1]);
+                for (int ni = 0; ni < NI; ni++)
+                    mma16816(acc[mi][ni], af[mi], bfr[ni][0], bfr[ni][1]);
         }
     }
     asm volatile("cp.async.wait_group 0;\n" ::);
@@ -186,7 +191,9 @@ __global__ void __launch_bounds__(VCL_THREADS, MINB) k_vcl_conv(const vcl_conv_a
 }
 
 static int vcl_variant = 0; /* 0 automatic, 1 BN 128, 2 BN 256, 3 BN 64 */
-extern "C" void c3_cuda_vcl_variant(int which) { vcl_variant = which; }
+extern "C" void c3_cuda_vcl_variant(int which) {
+    vcl_variant = which;
+}
 
 template <int BN, int MINB> static int launch_conv(c3_backend *be, const vcl_conv_args &a) {
     size_t smem = (size_t)VCL_STAGES * (VCL_BM + BN) * VCL_LDS * sizeof(bf16);
@@ -194,11 +201,13 @@ template <int BN, int MINB> static int launch_conv(c3_backend *be, const vcl_con
     int dev = cu_of(be)->device;
     if (dev < 0 || dev >= 64) return c3_fail(C3_EFAIL, "cuda vcl_conv: device %d", dev);
     if (!attr_set[dev]) {
-        CU_CHECK(cudaFuncSetAttribute(k_vcl_conv<BN, MINB>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+        CU_CHECK(cudaFuncSetAttribute(k_vcl_conv<BN, MINB>,
+                                      cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
         attr_set[dev] = true;
     }
     int64_t tiles = (a.M + VCL_BM - 1) / VCL_BM * ((a.Cout + BN - 1) / BN);
-    if (tiles > INT32_MAX) return c3_fail(C3_EFAIL, "cuda vcl_conv: %lld tiles is too many", (long long)tiles);
+    if (tiles > INT32_MAX)
+        return c3_fail(C3_EFAIL, "cuda vcl_conv: %lld tiles is too many", (long long)tiles);
     k_vcl_conv<BN, MINB><<<(unsigned)tiles, VCL_THREADS, smem, cu_of(be)->stream>>>(a);
     CU_CHECK_LAUNCH();
     return C3_OK;
@@ -207,16 +216,18 @@ template <int BN, int MINB> static int launch_conv(c3_backend *be, const vcl_con
 static int need_bf16(const char *op, const c3_tensor *t, const char *name, int64_t n) {
     if (t->dtype != C3_BF16) return c3_fail(C3_EFAIL, "cuda %s: %s must be bf16", op, name);
     if (c3_numel(t) < n)
-        return c3_fail(C3_EFAIL, "cuda %s: %s holds %lld elements, needs %lld", op, name, (long long)c3_numel(t),
-                       (long long)n);
+        return c3_fail(C3_EFAIL, "cuda %s: %s holds %lld elements, needs %lld", op, name,
+                       (long long)c3_numel(t), (long long)n);
     if ((uintptr_t)t->data % 16)
         return c3_fail(C3_EFAIL, "cuda %s: %s is not 16-byte aligned", op, name);
     return C3_OK;
 }
 
-__global__ void k_vcl_weight(bf16 *y, const void *w, int wt, int Cout, int Cin, int taps, int Coutp, int Cins) {
+__global__ void k_vcl_weight(bf16 *y, const void *w, int wt, int Cout, int Cin, int taps, int Coutp,
+                             int Cins) {
     int64_t n = (int64_t)Coutp * taps * Cins;
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x) {
         int ci = (int)(i % Cins), tap = (int)(i / Cins % taps);
         int64_t co = i / ((int64_t)Cins * taps);
         float v = co < Cout && ci < Cin ? cu_ld(w, wt, (co * Cin + ci) * taps + tap) : 0.0f;
@@ -224,7 +235,9 @@ __global__ void k_vcl_weight(bf16 *y, const void *w, int wt, int Cout, int Cin, 
     }
 }
 
-static int64_t c3_vcl_weight_numel(int Cout, int Cin, int taps) { return C3_VCL_WEIGHT_NUMEL(Cout, Cin, taps); }
+static int64_t c3_vcl_weight_numel(int Cout, int Cin, int taps) {
+    return C3_VCL_WEIGHT_NUMEL(Cout, Cin, taps);
+}
 
 int cu_vcl_weight(c3_backend *be, c3_tensor *wcl, const c3_tensor *w) {
     C3_TRY(cu_check_float("vcl_weight", w, "w"));
@@ -234,18 +247,21 @@ int cu_vcl_weight(c3_backend *be, c3_tensor *wcl, const c3_tensor *w) {
     C3_TRY(need_bf16("vcl_weight", wcl, "wcl", n));
     CU_ENTER(be);
     k_vcl_weight<<<cu_grid(be, n), CU_THREADS, 0, cu_of(be)->stream>>>(
-        (bf16 *)wcl->data, w->data, w->dtype, Cout, Cin, taps, VCL_ROUND(Cout, VCL_COUT_ALIGN), VCL_ROUND(Cin, VCL_BK));
+        (bf16 *)wcl->data, w->data, w->dtype, Cout, Cin, taps, VCL_ROUND(Cout, VCL_COUT_ALIGN),
+        VCL_ROUND(Cin, VCL_BK));
     CU_CHECK_LAUNCH();
     return C3_OK;
 }
 
-int cu_vcl_conv(c3_backend *be, c3_tensor *y, const c3_tensor *x, const c3_tensor *wcl, const c3_tensor *bias,
-                const c3_tensor *res, const c3_vcl_geom *g) {
-    int T = g->T, H = g->H, W = g->W, Cin = g->cin, Cout = g->cout, kt = g->kt, ks = g->ks, a0 = g->a0;
+int cu_vcl_conv(c3_backend *be, c3_tensor *y, const c3_tensor *x, const c3_tensor *wcl,
+                const c3_tensor *bias, const c3_tensor *res, const c3_vcl_geom *g) {
+    int T = g->T, H = g->H, W = g->W, Cin = g->cin, Cout = g->cout, kt = g->kt, ks = g->ks,
+        a0 = g->a0;
     if (T < 1 || H < 1 || W < 1 || Cin < 8 || Cin % 8 || Cout < 2 || Cout % 2 || kt < 1 || kt > 3 ||
         (ks != 1 && ks != 3) || a0 < 0 || a0 >= kt)
-        return c3_fail(C3_EFAIL, "cuda vcl_conv: bad geometry T %d H %d W %d Cin %d Cout %d kt %d ks %d a0 %d", T, H, W,
-                       Cin, Cout, kt, ks, a0);
+        return c3_fail(
+            C3_EFAIL, "cuda vcl_conv: bad geometry T %d H %d W %d Cin %d Cout %d kt %d ks %d a0 %d",
+            T, H, W, Cin, Cout, kt, ks, a0);
     int64_t Hp = H + 2, Wp = W + 2, fr = Hp * Wp, M = (int64_t)T * fr;
     int taps = kt * ks * ks, cins = VCL_ROUND(Cin, VCL_BK), pad = ks / 2;
     C3_TRY(need_bf16("vcl_conv", x, "x", (int64_t)(T + kt - 1 - a0) * fr * Cin));
@@ -253,7 +269,8 @@ int cu_vcl_conv(c3_backend *be, c3_tensor *y, const c3_tensor *x, const c3_tenso
     C3_TRY(need_bf16("vcl_conv", wcl, "wcl", c3_vcl_weight_numel(Cout, Cin, taps)));
     if (res) C3_TRY(need_bf16("vcl_conv", res, "res", M * Cout));
     if (bias && (c3_numel(bias) < Cout || !cu_float_type(bias->dtype)))
-        return c3_fail(C3_EFAIL, "cuda vcl_conv: bias holds %lld elements, needs %d", (long long)c3_numel(bias), Cout);
+        return c3_fail(C3_EFAIL, "cuda vcl_conv: bias holds %lld elements, needs %d",
+                       (long long)c3_numel(bias), Cout);
     if (y->data == x->data) return c3_fail(C3_EFAIL, "cuda vcl_conv: y must not alias x");
     vcl_conv_args a;
     memset(&a, 0, sizeof a);
@@ -292,9 +309,11 @@ int cu_vcl_zero(c3_backend *be, c3_tensor *y) {
 }
 
 /* ---- channel RMS norm (+ SiLU) over rows of C: one warp per position ---- */
-__global__ void k_vcl_norm(bf16 *y, const bf16 *x, const void *g, int gt, int64_t N, int C, bool silu) {
+__global__ void k_vcl_norm(bf16 *y, const bf16 *x, const void *g, int gt, int64_t N, int C,
+                           bool silu) {
     int lane = threadIdx.x & 31;
-    int64_t wid = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) >> 5, nw = ((int64_t)gridDim.x * blockDim.x) >> 5;
+    int64_t wid = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) >> 5,
+            nw = ((int64_t)gridDim.x * blockDim.x) >> 5;
     float scale = sqrtf((float)C);
     int nch = C / 8;
     for (int64_t p = wid; p < N; p += nw) {
@@ -311,7 +330,8 @@ __global__ void k_vcl_norm(bf16 *y, const bf16 *x, const void *g, int gt, int64_
             }
         }
 #pragma unroll
-        for (int o = 16; o; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+        for (int o = 16; o; o >>= 1)
+            ss += __shfl_xor_sync(0xffffffffu, ss, o);
         float r = scale / fmaxf(sqrtf(ss), CHAN_EPS);
         for (int c = lane; c < nch; c += 32) {
             uint4 u = xr[c], out;
@@ -334,17 +354,19 @@ __global__ void k_vcl_norm(bf16 *y, const bf16 *x, const void *g, int gt, int64_
     }
 }
 
-int cu_vcl_norm(c3_backend *be, c3_tensor *y, const c3_tensor *x, const c3_tensor *gamma, int64_t N, int C,
-                bool silu) {
-    if (C < 8 || C % 8) return c3_fail(C3_EFAIL, "cuda vcl_norm: %d channels (want a multiple of 8)", C);
+int cu_vcl_norm(c3_backend *be, c3_tensor *y, const c3_tensor *x, const c3_tensor *gamma, int64_t N,
+                int C, bool silu) {
+    if (C < 8 || C % 8)
+        return c3_fail(C3_EFAIL, "cuda vcl_norm: %d channels (want a multiple of 8)", C);
     C3_TRY(need_bf16("vcl_norm", x, "x", N * C));
     C3_TRY(need_bf16("vcl_norm", y, "y", N * C));
     if (c3_numel(gamma) < C || !cu_float_type(gamma->dtype))
-        return c3_fail(C3_EFAIL, "cuda vcl_norm: gamma holds %lld elements, needs %d", (long long)c3_numel(gamma), C);
+        return c3_fail(C3_EFAIL, "cuda vcl_norm: gamma holds %lld elements, needs %d",
+                       (long long)c3_numel(gamma), C);
     CU_ENTER(be);
     if (N == 0) return C3_OK;
-    k_vcl_norm<<<cu_grid(be, N * 32), CU_THREADS, 0, cu_of(be)->stream>>>((bf16 *)y->data, (const bf16 *)x->data,
-                                                                          gamma->data, gamma->dtype, N, C, silu);
+    k_vcl_norm<<<cu_grid(be, N * 32), CU_THREADS, 0, cu_of(be)->stream>>>(
+        (bf16 *)y->data, (const bf16 *)x->data, gamma->data, gamma->dtype, N, C, silu);
     CU_CHECK_LAUNCH();
     return C3_OK;
 }
@@ -352,11 +374,12 @@ int cu_vcl_norm(c3_backend *be, c3_tensor *y, const c3_tensor *x, const c3_tenso
 /* ---- nearest 2x upsample (with the upsample3d time interleave) ----
  * x [T, H+2, W+2, Cx], y [T', 2H+2, 2W+2, C] whole frames; interleave:
  * Cx = 2C, T' = 2T, frame 2t + s reads channels [s*C, (s+1)*C) of frame t. */
-__global__ void k_vcl_upsample(uint4 *y, const uint4 *x, int64_t n, int Hy, int Wy, int H, int W, int C8,
-                               bool interleave) {
+__global__ void k_vcl_upsample(uint4 *y, const uint4 *x, int64_t n, int Hy, int Wy, int H, int W,
+                               int C8, bool interleave) {
     int64_t Wpy = Wy + 2, Hpy = Hy + 2, Wpx = W + 2, Hpx = H + 2;
     int cx8 = interleave ? 2 * C8 : C8;
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x) {
         int c = (int)(i % C8);
         int64_t p = i / C8;
         int ww = (int)(p % Wpy), hh = (int)(p / Wpy % Hpy);
@@ -372,15 +395,18 @@ __global__ void k_vcl_upsample(uint4 *y, const uint4 *x, int64_t n, int Hy, int 
     }
 }
 
-int cu_vcl_upsample(c3_backend *be, c3_tensor *y, const c3_tensor *x, int T, int H, int W, int C, bool interleave) {
-    if (C < 8 || C % 8 || T < 1) return c3_fail(C3_EFAIL, "cuda vcl_upsample: %d channels, %d frames", C, T);
+int cu_vcl_upsample(c3_backend *be, c3_tensor *y, const c3_tensor *x, int T, int H, int W, int C,
+                    bool interleave) {
+    if (C < 8 || C % 8 || T < 1)
+        return c3_fail(C3_EFAIL, "cuda vcl_upsample: %d channels, %d frames", C, T);
     int64_t To = interleave ? 2 * T : T;
-    C3_TRY(need_bf16("vcl_upsample", x, "x", (int64_t)T * (H + 2) * (W + 2) * C * (interleave ? 2 : 1)));
+    C3_TRY(need_bf16("vcl_upsample", x, "x",
+                     (int64_t)T * (H + 2) * (W + 2) * C * (interleave ? 2 : 1)));
     int64_t n = To * (2 * H + 2) * (2 * W + 2) * (C / 8);
     C3_TRY(need_bf16("vcl_upsample", y, "y", n * 8));
     CU_ENTER(be);
-    k_vcl_upsample<<<cu_grid(be, n), CU_THREADS, 0, cu_of(be)->stream>>>((uint4 *)y->data, (const uint4 *)x->data, n,
-                                                                         2 * H, 2 * W, H, W, C / 8, interleave);
+    k_vcl_upsample<<<cu_grid(be, n), CU_THREADS, 0, cu_of(be)->stream>>>(
+        (uint4 *)y->data, (const uint4 *)x->data, n, 2 * H, 2 * W, H, W, C / 8, interleave);
     CU_CHECK_LAUNCH();
     return C3_OK;
 }
@@ -388,9 +414,10 @@ int cu_vcl_upsample(c3_backend *be, c3_tensor *y, const c3_tensor *x, int T, int
 /* ---- DupUp3D shortcut added in place ----
  * y[t*ft + a, h*fs + b, w*fs + d, o] += x[t, h, w, (o*ft*fs*fs + a*fs*fs + b*fs + d) / R]
  * (interior positions); trim: one input frame, only a = ft - 1, one output frame. */
-__global__ void k_vcl_dupup(bf16 *y, const bf16 *x, int64_t n, int Ho, int Wo, int H, int W, int Cin, int Cout,
-                            int ft, int fs, int R, bool trim) {
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+__global__ void k_vcl_dupup(bf16 *y, const bf16 *x, int64_t n, int Ho, int Wo, int H, int W,
+                            int Cin, int Cout, int ft, int fs, int R, bool trim) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x) {
         int o = (int)(i % Cout);
         int64_t p = i / Cout;
         int wo = (int)(p % Wo), ho = (int)(p / Wo % Ho);
@@ -405,19 +432,20 @@ __global__ void k_vcl_dupup(bf16 *y, const bf16 *x, int64_t n, int Ho, int Wo, i
     }
 }
 
-int cu_vcl_dupup(c3_backend *be, c3_tensor *y, const c3_tensor *x, int T, int H, int W, int Cin, int Cout, int ft,
-                 int fs, bool trim) {
+int cu_vcl_dupup(c3_backend *be, c3_tensor *y, const c3_tensor *x, int T, int H, int W, int Cin,
+                 int Cout, int ft, int fs, bool trim) {
     if (T < 1 || ft < 1 || fs < 1 || (trim && T != 1) || ((int64_t)Cout * ft * fs * fs) % Cin)
-        return c3_fail(C3_EFAIL, "cuda vcl_dupup: bad geometry T %d Cin %d Cout %d ft %d fs %d", T, Cin, Cout, ft, fs);
+        return c3_fail(C3_EFAIL, "cuda vcl_dupup: bad geometry T %d Cin %d Cout %d ft %d fs %d", T,
+                       Cin, Cout, ft, fs);
     int R = (int)((int64_t)Cout * ft * fs * fs / Cin);
     int64_t To = trim ? 1 : (int64_t)T * ft, Ho = (int64_t)H * fs, Wo = (int64_t)W * fs;
     C3_TRY(need_bf16("vcl_dupup", x, "x", (int64_t)T * (H + 2) * (W + 2) * Cin));
     C3_TRY(need_bf16("vcl_dupup", y, "y", To * (Ho + 2) * (Wo + 2) * Cout));
     int64_t n = To * Ho * Wo * Cout;
     CU_ENTER(be);
-    k_vcl_dupup<<<cu_grid(be, n), CU_THREADS, 0, cu_of(be)->stream>>>((bf16 *)y->data, (const bf16 *)x->data, n,
-                                                                      (int)Ho, (int)Wo, H, W, Cin, Cout, ft, fs, R,
-                                                                      trim);
+    k_vcl_dupup<<<cu_grid(be, n), CU_THREADS, 0, cu_of(be)->stream>>>(
+        (bf16 *)y->data, (const bf16 *)x->data, n, (int)Ho, (int)Wo, H, W, Cin, Cout, ft, fs, R,
+        trim);
     CU_CHECK_LAUNCH();
     return C3_OK;
 }
@@ -429,7 +457,8 @@ int cu_vcl_dupup(c3_backend *be, c3_tensor *y, const c3_tensor *x, int T, int H,
  *        clamped to [lo, hi] when lo < hi; y of any float type. */
 __global__ void k_vcl_to_cl(bf16 *y, const void *x, int xt, int64_t n, int T, int H, int W, int C) {
     int64_t Wp = W + 2, Hp = H + 2;
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x) {
         int c = (int)(i % C);
         int64_t p = i / C;
         int ww = (int)(p % Wp), hh = (int)(p / Wp % Hp);
@@ -441,10 +470,11 @@ __global__ void k_vcl_to_cl(bf16 *y, const void *x, int xt, int64_t n, int T, in
     }
 }
 
-__global__ void k_vcl_from_cl(void *y, int yt, const bf16 *x, int64_t n, int T, int H, int W, int C, int P,
-                              float lo, float hi) {
+__global__ void k_vcl_from_cl(void *y, int yt, const bf16 *x, int64_t n, int T, int H, int W, int C,
+                              int P, float lo, float hi) {
     int64_t Wo = (int64_t)W * P, Ho = (int64_t)H * P;
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x) {
         int64_t X = i % Wo, Y = i / Wo % Ho, t = i / (Wo * Ho) % T;
         int64_t c = i / (Wo * Ho * T);
         int64_t h = Y / P, q = Y % P, w = X / P, r = X % P;
@@ -455,25 +485,27 @@ __global__ void k_vcl_from_cl(void *y, int yt, const bf16 *x, int64_t n, int T, 
     }
 }
 
-int cu_vcl_layout(c3_backend *be, c3_tensor *y, const c3_tensor *x, int T, int H, int W, int C, int patch, bool to_cl,
-                  float lo, float hi) {
+int cu_vcl_layout(c3_backend *be, c3_tensor *y, const c3_tensor *x, int T, int H, int W, int C,
+                  int patch, bool to_cl, float lo, float hi) {
     int64_t n = (int64_t)T * H * W * C;
-    if (T < 1 || H < 1 || W < 1 || C < 1 || patch < 1 || C % (patch * patch) || (to_cl && patch != 1))
-        return c3_fail(C3_EFAIL, "cuda vcl_layout: bad geometry T %d H %d W %d C %d patch %d", T, H, W, C, patch);
+    if (T < 1 || H < 1 || W < 1 || C < 1 || patch < 1 || C % (patch * patch) ||
+        (to_cl && patch != 1))
+        return c3_fail(C3_EFAIL, "cuda vcl_layout: bad geometry T %d H %d W %d C %d patch %d", T, H,
+                       W, C, patch);
     int64_t ncl = (int64_t)T * (H + 2) * (W + 2) * C;
     CU_ENTER(be);
     if (to_cl) {
         C3_TRY(cu_check_float("vcl_layout", x, "x"));
         if (c3_numel(x) < n) return c3_fail(C3_EFAIL, "cuda vcl_layout: x holds too few elements");
         C3_TRY(need_bf16("vcl_layout", y, "y", ncl));
-        k_vcl_to_cl<<<cu_grid(be, ncl), CU_THREADS, 0, cu_of(be)->stream>>>((bf16 *)y->data, x->data, x->dtype, ncl,
-                                                                           T, H, W, C);
+        k_vcl_to_cl<<<cu_grid(be, ncl), CU_THREADS, 0, cu_of(be)->stream>>>(
+            (bf16 *)y->data, x->data, x->dtype, ncl, T, H, W, C);
     } else {
         C3_TRY(cu_check_float("vcl_layout", y, "y"));
         if (c3_numel(y) < n) return c3_fail(C3_EFAIL, "cuda vcl_layout: y holds too few elements");
         C3_TRY(need_bf16("vcl_layout", x, "x", ncl));
-        k_vcl_from_cl<<<cu_grid(be, n), CU_THREADS, 0, cu_of(be)->stream>>>(y->data, y->dtype, (const bf16 *)x->data,
-                                                                           n, T, H, W, C, patch, lo, hi);
+        k_vcl_from_cl<<<cu_grid(be, n), CU_THREADS, 0, cu_of(be)->stream>>>(
+            y->data, y->dtype, (const bf16 *)x->data, n, T, H, W, C, patch, lo, hi);
     }
     CU_CHECK_LAUNCH();
     return C3_OK;

@@ -67,10 +67,9 @@ typedef struct {
 /* Reordered weight wcl [roundup(cout, 256), kt*ks*ks, roundup(cin, 32)], zero padded. */
 #define C3_VCL_COUT_ALIGN 256
 #define C3_VCL_CIN_ALIGN 32
-#define C3_VCL_WEIGHT_NUMEL(cout, cin, taps)                                                                   \
-    ((int64_t)(((cout) + C3_VCL_COUT_ALIGN - 1) / C3_VCL_COUT_ALIGN * C3_VCL_COUT_ALIGN) * (taps) *            \
-     (((cin) + C3_VCL_CIN_ALIGN - 1) / C3_VCL_CIN_ALIGN * C3_VCL_CIN_ALIGN))
-
+#define C3_VCL_WEIGHT_NUMEL(cout, cin, taps)                                                       \
+    ((int64_t)(((cout) + C3_VCL_COUT_ALIGN - 1) / C3_VCL_COUT_ALIGN * C3_VCL_COUT_ALIGN) *         \
+     (taps) * (((cin) + C3_VCL_CIN_ALIGN - 1) / C3_VCL_CIN_ALIGN * C3_VCL_CIN_ALIGN))
 
 struct c3_backend {
     const char *name; /* "cpu" or "cuda" */
@@ -164,12 +163,12 @@ struct c3_backend {
     int (*vcl_conv)(c3_backend *be, c3_tensor *y, const c3_tensor *x, const c3_tensor *wcl,
                     const c3_tensor *bias, const c3_tensor *res, const c3_vcl_geom *g);
     /* Channel RMS norm (as chan_rmsnorm, no bias) over each of N rows of C, then SiLU if silu. */
-    int (*vcl_norm)(c3_backend *be, c3_tensor *y, const c3_tensor *x, const c3_tensor *gamma, int64_t N,
-                    int C, bool silu);
+    int (*vcl_norm)(c3_backend *be, c3_tensor *y, const c3_tensor *x, const c3_tensor *gamma,
+                    int64_t N, int C, bool silu);
     /* Nearest 2x: x [T, H, W, C] -> y [T, 2H, 2W, C]; interleave: x has 2C channels and
      * y 2T frames, frame 2t + s taken from channels [sC, (s+1)C) of frame t. */
-    int (*vcl_upsample)(c3_backend *be, c3_tensor *y, const c3_tensor *x, int T, int H, int W, int C,
-                        bool interleave);
+    int (*vcl_upsample)(c3_backend *be, c3_tensor *y, const c3_tensor *x, int T, int H, int W,
+                        int C, bool interleave);
     /* y += DupUp3D(x), interior only: x [T, H, W, Cin] -> [T ft (1 if trim), H fs, W fs, Cout]. */
     int (*vcl_dupup)(c3_backend *be, c3_tensor *y, const c3_tensor *x, int T, int H, int W, int Cin,
                      int Cout, int ft, int fs, bool trim);

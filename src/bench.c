@@ -27,7 +27,7 @@
 #define BENCH_WEIGHT_AMPLITUDE 0.03 /* random weights are uniform in +-this */
 #define BENCH_VAE_VOCAB 64        /* vocab of the throw-away mkmodel checkpoint that carries the VAE */
 #define BENCH_VAE_LAYERS 1
-#define BENCH_FULL_VAE_BASE 256   /* decoder_base_dim of the full Wan2.2 VAE (nano, super, edge) */
+#define BENCH_FULL_VAE_BASE 256 /* decoder_base_dim of the full Wan2.2 VAE (nano, super, edge) */
 #define BENCH_DEFAULT_PROMPT                                                                        \
     "A red fox jumps over a frozen creek at dawn, low sun behind snowy pines, breath visible in the " \
     "cold air, shallow depth of field, cinematic lighting."

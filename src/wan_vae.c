@@ -48,10 +48,10 @@ typedef struct {
     c3_tensor w, b; /* [Cout, Cin, kt, kh, kw], [Cout] */
     c3_tensor wlast; /* [Cout, Cin, 1, kh, kw]: the last temporal tap (kt > 1) */
     int cin, cout, kt, kh, kw, pad;
-    c3_tensor hist;  /* [kt - 1, Cin, H*W] time-major, while live; channels-last:
-                        [kt - 1 + T, H + 2, W + 2, Cin], the history then the chunk */
+    c3_tensor hist; /* [kt - 1, Cin, H*W] time-major, while live; channels-last:
+                       [kt - 1 + T, H + 2, W + 2, Cin], the history then the chunk */
     bool hist_live;
-    c3_tensor wcl;   /* channels-last path: the weight reordered by vcl_weight */
+    c3_tensor wcl; /* channels-last path: the weight reordered by vcl_weight */
 } vconv;
 
 typedef struct {
@@ -89,8 +89,8 @@ struct c3_vae {
     c3_tensor norm_out; /* [C] */
     vconv **convs;      /* every conv, for history resets */
     int nconvs;
-    bool cl;            /* decode in padded channels-last layout (backend vcl_* ops) */
-    int cl_tcap;        /* most frames a chunk has at any level (staging size) */
+    bool cl;     /* decode in padded channels-last layout (backend vcl_* ops) */
+    int cl_tcap; /* most frames a chunk has at any level (staging size) */
     /* one-frame decodes replayed as a recorded graph (backends with graph
      * ops): input and output buffers kept for one latent size; the first
      * decode of a size runs eagerly, the second records, later ones replay */
@@ -748,7 +748,8 @@ static int cl_alloc(c3_vae *v, c3_tensor *t, int64_t F, int64_t H, int64_t W, in
 }
 
 /* x [T, H, W, C] channels-last for the trace hook as [C, T, H, W]. */
-static int cl_trace(c3_vae *v, const char *name, int chunk, const c3_tensor *x, int T, int H, int W, int C) {
+static int cl_trace(c3_vae *v, const char *name, int chunk, const c3_tensor *x, int T, int H, int W,
+                    int C) {
     if (!vae_trace_hook) return C3_OK;
     c3_tensor t = {0};
     C3_TRY(act4(v, &t, C, T, H, W));
@@ -760,18 +761,23 @@ static int cl_trace(c3_vae *v, const char *name, int chunk, const c3_tensor *x, 
 
 /* A temporal conv keeps its input behind the history while a history is,
  * or is to be, kept. */
-static bool cl_staged(const vconv *cv, int T, bool keep) { return cv->kt > 1 && (keep || cv->hist_live || T > 1); }
+static bool cl_staged(const vconv *cv, int T, bool keep) {
+    return cv->kt > 1 && (keep || cv->hist_live || T > 1);
+}
 
 /* Where the input of conv cv for a chunk of T frames goes: frames [L, L+T)
  * of its staging tensor (a view) or, unstaged, a new tensor (owned). */
 static int cl_slot(c3_vae *v, vconv *cv, int T, int H, int W, bool keep, c3_tensor *slot) {
     if (!cl_staged(cv, T, keep)) return cl_alloc(v, slot, T, H, W, cv->cin);
     int64_t L = cv->kt - 1;
-    if (!cv->hist.data || cv->hist.ne[1] != H + 2 || cv->hist.ne[2] != W + 2 || cv->hist.ne[0] < L + T) {
+    if (!cv->hist.data || cv->hist.ne[1] != H + 2 || cv->hist.ne[2] != W + 2 ||
+        cv->hist.ne[0] < L + T) {
         if (cv->hist_live)
-            return c3_fail(C3_EFAIL, "VAE conv: chunk of %d frames of %dx%d does not fit the history [%lld, %lld, %lld]",
-                           T, H, W, (long long)cv->hist.ne[0], (long long)cv->hist.ne[1] - 2,
-                           (long long)cv->hist.ne[2] - 2);
+            return c3_fail(
+                C3_EFAIL,
+                "VAE conv: chunk of %d frames of %dx%d does not fit the history [%lld, %lld, %lld]",
+                T, H, W, (long long)cv->hist.ne[0], (long long)cv->hist.ne[1] - 2,
+                (long long)cv->hist.ne[2] - 2);
         c3_free(&cv->hist);
         C3_TRY(cl_alloc(v, &cv->hist, L + C3_MAX(T, v->cl_tcap), H, W, cv->cin));
         c3_tensor front = c3_rows(&cv->hist, 0, L);
@@ -784,17 +790,24 @@ static int cl_slot(c3_vae *v, vconv *cv, int T, int H, int W, bool keep, c3_tens
 /* y [T, H, W, cout] = conv(in) + bias (+ res). in: for kt == 1 any
  * channels-last tensor of T frames; else the slot cl_slot gave (freed here
  * when owned). y: allocated unless it already has storage (a view to fill). */
-static int cl_conv(c3_vae *v, vconv *cv, c3_tensor *in, int T, int H, int W, bool keep, const c3_tensor *res,
-                   c3_tensor *y) {
+static int cl_conv(c3_vae *v, vconv *cv, c3_tensor *in, int T, int H, int W, bool keep,
+                   const c3_tensor *res, c3_tensor *y) {
     c3_backend *be = v->be;
     int64_t L = cv->kt - 1;
     bool staged = cl_staged(cv, T, keep), own_y = !y->data;
-    c3_vcl_geom g = {.T = T, .H = H, .W = W, .cin = cv->cin, .cout = cv->cout, .kt = cv->kt, .ks = cv->kh, .a0 = 0};
+    c3_vcl_geom g = {.T = T,
+                     .H = H,
+                     .W = W,
+                     .cin = cv->cin,
+                     .cout = cv->cout,
+                     .kt = cv->kt,
+                     .ks = cv->kh,
+                     .a0 = 0};
     c3_tensor x = *in;
     int rc = C3_OK;
     if (cv->kh != cv->kw || cv->pad != cv->kh / 2) {
-        rc = c3_fail(C3_EFAIL, "VAE conv: kernel %dx%d with padding %d has no channels-last form", cv->kh, cv->kw,
-                     cv->pad);
+        rc = c3_fail(C3_EFAIL, "VAE conv: kernel %dx%d with padding %d has no channels-last form",
+                     cv->kh, cv->kw, cv->pad);
         goto out;
     }
     if (L > 0 && !cv->hist_live && T == 1) {
@@ -822,7 +835,8 @@ out:
 }
 
 /* ResBlock on x [T, H, W, cin] -> y [T, H, W, cout]. */
-static int cl_res(c3_vae *v, vres *r, const c3_tensor *x, int T, int H, int W, bool keep, c3_tensor *y) {
+static int cl_res(c3_vae *v, vres *r, const c3_tensor *x, int T, int H, int W, bool keep,
+                  c3_tensor *y) {
     c3_backend *be = v->be;
     int64_t N = (int64_t)T * (H + 2) * (W + 2);
     c3_tensor h = {0}, s1 = {0}, b = {0}, s2 = {0};
@@ -867,8 +881,8 @@ out:
 }
 
 /* Up block on x [T, H, W, cin] -> y [*To, H fs, W fs, cout] (fs = 1 without upsampler). */
-static int cl_up(c3_vae *v, vup *u, const c3_tensor *x, int T, int H, int W, bool first, bool keep, c3_tensor *y,
-                 int *To) {
+static int cl_up(c3_vae *v, vup *u, const c3_tensor *x, int T, int H, int W, bool first, bool keep,
+                 c3_tensor *y, int *To) {
     c3_backend *be = v->be;
     c3_tensor cur = {0}, nxt = {0}, tc = {0}, up = {0}, slot = {0};
     int rc = C3_OK;
@@ -905,7 +919,8 @@ static int cl_up(c3_vae *v, vup *u, const c3_tensor *x, int T, int H, int W, boo
     if ((rc = be->vcl_upsample(be, &up, src, T, H, W, C, il))) goto out;
     c3_free(&tc);
     c3_free(&cur);
-    if ((rc = cl_conv(v, &u->resample, &up, T2, H * VAE_UP_S, W * VAE_UP_S, false, NULL, y))) goto out;
+    if ((rc = cl_conv(v, &u->resample, &up, T2, H * VAE_UP_S, W * VAE_UP_S, false, NULL, y)))
+        goto out;
     if ((rc = be->vcl_dupup(be, y, x, T, H, W, u->cin, u->cout, u->ft, u->fs, trim))) goto out;
     *To = T2;
 out:
@@ -920,8 +935,8 @@ out:
 
 /* The whole decode on the channels-last ops: zr [z_dim, T, h, w] raw
  * latents -> res [C, Fo, Ho, Wo] (host), chunk by chunk. */
-static int cl_decode(c3_vae *v, const float *zr, int T, int h, int w, float *res, int64_t Fo, int64_t Ho, int64_t Wo,
-                     int (*on_frame)(void *ud, int t, int T), void *ud) {
+static int cl_decode(c3_vae *v, const float *zr, int T, int h, int w, float *res, int64_t Fo,
+                     int64_t Ho, int64_t Wo, int (*on_frame)(void *ud, int t, int T), void *ud) {
     c3_backend *be = v->be;
     int Cz = v->z_dim, C = v->img_ch, p = v->patch, Co = v->dec_out;
     c3_tensor z = {0}, zl = {0}, pq = {0}, a = {0}, b = {0}, o = {0}, img = {0}, slot = {0};
@@ -944,14 +959,21 @@ static int cl_decode(c3_vae *v, const float *zr, int T, int h, int w, float *res
     c3_free(&zl);
     if ((rc = cl_trace(v, "post_quant_conv", 0, &pqt, T, h, w, Cz))) goto out;
     if (v->conv_in.kt != VAE_CACHE_T + 1 || v->conv_in.kh != 3) {
-        rc = c3_fail(C3_EFAIL, "VAE conv_in: kernel %dx%d, expected 3x3x3", v->conv_in.kt, v->conv_in.kh);
+        rc = c3_fail(C3_EFAIL, "VAE conv_in: kernel %dx%d, expected 3x3x3", v->conv_in.kt,
+                     v->conv_in.kh);
         goto out;
     }
     for (int t = 0, f0 = 0; t < T; t++) {
         bool first = t == 0, keep = t + 1 < T;
         int H = h, W = w, Tc = 1;
         /* conv_in: frames [t, t + 3) of pq; the first chunk sees only its own frame */
-        c3_vcl_geom g = {.T = 1, .H = h, .W = w, .cin = Cz, .cout = v->conv_in.cout, .kt = 3, .ks = 3,
+        c3_vcl_geom g = {.T = 1,
+                         .H = h,
+                         .W = w,
+                         .cin = Cz,
+                         .cout = v->conv_in.cout,
+                         .kt = 3,
+                         .ks = 3,
                          .a0 = first ? VAE_CACHE_T : 0};
         c3_tensor xin = c3_rows(&pq, first ? VAE_CACHE_T : t, first ? 1 : VAE_CACHE_T + 1);
         if ((rc = cl_alloc(v, &a, 1, h, w, v->conv_in.cout))) goto out;
@@ -982,17 +1004,22 @@ static int cl_decode(c3_vae *v, const float *zr, int T, int h, int w, float *res
 #undef CL_STEP
         int Cl = v->conv_out.cin;
         if (Tc != (first ? 1 : v->cl_tcap) || (int64_t)H * p != Ho || (int64_t)W * p != Wo) {
-            rc = c3_fail(C3_EFAIL, "VAE decode: chunk %d came out %d frames of %dx%d, expected %d of %lldx%lld", t, Tc,
-                         H, W, first ? 1 : v->cl_tcap, (long long)(Ho / p), (long long)(Wo / p));
+            rc = c3_fail(
+                C3_EFAIL,
+                "VAE decode: chunk %d came out %d frames of %dx%d, expected %d of %lldx%lld", t, Tc,
+                H, W, first ? 1 : v->cl_tcap, (long long)(Ho / p), (long long)(Wo / p));
             goto out;
         }
         if ((rc = cl_slot(v, &v->conv_out, Tc, H, W, keep, &slot))) goto out;
-        if ((rc = be->vcl_norm(be, &slot, &a, &v->norm_out, (int64_t)Tc * (H + 2) * (W + 2), Cl, true))) goto out;
+        if ((rc = be->vcl_norm(be, &slot, &a, &v->norm_out, (int64_t)Tc * (H + 2) * (W + 2), Cl,
+                               true)))
+            goto out;
         c3_free(&a);
         if ((rc = cl_conv(v, &v->conv_out, &slot, Tc, H, W, keep, NULL, &o))) goto out;
         if ((rc = cl_trace(v, "decoder.conv_out", t, &o, Tc, H, W, Co))) goto out;
         /* unpatchify + clamp into [C, Tc, Ho, Wo] */
-        if ((rc = c3_alloc(be, &img, C3_F32, C3_MEM_ACT, 4, (int64_t)C, (int64_t)Tc, Ho, Wo))) goto out;
+        if ((rc = c3_alloc(be, &img, C3_F32, C3_MEM_ACT, 4, (int64_t)C, (int64_t)Tc, Ho, Wo)))
+            goto out;
         if ((rc = be->vcl_layout(be, &img, &o, Tc, H, W, Co, p, false, -1.0f, 1.0f))) goto out;
         c3_free(&o);
         int64_t fsz = Ho * Wo;
@@ -1000,7 +1027,8 @@ static int cl_decode(c3_vae *v, const float *zr, int T, int h, int w, float *res
         if ((rc = be->download(be, host, &img))) goto out;
         c3_free(&img);
         for (int64_t c = 0; c < C; c++)
-            memcpy(res + (c * Fo + f0) * fsz, host + c * Tc * fsz, sizeof(float) * (size_t)(Tc * fsz));
+            memcpy(res + (c * Fo + f0) * fsz, host + c * Tc * fsz,
+                   sizeof(float) * (size_t)(Tc * fsz));
         f0 += Tc;
         if (on_frame) {
             int s = on_frame(ud, t, T);

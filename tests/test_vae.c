@@ -365,8 +365,14 @@ static void test_full_vae(c3_backend *gbe, const char *tokdir) {
     char probe[4200];
     snprintf(probe, sizeof probe, "%s/vae/config.json", dir);
     if (access(probe, R_OK) != 0) {
-        c3_mkmodel_opts o = {.preset = "tiny", .layers = 1, .vocab = 64, .vae = MKMODEL_VAE_FULL, .seed = 7,
-                             .out_dir = dir, .tokenizer_dir = tokdir, .overwrite = true};
+        c3_mkmodel_opts o = {.preset = "tiny",
+                             .layers = 1,
+                             .vocab = 64,
+                             .vae = MKMODEL_VAE_FULL,
+                             .seed = 7,
+                             .out_dir = dir,
+                             .tokenizer_dir = tokdir,
+                             .overwrite = true};
         int rc = mkmodel_write(&o);
         T_CHECK(rc == C3_OK, "mkmodel (full VAE) into %s: %s", dir, c3_errmsg());
         if (rc) return;
@@ -388,7 +394,8 @@ static void test_full_vae(c3_backend *gbe, const char *tokdir) {
     int T = 3, h = 16, w = 24, Cz = ck.v.z_dim;
     int64_t nz = (int64_t)Cz * T * h * w;
     float *z = xmalloc(sizeof(float) * (size_t)nz), *ob = NULL, *of = NULL;
-    for (int64_t i = 0; i < nz; i++) z[i] = frand() * 1.7f; /* roughly unit variance */
+    for (int64_t i = 0; i < nz; i++)
+        z[i] = frand() * 1.7f; /* roughly unit variance */
     int F1 = 0, H1 = 0, W1 = 0, F2 = 0, H2 = 0, W2 = 0;
     if (rc == C3_OK) {
         double t0 = c3_now();
@@ -396,8 +403,9 @@ static void test_full_vae(c3_backend *gbe, const char *tokdir) {
         double t1 = c3_now();
         if (rc == C3_OK) rc = vae_decode(vf, z, T, h, w, &of, &F2, &H2, &W2, NULL, NULL);
         T_CHECK(rc == C3_OK, "full VAE decode: %s", c3_errmsg());
-        fprintf(stderr, "full VAE [%d, %d, %d] -> %d frames of %dx%d: bf16 path %.3f s, fp32 path %.3f s\n", T, h, w,
-                F1, W1, H1, t1 - t0, c3_now() - t1);
+        fprintf(stderr,
+                "full VAE [%d, %d, %d] -> %d frames of %dx%d: bf16 path %.3f s, fp32 path %.3f s\n",
+                T, h, w, F1, W1, H1, t1 - t0, c3_now() - t1);
     }
     bool same = F1 == F2 && H1 == H2 && W1 == W2 && F1 == 1 + 4 * (T - 1);
     if (rc == C3_OK) T_CHECK(same, "shapes differ: %dx%dx%d vs %dx%dx%d", F1, H1, W1, F2, H2, W2);
@@ -414,12 +422,14 @@ static void test_full_vae(c3_backend *gbe, const char *tokdir) {
             if (d > maxd) maxd = d;
         }
         fprintf(stderr,
-                "full VAE bf16 vs fp32: decoded rel L2 %.3e; uint8 equal %.2f %%, mean |diff| %.3f levels, max %lld, "
+                "full VAE bf16 vs fp32: decoded rel L2 %.3e; uint8 equal %.2f %%, mean |diff| %.3f "
+                "levels, max %lld, "
                 "more than %d levels on %.4f %%\n",
                 l2, 100.0 * eq / n, sum_d / n, (long long)maxd, FULL_U8_FAR, 100.0 * far / n);
         T_CHECK(l2 <= FULL_REL_L2, "full VAE bf16 vs fp32: rel L2 %.3e > %.0e", l2, FULL_REL_L2);
-        T_CHECK((double)far / n <= FULL_U8_FAR_FRAC, "full VAE: %.4f %% of uint8 values moved by more than %d levels",
-                100.0 * far / n, FULL_U8_FAR);
+        T_CHECK((double)far / n <= FULL_U8_FAR_FRAC,
+                "full VAE: %.4f %% of uint8 values moved by more than %d levels", 100.0 * far / n,
+                FULL_U8_FAR);
     }
     free(z);
     free(ob);
