@@ -20,7 +20,7 @@
 #include "events.h"
 #include "mkmodel.h"
 #include "options.h"
-#include "pipeline.h"
+#include "session.h"
 #include "plan.h"
 #include "png_io.h"
 #include "prompt.h"
@@ -86,6 +86,31 @@ static void command_help(FILE *f, const c3_command *c) {
     fprintf(f, "usage: cosmos3 %s %s\n\n%s\n\noptions:\n", c->name, c->args, c->summary);
     options_usage(f, c->bit);
     fprintf(f, "  -h, --help                         this help\n");
+}
+
+/* ----------------------------------------------------- OpenMP wait policy */
+
+/* The REPL, the TUI and the server run the engine on threads of their own,
+ * and with libgomp's default wait policy the idle members of an OpenMP team
+ * spin for ~3 ms after every parallel region, on the cores OpenBLAS's own
+ * threads need for the next matrix product: on a 2-core machine their steps
+ * ran 10-25x slower than gen's (bench/repl_speed.sh prints the ratio; gen
+ * escaped only because libgomp throttles the spinning when it manages more
+ * threads than there are cores). A passive policy removes it and costs gen
+ * nothing measurable. libgomp reads the policy once, in its constructor,
+ * before main() and before anything main() could setenv() (even the
+ * executable's preinit array runs before libc resets environ), so the only
+ * way in is the environment of the exec: set it and exec this program again.
+ * A policy or spin count the user set is kept, and so is a run under
+ * valgrind (which would not follow the exec). Returns only when no exec
+ * happened; any failure just leaves the default policy. */
+static void omp_wait_passive(char **argv) {
+    if (getenv("OMP_WAIT_POLICY") || getenv("GOMP_SPINCOUNT")) return;
+    const char *pre = getenv("LD_PRELOAD");
+    if (pre && strstr(pre, "vgpreload")) return;
+    if (setenv("OMP_WAIT_POLICY", "passive", 1) != 0) return;
+    execv("/proc/self/exe", argv);
+    /* no /proc: go on with the default policy (slower REPL steps, same results) */
 }
 
 /* ------------------------------------------------------------- signals */
@@ -164,8 +189,8 @@ static int run_generation(c3_settings *s) {
         if (x.kind == EV_STEP_BEGIN && x.step == 1) t_first = c3_now();
         if (x.kind == EV_BRANCH && x.branch == 1) uncond_last = x.seconds;
         if (x.kind == EV_STEP_END && tty) {
-            if (e && engine_plan(e)->cfg == 2) x.uncond_s = uncond_last;
-            progress_line(&x, t_first, engine_plan(e)->cfg);
+            if (e && engine_layout(e)->cfg_parallel == 2) x.uncond_s = uncond_last;
+            progress_line(&x, t_first, engine_layout(e)->cfg_parallel);
             shown = true;
         }
     }
@@ -187,10 +212,10 @@ static int run_generation(c3_settings *s) {
         json_object_set_new(o, "guidance", json_real(j.r.guidance));
         json_object_set_new(o, "shift", json_real(j.r.shift));
         json_object_set_new(o, "schedule", json_string(j.r.schedule));
-        json_object_set_new(o, "model", json_string(engine_ckpt(e)->model_id));
-        const c3_plan *p = engine_plan(e);
-        json_object_set_new(o, "layout", json_pack("{s:i,s:i,s:i,s:s}", "tp", p->tp, "cfg_parallel", p->cfg,
-                                                   "ulysses", p->sp, "device", p->cuda ? "cuda" : "cpu"));
+        json_object_set_new(o, "model", json_string(engine_model(e)->id));
+        const cosmos3_layout *p = engine_layout(e);
+        json_object_set_new(o, "layout", json_pack("{s:i,s:i,s:i,s:s}", "tp", p->tp, "cfg_parallel", p->cfg_parallel,
+                                                   "ulysses", p->ulysses, "device", !strcmp(p->device, "cuda") ? "cuda" : "cpu"));
         json_object_set_new(t, "tokenize", json_real(j.r.t_tokenize));
         json_object_set_new(t, "und", json_real(j.r.t_und));
         json_object_set_new(t, "denoise", json_real(j.r.t_denoise));
@@ -524,6 +549,7 @@ static int finish(int rc) {
 }
 
 int main(int argc, char **argv) {
+    omp_wait_passive(argv);
     /* cosmos3 alone, or with options only: the REPL */
     static char **repl_argv; /* static: reachable until exit */
     if (argc < 2 || (argv[1][0] == '-' && strcmp(argv[1], "--help") && strcmp(argv[1], "-h") &&

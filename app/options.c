@@ -54,6 +54,20 @@ const c3_option c3_options[] = {
      CMD_GEN, F(noise), true},
     {"save-latents", 0, NULL, OPT_STR, NULL, NULL, "FILE", "write the final latents as 'latents' to FILE",
      CMD_GEN, F(save_latents), true},
+    {"image", 0, NULL, OPT_STR, NULL, NULL, "FILE",
+     "image-to-video: continue this picture (PNG), resized to cover the size and centre-cropped; "
+     "pins latent frame 0",
+     CMD_GEN, F(image), true},
+    {"video", 0, NULL, OPT_STR, NULL, NULL, "FILE|DIR",
+     "video-to-video: continue this clip (a folder of PNG frames in name order, a pattern such as "
+     "clip/%04d.png, or one PNG)",
+     CMD_GEN, F(video), true},
+    {"condition-frames", 0, NULL, OPT_STR, "0,1", NULL, "I,J,..",
+     "video-to-video: the latent frames taken from the clip (frame k covers clip frames up to 4k)",
+     CMD_GEN, F(condition_frames), true},
+    {"condition-keep", 0, NULL, OPT_ENUM, "first", "first|last", "END",
+     "video-to-video: keep the first or the last max(index)*4+1 frames of the clip", CMD_GEN,
+     F(condition_keep), true},
     {"output", 'o', NULL, OPT_STR, NULL, NULL, "PATH",
      "PNG to write (video: a folder, or a pattern with %04d); default cosmos3-SEED.png", CMD_RUN | CMD_MKMODEL,
      F(output), true},
@@ -93,9 +107,17 @@ const c3_option c3_options[] = {
     {"host", 0, NULL, OPT_STR, "127.0.0.1", NULL, "ADDR", "address to listen on", CMD_SERVE, F(host), false},
     {"port", 0, NULL, OPT_INT, "8000", NULL, "PORT", "port to listen on (0: any free port, printed at start)",
      CMD_SERVE, F(port), false},
-    {"queue", 0, NULL, OPT_INT, "16", NULL, "N",
+    {"queue", 0, "max-queue", OPT_INT, "16", NULL, "N",
      "requests that may wait behind the one running; more are answered 429 with Retry-After", CMD_SERVE,
      F(queue), false},
+    {"api-key", 0, NULL, OPT_STR, NULL, NULL, "KEY",
+     "require 'Authorization: Bearer KEY' on every request but GET /health (default $COSMOS3_API_KEY); "
+     "needed when --host is not a loopback address",
+     CMD_SERVE, F(api_key), false},
+    {"max-cost", 0, NULL, OPT_INT, "200", NULL, "N",
+     "largest request: width x height x frames x steps x n, in 1024x1024-pixel steps (200: four 1024x1024 "
+     "images of 50 steps); more is answered 400",
+     CMD_SERVE, F(max_cost), false},
     {"preview", 0, NULL, OPT_ENUM, "auto", "auto|off|sixel|blocks", "HOW", "show finished images in the terminal",
      CMD_REPL | CMD_TUI, F(preview), true},
 };
@@ -133,13 +155,16 @@ static bool alias_match(const char *aliases, const char *name) {
     return false;
 }
 
-const c3_option *option_find(const char *name) {
+const c3_option *option_find_for(const char *name, unsigned cmds) {
     for (int i = 0; i < c3_noptions; i++)
-        if (strcmp(c3_options[i].name, name) == 0) return &c3_options[i];
+        if ((c3_options[i].cmds & cmds) && strcmp(c3_options[i].name, name) == 0) return &c3_options[i];
     for (int i = 0; i < c3_noptions; i++)
-        if (alias_match(c3_options[i].aliases, name)) return &c3_options[i];
+        if ((c3_options[i].cmds & cmds) && alias_match(c3_options[i].aliases, name))
+            return &c3_options[i];
     return NULL;
 }
+
+const c3_option *option_find(const char *name) { return option_find_for(name, ~0u); }
 
 /* ------------------------------------------------------------- values */
 
@@ -296,8 +321,8 @@ void settings_copy(c3_settings *dst, const c3_settings *src) {
 }
 
 int settings_set(c3_settings *s, const char *name, const char *value, unsigned cmd) {
-    const c3_option *o = option_find(name);
-    if (!o || !(o->cmds & cmd)) return c3_fail(C3_EUSAGE, "unknown option '%s'; 'help' lists them", name);
+    const c3_option *o = option_find_for(name, cmd);
+    if (!o) return c3_fail(C3_EUSAGE, "unknown option '%s'; 'help' lists them", name);
     return set_value(s, o, value);
 }
 
@@ -325,11 +350,10 @@ int settings_parse(c3_settings *s, unsigned cmd, int argc, char **argv, char ***
             memcpy(name, a + 2, n);
             name[n] = 0;
             if (eq) val = eq + 1;
-            o = option_find(name);
-            if (o && !(o->cmds & cmd)) o = NULL;
+            o = option_find_for(name, cmd);
             /* --no-FLAG */
             if (!o && strncmp(name, "no-", 3) == 0) {
-                const c3_option *f = option_find(name + 3);
+                const c3_option *f = option_find_for(name + 3, cmd);
                 if (f && f->type == OPT_FLAG && (f->cmds & cmd)) {
                     C3_TRY(set_value(s, f, "off"));
                     continue;

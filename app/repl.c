@@ -212,7 +212,7 @@ static void finish_job(c3_repl *r) {
             if (!r->quiet_load_error) repl_print(r, 1, "%s", r->job_err);
         } else {
             r->load_seconds = c3_now() - r->job_t0;
-            repl_print(r, 2, "loaded %s (%s, %.1f s)", engine_ckpt(r->e)->model_id, r->model_dir, r->load_seconds);
+            repl_print(r, 2, "loaded %s (%s, %.1f s)", engine_model(r->e)->id, r->model_dir, r->load_seconds);
         }
         return;
     }
@@ -374,7 +374,7 @@ static int generate(c3_repl *r, const char *prompt, bool new_seed) {
     /* validate now so a bad value is one line, not a failed run */
     c3_settings tmp;
     settings_copy(&tmp, &r->job_s);
-    int rc = settings_resolve(&tmp, engine_ckpt(r->e));
+    int rc = settings_resolve(&tmp, r->e);
     settings_free(&tmp);
     if (rc) return rc;
     free(r->run_prompt);
@@ -394,7 +394,7 @@ static int cmd_set(c3_repl *r, const char *arg) {
     if (!*arg || !sp) return c3_fail(C3_EUSAGE, "set NAME VALUE (e.g. set steps 30); 'show' lists the names");
     char name[128];
     snprintf(name, sizeof name, "%.*s", (int)(sp - arg), arg);
-    const c3_option *o = option_find(name);
+    const c3_option *o = option_find_for(name, CMD_REPL);
     if (!o) return c3_fail(C3_EUSAGE, "set: unknown option '%s'; 'show' lists them", name);
     if (!settable(o))
         return c3_fail(C3_EUSAGE, "set: %s cannot change in a session; start cosmos3 with --%s", name, o->name);
@@ -405,7 +405,7 @@ static int cmd_set(c3_repl *r, const char *arg) {
     if (rc == C3_OK) {
         c3_settings tmp;
         settings_copy(&tmp, &r->s);
-        rc = settings_resolve(&tmp, r->e ? engine_ckpt(r->e) : NULL);
+        rc = settings_resolve(&tmp, r->e);
         settings_free(&tmp);
     }
     if (rc) {
@@ -427,10 +427,10 @@ static int cmd_show(c3_repl *r, const char *arg) {
     /* show the values a run would use: the task defaults resolved */
     c3_settings eff;
     settings_copy(&eff, &r->s);
-    settings_resolve(&eff, r->e ? engine_ckpt(r->e) : NULL);
+    settings_resolve(&eff, r->e);
     int rc = C3_OK;
     if (*name) {
-        const c3_option *o = option_find(name);
+        const c3_option *o = option_find_for(name, CMD_REPL);
         if (!o || !settable(o)) {
             rc = c3_fail(C3_EUSAGE, "show: unknown option '%s'; 'show' lists them", name);
         } else {
@@ -545,12 +545,14 @@ static int cmd_gpus(c3_repl *r, const char *arg) {
     return C3_OK;
 }
 
-static void plan_to(FILE *f, const void *p) { plan_print(f, p); }
+static void plan_to(FILE *f, const void *text) { fputs(text, f); }
 
 static int cmd_plan(c3_repl *r, const char *arg) {
     (void)arg;
     C3_TRY(need_engine(r));
-    print_stream(r, plan_to, engine_plan(r->e));
+    char *text = cosmos3_layout_text(engine_library(r->e));
+    print_stream(r, plan_to, text);
+    free(text);
     return C3_OK;
 }
 
@@ -726,7 +728,7 @@ char **repl_complete(const char *line, int start, const char *text, bool *want_p
                     add_cand(&v, &n, o->name, strlen(o->name));
             }
         } else if (kind == COMPLETE_OPTION_VALUE && nw == 2) {
-            const c3_option *o = option_find(words[1]);
+            const c3_option *o = option_find_for(words[1], CMD_REPL);
             const char *vals = NULL;
             if (o && o->type == OPT_ENUM) vals = o->values;
             if (o && o->type == OPT_FLAG) vals = "on|off";

@@ -625,6 +625,8 @@ extern "C" int c3_backend_cuda(int device, c3_backend **out) {
     be->vcl_dupup = cu_vcl_dupup;
     be->vcl_layout = cu_vcl_layout;
     be->vcl_zero = cu_vcl_zero;
+    be->conv3d_strided = cu_conv3d_strided;
+    be->avgdown3d = cu_avgdown3d;
     be->affine = cuda_affine;
     be->graph_begin = cuda_graph_begin;
     be->graph_end = cuda_graph_end;

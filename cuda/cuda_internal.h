@@ -131,6 +131,10 @@ int cu_vcl_dupup(c3_backend *be, c3_tensor *y, const c3_tensor *x, int T, int H,
 int cu_vcl_zero(c3_backend *be, c3_tensor *y);
 int cu_vcl_layout(c3_backend *be, c3_tensor *y, const c3_tensor *x, int T, int H, int W, int C,
                   int patch, bool to_cl, float lo, float hi);
+/* encode.cu: the VAE encoder's strided conv and AvgDown3D (backend.h) */
+int cu_conv3d_strided(c3_backend *be, c3_tensor *y, const c3_tensor *x, const c3_tensor *w,
+                      const c3_tensor *bias, const int stride[3], const int pad[4]);
+int cu_avgdown3d(c3_backend *be, c3_tensor *y, const c3_tensor *x, int ft, int fs);
 
 /* For the labs: the stream every op of `be` is queued on, and a choice of
  * attention kernel (0 = automatic, 1 = mma.sync flash, 2 = generic, 3 = Hopper wgmma). */

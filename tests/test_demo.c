@@ -20,7 +20,7 @@
 #include "demo_world.h"
 #include "events.h"
 #include "options.h"
-#include "pipeline.h"
+#include "session.h"
 #include "png_io.h"
 #include "test_util.h"
 
