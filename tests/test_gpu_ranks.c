@@ -9,7 +9,7 @@
  * tiny` checkpoint (8 KV heads) at 80x48 (ulysses 4 pads 6 GEN tokens to 8),
  * each equal to world 1 on CUDA within bf16 rounding (rel L2 <= 2e-2), and
  * --offload bit-identical to resident. With $COSMOS3_NANO2 (a 2-layer nano
- * checkpoint, made by bench/gpu_ranks.sh) it also measures the offload's
+ * checkpoint, made by bench/gpu.sh) it also measures the offload's
  * host->device rate on real layer sizes. */
 #include "comm.h"
 #include "events.h"
