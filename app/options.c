@@ -55,8 +55,12 @@ const c3_option c3_options[] = {
     {"save-latents", 0, NULL, OPT_STR, NULL, NULL, "FILE", "write the final latents as 'latents' to FILE",
      CMD_GEN, F(save_latents), true},
     {"output", 'o', NULL, OPT_STR, NULL, NULL, "PATH",
-     "PNG to write (video: a folder, or a pattern with %04d); default cosmos3-SEED.png", CMD_RUN | CMD_MKMODEL,
-     F(output), true},
+     "file to write, its format by extension: .png .jpg .jpeg .webp, video .mp4 .webm (or PNG frames: a folder "
+     "or a pattern with %04d); - writes it to standard output; default cosmos3-SEED.png (video: .mp4)",
+     CMD_RUN | CMD_MKMODEL, F(output), true},
+    {"crf", 0, NULL, OPT_INT, "18", NULL, "N",
+     "video quality: the constant rate factor of .mp4 (H.264, 0-51) and .webm (VP9, 0-63); lower is better and "
+     "larger", CMD_GEN | CMD_REPL | CMD_TUI, F(crf), true},
     {"overwrite", 0, NULL, OPT_FLAG, NULL, NULL, NULL, "replace existing output files",
      CMD_RUN | CMD_MKMODEL, F(overwrite), true},
     {"quiet", 'q', NULL, OPT_FLAG, NULL, NULL, NULL, "no progress line", CMD_GEN | CMD_MKMODEL | CMD_BENCH,

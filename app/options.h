@@ -71,6 +71,7 @@ typedef struct {
     /* output */
     char *output;
     bool overwrite;
+    int crf;             /* MP4/WebM constant rate factor */
     bool quiet;
     bool json;
     /* layout */

@@ -10,11 +10,12 @@
  *               that goes away cancels its job) or streams its SSE bytes
  *
  * A job is shared by its connection and the worker (a reference count under
- * the server mutex). Images are written by engine_generate into a private
- * mkdtemp folder, read back for b64_json and deleted. No request field ever
- * names a file.
+ * the server mutex). Images are encoded in memory (app/output.c) from the
+ * frames the engine returns; nothing is written to disk. No request field
+ * ever names a file.
  */
 #include "serve.h"
+#include "output.h"
 
 #include "config.h"
 
@@ -302,20 +303,13 @@ static bool client_gone(int fd) {
 
 /* -------------------------------------------------------------- worker */
 
-static const char *tmp_root(void) {
-    const char *t = getenv("TMPDIR");
-    return t && *t ? t : "/tmp";
-}
-
-/* Run one image of job j into dir; append its data item to `data`. */
-static int run_image(server *sv, job *j, int i, const char *dir, json_t *data, json_t *acc) {
+/* Run one image of job j; append its data item to `data`. */
+static int run_image(server *sv, job *j, int i, json_t *data, json_t *acc) {
     c3_settings s;
     settings_copy(&s, &j->s);
-    char path[4096 + 32], seedtxt[32];
-    snprintf(path, sizeof path, "%s/%d.png", dir, i);
-    int rc = settings_set(&s, "output", path, CMD_SERVE);
-    if (rc == C3_OK) rc = settings_set(&s, "overwrite", "on", CMD_SERVE);
-    if (rc == C3_OK && j->seed_given) {
+    char seedtxt[32];
+    int rc = C3_OK;
+    if (j->seed_given) {
         snprintf(seedtxt, sizeof seedtxt, "%llu", (unsigned long long)(j->seed + (uint64_t)i));
         rc = settings_set(&s, "seed", seedtxt, CMD_SERVE);
     }
@@ -336,18 +330,14 @@ static int run_image(server *sv, job *j, int i, const char *dir, json_t *data, j
             cv_wait(sv, SERVE_POLL_S);
     }
     pthread_mutex_unlock(&sv->mu);
-    char *png = NULL;
+    uint8_t *png = NULL;
     size_t len = 0;
-    if (rc == C3_OK && r.npaths == 1) {
-        rc = c3_read_file(r.paths[0], &png, &len);
+    if (rc == C3_OK) {
+        double tw = c3_now();
+        rc = output_encode(MEDIA_PNG, &r, NULL, &png, &len);
+        r.t_write = c3_now() - tw;
         if (rc) snprintf(err, sizeof err, "%s", c3_errmsg());
-    } else if (rc == C3_OK) {
-        rc = C3_EFAIL;
-        snprintf(err, sizeof err, "the engine wrote %d files for one image", r.npaths);
     }
-    for (int k = 0; k < r.npaths; k++)
-        unlink(r.paths[k]);
-    unlink(path);
     if (rc == C3_OK) {
         char *b64 = base64((const uint8_t *)png, len);
         json_t *item = json_pack("{s:s,s:I}", "b64_json", b64, "seed", (json_int_t)r.seed);
@@ -399,13 +389,7 @@ static void run_job(server *sv, job *j) {
     json_t *acc = json_pack("{s:i,s:i,s:f,s:{}}", "images", 0, "steps", 0, "queue_seconds",
                             t0 - j->t_queued, "seconds");
     json_object_set_new(acc, "mem_peak_bytes", json_integer(0));
-    char tmpl[4096];
-    snprintf(tmpl, sizeof tmpl, "%s/cosmos3-serve-XXXXXX", tmp_root());
     int rc = C3_OK;
-    bool made = mkdtemp(tmpl) != NULL;
-    if (!made)
-        rc = c3_fail(C3_EOUTPUT, "cannot make a folder in %s: %s (set TMPDIR)", tmp_root(),
-                     strerror(errno));
     for (int i = 0; i < j->n && rc == C3_OK; i++) {
         pthread_mutex_lock(&sv->mu);
         j->index = i;
@@ -415,9 +399,8 @@ static void run_job(server *sv, job *j) {
             rc = c3_fail(C3_ECANCEL, "cancelled");
             break;
         }
-        rc = run_image(sv, j, i, tmpl, data, acc);
+        rc = run_image(sv, j, i, data, acc);
     }
-    if (made) rmdir(tmpl);
     char err[1024];
     snprintf(err, sizeof err, "%s", c3_errmsg());
     const c3_plan *p = engine_plan(sv->e);

@@ -13,7 +13,6 @@
 #include "comm_shm.h"
 #include "cuda/comm_cuda.h"
 #include "model.h"
-#include "png_io.h"
 #include "prompt.h"
 #include "rng.h"
 #include "scheduler.h"
@@ -376,6 +375,8 @@ void result_free(c3_result *r) {
     for (int i = 0; i < r->npaths; i++) free(r->paths[i]);
     free(r->paths);
     free(r->png_parameters);
+    free(r->meta_json);
+    free(r->rgb);
     memset(r, 0, sizeof *r);
 }
 
@@ -637,43 +638,6 @@ static char *cosmos3_json(const c3_settings *s, const c3_ckpt *ck, const c3_plan
     return txt;
 }
 
-/* Output paths: image -> s->output or cosmos3-SEED.png; video -> a folder
- * (frame_0000.png ...) or a pattern containing %04d (any %0Nd). */
-static int frame_path(const c3_settings *s, uint64_t seed, int f, char *buf, size_t n, char *dir, size_t dn) {
-    dir[0] = 0;
-    const char *o = s->output;
-    if (s->frames == 1) {
-        if (o && *o)
-            snprintf(buf, n, "%s", o);
-        else
-            snprintf(buf, n, "cosmos3-%llu.png", (unsigned long long)seed);
-        return C3_OK;
-    }
-    char base[2048];
-    if (o && *o)
-        snprintf(base, sizeof base, "%s", o);
-    else
-        snprintf(base, sizeof base, "cosmos3-%llu", (unsigned long long)seed);
-    const char *pct = strchr(base, '%');
-    if (pct) {
-        /* one %0Nd conversion only */
-        const char *q = pct + 1;
-        while (*q >= '0' && *q <= '9') q++;
-        if (*q != 'd' || strchr(q, '%'))
-            return c3_fail(C3_EUSAGE, "-o '%s': a frame pattern takes one %%d conversion (e.g. shots/%%04d.png)", base);
-        snprintf(buf, n, base, f);
-        const char *slash = strrchr(buf, '/');
-        if (slash) snprintf(dir, dn, "%.*s", (int)(slash - buf), buf);
-    } else {
-        size_t L = strlen(base);
-        if (L > 4 && strcmp(base + L - 4, ".png") == 0)
-            return c3_fail(C3_EUSAGE, "-o %s: a video needs a folder or a pattern such as frames/%%04d.png", base);
-        snprintf(buf, n, "%s/frame_%04d.png", base, f);
-        snprintf(dir, dn, "%s", base);
-    }
-    return C3_OK;
-}
-
 static int load_noise(const char *path, const c3_ckpt *ck, int T, int h, int w, float *x) {
     st_file f;
     int rc = st_open(&f, path);
@@ -720,19 +684,6 @@ int engine_generate(c3_engine *e, const c3_settings *s_in, c3_result *res) {
     free(s.seed);
     s.seed = xstrdup(seedtxt);
     res->seed = seed;
-    /* outputs: refuse existing files before any work */
-    char path[4096], dir[4096];
-    for (int f = 0; f < s.frames; f++) {
-        rc = frame_path(&s, seed, f, path, sizeof path, dir, sizeof dir);
-        if (rc) goto out;
-        if (!s.overwrite && c3_file_exists(path)) {
-            rc = c3_fail(C3_EOUTPUT, "%s already exists; use --overwrite or another -o", path);
-            goto out;
-        }
-        if (s.frames > 4 && f == 0) { /* checking the first frame is enough for a fresh folder */
-            if (!c3_file_exists(dir)) break;
-        }
-    }
     if (s.save_latents && !s.overwrite && c3_file_exists(s.save_latents)) {
         rc = c3_fail(C3_EOUTPUT, "%s already exists; use --overwrite or another --save-latents", s.save_latents);
         goto out;
@@ -822,44 +773,27 @@ int engine_generate(c3_engine *e, const c3_settings *s_in, c3_result *res) {
         rc = c3_fail(C3_ECANCEL, "cancelled");
         goto out;
     }
-    /* write */
-    t0 = c3_now();
+    /* the frames and the settings used; the application writes them (app/output.c) */
     res->png_parameters = parameters_text(&s, &e->ck, seed);
     res->width = W;
     res->height = H;
     res->frames = F;
+    res->fps = s.fps;
     res->steps = s.steps;
     res->guidance = s.guidance;
     res->shift = s.shift;
     snprintf(res->schedule, sizeof res->schedule, "%s", s.schedule);
-    char *meta = cosmos3_json(&s, &e->ck, p, seed, res);
-    uint8_t *rgb = xmalloc((size_t)H * W * 3);
-    res->paths = xcalloc((size_t)F, sizeof(char *));
+    res->meta_json = cosmos3_json(&s, &e->ck, p, seed, res);
+    res->rgb = xmalloc((size_t)F * H * W * 3); /* [F, H, W, 3] */
     size_t plane = (size_t)F * H * W;
-    for (int f = 0; f < F && rc == C3_OK; f++) {
+    for (int f = 0; f < F; f++)
         for (int y = 0; y < H; y++)
             for (int xx = 0; xx < W; xx++)
                 for (int c = 0; c < 3; c++) {
                     float v = pixels[(size_t)c * plane + ((size_t)f * H + y) * W + xx] * 0.5f + 0.5f;
                     v = v < 0 ? 0 : v > 1 ? 1 : v;
-                    rgb[((size_t)y * W + xx) * 3 + c] = (uint8_t)lrintf(v * 255.0f);
+                    res->rgb[(((size_t)f * H + y) * W + xx) * 3 + c] = (uint8_t)lrintf(v * 255.0f);
                 }
-        rc = frame_path(&s, seed, f, path, sizeof path, dir, sizeof dir);
-        if (rc == C3_OK && dir[0]) rc = c3_mkdir_p(dir);
-        if (rc) break;
-        c3_png_text texts[2] = {{"parameters", res->png_parameters, false}, {"cosmos3", meta, true}};
-        rc = png_write(path, rgb, W, H, texts, f == 0 ? 2 : 0, s.overwrite);
-        if (rc == C3_OK) {
-            res->paths[res->npaths++] = xstrdup(path);
-            events_emit(e->ev, EV_PREVIEW, 0, "%s", path);
-        }
-    }
-    free(rgb);
-    free(meta);
-    if (rc) { /* nothing half-written: a video is all its frames or none */
-        for (int i = 0; i < res->npaths; i++) unlink(res->paths[i]);
-    }
-    res->t_write = c3_now() - t0;
     res->t_total = c3_now() - t_start;
     res->mem_peak = e->ranks[0].be->mem_peak;
     if (p->offload && p->cuda) { /* rank 0's weight stream over this generation */

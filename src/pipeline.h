@@ -20,9 +20,13 @@
 
 typedef struct c3_engine c3_engine;
 
-/* What a finished generation produced. */
+/* What a finished generation produced. The engine writes no file: the
+ * frames come back in rgb and the application writes them (app/output.c,
+ * which fills paths and t_write). */
 typedef struct {
-    char **paths; /* files written (PNG frames) */
+    uint8_t *rgb; /* [frames, height, width, 3] uint8 RGB */
+    double fps;
+    char **paths; /* files the application wrote */
     int npaths;
     uint64_t seed;
     int width, height, frames, steps;
@@ -37,6 +41,7 @@ typedef struct {
     int64_t h2d_bytes;
     double h2d_seconds, h2d_gbps;
     char *png_parameters; /* the A1111 text */
+    char *meta_json;      /* the cosmos3 JSON: everything needed to reproduce the result */
 } c3_result;
 void result_free(c3_result *r);
 
