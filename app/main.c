@@ -23,7 +23,7 @@
 #include "mkmodel.h"
 #include "options.h"
 #include "output.h"
-#include "pipeline.h"
+#include "session.h"
 #include "plan.h"
 #include "png_io.h"
 #include "prompt.h"
@@ -93,6 +93,31 @@ static void command_help(FILE *f, const c3_command *c) {
     fprintf(f, "  -h, --help                         this help\n");
 }
 
+/* ----------------------------------------------------- OpenMP wait policy */
+
+/* The REPL, the TUI and the server run the engine on threads of their own,
+ * and with libgomp's default wait policy the idle members of an OpenMP team
+ * spin for ~3 ms after every parallel region, on the cores OpenBLAS's own
+ * threads need for the next matrix product: on a 2-core machine their steps
+ * ran 10-25x slower than gen's (bench/repl_speed.sh prints the ratio; gen
+ * escaped only because libgomp throttles the spinning when it manages more
+ * threads than there are cores). A passive policy removes it and costs gen
+ * nothing measurable. libgomp reads the policy once, in its constructor,
+ * before main() and before anything main() could setenv() (even the
+ * executable's preinit array runs before libc resets environ), so the only
+ * way in is the environment of the exec: set it and exec this program again.
+ * A policy or spin count the user set is kept, and so is a run under
+ * valgrind (which would not follow the exec). Returns only when no exec
+ * happened; any failure just leaves the default policy. */
+static void omp_wait_passive(char **argv) {
+    if (getenv("OMP_WAIT_POLICY") || getenv("GOMP_SPINCOUNT")) return;
+    const char *pre = getenv("LD_PRELOAD");
+    if (pre && strstr(pre, "vgpreload")) return;
+    if (setenv("OMP_WAIT_POLICY", "passive", 1) != 0) return;
+    execv("/proc/self/exe", argv);
+    /* no /proc: go on with the default policy (slower REPL steps, same results) */
+}
+
 /* ------------------------------------------------------------- signals */
 
 static c3_engine *volatile g_engine;
@@ -141,7 +166,7 @@ static void progress_line(const c3_event *ev, double t_first, int cfgp) {
     fflush(stderr);
 }
 
-static int run_generation(c3_settings *s, const c3_output *out) {
+static int run_generation(c3_settings *s) {
     c3_events *ev = events_new(4096);
     c3_engine *e = NULL;
     int rc = engine_open(&e, s, ev);
@@ -172,8 +197,8 @@ static int run_generation(c3_settings *s, const c3_output *out) {
         if (x.kind == EV_STEP_BEGIN && x.step == 1) t_first = c3_now();
         if (x.kind == EV_BRANCH && x.branch == 1) uncond_last = x.seconds;
         if (x.kind == EV_STEP_END && tty) {
-            if (e && engine_plan(e)->cfg == 2) x.uncond_s = uncond_last;
-            progress_line(&x, t_first, engine_plan(e)->cfg);
+            if (e && engine_layout(e)->cfg_parallel == 2) x.uncond_s = uncond_last;
+            progress_line(&x, t_first, engine_layout(e)->cfg_parallel);
             shown = true;
         }
     }
@@ -181,10 +206,8 @@ static int run_generation(c3_settings *s, const c3_output *out) {
     if (shown) fputc('\n', stderr);
     g_engine = NULL;
     rc = j.rc;
-    if (rc) c3_fail(rc, "%s", j.err);
-    if (rc == C3_OK) rc = output_write(out, &j.r);
     if (rc) {
-        /* the message is recorded */
+        c3_fail(rc, "%s", j.err);
     } else if (s->json) {
         json_t *o = json_object(), *paths = json_array(), *t = json_object();
         for (int i = 0; i < j.r.npaths; i++) json_array_append_new(paths, json_string(j.r.paths[i]));
@@ -197,10 +220,10 @@ static int run_generation(c3_settings *s, const c3_output *out) {
         json_object_set_new(o, "guidance", json_real(j.r.guidance));
         json_object_set_new(o, "shift", json_real(j.r.shift));
         json_object_set_new(o, "schedule", json_string(j.r.schedule));
-        json_object_set_new(o, "model", json_string(engine_ckpt(e)->model_id));
-        const c3_plan *p = engine_plan(e);
-        json_object_set_new(o, "layout", json_pack("{s:i,s:i,s:i,s:s}", "tp", p->tp, "cfg_parallel", p->cfg,
-                                                   "ulysses", p->sp, "device", p->cuda ? "cuda" : "cpu"));
+        json_object_set_new(o, "model", json_string(engine_model(e)->id));
+        const cosmos3_layout *p = engine_layout(e);
+        json_object_set_new(o, "layout", json_pack("{s:i,s:i,s:i,s:s}", "tp", p->tp, "cfg_parallel", p->cfg_parallel,
+                                                   "ulysses", p->ulysses, "device", !strcmp(p->device, "cuda") ? "cuda" : "cpu"));
         json_object_set_new(t, "tokenize", json_real(j.r.t_tokenize));
         json_object_set_new(t, "und", json_real(j.r.t_und));
         json_object_set_new(t, "denoise", json_real(j.r.t_denoise));
@@ -223,10 +246,10 @@ static int run_generation(c3_settings *s, const c3_output *out) {
         const char *where = j.r.npaths == 1 && !strcmp(j.r.paths[0], "-") ? "standard output" : NULL;
         if (j.r.npaths == 1 && j.r.frames > 1)
             fprintf(stderr, "wrote %s (%d frames, %g fps, seed %llu, %.1f s)\n", where ? where : j.r.paths[0],
-                    j.r.frames, j.r.fps, (unsigned long long)j.r.seed, j.r.t_total + j.r.t_write);
+                    j.r.frames, j.r.out ? j.r.out->fps : 0, (unsigned long long)j.r.seed, j.r.t_total);
         else if (j.r.npaths == 1)
             fprintf(stderr, "wrote %s (seed %llu, %.1f s)\n", where ? where : j.r.paths[0],
-                    (unsigned long long)j.r.seed, j.r.t_total + j.r.t_write);
+                    (unsigned long long)j.r.seed, j.r.t_total);
         else if (j.r.npaths > 1)
             fprintf(stderr, "wrote %d frames %s .. %s (seed %llu, %.1f s)\n", j.r.npaths, j.r.paths[0],
                     j.r.paths[j.r.npaths - 1], (unsigned long long)j.r.seed, j.r.t_total);
@@ -268,14 +291,13 @@ static int cmd_gen(c3_settings *s, char **pos, int npos) {
     settings_copy(&tmp, s);
     int rc = settings_resolve(&tmp, NULL);
     c3_output out;
-    if (rc == C3_OK) rc = output_plan(&tmp, tmp.frames, tmp.width, tmp.height, &out);
+    if (rc == C3_OK) rc = output_plan(&tmp, tmp.frames, tmp.width, tmp.height, -1, &out);
     settings_free(&tmp);
     if (rc) return rc;
-    if (out.kind == OUT_STDOUT && s->json)
-        rc = c3_fail(C3_EUSAGE, "-o - and --json both write to standard output; drop one");
-    if (rc == C3_OK) rc = run_generation(s, &out);
+    bool to_stdout = out.kind == OUT_STDOUT;
     output_free(&out);
-    return rc;
+    if (to_stdout && s->json) return c3_fail(C3_EUSAGE, "-o - and --json both write to standard output; drop one");
+    return run_generation(s);
 }
 
 /* ------------------------------------------------------------- tokenize */
@@ -573,6 +595,7 @@ static int finish(int rc) {
 }
 
 int main(int argc, char **argv) {
+    omp_wait_passive(argv);
     /* cosmos3 alone, or with options only: the REPL */
     static char **repl_argv; /* static: reachable until exit */
     if (argc < 2 || (argv[1][0] == '-' && strcmp(argv[1], "--help") && strcmp(argv[1], "-h") &&

@@ -97,9 +97,17 @@ const c3_option c3_options[] = {
     {"host", 0, NULL, OPT_STR, "127.0.0.1", NULL, "ADDR", "address to listen on", CMD_SERVE, F(host), false},
     {"port", 0, NULL, OPT_INT, "8000", NULL, "PORT", "port to listen on (0: any free port, printed at start)",
      CMD_SERVE, F(port), false},
-    {"queue", 0, NULL, OPT_INT, "16", NULL, "N",
+    {"queue", 0, "max-queue", OPT_INT, "16", NULL, "N",
      "requests that may wait behind the one running; more are answered 429 with Retry-After", CMD_SERVE,
      F(queue), false},
+    {"api-key", 0, NULL, OPT_STR, NULL, NULL, "KEY",
+     "require 'Authorization: Bearer KEY' on every request but GET /health (default $COSMOS3_API_KEY); "
+     "needed when --host is not a loopback address",
+     CMD_SERVE, F(api_key), false},
+    {"max-cost", 0, NULL, OPT_INT, "200", NULL, "N",
+     "largest request: width x height x frames x steps x n, in 1024x1024-pixel steps (200: four 1024x1024 "
+     "images of 50 steps); more is answered 400",
+     CMD_SERVE, F(max_cost), false},
     {"preview", 0, NULL, OPT_ENUM, "auto", "auto|off|sixel|blocks", "HOW", "show finished images in the terminal",
      CMD_REPL | CMD_TUI, F(preview), true},
 };

@@ -93,6 +93,8 @@ typedef struct {
     char *host;
     int port;
     int queue;           /* requests waiting beyond the one running */
+    char *api_key;       /* required Bearer token, or NULL */
+    int max_cost;        /* per-request bound, in 1024x1024-pixel steps */
     /* preview */
     char *preview;
     /* which options the user gave (by table index) */

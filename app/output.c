@@ -258,8 +258,15 @@ static bool ends_with_slash(const char *p) {
     return L > 0 && p[L - 1] == '/';
 }
 
-int output_plan(const c3_settings *s, int frames, int width, int height, c3_output *o) {
+/* The default file name for a seed: cosmos3-SEED.png / .mp4 / ... */
+static void default_name(const c3_output *o, char *buf, size_t n) {
+    const char *ext = o->fmt == MEDIA_MP4 ? "mp4" : o->fmt == MEDIA_WEBM ? "webm" : "png";
+    snprintf(buf, n, "cosmos3-%llu.%s", (unsigned long long)o->seed, ext);
+}
+
+int output_plan(const c3_settings *s, int frames, int width, int height, int64_t seed, c3_output *o) {
     memset(o, 0, sizeof *o);
+    o->seed = seed;
     o->overwrite = s->overwrite;
     o->media.crf = s->crf;
     o->media.quality = -1;
@@ -277,7 +284,13 @@ int output_plan(const c3_settings *s, int frames, int width, int height, c3_outp
     }
     o->kind = OUT_FILE;
     o->fmt = video ? MEDIA_MP4 : MEDIA_PNG;
-    if (!p) return check_room(o, "."); /* cosmos3-SEED.png / .mp4 here */
+    if (!p) { /* cosmos3-SEED.png / .mp4 here */
+        char name[64];
+        default_name(o, name, sizeof name);
+        if (seed >= 0 && !o->overwrite && c3_file_exists(name))
+            return c3_fail(C3_EOUTPUT, "%s already exists; use --overwrite or another -o", name);
+        return check_room(o, ".");
+    }
     o->path = xstrdup(p);
     struct stat st;
     bool exists = stat(p, &st) == 0, isdir = exists && S_ISDIR(st.st_mode);
@@ -374,17 +387,20 @@ void output_free(c3_output *o) {
 
 /* ------------------------------------------------------------- write */
 
-static c3_media_meta meta_of(const c3_result *r) { return (c3_media_meta){r->png_parameters, r->meta_json}; }
+typedef struct {
+    char **v;
+    int n;
+} path_list;
 
-int output_encode(c3_media_format f, const c3_result *r, const c3_media_opts *opts, uint8_t **out, size_t *n) {
-    c3_media_meta m = meta_of(r);
+int output_encode(c3_media_format f, const cosmos3_result *r, const c3_media_meta *m, const c3_media_opts *opts,
+                  uint8_t **out, size_t *n) {
     if (!r->rgb) return c3_fail(C3_EFAIL, "the result holds no frames");
-    return media_encode(f, r->rgb, r->width, r->height, r->frames, r->fps > 0 ? r->fps : 24, &m, opts, out, n);
+    return media_encode(f, r->rgb, r->width, r->height, r->frames, r->fps > 0 ? r->fps : 24, m, opts, out, n);
 }
 
-static void add_path(c3_result *r, const char *p) {
-    r->paths = xrealloc(r->paths, (size_t)(r->npaths + 1) * sizeof *r->paths);
-    r->paths[r->npaths++] = xstrdup(p);
+static void add_path(path_list *l, const char *p) {
+    l->v = xrealloc(l->v, (size_t)(l->n + 1) * sizeof *l->v);
+    l->v[l->n++] = xstrdup(p);
 }
 
 static int write_stdout(const uint8_t *d, size_t n) {
@@ -399,9 +415,11 @@ static int write_stdout(const uint8_t *d, size_t n) {
 }
 
 /* PNG bytes of frame f with its settings (every frame carries them). */
-static int frame_png(const c3_result *r, int f, uint8_t **out, size_t *n) {
-    c3_png_text t[2] = {{"parameters", r->png_parameters, false}, {"cosmos3", r->meta_json, true}};
-    int nt = r->meta_json ? 2 : r->png_parameters ? 1 : 0;
+static int frame_png(const cosmos3_result *r, const c3_media_meta *m, int f, uint8_t **out, size_t *n) {
+    c3_png_text t[2];
+    int nt = 0;
+    if (m && m->parameters) t[nt++] = (c3_png_text){"parameters", m->parameters, false};
+    if (m && m->json) t[nt++] = (c3_png_text){"cosmos3", m->json, true};
     return png_encode_mem(r->rgb + (size_t)f * r->width * r->height * 3, r->width, r->height, t, nt, out, n);
 }
 
@@ -418,7 +436,7 @@ static void remove_frames(const char *dir, char **files, int n) {
 
 /* All frames into a fresh temporary sibling of `near` (a path whose folder
  * is used). names: the file names inside. tmp_paths: their full paths. */
-static int frames_to_tmp(const c3_result *r, const char *near, char ***tmp_paths) {
+static int frames_to_tmp(const cosmos3_result *r, const c3_media_meta *m, const char *near, char ***tmp_paths) {
     char *d = dir_of(near), *b = base_of(near);
     int rc = c3_mkdir_p(d);
     snprintf(g_fly.tmp_dir, sizeof g_fly.tmp_dir, "%s/.%s.tmp.XXXXXX", d, b);
@@ -438,7 +456,7 @@ static int frames_to_tmp(const c3_result *r, const char *near, char ***tmp_paths
     for (int f = 0; f < r->frames && rc == C3_OK; f++) {
         uint8_t *png;
         size_t n;
-        rc = frame_png(r, f, &png, &n);
+        rc = frame_png(r, m, f, &png, &n);
         if (rc == C3_OK) {
             rc = write_new(paths[f], png, n);
             free(png);
@@ -461,12 +479,16 @@ static void free_paths(char **p, int n) {
     free(p);
 }
 
-static int write_folder(const c3_output *o, c3_result *r) {
+static int write_folder(const c3_output *o, const cosmos3_result *r, const c3_media_meta *m, path_list *out) {
     char *target = xstrdup(o->path);
     size_t L = strlen(target);
     while (L > 1 && target[L - 1] == '/') target[--L] = 0;
     char **tmp;
-    C3_TRY(frames_to_tmp(r, target, &tmp));
+    int rc0 = frames_to_tmp(r, m, target, &tmp);
+    if (rc0) {
+        free(target);
+        return rc0;
+    }
     int rc = C3_OK;
     struct stat st;
     if (stat(target, &st) != 0) {
@@ -506,7 +528,7 @@ static int write_folder(const c3_output *o, c3_result *r) {
             char name[64];
             snprintf(name, sizeof name, OUT_FRAME_FMT, f);
             char *fp = c3_path_join(target, name);
-            add_path(r, fp);
+            add_path(out, fp);
             free(fp);
         }
     }
@@ -524,7 +546,7 @@ static char *pattern_path(const char *pat, int k) {
     return b;
 }
 
-static int write_pattern(const c3_output *o, c3_result *r) {
+static int write_pattern(const c3_output *o, const cosmos3_result *r, const c3_media_meta *m, path_list *out) {
     int F = r->frames;
     char **final = xcalloc((size_t)F, sizeof *final);
     for (int f = 0; f < F; f++) final[f] = pattern_path(o->path, f);
@@ -535,7 +557,7 @@ static int write_pattern(const c3_output *o, c3_result *r) {
             break;
         }
     char **tmp = NULL;
-    if (rc == C3_OK) rc = frames_to_tmp(r, final[0], &tmp);
+    if (rc == C3_OK) rc = frames_to_tmp(r, m, final[0], &tmp);
     if (rc == C3_OK) {
         g_fly.placed = final;
         for (int f = 0; f < F && rc == C3_OK; f++) {
@@ -557,42 +579,42 @@ static int write_pattern(const c3_output *o, c3_result *r) {
         char *d = dir_of(final[0]);
         fsync_dir(d);
         free(d);
-        for (int f = 0; f < F; f++) add_path(r, final[f]);
+        for (int f = 0; f < F; f++) add_path(out, final[f]);
     }
     free_paths(final, F);
     return rc;
 }
 
-int output_write(const c3_output *o, c3_result *r) {
-    double t0 = c3_now();
+int output_write(const c3_output *o, const cosmos3_result *r, const c3_media_meta *m, char ***paths,
+                 int *npaths) {
+    path_list out = {0};
+    *paths = NULL;
+    *npaths = 0;
     int rc = C3_OK;
     if (!r->rgb) return c3_fail(C3_EFAIL, "the result holds no frames to write");
     if (o->kind == OUT_FOLDER) {
-        rc = write_folder(o, r);
+        rc = write_folder(o, r, m, &out);
     } else if (o->kind == OUT_PATTERN) {
-        rc = write_pattern(o, r);
+        rc = write_pattern(o, r, m, &out);
     } else {
         uint8_t *data = NULL;
         size_t n = 0;
-        rc = output_encode(o->fmt, r, &o->media, &data, &n);
+        rc = output_encode(o->fmt, r, m, &o->media, &data, &n);
         if (rc == C3_OK && o->kind == OUT_STDOUT) {
             rc = write_stdout(data, n);
-            if (rc == C3_OK) add_path(r, "-");
+            if (rc == C3_OK) add_path(&out, "-");
         } else if (rc == C3_OK) {
-            char *path = NULL;
+            char *path = NULL, name[64];
             struct stat st;
-            const char *ext = o->fmt == MEDIA_MP4 ? "mp4" : o->fmt == MEDIA_WEBM ? "webm" : "png";
+            c3_output d = *o;
+            d.seed = (int64_t)r->seed;
+            default_name(&d, name, sizeof name);
             if (!o->path) {
-                path = xmalloc(64);
-                snprintf(path, 64, "cosmos3-%llu.%s", (unsigned long long)r->seed, ext);
+                path = xstrdup(name);
             } else if (stat(o->path, &st) == 0 && S_ISDIR(st.st_mode)) {
-                char name[64];
-                snprintf(name, sizeof name, "cosmos3-%llu.%s", (unsigned long long)r->seed, ext);
                 path = c3_path_join(o->path, name);
             } else if (ends_with_slash(o->path)) {
                 rc = c3_mkdir_p(o->path);
-                char name[64];
-                snprintf(name, sizeof name, "cosmos3-%llu.%s", (unsigned long long)r->seed, ext);
                 path = c3_path_join(o->path, name);
             } else if (strchr(o->path, '%')) { /* a picture by pattern: the first free number */
                 for (int k = 0; k < 1000000; k++) {
@@ -604,11 +626,17 @@ int output_write(const c3_output *o, c3_result *r) {
                 path = xstrdup(o->path);
             }
             if (rc == C3_OK) rc = output_write_file(path, data, n, o->overwrite);
-            if (rc == C3_OK) add_path(r, path);
+            if (rc == C3_OK) add_path(&out, path);
             free(path);
         }
         free(data);
     }
-    r->t_write = c3_now() - t0;
-    return rc;
+    if (rc) {
+        for (int i = 0; i < out.n; i++) free(out.v[i]);
+        free(out.v);
+        return rc;
+    }
+    *paths = out.v;
+    *npaths = out.n;
+    return C3_OK;
 }

@@ -22,9 +22,9 @@
 #ifndef COSMOS3_OUTPUT_H
 #define COSMOS3_OUTPUT_H
 
+#include "cosmos3.h"
 #include "media.h"
 #include "options.h"
-#include "pipeline.h"
 
 typedef enum {
     OUT_FILE,    /* one encoded file */
@@ -40,22 +40,24 @@ typedef struct {
     bool overwrite;
     c3_media_opts media;
     int frames, width, height;
+    int64_t seed; /* names the default path (-1: not known yet) */
 } c3_output;
 
 /* Decide the format from -o (s->output) and check the destination for a
- * result of frames x width x height: the extension, a folder where a file
- * is meant, an existing file without --overwrite, a writable folder, room
- * for the estimated bytes. C3_EUSAGE (format) or C3_EOUTPUT with one line. */
-int output_plan(const c3_settings *s, int frames, int width, int height, c3_output *o);
+ * result of frames x width x height (seed: -1 when not drawn yet): the
+ * extension, a folder where a file is meant, an existing file without
+ * --overwrite, a writable folder, room for the estimated bytes. C3_EUSAGE
+ * (format) or C3_EOUTPUT with one line. */
+int output_plan(const c3_settings *s, int frames, int width, int height, int64_t seed, c3_output *o);
 void output_free(c3_output *o);
 
-/* Write r's frames (r->rgb) with its settings (r->png_parameters,
- * r->meta_json) as o says; the paths written go to r->paths ("-" for
- * standard output) and the seconds to r->t_write. */
-int output_write(const c3_output *o, c3_result *r);
+/* Write r's frames with the settings m as o says; *paths (xmalloc'd, *npaths)
+ * lists what was written ("-" for standard output). All or nothing. */
+int output_write(const c3_output *o, const cosmos3_result *r, const c3_media_meta *m, char ***paths, int *npaths);
 
 /* Encode r's frames in memory as format f (the server, `-o -`). */
-int output_encode(c3_media_format f, const c3_result *r, const c3_media_opts *opts, uint8_t **out, size_t *n);
+int output_encode(c3_media_format f, const cosmos3_result *r, const c3_media_meta *m, const c3_media_opts *opts,
+                  uint8_t **out, size_t *n);
 
 /* Bytes to a file: temporary sibling, fsync, rename; never replaces an
  * existing file unless overwrite. */

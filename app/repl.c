@@ -157,19 +157,13 @@ static void *worker(void *arg) {
         r->job_rc = engine_open(&r->e, &r->job_s, r->ev);
     } else {
         r->job_rc = engine_generate(r->e, &r->job_s, &r->job_r);
-        c3_result *res = &r->job_r;
-        c3_output out;
-        if (r->job_rc == C3_OK) r->job_rc = output_plan(&r->job_s, res->frames, res->width, res->height, &out);
-        if (r->job_rc == C3_OK) {
-            r->job_rc = output_write(&out, res);
-            output_free(&out);
+        cosmos3_result *out = r->job_r.out;
+        if (r->job_rc == C3_OK && out && out->rgb) { /* keep a preview, not every frame */
+            media_strip(out->rgb, out->width, out->height, out->frames, &r->job_img, &r->job_img_w);
+            r->job_img_h = out->height;
+            free(out->rgb);
+            out->rgb = NULL;
         }
-        if (r->job_rc == C3_OK) { /* keep a preview, not every frame */
-            media_strip(res->rgb, res->width, res->height, res->frames, &r->job_img, &r->job_img_w);
-            r->job_img_h = res->height;
-        }
-        free(res->rgb);
-        res->rgb = NULL;
     }
     if (r->job_rc) snprintf(r->job_err, sizeof r->job_err, "%s", c3_errmsg());
     free(a);
@@ -227,7 +221,7 @@ static void finish_job(c3_repl *r) {
             if (!r->quiet_load_error) repl_print(r, 1, "%s", r->job_err);
         } else {
             r->load_seconds = c3_now() - r->job_t0;
-            repl_print(r, 2, "loaded %s (%s, %.1f s)", engine_ckpt(r->e)->model_id, r->model_dir, r->load_seconds);
+            repl_print(r, 2, "loaded %s (%s, %.1f s)", engine_model(r->e)->id, r->model_dir, r->load_seconds);
         }
         return;
     }
@@ -247,11 +241,11 @@ static void finish_job(c3_repl *r) {
     } else {
         const c3_result *res = &r->last_r;
         if (res->npaths == 1 && res->frames > 1)
-            repl_print(r, 0, "wrote %s (%d frames, %g fps, seed %llu, %.1f s)", res->paths[0], res->frames, res->fps,
-                       (unsigned long long)res->seed, res->t_total + res->t_write);
+            repl_print(r, 0, "wrote %s (%d frames, %g fps, seed %llu, %.1f s)", res->paths[0], res->frames,
+                       res->out ? res->out->fps : 0, (unsigned long long)res->seed, res->t_total);
         else if (res->npaths == 1)
             repl_print(r, 0, "wrote %s (seed %llu, %.1f s)", res->paths[0], (unsigned long long)res->seed,
-                       res->t_total + res->t_write);
+                       res->t_total);
         else if (res->npaths > 1)
             repl_print(r, 0, "wrote %d frames %s .. %s (seed %llu, %.1f s)", res->npaths, res->paths[0],
                        res->paths[res->npaths - 1], (unsigned long long)res->seed, res->t_total);
@@ -397,9 +391,10 @@ static int generate(c3_repl *r, const char *prompt, bool new_seed) {
     /* validate now so a bad value is one line, not a failed run */
     c3_settings tmp;
     settings_copy(&tmp, &r->job_s);
-    int rc = settings_resolve(&tmp, engine_ckpt(r->e));
+    int rc = settings_resolve(&tmp, r->e);
     c3_output out;
-    if (rc == C3_OK && (rc = output_plan(&tmp, tmp.frames, tmp.width, tmp.height, &out)) == C3_OK) output_free(&out);
+    if (rc == C3_OK && (rc = output_plan(&tmp, tmp.frames, tmp.width, tmp.height, -1, &out)) == C3_OK)
+        output_free(&out);
     settings_free(&tmp);
     if (rc) return rc;
     free(r->run_prompt);
@@ -430,7 +425,7 @@ static int cmd_set(c3_repl *r, const char *arg) {
     if (rc == C3_OK) {
         c3_settings tmp;
         settings_copy(&tmp, &r->s);
-        rc = settings_resolve(&tmp, r->e ? engine_ckpt(r->e) : NULL);
+        rc = settings_resolve(&tmp, r->e);
         settings_free(&tmp);
     }
     if (rc) {
@@ -452,7 +447,7 @@ static int cmd_show(c3_repl *r, const char *arg) {
     /* show the values a run would use: the task defaults resolved */
     c3_settings eff;
     settings_copy(&eff, &r->s);
-    settings_resolve(&eff, r->e ? engine_ckpt(r->e) : NULL);
+    settings_resolve(&eff, r->e);
     int rc = C3_OK;
     if (*name) {
         const c3_option *o = option_find(name);
@@ -570,12 +565,14 @@ static int cmd_gpus(c3_repl *r, const char *arg) {
     return C3_OK;
 }
 
-static void plan_to(FILE *f, const void *p) { plan_print(f, p); }
+static void plan_to(FILE *f, const void *text) { fputs(text, f); }
 
 static int cmd_plan(c3_repl *r, const char *arg) {
     (void)arg;
     C3_TRY(need_engine(r));
-    print_stream(r, plan_to, engine_plan(r->e));
+    char *text = cosmos3_layout_text(engine_library(r->e));
+    print_stream(r, plan_to, text);
+    free(text);
     return C3_OK;
 }
 

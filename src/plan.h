@@ -16,7 +16,7 @@
 
 #include "checkpoint.h"
 
-#define C3_MAX_RANKS 64
+#define C3_MAX_RANKS 64 /* = COSMOS3_MAX_RANKS */
 
 typedef struct {
     int tp, cfg, sp, world;

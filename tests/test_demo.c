@@ -20,7 +20,7 @@
 #include "demo_world.h"
 #include "events.h"
 #include "options.h"
-#include "pipeline.h"
+#include "session.h"
 #include "png_io.h"
 #include "test_util.h"
 
@@ -115,12 +115,12 @@ int main(void) {
             t_gen += c3_now() - t1;
             for (int q = 0; q < 5; q++)
                 t_part[q] += (double[]){r.t_tokenize, r.t_und, r.t_denoise, r.t_vae, r.t_write}[q];
-            T_CHECK(rc == C3_OK, "%s seed %d: %s", prompt, k, c3_errmsg());
-            /* the frames the engine returns (the application would write them) */
-            uint8_t *rgb = rc == C3_OK ? r.rgb : NULL;
-            int W = r.width, H = r.height;
-            r.rgb = NULL;
             result_free(&r);
+            T_CHECK(rc == C3_OK, "%s seed %d: %s", prompt, k, c3_errmsg());
+            uint8_t *rgb = NULL;
+            int W = 0, H = 0;
+            if (rc == C3_OK && png_read_rgb(png, &rgb, &W, &H) != C3_OK)
+                T_CHECK(0, "%s: %s", png, c3_errmsg());
             if (!rgb) continue;
             T_CHECK(W == DEMO_SIZE && H == DEMO_SIZE, "%s is %dx%d, want the demo's 64x64", png, W,
                     H);

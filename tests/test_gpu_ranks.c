@@ -15,7 +15,8 @@
 #include "events.h"
 #include "mkmodel.h"
 #include "model.h"
-#include "pipeline.h"
+#include "session.h"
+#include "plan.h"
 #include "test_engine.h"
 
 /* bf16 ranks vs bf16 world 1 (reduction order and Ulysses padding differ). */
@@ -85,8 +86,10 @@ static float *run(const char *model, const layout *L, int64_t *n, c3_result *res
     float *x = NULL;
     int rc = engine_open(&e, &s, ev);
     if (rc == C3_OK) {
-        const c3_plan *p = engine_plan(e);
-        if (kind) *kind = comm_choose(p->cuda, p->world, p->devices);
+        const cosmos3_layout *p = engine_layout(e);
+        int devices[C3_MAX_RANKS];
+        for (int i = 0; i < p->world; i++) devices[i] = p->ranks[i].device;
+        if (kind) *kind = comm_choose(!strcmp(p->device, "cuda"), p->world, devices);
         c3_result r;
         unlink(lat);
         rc = engine_generate(e, &s, &r);

@@ -10,7 +10,8 @@
 
 #include "events.h"
 #include "mkmodel.h"
-#include "pipeline.h"
+#include "session.h"
+#include "engine.h"
 #include "test_engine.h"
 
 static char tmpd[64];
@@ -85,14 +86,12 @@ typedef struct {
     c3_settings *s;
     int rc;
     char err[1024];
-    bool frames; /* the result held its frames */
 } gen_arg;
 static void *gen_main(void *p) {
     gen_arg *a = p;
     c3_result r;
     a->rc = engine_generate(a->e, a->s, &r);
     snprintf(a->err, sizeof a->err, "%s", c3_errmsg()); /* messages are per thread */
-    a->frames = r.rgb && r.frames == 1 && r.width > 0;
     result_free(&r);
     return NULL;
 }
@@ -174,7 +173,7 @@ int main(void) {
             settings_free(&s);
             continue;
         }
-        gen_arg a = {eng, &s, -1, "", false};
+        gen_arg a = {eng, &s, -1, ""};
         pthread_t th;
         pthread_create(&th, NULL, gen_main, &a);
         for (;;) { /* cancel after the second step */
@@ -183,12 +182,12 @@ int main(void) {
         engine_cancel(eng);
         pthread_join(th, NULL);
         T_CHECK(a.rc == C3_ECANCEL, "cancel tp %d cfg %d sp %d: rc %d", tp, cfg, sp, a.rc);
-        T_CHECK(!a.frames, "a cancelled run returned frames");
+        T_CHECK(!c3_file_exists(out), "cancelled run wrote %s", out);
         /* the engine keeps working after a cancel */
         settings_set(&s, "steps", "2", CMD_GEN);
         pthread_create(&th, NULL, gen_main, &a);
         pthread_join(th, NULL);
-        T_CHECK(a.rc == C3_OK && a.frames, "generation after cancel: %s", a.err);
+        T_CHECK(a.rc == C3_OK && c3_file_exists(out), "generation after cancel: %s", a.err);
         /* a failing rank stops all ranks with its reason */
         int world = tp * cfg * sp;
         c3_inject_fail_rank = world - 1;

@@ -94,7 +94,7 @@ wait_exit "$spid" 20; [ "$st" = 0 ] && ok || bad "server 1: SIGTERM when idle sh
 grep -q 'cosmos3 serve: stopped' s1.err && ok || bad "server 1: no 'stopped' line"
 
 # ------------------------------------------------------------- server 2
-start s2 --queue 1 -W 256 -H 256 || exit 1
+start s2 --queue 1 -W 256 -H 256 --max-cost 1000 || exit 1  # its long jobs cost 625
 wait_ready "$port" && ok || bad "server 2 never became ready: $(cat s2.err)"
 run_js queue
 # SIGTERM with one request running and one waiting

@@ -110,14 +110,13 @@ static void tui_collect(tui *t) {
     double now = c3_now();
     if (now - t->t_driver >= DRIVER_POLL_S) {
         t->t_driver = now;
-        const c3_plan *p = t->r.e ? engine_plan(t->r.e) : NULL;
+        const cosmos3_layout *p = t->r.e ? engine_layout(t->r.e) : NULL;
         for (int k = 0; k < t->r.nranks; k++) {
             c3_repl_dev *d = &t->r.dev[k];
             if (!d->valid) continue;
-            if (p && p->cuda) {
-                char name[64];
+            if (p && !strcmp(p->device, "cuda")) {
                 int64_t tot, fr;
-                if (c3_gpu_info(d->device, name, sizeof name, &tot, &fr) == C3_OK) {
+                if (cosmos3_device_memory(d->device, &fr, &tot) == COSMOS3_OK) {
                     d->dev_total = tot;
                     d->dev_free = fr;
                     d->driver_valid = true;
@@ -175,7 +174,7 @@ static void draw_bar(tui *t, WINDOW *w, int width, const int64_t *seg, const int
 static int draw_devices(tui *t, WINDOW *w, int y) {
     const c3_repl *r = &t->r;
     int cols = getmaxx(w);
-    const c3_plan *p = r->e ? engine_plan(r->e) : NULL;
+    const cosmos3_layout *p = r->e ? engine_layout(r->e) : NULL;
     if (r->nranks == 0) {
         mvwprintw(w, y++, 0, "devices: %s", r->job == REPL_LOADING ? "loading the model ..." : "N/A (no model)");
         return y;
@@ -191,7 +190,7 @@ static int draw_devices(tui *t, WINDOW *w, int y) {
         if (other < 0) other = 0;
         wmove(w, y, 0);
         style_on(t, w, PAIR_TITLE, A_BOLD);
-        if (p && p->cuda)
+        if (p && !strcmp(p->device, "cuda"))
             wprintw(w, "GPU %d", dv->device);
         else
             wprintw(w, "CPU");
@@ -247,14 +246,14 @@ static void sparkline(tui *t, WINDOW *w, int width) {
 static int draw_run(tui *t, WINDOW *w, int y) {
     const c3_repl *r = &t->r;
     int cols = getmaxx(w);
-    const c3_plan *p = r->e ? engine_plan(r->e) : NULL;
+    const cosmos3_layout *p = r->e ? engine_layout(r->e) : NULL;
     mvwprintw(w, y++, 0, "prompt: %.*s", cols - 9, r->run_prompt ? r->run_prompt : "(type : then a prompt)");
     if (p) {
         wmove(w, y++, 0);
-        wprintw(w, "layout: tp %d x cfg %d x ulysses %d = %d rank%s on %s;", p->tp, p->cfg, p->sp, p->world,
-                p->world == 1 ? "" : "s", p->cuda ? "cuda" : "cpu");
-        if (p->cfg == 2) {
-            int g = p->tp * p->sp;
+        wprintw(w, "layout: tp %d x cfg %d x ulysses %d = %d rank%s on %s;", p->tp, p->cfg_parallel, p->ulysses, p->world,
+                p->world == 1 ? "" : "s", !strcmp(p->device, "cuda") ? "cuda" : "cpu");
+        if (p->cfg_parallel == 2) {
+            int g = p->tp * p->ulysses;
             wprintw(w, " cond: ranks 0-%d, uncond: ranks %d-%d", g - 1, g, 2 * g - 1);
         } else {
             wprintw(w, " cond and uncond in turn on ranks 0-%d", p->world - 1);
@@ -289,9 +288,9 @@ static int draw_run(tui *t, WINDOW *w, int y) {
 
 static int draw_branches(tui *t, WINDOW *w, int y, int rows) {
     const c3_repl *r = &t->r;
-    const c3_plan *p = r->e ? engine_plan(r->e) : NULL;
+    const cosmos3_layout *p = r->e ? engine_layout(r->e) : NULL;
     style_on(t, w, PAIR_TITLE, A_BOLD);
-    mvwprintw(w, y++, 0, "CFG branches (%s)", p && p->cfg == 2 ? "in parallel on two groups" : "in sequence");
+    mvwprintw(w, y++, 0, "CFG branches (%s)", p && p->cfg_parallel == 2 ? "in parallel on two groups" : "in sequence");
     style_off(t, w, PAIR_TITLE, A_BOLD);
     int from = r->step - rows + 1;
     if (from < 1) from = 1;
@@ -316,7 +315,7 @@ static void draw_top(tui *t) {
     int cols = getmaxx(w);
     style_on(t, w, PAIR_TITLE, A_REVERSE);
     mvwhline(w, 0, 0, ' ', cols);
-    mvwprintw(w, 0, 0, " cosmos3 tui  %s", t->r.e ? engine_ckpt(t->r.e)->model_id : t->r.model_dir);
+    mvwprintw(w, 0, 0, " cosmos3 tui  %s", t->r.e ? engine_model(t->r.e)->id : t->r.model_dir);
     style_off(t, w, PAIR_TITLE, A_REVERSE);
     int y = draw_devices(t, w, 1);
     y = draw_run(t, w, y);
