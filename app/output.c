@@ -135,9 +135,12 @@ int output_write_file(const char *path, const void *data, size_t n, bool overwri
         return c3_fail(C3_EOUTPUT, "%s already exists; use --overwrite or another -o", path);
     if (snprintf(g_fly.tmp_file, sizeof g_fly.tmp_file, "%s.tmp.XXXXXX", path) >= (int)sizeof g_fly.tmp_file)
         return c3_fail(C3_EOUTPUT, "%s: the path is too long", path);
-    int fd = mkstemp(g_fly.tmp_file); /* O_CREAT | O_EXCL, mode 0600 */
-    if (fd < 0) return io_fail(path, errno);
     g_fly.has_tmp_file = 1;
+    int fd = mkstemp(g_fly.tmp_file); /* O_CREAT | O_EXCL, mode 0600 */
+    if (fd < 0) {
+        g_fly.has_tmp_file = 0;
+        return io_fail(path, errno);
+    }
     int rc = C3_OK;
     if (write_all(fd, data, n) != 0 || fsync(fd) != 0 || fchmod(fd, OUT_MODE_FILE) != 0) rc = io_fail(path, errno);
     if (close(fd) != 0 && rc == C3_OK) rc = io_fail(path, errno);
@@ -443,8 +446,11 @@ static int frames_to_tmp(const cosmos3_result *r, const c3_media_meta *m, const 
     free(d);
     free(b);
     if (rc) return rc;
-    if (!mkdtemp(g_fly.tmp_dir)) return io_fail(near, errno);
-    g_fly.has_tmp_dir = 1;
+    g_fly.has_tmp_dir = 1; /* before it exists: a signal in between removes nothing else */
+    if (!mkdtemp(g_fly.tmp_dir)) {
+        g_fly.has_tmp_dir = 0;
+        return io_fail(near, errno);
+    }
     char **paths = xcalloc((size_t)r->frames, sizeof *paths);
     for (int f = 0; f < r->frames; f++) {
         char name[64];

@@ -164,6 +164,15 @@ static void test_picture(c3_media_format f, const char *ext, const char *codec, 
         return;
     }
     check_meta(enc, n, ext);
+    if (f == MEDIA_JPEG) { /* quality 95: libjpeg's luminance table scaled to 10 %: DC 16 -> 2 */
+        int dqt0 = -1;
+        for (size_t i = 2; i + 5 < n; i++)
+            if (enc[i] == 0xff && enc[i + 1] == 0xdb) {
+                dqt0 = enc[i + 5];
+                break;
+            }
+        T_CHECK(dqt0 == 2, "JPEG quality 95: first luminance quantiser %d, want 2", dqt0);
+    }
     char name[32];
     snprintf(name, sizeof name, "pic%s", ext);
     write_bytes(tpath(name), enc, n);
