@@ -56,6 +56,19 @@ char *metadata_json(const cosmos3_result *r, const c3_meta_extra *x) {
     json_object_set_new(st, "system_prompt", json_string(sys));
     json_object_set_new(st, "templates", json_boolean(r->templates));
     if (x && x->noise) json_object_set_new(st, "noise", json_string(x->noise));
+    if (x && (x->image || x->video)) { /* the conditioning input: file and hash of its bytes */
+        json_t *c = json_object();
+        json_object_set_new(c, x->image ? "image" : "video",
+                            json_string(x->image ? x->image : x->video));
+        char h[32];
+        snprintf(h, sizeof h, "%016llx", (unsigned long long)x->condition_hash);
+        json_object_set_new(c, "fnv1a", json_string(h));
+        if (x->video && x->condition_frames)
+            json_object_set_new(c, "frames", json_string(x->condition_frames));
+        if (x->video && x->condition_keep)
+            json_object_set_new(c, "keep", json_string(x->condition_keep));
+        json_object_set_new(st, "condition", c);
+    }
     json_object_set_new(o, "settings", st);
     json_object_set_new(o, "layout",
                         json_pack("{s:i,s:i,s:i,s:s}", "tp", r->tp, "cfg_parallel", r->cfg_parallel,

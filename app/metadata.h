@@ -10,6 +10,10 @@
 typedef struct {
     const char *system_prompt; /* "auto", "on", "off" (NULL: from the result) */
     const char *noise;         /* the noise file used, or NULL */
+    /* the conditioning input (gen --image / --video), or NULL */
+    const char *image, *video;
+    const char *condition_frames, *condition_keep; /* video only */
+    uint64_t condition_hash;                       /* FNV-1a of its files */
 } c3_meta_extra;
 
 /* The A1111 text; no "Seed:" when the initial noise was given (the seed did

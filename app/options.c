@@ -54,6 +54,20 @@ const c3_option c3_options[] = {
      CMD_GEN, F(noise), true},
     {"save-latents", 0, NULL, OPT_STR, NULL, NULL, "FILE", "write the final latents as 'latents' to FILE",
      CMD_GEN, F(save_latents), true},
+    {"image", 0, NULL, OPT_STR, NULL, NULL, "FILE",
+     "image-to-video: continue this picture (PNG), resized to cover the size and centre-cropped; "
+     "pins latent frame 0",
+     CMD_GEN, F(image), true},
+    {"video", 0, NULL, OPT_STR, NULL, NULL, "FILE|DIR",
+     "video-to-video: continue this clip (a folder of PNG frames in name order, a pattern such as "
+     "clip/%04d.png, or one PNG)",
+     CMD_GEN, F(video), true},
+    {"condition-frames", 0, NULL, OPT_STR, "0,1", NULL, "I,J,..",
+     "video-to-video: the latent frames taken from the clip (frame k covers clip frames up to 4k)",
+     CMD_GEN, F(condition_frames), true},
+    {"condition-keep", 0, NULL, OPT_ENUM, "first", "first|last", "END",
+     "video-to-video: keep the first or the last max(index)*4+1 frames of the clip", CMD_GEN,
+     F(condition_keep), true},
     {"output", 'o', NULL, OPT_STR, NULL, NULL, "PATH",
      "file to write, its format by extension: .png .jpg .jpeg .webp, video .mp4 .webm (or PNG frames: a folder "
      "or a pattern with %04d); - writes it to standard output; default cosmos3-SEED.png (video: .mp4)",
@@ -145,13 +159,16 @@ static bool alias_match(const char *aliases, const char *name) {
     return false;
 }
 
-const c3_option *option_find(const char *name) {
+const c3_option *option_find_for(const char *name, unsigned cmds) {
     for (int i = 0; i < c3_noptions; i++)
-        if (strcmp(c3_options[i].name, name) == 0) return &c3_options[i];
+        if ((c3_options[i].cmds & cmds) && strcmp(c3_options[i].name, name) == 0) return &c3_options[i];
     for (int i = 0; i < c3_noptions; i++)
-        if (alias_match(c3_options[i].aliases, name)) return &c3_options[i];
+        if ((c3_options[i].cmds & cmds) && alias_match(c3_options[i].aliases, name))
+            return &c3_options[i];
     return NULL;
 }
+
+const c3_option *option_find(const char *name) { return option_find_for(name, ~0u); }
 
 /* ------------------------------------------------------------- values */
 
@@ -308,8 +325,8 @@ void settings_copy(c3_settings *dst, const c3_settings *src) {
 }
 
 int settings_set(c3_settings *s, const char *name, const char *value, unsigned cmd) {
-    const c3_option *o = option_find(name);
-    if (!o || !(o->cmds & cmd)) return c3_fail(C3_EUSAGE, "unknown option '%s'; 'help' lists them", name);
+    const c3_option *o = option_find_for(name, cmd);
+    if (!o) return c3_fail(C3_EUSAGE, "unknown option '%s'; 'help' lists them", name);
     return set_value(s, o, value);
 }
 
@@ -337,11 +354,10 @@ int settings_parse(c3_settings *s, unsigned cmd, int argc, char **argv, char ***
             memcpy(name, a + 2, n);
             name[n] = 0;
             if (eq) val = eq + 1;
-            o = option_find(name);
-            if (o && !(o->cmds & cmd)) o = NULL;
+            o = option_find_for(name, cmd);
             /* --no-FLAG */
             if (!o && strncmp(name, "no-", 3) == 0) {
-                const c3_option *f = option_find(name + 3);
+                const c3_option *f = option_find_for(name + 3, cmd);
                 if (f && f->type == OPT_FLAG && (f->cmds & cmd)) {
                     C3_TRY(set_value(s, f, "off"));
                     continue;

@@ -376,8 +376,15 @@ int output_plan(const c3_settings *s, int frames, int width, int height, int64_t
         free(d);
         return rc;
     }
-    if (!dot)
-        return c3_fail(C3_EUSAGE, "-o %s has no extension; cosmos3 writes %s", p, media_extensions());
+    if (!dot) { /* a picture under a name without an extension: PNG, as before */
+        o->fmt = MEDIA_PNG;
+        if (exists && !o->overwrite)
+            return c3_fail(C3_EOUTPUT, "%s already exists; use --overwrite or another -o", p);
+        char *d = dir_of(p);
+        rc = check_room(o, d);
+        free(d);
+        return rc;
+    }
     return c3_fail(C3_EUSAGE, "-o %s: cosmos3 cannot write %s files; use one of %s (video frames: a folder or a "
                               "pattern such as frames/%%04d.png)",
                    p, dot, media_extensions());

@@ -2,7 +2,7 @@
  * in which format, checked before the model loads, written atomically.
  *
  *   -o clip.mp4 / .webm          a video file (MP4 H.264 or WebM VP9)
- *   -o pic.png / .jpg / .jpeg / .webp   a picture
+ *   -o pic.png / .jpg / .jpeg / .webp   a picture (no extension: PNG)
  *   -o clip/ (or a folder)       video frames frame_0000.png ... (the folder
  *                                is made whole in a temporary sibling, then
  *                                renamed into place; --overwrite replaces it

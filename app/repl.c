@@ -414,7 +414,7 @@ static int cmd_set(c3_repl *r, const char *arg) {
     if (!*arg || !sp) return c3_fail(C3_EUSAGE, "set NAME VALUE (e.g. set steps 30); 'show' lists the names");
     char name[128];
     snprintf(name, sizeof name, "%.*s", (int)(sp - arg), arg);
-    const c3_option *o = option_find(name);
+    const c3_option *o = option_find_for(name, CMD_REPL);
     if (!o) return c3_fail(C3_EUSAGE, "set: unknown option '%s'; 'show' lists them", name);
     if (!settable(o))
         return c3_fail(C3_EUSAGE, "set: %s cannot change in a session; start cosmos3 with --%s", name, o->name);
@@ -450,7 +450,7 @@ static int cmd_show(c3_repl *r, const char *arg) {
     settings_resolve(&eff, r->e);
     int rc = C3_OK;
     if (*name) {
-        const c3_option *o = option_find(name);
+        const c3_option *o = option_find_for(name, CMD_REPL);
         if (!o || !settable(o)) {
             rc = c3_fail(C3_EUSAGE, "show: unknown option '%s'; 'show' lists them", name);
         } else {
@@ -748,7 +748,7 @@ char **repl_complete(const char *line, int start, const char *text, bool *want_p
                     add_cand(&v, &n, o->name, strlen(o->name));
             }
         } else if (kind == COMPLETE_OPTION_VALUE && nw == 2) {
-            const c3_option *o = option_find(words[1]);
+            const c3_option *o = option_find_for(words[1], CMD_REPL);
             const char *vals = NULL;
             if (o && o->type == OPT_ENUM) vals = o->values;
             if (o && o->type == OPT_FLAG) vals = "on|off";

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <sys/random.h>
 
+#include "cond_input.h"
 #include "metadata.h"
 #include "output.h"
 
@@ -312,7 +313,39 @@ static int generate(c3_engine *e, const c3_settings *s, c3_result *res, double t
         rq.noise_len = n;
     }
     rq.want_latents = s->save_latents != NULL;
+    /* the conditioning picture or clip, read from its PNG files */
+    c3_cond_file cf = {0};
+    cosmos3_frames media = {0};
+    int cidx[64], ncidx = 0;
+    if (s->image && s->video)
+        rc = c3_fail(C3_EUSAGE, "--image and --video together; give a picture or a clip, not both");
+    if (rc == C3_OK && (s->image || s->video))
+        rc = cond_file_read(s->image ? s->image : s->video, s->video != NULL, &cf);
+    if (rc == C3_OK && s->video) rc = cond_parse_frames(s->condition_frames, cidx, 64, &ncidx);
+    if (rc) {
+        cond_file_free(&cf);
+        free(noise);
+        output_free(&o);
+        return rc;
+    }
+    if (s->image || s->video) {
+        media = (cosmos3_frames){.rgb = cf.media.rgb,
+                                 .width = cf.media.width,
+                                 .height = cf.media.height,
+                                 .frames = cf.media.frames};
+        if (s->image) rq.image = &media;
+        if (s->video) {
+            rq.video = &media;
+            rq.condition_frames = cidx;
+            rq.ncondition_frames = ncidx;
+            rq.condition_keep = s->condition_keep && !strcmp(s->condition_keep, "last")
+                                    ? COSMOS3_KEEP_LAST
+                                    : COSMOS3_KEEP_FIRST;
+        }
+    }
     rc = cosmos3_generate(e->e, &rq, &res->out, err, sizeof err);
+    uint64_t cf_hash = cf.hash;
+    cond_file_free(&cf);
     free(noise);
     if (rc) {
         output_free(&o);
@@ -348,7 +381,13 @@ static int generate(c3_engine *e, const c3_settings *s, c3_result *res, double t
     /* write */
     double t0 = c3_now();
     res->png_parameters = metadata_parameters(r);
-    c3_meta_extra x = {.system_prompt = s->system_prompt, .noise = s->noise};
+    c3_meta_extra x = {.system_prompt = s->system_prompt,
+                       .noise = s->noise,
+                       .image = s->image,
+                       .video = s->video,
+                       .condition_frames = s->condition_frames,
+                       .condition_keep = s->condition_keep,
+                       .condition_hash = cf_hash};
     res->meta_json = metadata_json(r, &x);
     c3_media_meta m = {res->png_parameters, res->meta_json};
     if (write) rc = output_write(&o, r, &m, &res->paths, &res->npaths);

@@ -618,6 +618,8 @@ extern "C" int c3_backend_cuda(int device, c3_backend **out) {
     be->silu = cuda_silu;
     be->permute = cu_permute;
     be->upsample2x = cu_upsample2x;
+    be->conv3d_strided = cu_conv3d_strided;
+    be->avgdown3d = cu_avgdown3d;
     be->affine = cuda_affine;
     be->graph_begin = cuda_graph_begin;
     be->graph_end = cuda_graph_end;

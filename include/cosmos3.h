@@ -89,7 +89,7 @@ typedef enum {
 typedef struct {
     cosmos3_event_kind kind;
     uint64_t job;      /* the generation's id (cosmos3_result.job); 0 outside a generation (open) */
-    const char *stage; /* COSMOS3_EV_STAGE: "load", "tokenize", "und", "denoise", "vae" */
+    const char *stage; /* COSMOS3_EV_STAGE: "load", "tokenize", "encode" (conditioning), "und", "denoise", "vae" */
     bool begin;
     int step, steps;
     double timestep;

@@ -60,7 +60,7 @@ static int rank_loop(c3_denoise *j, c3_rank *rk) {
     bool lead = plan_tp_rank(p, rk->rank) == 0 && plan_sp_rank(p, rk->rank) == 0;
     bool sde = j->sched == C3_SCHED_FLOWMATCH4;
     c3_undkv *kv[2] = {NULL, NULL};
-    c3_latent_geom g = {.T = j->T, .h = j->h, .w = j->w, .fps = s->fps};
+    c3_latent_geom g = {.T = j->T, .h = j->h, .w = j->w, .fps = s->fps, .pinned = j->pinned};
     float *x = xmalloc((size_t)j->n * sizeof(float));        /* [C, T, h, w] */
     float *vbuf = xmalloc((size_t)j->n * 2 * sizeof(float)); /* [cond | uncond] */
     float *v = xmalloc((size_t)j->n * sizeof(float));

@@ -8,6 +8,7 @@
 
 #include "backend.h"
 #include "backend_cpu.h"
+#include "condition.h"
 #include "denoise.h"
 #include "frames.h"
 #include "prompt.h"
@@ -402,6 +403,7 @@ int cosmos3_open(const cosmos3_open_params *p, cosmos3_engine **out, char *err, 
 void cosmos3_close(cosmos3_engine *e) {
     if (!e) return;
     vae_free(e->vae);
+    vae_enc_free(e->venc);
     for (int r = 0; r < C3_MAX_RANKS; r++)
         for (int b = 0; b < 2; b++) {
             undkv_free(&e->ranks[r].und[b]);
@@ -457,9 +459,23 @@ static int generate(cosmos3_engine *e, const cosmos3_request *rq, cosmos3_result
     cosmos3_settings s;
     c3_denoise j = {.e = e, .s = &s};
     float *x0 = NULL, *pixels = NULL;
+    c3_condition cd = {0};
+    /* the conditioning picture or clip (condition.c) */
+    const cosmos3_frames *cm = rq->image ? rq->image : rq->video;
+    c3_media media = {0};
+    if (cm)
+        media = (c3_media){
+            .rgb = cm->rgb, .width = cm->width, .height = cm->height, .frames = cm->frames};
+    c3_cond_input ci = {.image = rq->image ? &media : NULL,
+                        .video = rq->video ? &media : NULL,
+                        .indexes = rq->condition_frames,
+                        .nindexes = rq->condition_frames ? rq->ncondition_frames : 0,
+                        .keep =
+                            rq->condition_keep == COSMOS3_KEEP_LAST ? C3_KEEP_LAST : C3_KEEP_FIRST};
     int rc = request_resolve(rq, &e->ck, &s);
     if (rc == C3_OK && (!rq->prompt || !rq->prompt[0]))
         rc = c3_fail(C3_EUSAGE, "no prompt; give the request a prompt");
+    if (rc == C3_OK) rc = cond_check(&ci, s.frames, s.width, s.height, e->ck.v.scale_temporal);
     if (rc) goto out;
     request_warnings(rq->prompt, &s, &e->ck, add_warning, e);
     /* random seeds stay below 2^53 so every JSON reader keeps them exact */
@@ -496,6 +512,18 @@ static int generate(cosmos3_engine *e, const cosmos3_request *rq, cosmos3_result
         memcpy(x0, rq->noise, (size_t)j.n * sizeof(float));
     } else {
         rng_normal(s.seed, 0, x0, j.n);
+    }
+    if (cond_given(&ci)) { /* x0 on the pinned frames: mask * x0 + (1 - mask) * noise */
+        emit_stage(e, "encode", true, 0);
+        t0 = c3_now();
+        if (!e->venc) rc = vae_enc_load(&e->venc, &e->ck, e->ranks[0].be);
+        if (rc == C3_OK)
+            rc = cond_prepare(&ci, e->venc, s.frames, s.width, s.height, e->ck.v.scale_temporal,
+                              &cd);
+        if (rc) goto out;
+        cond_mix(&cd, x0);
+        j.pinned = cd.pinned;
+        emit_stage(e, "encode", false, c3_now() - t0);
     }
     j.x_init = x0;
     j.x_final = xmalloc((size_t)j.n * sizeof(float));
@@ -571,6 +599,7 @@ static int generate(cosmos3_engine *e, const cosmos3_request *rq, cosmos3_result
     }
     res->t_total = c3_now() - t_start;
 out:
+    cond_free(&cd);
     free(j.ids[0]);
     free(j.ids[1]);
     free(x0);

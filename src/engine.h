@@ -20,6 +20,7 @@
 #include "plan.h"
 #include "tokenizer.h"
 #include "wan_vae.h"
+#include "wan_vae_encode.h"
 
 typedef struct {
     int rank;
@@ -46,6 +47,7 @@ struct cosmos3_engine {
     c3_comm_group *groups; /* C3_COMM_SHM */
     c3_comm_set *set;      /* C3_COMM_NCCL, C3_COMM_DEVICE */
     c3_vae *vae;
+    c3_vae_enc *venc; /* the VAE encoder, loaded by the first conditioned request */
     volatile int cancel;
     int busy; /* a generation is in flight (atomic) */
     /* events: the open's callback, the job's (one at a time, under ev_mu) */

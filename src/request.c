@@ -93,8 +93,12 @@ int request_resolve(const cosmos3_request *r, const c3_ckpt *ck, cosmos3_setting
                        ss * ck->t.patch);
     if (r->image && r->video)
         return c3_fail(C3_EUSAGE, "give a conditioning image or a video, not both");
-    if (r->image || r->video || r->condition_frames)
-        return c3_fail(C3_EUSAGE, "conditioning on an image or a video is not supported yet");
+    if ((r->image || r->video) && (r->image ? r->image : r->video)->frames < 1)
+        return c3_fail(C3_EINPUT, "the conditioning %s has no frames",
+                       r->image ? "image" : "video");
+    if (r->condition_frames && !r->video)
+        return c3_fail(C3_EUSAGE,
+                       "condition frames apply to a video; an image always gives latent frame 0");
     if (r->step_noise) return c3_fail(C3_EUSAGE, "step_noise is not supported yet");
     if (ck) {
         s->latent_shape[0] = 1;

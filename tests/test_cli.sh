@@ -42,6 +42,7 @@ expect 2 "multiple of 16" -- gen -p x -W 100
 expect 2 "multiple of 16" -- gen -p x -H 0
 expect 2 "1 + 4k" -- gen -p x --frames 4
 expect 2 "1..1000" -- gen -p x --steps 0
+expect 2 "1..1000" -- gen -p x --negative blurry --steps 0
 expect 2 "not an integer" -- gen -p x --steps 2.5
 expect 2 "[0, 100]" -- gen -p x -g -1
 expect 2 "not a number" -- gen -p x -g abc
@@ -139,6 +140,13 @@ PY
     expect 0 "" -- gen -m "$model" -p "a cube" -W 32 -H 32 --frames 5 --steps 2 --seed 3 -o "shots/%03d.png" -q --device cpu
     [ -f shots/000.png ] && [ -f shots/004.png ] && ok || bad "frame pattern: $(ls shots)"
     expect 2 "folder or a pattern" -- gen -m "$model" -p "a cube" -W 32 -H 32 --frames 5 -o clip.png --device cpu
+    # --noise: the picture's metadata claims no seed (the seed did not make it)
+    expect 0 "" -- gen -m "$model" -p "a cube" -W 32 -H 32 --steps 2 --seed 3 -o l.png --save-latents lat.safetensors -q --device cpu
+    expect 0 "" -- gen -m "$model" -p "a cube" -W 32 -H 32 --steps 2 --noise lat.safetensors -o n.png -q --device cpu
+    expect 0 "" -- meta n.png
+    grep -qi "seed" "$tmp/out" && bad "--noise image claims a seed: $(cat "$tmp/out")" || ok
+    grep -q "noise: lat.safetensors" "$tmp/out" && ok || bad "--noise file not in the metadata: $(cat "$tmp/out")"
+    expect 4 "needs a tensor 'latents' of shape" -- gen -m "$model" -p "a cube" -W 64 -H 32 --steps 2 --noise lat.safetensors -o n2.png -q --device cpu
 else
     echo "fixtures absent: model-based CLI checks skipped"
 fi

@@ -101,7 +101,7 @@ expect 2 "both write to standard output" -- "${G[@]}" -o - --json
 
 # refusals before the model loads (the model folder does not exist)
 expect 2 "cannot write .gif files; use one of .png, .jpg, .jpeg, .webp, .mp4, .webm" -- gen -m nowhere -p x -o x.gif
-expect 2 "no extension" -- gen -m nowhere -p x -o x
+expect 2 "cannot write .tiff files" -- gen -m nowhere -p x --frames 5 -o x.tiff
 expect 2 "a video goes to .mp4 or .webm" -- gen -m nowhere -p x --frames 5 -o x.jpg
 expect 2 "a video needs .mp4 or .webm" -- gen -m nowhere -p x --frames 5 -o x.png
 mkdir adir.mp4

@@ -70,6 +70,10 @@ rc=$?
 has err "--steps: 'nope' is not an integer" "bad value message"
 has err "unknown option 'bogus'" "unknown option message"
 has out '^steps = 1$' "lines after a failure still run"
+# --negative is --negative-prompt's alias (tokenize's --negative flag is another row)
+printf 'set negative blurry\nshow negative\n' | "$bin" repl -m "$model" > out 2> err
+[ $? = 0 ] && ok || bad "set negative: $(cat err)"
+has out '^negative-prompt = blurry$' "set negative sets the negative prompt"
 printf 'seed 5\nquit\nseed 6\n' | "$bin" repl -m "$model" > out 2> err
 [ $? = 0 ] && ok || bad "quit: exit status"
 grep -q 'seed = 6' out && bad "lines after quit ran" || ok
