@@ -27,13 +27,16 @@
 #include <webp/demux.h>
 #include <webp/mux.h>
 
+#include "config.h"
+#include "png_io.h"
+
+#if COSMOS3_HAVE_FFMPEG
 #include <libavcodec/avcodec.h>
 #include <libavformat/avformat.h>
 #include <libavutil/imgutils.h>
 #include <libavutil/opt.h>
 #include <libswscale/swscale.h>
-
-#include "png_io.h"
+#endif
 
 #define MEDIA_IO_BUF (64 * 1024)
 #define MEDIA_MAX_SIDE 16384
@@ -43,6 +46,7 @@
 
 static const char xmp_ns_jpeg[] = "http://ns.adobe.com/xap/1.0/";
 
+#if COSMOS3_HAVE_FFMPEG
 /* Record an FFmpeg error (code < 0) for `call` on `name`. */
 static int av_fail(int code, int e, const char *name, const char *call) {
     char buf[AV_ERROR_MAX_STRING_SIZE] = "";
@@ -73,6 +77,17 @@ static int av_fail(int code, int e, const char *name, const char *call) {
 static pthread_once_t quiet_once = PTHREAD_ONCE_INIT;
 static void quiet_init(void) { av_log_set_level(AV_LOG_QUIET); }
 static void media_quiet(void) { pthread_once(&quiet_once, quiet_init); }
+#else
+static void media_quiet(void) {}
+/* Built with -Dmedia=disabled (the GPU machine's carried build): PNG and
+ * JPEG out, PNG in; the rest says how to get it. */
+static int no_ffmpeg(const char *what) {
+    return c3_fail(C3_EUSAGE, "%s needs FFmpeg's libraries, and this cosmos3 was built without them (-Dmedia=disabled); "
+                              "use .png or .jpg, or rebuild with libavformat-dev libavcodec-dev libswscale-dev "
+                              "libavutil-dev",
+                   what);
+}
+#endif
 
 /* ------------------------------------------------------------ formats */
 
@@ -104,6 +119,7 @@ bool media_format_from_path(const char *path, c3_media_format *f) {
     return false;
 }
 
+#if COSMOS3_HAVE_FFMPEG
 /* --------------------------------------------------------- memory I/O */
 
 typedef struct {
@@ -188,6 +204,8 @@ static int mem_io_close(AVFormatContext *s, AVIOContext *pb) {
     mv_close(&pb);
     return 0;
 }
+
+#endif
 
 /* --------------------------------------------------------------- XMP */
 
@@ -288,6 +306,7 @@ static void xmp_read(const char *x, size_t n, char **parameters, char **json) {
     *json = xmp_get(x, n, "cosmos3:settings");
 }
 
+#if COSMOS3_HAVE_FFMPEG
 /* ---------------------------------------------------- RGB <-> YUV / RGB */
 
 /* Convert one frame between pixel formats with libswscale. BT.709 for video
@@ -488,6 +507,19 @@ done:
     av_dict_free(&eo);
     return rc;
 }
+
+#else
+static int encode_video(c3_media_format f, const uint8_t *rgb, int W, int H, int F, double fps,
+                        const c3_media_meta *meta, const c3_media_opts *opts, uint8_t **out, size_t *n) {
+    (void)rgb, (void)W, (void)H, (void)F, (void)fps, (void)meta, (void)opts, (void)out, (void)n;
+    return no_ffmpeg(f == MEDIA_MP4 ? "MP4" : "WebM");
+}
+static int encode_webp(const uint8_t *rgb, int W, int H, const c3_media_meta *meta, const c3_media_opts *opts,
+                       uint8_t **out, size_t *n) {
+    (void)rgb, (void)W, (void)H, (void)meta, (void)opts, (void)out, (void)n;
+    return no_ffmpeg("WebP");
+}
+#endif
 
 /* ---------------------------------------------------------------- JPEG */
 
@@ -725,6 +757,7 @@ static bool is_anim_webp(const uint8_t *d, size_t n) {
     return (d[20] & 0x02) != 0; /* VP8X flags: animation */
 }
 
+#if COSMOS3_HAVE_FFMPEG
 /* Decode every video frame of a container (libavformat + libavcodec). */
 static int decode_av(AVFormatContext *ic, const char *name, const c3_media_limits *lim, c3_media_frames *out) {
     int rc = C3_OK, fail_code = C3_EINPUT;
@@ -835,6 +868,27 @@ static void close_input(AVFormatContext **ic) {
     mv_close(&pb);
 }
 
+static int decode_av_mem(const uint8_t *data, size_t n, const char *name, const c3_media_limits *lim,
+                         c3_media_frames *out) {
+    AVFormatContext *ic = NULL;
+    memview mv;
+    membuf mb;
+    int rc = open_input_mem(data, n, name, &ic, &mv, &mb);
+    if (rc)
+        return c3_fail(C3_EINPUT, "%s is not a picture or clip cosmos3 can read (PNG, JPEG, WebP, MP4, WebM, MOV)",
+                       name);
+    rc = decode_av(ic, name, lim, out);
+    close_input(&ic);
+    return rc;
+}
+#else
+static int decode_av_mem(const uint8_t *data, size_t n, const char *name, const c3_media_limits *lim,
+                         c3_media_frames *out) {
+    (void)data, (void)n, (void)lim, (void)out;
+    return no_ffmpeg(name);
+}
+#endif
+
 int media_decode_mem(const uint8_t *data, size_t n, const char *name, const c3_media_limits *lim,
                      c3_media_frames *out) {
     media_quiet();
@@ -851,16 +905,7 @@ int media_decode_mem(const uint8_t *data, size_t n, const char *name, const c3_m
         if (rc) return rc;
         return acc_finish(&a, name, 0, lim, out);
     }
-    AVFormatContext *ic = NULL;
-    memview mv;
-    membuf mb;
-    int rc = open_input_mem(data, n, name, &ic, &mv, &mb);
-    if (rc)
-        return c3_fail(C3_EINPUT, "%s is not a picture or clip cosmos3 can read (PNG, JPEG, WebP, MP4, WebM, MOV)",
-                       name);
-    rc = decode_av(ic, name, lim, out);
-    close_input(&ic);
-    return rc;
+    return decode_av_mem(data, n, name, lim, out);
 }
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
@@ -956,49 +1001,14 @@ int media_decode(const char *path, const c3_media_limits *lim, c3_media_frames *
 
 /* --------------------------------------------------------------- probe */
 
-int media_probe(const char *path, c3_media_info *info) {
-    media_quiet();
-    memset(info, 0, sizeof *info);
-    struct stat st;
-    if (stat(path, &st) != 0) return c3_fail(C3_EINPUT, "cannot read %s: %s", path, strerror(errno));
-    if (S_ISDIR(st.st_mode)) {
-        c3_media_frames m;
-        C3_TRY(media_decode(path, NULL, &m));
-        snprintf(info->container, sizeof info->container, "folder");
-        snprintf(info->codec, sizeof info->codec, "png");
-        info->width = m.width;
-        info->height = m.height;
-        info->frames = m.frames;
-        info->fps = m.fps;
-        info->seconds = m.fps > 0 ? m.frames / m.fps : 0;
-        media_frames_free(&m);
-        return C3_OK;
-    }
-    char *data;
-    size_t n;
-    C3_TRY(c3_read_file(path, &data, &n));
-    info->bytes = (int64_t)n;
+#if COSMOS3_HAVE_FFMPEG
+static int probe_av(const uint8_t *data, size_t n, const char *path, c3_media_info *info) {
     int rc = C3_OK, fail_code = C3_EINPUT;
     const char *name = path;
     AVFormatContext *ic = NULL;
     memview mv;
     membuf mb;
-    if (is_anim_webp((const uint8_t *)data, n)) {
-        c3_media_frames m;
-        rc = decode_webp_anim((const uint8_t *)data, n, path, NULL, &m);
-        if (rc == C3_OK) {
-            snprintf(info->container, sizeof info->container, "webp");
-            snprintf(info->codec, sizeof info->codec, "webp (animated)");
-            info->width = m.width;
-            info->height = m.height;
-            info->frames = m.frames;
-            info->fps = m.fps;
-            info->seconds = m.fps > 0 ? m.frames / m.fps : 0;
-            media_frames_free(&m);
-        }
-        goto done;
-    }
-    rc = open_input_mem((const uint8_t *)data, n, path, &ic, &mv, &mb);
+    rc = open_input_mem(data, n, path, &ic, &mv, &mb);
     if (rc) {
         rc = c3_fail(C3_EINPUT, "%s is not a picture or clip cosmos3 can read (PNG, JPEG, WebP, MP4, WebM, MOV)",
                      path);
@@ -1044,11 +1054,83 @@ int media_probe(const char *path, c3_media_info *info) {
     }
 done:
     close_input(&ic);
+    return rc;
+}
+#else
+static int probe_av(const uint8_t *data, size_t n, const char *path, c3_media_info *info) {
+    (void)data, (void)n, (void)info;
+    return no_ffmpeg(path);
+}
+#endif
+
+int media_probe(const char *path, c3_media_info *info) {
+    media_quiet();
+    memset(info, 0, sizeof *info);
+    struct stat st;
+    if (stat(path, &st) != 0) return c3_fail(C3_EINPUT, "cannot read %s: %s", path, strerror(errno));
+    if (S_ISDIR(st.st_mode)) {
+        c3_media_frames m;
+        C3_TRY(media_decode(path, NULL, &m));
+        snprintf(info->container, sizeof info->container, "folder");
+        snprintf(info->codec, sizeof info->codec, "png");
+        info->width = m.width;
+        info->height = m.height;
+        info->frames = m.frames;
+        info->fps = m.fps;
+        info->seconds = m.fps > 0 ? m.frames / m.fps : 0;
+        media_frames_free(&m);
+        return C3_OK;
+    }
+    char *data;
+    size_t n;
+    C3_TRY(c3_read_file(path, &data, &n));
+    info->bytes = (int64_t)n;
+    int rc = C3_OK;
+    if (is_anim_webp((const uint8_t *)data, n)) {
+        c3_media_frames m;
+        rc = decode_webp_anim((const uint8_t *)data, n, path, NULL, &m);
+        if (rc == C3_OK) {
+            snprintf(info->container, sizeof info->container, "webp");
+            snprintf(info->codec, sizeof info->codec, "webp (animated)");
+            info->width = m.width;
+            info->height = m.height;
+            info->frames = m.frames;
+            info->fps = m.fps;
+            info->seconds = m.fps > 0 ? m.frames / m.fps : 0;
+            media_frames_free(&m);
+        }
+        goto done;
+    }
+    rc = probe_av((const uint8_t *)data, n, path, info);
+done:
     free(data);
     return rc;
 }
 
 /* ------------------------------------------------------------ metadata */
+
+/* Containers: the comment / description tags. */
+#if COSMOS3_HAVE_FFMPEG
+static int meta_av(const uint8_t *data, size_t n, const char *name, char **parameters, char **json) {
+    AVFormatContext *ic = NULL;
+    memview mv;
+    membuf mb;
+    if (open_input_mem(data, n, name, &ic, &mv, &mb) != C3_OK)
+        return c3_fail(C3_EINPUT, "%s is not a picture or clip cosmos3 can read (PNG, JPEG, WebP, MP4, WebM, MOV)",
+                       name);
+    const AVDictionaryEntry *c = av_dict_get(ic->metadata, "comment", NULL, 0);
+    const AVDictionaryEntry *d = av_dict_get(ic->metadata, "description", NULL, 0);
+    if (c) *parameters = xstrdup(c->value);
+    if (d) *json = xstrdup(d->value);
+    close_input(&ic);
+    return C3_OK;
+}
+#else
+static int meta_av(const uint8_t *data, size_t n, const char *name, char **parameters, char **json) {
+    (void)data, (void)n, (void)parameters, (void)json;
+    return no_ffmpeg(name);
+}
+#endif
 
 int media_read_meta_mem(const uint8_t *data, size_t n, const char *name, char **parameters, char **json) {
     media_quiet();
@@ -1079,19 +1161,7 @@ int media_read_meta_mem(const uint8_t *data, size_t n, const char *name, char **
         WebPMuxDelete(mux);
         return C3_OK;
     }
-    /* containers: the comment / description tags */
-    AVFormatContext *ic = NULL;
-    memview mv;
-    membuf mb;
-    if (open_input_mem(data, n, name, &ic, &mv, &mb) != C3_OK)
-        return c3_fail(C3_EINPUT, "%s is not a picture or clip cosmos3 can read (PNG, JPEG, WebP, MP4, WebM, MOV)",
-                       name);
-    const AVDictionaryEntry *c = av_dict_get(ic->metadata, "comment", NULL, 0);
-    const AVDictionaryEntry *d = av_dict_get(ic->metadata, "description", NULL, 0);
-    if (c) *parameters = xstrdup(c->value);
-    if (d) *json = xstrdup(d->value);
-    close_input(&ic);
-    return C3_OK;
+    return meta_av(data, n, name, parameters, json);
 }
 
 int media_read_meta(const char *path, char **parameters, char **json) {

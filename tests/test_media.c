@@ -6,6 +6,7 @@
 #include <webp/encode.h>
 #include <webp/mux.h>
 
+#include "config.h"
 #include "media.h"
 #include "png_io.h"
 #include "test_util.h"
@@ -343,6 +344,10 @@ static void test_formats_and_strip(void) {
 }
 
 int main(void) {
+    if (!COSMOS3_HAVE_FFMPEG) {
+        fprintf(stderr, "media: SKIP: built with -Dmedia=disabled (no FFmpeg libraries)\n");
+        return T_SKIP;
+    }
     snprintf(tmpdir, sizeof tmpdir, "%s/c3mediaXXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
     if (!mkdtemp(tmpdir)) return 1;
     test_formats_and_strip();

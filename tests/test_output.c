@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
+#include "config.h"
 #include "output.h"
 #include "test_util.h"
 
@@ -152,8 +153,9 @@ static void test_folder_replace(void) {
             c3_errmsg());
     if (rc == C3_OK) free_paths(p, n);
     /* an MP4 and its default name */
-    rc = write_out(NULL, false, r9, &p, &n);
-    T_CHECK(rc == C3_OK && n == 1 && !strcmp(p[0], "cosmos3-77.mp4"), "default name %s", rc ? c3_errmsg() : p[0]);
+    rc = COSMOS3_HAVE_FFMPEG ? write_out(NULL, false, r9, &p, &n) : C3_EFAIL;
+    T_CHECK(!COSMOS3_HAVE_FFMPEG || (rc == C3_OK && n == 1 && !strcmp(p[0], "cosmos3-77.mp4")), "default name %s",
+            rc ? c3_errmsg() : p[0]);
     if (rc == C3_OK) {
         unlink(p[0]);
         free_paths(p, n);
@@ -201,7 +203,7 @@ static void test_fsize(void) {
         char **p;
         int n;
         int rc = write_out(tp("vid"), true, r, &p, &n);
-        int r2 = write_out(tp("big.mp4"), false, r, &p, &n);
+        int r2 = COSMOS3_HAVE_FFMPEG ? write_out(tp("big.mp4"), false, r, &p, &n) : C3_EOUTPUT;
         fprintf(stderr, "child: rc %d, %d: %s\n", rc, r2, c3_errmsg());
         _exit(rc == C3_EOUTPUT && r2 == C3_EOUTPUT && strstr(c3_errmsg(), "EFBIG") ? 0 : 1);
     }

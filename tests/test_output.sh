@@ -28,6 +28,8 @@ expect() {
 probe() { ffprobe -v error -select_streams v:0 -show_entries "stream=$2" -of default=nw=1:nk=1 "$1"; }
 tag() { ffprobe -v error -show_entries "format_tags=$2" -of default=nw=1:nk=1 "$1"; }
 
+"$bin" gen -m nowhere -p x -o x.mp4 2>&1 | grep -q "media=disabled" &&
+    { echo "SKIP: built with -Dmedia=disabled"; exit 77; }
 "$bin" mkmodel --preset tiny -o tiny -q || { echo "FAIL: mkmodel"; exit 1; }
 P="a red fox runs across a snowy field"
 G=(gen -m tiny -p "$P" -W 64 -H 64 --steps 2)
