@@ -98,6 +98,7 @@ typedef struct {
     char *host;
     int port;
     int queue;           /* requests waiting beyond the one running */
+    int keep_videos;     /* finished /v1/videos jobs kept */
     char *api_key;       /* required Bearer token, or NULL */
     int max_cost;        /* per-request bound, in 1024x1024-pixel steps */
     /* preview */

@@ -284,7 +284,8 @@ static uint64_t random_seed(void) {
 
 /* One generation; its frames are written as s->output says when write is
  * set (output.c), else they stay in res->out for the caller to encode. */
-static int generate(c3_engine *e, const c3_settings *s, c3_result *res, double t_start, bool write) {
+static int generate(c3_engine *e, const c3_settings *s, const c3_cond_frames *in, c3_result *res, double t_start,
+                    bool write) {
     cosmos3_request rq;
     settings_request(s, &rq);
     C3_TRY(settings_seed(s->seed, &rq.seed));
@@ -317,24 +318,29 @@ static int generate(c3_engine *e, const c3_settings *s, c3_result *res, double t
     c3_cond_file cf = {0};
     cosmos3_frames media = {0};
     int cidx[64], ncidx = 0;
-    if (s->image && s->video)
+    bool cond_image = in ? !in->video : s->image != NULL, cond_video = in ? in->video : s->video != NULL;
+    if ((s->image && s->video) || (in && (s->image || s->video)))
         rc = c3_fail(C3_EUSAGE, "--image and --video together; give a picture or a clip, not both");
-    if (rc == C3_OK && (s->image || s->video))
+    if (rc == C3_OK && in) { /* frames in memory (the server's decoded references) */
+        cf.media = (c3_media){.rgb = in->rgb, .width = in->width, .height = in->height, .frames = in->frames};
+        cf.hash = c3_fnv1a(in->rgb, (size_t)in->width * in->height * 3 * (size_t)in->frames, C3_FNV_INIT);
+    } else if (rc == C3_OK && (s->image || s->video)) {
         rc = cond_file_read(s->image ? s->image : s->video, s->video != NULL, &cf);
-    if (rc == C3_OK && s->video) rc = cond_parse_frames(s->condition_frames, cidx, 64, &ncidx);
+    }
+    if (rc == C3_OK && cond_video) rc = cond_parse_frames(s->condition_frames, cidx, 64, &ncidx);
     if (rc) {
         cond_file_free(&cf);
         free(noise);
         output_free(&o);
         return rc;
     }
-    if (s->image || s->video) {
+    if (cond_image || cond_video) {
         media = (cosmos3_frames){.rgb = cf.media.rgb,
                                  .width = cf.media.width,
                                  .height = cf.media.height,
                                  .frames = cf.media.frames};
-        if (s->image) rq.image = &media;
-        if (s->video) {
+        if (cond_image) rq.image = &media;
+        if (cond_video) {
             rq.video = &media;
             rq.condition_frames = cidx;
             rq.ncondition_frames = ncidx;
@@ -383,8 +389,8 @@ static int generate(c3_engine *e, const c3_settings *s, c3_result *res, double t
     res->png_parameters = metadata_parameters(r);
     c3_meta_extra x = {.system_prompt = s->system_prompt,
                        .noise = s->noise,
-                       .image = s->image,
-                       .video = s->video,
+                       .image = in && !in->video ? in->name : s->image,
+                       .video = in && in->video ? in->name : s->video,
                        .condition_frames = s->condition_frames,
                        .condition_keep = s->condition_keep,
                        .condition_hash = cf_hash};
@@ -399,9 +405,10 @@ static int generate(c3_engine *e, const c3_settings *s, c3_result *res, double t
     return rc;
 }
 
-static int generate_job(c3_engine *e, const c3_settings *s, c3_result *res, bool write) {
+static int generate_job(c3_engine *e, const c3_settings *s, const c3_cond_frames *in, c3_result *res,
+                        bool write) {
     memset(res, 0, sizeof *res);
-    int rc = generate(e, s, res, c3_now(), write);
+    int rc = generate(e, s, in, res, c3_now(), write);
     if (rc == C3_ECANCEL) {
         c3_event x = {.kind = EV_CANCELLED};
         events_push(e->ev, &x);
@@ -416,8 +423,10 @@ static int generate_job(c3_engine *e, const c3_settings *s, c3_result *res, bool
     return rc;
 }
 
-int engine_generate(c3_engine *e, const c3_settings *s, c3_result *res) { return generate_job(e, s, res, true); }
+int engine_generate(c3_engine *e, const c3_settings *s, c3_result *res) {
+    return generate_job(e, s, NULL, res, true);
+}
 
-int engine_generate_frames(c3_engine *e, const c3_settings *s, c3_result *res) {
-    return generate_job(e, s, res, false);
+int engine_generate_frames(c3_engine *e, const c3_settings *s, const c3_cond_frames *in, c3_result *res) {
+    return generate_job(e, s, in, res, false);
 }

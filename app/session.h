@@ -50,9 +50,19 @@ cosmos3_engine *engine_library(c3_engine *e);
 /* Run one generation with settings s and write its frames (s->output, any
  * format output.c writes). */
 int engine_generate(c3_engine *e, const c3_settings *s, c3_result *r);
+/* Conditioning frames already in memory (the server's decoded
+ * input_reference / image_reference / video_reference). */
+typedef struct {
+    const uint8_t *rgb; /* [frames, height, width, 3] */
+    int width, height, frames;
+    bool video;       /* a clip (video-to-video), else a picture (image-to-video) */
+    const char *name; /* for the metadata, e.g. "input_reference" */
+} c3_cond_frames;
+
 /* The same without writing: the frames stay in r->out (the server encodes
- * them in memory); r->png_parameters and r->meta_json are set. */
-int engine_generate_frames(c3_engine *e, const c3_settings *s, c3_result *r);
+ * them in memory); r->png_parameters and r->meta_json are set. in: the
+ * conditioning (NULL: none, or --image/--video of s). */
+int engine_generate_frames(c3_engine *e, const c3_settings *s, const c3_cond_frames *in, c3_result *r);
 /* Ask the generation in flight to stop (async-signal-safe). */
 void engine_cancel(c3_engine *e);
 
