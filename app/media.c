@@ -845,19 +845,19 @@ done:
 static int open_input_mem(const uint8_t *data, size_t n, const char *name, AVFormatContext **ic, memview *mv,
                           membuf *mb) {
     int rc = C3_OK, fail_code = C3_EINPUT;
+    AVIOContext *pb = NULL; /* ours: libavformat never frees a custom pb */
     *mb = (membuf){.data = (uint8_t *)data, .len = n, .cap = n};
     *mv = (memview){mb, 0};
     AV_NEW(*ic, avformat_alloc_context());
-    AV_NEW((*ic)->pb, mv_open(mv, false));
+    AV_NEW(pb, mv_open(mv, false));
+    (*ic)->pb = pb;
     (*ic)->flags |= AVFMT_FLAG_CUSTOM_IO;
-    AV_TRY(avformat_open_input(ic, NULL, NULL, NULL));
+    AV_TRY(avformat_open_input(ic, NULL, NULL, NULL)); /* frees *ic on failure */
     return C3_OK;
 done:
-    if (*ic) {
-        mv_close(&(*ic)->pb);
-        avformat_free_context(*ic); /* avformat_open_input frees it on failure; then *ic is NULL */
-        *ic = NULL;
-    }
+    avformat_free_context(*ic);
+    *ic = NULL;
+    mv_close(&pb);
     return rc;
 }
 

@@ -267,7 +267,15 @@ static void default_name(const c3_output *o, char *buf, size_t n) {
     snprintf(buf, n, "cosmos3-%llu.%s", (unsigned long long)o->seed, ext);
 }
 
+static int plan(const c3_settings *s, int frames, int width, int height, int64_t seed, c3_output *o);
+
 int output_plan(const c3_settings *s, int frames, int width, int height, int64_t seed, c3_output *o) {
+    int rc = plan(s, frames, width, height, seed, o);
+    if (rc) output_free(o);
+    return rc;
+}
+
+static int plan(const c3_settings *s, int frames, int width, int height, int64_t seed, c3_output *o) {
     memset(o, 0, sizeof *o);
     o->seed = seed;
     o->overwrite = s->overwrite;
