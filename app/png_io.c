@@ -393,3 +393,4 @@ int png_read_rgb(const char *path, uint8_t **rgb, int *W, int *H) {
     free_decoded(&d);
     return C3_OK;
 }
+

@@ -10,9 +10,9 @@
  *               that goes away cancels its job) or streams its SSE bytes
  *
  * A job is shared by its connection and the worker (a reference count under
- * the server mutex). Images are encoded in memory (app/output.c) from the
- * frames the engine returns; nothing is written to disk. No request field
- * ever names a file.
+ * the server mutex). Images and videos come back from the engine in memory
+ * and are encoded in memory (app/output.c: PNG, JPEG, WebP, MP4): the server
+ * writes no file. No request field ever names a file.
  */
 #include "serve.h"
 #include "output.h"
@@ -52,6 +52,7 @@ int serve_main(c3_settings *s, char **pos, int npos) {
 
 #include "events.h"
 #include "media.h"
+#include "png_io.h"
 #include "session.h"
 #include "plan.h"
 
@@ -233,7 +234,8 @@ typedef struct {
     double step_s, cond_s, uncond_s, last_step_s;
     bool mem_valid[COSMOS3_MAX_RANKS];
     int mem_device[COSMOS3_MAX_RANKS];
-    int64_t mem_bytes[COSMOS3_MAX_RANKS][3], dev_free[COSMOS3_MAX_RANKS], dev_total[COSMOS3_MAX_RANKS];
+    int64_t mem_bytes[COSMOS3_MAX_RANKS][3], dev_free[COSMOS3_MAX_RANKS],
+        dev_total[COSMOS3_MAX_RANKS];
     char mhd_log[512];
     const char *api_key; /* sv->base.api_key, or NULL: no authentication */
     int max_cost;        /* --max-cost */
@@ -419,7 +421,8 @@ static bool client_gone(int fd) {
 
 /* -------------------------------------------------------------- worker */
 
-/* Run one image of job j; append its data item to `data`. */
+/* Run one image of job j; append its data item to `data`. The PNG is
+ * encoded in memory: a response never touches the disk. */
 static int run_image(server *sv, job *j, int i, json_t *data, json_t *acc) {
     c3_settings s;
     settings_copy(&s, &j->s);
@@ -432,7 +435,7 @@ static int run_image(server *sv, job *j, int i, json_t *data, json_t *acc) {
     c3_result r = {0};
     bool ran = false;
     if (rc == C3_OK) {
-        rc = engine_generate_frames(sv->e, &s, NULL, &r);
+        rc = engine_generate_frames(sv->e, &s, &r);
         ran = true;
     }
     char err[1024];
@@ -453,10 +456,11 @@ static int run_image(server *sv, job *j, int i, json_t *data, json_t *acc) {
         c3_media_meta m = {r.png_parameters, r.meta_json};
         rc = output_encode(j->ofmt, r.out, &m, NULL, &png, &len);
         r.t_write = c3_now() - tw;
+        r.t_total += r.t_write;
         if (rc) snprintf(err, sizeof err, "%s", c3_errmsg());
     }
     if (rc == C3_OK) {
-        char *b64 = base64((const uint8_t *)png, len);
+        char *b64 = base64(png, len);
         json_t *item = json_pack("{s:s,s:I}", "b64_json", b64, "seed", (json_int_t)r.seed);
         free(b64);
         double st[STAGES] = {r.t_tokenize, r.t_und, r.t_denoise, r.t_vae, r.t_write, r.t_total};
@@ -600,7 +604,7 @@ static void store_trim_locked(server *sv) {
 static void run_video(server *sv, job *j) {
     double t0 = c3_now();
     c3_result r = {0};
-    int rc = engine_generate_frames(sv->e, &j->s, j->cond.rgb ? &j->cond : NULL, &r);
+    int rc = engine_generate_frames_with(sv->e, &j->s, j->cond.rgb ? &j->cond : NULL, &r);
     char err[1024];
     snprintf(err, sizeof err, "%s", c3_errmsg());
     pthread_mutex_lock(&sv->mu);
@@ -2213,8 +2217,8 @@ int serve_main(c3_settings *s, char **pos, int npos) {
     const char *env_key = getenv("COSMOS3_API_KEY");
     if (!s->api_key && env_key) s->api_key = xstrdup(env_key);
     if (s->api_key) {
-        const char *from = s->given[option_index(option_find("api-key"))] ? "--api-key"
-                                                                            : "COSMOS3_API_KEY";
+        const char *from =
+            s->given[option_index(option_find("api-key"))] ? "--api-key" : "COSMOS3_API_KEY";
         if (!s->api_key[0])
             return c3_fail(C3_EUSAGE, "%s is empty; give a key (e.g. from 'openssl rand -hex 32')",
                            from);

@@ -198,8 +198,16 @@ static void on_event(const cosmos3_event *ev, void *user) {
             x.step = 1;
         } else {
             x.kind = EV_STAGE;
+            x.code = ev->begin ? EV_STAGE_BEGIN : EV_STAGE_END;
             snprintf(x.text, sizeof x.text, "%s", ev->stage);
         }
+        break;
+    case COSMOS3_EV_VAE: /* a chunk of frames decoded: the progress line shows it */
+        x.kind = EV_STAGE;
+        x.code = EV_STAGE_CHUNK;
+        x.step = ev->frame;
+        x.steps = ev->frames;
+        snprintf(x.text, sizeof x.text, "vae");
         break;
     case COSMOS3_EV_STEP:
         x.kind = EV_STEP_END;
@@ -427,6 +435,11 @@ int engine_generate(c3_engine *e, const c3_settings *s, c3_result *res) {
     return generate_job(e, s, NULL, res, true);
 }
 
-int engine_generate_frames(c3_engine *e, const c3_settings *s, const c3_cond_frames *in, c3_result *res) {
+int engine_generate_frames(c3_engine *e, const c3_settings *s, c3_result *res) {
+    return generate_job(e, s, NULL, res, false);
+}
+
+int engine_generate_frames_with(c3_engine *e, const c3_settings *s, const c3_cond_frames *in,
+                                c3_result *res) {
     return generate_job(e, s, in, res, false);
 }

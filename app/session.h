@@ -31,7 +31,7 @@ typedef struct {
     int64_t h2d_bytes;
     double h2d_seconds, h2d_gbps;
     char *png_parameters; /* the A1111 text */
-    char *meta_json;      /* the cosmos3 JSON (metadata.c) */
+    char *meta_json;      /* the "cosmos3" metadata object */
     cosmos3_result *out;  /* the engine's result: frames in memory, the settings used */
 } c3_result;
 void result_free(c3_result *r);
@@ -50,6 +50,9 @@ cosmos3_engine *engine_library(c3_engine *e);
 /* Run one generation with settings s and write its frames (s->output, any
  * format output.c writes). */
 int engine_generate(c3_engine *e, const c3_settings *s, c3_result *r);
+/* The same without files: the frames stay in r->out (serve, previews);
+ * s->output and the overwrite rules play no part. */
+int engine_generate_frames(c3_engine *e, const c3_settings *s, c3_result *r);
 /* Conditioning frames already in memory (the server's decoded
  * input_reference / image_reference / video_reference). */
 typedef struct {
@@ -58,11 +61,9 @@ typedef struct {
     bool video;       /* a clip (video-to-video), else a picture (image-to-video) */
     const char *name; /* for the metadata, e.g. "input_reference" */
 } c3_cond_frames;
-
-/* The same without writing: the frames stay in r->out (the server encodes
- * them in memory); r->png_parameters and r->meta_json are set. in: the
- * conditioning (NULL: none, or --image/--video of s). */
-int engine_generate_frames(c3_engine *e, const c3_settings *s, const c3_cond_frames *in, c3_result *r);
+/* engine_generate_frames conditioned on frames in memory (in: NULL for none). */
+int engine_generate_frames_with(c3_engine *e, const c3_settings *s, const c3_cond_frames *in,
+                                c3_result *r);
 /* Ask the generation in flight to stop (async-signal-safe). */
 void engine_cancel(c3_engine *e);
 
