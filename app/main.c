@@ -53,10 +53,11 @@ static const c3_command commands[] = {
     {"tokenize", CMD_TOKENIZE, "[options] TEXT|-", "print the token ids the model would see",
      cmd_tokenize},
     {"info", CMD_INFO, "[-m DIR] [--tp N] [--cfg-parallel N] [--ulysses N] | FILE",
-     "print the model's geometry, sizes and the per-rank plan; or a picture's or clip's size, frames and fps",
+     "print the model's geometry, sizes and the per-rank plan; or a picture's or clip's size, "
+     "frames and fps",
      cmd_info},
-    {"meta", CMD_META, "FILE", "print the settings stored in a picture or clip cosmos3 wrote (any format)",
-     cmd_meta},
+    {"meta", CMD_META, "FILE",
+     "print the settings stored in a picture or clip cosmos3 wrote (any format)", cmd_meta},
     {"mkmodel", CMD_MKMODEL, "--preset tiny|demo|edge|nano|super -o DIR",
      "write a random-weight checkpoint", cmd_mkmodel},
     {"repl", CMD_REPL, "[options]",
@@ -328,10 +329,12 @@ static int run_generation(c3_settings *s) {
         free(txt);
         json_decref(o);
     } else if (!s->quiet) {
-        const char *where = j.r.npaths == 1 && !strcmp(j.r.paths[0], "-") ? "standard output" : NULL;
+        const char *where =
+            j.r.npaths == 1 && !strcmp(j.r.paths[0], "-") ? "standard output" : NULL;
         if (j.r.npaths == 1 && j.r.frames > 1)
-            fprintf(stderr, "wrote %s (%d frames, %g fps, seed %llu, %.1f s)\n", where ? where : j.r.paths[0],
-                    j.r.frames, j.r.out ? j.r.out->fps : 0, (unsigned long long)j.r.seed, j.r.t_total);
+            fprintf(stderr, "wrote %s (%d frames, %g fps, seed %llu, %.1f s)\n",
+                    where ? where : j.r.paths[0], j.r.frames, j.r.out ? j.r.out->fps : 0,
+                    (unsigned long long)j.r.seed, j.r.t_total);
         else if (j.r.npaths == 1)
             fprintf(stderr, "wrote %s (seed %llu, %.1f s)\n", where ? where : j.r.paths[0],
                     (unsigned long long)j.r.seed, j.r.t_total);
@@ -381,7 +384,8 @@ static int cmd_gen(c3_settings *s, char **pos, int npos) {
     if (rc) return rc;
     bool to_stdout = out.kind == OUT_STDOUT;
     output_free(&out);
-    if (to_stdout && s->json) return c3_fail(C3_EUSAGE, "-o - and --json both write to standard output; drop one");
+    if (to_stdout && s->json)
+        return c3_fail(C3_EUSAGE, "-o - and --json both write to standard output; drop one");
     return run_generation(s);
 }
 
@@ -507,10 +511,11 @@ static int info_media(const c3_settings *s, const char *path) {
     free(params);
     free(js);
     if (s->json) {
-        json_t *o = json_pack("{s:s,s:s,s:s,s:s,s:i,s:i,s:i,s:f,s:f,s:I,s:b}", "file", path, "container",
-                              mi.container, "codec", mi.codec, "pix_fmt", mi.pix_fmt, "width", mi.width, "height",
-                              mi.height, "frames", mi.frames, "fps", mi.fps, "seconds", mi.seconds, "bytes",
-                              (json_int_t)mi.bytes, "cosmos3_metadata", meta);
+        json_t *o =
+            json_pack("{s:s,s:s,s:s,s:s,s:i,s:i,s:i,s:f,s:f,s:I,s:b}", "file", path, "container",
+                      mi.container, "codec", mi.codec, "pix_fmt", mi.pix_fmt, "width", mi.width,
+                      "height", mi.height, "frames", mi.frames, "fps", mi.fps, "seconds",
+                      mi.seconds, "bytes", (json_int_t)mi.bytes, "cosmos3_metadata", meta);
         char *txt = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
         printf("%s\n", txt);
         free(txt);
@@ -521,7 +526,8 @@ static int info_media(const c3_settings *s, const char *path) {
     printf("format: %s, %s%s%s\n", mi.container, mi.codec, mi.pix_fmt[0] ? " " : "", mi.pix_fmt);
     printf("size: %dx%d\n", mi.width, mi.height);
     if (mi.fps > 0)
-        printf("frames: %d at %g fps (%.2f s)\n", mi.frames, mi.fps, mi.seconds > 0 ? mi.seconds : mi.frames / mi.fps);
+        printf("frames: %d at %g fps (%.2f s)\n", mi.frames, mi.fps,
+               mi.seconds > 0 ? mi.seconds : mi.frames / mi.fps);
     else
         printf("frames: %d\n", mi.frames);
     if (mi.bytes) {
@@ -538,7 +544,9 @@ static int cmd_info(c3_settings *s, char **pos, int npos) {
         snprintf(mi, sizeof mi, "%s/model_index.json", pos[0]);
         if (!c3_file_exists(mi)) return info_media(s, pos[0]);
     }
-    if (npos) return c3_fail(C3_EUSAGE, "info: unexpected argument '%s' (a model goes with -m DIR)", pos[0]);
+    if (npos)
+        return c3_fail(C3_EUSAGE, "info: unexpected argument '%s' (a model goes with -m DIR)",
+                       pos[0]);
     char dir[4096];
     pipeline_model_dir(s, dir, sizeof dir);
     c3_ckpt ck;
@@ -614,7 +622,9 @@ static int cmd_info(c3_settings *s, char **pos, int npos) {
 /* ----------------------------------------------------------------- meta */
 
 static int cmd_meta(c3_settings *s, char **pos, int npos) {
-    if (npos != 1) return c3_fail(C3_EUSAGE, "meta: give one file (PNG, JPEG, WebP, MP4, WebM or a frame folder)");
+    if (npos != 1)
+        return c3_fail(C3_EUSAGE,
+                       "meta: give one file (PNG, JPEG, WebP, MP4, WebM or a frame folder)");
     char *js = NULL, *params = NULL;
     C3_TRY(media_read_meta(pos[0], &params, &js));
     int rc = C3_OK;

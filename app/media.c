@@ -75,17 +75,23 @@ static int av_fail(int code, int e, const char *name, const char *call) {
 
 /* The libraries' own log lines off: their errors come back as values. */
 static pthread_once_t quiet_once = PTHREAD_ONCE_INIT;
-static void quiet_init(void) { av_log_set_level(AV_LOG_QUIET); }
-static void media_quiet(void) { pthread_once(&quiet_once, quiet_init); }
+static void quiet_init(void) {
+    av_log_set_level(AV_LOG_QUIET);
+}
+static void media_quiet(void) {
+    pthread_once(&quiet_once, quiet_init);
+}
 #else
 static void media_quiet(void) {}
 /* Built with -Dmedia=disabled (the GPU machine's carried build): PNG and
  * JPEG out, PNG in; the rest says how to get it. */
 static int no_ffmpeg(const char *what) {
-    return c3_fail(C3_EUSAGE, "%s needs FFmpeg's libraries, and this cosmos3 was built without them (-Dmedia=disabled); "
-                              "use .png or .jpg, or rebuild with libavformat-dev libavcodec-dev libswscale-dev "
-                              "libavutil-dev",
-                   what);
+    return c3_fail(
+        C3_EUSAGE,
+        "%s needs FFmpeg's libraries, and this cosmos3 was built without them (-Dmedia=disabled); "
+        "use .png or .jpg, or rebuild with libavformat-dev libavcodec-dev libswscale-dev "
+        "libavutil-dev",
+        what);
 }
 #endif
 
@@ -95,7 +101,7 @@ static const struct {
     const char *ext, *name;
     c3_media_format f;
 } exts[] = {
-    {".png", "png", MEDIA_PNG},   {".jpg", "jpeg", MEDIA_JPEG}, {".jpeg", "jpeg", MEDIA_JPEG},
+    {".png", "png", MEDIA_PNG},    {".jpg", "jpeg", MEDIA_JPEG}, {".jpeg", "jpeg", MEDIA_JPEG},
     {".webp", "webp", MEDIA_WEBP}, {".mp4", "mp4", MEDIA_MP4},   {".webm", "webm", MEDIA_WEBM},
 };
 
@@ -104,9 +110,13 @@ const char *media_format_name(c3_media_format f) {
     return f < MEDIA_NFORMATS ? names[f] : "?";
 }
 
-const char *media_extensions(void) { return ".png, .jpg, .jpeg, .webp, .mp4, .webm"; }
+const char *media_extensions(void) {
+    return ".png, .jpg, .jpeg, .webp, .mp4, .webm";
+}
 
-bool media_format_is_video(c3_media_format f) { return f == MEDIA_MP4 || f == MEDIA_WEBM; }
+bool media_format_is_video(c3_media_format f) {
+    return f == MEDIA_MP4 || f == MEDIA_WEBM;
+}
 
 bool media_format_from_path(const char *path, c3_media_format *f) {
     const char *dot = strrchr(path, '.'), *slash = strrchr(path, '/');
@@ -160,7 +170,10 @@ static int64_t mv_seek(void *o, int64_t off, int whence) {
     memview *v = o;
     if (whence & AVSEEK_SIZE) return (int64_t)v->m->len;
     whence &= ~AVSEEK_FORCE;
-    int64_t p = whence == SEEK_SET ? off : whence == SEEK_CUR ? v->pos + off : whence == SEEK_END ? (int64_t)v->m->len + off : -1;
+    int64_t p = whence == SEEK_SET   ? off
+                : whence == SEEK_CUR ? v->pos + off
+                : whence == SEEK_END ? (int64_t)v->m->len + off
+                                     : -1;
     if (p < 0) return AVERROR(EINVAL);
     v->pos = p;
     return p;
@@ -169,7 +182,8 @@ static int64_t mv_seek(void *o, int64_t off, int whence) {
 static AVIOContext *mv_open(memview *v, bool write) {
     uint8_t *buf = av_malloc(MEDIA_IO_BUF);
     if (!buf) return NULL;
-    AVIOContext *pb = avio_alloc_context(buf, MEDIA_IO_BUF, write, v, mv_read, write ? mv_write : NULL, mv_seek);
+    AVIOContext *pb =
+        avio_alloc_context(buf, MEDIA_IO_BUF, write, v, mv_read, write ? mv_write : NULL, mv_seek);
     if (!pb) av_free(buf);
     return pb;
 }
@@ -182,7 +196,8 @@ static void mv_close(AVIOContext **pb) {
 
 /* The muxer's second look at its own output (+faststart): a reader over the
  * same buffer, with its own position. */
-static int mem_io_open(AVFormatContext *s, AVIOContext **pb, const char *url, int flags, AVDictionary **opts) {
+static int mem_io_open(AVFormatContext *s, AVIOContext **pb, const char *url, int flags,
+                       AVDictionary **opts) {
     (void)url;
     (void)opts;
     if (flags & AVIO_FLAG_WRITE) return AVERROR(EPERM);
@@ -214,11 +229,20 @@ static void xml_escape(char **buf, size_t *n, size_t *cap, const char *s) {
         const char *r = NULL;
         char one[2] = {*s, 0};
         switch (*s) {
-        case '<': r = "&lt;"; break;
-        case '>': r = "&gt;"; break;
-        case '&': r = "&amp;"; break;
-        case '"': r = "&quot;"; break;
-        default: r = one;
+        case '<':
+            r = "&lt;";
+            break;
+        case '>':
+            r = "&gt;";
+            break;
+        case '&':
+            r = "&amp;";
+            break;
+        case '"':
+            r = "&quot;";
+            break;
+        default:
+            r = one;
         }
         size_t k = strlen(r);
         if (*n + k + 1 > *cap) {
@@ -247,11 +271,13 @@ static char *xmp_packet(const c3_media_meta *m, bool with_parameters) {
     size_t n = 0, cap = 1024;
     char *b = xmalloc(cap);
     b[0] = 0;
-    xml_add(&b, &n, &cap,
-            "<?xpacket begin=\"\xef\xbb\xbf\" id=\"W5M0MpCehiHzreSzNTczkc9d\"?>"
-            "<x:xmpmeta xmlns:x=\"adobe:ns:meta/\"><rdf:RDF "
-            "xmlns:rdf=\"http://www.w3.org/1999/02/22-rdf-syntax-ns#\"><rdf:Description rdf:about=\"\" "
-            "xmlns:dc=\"http://purl.org/dc/elements/1.1/\" xmlns:cosmos3=\"https://cosmos3.invalid/ns/1.0/\">");
+    xml_add(
+        &b, &n, &cap,
+        "<?xpacket begin=\"\xef\xbb\xbf\" id=\"W5M0MpCehiHzreSzNTczkc9d\"?>"
+        "<x:xmpmeta xmlns:x=\"adobe:ns:meta/\"><rdf:RDF "
+        "xmlns:rdf=\"http://www.w3.org/1999/02/22-rdf-syntax-ns#\"><rdf:Description rdf:about=\"\" "
+        "xmlns:dc=\"http://purl.org/dc/elements/1.1/\" "
+        "xmlns:cosmos3=\"https://cosmos3.invalid/ns/1.0/\">");
     if (m->parameters && with_parameters) {
         xml_add(&b, &n, &cap, "<dc:description><rdf:Alt><rdf:li xml:lang=\"x-default\">");
         xml_escape(&b, &n, &cap, m->parameters);
@@ -311,13 +337,14 @@ static void xmp_read(const char *x, size_t n, char **parameters, char **json) {
 
 /* Convert one frame between pixel formats with libswscale. BT.709 for video
  * (tagged so), BT.601 full range for JPEG-style YUV. */
-static struct SwsContext *sws_for(int W, int H, enum AVPixelFormat from, enum AVPixelFormat to, int cs_from,
-                                  int range_from, int cs_to, int range_to) {
+static struct SwsContext *sws_for(int W, int H, enum AVPixelFormat from, enum AVPixelFormat to,
+                                  int cs_from, int range_from, int cs_to, int range_to) {
     struct SwsContext *c =
-        sws_getContext(W, H, from, W, H, to, SWS_BICUBIC | SWS_ACCURATE_RND | SWS_FULL_CHR_H_INT, NULL, NULL, NULL);
+        sws_getContext(W, H, from, W, H, to, SWS_BICUBIC | SWS_ACCURATE_RND | SWS_FULL_CHR_H_INT,
+                       NULL, NULL, NULL);
     if (!c) return NULL;
-    sws_setColorspaceDetails(c, sws_getCoefficients(cs_from), range_from, sws_getCoefficients(cs_to), range_to, 0,
-                             1 << 16, 1 << 16);
+    sws_setColorspaceDetails(c, sws_getCoefficients(cs_from), range_from,
+                             sws_getCoefficients(cs_to), range_to, 0, 1 << 16, 1 << 16);
     return c;
 }
 
@@ -336,7 +363,8 @@ static int drain_packets(AVCodecContext *cc, AVFormatContext *oc, AVStream *st, 
 }
 
 static int encode_video(c3_media_format f, const uint8_t *rgb, int W, int H, int F, double fps,
-                        const c3_media_meta *meta, const c3_media_opts *opts, uint8_t **out, size_t *n) {
+                        const c3_media_meta *meta, const c3_media_opts *opts, uint8_t **out,
+                        size_t *n) {
     const char *name = f == MEDIA_MP4 ? "MP4" : "WebM";
     int rc = C3_OK, fail_code = C3_EFAIL;
     AVFormatContext *oc = NULL;
@@ -347,13 +375,16 @@ static int encode_video(c3_media_format f, const uint8_t *rgb, int W, int H, int
     AVDictionary *enc_opts = NULL, *mux_opts = NULL;
     membuf mb = {0};
     memview mv = {&mb, 0};
-    if (W % 2 || H % 2) return c3_fail(C3_EUSAGE, "%s: %dx%d: yuv420p video needs an even width and height", name, W, H);
+    if (W % 2 || H % 2)
+        return c3_fail(C3_EUSAGE, "%s: %dx%d: yuv420p video needs an even width and height", name,
+                       W, H);
     if (!(fps > 0)) return c3_fail(C3_EUSAGE, "%s: the frame rate %g must be positive", name, fps);
     AV_TRY(avformat_alloc_output_context2(&oc, NULL, f == MEDIA_MP4 ? "mp4" : "webm", NULL));
     const char *enc = f == MEDIA_MP4 ? "libx264" : "libvpx-vp9";
     const AVCodec *codec = avcodec_find_encoder_by_name(enc);
     if (!codec) {
-        rc = c3_fail(C3_EFAIL, "%s: this FFmpeg has no %s encoder (Debian's libavcodec59 has it)", name, enc);
+        rc = c3_fail(C3_EFAIL, "%s: this FFmpeg has no %s encoder (Debian's libavcodec59 has it)",
+                     name, enc);
         goto done;
     }
     AVStream *st;
@@ -370,7 +401,9 @@ static int encode_video(c3_media_format f, const uint8_t *rgb, int W, int H, int
     cc->color_primaries = AVCOL_PRI_BT709;
     cc->color_trc = AVCOL_TRC_BT709;
     if (oc->oformat->flags & AVFMT_GLOBALHEADER) cc->flags |= AV_CODEC_FLAG_GLOBAL_HEADER;
-    int crf = opts && opts->crf >= 0 ? opts->crf : f == MEDIA_MP4 ? MEDIA_CRF_DEFAULT : MEDIA_VP9_CRF_DEFAULT;
+    int crf = opts && opts->crf >= 0 ? opts->crf
+              : f == MEDIA_MP4       ? MEDIA_CRF_DEFAULT
+                                     : MEDIA_VP9_CRF_DEFAULT;
     char crft[16];
     snprintf(crft, sizeof crft, "%d", crf);
     AV_TRY(av_dict_set(&enc_opts, "crf", crft, 0));
@@ -384,7 +417,8 @@ static int encode_video(c3_media_format f, const uint8_t *rgb, int W, int H, int
     AV_TRY(avcodec_parameters_from_context(st->codecpar, cc));
     st->time_base = cc->time_base;
     st->avg_frame_rate = rate;
-    if (meta && meta->parameters) AV_TRY(av_dict_set(&oc->metadata, "comment", meta->parameters, 0));
+    if (meta && meta->parameters)
+        AV_TRY(av_dict_set(&oc->metadata, "comment", meta->parameters, 0));
     if (meta && meta->json) AV_TRY(av_dict_set(&oc->metadata, "description", meta->json, 0));
     AV_NEW(oc->pb, mv_open(&mv, true));
     oc->flags |= AVFMT_FLAG_CUSTOM_IO;
@@ -399,7 +433,8 @@ static int encode_video(c3_media_format f, const uint8_t *rgb, int W, int H, int
     fr->width = W;
     fr->height = H;
     AV_TRY(av_frame_get_buffer(fr, 0));
-    AV_NEW(sws, sws_for(W, H, AV_PIX_FMT_RGB24, AV_PIX_FMT_YUV420P, SWS_CS_ITU709, 1, SWS_CS_ITU709, 0));
+    AV_NEW(sws,
+           sws_for(W, H, AV_PIX_FMT_RGB24, AV_PIX_FMT_YUV420P, SWS_CS_ITU709, 1, SWS_CS_ITU709, 0));
     for (int i = 0; i < F; i++) {
         AV_TRY(av_frame_make_writable(fr));
         const uint8_t *src[1] = {rgb + (size_t)i * W * H * 3};
@@ -433,8 +468,8 @@ done:
 
 /* ---------------------------------------------------------- WebP still */
 
-static int encode_webp(const uint8_t *rgb, int W, int H, const c3_media_meta *meta, const c3_media_opts *opts,
-                       uint8_t **out, size_t *n) {
+static int encode_webp(const uint8_t *rgb, int W, int H, const c3_media_meta *meta,
+                       const c3_media_opts *opts, uint8_t **out, size_t *n) {
     const char *name = "WebP";
     int rc = C3_OK, fail_code = C3_EFAIL;
     AVCodecContext *cc = NULL;
@@ -446,7 +481,9 @@ static int encode_webp(const uint8_t *rgb, int W, int H, const c3_media_meta *me
     WebPData assembled = {0};
     char *xmp = NULL;
     const AVCodec *codec = avcodec_find_encoder_by_name("libwebp");
-    if (!codec) return c3_fail(C3_EFAIL, "WebP: this FFmpeg has no libwebp encoder (Debian's libavcodec59 has it)");
+    if (!codec)
+        return c3_fail(C3_EFAIL,
+                       "WebP: this FFmpeg has no libwebp encoder (Debian's libavcodec59 has it)");
     AV_NEW(cc, avcodec_alloc_context3(codec));
     cc->width = W;
     cc->height = H;
@@ -464,7 +501,8 @@ static int encode_webp(const uint8_t *rgb, int W, int H, const c3_media_meta *me
     fr->height = H;
     AV_TRY(av_frame_get_buffer(fr, 0));
     /* WebP's lossy format is BT.601 limited range (libwebp's own RGB import) */
-    AV_NEW(sws, sws_for(W, H, AV_PIX_FMT_RGB24, AV_PIX_FMT_YUV420P, SWS_CS_ITU601, 1, SWS_CS_ITU601, 0));
+    AV_NEW(sws,
+           sws_for(W, H, AV_PIX_FMT_RGB24, AV_PIX_FMT_YUV420P, SWS_CS_ITU601, 1, SWS_CS_ITU601, 0));
     const uint8_t *src[1] = {rgb};
     const int stride[1] = {W * 3};
     AV_TRY(sws_scale(sws, src, stride, 0, H, fr->data, fr->linesize));
@@ -510,12 +548,13 @@ done:
 
 #else
 static int encode_video(c3_media_format f, const uint8_t *rgb, int W, int H, int F, double fps,
-                        const c3_media_meta *meta, const c3_media_opts *opts, uint8_t **out, size_t *n) {
+                        const c3_media_meta *meta, const c3_media_opts *opts, uint8_t **out,
+                        size_t *n) {
     (void)rgb, (void)W, (void)H, (void)F, (void)fps, (void)meta, (void)opts, (void)out, (void)n;
     return no_ffmpeg(f == MEDIA_MP4 ? "MP4" : "WebM");
 }
-static int encode_webp(const uint8_t *rgb, int W, int H, const c3_media_meta *meta, const c3_media_opts *opts,
-                       uint8_t **out, size_t *n) {
+static int encode_webp(const uint8_t *rgb, int W, int H, const c3_media_meta *meta,
+                       const c3_media_opts *opts, uint8_t **out, size_t *n) {
     (void)rgb, (void)W, (void)H, (void)meta, (void)opts, (void)out, (void)n;
     return no_ffmpeg("WebP");
 }
@@ -539,21 +578,24 @@ static void on_jpeg_message(j_common_ptr c, int level) {
     (void)level;
 }
 
-static int encode_jpeg(const uint8_t *rgb, int W, int H, const c3_media_meta *meta, const c3_media_opts *opts,
-                       uint8_t **out, size_t *n) {
+static int encode_jpeg(const uint8_t *rgb, int W, int H, const c3_media_meta *meta,
+                       const c3_media_opts *opts, uint8_t **out, size_t *n) {
     char *volatile xmp = NULL;
     char *volatile xmp_seg = NULL;
     if (meta && (meta->parameters || meta->json)) {
         xmp = xmp_packet(meta, true);
-        if (strlen(xmp) > MEDIA_XMP_MAX) { /* one APP1 segment: keep the JSON, drop the copy for readers */
+        if (strlen(xmp) >
+            MEDIA_XMP_MAX) { /* one APP1 segment: keep the JSON, drop the copy for readers */
             free(xmp);
             xmp = xmp_packet(meta, false);
         }
         if (strlen(xmp) > MEDIA_XMP_MAX) {
             free(xmp);
-            return c3_fail(C3_EUSAGE, "JPEG: the settings (%zu bytes with this prompt) do not fit JPEG metadata "
-                                      "(64 KiB); use .png or .webp",
-                           strlen(meta->json ? meta->json : ""));
+            return c3_fail(
+                C3_EUSAGE,
+                "JPEG: the settings (%zu bytes with this prompt) do not fit JPEG metadata "
+                "(64 KiB); use .png or .webp",
+                strlen(meta->json ? meta->json : ""));
         }
     }
     struct jpeg_compress_struct c;
@@ -601,7 +643,8 @@ static int encode_jpeg(const uint8_t *rgb, int W, int H, const c3_media_meta *me
 }
 
 /* The XMP packet of a JPEG (its APP1 segment), via libjpeg's marker saver. */
-static int jpeg_read_xmp(const uint8_t *data, size_t n, const char *name, char **parameters, char **json) {
+static int jpeg_read_xmp(const uint8_t *data, size_t n, const char *name, char **parameters,
+                         char **json) {
     struct jpeg_decompress_struct d;
     jpeg_err err;
     d.err = jpeg_std_error(&err.pub);
@@ -617,7 +660,8 @@ static int jpeg_read_xmp(const uint8_t *data, size_t n, const char *name, char *
     jpeg_read_header(&d, TRUE);
     for (jpeg_saved_marker_ptr m = d.marker_list; m; m = m->next) {
         size_t ns = sizeof xmp_ns_jpeg;
-        if (m->marker == JPEG_APP0 + 1 && m->data_length > ns && !memcmp(m->data, xmp_ns_jpeg, ns)) {
+        if (m->marker == JPEG_APP0 + 1 && m->data_length > ns &&
+            !memcmp(m->data, xmp_ns_jpeg, ns)) {
             xmp_read((const char *)m->data + ns, m->data_length - ns, parameters, json);
             break;
         }
@@ -634,23 +678,31 @@ int media_encode(c3_media_format f, const uint8_t *rgb, int W, int H, int frames
     *out = NULL;
     *n = 0;
     if (W < 1 || H < 1 || W > MEDIA_MAX_SIDE || H > MEDIA_MAX_SIDE || frames < 1)
-        return c3_fail(C3_EUSAGE, "%s: %d frames of %dx%d cannot be encoded", media_format_name(f), frames, W, H);
+        return c3_fail(C3_EUSAGE, "%s: %d frames of %dx%d cannot be encoded", media_format_name(f),
+                       frames, W, H);
     if (!media_format_is_video(f) && frames != 1)
-        return c3_fail(C3_EUSAGE, "%s holds one picture, not %d frames; use .mp4, .webm, a folder or a pattern",
-                       media_format_name(f), frames);
+        return c3_fail(
+            C3_EUSAGE,
+            "%s holds one picture, not %d frames; use .mp4, .webm, a folder or a pattern",
+            media_format_name(f), frames);
     switch (f) {
     case MEDIA_MP4:
-    case MEDIA_WEBM: return encode_video(f, rgb, W, H, frames, fps, meta, opts, out, n);
-    case MEDIA_JPEG: return encode_jpeg(rgb, W, H, meta, opts, out, n);
-    case MEDIA_WEBP: return encode_webp(rgb, W, H, meta, opts, out, n);
+    case MEDIA_WEBM:
+        return encode_video(f, rgb, W, H, frames, fps, meta, opts, out, n);
+    case MEDIA_JPEG:
+        return encode_jpeg(rgb, W, H, meta, opts, out, n);
+    case MEDIA_WEBP:
+        return encode_webp(rgb, W, H, meta, opts, out, n);
     case MEDIA_PNG: {
         c3_png_text t[2];
         int nt = 0;
-        if (meta && meta->parameters) t[nt++] = (c3_png_text){"parameters", meta->parameters, false};
+        if (meta && meta->parameters)
+            t[nt++] = (c3_png_text){"parameters", meta->parameters, false};
         if (meta && meta->json) t[nt++] = (c3_png_text){"cosmos3", meta->json, true};
         return png_encode_mem(rgb, W, H, t, nt, out, n);
     }
-    default: return c3_fail(C3_EUSAGE, "unknown media format %d", (int)f);
+    default:
+        return c3_fail(C3_EUSAGE, "unknown media format %d", (int)f);
     }
 }
 
@@ -667,17 +719,20 @@ typedef struct {
     int W, H, F;
 } frame_acc;
 
-static int acc_add(frame_acc *a, const char *name, const uint8_t *rgb, int W, int H, const c3_media_limits *lim) {
-    int64_t maxpx = lim && lim->max_pixels > 0 ? lim->max_pixels : (int64_t)MEDIA_MAX_SIDE * MEDIA_MAX_SIDE;
+static int acc_add(frame_acc *a, const char *name, const uint8_t *rgb, int W, int H,
+                   const c3_media_limits *lim) {
+    int64_t maxpx =
+        lim && lim->max_pixels > 0 ? lim->max_pixels : (int64_t)MEDIA_MAX_SIDE * MEDIA_MAX_SIDE;
     if (a->F == 0) {
         if (W < 1 || H < 1 || W > MEDIA_MAX_SIDE || H > MEDIA_MAX_SIDE || (int64_t)W * H > maxpx)
-            return c3_fail(C3_EINPUT, "%s: %dx%d pictures are too large (at most %lld pixels)", name, W, H,
-                           (long long)maxpx);
+            return c3_fail(C3_EINPUT, "%s: %dx%d pictures are too large (at most %lld pixels)",
+                           name, W, H, (long long)maxpx);
         a->W = W;
         a->H = H;
     } else if (W != a->W || H != a->H) {
-        return c3_fail(C3_EINPUT, "%s: frame %d is %dx%d, the first is %dx%d; every frame must be one size", name,
-                       a->F + 1, W, H, a->W, a->H);
+        return c3_fail(C3_EINPUT,
+                       "%s: frame %d is %dx%d, the first is %dx%d; every frame must be one size",
+                       name, a->F + 1, W, H, a->W, a->H);
     }
     size_t fb = (size_t)W * H * 3, need = fb * (size_t)(a->F + 1);
     if (need > a->cap) {
@@ -698,22 +753,26 @@ static int acc_finish(frame_acc *a, const char *name, double fps, const c3_media
     int minf = lim && lim->min_frames > 0 ? lim->min_frames : 1;
     if (a->F == 0) {
         free(a->rgb);
-        return c3_fail(C3_EINPUT, "%s holds no frames (an empty or unreadable picture or clip)", name);
+        return c3_fail(C3_EINPUT, "%s holds no frames (an empty or unreadable picture or clip)",
+                       name);
     }
     if (a->F < minf) {
         int F = a->F;
         free(a->rgb);
-        return c3_fail(C3_EINPUT, "%s has %d frame%s; at least %d are needed", name, F, F == 1 ? "" : "s", minf);
+        return c3_fail(C3_EINPUT, "%s has %d frame%s; at least %d are needed", name, F,
+                       F == 1 ? "" : "s", minf);
     }
-    *out = (c3_media_frames){.rgb = a->rgb, .width = a->W, .height = a->H, .frames = a->F, .fps = fps};
+    *out =
+        (c3_media_frames){.rgb = a->rgb, .width = a->W, .height = a->H, .frames = a->F, .fps = fps};
     return C3_OK;
 }
 
 /* Animated WebP (libwebpdemux): every frame composed on the canvas. */
-static int decode_webp_anim(const uint8_t *data, size_t n, const char *name, const c3_media_limits *lim,
-                            c3_media_frames *out) {
+static int decode_webp_anim(const uint8_t *data, size_t n, const char *name,
+                            const c3_media_limits *lim, c3_media_frames *out) {
     WebPAnimDecoderOptions o;
-    if (!WebPAnimDecoderOptionsInit(&o)) return c3_fail(C3_EFAIL, "%s: WebPAnimDecoderOptionsInit failed", name);
+    if (!WebPAnimDecoderOptionsInit(&o))
+        return c3_fail(C3_EFAIL, "%s: WebPAnimDecoderOptionsInit failed", name);
     o.color_mode = MODE_RGBA;
     o.use_threads = 0;
     WebPData wd = {data, n};
@@ -732,7 +791,8 @@ static int decode_webp_anim(const uint8_t *data, size_t n, const char *name, con
         uint8_t *rgba;
         int ts;
         if (!WebPAnimDecoderGetNext(dec, &rgba, &ts)) {
-            rc = c3_fail(C3_EINPUT, "%s: frame %d of the animated WebP cannot be decoded", name, a.F + 1);
+            rc = c3_fail(C3_EINPUT, "%s: frame %d of the animated WebP cannot be decoded", name,
+                         a.F + 1);
             break;
         }
         for (size_t i = 0; i < (size_t)info.canvas_width * info.canvas_height; i++)
@@ -759,7 +819,8 @@ static bool is_anim_webp(const uint8_t *d, size_t n) {
 
 #if COSMOS3_HAVE_FFMPEG
 /* Decode every video frame of a container (libavformat + libavcodec). */
-static int decode_av(AVFormatContext *ic, const char *name, const c3_media_limits *lim, c3_media_frames *out) {
+static int decode_av(AVFormatContext *ic, const char *name, const c3_media_limits *lim,
+                     c3_media_frames *out) {
     int rc = C3_OK, fail_code = C3_EINPUT;
     AVCodecContext *dc = NULL;
     AVFrame *fr = NULL;
@@ -782,7 +843,8 @@ static int decode_av(AVFormatContext *ic, const char *name, const c3_media_limit
     dc->thread_count = 1;
     AV_TRY(avcodec_open2(dc, codec, NULL));
     AVRational r = st->avg_frame_rate.num ? st->avg_frame_rate : st->r_frame_rate;
-    bool still = ic->iformat && (strstr(ic->iformat->name, "_pipe") || !strcmp(ic->iformat->name, "image2"));
+    bool still =
+        ic->iformat && (strstr(ic->iformat->name, "_pipe") || !strcmp(ic->iformat->name, "image2"));
     if (!still && r.num > 0 && r.den > 0) fps = av_q2d(r);
     AV_NEW(fr, av_frame_alloc());
     AV_NEW(pkt, av_packet_alloc());
@@ -842,8 +904,8 @@ done:
     return acc_finish(&a, name, fps, lim, out);
 }
 
-static int open_input_mem(const uint8_t *data, size_t n, const char *name, AVFormatContext **ic, memview *mv,
-                          membuf *mb) {
+static int open_input_mem(const uint8_t *data, size_t n, const char *name, AVFormatContext **ic,
+                          memview *mv, membuf *mb) {
     int rc = C3_OK, fail_code = C3_EINPUT;
     AVIOContext *pb = NULL; /* ours: libavformat never frees a custom pb */
     *mb = (membuf){.data = (uint8_t *)data, .len = n, .cap = n};
@@ -868,22 +930,23 @@ static void close_input(AVFormatContext **ic) {
     mv_close(&pb);
 }
 
-static int decode_av_mem(const uint8_t *data, size_t n, const char *name, const c3_media_limits *lim,
-                         c3_media_frames *out) {
+static int decode_av_mem(const uint8_t *data, size_t n, const char *name,
+                         const c3_media_limits *lim, c3_media_frames *out) {
     AVFormatContext *ic = NULL;
     memview mv;
     membuf mb;
     int rc = open_input_mem(data, n, name, &ic, &mv, &mb);
     if (rc)
-        return c3_fail(C3_EINPUT, "%s is not a picture or clip cosmos3 can read (PNG, JPEG, WebP, MP4, WebM, MOV)",
-                       name);
+        return c3_fail(
+            C3_EINPUT,
+            "%s is not a picture or clip cosmos3 can read (PNG, JPEG, WebP, MP4, WebM, MOV)", name);
     rc = decode_av(ic, name, lim, out);
     close_input(&ic);
     return rc;
 }
 #else
-static int decode_av_mem(const uint8_t *data, size_t n, const char *name, const c3_media_limits *lim,
-                         c3_media_frames *out) {
+static int decode_av_mem(const uint8_t *data, size_t n, const char *name,
+                         const c3_media_limits *lim, c3_media_frames *out) {
     (void)data, (void)n, (void)lim, (void)out;
     return no_ffmpeg(name);
 }
@@ -908,7 +971,9 @@ int media_decode_mem(const uint8_t *data, size_t n, const char *name, const c3_m
     return decode_av_mem(data, n, name, lim, out);
 }
 
-static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+static int cmp_str(const void *a, const void *b) {
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
 
 /* PNG frames from a sorted list of paths. */
 static int decode_png_list(char **paths, size_t np, const char *name, const c3_media_limits *lim,
@@ -958,7 +1023,8 @@ static int list_frames(const char *path, bool is_dir, char ***out, size_t *np) {
         return c3_fail(C3_EINPUT, "%s: more than %d files", path, MEDIA_MAX_GLOB);
     }
     char **v = xcalloc(g.gl_pathc + 1, sizeof *v);
-    for (size_t i = 0; i < g.gl_pathc; i++) v[i] = xstrdup(g.gl_pathv[i]);
+    for (size_t i = 0; i < g.gl_pathc; i++)
+        v[i] = xstrdup(g.gl_pathv[i]);
     qsort(v, g.gl_pathc, sizeof *v, cmp_str);
     *np = g.gl_pathc;
     *out = v;
@@ -967,11 +1033,14 @@ static int list_frames(const char *path, bool is_dir, char ***out, size_t *np) {
 }
 
 static void free_list(char **v, size_t n) {
-    for (size_t i = 0; i < n; i++) free(v[i]);
+    for (size_t i = 0; i < n; i++)
+        free(v[i]);
     free(v);
 }
 
-static bool has_glob(const char *p) { return strpbrk(p, "*?[") != NULL; }
+static bool has_glob(const char *p) {
+    return strpbrk(p, "*?[") != NULL;
+}
 
 int media_decode(const char *path, const c3_media_limits *lim, c3_media_frames *out) {
     memset(out, 0, sizeof *out);
@@ -983,7 +1052,8 @@ int media_decode(const char *path, const c3_media_limits *lim, c3_media_frames *
         C3_TRY(list_frames(path, exists, &v, &np));
         if (np == 0) {
             free_list(v, np);
-            return c3_fail(C3_EINPUT, "%s: no PNG frames %s", path, exists ? "in this folder" : "match");
+            return c3_fail(C3_EINPUT, "%s: no PNG frames %s", path,
+                           exists ? "in this folder" : "match");
         }
         int rc = decode_png_list(v, np, path, lim, out);
         free_list(v, np);
@@ -1010,8 +1080,9 @@ static int probe_av(const uint8_t *data, size_t n, const char *path, c3_media_in
     membuf mb;
     rc = open_input_mem(data, n, path, &ic, &mv, &mb);
     if (rc) {
-        rc = c3_fail(C3_EINPUT, "%s is not a picture or clip cosmos3 can read (PNG, JPEG, WebP, MP4, WebM, MOV)",
-                     path);
+        rc = c3_fail(
+            C3_EINPUT,
+            "%s is not a picture or clip cosmos3 can read (PNG, JPEG, WebP, MP4, WebM, MOV)", path);
         goto done;
     }
     AV_TRY(avformat_find_stream_info(ic, NULL));
@@ -1023,12 +1094,12 @@ static int probe_av(const uint8_t *data, size_t n, const char *path, c3_media_in
     AVStream *s = ic->streams[si];
     const char *fmt = ic->iformat->name;
     snprintf(info->container, sizeof info->container, "%s",
-             !strcmp(fmt, "png_pipe")    ? "png"
-             : !strcmp(fmt, "jpeg_pipe") ? "jpeg"
-             : !strcmp(fmt, "webp_pipe") ? "webp"
+             !strcmp(fmt, "png_pipe")        ? "png"
+             : !strcmp(fmt, "jpeg_pipe")     ? "jpeg"
+             : !strcmp(fmt, "webp_pipe")     ? "webp"
              : !strcmp(fmt, "matroska,webm") ? (strstr(path, ".mkv") ? "matroska" : "webm")
-             : strstr(fmt, "mp4")        ? "mp4"
-                                         : fmt);
+             : strstr(fmt, "mp4")            ? "mp4"
+                                             : fmt);
     snprintf(info->codec, sizeof info->codec, "%s", avcodec_get_name(s->codecpar->codec_id));
     const char *pf = av_get_pix_fmt_name((enum AVPixelFormat)s->codecpar->format);
     snprintf(info->pix_fmt, sizeof info->pix_fmt, "%s", pf ? pf : "");
@@ -1067,7 +1138,8 @@ int media_probe(const char *path, c3_media_info *info) {
     media_quiet();
     memset(info, 0, sizeof *info);
     struct stat st;
-    if (stat(path, &st) != 0) return c3_fail(C3_EINPUT, "cannot read %s: %s", path, strerror(errno));
+    if (stat(path, &st) != 0)
+        return c3_fail(C3_EINPUT, "cannot read %s: %s", path, strerror(errno));
     if (S_ISDIR(st.st_mode)) {
         c3_media_frames m;
         C3_TRY(media_decode(path, NULL, &m));
@@ -1111,13 +1183,15 @@ done:
 
 /* Containers: the comment / description tags. */
 #if COSMOS3_HAVE_FFMPEG
-static int meta_av(const uint8_t *data, size_t n, const char *name, char **parameters, char **json) {
+static int meta_av(const uint8_t *data, size_t n, const char *name, char **parameters,
+                   char **json) {
     AVFormatContext *ic = NULL;
     memview mv;
     membuf mb;
     if (open_input_mem(data, n, name, &ic, &mv, &mb) != C3_OK)
-        return c3_fail(C3_EINPUT, "%s is not a picture or clip cosmos3 can read (PNG, JPEG, WebP, MP4, WebM, MOV)",
-                       name);
+        return c3_fail(
+            C3_EINPUT,
+            "%s is not a picture or clip cosmos3 can read (PNG, JPEG, WebP, MP4, WebM, MOV)", name);
     const AVDictionaryEntry *c = av_dict_get(ic->metadata, "comment", NULL, 0);
     const AVDictionaryEntry *d = av_dict_get(ic->metadata, "description", NULL, 0);
     if (c) *parameters = xstrdup(c->value);
@@ -1126,13 +1200,15 @@ static int meta_av(const uint8_t *data, size_t n, const char *name, char **param
     return C3_OK;
 }
 #else
-static int meta_av(const uint8_t *data, size_t n, const char *name, char **parameters, char **json) {
+static int meta_av(const uint8_t *data, size_t n, const char *name, char **parameters,
+                   char **json) {
     (void)data, (void)n, (void)parameters, (void)json;
     return no_ffmpeg(name);
 }
 #endif
 
-int media_read_meta_mem(const uint8_t *data, size_t n, const char *name, char **parameters, char **json) {
+int media_read_meta_mem(const uint8_t *data, size_t n, const char *name, char **parameters,
+                        char **json) {
     media_quiet();
     *parameters = *json = NULL;
     if (n >= 8 && !memcmp(data, "\x89PNG\r\n\x1a\n", 8)) {
@@ -1167,7 +1243,8 @@ int media_read_meta_mem(const uint8_t *data, size_t n, const char *name, char **
 int media_read_meta(const char *path, char **parameters, char **json) {
     *parameters = *json = NULL;
     struct stat st;
-    if (stat(path, &st) != 0) return c3_fail(C3_EINPUT, "cannot read %s: %s", path, strerror(errno));
+    if (stat(path, &st) != 0)
+        return c3_fail(C3_EINPUT, "cannot read %s: %s", path, strerror(errno));
     if (S_ISDIR(st.st_mode)) { /* a frame folder: its first frame */
         char **v;
         size_t np;
@@ -1197,7 +1274,8 @@ void media_strip(const uint8_t *rgb, int W, int H, int frames, uint8_t **out, in
     for (int k = 0; k < np; k++) {
         const uint8_t *f = rgb + (size_t)pick[k] * W * H * 3;
         for (int y = 0; y < H; y++)
-            memcpy(s + ((size_t)y * SW + (size_t)k * (W + gap)) * 3, f + (size_t)y * W * 3, (size_t)W * 3);
+            memcpy(s + ((size_t)y * SW + (size_t)k * (W + gap)) * 3, f + (size_t)y * W * 3,
+                   (size_t)W * 3);
     }
     *out = s;
     *outW = SW;

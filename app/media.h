@@ -22,7 +22,14 @@
 
 #include "common.h"
 
-typedef enum { MEDIA_PNG, MEDIA_JPEG, MEDIA_WEBP, MEDIA_MP4, MEDIA_WEBM, MEDIA_NFORMATS } c3_media_format;
+typedef enum {
+    MEDIA_PNG,
+    MEDIA_JPEG,
+    MEDIA_WEBP,
+    MEDIA_MP4,
+    MEDIA_WEBM,
+    MEDIA_NFORMATS
+} c3_media_format;
 
 /* "png", "jpeg", ... */
 const char *media_format_name(c3_media_format f);
@@ -42,8 +49,8 @@ typedef struct {
 } c3_media_meta;
 
 typedef struct {
-    int crf;        /* MP4/WebM constant rate factor; <0: the default (18 for H.264, 24 for VP9) */
-    int quality;    /* JPEG/WebP 1..100; <=0: 95 */
+    int crf;     /* MP4/WebM constant rate factor; <0: the default (18 for H.264, 24 for VP9) */
+    int quality; /* JPEG/WebP 1..100; <=0: 95 */
 } c3_media_opts;
 
 #define MEDIA_CRF_DEFAULT 18
@@ -62,8 +69,8 @@ typedef struct {
 } c3_media_frames;
 
 typedef struct {
-    int min_frames; /* fewer is an error naming both counts (0: 1) */
-    int max_frames; /* more are not decoded (0: no limit) */
+    int min_frames;     /* fewer is an error naming both counts (0: 1) */
+    int max_frames;     /* more are not decoded (0: no limit) */
     int64_t max_pixels; /* width * height above this is refused (0: 16384^2) */
 } c3_media_limits;
 
@@ -92,7 +99,8 @@ int media_probe(const char *path, c3_media_info *info);
  * first frame). Each out string is xmalloc'd or NULL; C3_EINPUT when the
  * file is unreadable or not a format listed. */
 int media_read_meta(const char *path, char **parameters, char **json);
-int media_read_meta_mem(const uint8_t *data, size_t n, const char *name, char **parameters, char **json);
+int media_read_meta_mem(const uint8_t *data, size_t n, const char *name, char **parameters,
+                        char **json);
 
 /* A preview strip: the first, middle and last frames side by side (one
  * frame stays one frame). *out is xmalloc'd [H, *outW, 3]. */

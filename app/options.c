@@ -151,10 +151,10 @@ static const struct {
 static int refused(unsigned cmd, const c3_option *o) {
     for (size_t i = 0; i < C3_ARRAY_LEN(cli_refused); i++)
         if (!strcmp(cli_refused[i].name, o->name) && (cli_refused[i].cmds & cmd))
-            return c3_fail(C3_EUSAGE, "%s: --%s is not used (%s); drop --%s", cmd_name(cmd), o->name,
-                           cli_refused[i].why, o->name);
-    return c3_fail(C3_EUSAGE, "%s: --%s is not taken here; see 'cosmos3 help %s'", cmd_name(cmd), o->name,
-                   cmd_name(cmd));
+            return c3_fail(C3_EUSAGE, "%s: --%s is not used (%s); drop --%s", cmd_name(cmd),
+                           o->name, cli_refused[i].why, o->name);
+    return c3_fail(C3_EUSAGE, "%s: --%s is not taken here; see 'cosmos3 help %s'", cmd_name(cmd),
+                   o->name, cmd_name(cmd));
 }
 
 unsigned option_cli_cmds(const c3_option *o) {
@@ -407,7 +407,8 @@ int settings_parse(c3_settings *s, unsigned cmd, int argc, char **argv, char ***
         } else {
             for (int k = 0; k < c3_noptions; k++)
                 if (c3_options[k].short_name == a[1] && (c3_options[k].cmds & cmd)) {
-                    if (!(option_cli_cmds(&c3_options[k]) & cmd)) return refused(cmd, &c3_options[k]);
+                    if (!(option_cli_cmds(&c3_options[k]) & cmd))
+                        return refused(cmd, &c3_options[k]);
                     o = &c3_options[k];
                 }
             if (!o)

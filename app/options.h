@@ -76,7 +76,7 @@ typedef struct {
     /* output */
     char *output;
     bool overwrite;
-    int crf;             /* MP4/WebM constant rate factor */
+    int crf; /* MP4/WebM constant rate factor */
     bool quiet;
     bool json;
     /* layout */

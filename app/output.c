@@ -35,9 +35,11 @@ static struct {
 
 void output_abort(void) {
     if (g_fly.has_tmp_file) unlink(g_fly.tmp_file);
-    for (int i = 0; i < g_fly.ndir_files; i++) unlink(g_fly.dir_files[i]);
+    for (int i = 0; i < g_fly.ndir_files; i++)
+        unlink(g_fly.dir_files[i]);
     if (g_fly.has_tmp_dir) rmdir(g_fly.tmp_dir);
-    for (int i = 0; i < g_fly.nplaced; i++) unlink(g_fly.placed[i]);
+    for (int i = 0; i < g_fly.nplaced; i++)
+        unlink(g_fly.placed[i]);
     g_fly.has_tmp_file = g_fly.has_tmp_dir = 0;
     g_fly.ndir_files = g_fly.nplaced = 0;
 }
@@ -62,14 +64,20 @@ void output_signals_install(void) {
 
 static const char *io_hint(int e) {
     switch (e) {
-    case ENOSPC: return " (ENOSPC: the disk is full; free some space or pick another -o)";
-    case EDQUOT: return " (EDQUOT: the disk quota is used up; free some space or pick another -o)";
-    case EFBIG: return " (EFBIG: the file size limit was reached; see ulimit -f)";
+    case ENOSPC:
+        return " (ENOSPC: the disk is full; free some space or pick another -o)";
+    case EDQUOT:
+        return " (EDQUOT: the disk quota is used up; free some space or pick another -o)";
+    case EFBIG:
+        return " (EFBIG: the file size limit was reached; see ulimit -f)";
     case EACCES:
     case EPERM:
-    case EROFS: return " (is the folder writable?)";
-    case ENOENT: return " (is the folder there?)";
-    default: return "";
+    case EROFS:
+        return " (is the folder writable?)";
+    case ENOENT:
+        return " (is the folder there?)";
+    default:
+        return "";
     }
 }
 
@@ -95,7 +103,8 @@ static int write_all(int fd, const void *data, size_t n) {
 static char *dir_of(const char *path) {
     char *t = xstrdup(path);
     size_t L = strlen(t);
-    while (L > 1 && t[L - 1] == '/') t[--L] = 0;
+    while (L > 1 && t[L - 1] == '/')
+        t[--L] = 0;
     char *d = xstrdup(dirname(t));
     free(t);
     return d;
@@ -104,7 +113,8 @@ static char *dir_of(const char *path) {
 static char *base_of(const char *path) {
     char *t = xstrdup(path);
     size_t L = strlen(t);
-    while (L > 1 && t[L - 1] == '/') t[--L] = 0;
+    while (L > 1 && t[L - 1] == '/')
+        t[--L] = 0;
     char *b = xstrdup(basename(t));
     free(t);
     return b;
@@ -123,7 +133,8 @@ static int place(const char *tmp, const char *path, bool overwrite) {
     if (overwrite) return rename(tmp, path);
     if (renameat2(AT_FDCWD, tmp, AT_FDCWD, path, RENAME_NOREPLACE) == 0) return 0;
     if (errno != EINVAL && errno != ENOSYS) return -1;
-    if (link(tmp, path) != 0) return -1; /* no RENAME_NOREPLACE here: link fails with EEXIST likewise */
+    if (link(tmp, path) != 0)
+        return -1; /* no RENAME_NOREPLACE here: link fails with EEXIST likewise */
     unlink(tmp);
     return 0;
 }
@@ -133,7 +144,8 @@ static int place(const char *tmp, const char *path, bool overwrite) {
 int output_write_file(const char *path, const void *data, size_t n, bool overwrite) {
     if (!overwrite && c3_file_exists(path))
         return c3_fail(C3_EOUTPUT, "%s already exists; use --overwrite or another -o", path);
-    if (snprintf(g_fly.tmp_file, sizeof g_fly.tmp_file, "%s.tmp.XXXXXX", path) >= (int)sizeof g_fly.tmp_file)
+    if (snprintf(g_fly.tmp_file, sizeof g_fly.tmp_file, "%s.tmp.XXXXXX", path) >=
+        (int)sizeof g_fly.tmp_file)
         return c3_fail(C3_EOUTPUT, "%s: the path is too long", path);
     g_fly.has_tmp_file = 1;
     int fd = mkstemp(g_fly.tmp_file); /* O_CREAT | O_EXCL, mode 0600 */
@@ -142,7 +154,8 @@ int output_write_file(const char *path, const void *data, size_t n, bool overwri
         return io_fail(path, errno);
     }
     int rc = C3_OK;
-    if (write_all(fd, data, n) != 0 || fsync(fd) != 0 || fchmod(fd, OUT_MODE_FILE) != 0) rc = io_fail(path, errno);
+    if (write_all(fd, data, n) != 0 || fsync(fd) != 0 || fchmod(fd, OUT_MODE_FILE) != 0)
+        rc = io_fail(path, errno);
     if (close(fd) != 0 && rc == C3_OK) rc = io_fail(path, errno);
     if (rc == C3_OK && place(g_fly.tmp_file, path, overwrite) != 0) {
         if (errno == EEXIST)
@@ -177,14 +190,16 @@ static bool pattern_ok(const char *p) {
     const char *pct = strchr(p, '%');
     if (!pct || strchr(pct, '/')) return false;
     const char *q = pct + 1;
-    while (*q >= '0' && *q <= '9') q++;
+    while (*q >= '0' && *q <= '9')
+        q++;
     return *q == 'd' && !strchr(q, '%');
 }
 
 static bool is_frame_name(const char *n) {
     int k = 0;
     if (strncmp(n, "frame_", 6)) return false;
-    for (n += 6; *n >= '0' && *n <= '9'; n++) k++;
+    for (n += 6; *n >= '0' && *n <= '9'; n++)
+        k++;
     return k >= 4 && !strcmp(n, ".png");
 }
 
@@ -225,9 +240,11 @@ static char *existing_ancestor(const char *dir) {
 
 static int64_t estimate_bytes(const c3_output *o) {
     int64_t px = (int64_t)o->width * o->height, F = o->frames;
-    if (o->kind == OUT_FOLDER || o->kind == OUT_PATTERN || o->fmt == MEDIA_PNG) return px * 3 * F + 4096 * F;
-    if (media_format_is_video(o->fmt)) return px * F * 3 / 8 + 65536; /* ~3 bits per pixel: generous at CRF 18 */
-    return px * 3 / 2 + 65536;                                       /* JPEG, WebP at quality 95 */
+    if (o->kind == OUT_FOLDER || o->kind == OUT_PATTERN || o->fmt == MEDIA_PNG)
+        return px * 3 * F + 4096 * F;
+    if (media_format_is_video(o->fmt))
+        return px * F * 3 / 8 + 65536; /* ~3 bits per pixel: generous at CRF 18 */
+    return px * 3 / 2 + 65536;         /* JPEG, WebP at quality 95 */
 }
 
 /* The folder is writable and has room for the output. */
@@ -238,7 +255,8 @@ static int check_room(const c3_output *o, const char *dir) {
     if (stat(d, &st) != 0 || !S_ISDIR(st.st_mode)) {
         rc = c3_fail(C3_EOUTPUT, "cannot write into %s: it is not a folder", d);
     } else if (access(d, W_OK | X_OK) != 0) {
-        rc = c3_fail(C3_EOUTPUT, "cannot write into %s: %s (pick a writable folder with -o)", d, strerror(errno));
+        rc = c3_fail(C3_EOUTPUT, "cannot write into %s: %s (pick a writable folder with -o)", d,
+                     strerror(errno));
     } else {
         struct statvfs vs;
         int64_t need = estimate_bytes(o);
@@ -247,7 +265,8 @@ static int check_room(const c3_output *o, const char *dir) {
             c3_bytes_text(need, a, sizeof a);
             c3_bytes_text((int64_t)vs.f_bavail * (int64_t)vs.f_frsize, b, sizeof b);
             rc = c3_fail(C3_EOUTPUT,
-                         "not enough room in %s: this output needs about %s, %s are free (ENOSPC ahead; free some "
+                         "not enough room in %s: this output needs about %s, %s are free (ENOSPC "
+                         "ahead; free some "
                          "space or pick another -o)",
                          d, a, b);
         }
@@ -267,22 +286,26 @@ static void default_name(const c3_output *o, char *buf, size_t n) {
     snprintf(buf, n, "cosmos3-%llu.%s", (unsigned long long)o->seed, ext);
 }
 
-static int plan(const c3_settings *s, int frames, int width, int height, int64_t seed, c3_output *o);
+static int plan(const c3_settings *s, int frames, int width, int height, int64_t seed,
+                c3_output *o);
 
-int output_plan(const c3_settings *s, int frames, int width, int height, int64_t seed, c3_output *o) {
+int output_plan(const c3_settings *s, int frames, int width, int height, int64_t seed,
+                c3_output *o) {
     int rc = plan(s, frames, width, height, seed, o);
     if (rc) output_free(o);
     return rc;
 }
 
-static int plan(const c3_settings *s, int frames, int width, int height, int64_t seed, c3_output *o) {
+static int plan(const c3_settings *s, int frames, int width, int height, int64_t seed,
+                c3_output *o) {
     memset(o, 0, sizeof *o);
     o->seed = seed;
     o->overwrite = s->overwrite;
     o->media.crf = s->crf;
     o->media.quality = -1;
     if (s->crf < 0 || s->crf > 63)
-        return c3_fail(C3_EUSAGE, "--crf %d must be in 0..51 for MP4 (H.264) or 0..63 for WebM (VP9)", s->crf);
+        return c3_fail(C3_EUSAGE,
+                       "--crf %d must be in 0..51 for MP4 (H.264) or 0..63 for WebM (VP9)", s->crf);
     o->frames = frames;
     o->width = width;
     o->height = height;
@@ -315,14 +338,17 @@ static int plan(const c3_settings *s, int frames, int width, int height, int64_t
     int rc = C3_OK;
     if (strchr(p, '%')) {
         if (!pattern_ok(p))
-            return c3_fail(C3_EUSAGE, "-o '%s': a frame pattern takes one %%d conversion in the file name (e.g. "
-                                      "shots/%%04d.png)",
-                           p);
+            return c3_fail(
+                C3_EUSAGE,
+                "-o '%s': a frame pattern takes one %%d conversion in the file name (e.g. "
+                "shots/%%04d.png)",
+                p);
         if (!known || (video && f != MEDIA_PNG))
             return c3_fail(C3_EUSAGE, "-o '%s': frames by pattern are %s (e.g. shots/%%04d.png)", p,
                            video ? "PNG" : "pictures (.png, .jpg, .jpeg, .webp)");
         if (!known || media_format_is_video(f))
-            return c3_fail(C3_EUSAGE, "-o '%s': a pattern names pictures (.png, .jpg, .jpeg, .webp)", p);
+            return c3_fail(C3_EUSAGE,
+                           "-o '%s': a pattern names pictures (.png, .jpg, .jpeg, .webp)", p);
         o->fmt = f;
         o->kind = video ? OUT_PATTERN : OUT_FILE;
         char *d = dir_of(p);
@@ -334,17 +360,21 @@ static int plan(const c3_settings *s, int frames, int width, int height, int64_t
         if (video && !media_format_is_video(f)) {
             if (f == MEDIA_PNG)
                 return c3_fail(C3_EUSAGE,
-                               "-o %s: a video needs .mp4 or .webm, or PNG frames: a folder or a pattern such as "
+                               "-o %s: a video needs .mp4 or .webm, or PNG frames: a folder or a "
+                               "pattern such as "
                                "frames/%%04d.png",
                                p);
             return c3_fail(C3_EUSAGE,
-                           "-o %s: %s holds one picture; a video goes to .mp4 or .webm (or PNG frames: a folder or a "
+                           "-o %s: %s holds one picture; a video goes to .mp4 or .webm (or PNG "
+                           "frames: a folder or a "
                            "pattern such as frames/%%04d.png)",
                            p, media_format_name(f));
         }
         if (isdir)
-            return c3_fail(C3_EOUTPUT, "-o %s is a folder, and a %s file is meant; remove it or pick another -o", p,
-                           media_format_name(f));
+            return c3_fail(
+                C3_EOUTPUT,
+                "-o %s is a folder, and a %s file is meant; remove it or pick another -o", p,
+                media_format_name(f));
         o->fmt = f;
         if (f == MEDIA_MP4 && s->crf > 51)
             return c3_fail(C3_EUSAGE, "--crf %d must be in 0..51 for MP4 (H.264)", s->crf);
@@ -364,20 +394,24 @@ static int plan(const c3_settings *s, int frames, int width, int height, int64_t
         }
         o->kind = OUT_FOLDER;
         if (exists && !isdir)
-            return c3_fail(C3_EOUTPUT, "-o %s exists and is not a folder; use --overwrite with a file name such as "
-                                       "clip.mp4, or another -o",
-                           p);
+            return c3_fail(
+                C3_EOUTPUT,
+                "-o %s exists and is not a folder; use --overwrite with a file name such as "
+                "clip.mp4, or another -o",
+                p);
         if (isdir) {
             int nf;
             bool other;
             C3_TRY(folder_state(p, &nf, &other));
             if (other)
                 return c3_fail(C3_EOUTPUT,
-                               "-o %s holds other files than frames; a video folder is replaced as a whole, so pick a "
+                               "-o %s holds other files than frames; a video folder is replaced as "
+                               "a whole, so pick a "
                                "new or empty folder, or a file such as clip.mp4",
                                p);
             if (nf && !o->overwrite)
-                return c3_fail(C3_EOUTPUT, "%s already holds frames; use --overwrite or another -o", p);
+                return c3_fail(C3_EOUTPUT, "%s already holds frames; use --overwrite or another -o",
+                               p);
         }
         char *d = dir_of(p);
         rc = check_room(o, d);
@@ -393,9 +427,11 @@ static int plan(const c3_settings *s, int frames, int width, int height, int64_t
         free(d);
         return rc;
     }
-    return c3_fail(C3_EUSAGE, "-o %s: cosmos3 cannot write %s files; use one of %s (video frames: a folder or a "
-                              "pattern such as frames/%%04d.png)",
-                   p, dot, media_extensions());
+    return c3_fail(
+        C3_EUSAGE,
+        "-o %s: cosmos3 cannot write %s files; use one of %s (video frames: a folder or a "
+        "pattern such as frames/%%04d.png)",
+        p, dot, media_extensions());
 }
 
 void output_free(c3_output *o) {
@@ -410,10 +446,11 @@ typedef struct {
     int n;
 } path_list;
 
-int output_encode(c3_media_format f, const cosmos3_result *r, const c3_media_meta *m, const c3_media_opts *opts,
-                  uint8_t **out, size_t *n) {
+int output_encode(c3_media_format f, const cosmos3_result *r, const c3_media_meta *m,
+                  const c3_media_opts *opts, uint8_t **out, size_t *n) {
     if (!r->rgb) return c3_fail(C3_EFAIL, "the result holds no frames");
-    return media_encode(f, r->rgb, r->width, r->height, r->frames, r->fps > 0 ? r->fps : 24, m, opts, out, n);
+    return media_encode(f, r->rgb, r->width, r->height, r->frames, r->fps > 0 ? r->fps : 24, m,
+                        opts, out, n);
 }
 
 static void add_path(path_list *l, const char *p) {
@@ -423,7 +460,9 @@ static void add_path(path_list *l, const char *p) {
 
 static int write_stdout(const uint8_t *d, size_t n) {
     if (isatty(1))
-        return c3_fail(C3_EUSAGE, "-o -: standard output is a terminal; redirect it (-o - > clip.mp4) or pipe it");
+        return c3_fail(
+            C3_EUSAGE,
+            "-o -: standard output is a terminal; redirect it (-o - > clip.mp4) or pipe it");
     if (write_all(1, d, n) != 0) {
         int e = errno;
         return c3_fail(C3_EOUTPUT, "cannot write to standard output: %s%s", strerror(e),
@@ -433,12 +472,14 @@ static int write_stdout(const uint8_t *d, size_t n) {
 }
 
 /* PNG bytes of frame f with its settings (every frame carries them). */
-static int frame_png(const cosmos3_result *r, const c3_media_meta *m, int f, uint8_t **out, size_t *n) {
+static int frame_png(const cosmos3_result *r, const c3_media_meta *m, int f, uint8_t **out,
+                     size_t *n) {
     c3_png_text t[2];
     int nt = 0;
     if (m && m->parameters) t[nt++] = (c3_png_text){"parameters", m->parameters, false};
     if (m && m->json) t[nt++] = (c3_png_text){"cosmos3", m->json, true};
-    return png_encode_mem(r->rgb + (size_t)f * r->width * r->height * 3, r->width, r->height, t, nt, out, n);
+    return png_encode_mem(r->rgb + (size_t)f * r->width * r->height * 3, r->width, r->height, t, nt,
+                          out, n);
 }
 
 static void forget_dir(void) {
@@ -448,13 +489,15 @@ static void forget_dir(void) {
 
 /* Remove a folder of frames (only the names given, then the folder). */
 static void remove_frames(const char *dir, char **files, int n) {
-    for (int i = 0; i < n; i++) unlink(files[i]);
+    for (int i = 0; i < n; i++)
+        unlink(files[i]);
     rmdir(dir);
 }
 
 /* All frames into a fresh temporary sibling of `near` (a path whose folder
  * is used). names: the file names inside. tmp_paths: their full paths. */
-static int frames_to_tmp(const cosmos3_result *r, const c3_media_meta *m, const char *near, char ***tmp_paths) {
+static int frames_to_tmp(const cosmos3_result *r, const c3_media_meta *m, const char *near,
+                         char ***tmp_paths) {
     char *d = dir_of(near), *b = base_of(near);
     int rc = c3_mkdir_p(d);
     snprintf(g_fly.tmp_dir, sizeof g_fly.tmp_dir, "%s/.%s.tmp.XXXXXX", d, b);
@@ -487,7 +530,8 @@ static int frames_to_tmp(const cosmos3_result *r, const c3_media_meta *m, const 
     if (rc) {
         remove_frames(g_fly.tmp_dir, paths, r->frames);
         forget_dir();
-        for (int f = 0; f < r->frames; f++) free(paths[f]);
+        for (int f = 0; f < r->frames; f++)
+            free(paths[f]);
         free(paths);
         return rc;
     }
@@ -496,14 +540,17 @@ static int frames_to_tmp(const cosmos3_result *r, const c3_media_meta *m, const 
 }
 
 static void free_paths(char **p, int n) {
-    for (int i = 0; i < n; i++) free(p[i]);
+    for (int i = 0; i < n; i++)
+        free(p[i]);
     free(p);
 }
 
-static int write_folder(const c3_output *o, const cosmos3_result *r, const c3_media_meta *m, path_list *out) {
+static int write_folder(const c3_output *o, const cosmos3_result *r, const c3_media_meta *m,
+                        path_list *out) {
     char *target = xstrdup(o->path);
     size_t L = strlen(target);
-    while (L > 1 && target[L - 1] == '/') target[--L] = 0;
+    while (L > 1 && target[L - 1] == '/')
+        target[--L] = 0;
     char **tmp;
     int rc0 = frames_to_tmp(r, m, target, &tmp);
     if (rc0) {
@@ -520,10 +567,13 @@ static int write_folder(const c3_output *o, const cosmos3_result *r, const c3_me
         bool other;
         rc = folder_state(target, &nf, &other);
         if (rc == C3_OK && other)
-            rc = c3_fail(C3_EOUTPUT, "%s holds other files than frames now; nothing was replaced", target);
+            rc = c3_fail(C3_EOUTPUT, "%s holds other files than frames now; nothing was replaced",
+                         target);
         if (rc == C3_OK && nf && !o->overwrite)
-            rc = c3_fail(C3_EOUTPUT, "%s already holds frames; use --overwrite or another -o", target);
-        if (rc == C3_OK && renameat2(AT_FDCWD, g_fly.tmp_dir, AT_FDCWD, target, RENAME_EXCHANGE) != 0)
+            rc = c3_fail(C3_EOUTPUT, "%s already holds frames; use --overwrite or another -o",
+                         target);
+        if (rc == C3_OK &&
+            renameat2(AT_FDCWD, g_fly.tmp_dir, AT_FDCWD, target, RENAME_EXCHANGE) != 0)
             rc = io_fail(target, errno);
         if (rc == C3_OK) { /* the temporary name now holds the old frames */
             DIR *d = opendir(g_fly.tmp_dir);
@@ -567,10 +617,12 @@ static char *pattern_path(const char *pat, int k) {
     return b;
 }
 
-static int write_pattern(const c3_output *o, const cosmos3_result *r, const c3_media_meta *m, path_list *out) {
+static int write_pattern(const c3_output *o, const cosmos3_result *r, const c3_media_meta *m,
+                         path_list *out) {
     int F = r->frames;
     char **final = xcalloc((size_t)F, sizeof *final);
-    for (int f = 0; f < F; f++) final[f] = pattern_path(o->path, f);
+    for (int f = 0; f < F; f++)
+        final[f] = pattern_path(o->path, f);
     int rc = C3_OK;
     for (int f = 0; f < F && !o->overwrite; f++)
         if (c3_file_exists(final[f])) {
@@ -583,13 +635,16 @@ static int write_pattern(const c3_output *o, const cosmos3_result *r, const c3_m
         g_fly.placed = final;
         for (int f = 0; f < F && rc == C3_OK; f++) {
             if (place(tmp[f], final[f], o->overwrite) != 0)
-                rc = errno == EEXIST ? c3_fail(C3_EOUTPUT, "%s already exists; use --overwrite or another -o", final[f])
-                                     : io_fail(final[f], errno);
+                rc = errno == EEXIST
+                         ? c3_fail(C3_EOUTPUT, "%s already exists; use --overwrite or another -o",
+                                   final[f])
+                         : io_fail(final[f], errno);
             else
                 g_fly.nplaced = f + 1;
         }
         if (rc) /* all or nothing: take back the frames already placed */
-            for (int f = 0; f < g_fly.nplaced; f++) unlink(final[f]);
+            for (int f = 0; f < g_fly.nplaced; f++)
+                unlink(final[f]);
         g_fly.nplaced = 0;
         g_fly.placed = NULL;
         remove_frames(g_fly.tmp_dir, tmp, F);
@@ -600,7 +655,8 @@ static int write_pattern(const c3_output *o, const cosmos3_result *r, const c3_m
         char *d = dir_of(final[0]);
         fsync_dir(d);
         free(d);
-        for (int f = 0; f < F; f++) add_path(out, final[f]);
+        for (int f = 0; f < F; f++)
+            add_path(out, final[f]);
     }
     free_paths(final, F);
     return rc;
@@ -653,7 +709,8 @@ int output_write(const c3_output *o, const cosmos3_result *r, const c3_media_met
         free(data);
     }
     if (rc) {
-        for (int i = 0; i < out.n; i++) free(out.v[i]);
+        for (int i = 0; i < out.n; i++)
+            free(out.v[i]);
         free(out.v);
         return rc;
     }

@@ -48,16 +48,18 @@ typedef struct {
  * extension, a folder where a file is meant, an existing file without
  * --overwrite, a writable folder, room for the estimated bytes. C3_EUSAGE
  * (format) or C3_EOUTPUT with one line. */
-int output_plan(const c3_settings *s, int frames, int width, int height, int64_t seed, c3_output *o);
+int output_plan(const c3_settings *s, int frames, int width, int height, int64_t seed,
+                c3_output *o);
 void output_free(c3_output *o);
 
 /* Write r's frames with the settings m as o says; *paths (xmalloc'd, *npaths)
  * lists what was written ("-" for standard output). All or nothing. */
-int output_write(const c3_output *o, const cosmos3_result *r, const c3_media_meta *m, char ***paths, int *npaths);
+int output_write(const c3_output *o, const cosmos3_result *r, const c3_media_meta *m, char ***paths,
+                 int *npaths);
 
 /* Encode r's frames in memory as format f (the server, `-o -`). */
-int output_encode(c3_media_format f, const cosmos3_result *r, const c3_media_meta *m, const c3_media_opts *opts,
-                  uint8_t **out, size_t *n);
+int output_encode(c3_media_format f, const cosmos3_result *r, const c3_media_meta *m,
+                  const c3_media_opts *opts, uint8_t **out, size_t *n);
 
 /* Bytes to a file: temporary sibling, fsync, rename; never replaces an
  * existing file unless overwrite. */

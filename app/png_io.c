@@ -115,7 +115,9 @@ static void mem_write(png_structp png, png_bytep buf, png_size_t n) {
     memcpy(m->data + m->len, buf, n);
     m->len += n;
 }
-static void mem_flush(png_structp png) { (void)png; }
+static void mem_flush(png_structp png) {
+    (void)png;
+}
 static void mem_read(png_structp png, png_bytep buf, png_size_t n) {
     png_mem *m = png_get_io_ptr(png);
     if (n > m->len - m->pos) png_error(png, "unexpected end of data");
@@ -125,8 +127,8 @@ static void mem_read(png_structp png, png_bytep buf, png_size_t n) {
 
 /* Encode into an open stream (fp) or into memory (mem). All libpng state
  * lives here, under setjmp. */
-static int encode_png(FILE *fp, png_mem *mem, const char *path, const uint8_t *rgb, int W, int H, const c3_png_text *texts,
-                      int ntexts) {
+static int encode_png(FILE *fp, png_mem *mem, const char *path, const uint8_t *rgb, int W, int H,
+                      const c3_png_text *texts, int ntexts) {
     png_errctx err = {{0}};
     png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, &err, on_png_error, on_png_warning);
     if (!png) return c3_fail(C3_EFAIL, "%s: cannot create the PNG writer (out of memory?)", path);
@@ -206,8 +208,8 @@ static int check_args(const char *path, int W, int H, const c3_png_text *texts, 
     return C3_OK;
 }
 
-int png_encode_mem(const uint8_t *rgb, int W, int H, const c3_png_text *texts, int ntexts, uint8_t **out,
-                   size_t *n) {
+int png_encode_mem(const uint8_t *rgb, int W, int H, const c3_png_text *texts, int ntexts,
+                   uint8_t **out, size_t *n) {
     C3_TRY(check_args("PNG", W, H, texts, ntexts));
     png_mem m = {0};
     int rc = encode_png(NULL, &m, "PNG", rgb, W, H, texts, ntexts);
@@ -220,8 +222,8 @@ int png_encode_mem(const uint8_t *rgb, int W, int H, const c3_png_text *texts, i
     return C3_OK;
 }
 
-int png_write(const char *path, const uint8_t *rgb, int W, int H, const c3_png_text *texts, int ntexts,
-              bool overwrite) {
+int png_write(const char *path, const uint8_t *rgb, int W, int H, const c3_png_text *texts,
+              int ntexts, bool overwrite) {
     C3_TRY(check_args(path, W, H, texts, ntexts));
     if (!overwrite && c3_file_exists(path))
         return c3_fail(C3_EOUTPUT, "%s exists; use --overwrite to replace it", path);
@@ -287,7 +289,8 @@ static void free_decoded(png_decoded *d) {
  * longjmp. */
 static int decode_png(const char *path, const uint8_t *data, size_t len, png_decoded *volatile out,
                       bool want_pixels) {
-    if (len < 8 || png_sig_cmp(data, 0, 8) != 0) return c3_fail(C3_EINPUT, "%s is not a PNG file", path);
+    if (len < 8 || png_sig_cmp(data, 0, 8) != 0)
+        return c3_fail(C3_EINPUT, "%s is not a PNG file", path);
     png_errctx err = {{0}};
     png_mem m = {.data = (uint8_t *)data, .len = len, .pos = 8};
     png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &err, on_png_error, on_png_warning);
@@ -358,14 +361,16 @@ static void take_texts(png_decoded *d, char ***keys, char ***vals, int *n) {
     d->n = 0;
 }
 
-int png_read_texts_mem(const uint8_t *data, size_t len, const char *name, char ***keys, char ***vals, int *n) {
+int png_read_texts_mem(const uint8_t *data, size_t len, const char *name, char ***keys,
+                       char ***vals, int *n) {
     png_decoded d = {0};
     C3_TRY(decode_png(name, data, len, &d, false));
     take_texts(&d, keys, vals, n);
     return C3_OK;
 }
 
-int png_read_rgb_mem(const uint8_t *data, size_t len, const char *name, uint8_t **rgb, int *W, int *H) {
+int png_read_rgb_mem(const uint8_t *data, size_t len, const char *name, uint8_t **rgb, int *W,
+                     int *H) {
     png_decoded d = {0};
     C3_TRY(decode_png(name, data, len, &d, true));
     *rgb = d.rgb;
@@ -393,4 +398,3 @@ int png_read_rgb(const char *path, uint8_t **rgb, int *W, int *H) {
     free_decoded(&d);
     return C3_OK;
 }
-

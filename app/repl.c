@@ -243,8 +243,9 @@ static void finish_job(c3_repl *r) {
     } else {
         const c3_result *res = &r->last_r;
         if (res->npaths == 1 && res->frames > 1)
-            repl_print(r, 0, "wrote %s (%d frames, %g fps, seed %llu, %.1f s)", res->paths[0], res->frames,
-                       res->out ? res->out->fps : 0, (unsigned long long)res->seed, res->t_total);
+            repl_print(r, 0, "wrote %s (%d frames, %g fps, seed %llu, %.1f s)", res->paths[0],
+                       res->frames, res->out ? res->out->fps : 0, (unsigned long long)res->seed,
+                       res->t_total);
         else if (res->npaths == 1)
             repl_print(r, 0, "wrote %s (seed %llu, %.1f s)", res->paths[0], (unsigned long long)res->seed,
                        res->t_total);
@@ -438,7 +439,8 @@ static int generate(c3_repl *r, const char *prompt, bool new_seed) {
     settings_copy(&tmp, &r->job_s);
     int rc = settings_resolve(&tmp, r->e);
     c3_output out;
-    if (rc == C3_OK && (rc = output_plan(&tmp, tmp.frames, tmp.width, tmp.height, -1, &out)) == C3_OK)
+    if (rc == C3_OK &&
+        (rc = output_plan(&tmp, tmp.frames, tmp.width, tmp.height, -1, &out)) == C3_OK)
         output_free(&out);
     settings_free(&tmp);
     if (rc) return rc;

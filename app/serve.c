@@ -60,9 +60,9 @@ int serve_main(c3_settings *s, char **pos, int npos) {
 
 #define SERVE_MAX_BODY (1u << 20)     /* bytes of a request body */
 #define SERVE_MAX_VIDEO_BODY (64u << 20) /* ... of a /v1/videos body (a picture or clip inside) */
-#define SERVE_VIDEO_BYTES (1ll << 30) /* MP4 bytes kept for /v1/videos/{id}/content */
-#define SERVE_VIDEO_SECONDS 4         /* /v1/videos: the clip length without num_frames or seconds */
-#define SERVE_MAX_REF_FRAMES 4097     /* frames decoded from a video_reference */
+#define SERVE_VIDEO_BYTES (1ll << 30)    /* MP4 bytes kept for /v1/videos/{id}/content */
+#define SERVE_VIDEO_SECONDS 4     /* /v1/videos: the clip length without num_frames or seconds */
+#define SERVE_MAX_REF_FRAMES 4097 /* frames decoded from a video_reference */
 #define SERVE_MAX_DISCARD (16u << 20) /* an oversized chunked body is read up to this */
 #define SERVE_MAX_PROMPT (32u << 10)  /* bytes of a prompt or negative prompt */
 #define SERVE_MAX_N 10                /* images per request */
@@ -189,10 +189,10 @@ typedef struct job {
     int step, steps; /* per-step progress (the pump) */
     uint8_t *mp4;
     size_t mp4_len;
-    char *verr;           /* why it failed */
-    uint8_t *cond_rgb;    /* the decoded reference, owned */
-    c3_cond_frames cond;  /* ... as the session takes it (cond.rgb NULL: none) */
-    struct job *snext;    /* the store, oldest first */
+    char *verr;            /* why it failed */
+    uint8_t *cond_rgb;     /* the decoded reference, owned */
+    c3_cond_frames cond;   /* ... as the session takes it (cond.rgb NULL: none) */
+    struct job *snext;     /* the store, oldest first */
     uint64_t vframes_seed; /* the seed the video was made with */
 } job;
 
@@ -201,8 +201,8 @@ static const char *const stage_names[STAGES] = {"tokenize", "und",   "denoise",
                                                 "vae",      "write", "total"};
 
 enum { EP_GENERATIONS, EP_MODELS, EP_HEALTH, EP_METRICS, EP_VIDEOS, EP_OTHER, EPS };
-static const char *const ep_names[EPS] = {"/v1/images/generations", "/v1/models", "/health",
-                                          "/metrics", "/v1/videos", "other"};
+static const char *const ep_names[EPS] = {
+    "/v1/images/generations", "/v1/models", "/health", "/metrics", "/v1/videos", "other"};
 
 typedef struct {
     pthread_mutex_t mu;
@@ -484,13 +484,12 @@ static int run_image(server *sv, job *j, int i, json_t *data, json_t *acc) {
         for (int k = 0; k < STAGES; k++)
             sv->stage_s[k] += st[k];
         if (j->stream) { /* as the OpenAI images API names it (ImageGenCompletedEvent) */
-            json_t *ev = json_pack("{s:s,s:i,s:s,s:I,s:I,s:s,s:s,s:s,s:I,s:O}", "type",
-                                   "image_generation.completed", "index", i, "b64_json",
-                                   json_string_value(json_object_get(item, "b64_json")), "created",
-                                   (json_int_t)time(NULL), "created_at", (json_int_t)time(NULL),
-                                   "output_format", media_format_name(j->ofmt), "quality", "auto",
-                                   "background", "opaque", "seed", (json_int_t)r.seed, "metrics",
-                                   acc);
+            json_t *ev = json_pack(
+                "{s:s,s:i,s:s,s:I,s:I,s:s,s:s,s:s,s:I,s:O}", "type", "image_generation.completed",
+                "index", i, "b64_json", json_string_value(json_object_get(item, "b64_json")),
+                "created", (json_int_t)time(NULL), "created_at", (json_int_t)time(NULL),
+                "output_format", media_format_name(j->ofmt), "quality", "auto", "background",
+                "opaque", "seed", (json_int_t)r.seed, "metrics", acc);
             json_object_set_new(ev, "size", json_sprintf("%dx%d", r.width, r.height));
             json_object_set_new(ev, "usage",
                                 json_pack("{s:i,s:i,s:i,s:{s:i,s:i}}", "input_tokens", r.L_cond,
@@ -634,8 +633,8 @@ static void run_video(server *sv, job *j) {
             sv->stage_s[k] += st[k];
     } else {
         free(mp4);
-        status = rc == C3_ECANCEL && j->gone ? HTTP_CLIENT_GONE
-                 : rc == C3_ECANCEL           ? 503
+        status = rc == C3_ECANCEL && j->gone          ? HTTP_CLIENT_GONE
+                 : rc == C3_ECANCEL                   ? 503
                  : rc == C3_EUSAGE || rc == C3_EINPUT ? 400
                                                       : 500;
         j->verr = xstrdup(rc == C3_ECANCEL ? "cancelled" : err);
@@ -883,28 +882,12 @@ static bool parse_extra(server *sv, c3_settings *s, json_t *x, req_error *er) {
     return true;
 }
 
-static const char *const known_fields[] = {"model",
-                                           "prompt",
-                                           "n",
-                                           "size",
-                                           "response_format",
-                                           "negative_prompt",
-                                           "guidance_scale",
-                                           "num_inference_steps",
-                                           "seed",
-                                           "flow_shift",
-                                           "extra_params",
-                                           "stream",
-                                           "user",
-                                           "output_format",
-                                           "true_cfg_scale",
-                                           /* sent by the OpenAI client, not used (see serve.h) */
-                                           "quality",
-                                           "style",
-                                           "partial_images",
-                                           "background",
-                                           "moderation",
-                                           "output_compression"};
+static const char *const known_fields[] = {
+    "model", "prompt", "n", "size", "response_format", "negative_prompt", "guidance_scale",
+    "num_inference_steps", "seed", "flow_shift", "extra_params", "stream", "user", "output_format",
+    "true_cfg_scale",
+    /* sent by the OpenAI client, not used (see serve.h) */
+    "quality", "style", "partial_images", "background", "moderation", "output_compression"};
 
 /* Parse and validate a generation request into j (j->s starts as the base). */
 static bool parse_request(server *sv, const char *body, size_t len, job *j, req_error *er) {
@@ -1467,8 +1450,12 @@ static bool take_reference(job *j, const uint8_t *data, size_t n, const char *fi
     if (media_decode_mem(data, n, field, &lim, &m) != C3_OK)
         return bad(er, 400, field, "%s", c3_errmsg());
     j->cond_rgb = m.rgb;
-    j->cond = (c3_cond_frames){.rgb = m.rgb, .width = m.width, .height = m.height,
-                               .frames = m.frames, .video = clip, .name = field};
+    j->cond = (c3_cond_frames){.rgb = m.rgb,
+                               .width = m.width,
+                               .height = m.height,
+                               .frames = m.frames,
+                               .video = clip,
+                               .name = field};
     return true;
 }
 
@@ -1538,12 +1525,25 @@ static bool apply_form_number(server *sv, c3_settings *s, json_t *v, const char 
     return apply(sv, s, field, name, txt, er);
 }
 
-static const char *const video_fields[] = {
-    "model",      "prompt",          "negative_prompt", "size",
-    "seconds",    "width",           "height",          "num_frames",
-    "fps",        "num_inference_steps", "guidance_scale", "flow_shift",
-    "seed",       "user",            "quality",         "input_reference",
-    "image_reference", "video_reference", "extra_params"};
+static const char *const video_fields[] = {"model",
+                                           "prompt",
+                                           "negative_prompt",
+                                           "size",
+                                           "seconds",
+                                           "width",
+                                           "height",
+                                           "num_frames",
+                                           "fps",
+                                           "num_inference_steps",
+                                           "guidance_scale",
+                                           "flow_shift",
+                                           "seed",
+                                           "user",
+                                           "quality",
+                                           "input_reference",
+                                           "image_reference",
+                                           "video_reference",
+                                           "extra_params"};
 
 /* The fields of a /v1/videos request (JSON, or a multipart form's text
  * fields as strings with its file part in file/nfile). */
@@ -1638,8 +1638,7 @@ static bool parse_video(server *sv, json_t *o, const uint8_t *file, size_t nfile
         return false;
     if (FIELD("image_reference") && !take_data_url(j, v, "image_reference", false, er))
         return false;
-    if (FIELD("video_reference") && !take_data_url(j, v, "video_reference", true, er))
-        return false;
+    if (FIELD("video_reference") && !take_data_url(j, v, "video_reference", true, er)) return false;
 #undef FIELD
     c3_settings r;
     settings_copy(&r, s);
@@ -1710,24 +1709,25 @@ static json_t *video_object(server *sv, job *j) {
                                           : 0;
     char sec[16];
     snprintf(sec, sizeof sec, "%d", (int)ceil(j->s.frames / (j->s.fps > 0 ? j->s.fps : 24)));
-    json_t *o = json_pack("{s:s,s:s,s:s,s:s,s:s,s:i,s:I,s:s,s:s,s:i,s:f,s:i,s:i,s:s}", "id",
-                          j->vid, "object", "video", "model", sv->model_id, "prompt",
+    json_t *o = json_pack("{s:s,s:s,s:s,s:s,s:s,s:i,s:I,s:s,s:s,s:i,s:f,s:i,s:i,s:s}", "id", j->vid,
+                          "object", "video", "model", sv->model_id, "prompt",
                           j->s.prompt ? j->s.prompt : "", "status", status, "progress", progress,
                           "created_at", (json_int_t)j->created_at, "seconds", sec, "quality",
                           "default", "num_frames", j->s.frames, "fps", j->s.fps, "step", j->step,
                           "steps", j->steps ? j->steps : j->s.steps, "media_type", "video/mp4");
     json_object_set_new(o, "size", json_sprintf("%dx%d", j->s.width, j->s.height));
-    json_object_set_new(o, "completed_at", j->state == JOB_DONE
-                                               ? json_integer((json_int_t)j->completed_at)
-                                               : json_null());
+    json_object_set_new(o, "completed_at",
+                        j->state == JOB_DONE ? json_integer((json_int_t)j->completed_at)
+                                             : json_null());
     if (j->mp4) {
         json_object_set_new(o, "bytes", json_integer((json_int_t)j->mp4_len));
         json_object_set_new(o, "seed", json_integer((json_int_t)j->vframes_seed));
     }
-    json_object_set_new(o, "error", j->state == JOB_DONE && !j->mp4
-                                        ? json_pack("{s:s,s:s}", "code", "generation_failed",
-                                                    "message", j->verr ? j->verr : "failed")
-                                        : json_null());
+    json_object_set_new(o, "error",
+                        j->state == JOB_DONE && !j->mp4
+                            ? json_pack("{s:s,s:s}", "code", "generation_failed", "message",
+                                        j->verr ? j->verr : "failed")
+                            : json_null());
     return o;
 }
 
@@ -1763,7 +1763,8 @@ static enum MHD_Result post_video(server *sv, struct MHD_Connection *c, req_ctx 
         if (!pp || MHD_post_process(pp, r->body ? r->body : "", r->len) != MHD_YES)
             bad(&er, 400, NULL, "the multipart/form-data body cannot be parsed");
         if (pp) MHD_destroy_post_processor(pp);
-        if (f.bad_file) bad(&er, 400, NULL, "one file part only (input_reference)");
+        if (f.bad_file)
+            bad(&er, 400, NULL, "one file part only (input_reference)");
         else if (f.has_file && strcmp(f.file_key, "input_reference"))
             bad(&er, 400, f.file_key, "%.60s: the file part must be named input_reference",
                 f.file_key);
@@ -1774,15 +1775,16 @@ static enum MHD_Result post_video(server *sv, struct MHD_Connection *c, req_ctx 
         if (!o)
             bad(&er, 400, NULL, "the body is not valid JSON (line %d: %s)", jerr.line, jerr.text);
         else if (!json_is_object(o))
-            bad(&er, 400, NULL, "the body must be a JSON object such as {\"prompt\": \"a red fox\"}");
+            bad(&er, 400, NULL,
+                "the body must be a JSON object such as {\"prompt\": \"a red fox\"}");
     }
     job *j = xcalloc(1, sizeof *j);
     settings_copy(&j->s, &sv->base);
     j->video = true;
     j->sync = sync;
     j->ofmt = MEDIA_MP4;
-    bool ok = !er.status && parse_video(sv, o, f.has_file ? (const uint8_t *)f.file.p : NULL,
-                                        f.file.len, j, &er);
+    bool ok = !er.status &&
+              parse_video(sv, o, f.has_file ? (const uint8_t *)f.file.p : NULL, f.file.len, j, &er);
     json_decref(o);
     free(f.file.p);
     if (!ok) {
@@ -1807,7 +1809,8 @@ static enum MHD_Result post_video(server *sv, struct MHD_Connection *c, req_ctx 
         pthread_mutex_unlock(&sv->mu);
         snprintf(ra, sizeof ra, "%d", wait_s);
         if (!full)
-            return send_error(sv, c, r, 503, NULL, "the server is shutting down", "Retry-After", ra);
+            return send_error(sv, c, r, 503, NULL, "the server is shutting down", "Retry-After",
+                              ra);
         snprintf(msg, sizeof msg,
                  "the queue is full (%d waiting behind the one running); retry after %d s", waiting,
                  wait_s);
@@ -1865,7 +1868,8 @@ static enum MHD_Result post_video(server *sv, struct MHD_Connection *c, req_ctx 
     MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT, (unsigned)SERVE_IDLE_TIMEOUT_S);
     if (!mp4) return send_text(sv, c, r, status, "application/json", body, NULL, NULL);
     free(body);
-    enum MHD_Result res = send_bytes(sv, c, r, 200, "video/mp4", mp4, n, "inline; filename=\"video.mp4\"");
+    enum MHD_Result res =
+        send_bytes(sv, c, r, 200, "video/mp4", mp4, n, "inline; filename=\"video.mp4\"");
     free(mp4);
     fprintf(stderr, "cosmos3 serve: POST /v1/videos/sync 200 %.2f s\n", c3_now() - r->t0);
     return res;
@@ -1896,7 +1900,8 @@ static enum MHD_Result videos_route(server *sv, struct MHD_Connection *c, req_ct
         return send_json(sv, c, r, 200, o);
     }
     if (!strcmp(rest, "/sync")) {
-        if (!post) return send_error(sv, c, r, 405, NULL, "use POST", MHD_HTTP_HEADER_ALLOW, "POST");
+        if (!post)
+            return send_error(sv, c, r, 405, NULL, "use POST", MHD_HTTP_HEADER_ALLOW, "POST");
         return post_video(sv, c, r, true, form);
     }
     char id[64];
@@ -1906,7 +1911,9 @@ static enum MHD_Result videos_route(server *sv, struct MHD_Connection *c, req_ct
     bool content = slash && !strcmp(slash, "/content");
     if (slash && !content) {
         char msg[200];
-        snprintf(msg, sizeof msg, "no such endpoint: %.100s; a video has /v1/videos/ID and /v1/videos/ID/content", url);
+        snprintf(msg, sizeof msg,
+                 "no such endpoint: %.100s; a video has /v1/videos/ID and /v1/videos/ID/content",
+                 url);
         return send_error(sv, c, r, 404, NULL, msg, NULL, NULL);
     }
     if (!(get || (del && !content)))
@@ -1932,8 +1939,9 @@ static enum MHD_Result videos_route(server *sv, struct MHD_Connection *c, req_ct
         pthread_cond_broadcast(&sv->cv);
         pthread_mutex_unlock(&sv->mu);
         fprintf(stderr, "cosmos3 serve: DELETE /v1/videos/%s\n", id);
-        return send_json(sv, c, r, 200,
-                         json_pack("{s:s,s:s,s:b}", "id", id, "object", "video.deleted", "deleted", 1));
+        return send_json(
+            sv, c, r, 200,
+            json_pack("{s:s,s:s,s:b}", "id", id, "object", "video.deleted", "deleted", 1));
     }
     if (!content) {
         json_t *o = video_object(sv, j);
@@ -1942,8 +1950,11 @@ static enum MHD_Result videos_route(server *sv, struct MHD_Connection *c, req_ct
     }
     if (!j->mp4) {
         char msg[300];
-        snprintf(msg, sizeof msg, "%s is %s; poll GET /v1/videos/%s until its status is completed%s%.120s",
-                 id, j->state == JOB_QUEUED ? "queued" : j->state == JOB_RUNNING ? "in progress" : "failed",
+        snprintf(msg, sizeof msg,
+                 "%s is %s; poll GET /v1/videos/%s until its status is completed%s%.120s", id,
+                 j->state == JOB_QUEUED    ? "queued"
+                 : j->state == JOB_RUNNING ? "in progress"
+                                           : "failed",
                  id, j->verr ? ": " : "", j->verr ? j->verr : "");
         pthread_mutex_unlock(&sv->mu);
         return send_error(sv, c, r, 409, "video_id", msg, NULL, NULL);
@@ -2037,7 +2048,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     }
     if (*upload_size) {
         if (!r->too_big && !r->answered) {
-            if (r->len + *upload_size > (r->ep == EP_VIDEOS ? SERVE_MAX_VIDEO_BODY : SERVE_MAX_BODY)) {
+            if (r->len + *upload_size >
+                (r->ep == EP_VIDEOS ? SERVE_MAX_VIDEO_BODY : SERVE_MAX_BODY)) {
                 r->too_big = true;
                 free(r->body);
                 r->body = NULL;
@@ -2052,7 +2064,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         r->seen += *upload_size;
         *upload_size = 0;
         return r->seen > (r->ep == EP_VIDEOS ? SERVE_MAX_VIDEO_BODY : SERVE_MAX_DISCARD) ? MHD_NO
-                                                                                : MHD_YES;
+                                                                                         : MHD_YES;
     }
     if (r->answered) return MHD_YES;
     conn_enter(sv, c, CONN_BUSY);

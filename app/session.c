@@ -292,8 +292,8 @@ static uint64_t random_seed(void) {
 
 /* One generation; its frames are written as s->output says when write is
  * set (output.c), else they stay in res->out for the caller to encode. */
-static int generate(c3_engine *e, const c3_settings *s, const c3_cond_frames *in, c3_result *res, double t_start,
-                    bool write) {
+static int generate(c3_engine *e, const c3_settings *s, const c3_cond_frames *in, c3_result *res,
+                    double t_start, bool write) {
     cosmos3_request rq;
     settings_request(s, &rq);
     C3_TRY(settings_seed(s->seed, &rq.seed));
@@ -326,12 +326,15 @@ static int generate(c3_engine *e, const c3_settings *s, const c3_cond_frames *in
     c3_cond_file cf = {0};
     cosmos3_frames media = {0};
     int cidx[64], ncidx = 0;
-    bool cond_image = in ? !in->video : s->image != NULL, cond_video = in ? in->video : s->video != NULL;
+    bool cond_image = in ? !in->video : s->image != NULL,
+         cond_video = in ? in->video : s->video != NULL;
     if ((s->image && s->video) || (in && (s->image || s->video)))
         rc = c3_fail(C3_EUSAGE, "--image and --video together; give a picture or a clip, not both");
     if (rc == C3_OK && in) { /* frames in memory (the server's decoded references) */
-        cf.media = (c3_media){.rgb = in->rgb, .width = in->width, .height = in->height, .frames = in->frames};
-        cf.hash = c3_fnv1a(in->rgb, (size_t)in->width * in->height * 3 * (size_t)in->frames, C3_FNV_INIT);
+        cf.media = (c3_media){
+            .rgb = in->rgb, .width = in->width, .height = in->height, .frames = in->frames};
+        cf.hash =
+            c3_fnv1a(in->rgb, (size_t)in->width * in->height * 3 * (size_t)in->frames, C3_FNV_INIT);
     } else if (rc == C3_OK && (s->image || s->video)) {
         rc = cond_file_read(s->image ? s->image : s->video, s->video != NULL, &cf);
     }
@@ -413,8 +416,8 @@ static int generate(c3_engine *e, const c3_settings *s, const c3_cond_frames *in
     return rc;
 }
 
-static int generate_job(c3_engine *e, const c3_settings *s, const c3_cond_frames *in, c3_result *res,
-                        bool write) {
+static int generate_job(c3_engine *e, const c3_settings *s, const c3_cond_frames *in,
+                        c3_result *res, bool write) {
     memset(res, 0, sizeof *res);
     int rc = generate(e, s, in, res, c3_now(), write);
     if (rc == C3_ECANCEL) {

@@ -61,7 +61,8 @@ static void write_bytes(const char *path, const void *d, size_t n) {
 static long mp4_box(const uint8_t *d, size_t n, const char *type) {
     size_t pos = 0;
     while (pos + 8 <= n) {
-        size_t len = ((size_t)d[pos] << 24) | ((size_t)d[pos + 1] << 16) | ((size_t)d[pos + 2] << 8) | d[pos + 3];
+        size_t len = ((size_t)d[pos] << 24) | ((size_t)d[pos + 1] << 16) |
+                     ((size_t)d[pos + 2] << 8) | d[pos + 3];
         if (!memcmp(d + pos + 4, type, 4)) return (long)pos;
         if (len < 8) return -1;
         pos += len;
@@ -69,15 +70,18 @@ static long mp4_box(const uint8_t *d, size_t n, const char *type) {
     return -1;
 }
 
-static const char *params_text = "a red fox in the snow\nNegative prompt: blurry\nSteps: 2, CFG scale: 7, Seed: 42";
-static const char *json_text = "{\"version\":\"0.1.0\",\"settings\":{\"prompt\":\"a red fox <in> \\\"the\\\" snow & "
-                               "\xc3\xa9t\xc3\xa9\",\"seed\":42,\"fps\":16}}";
+static const char *params_text =
+    "a red fox in the snow\nNegative prompt: blurry\nSteps: 2, CFG scale: 7, Seed: 42";
+static const char *json_text =
+    "{\"version\":\"0.1.0\",\"settings\":{\"prompt\":\"a red fox <in> \\\"the\\\" snow & "
+    "\xc3\xa9t\xc3\xa9\",\"seed\":42,\"fps\":16}}";
 
 static void check_meta(const uint8_t *d, size_t n, const char *what) {
     char *p = NULL, *j = NULL;
     int rc = media_read_meta_mem(d, n, what, &p, &j);
     T_CHECK(rc == C3_OK, "%s: read meta: %s", what, c3_errmsg());
-    T_CHECK(p && !strcmp(p, params_text), "%s: parameters came back as '%s'", what, p ? p : "(none)");
+    T_CHECK(p && !strcmp(p, params_text), "%s: parameters came back as '%s'", what,
+            p ? p : "(none)");
     T_CHECK(j && !strcmp(j, json_text), "%s: json came back as '%s'", what, j ? j : "(none)");
     free(p);
     free(j);
@@ -103,7 +107,8 @@ static void test_video(c3_media_format f, const char *ext, const char *codec, do
     T_CHECK(rc == C3_OK, "%s probe: %s", ext, c3_errmsg());
     T_CHECK(!strcmp(info.codec, codec), "%s codec %s, want %s", ext, info.codec, codec);
     T_CHECK(!strcmp(info.pix_fmt, "yuv420p"), "%s pix_fmt %s", ext, info.pix_fmt);
-    T_CHECK(info.width == W_CLIP && info.height == H_CLIP, "%s size %dx%d", ext, info.width, info.height);
+    T_CHECK(info.width == W_CLIP && info.height == H_CLIP, "%s size %dx%d", ext, info.width,
+            info.height);
     T_CHECK(info.frames == F_CLIP, "%s frames %d, want %d", ext, info.frames, F_CLIP);
     T_CHECK(fabs(info.fps - 24) < 1e-6, "%s fps %g, want 24", ext, info.fps);
     if (f == MEDIA_MP4) { /* +faststart: the index before the media data */
@@ -114,12 +119,13 @@ static void test_video(c3_media_format f, const char *ext, const char *codec, do
     rc = media_decode_mem(enc, n, name, NULL, &m);
     T_CHECK(rc == C3_OK, "%s decode: %s", ext, c3_errmsg());
     if (rc == C3_OK) {
-        T_CHECK(m.frames == F_CLIP && m.width == W_CLIP && m.height == H_CLIP, "%s decoded %d frames %dx%d", ext,
-                m.frames, m.width, m.height);
+        T_CHECK(m.frames == F_CLIP && m.width == W_CLIP && m.height == H_CLIP,
+                "%s decoded %d frames %dx%d", ext, m.frames, m.width, m.height);
         T_CHECK(fabs(m.fps - 24) < 1e-6, "%s decoded fps %g", ext, m.fps);
         double worst = INFINITY;
         size_t fb = (size_t)W_CLIP * H_CLIP * 3;
-        for (int i = 0; i < m.frames && i < F_CLIP; i++) worst = fmin(worst, media_psnr(m.rgb + fb * i, clip + fb * i, fb));
+        for (int i = 0; i < m.frames && i < F_CLIP; i++)
+            worst = fmin(worst, media_psnr(m.rgb + fb * i, clip + fb * i, fb));
         fprintf(stderr, "%s: %zu bytes, worst frame PSNR %.2f dB\n", ext, n, worst);
         T_CHECK(worst >= psnr_min, "%s worst frame PSNR %.2f < %.1f dB", ext, worst, psnr_min);
         media_frames_free(&m);
@@ -133,14 +139,15 @@ static void test_video(c3_media_format f, const char *ext, const char *codec, do
     if (rc == C3_OK) {
         c3_media_frames m16;
         rc = media_decode_mem(e16, n16, "fps16", NULL, &m16);
-        T_CHECK(rc == C3_OK && fabs(m16.fps - 16) < 1e-6, "%s fps 16 came back as %g", ext, m16.fps);
+        T_CHECK(rc == C3_OK && fabs(m16.fps - 16) < 1e-6, "%s fps 16 came back as %g", ext,
+                m16.fps);
         T_CHECK(n16 < n, "%s: crf 40 gives %zu bytes, crf default %zu", ext, n16, n);
         /* too short for a caller that needs more frames */
         c3_media_limits lim = {.min_frames = F_CLIP + 4};
         c3_media_frames mm;
         rc = media_decode_mem(e16, n16, "short.mp4", &lim, &mm);
-        T_CHECK(rc == C3_EINPUT && strstr(c3_errmsg(), "has 17 frames; at least 21"), "too short: %s",
-                c3_errmsg());
+        T_CHECK(rc == C3_EINPUT && strstr(c3_errmsg(), "has 17 frames; at least 21"),
+                "too short: %s", c3_errmsg());
         /* max_frames stops early */
         c3_media_limits lim2 = {.max_frames = 5};
         rc = media_decode_mem(e16, n16, "x", &lim2, &mm);
@@ -186,8 +193,8 @@ static void test_picture(c3_media_format f, const char *ext, const char *codec, 
     rc = media_decode(tpath(name), NULL, &m);
     T_CHECK(rc == C3_OK, "%s decode: %s", ext, c3_errmsg());
     if (rc == C3_OK) {
-        T_CHECK(m.frames == 1 && m.width == W_CLIP && m.height == H_CLIP && m.fps == 0, "%s: %d frames %dx%d fps %g",
-                ext, m.frames, m.width, m.height, m.fps);
+        T_CHECK(m.frames == 1 && m.width == W_CLIP && m.height == H_CLIP && m.fps == 0,
+                "%s: %d frames %dx%d fps %g", ext, m.frames, m.width, m.height, m.fps);
         double p = media_psnr(m.rgb, img, (size_t)W_CLIP * H_CLIP * 3);
         fprintf(stderr, "%s: %zu bytes, PSNR %.2f dB\n", ext, n, p);
         T_CHECK(p >= psnr_min, "%s PSNR %.2f < %.1f", ext, p, psnr_min);
@@ -197,7 +204,8 @@ static void test_picture(c3_media_format f, const char *ext, const char *codec, 
     uint8_t *clip = make_clip(W_CLIP, H_CLIP, 5), *e2 = NULL;
     size_t n2;
     rc = media_encode(f, clip, W_CLIP, H_CLIP, 5, 24, NULL, NULL, &e2, &n2);
-    T_CHECK(rc == C3_EUSAGE && strstr(c3_errmsg(), "use .mp4"), "%s 5 frames: rc %d %s", ext, rc, c3_errmsg());
+    T_CHECK(rc == C3_EUSAGE && strstr(c3_errmsg(), "use .mp4"), "%s 5 frames: rc %d %s", ext, rc,
+            c3_errmsg());
     free(e2);
     free(clip);
     free(enc);
@@ -234,11 +242,12 @@ static void test_anim_webp(void) {
     int rc = media_decode(tpath("anim.webp"), NULL, &m);
     T_CHECK(rc == C3_OK, "animated webp: %s", c3_errmsg());
     if (rc == C3_OK) {
-        T_CHECK(m.frames == F && m.width == W && fabs(m.fps - 10) < 1e-6, "anim webp: %d frames, fps %g", m.frames,
-                m.fps);
+        T_CHECK(m.frames == F && m.width == W && fabs(m.fps - 10) < 1e-6,
+                "anim webp: %d frames, fps %g", m.frames, m.fps);
         size_t fb = (size_t)W * H * 3;
         bool same = true;
-        for (int f = 0; f < F && same && f < m.frames; f++) same = !memcmp(m.rgb + fb * f, clip + fb * f, fb);
+        for (int f = 0; f < F && same && f < m.frames; f++)
+            same = !memcmp(m.rgb + fb * f, clip + fb * f, fb);
         T_CHECK(same, "lossless animated WebP frames differ from the source");
         media_frames_free(&m);
     }
@@ -258,7 +267,8 @@ static void test_frames_folder(void) {
     for (int f = F - 1; f >= 0; f--) { /* written in reverse: order must come from the names */
         snprintf(path, sizeof path, "%s/frames/frame_%04d.png", tmpdir, f);
         c3_png_text t = {"cosmos3", f == 0 ? json_text : "{}", true};
-        T_CHECK(png_write(path, clip + (size_t)f * W_CLIP * H_CLIP * 3, W_CLIP, H_CLIP, &t, 1, true) == C3_OK,
+        T_CHECK(png_write(path, clip + (size_t)f * W_CLIP * H_CLIP * 3, W_CLIP, H_CLIP, &t, 1,
+                          true) == C3_OK,
                 "png_write: %s", c3_errmsg());
     }
     write_bytes(tpath("frames/notes.txt"), "x", 1);
@@ -266,7 +276,8 @@ static void test_frames_folder(void) {
     int rc = media_decode(tpath("frames"), NULL, &m);
     T_CHECK(rc == C3_OK && m.frames == F && !memcmp(m.rgb, clip, (size_t)F * W_CLIP * H_CLIP * 3),
             "folder: rc %d frames %d (%s)", rc, m.frames, c3_errmsg());
-    T_CHECK(rc == C3_OK && fabs(m.fps - 16) < 1e-9, "folder fps %g (from frame 0's settings)", m.fps);
+    T_CHECK(rc == C3_OK && fabs(m.fps - 16) < 1e-9, "folder fps %g (from frame 0's settings)",
+            m.fps);
     if (rc == C3_OK) media_frames_free(&m);
     snprintf(path, sizeof path, "%s/frames/frame_000[1-3].png", tmpdir);
     rc = media_decode(path, NULL, &m);
@@ -284,7 +295,8 @@ static void test_frames_folder(void) {
     snprintf(path, sizeof path, "%s/frames/frame_0009.png", tmpdir);
     png_write(path, small, 16, 16, NULL, 0, true);
     rc = media_decode(tpath("frames"), NULL, &m);
-    T_CHECK(rc == C3_EINPUT && strstr(c3_errmsg(), "frame 6 is 16x16"), "mixed sizes: %s", c3_errmsg());
+    T_CHECK(rc == C3_EINPUT && strstr(c3_errmsg(), "frame 6 is 16x16"), "mixed sizes: %s",
+            c3_errmsg());
     free(small);
     free(clip);
 }
@@ -298,12 +310,15 @@ static void test_bad_inputs(void) {
     T_CHECK(rc == C3_EINPUT && strstr(c3_errmsg(), "is empty"), "empty: %s", c3_errmsg());
     write_bytes(tpath("junk.mp4"), "this is not a video at all, just text\n", 38);
     rc = media_decode(tpath("junk.mp4"), NULL, &m);
-    T_CHECK(rc == C3_EINPUT && strstr(c3_errmsg(), "not a picture or clip"), "junk: %s", c3_errmsg());
+    T_CHECK(rc == C3_EINPUT && strstr(c3_errmsg(), "not a picture or clip"), "junk: %s",
+            c3_errmsg());
     mkdir(tpath("nothing"), 0755);
     rc = media_decode(tpath("nothing"), NULL, &m);
-    T_CHECK(rc == C3_EINPUT && strstr(c3_errmsg(), "no PNG frames"), "empty folder: %s", c3_errmsg());
+    T_CHECK(rc == C3_EINPUT && strstr(c3_errmsg(), "no PNG frames"), "empty folder: %s",
+            c3_errmsg());
     rc = media_decode(tpath("nothing/*.png"), NULL, &m);
-    T_CHECK(rc == C3_EINPUT && strstr(c3_errmsg(), "no PNG frames match"), "empty glob: %s", c3_errmsg());
+    T_CHECK(rc == C3_EINPUT && strstr(c3_errmsg(), "no PNG frames match"), "empty glob: %s",
+            c3_errmsg());
     /* a truncated MP4 */
     uint8_t *clip = make_clip(W_CLIP, H_CLIP, 9), *enc;
     size_t n;
@@ -334,8 +349,10 @@ static void test_formats_and_strip(void) {
     int gap = 2;
     T_CHECK(sw == 3 * 8 + 2 * gap, "strip width %d", sw);
     /* the middle panel is frame 4, the last frame 8 */
-    T_CHECK(!memcmp(s + (8 + gap) * 3, clip + (size_t)4 * 8 * 4 * 3, 8 * 3), "strip middle is frame 4");
-    T_CHECK(!memcmp(s + (2 * (8 + gap)) * 3, clip + (size_t)8 * 8 * 4 * 3, 8 * 3), "strip last is frame 8");
+    T_CHECK(!memcmp(s + (8 + gap) * 3, clip + (size_t)4 * 8 * 4 * 3, 8 * 3),
+            "strip middle is frame 4");
+    T_CHECK(!memcmp(s + (2 * (8 + gap)) * 3, clip + (size_t)8 * 8 * 4 * 3, 8 * 3),
+            "strip last is frame 8");
     free(s);
     media_strip(clip, 8, 4, 1, &s, &sw);
     T_CHECK(sw == 8 && !memcmp(s, clip, 8 * 4 * 3), "a one-frame strip is the frame");
@@ -348,7 +365,8 @@ int main(void) {
         fprintf(stderr, "media: SKIP: built with -Dmedia=disabled (no FFmpeg libraries)\n");
         return T_SKIP;
     }
-    snprintf(tmpdir, sizeof tmpdir, "%s/c3mediaXXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+    snprintf(tmpdir, sizeof tmpdir, "%s/c3mediaXXXXXX",
+             getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
     if (!mkdtemp(tmpdir)) return 1;
     test_formats_and_strip();
     test_video(MEDIA_MP4, ".mp4", "h264", PSNR_MP4_MIN);

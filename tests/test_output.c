@@ -75,11 +75,13 @@ static int plan_rc(const char *out, bool overwrite, int frames) {
     return rc;
 }
 
-static int write_out(const char *out, bool overwrite, const cosmos3_result *r, char ***paths, int *np) {
+static int write_out(const char *out, bool overwrite, const cosmos3_result *r, char ***paths,
+                     int *np) {
     c3_settings s = settings_for(out, overwrite);
     c3_output o;
     int rc = output_plan(&s, r->frames, r->width, r->height, (int64_t)r->seed, &o);
-    c3_media_meta m = {"a prompt\nSteps: 1, Seed: 77", "{\"version\":\"t\",\"settings\":{\"seed\":77}}"};
+    c3_media_meta m = {"a prompt\nSteps: 1, Seed: 77",
+                       "{\"version\":\"t\",\"settings\":{\"seed\":77}}"};
     if (rc == C3_OK) rc = output_write(&o, r, &m, paths, np);
     output_free(&o);
     settings_free(&s);
@@ -87,47 +89,53 @@ static int write_out(const char *out, bool overwrite, const cosmos3_result *r, c
 }
 
 static void free_paths(char **p, int n) {
-    for (int i = 0; i < n; i++) free(p[i]);
+    for (int i = 0; i < n; i++)
+        free(p[i]);
     free(p);
 }
 
 static void test_plan(void) {
-    T_CHECK(plan_rc(tp("a.gif"), false, 1) == C3_EUSAGE && strstr(c3_errmsg(), ".png, .jpg"), "gif: %s",
+    T_CHECK(plan_rc(tp("a.gif"), false, 1) == C3_EUSAGE && strstr(c3_errmsg(), ".png, .jpg"),
+            "gif: %s", c3_errmsg());
+    T_CHECK(plan_rc(tp("noext"), false, 1) == C3_OK, "a picture without an extension is PNG: %s",
             c3_errmsg());
-    T_CHECK(plan_rc(tp("noext"), false, 1) == C3_OK, "a picture without an extension is PNG: %s", c3_errmsg());
-    T_CHECK(plan_rc(tp("v.jpg"), false, 5) == C3_EUSAGE && strstr(c3_errmsg(), ".mp4 or .webm"), "video jpg: %s",
-            c3_errmsg());
-    T_CHECK(plan_rc(tp("v.png"), false, 5) == C3_EUSAGE && strstr(c3_errmsg(), "a folder or a pattern"),
+    T_CHECK(plan_rc(tp("v.jpg"), false, 5) == C3_EUSAGE && strstr(c3_errmsg(), ".mp4 or .webm"),
+            "video jpg: %s", c3_errmsg());
+    T_CHECK(plan_rc(tp("v.png"), false, 5) == C3_EUSAGE &&
+                strstr(c3_errmsg(), "a folder or a pattern"),
             "video png: %s", c3_errmsg());
     T_CHECK(plan_rc(tp("p%d%d.png"), false, 5) == C3_EUSAGE, "two conversions: %s", c3_errmsg());
-    T_CHECK(plan_rc(tp("f%04d/x.png"), false, 5) == C3_EUSAGE, "pattern in a folder name: %s", c3_errmsg());
-    T_CHECK(plan_rc(tp("v.mp4"), false, 5) == C3_OK && plan_rc("-", false, 5) == C3_OK, "mp4, stdout");
+    T_CHECK(plan_rc(tp("f%04d/x.png"), false, 5) == C3_EUSAGE, "pattern in a folder name: %s",
+            c3_errmsg());
+    T_CHECK(plan_rc(tp("v.mp4"), false, 5) == C3_OK && plan_rc("-", false, 5) == C3_OK,
+            "mp4, stdout");
     mkdir(tp("isdir.mp4"), 0755);
-    T_CHECK(plan_rc(tp("isdir.mp4"), true, 5) == C3_EOUTPUT && strstr(c3_errmsg(), "is a folder"), "dir: %s",
-            c3_errmsg());
-    T_CHECK(plan_rc("/nonexistent-c3/x/y.mp4", false, 5) == C3_EOUTPUT || getuid() == 0, "unwritable: %s",
-            c3_errmsg());
+    T_CHECK(plan_rc(tp("isdir.mp4"), true, 5) == C3_EOUTPUT && strstr(c3_errmsg(), "is a folder"),
+            "dir: %s", c3_errmsg());
+    T_CHECK(plan_rc("/nonexistent-c3/x/y.mp4", false, 5) == C3_EOUTPUT || getuid() == 0,
+            "unwritable: %s", c3_errmsg());
     FILE *f = fopen(tp("old.png"), "w");
     fputs("old", f);
     fclose(f);
-    T_CHECK(plan_rc(tp("old.png"), false, 1) == C3_EOUTPUT && strstr(c3_errmsg(), "--overwrite"), "exists: %s",
-            c3_errmsg());
+    T_CHECK(plan_rc(tp("old.png"), false, 1) == C3_EOUTPUT && strstr(c3_errmsg(), "--overwrite"),
+            "exists: %s", c3_errmsg());
     T_CHECK(plan_rc(tp("old.png"), true, 1) == C3_OK, "exists with --overwrite");
     mkdir(tp("mixed"), 0755);
     f = fopen(tp("mixed/notes.txt"), "w");
     fclose(f);
-    T_CHECK(plan_rc(tp("mixed"), true, 5) == C3_EOUTPUT && strstr(c3_errmsg(), "other files"), "mixed: %s",
-            c3_errmsg());
+    T_CHECK(plan_rc(tp("mixed"), true, 5) == C3_EOUTPUT && strstr(c3_errmsg(), "other files"),
+            "mixed: %s", c3_errmsg());
     /* room: a huge estimate fails before any work with the cause */
     c3_settings s = settings_for(tp("huge.png"), false);
     c3_output o;
     int rc = output_plan(&s, 4097, 16384, 16384, -1, &o);
-    T_CHECK(rc == C3_EUSAGE || (rc == C3_EOUTPUT && strstr(c3_errmsg(), "not enough room")), "room: %s",
-            c3_errmsg());
+    T_CHECK(rc == C3_EUSAGE || (rc == C3_EOUTPUT && strstr(c3_errmsg(), "not enough room")),
+            "room: %s", c3_errmsg());
     settings_free(&s);
     s = settings_for(tp("huge%04d.png"), false);
     rc = output_plan(&s, 4097, 16384, 16384, -1, &o);
-    T_CHECK(rc == C3_EOUTPUT && strstr(c3_errmsg(), "not enough room") && strstr(c3_errmsg(), "ENOSPC"),
+    T_CHECK(rc == C3_EOUTPUT && strstr(c3_errmsg(), "not enough room") &&
+                strstr(c3_errmsg(), "ENOSPC"),
             "room (frames): %s", c3_errmsg());
     settings_free(&s);
 }
@@ -137,10 +145,12 @@ static void test_folder_replace(void) {
     char **p;
     int n;
     int rc = write_out(tp("vid"), false, r17, &p, &n);
-    T_CHECK(rc == C3_OK && n == 17 && count(tp("vid"), "frame_") == 17, "17 frames: %s", c3_errmsg());
+    T_CHECK(rc == C3_OK && n == 17 && count(tp("vid"), "frame_") == 17, "17 frames: %s",
+            c3_errmsg());
     if (rc == C3_OK) free_paths(p, n);
     rc = write_out(tp("vid"), false, r9, &p, &n);
-    T_CHECK(rc == C3_EOUTPUT && count(tp("vid"), "frame_") == 17, "no --overwrite keeps the old: %s", c3_errmsg());
+    T_CHECK(rc == C3_EOUTPUT && count(tp("vid"), "frame_") == 17,
+            "no --overwrite keeps the old: %s", c3_errmsg());
     rc = write_out(tp("vid"), true, r9, &p, &n);
     T_CHECK(rc == C3_OK && count(tp("vid"), "frame_") == 9, "replaced as a whole: %d frames (%s)",
             count(tp("vid"), "frame_"), c3_errmsg());
@@ -149,13 +159,13 @@ static void test_folder_replace(void) {
     /* a pattern: all frames placed */
     mkdir(tp("shots"), 0755);
     rc = write_out(tp("shots/s%03d.png"), false, r9, &p, &n);
-    T_CHECK(rc == C3_OK && count(tp("shots"), "s0") == 9 && count(tp("shots"), "tmp") == 0, "pattern: %s",
-            c3_errmsg());
+    T_CHECK(rc == C3_OK && count(tp("shots"), "s0") == 9 && count(tp("shots"), "tmp") == 0,
+            "pattern: %s", c3_errmsg());
     if (rc == C3_OK) free_paths(p, n);
     /* an MP4 and its default name */
     rc = COSMOS3_HAVE_FFMPEG ? write_out(NULL, false, r9, &p, &n) : C3_EFAIL;
-    T_CHECK(!COSMOS3_HAVE_FFMPEG || (rc == C3_OK && n == 1 && !strcmp(p[0], "cosmos3-77.mp4")), "default name %s",
-            rc ? c3_errmsg() : p[0]);
+    T_CHECK(!COSMOS3_HAVE_FFMPEG || (rc == C3_OK && n == 1 && !strcmp(p[0], "cosmos3-77.mp4")),
+            "default name %s", rc ? c3_errmsg() : p[0]);
     if (rc == C3_OK) {
         unlink(p[0]);
         free_paths(p, n);
@@ -186,7 +196,8 @@ static void test_signal(int sig, const char *out, const char *tmp_part) {
     waitpid(pid, &st, 0);
     T_CHECK(seen, "signal %d: the write's temporary never showed", sig);
     T_CHECK(WIFSIGNALED(st) && WTERMSIG(st) == sig, "signal %d: child status %d", sig, st);
-    T_CHECK(count(tmpdir, tmp_part) == 0, "signal %d: %d temporary entries left", sig, count(tmpdir, tmp_part));
+    T_CHECK(count(tmpdir, tmp_part) == 0, "signal %d: %d temporary entries left", sig,
+            count(tmpdir, tmp_part));
     struct stat sb;
     T_CHECK(stat(out, &sb) != 0, "signal %d: %s exists after the signal", sig, out);
 }
@@ -210,7 +221,8 @@ static void test_fsize(void) {
     int st;
     waitpid(pid, &st, 0);
     T_CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "file-size limit: child status %d", st);
-    T_CHECK(count(tp("vid"), "frame_") == 9, "the old folder survives: %d frames", count(tp("vid"), "frame_"));
+    T_CHECK(count(tp("vid"), "frame_") == 9, "the old folder survives: %d frames",
+            count(tp("vid"), "frame_"));
     T_CHECK(count(tmpdir, ".tmp.") == 0 && !c3_file_exists(tp("big.mp4")), "nothing half-written");
 }
 
