@@ -3,7 +3,8 @@
  *   cosmos3 gen -p TEXT [options]     one image or video
  *   cosmos3 tokenize -m DIR TEXT      prompt ids
  *   cosmos3 info -m DIR               geometry, sizes, the parallel plan
- *   cosmos3 meta FILE.png             the settings stored in an image
+ *   cosmos3 info FILE                 a picture's or clip's size, frames and fps
+ *   cosmos3 meta FILE                 the settings stored in a picture or clip
  *   cosmos3 mkmodel --preset P -o DIR random-weight checkpoint
  *   cosmos3 help [COMMAND]
  */
@@ -20,8 +21,10 @@
 #include "docs.h"
 #include "events.h"
 #include "metadata.h"
+#include "media.h"
 #include "mkmodel.h"
 #include "options.h"
+#include "output.h"
 #include "session.h"
 #include "plan.h"
 #include "png_io.h"
@@ -50,9 +53,12 @@ static const c3_command commands[] = {
     {"gen", CMD_GEN, "-p TEXT [options]", "generate an image (or a video with --frames)", cmd_gen},
     {"tokenize", CMD_TOKENIZE, "[options] TEXT|-", "print the token ids the model would see",
      cmd_tokenize},
-    {"info", CMD_INFO, "[-m DIR] [--tp N] [--cfg-parallel N] [--ulysses N]",
-     "print the model's geometry, sizes and the per-rank plan", cmd_info},
-    {"meta", CMD_META, "FILE.png", "print the settings stored in an image cosmos3 wrote", cmd_meta},
+    {"info", CMD_INFO, "[-m DIR] [--tp N] [--cfg-parallel N] [--ulysses N] | FILE",
+     "print the model's geometry, sizes and the per-rank plan; or a picture's or clip's size, "
+     "frames and fps",
+     cmd_info},
+    {"meta", CMD_META, "FILE",
+     "print the settings stored in a picture or clip cosmos3 wrote (any format)", cmd_meta},
     {"mkmodel", CMD_MKMODEL, "--preset tiny|demo|edge|nano|super -o DIR",
      "write a random-weight checkpoint", cmd_mkmodel},
     {"repl", CMD_REPL, "[options]",
@@ -160,7 +166,10 @@ static volatile sig_atomic_t g_sigint;
 static void on_sigint(int sig) {
     (void)sig;
     g_sigint++;
-    if (g_sigint >= 2) _exit(C3_ECANCEL);
+    if (g_sigint >= 2) { /* nothing half-written stays */
+        output_abort();
+        _exit(C3_ECANCEL);
+    }
     if (g_engine) engine_cancel(g_engine);
 }
 
@@ -321,9 +330,15 @@ static int run_generation(c3_settings *s) {
         free(txt);
         json_decref(o);
     } else if (!s->quiet) {
-        if (j.r.npaths == 1)
-            fprintf(stderr, "wrote %s (seed %llu, %.1f s)\n", j.r.paths[0], (unsigned long long)j.r.seed,
-                    j.r.t_total);
+        const char *where =
+            j.r.npaths == 1 && !strcmp(j.r.paths[0], "-") ? "standard output" : NULL;
+        if (j.r.npaths == 1 && j.r.frames > 1)
+            fprintf(stderr, "wrote %s (%d frames, %g fps, seed %llu, %.1f s)\n",
+                    where ? where : j.r.paths[0], j.r.frames, j.r.out ? j.r.out->fps : 0,
+                    (unsigned long long)j.r.seed, j.r.t_total);
+        else if (j.r.npaths == 1)
+            fprintf(stderr, "wrote %s (seed %llu, %.1f s)\n", where ? where : j.r.paths[0],
+                    (unsigned long long)j.r.seed, j.r.t_total);
         else if (j.r.npaths > 1)
             fprintf(stderr, "wrote %d frames %s .. %s (seed %llu, %.1f s)\n", j.r.npaths, j.r.paths[0],
                     j.r.paths[j.r.npaths - 1], (unsigned long long)j.r.seed, j.r.t_total);
@@ -359,12 +374,19 @@ static int cmd_gen(c3_settings *s, char **pos, int npos) {
         free(s->prompt);
         read_stdin(&s->prompt);
     }
-    /* validate everything that needs no model before loading it */
+    /* validate everything that needs no model before loading it, the output's
+     * format and destination included */
     c3_settings tmp;
     settings_copy(&tmp, s);
     int rc = settings_resolve(&tmp, NULL);
+    c3_output out;
+    if (rc == C3_OK) rc = output_plan(&tmp, tmp.frames, tmp.width, tmp.height, -1, &out);
     settings_free(&tmp);
     if (rc) return rc;
+    bool to_stdout = out.kind == OUT_STDOUT;
+    output_free(&out);
+    if (to_stdout && s->json)
+        return c3_fail(C3_EUSAGE, "-o - and --json both write to standard output; drop one");
     return run_generation(s);
 }
 
@@ -481,9 +503,51 @@ static void print_card(const c3_model_card *k) {
     if (k->scores_json) printf("measured scores: %s\n", k->scores_json);
 }
 
+/* cosmos3 info FILE: what a picture or clip is. */
+static int info_media(const c3_settings *s, const char *path) {
+    c3_media_info mi;
+    C3_TRY(media_probe(path, &mi));
+    char *params = NULL, *js = NULL;
+    bool meta = media_read_meta(path, &params, &js) == C3_OK && (params || js);
+    free(params);
+    free(js);
+    if (s->json) {
+        json_t *o =
+            json_pack("{s:s,s:s,s:s,s:s,s:i,s:i,s:i,s:f,s:f,s:I,s:b}", "file", path, "container",
+                      mi.container, "codec", mi.codec, "pix_fmt", mi.pix_fmt, "width", mi.width,
+                      "height", mi.height, "frames", mi.frames, "fps", mi.fps, "seconds",
+                      mi.seconds, "bytes", (json_int_t)mi.bytes, "cosmos3_metadata", meta);
+        char *txt = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
+        printf("%s\n", txt);
+        free(txt);
+        json_decref(o);
+        return C3_OK;
+    }
+    printf("file: %s\n", path);
+    printf("format: %s, %s%s%s\n", mi.container, mi.codec, mi.pix_fmt[0] ? " " : "", mi.pix_fmt);
+    printf("size: %dx%d\n", mi.width, mi.height);
+    if (mi.fps > 0)
+        printf("frames: %d at %g fps (%.2f s)\n", mi.frames, mi.fps,
+               mi.seconds > 0 ? mi.seconds : mi.frames / mi.fps);
+    else
+        printf("frames: %d\n", mi.frames);
+    if (mi.bytes) {
+        char b[32];
+        printf("bytes: %lld (%s)\n", (long long)mi.bytes, c3_bytes_text(mi.bytes, b, sizeof b));
+    }
+    printf("settings: %s\n", meta ? "stored (cosmos3 meta FILE prints them)" : "none");
+    return C3_OK;
+}
+
 static int cmd_info(c3_settings *s, char **pos, int npos) {
-    (void)pos;
-    if (npos) return c3_fail(C3_EUSAGE, "info: unexpected argument '%s'", pos[0]);
+    if (npos == 1 && !s->given[option_index(option_find("model"))]) {
+        char mi[4200];
+        snprintf(mi, sizeof mi, "%s/model_index.json", pos[0]);
+        if (!c3_file_exists(mi)) return info_media(s, pos[0]);
+    }
+    if (npos)
+        return c3_fail(C3_EUSAGE, "info: unexpected argument '%s' (a model goes with -m DIR)",
+                       pos[0]);
     char dir[4096];
     pipeline_model_dir(s, dir, sizeof dir);
     c3_ckpt ck;
@@ -714,6 +778,7 @@ int main(int argc, char **argv) {
     struct sigaction sa = {.sa_handler = on_sigint};
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
+    output_signals_install(); /* SIGTERM, SIGHUP: nothing half-written; SIGXFSZ: a write error */
     c3_settings s = {0};
     settings_defaults(&s);
     char **pos;

@@ -1,6 +1,8 @@
 /* metadata.c - result settings -> "parameters" text and "cosmos3" JSON. */
 #include "metadata.h"
 
+#include "media.h"
+
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -84,22 +86,7 @@ char *metadata_json(const cosmos3_result *r, const c3_meta_extra *x) {
 
 int metadata_read(const char *path, char **json, char **parameters) {
     *json = *parameters = NULL;
-    char **keys, **vals;
-    int n;
-    C3_TRY(png_read_texts(path, &keys, &vals, &n));
-    for (int i = 0; i < n; i++) {
-        if (!strcmp(keys[i], "cosmos3") && !*json) {
-            *json = vals[i];
-            vals[i] = NULL;
-        } else if (!strcmp(keys[i], "parameters") && !*parameters) {
-            *parameters = vals[i];
-            vals[i] = NULL;
-        }
-        free(keys[i]);
-        free(vals[i]);
-    }
-    free(keys);
-    free(vals);
+    C3_TRY(media_read_meta(path, parameters, json)); /* every format cosmos3 writes */
     if (!*json && !*parameters)
         return c3_fail(C3_EINPUT, "%s: no cosmos3 metadata (was it written by cosmos3?)", path);
     return C3_OK;

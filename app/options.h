@@ -77,6 +77,7 @@ typedef struct {
     /* output */
     char *output;
     bool overwrite;
+    int crf; /* MP4/WebM constant rate factor */
     bool quiet;
     bool json;
     /* layout */
@@ -98,6 +99,7 @@ typedef struct {
     char *host;
     int port;
     int queue;           /* requests waiting beyond the one running */
+    int keep_videos;     /* finished /v1/videos jobs kept */
     char *api_key;       /* required Bearer token, or NULL */
     int max_cost;        /* per-request bound, in 1024x1024-pixel steps */
     /* preview */

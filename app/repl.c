@@ -12,6 +12,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "media.h"
+#include "output.h"
 #include "plan.h"
 #include "config.h"
 
@@ -156,6 +158,13 @@ static void *worker(void *arg) {
         r->job_rc = engine_open(&r->e, &r->job_s, r->ev);
     } else {
         r->job_rc = engine_generate(r->e, &r->job_s, &r->job_r);
+        cosmos3_result *out = r->job_r.out;
+        if (r->job_rc == C3_OK && out && out->rgb) { /* keep a preview, not every frame */
+            media_strip(out->rgb, out->width, out->height, out->frames, &r->job_img, &r->job_img_w);
+            r->job_img_h = out->height;
+            free(out->rgb);
+            out->rgb = NULL;
+        }
     }
     if (r->job_rc) snprintf(r->job_err, sizeof r->job_err, "%s", c3_errmsg());
     free(a);
@@ -233,7 +242,11 @@ static void finish_job(c3_repl *r) {
         repl_print(r, 1, "%s", r->job_err);
     } else {
         const c3_result *res = &r->last_r;
-        if (res->npaths == 1)
+        if (res->npaths == 1 && res->frames > 1)
+            repl_print(r, 0, "wrote %s (%d frames, %g fps, seed %llu, %.1f s)", res->paths[0],
+                       res->frames, res->out ? res->out->fps : 0, (unsigned long long)res->seed,
+                       res->t_total);
+        else if (res->npaths == 1)
             repl_print(r, 0, "wrote %s (seed %llu, %.1f s)", res->paths[0], (unsigned long long)res->seed,
                        res->t_total);
         else if (res->npaths > 1)
@@ -242,6 +255,11 @@ static void finish_job(c3_repl *r) {
         if (res->npaths > 0) {
             free(r->last_png);
             r->last_png = xstrdup(res->paths[res->npaths - 1]);
+            free(r->last_img);
+            r->last_img = r->job_img;
+            r->last_img_w = r->job_img_w;
+            r->last_img_h = r->job_img_h;
+            r->job_img = NULL;
             r->image_serial++;
         }
     }
@@ -420,6 +438,10 @@ static int generate(c3_repl *r, const char *prompt, bool new_seed) {
     c3_settings tmp;
     settings_copy(&tmp, &r->job_s);
     int rc = settings_resolve(&tmp, r->e);
+    c3_output out;
+    if (rc == C3_OK &&
+        (rc = output_plan(&tmp, tmp.frames, tmp.width, tmp.height, -1, &out)) == C3_OK)
+        output_free(&out);
     settings_free(&tmp);
     if (rc) return rc;
     free(r->run_prompt);
@@ -868,6 +890,8 @@ void repl_free(c3_repl *r) {
     free(r->hist);
     free(r->run_prompt);
     free(r->last_png);
+    free(r->last_img);
+    free(r->job_img);
     memset(r, 0, sizeof *r);
 }
 
@@ -928,9 +952,10 @@ static void wait_job(c3_repl *r) {
 }
 
 static void show_preview(c3_repl *r, int serial_before) {
-    if (r->image_serial == serial_before || !r->last_png || r->term.kind == C3_PREVIEW_OFF) return;
+    if (r->image_serial == serial_before || !r->last_img || r->term.kind == C3_PREVIEW_OFF) return;
     fflush(stdout);
-    if (preview_show(r->last_png, &r->term, 1) != C3_OK) repl_print(r, 1, "preview: %s", c3_errmsg());
+    if (preview_show_rgb(r->last_img, r->last_img_w, r->last_img_h, &r->term, 1) != C3_OK)
+        repl_print(r, 1, "preview: %s", c3_errmsg());
 }
 
 /* Progress lines end with \r; the next message needs a fresh line. */

@@ -60,6 +60,25 @@ async function client() {
   }
   check(types.filter((t) => t === 'progress').length === 3, 'client stream: 3 progress events', types.join(','));
   check(img && readPng(Buffer.from(img.b64_json, 'base64')).width === 32, 'client stream: the image', types.join(','));
+  // the OpenAI client's own fields: quality and style accepted (and ignored), output_format jpeg / webp
+  const jr = await c.images.generate({ model, prompt: 'a fox', size: SIZE, num_inference_steps: 2, seed: 3,
+                                       quality: 'standard', style: 'vivid', output_format: 'jpeg' });
+  const jpg = Buffer.from(jr.data[0].b64_json, 'base64');
+  check(jr.output_format === 'jpeg' && jpg[0] === 0xff && jpg[1] === 0xd8 && jpg[2] === 0xff,
+        'images.generate quality standard, output_format jpeg: JPEG bytes', jr.output_format);
+  check(jpg.includes('cosmos3:settings') && jpg.includes('&quot;seed&quot;:3'), 'the JPEG carries its settings (XMP)');
+  const wr = await c.images.generate({ prompt: 'a fox', size: SIZE, num_inference_steps: 2, output_format: 'webp' });
+  const wb = Buffer.from(wr.data[0].b64_json, 'base64');
+  check(wb.subarray(0, 4).toString() === 'RIFF' && wb.subarray(8, 12).toString() === 'WEBP', 'output_format webp');
+  const mr = await c.models.retrieve(model);
+  check(mr.id === model && mr.object === 'model', 'models.retrieve', JSON.stringify(mr));
+  // streamed with partial_images: the OpenAI event names and fields
+  const st2 = await c.images.generate({ prompt: 'a fox', size: SIZE, num_inference_steps: 2, stream: true,
+                                        partial_images: 2 });
+  let done2 = null;
+  for await (const ev of st2) if (ev.type === 'image_generation.completed') done2 = ev;
+  check(done2 && typeof done2.created_at === 'number' && done2.size === SIZE && done2.usage &&
+        done2.output_format === 'png', 'completed event: created_at, size, usage, output_format', JSON.stringify(done2 && { ...done2, b64_json: undefined }));
   // an error comes back as the client's typed error, with the server's message
   try {
     await c.images.generate({ prompt: 'x', size: SIZE, true_cfg_scale: 4 });
@@ -110,7 +129,7 @@ async function errors() {
      /unknown/],
     ['extra_params not an object', { prompt: 'a', extra_params: 3 }, 400, 'extra_params', /object/],
     ['unknown field', { prompt: 'a', noise: '/etc/passwd' }, 400, 'noise', /unknown field/],
-    ['output_format jpeg', { prompt: 'a', output_format: 'jpeg' }, 400, 'output_format', /png/],
+    ['output_format gif', { prompt: 'a', output_format: 'gif' }, 400, 'output_format', /png, jpeg or webp/],
     ['long prompt', { prompt: 'x'.repeat(40000) }, 400, 'prompt', /at most/],
   ];
   for (const [what, body, status, param, re] of cases) {
