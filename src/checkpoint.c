@@ -11,6 +11,19 @@
 /* Largest latent_patch_size^2 x latent_channel accepted (keeps int math exact). */
 #define CKPT_MAX_PATCH_DIM (1 << 20)
 
+/* The Wan2.2 VAE geometry a vae/config.json may describe: the channel widths
+ * may shrink (tiny and demo checkpoints) but the decoder must turn one latent
+ * into 16 x 16 pixels and 4 frames, as the pipeline sizes the latents. The
+ * bounds keep every size vae_load and the decode compute from them in int. */
+#define VAE_MAX_BASE 1024       /* base_dim, decoder_base_dim (Wan2.2: 160, 256) */
+#define VAE_MAX_MULT 16         /* each dim_mult entry (Wan2.2: 1, 2, 4, 4) */
+#define VAE_MAX_CHANNELS 4096   /* base x dim_mult */
+#define VAE_MAX_RES_BLOCKS 8    /* num_res_blocks (Wan2.2: 2) */
+#define VAE_MAX_PATCH 8         /* patch_size (Wan2.2: 2) */
+#define VAE_PIXELS_PER_LATENT 16 /* scale_factor_spatial */
+#define VAE_FRAMES_PER_LATENT 4  /* scale_factor_temporal */
+#define VAE_IMAGE_CHANNELS 3
+
 /* ---------------------------------------------------------------- JSON util */
 
 static json_t *load_json(const char *path, int missing_code, const char *what) {
@@ -66,6 +79,16 @@ static int get_bool(json_t *o, const char *k, bool def, bool *out, const char *p
     }
     if (!json_is_boolean(v)) return c3_fail(C3_EMODEL, "%s: \"%s\" must be true or false", path, k);
     *out = json_is_true(v);
+    return C3_OK;
+}
+static int in_range(int v, int lo, int hi, const char *k, const char *wan, const char *path) {
+    if (v < lo || v > hi) {
+        if (lo == hi)
+            return c3_fail(C3_EMODEL, "%s: \"%s\" %d must be %d (the Wan2.2 VAE's)", path, k, v,
+                           lo);
+        return c3_fail(C3_EMODEL, "%s: \"%s\" %d must be in %d..%d (Wan2.2: %s)", path, k, v, lo,
+                       hi, wan);
+    }
     return C3_OK;
 }
 static int need_pos(int v, const char *k, const char *path) {
@@ -230,6 +253,21 @@ int ckpt_parse_vconfig(c3_vconfig *v, const char *text, size_t len, const char *
         rc = c3_fail(C3_EMODEL, "%s: z_dim %d is larger than supported (64)", path, v->z_dim);
         goto out;
     }
+    G(in_range(v->base_dim, 1, VAE_MAX_BASE, "base_dim", "160", path));
+    G(in_range(v->decoder_base_dim, 1, VAE_MAX_BASE, "decoder_base_dim", "256", path));
+    G(in_range(v->num_res_blocks, 0, VAE_MAX_RES_BLOCKS, "num_res_blocks", "2", path));
+    G(in_range(v->patch_size, 1, VAE_MAX_PATCH, "patch_size", "2", path));
+    int io = VAE_IMAGE_CHANNELS * v->patch_size * v->patch_size;
+    if (v->in_channels != io || v->out_channels != io) {
+        rc = c3_fail(C3_EMODEL,
+                     "%s: \"in_channels\" %d and \"out_channels\" %d must be 3 x patch_size^2 = %d",
+                     path, v->in_channels, v->out_channels, io);
+        goto out;
+    }
+    G(in_range(v->scale_spatial, VAE_PIXELS_PER_LATENT, VAE_PIXELS_PER_LATENT,
+               "scale_factor_spatial", "16", path));
+    G(in_range(v->scale_temporal, VAE_FRAMES_PER_LATENT, VAE_FRAMES_PER_LATENT,
+               "scale_factor_temporal", "4", path));
     json_t *dm = json_object_get(j, "dim_mult"), *td = json_object_get(j, "temperal_downsample");
     if (!json_is_array(dm) || json_array_size(dm) < 1 || json_array_size(dm) > 8) {
         rc = c3_fail(C3_EMODEL, "%s: dim_mult must be a list of 1 to 8 integers", path);
@@ -238,11 +276,31 @@ int ckpt_parse_vconfig(c3_vconfig *v, const char *text, size_t len, const char *
     v->n_mult = (int)json_array_size(dm);
     for (int i = 0; i < v->n_mult; i++) {
         json_t *x = json_array_get(dm, (size_t)i);
-        if (!json_is_integer(x) || json_integer_value(x) <= 0 || json_integer_value(x) > 64) {
-            rc = c3_fail(C3_EMODEL, "%s: dim_mult must be a list of positive integers", path);
+        if (!json_is_integer(x) || json_integer_value(x) <= 0 ||
+            json_integer_value(x) > VAE_MAX_MULT) {
+            rc = c3_fail(C3_EMODEL, "%s: \"dim_mult\" must be a list of integers in 1..%d", path,
+                         VAE_MAX_MULT);
             goto out;
         }
         v->dim_mult[i] = (int)json_integer_value(x);
+        int widest = C3_MAX(v->base_dim, v->decoder_base_dim);
+        if (widest * v->dim_mult[i] > VAE_MAX_CHANNELS) {
+            rc = c3_fail(C3_EMODEL,
+                         "%s: \"dim_mult\"[%d] %d x base %d is %d channels; at most %d are "
+                         "supported",
+                         path, i, v->dim_mult[i], widest, widest * v->dim_mult[i],
+                         VAE_MAX_CHANNELS);
+            goto out;
+        }
+    }
+    /* every up block but the last doubles the size: 2^(n-1) x patch pixels per latent */
+    if ((v->patch_size << (v->n_mult - 1)) != VAE_PIXELS_PER_LATENT) {
+        rc = c3_fail(C3_EMODEL,
+                     "%s: \"dim_mult\" (%d blocks) with \"patch_size\" %d decode %d pixels per "
+                     "latent; the Wan2.2 VAE decodes %d (4 blocks, patch 2)",
+                     path, v->n_mult, v->patch_size, v->patch_size << (v->n_mult - 1),
+                     VAE_PIXELS_PER_LATENT);
+        goto out;
     }
     if (json_is_array(td)) {
         if (json_array_size(td) > 8) {
@@ -251,6 +309,16 @@ int ckpt_parse_vconfig(c3_vconfig *v, const char *text, size_t len, const char *
         }
         v->n_tdown = (int)json_array_size(td);
         for (int i = 0; i < v->n_tdown; i++) v->temporal_down[i] = json_is_true(json_array_get(td, (size_t)i));
+    }
+    int tdowns = 0;
+    for (int i = 0; i < v->n_tdown; i++)
+        tdowns += v->temporal_down[i];
+    if (v->n_tdown != v->n_mult - 1 || (1 << tdowns) != VAE_FRAMES_PER_LATENT) {
+        rc = c3_fail(C3_EMODEL,
+                     "%s: \"temperal_downsample\" must hold %d entries (one per down block), 2 "
+                     "of them true (4 frames per latent), e.g. [false, true, true]",
+                     path, v->n_mult - 1);
+        goto out;
     }
     json_t *mean = json_object_get(j, "latents_mean"), *std = json_object_get(j, "latents_std");
     if (!json_is_array(mean) || !json_is_array(std) || (int)json_array_size(mean) != v->z_dim ||
@@ -478,7 +546,7 @@ static int read_config(const char *dir, const char *sub, char **text, size_t *le
     if (!c3_file_exists(d))
         return c3_fail(C3_EMODEL, "%s: missing; is %s a Diffusers-format Cosmos3 folder?", d, dir);
     int rc = c3_read_file(d, text, len);
-    if (rc != C3_OK) return c3_fail(C3_EMODEL, "%s", c3_errmsg());
+    if (rc != C3_OK) return C3_EMODEL; /* the message names the file and the cause */
     return C3_OK;
 }
 

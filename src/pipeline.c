@@ -410,6 +410,18 @@ static void emit_branch(c3_engine *e, int rank, int group, int step, int branch,
 
 /* Every rank runs this loop: its CFG group's branches, the exchange, and the
  * same sampler step, so all ranks hold the same x. */
+/* NaN or Inf where the pipeline holds host data: the noise was checked when
+ * loaded (and seeded noise is finite), so a non-finite value here came from
+ * the weights of `stage` (a checkpoint that 'cosmos3 info --check' rejects). */
+static int check_finite(const float *x, int64_t n, const char *where, const char *stage) {
+    size_t bad = c3_first_nonfinite(x, (size_t)n);
+    if (bad == (size_t)n) return C3_OK;
+    return c3_fail(C3_EMODEL,
+                   "%s hold %g at element %zu: the %s weights hold NaN or Inf values; check the "
+                   "checkpoint with 'cosmos3 info --check -m DIR' and re-copy it",
+                   where, (double)x[bad], bad, stage);
+}
+
 static int rank_loop(c3_job *j, c3_rank *rk) {
     c3_engine *e = j->e;
     const c3_plan *p = &e->plan;
@@ -511,6 +523,8 @@ static int rank_loop(c3_job *j, c3_rank *rk) {
             memcpy(v, vbuf, (size_t)j->n * sizeof(float));
         if (noise) rng_normal(strtoull(s->seed, NULL, 10) + 1 + (uint64_t)i, 0, noise, j->n);
         rc = sampler_step(smp, i, v, x, noise, NULL, NULL);
+        if (rc == C3_OK && i == 0 && rk->rank == 0)
+            rc = check_finite(x, j->n, "the latents after the first step", "transformer");
         tx += c3_now() - a;
         if (rc == C3_OK) { /* memory of this rank's device, from our own accounting */
             c3_event mev = {.kind = EV_MEMORY, .rank = rk->rank, .group = group, .device = p->devices[rk->rank],
@@ -677,7 +691,7 @@ static int frame_path(const c3_settings *s, uint64_t seed, int f, char *buf, siz
 static int load_noise(const char *path, const c3_ckpt *ck, int T, int h, int w, float *x) {
     st_file f;
     int rc = st_open(&f, path);
-    if (rc) return c3_fail(C3_EINPUT, "--noise: %s", c3_errmsg());
+    if (rc) return c3_context(C3_EINPUT, "--noise");
     const st_tensor *t = st_find(&f, "latents");
     int64_t want[5] = {1, ck->t.latent_ch, T, h, w};
     bool ok = t && t->ndim == 5;
@@ -689,8 +703,21 @@ static int load_noise(const char *path, const c3_ckpt *ck, int T, int h, int w, 
                        "check -W/-H/--frames",
                        path, ck->t.latent_ch, T, h, w);
     }
-    c3_to_f32(x, t->data, t->dtype, (size_t)st_numel(t));
+    if (t->dtype != C3_F32) {
+        st_close(&f);
+        return c3_fail(C3_EINPUT,
+                       "--noise %s: tensor 'latents' is %s; it must be F32 (float32 noise, e.g. "
+                       "torch.randn(...).float())",
+                       path, c3_dtype_name(t->dtype));
+    }
+    size_t n = (size_t)st_numel(t);
+    c3_to_f32(x, t->data, t->dtype, n);
     st_close(&f);
+    size_t bad = c3_first_nonfinite(x, n);
+    if (bad < n)
+        return c3_fail(C3_EINPUT,
+                       "--noise %s: 'latents' holds %g at element %zu; noise must be finite numbers",
+                       path, (double)x[bad], bad);
     return C3_OK;
 }
 
@@ -806,6 +833,8 @@ int engine_generate(c3_engine *e, const c3_settings *s_in, c3_result *res) {
         res->t_cond_mean = j.cond_sum / j.steps_run;
         res->t_uncond_mean = j.uncond_sum / j.steps_run;
     }
+    rc = check_finite(j.x_final, j.n, "the final latents", "transformer");
+    if (rc) goto out;
     if (s.save_latents) {
         st_wtensor wt = {.name = "latents", .dtype = C3_F32, .ndim = 5,
                          .shape = {1, tc->latent_ch, j.T, j.h, j.w}, .data = j.x_final};
@@ -816,6 +845,7 @@ int engine_generate(c3_engine *e, const c3_settings *s_in, c3_result *res) {
     t0 = c3_now();
     int F, H, W;
     rc = vae_decode(e->vae, j.x_final, j.T, j.h, j.w, &pixels, &F, &H, &W, NULL, NULL);
+    if (rc == C3_OK) rc = check_finite(pixels, (int64_t)F * H * W * 3, "the decoded pixels", "VAE");
     if (rc) goto out;
     res->t_vae = c3_now() - t0;
     if (e->cancel) {
