@@ -23,6 +23,29 @@
 #define VAE_PIXELS_PER_LATENT 16 /* scale_factor_spatial */
 #define VAE_FRAMES_PER_LATENT 4  /* scale_factor_temporal */
 #define VAE_IMAGE_CHANNELS 3
+#define VAE_UP_SPACE 2 /* an up block's spatial and temporal factors (wan_vae.c) */
+#define VAE_UP_TIME 2
+
+/* The sizes vae_load derives from the config, with its checks: the decoder
+ * widths (dims[0] = base x dim_mult[-1], then base x reversed dim_mult), and
+ * each upsampling block's channel repeat, which must be whole. Bounds were
+ * checked before, so the products are exact in int. */
+static int vae_geometry(c3_vconfig *v, const char *path) {
+    int n = v->n_mult;
+    v->dec_dims[0] = v->decoder_base_dim * v->dim_mult[n - 1];
+    for (int i = 0; i < n; i++)
+        v->dec_dims[i + 1] = v->decoder_base_dim * v->dim_mult[n - 1 - i];
+    for (int u = 0; u + 1 < n; u++) { /* the last up block does not upsample */
+        int ft = v->temporal_down[v->n_tdown - 1 - u] ? VAE_UP_TIME : 1;
+        int64_t f = (int64_t)v->dec_dims[u + 1] * ft * VAE_UP_SPACE * VAE_UP_SPACE;
+        if (f % v->dec_dims[u])
+            return c3_fail(C3_EMODEL,
+                           "%s: \"dim_mult\": up block %d cannot repeat its %d input channels "
+                           "into %d x %d outputs evenly",
+                           path, u, v->dec_dims[u], v->dec_dims[u + 1], ft * VAE_UP_SPACE * VAE_UP_SPACE);
+    }
+    return C3_OK;
+}
 
 /* ---------------------------------------------------------------- JSON util */
 
@@ -246,6 +269,11 @@ int ckpt_parse_vconfig(c3_vconfig *v, const char *text, size_t len, const char *
     G(get_int(j, "scale_factor_spatial", 16, &v->scale_spatial, path));
     G(get_int(j, "scale_factor_temporal", 4, &v->scale_temporal, path));
     G(get_bool(j, "is_residual", true, &v->is_residual, path));
+    if (!v->is_residual) {
+        rc = c3_fail(C3_EMODEL, "%s: \"is_residual\" false: only the Wan2.2 VAE (true) is supported",
+                     path);
+        goto out;
+    }
     G(need_pos(v->z_dim, "z_dim", path));
     G(need_pos(v->decoder_base_dim, "decoder_base_dim", path));
     G(need_pos(v->patch_size, "patch_size", path));
@@ -340,6 +368,7 @@ int ckpt_parse_vconfig(c3_vconfig *v, const char *text, size_t len, const char *
         v->latents_mean[i] = fa;
         v->latents_std[i] = fb;
     }
+    G(vae_geometry(v, path));
 #undef G
 out:
     json_decref(j);

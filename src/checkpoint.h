@@ -56,6 +56,9 @@ typedef struct {
     int scale_spatial, scale_temporal;
     bool is_residual;
     float latents_mean[64], latents_std[64];
+    /* computed by ckpt_parse_vconfig for vae_load: the decoder's widths,
+     * conv_in's output then each up block's (n_mult + 1 entries) */
+    int dec_dims[9];
 } c3_vconfig;
 
 /* Scheduler (scheduler/scheduler_config.json). */

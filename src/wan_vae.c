@@ -42,9 +42,6 @@ enum { VAE_UP_S = 2 };
 enum { VAE_UP_T = 2 };
 /* Output image channels promised by wan_vae.h. */
 enum { VAE_IMG_CH = 3 };
-/* Bounds vae_check_config holds every config to (checkpoint.c checks the
- * Wan2.2 geometry itself; these keep vae_load's arithmetic in int). */
-enum { VAE_MAX_RES = 64, VAE_MAX_PATCH = 64, VAE_MAX_WIDTH = 1 << 16 };
 enum { NAME_MAX_LEN = 160 };
 
 typedef struct {
@@ -269,48 +266,13 @@ void vae_free(c3_vae *v) {
     free(v);
 }
 
-int vae_check_config(const c3_vconfig *cf, const char *path) {
-    if (!cf->is_residual)
-        return c3_fail(C3_EMODEL, "%s: only the Wan2.2 VAE (is_residual true) is supported", path);
-    int n = cf->n_mult;
-    if (n < 1 || n > (int)C3_ARRAY_LEN(cf->dim_mult))
-        return c3_fail(C3_EMODEL, "%s: dim_mult must hold 1 to 8 entries", path);
-    if (cf->n_tdown < n - 1 || cf->n_tdown > (int)C3_ARRAY_LEN(cf->temporal_down))
-        return c3_fail(C3_EMODEL, "%s: temperal_downsample needs %d entries (one per down block), found %d", path,
-                       n - 1, cf->n_tdown);
-    if (cf->num_res_blocks < 0 || cf->num_res_blocks > VAE_MAX_RES)
-        return c3_fail(C3_EMODEL, "%s: num_res_blocks %d must be in 0..%d", path, cf->num_res_blocks, VAE_MAX_RES);
-    if (cf->patch_size < 1 || cf->patch_size > VAE_MAX_PATCH)
-        return c3_fail(C3_EMODEL, "%s: patch_size %d must be in 1..%d", path, cf->patch_size, VAE_MAX_PATCH);
-    /* every width vae_load computes, in 64 bits, before any is used as an int */
-    int64_t prev = 0;
-    for (int i = 0; i <= n; i++) {
-        int64_t c = (int64_t)cf->decoder_base_dim * cf->dim_mult[i ? n - i : n - 1];
-        if (c < 1 || c > VAE_MAX_WIDTH)
-            return c3_fail(C3_EMODEL, "%s: decoder_base_dim %d x dim_mult gives %lld channels; must be in 1..%d",
-                           path, cf->decoder_base_dim, (long long)c, VAE_MAX_WIDTH);
-        int u = i - 1; /* up block u: dims[u] -> dims[u + 1] = c */
-        if (i >= 1 && u != n - 1) { /* it upsamples: its channel repeat must be whole */
-            int ft = cf->temporal_down[cf->n_tdown - 1 - u] ? VAE_UP_T : 1;
-            int64_t f = c * ft * VAE_UP_S * VAE_UP_S;
-            if (f % prev)
-                return c3_fail(C3_EMODEL, "%s: up block %d: %lld output channels cannot repeat %lld input channels",
-                               path, u, (long long)c, (long long)prev);
-        }
-        prev = c;
-    }
-    return C3_OK;
-}
-
 static int vae_load_(c3_vae *v, const c3_ckpt *ck) {
     const c3_vconfig *cf = &v->cfg;
     const char *path = ck->vae.path;
-    C3_TRY(vae_check_config(cf, path));
+    if (!cf->is_residual)
+        return c3_fail(C3_EMODEL, "%s: only the Wan2.2 VAE (is_residual true) is supported", path);
     int n = cf->n_mult;
-    int base = cf->decoder_base_dim;
-    int dims[9];
-    dims[0] = base * cf->dim_mult[n - 1];
-    for (int i = 0; i < n; i++) dims[i + 1] = base * cf->dim_mult[n - 1 - i];
+    const int *dims = cf->dec_dims; /* computed and bounded by ckpt_parse_vconfig */
     v->z_dim = cf->z_dim;
     v->patch = cf->patch_size;
 

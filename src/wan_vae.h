@@ -11,9 +11,6 @@ typedef struct c3_vae c3_vae;
 
 /* Upload the decoder weights of ck->vae to `be`. */
 int vae_load(c3_vae **out, const c3_ckpt *ck, c3_backend *be);
-/* The config checks and size arithmetic of vae_load, without the weights
- * (vae_load runs them first; the vconfig fuzz harness runs them alone). */
-int vae_check_config(const c3_vconfig *cf, const char *path);
 void vae_free(c3_vae *v);
 /* z_norm: [C=z_dim, T, h, w] host floats in the normalised latent space.
  * De-normalises (z / (1/std) + mean, inv_std in fp32), decodes and clamps to

@@ -16,7 +16,6 @@
 
 #include "checkpoint.h"
 #include "test_util.h"
-#include "wan_vae.h"
 
 static char tmpdir[256];
 
@@ -288,14 +287,17 @@ static void test_config_parsers(void) {
     expect_vconfig("{\"z_dim\":2,\"dim_mult\":[1,2,4,4]" VCONF_LAT "}", C3_EMODEL, "temperal_downsample");
     expect_vconfig("{" VCONF_BASE VCONF_LAT ",\"scale_factor_spatial\":8}", C3_EMODEL, "\"scale_factor_spatial\" 8");
     expect_vconfig("{" VCONF_BASE VCONF_LAT ",\"scale_factor_temporal\":1}", C3_EMODEL, "\"scale_factor_temporal\"");
-    /* what passes the parser also passes vae_load's own arithmetic */
+    expect_vconfig("{" VCONF_BASE VCONF_LAT ",\"is_residual\":false}", C3_EMODEL, "is_residual");
+    /* vae_load's widths, computed by the parser: Wan2.2's decoder is 1024, 1024, 1024, 512, 256 */
     c3_vconfig v;
-    const char *ok = "{" VCONF_BASE VCONF_LAT ",\"decoder_base_dim\":256,\"base_dim\":160}";
-    T_CHECK(ckpt_parse_vconfig(&v, ok, strlen(ok), "x") == C3_OK && vae_check_config(&v, "x") == C3_OK,
-            "the Wan2.2 geometry passes both: %s", c3_errmsg());
-    v.num_res_blocks = -2; /* vae_check_config holds its own bounds too */
-    T_CHECK(vae_check_config(&v, "x") == C3_EMODEL && strstr(c3_errmsg(), "num_res_blocks"), "vae_check_config: %s",
-            c3_errmsg());
+    const char *wan = "{" VCONF_BASE VCONF_LAT ",\"decoder_base_dim\":256,\"base_dim\":160}";
+    T_CHECK(ckpt_parse_vconfig(&v, wan, strlen(wan), "x") == C3_OK && v.dec_dims[0] == 1024 && v.dec_dims[1] == 1024 &&
+                v.dec_dims[2] == 1024 && v.dec_dims[3] == 512 && v.dec_dims[4] == 256,
+            "Wan2.2 decoder widths: %s", c3_errmsg());
+    /* an up block whose channels cannot repeat evenly: 3 -> 2 x 4 (2D up) is not a whole multiple */
+    expect_vconfig("{\"z_dim\":2,\"decoder_base_dim\":1,\"dim_mult\":[1,2,3,3],\"temperal_downsample\":"
+                   "[false,true,true]" VCONF_LAT "}",
+                   C3_EMODEL, "cannot repeat");
 }
 
 /* ------------------------------------------------------------ checkpoint folder */
