@@ -364,6 +364,23 @@ static void print_card(const c3_model_card *k) {
     if (k->scores_json) printf("measured scores: %s\n", k->scores_json);
 }
 
+/* What gen would refuse, before info prints anything: the tokenizer; with
+ * --check also every weight (dtype table, NaN/Inf) and the whole load gen
+ * does (every tensor's name and shape, the VAE), on the layout asked for. */
+static int info_validate(c3_settings *s, const c3_ckpt *ck, int64_t *ntensors, int64_t *nvalues) {
+    c3_tokenizer *tok = NULL;
+    int rc = tok_load(&tok, ck->tokenizer_json);
+    tok_free(tok);
+    if (rc || !s->check) return rc;
+    C3_TRY(ckpt_scan(ck, ntensors, nvalues));
+    c3_events *ev = events_new(4096);
+    c3_engine *e = NULL;
+    rc = engine_open(&e, s, ev);
+    engine_close(e);
+    events_free(ev);
+    return rc;
+}
+
 static int cmd_info(c3_settings *s, char **pos, int npos) {
     (void)pos;
     if (npos) return c3_fail(C3_EUSAGE, "info: unexpected argument '%s'", pos[0]);
@@ -371,6 +388,12 @@ static int cmd_info(c3_settings *s, char **pos, int npos) {
     pipeline_model_dir(s, dir, sizeof dir);
     c3_ckpt ck;
     C3_TRY(ckpt_open(&ck, dir, true));
+    int64_t ntensors = 0, nvalues = 0;
+    int vrc = info_validate(s, &ck, &ntensors, &nvalues);
+    if (vrc) {
+        ckpt_close(&ck);
+        return vrc;
+    }
     c3_sizes sz;
     ckpt_sizes(&ck, &sz);
     const c3_tconfig *t = &ck.t;
@@ -395,6 +418,10 @@ static int cmd_info(c3_settings *s, char **pos, int npos) {
                                                      (json_int_t)p.weights, "kv_per_rank", (json_int_t)p.kv,
                                                      "act_per_rank", (json_int_t)p.act, "need_per_rank",
                                                      (json_int_t)p.need));
+        if (s->check)
+            json_object_set_new(o, "check", json_pack("{s:s,s:I,s:I}", "status", "ok", "tensors",
+                                                      (json_int_t)ntensors, "values",
+                                                      (json_int_t)nvalues));
         char *txt = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
         printf("%s\n", txt);
         free(txt);
@@ -420,6 +447,10 @@ static int cmd_info(c3_settings *s, char **pos, int npos) {
                ck.s.class_name, ck.s.use_karras_sigmas ? " (karras sigmas)" : "");
         if (rc == C3_OK) plan_print(stdout, &p);
         print_card(&ck.card);
+        if (s->check)
+            printf("check: ok: %lld tensors with the dtypes they must have, %lld values all finite; "
+                   "loads as gen loads it\n",
+                   (long long)ntensors, (long long)nvalues);
     }
     ckpt_close(&ck);
     return rc;

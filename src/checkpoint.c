@@ -143,6 +143,24 @@ int ckpt_parse_tconfig(c3_tconfig *t, const char *text, size_t len, const char *
     G(get_int(j, "head_dim", t->heads ? t->hidden / t->heads : 0, &t->head_dim, path));
     G(get_int(j, "intermediate_size", 0, &t->inter, path));
     G(get_int(j, "vocab_size", 0, &t->vocab, path));
+    /* the weights' dtype, as transformers writes it ("torch_dtype") or newer ("dtype") */
+    t->weight_dtype = -1;
+    json_t *dtj = json_object_get(j, "torch_dtype");
+    if (!dtj || json_is_null(dtj)) dtj = json_object_get(j, "dtype");
+    if (dtj && !json_is_null(dtj)) {
+        static const struct {
+            const char *name;
+            c3_dtype dt;
+        } names[] = {{"bfloat16", C3_BF16}, {"float16", C3_F16}, {"float32", C3_F32}};
+        const char *ds = json_string_value(dtj);
+        if (!ds) {
+            rc = c3_fail(C3_EMODEL, "%s: \"torch_dtype\" must be a string such as \"bfloat16\"",
+                         path);
+            goto out;
+        }
+        for (size_t i = 0; i < C3_ARRAY_LEN(names); i++) /* others ("auto", fp8 ...): no rule */
+            if (!strcmp(ds, names[i].name)) t->weight_dtype = (int)names[i].dt;
+    }
     G(need_pos(t->hidden, "hidden_size", path));
     G(need_pos(t->layers, "num_hidden_layers", path));
     G(need_pos(t->heads, "num_attention_heads", path));
@@ -454,6 +472,82 @@ static void fmt_shape(char *buf, size_t n, int ndim, const int64_t *shape) {
     if (k < n) snprintf(buf + k, n - k, "]");
 }
 
+/* ------------------------------------------------------------ dtypes */
+
+#define DT(t) (1u << (t))
+#define DT_FLOATS (DT(C3_F32) | DT(C3_BF16) | DT(C3_F16))
+
+/* What each stored tensor may be, by name suffix; the first row that
+ * matches wins ("" matches all). An FP8 checkpoint adds its rows here (e.g.
+ * ".weight" may be F8_E4M3 and ".weight_scale" F32). */
+static const struct {
+    const char *suffix;
+    unsigned allowed;
+} dtype_rules[] = {
+    {"embed_tokens.ids", DT(C3_I32) | DT(C3_I64)}, /* the sparse embedding's token ids */
+    {"", DT_FLOATS},                               /* every weight */
+};
+
+static bool ends_with(const char *s, const char *suffix) {
+    size_t n = strlen(s), k = strlen(suffix);
+    return n >= k && !strcmp(s + n - k, suffix);
+}
+
+int ckpt_check_dtype(const c3_ckpt *c, bool transformer, const char *where, const char *name,
+                     c3_dtype dt) {
+    unsigned allowed = 0;
+    for (size_t i = 0; i < C3_ARRAY_LEN(dtype_rules); i++)
+        if (ends_with(name, dtype_rules[i].suffix)) {
+            allowed = dtype_rules[i].allowed;
+            break;
+        }
+    if (!(DT(dt) & allowed))
+        return c3_fail(C3_EMODEL, "%s: tensor %s is %s, which a %s cannot be; re-export the checkpoint",
+                       where, name, c3_dtype_name(dt), allowed & DT_FLOATS ? "weight" : "token id list");
+    /* BF16 and F16 have the same size: a relabelled file would load as noise */
+    int want = transformer ? c->t.weight_dtype : -1;
+    bool half = dt == C3_BF16 || dt == C3_F16, want_half = want == C3_BF16 || want == C3_F16;
+    if (half && want_half && (int)dt != want)
+        return c3_fail(C3_EMODEL,
+                       "%s: tensor %s is %s but config.json's torch_dtype says %s; the file is "
+                       "mislabelled: re-export it",
+                       where, name, c3_dtype_name(dt), c3_dtype_name((c3_dtype)want));
+    return C3_OK;
+}
+
+#define SCAN_CHUNK 65536 /* floats converted at a time */
+
+static int scan_tensor(const c3_ckpt *c, bool transformer, const char *where, const char *name,
+                       const st_tensor *t, float *buf, int64_t *nvalues) {
+    C3_TRY(ckpt_check_dtype(c, transformer, where, name, t->dtype));
+    if (!(DT(t->dtype) & DT_FLOATS)) return C3_OK;
+    size_t n = (size_t)st_numel(t), es = c3_dtype_size(t->dtype);
+    for (size_t i = 0; i < n; i += SCAN_CHUNK) {
+        size_t k = C3_MIN((size_t)SCAN_CHUNK, n - i);
+        c3_to_f32(buf, (const char *)t->data + i * es, t->dtype, k);
+        size_t bad = c3_first_nonfinite(buf, k);
+        if (bad < k)
+            return c3_fail(C3_EMODEL,
+                           "%s: tensor %s holds %g at element %zu: the weights are damaged; re-copy "
+                           "the checkpoint",
+                           where, name, (double)buf[bad], i + bad);
+    }
+    *nvalues += (int64_t)n;
+    return C3_OK;
+}
+
+int ckpt_scan(const c3_ckpt *c, int64_t *ntensors, int64_t *nvalues) {
+    *ntensors = *nvalues = 0;
+    float *buf = xmalloc(SCAN_CHUNK * sizeof *buf);
+    int rc = C3_OK;
+    for (int i = 0; rc == C3_OK && i < c->ntens; i++, ++*ntensors)
+        rc = scan_tensor(c, true, "transformer", c->tens[i].name, c->tens[i].t, buf, nvalues);
+    for (int i = 0; rc == C3_OK && c->has_vae && i < c->vae.n; i++, ++*ntensors)
+        rc = scan_tensor(c, false, c->vae.path, c->vae.t[i].name, &c->vae.t[i], buf, nvalues);
+    free(buf);
+    return rc;
+}
+
 const st_tensor *ckpt_get(const c3_ckpt *c, const st_file *f, const char *name, int ndim,
                           const int64_t *shape) {
     const st_tensor *t = f ? st_find(f, name) : ckpt_find(c, name);
@@ -471,6 +565,7 @@ const st_tensor *ckpt_get(const c3_ckpt *c, const st_file *f, const char *name, 
         c3_fail(C3_EMODEL, "%s: tensor %s has shape %s, expected %s", where, name, got, want);
         return NULL;
     }
+    if (ckpt_check_dtype(c, !f, where, name, t->dtype) != C3_OK) return NULL;
     return t;
 }
 

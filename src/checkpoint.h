@@ -40,6 +40,7 @@ typedef struct {
     bool fps_modulation;
     int temporal_margin;     /* unified_3d_mrope_temporal_modality_margin */
     uint64_t config_hash;    /* FNV-1a of config.json bytes */
+    int weight_dtype;        /* "torch_dtype"/"dtype": C3_BF16, C3_F16, C3_F32, or -1 if not given */
 } c3_tconfig;
 
 /* Wan2.2 VAE (vae/config.json). */
@@ -148,6 +149,18 @@ const st_tensor *ckpt_find(const c3_ckpt *c, const char *name);
 /* A tensor that must exist with exactly this shape (ndim dims, -1 = any).
  * On failure records "transformer tensor NAME: expected [a, b], found [c, d]"
  * (or "missing") and returns NULL. */
+/* Whether a stored tensor may have dtype dt (the table in checkpoint.c: ints
+ * only for token ids, floats for weights, and a transformer's 16-bit floats
+ * must be the config's "torch_dtype": BF16 and F16 are the same size, so a
+ * relabelled file would load as noise). C3_EMODEL naming the tensor if not.
+ * `where`: "transformer" or the VAE file. ckpt_get applies it. */
+int ckpt_check_dtype(const c3_ckpt *c, bool transformer, const char *where, const char *name,
+                     c3_dtype dt);
+/* info --check: every stored tensor of the transformer and the VAE against
+ * the dtype table, and every float in it for NaN/Inf (read through the
+ * mapping in chunks). C3_EMODEL naming the first bad tensor and element.
+ * *ntensors, *nvalues: what was scanned. */
+int ckpt_scan(const c3_ckpt *c, int64_t *ntensors, int64_t *nvalues);
 const st_tensor *ckpt_get(const c3_ckpt *c, const st_file *f, const char *name, int ndim,
                           const int64_t *shape);
 /* Normalise a checkpoint tensor name into out (spec section 5). */
