@@ -136,7 +136,14 @@ static void progress_line(const c3_event *ev, double t_first, int cfgp) {
 static int run_generation(c3_settings *s) {
     c3_events *ev = events_new(4096);
     c3_engine *e = NULL;
+    /* tests only: a slow load, to Ctrl-C it */
+    const char *delay = getenv("COSMOS3_TEST_LOAD_DELAY");
+    if (delay && atof(delay) > 0) usleep((useconds_t)(atof(delay) * 1e6));
     int rc = engine_open(&e, s, ev);
+    if (rc == C3_OK && g_sigint) { /* Ctrl-C while loading: nothing to cancel yet, so stop here */
+        engine_close(e);
+        rc = c3_fail(C3_ECANCEL, "cancelled while the model loaded");
+    }
     if (rc) {
         events_free(ev);
         return rc;
@@ -156,6 +163,8 @@ static int run_generation(c3_settings *s) {
     bool shown = false;
     for (;;) {
         c3_event x;
+        /* a Ctrl-C can land before engine_generate clears its cancel flag: repeat it */
+        if (g_sigint) engine_cancel(e);
         if (!events_pop(ev, &x, 0.2)) continue;
         if (x.kind == EV_LOG && strcmp(x.text, "__finished__") == 0) break;
         /* the engine's notes and warnings, one line each on stderr (-q keeps the warnings) */
@@ -232,6 +241,14 @@ static int read_stdin(char **out) {
         if (n + 1 >= cap) b = xrealloc(b, cap *= 2);
     }
     b[n] = 0;
+    const char *nul = memchr(b, 0, n);
+    if (nul) {
+        size_t at = (size_t)(nul - b);
+        free(b);
+        return c3_fail(C3_EINPUT,
+                       "the prompt on standard input holds a NUL byte at offset %zu; a prompt is text",
+                       at);
+    }
     *out = b;
     return C3_OK;
 }
@@ -246,7 +263,8 @@ static int cmd_gen(c3_settings *s, char **pos, int npos) {
     if (!s->prompt) return c3_fail(C3_EUSAGE, "gen: no prompt; give one with -p \"a red fox in the snow\"");
     if (strcmp(s->prompt, "-") == 0) {
         free(s->prompt);
-        read_stdin(&s->prompt);
+        s->prompt = NULL;
+        C3_TRY(read_stdin(&s->prompt));
     }
     /* validate everything that needs no model before loading it */
     c3_settings tmp;
@@ -458,6 +476,20 @@ static int cmd_info(c3_settings *s, char **pos, int npos) {
 
 /* ----------------------------------------------------------------- meta */
 
+/* Text from a file, printed so that it cannot drive the terminal: control
+ * characters (ESC, BEL, CR, ... but not newline or tab) as \xNN, and the C1
+ * controls U+0080..U+009F as \u00NN. */
+static void print_text(const char *t) {
+    for (const unsigned char *p = (const unsigned char *)t; *p; p++) {
+        if ((*p < 0x20 && *p != '\n' && *p != '\t') || *p == 0x7f)
+            printf("\\x%02x", *p);
+        else if (*p == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f)
+            printf("\\u%04x", *++p);
+        else
+            putchar(*p);
+    }
+}
+
 static int cmd_meta(c3_settings *s, char **pos, int npos) {
     if (npos != 1) return c3_fail(C3_EUSAGE, "meta: give one PNG file");
     char **keys, **vals;
@@ -477,21 +509,32 @@ static int cmd_meta(c3_settings *s, char **pos, int npos) {
         json_t *o = json_loads(js, 0, NULL);
         json_t *st = o ? json_object_get(o, "settings") : NULL;
         if (!st) {
-            printf("%s\n", params ? params : js);
+            print_text(params ? params : js);
+            putchar('\n');
         } else {
             const char *k;
             json_t *v;
             json_t *m = json_object_get(o, "model");
-            if (m) printf("model: %s\n", json_string_value(json_object_get(m, "id")));
+            const char *id = json_string_value(json_object_get(m, "id"));
+            if (m) {
+                printf("model: ");
+                print_text(id ? id : "?");
+                putchar('\n');
+            }
             json_object_foreach(st, k, v) {
-                if (json_is_string(v))
-                    printf("%s: %s\n", k, json_string_value(v));
-                else if (json_is_integer(v))
-                    printf("%s: %lld\n", k, (long long)json_integer_value(v));
-                else if (json_is_real(v))
-                    printf("%s: %g\n", k, json_real_value(v));
-                else if (json_is_boolean(v))
-                    printf("%s: %s\n", k, json_is_true(v) ? "on" : "off");
+                if (!json_is_string(v) && !json_is_number(v) && !json_is_boolean(v)) continue;
+                print_text(k);
+                if (json_is_string(v)) {
+                    printf(": ");
+                    print_text(json_string_value(v));
+                    putchar('\n');
+                } else if (json_is_integer(v)) {
+                    printf(": %lld\n", (long long)json_integer_value(v));
+                } else if (json_is_real(v)) {
+                    printf(": %g\n", json_real_value(v));
+                } else {
+                    printf(": %s\n", json_is_true(v) ? "on" : "off");
+                }
             }
             json_t *l = json_object_get(o, "layout");
             if (l)
@@ -499,12 +542,19 @@ static int cmd_meta(c3_settings *s, char **pos, int npos) {
                        (long long)json_integer_value(json_object_get(l, "tp")),
                        (long long)json_integer_value(json_object_get(l, "cfg_parallel")),
                        (long long)json_integer_value(json_object_get(l, "ulysses")),
-                       json_string_value(json_object_get(l, "device")));
-            printf("version: %s\n", json_string_value(json_object_get(o, "version")));
+                       json_is_string(json_object_get(l, "device")) &&
+                               !strcmp(json_string_value(json_object_get(l, "device")), "cuda")
+                           ? "cuda"
+                           : "cpu");
+            const char *ver = json_string_value(json_object_get(o, "version"));
+            printf("version: ");
+            print_text(ver ? ver : "?");
+            putchar('\n');
         }
         json_decref(o);
     } else {
-        printf("%s\n", params);
+        print_text(params);
+        putchar('\n');
     }
     for (int i = 0; i < n; i++) {
         free(keys[i]);

@@ -8,6 +8,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+/* The model card's defaults: the bounds gen holds -W/-H/--steps/-g/--shift to. */
+#define CARD_MAX_SIDE 16384
+#define CARD_MAX_STEPS 1000
+#define CARD_MAX_GUIDANCE 100
+#define CARD_MAX_SHIFT 1000
+
 /* Largest latent_patch_size^2 x latent_channel accepted (keeps int math exact). */
 #define CKPT_MAX_PATCH_DIM (1 << 20)
 
@@ -728,6 +734,24 @@ static int parse_card(json_t *cj, c3_model_card *d, const char *path) {
     if (d->width < 0 || d->height < 0 || d->steps < 0)
         return c3_fail(C3_EMODEL, "%s: cosmos3.defaults width, height and steps must be positive",
                        path);
+    /* the checks gen makes of -W/-H/--steps, blamed on the card (0: not given) */
+    const char *side[2] = {"width", "height"};
+    int sv[2] = {d->width, d->height};
+    for (int i = 0; i < 2; i++)
+        if (sv[i] && (sv[i] % 16 || sv[i] > CARD_MAX_SIDE))
+            return c3_fail(C3_EMODEL,
+                           "%s: \"cosmos3.defaults.%s\" %d must be a multiple of 16 up to %d; fix "
+                           "the model card",
+                           path, side[i], sv[i], CARD_MAX_SIDE);
+    if (d->steps > CARD_MAX_STEPS)
+        return c3_fail(C3_EMODEL, "%s: \"cosmos3.defaults.steps\" %d must be in 1..%d; fix the model card",
+                       path, d->steps, CARD_MAX_STEPS);
+    if (d->guidance != -1 && !(d->guidance >= 0 && d->guidance <= CARD_MAX_GUIDANCE))
+        return c3_fail(C3_EMODEL, "%s: \"cosmos3.defaults.guidance\" must be in [0, %d]; fix the model card",
+                       path, CARD_MAX_GUIDANCE);
+    if (d->shift != -1 && !(d->shift > 0 && d->shift <= CARD_MAX_SHIFT))
+        return c3_fail(C3_EMODEL, "%s: \"cosmos3.defaults.shift\" must be in (0, %d]; fix the model card",
+                       path, CARD_MAX_SHIFT);
     v = json_object_get(df, "schedule");
     if (v && (!json_is_string(v) || strlen(json_string_value(v)) >= sizeof d->schedule))
         return c3_fail(C3_EMODEL, "%s: \"cosmos3.defaults.schedule\" must be a schedule name",
@@ -950,6 +974,10 @@ void ckpt_sizes(const c3_ckpt *c, c3_sizes *s) {
             s->shared_params += p;
             s->shared_bytes += b;
         }
+    }
+    for (int u = 0, n = c->v.n_mult; c->has_vae && u < n; u++) { /* block u ends upsampled, but the last */
+        int k = u < n - 1 ? u + 1 : n - 1;
+        s->vae_per_latent = C3_MAX(s->vae_per_latent, (int64_t)c->v.dec_dims[u + 1] << (2 * k));
     }
     if (c->has_vae)
         for (int i = 0; i < c->vae.n; i++) {

@@ -171,6 +171,9 @@ typedef struct {
     int64_t und_params, gen_params, shared_params, vae_params, other_params;
     int64_t embed_params; /* of und_params: the token embedding (its stored rows) */
     int64_t und_bytes, gen_bytes, shared_bytes, vae_bytes, other_bytes;
+    /* the VAE decoder's largest activation, in values per latent pixel and
+     * frame: max over up blocks of channels x (its upsampling so far)^2 */
+    int64_t vae_per_latent;
 } c3_sizes;
 void ckpt_sizes(const c3_ckpt *c, c3_sizes *s);
 

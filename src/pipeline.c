@@ -776,6 +776,12 @@ int engine_generate(c3_engine *e, const c3_settings *s_in, c3_result *res) {
     rc = prompt_ids(e->tok, s.prompt, false, &po, &j.ids[0], &j.L[0]);
     if (rc == C3_OK) rc = prompt_ids(e->tok, s.negative, true, &po, &j.ids[1], &j.L[1]);
     if (rc) goto out;
+    for (int b = 0; b < 2; b++) /* prompt_ids keeps the first C3_MAX_SEQ ids and appends two */
+        if (j.L[b] >= C3_MAX_SEQ + 2)
+            events_emit(e->ev, EV_LOG, -1,
+                        "warning: the %s prompt (with its template) reaches the %d-token limit; "
+                        "the rest of it is cut off",
+                        b ? "negative" : "positive", C3_MAX_SEQ);
     res->L_cond = j.L[0];
     res->L_uncond = j.L[1];
     res->t_tokenize = c3_now() - t0;

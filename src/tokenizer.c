@@ -586,7 +586,7 @@ static int load_merges(c3_tokenizer *t, scan *s, int vocab_count) {
             }
         } else {
             if ((rc = scan_string(s, &tmp))) goto out;
-            char *sp = memchr(tmp.p, ' ', tmp.n);
+            char *sp = tmp.n ? memchr(tmp.p, ' ', tmp.n) : NULL; /* "" has no storage */
             if (!sp) {
                 rc = scan_fail(s, "a merge string must be \"left right\"");
                 goto out;
