@@ -704,11 +704,12 @@ static int load_noise(const char *path, const c3_ckpt *ck, int T, int h, int w, 
                        path, ck->t.latent_ch, T, h, w);
     }
     if (t->dtype != C3_F32) {
+        c3_dtype dt = t->dtype; /* t lives in f */
         st_close(&f);
         return c3_fail(C3_EINPUT,
                        "--noise %s: tensor 'latents' is %s; it must be F32 (float32 noise, e.g. "
                        "torch.randn(...).float())",
-                       path, c3_dtype_name(t->dtype));
+                       path, c3_dtype_name(dt));
     }
     size_t n = (size_t)st_numel(t);
     c3_to_f32(x, t->data, t->dtype, n);
