@@ -48,7 +48,7 @@ static const c3_command commands[] = {
     {"gen", CMD_GEN, "-p TEXT [options]", "generate an image (or a video with --frames)", cmd_gen},
     {"tokenize", CMD_TOKENIZE, "[options] TEXT|-", "print the token ids the model would see",
      cmd_tokenize},
-    {"info", CMD_INFO, "[-m DIR] [--tp N] [--cfg-parallel N] [--ulysses N]",
+    {"info", CMD_INFO, "[-m DIR] [--tp N] [--cfg-parallel N] [--ulysses N] [--check]",
      "print the model's geometry, sizes and the per-rank plan", cmd_info},
     {"meta", CMD_META, "FILE.png", "print the settings stored in an image cosmos3 wrote", cmd_meta},
     {"mkmodel", CMD_MKMODEL, "--preset tiny|demo|edge|nano|super -o DIR",
