@@ -408,11 +408,13 @@ static void test_tokenizer_files(void) {
     expect_tok("repeated_key", "{\"normalizer\":{\"type\":\"NFC\"},\"normalizer\":null}", "appears twice");
     expect_tok("repeated_vocab", "{\"model\":{\"vocab\":{},\"vocab\":{}}}", "appears twice");
     /* found by fuzz_tokload: an empty merge string (memchr of NULL) */
-    char *v = byte_vocab(), *j = xmalloc(strlen(v) + 512);
-    sprintf(j, "{\"model\":{\"type\":\"BPE\",\"vocab\":{%s},\"merges\":[\"\"]}}", v);
+    char *v = byte_vocab();
+    size_t jn = strlen(v) + 512;
+    char *j = xmalloc(jn);
+    snprintf(j, jn, "{\"model\":{\"type\":\"BPE\",\"vocab\":{%s},\"merges\":[\"\"]}}", v);
     expect_tok("empty_merge", j, "a merge string must be");
     /* an added token beyond the vocabulary the file declares (256 + 1 entries) */
-    sprintf(j,
+    snprintf(j, jn,
             "{\"added_tokens\":[{\"id\":300,\"content\":\"<x>\"}],\"pre_tokenizer\":{\"type\":\"Split\","
             "\"pattern\":{\"Regex\":\"\\\\S+\"},\"behavior\":\"Isolated\"},\"model\":{\"type\":\"BPE\",\"vocab\":{%s},"
             "\"merges\":[]}}",
