@@ -245,9 +245,9 @@ static int read_stdin(char **out) {
     if (nul) {
         size_t at = (size_t)(nul - b);
         free(b);
-        return c3_fail(C3_EINPUT,
-                       "the prompt on standard input holds a NUL byte at offset %zu; a prompt is text",
-                       at);
+        return c3_fail(
+            C3_EINPUT,
+            "the prompt on standard input holds a NUL byte at offset %zu; a prompt is text", at);
     }
     *out = b;
     return C3_OK;
@@ -437,9 +437,9 @@ static int cmd_info(c3_settings *s, char **pos, int npos) {
                                                      "act_per_rank", (json_int_t)p.act, "need_per_rank",
                                                      (json_int_t)p.need));
         if (s->check)
-            json_object_set_new(o, "check", json_pack("{s:s,s:I,s:I}", "status", "ok", "tensors",
-                                                      (json_int_t)ntensors, "values",
-                                                      (json_int_t)nvalues));
+            json_object_set_new(o, "check",
+                                json_pack("{s:s,s:I,s:I}", "status", "ok", "tensors",
+                                          (json_int_t)ntensors, "values", (json_int_t)nvalues));
         char *txt = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
         printf("%s\n", txt);
         free(txt);
@@ -466,9 +466,10 @@ static int cmd_info(c3_settings *s, char **pos, int npos) {
         if (rc == C3_OK) plan_print(stdout, &p);
         print_card(&ck.card);
         if (s->check)
-            printf("check: ok: %lld tensors with the dtypes they must have, %lld values all finite; "
-                   "loads as gen loads it\n",
-                   (long long)ntensors, (long long)nvalues);
+            printf(
+                "check: ok: %lld tensors with the dtypes they must have, %lld values all finite; "
+                "loads as gen loads it\n",
+                (long long)ntensors, (long long)nvalues);
     }
     ckpt_close(&ck);
     return rc;

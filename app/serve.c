@@ -1514,8 +1514,8 @@ int serve_main(c3_settings *s, char **pos, int npos) {
     const char *env_key = getenv("COSMOS3_API_KEY");
     if (!s->api_key && env_key) s->api_key = xstrdup(env_key);
     if (s->api_key) {
-        const char *from = s->given[option_index(option_find("api-key"))] ? "--api-key"
-                                                                            : "COSMOS3_API_KEY";
+        const char *from =
+            s->given[option_index(option_find("api-key"))] ? "--api-key" : "COSMOS3_API_KEY";
         if (!s->api_key[0])
             return c3_fail(C3_EUSAGE, "%s is empty; give a key (e.g. from 'openssl rand -hex 32')",
                            from);

@@ -21,11 +21,11 @@
  * may shrink (tiny and demo checkpoints) but the decoder must turn one latent
  * into 16 x 16 pixels and 4 frames, as the pipeline sizes the latents. The
  * bounds keep every size vae_load and the decode compute from them in int. */
-#define VAE_MAX_BASE 1024       /* base_dim, decoder_base_dim (Wan2.2: 160, 256) */
-#define VAE_MAX_MULT 16         /* each dim_mult entry (Wan2.2: 1, 2, 4, 4) */
-#define VAE_MAX_CHANNELS 4096   /* base x dim_mult */
-#define VAE_MAX_RES_BLOCKS 8    /* num_res_blocks (Wan2.2: 2) */
-#define VAE_MAX_PATCH 8         /* patch_size (Wan2.2: 2) */
+#define VAE_MAX_BASE 1024        /* base_dim, decoder_base_dim (Wan2.2: 160, 256) */
+#define VAE_MAX_MULT 16          /* each dim_mult entry (Wan2.2: 1, 2, 4, 4) */
+#define VAE_MAX_CHANNELS 4096    /* base x dim_mult */
+#define VAE_MAX_RES_BLOCKS 8     /* num_res_blocks (Wan2.2: 2) */
+#define VAE_MAX_PATCH 8          /* patch_size (Wan2.2: 2) */
 #define VAE_PIXELS_PER_LATENT 16 /* scale_factor_spatial */
 #define VAE_FRAMES_PER_LATENT 4  /* scale_factor_temporal */
 #define VAE_IMAGE_CHANNELS 3
@@ -48,7 +48,8 @@ static int vae_geometry(c3_vconfig *v, const char *path) {
             return c3_fail(C3_EMODEL,
                            "%s: \"dim_mult\": up block %d cannot repeat its %d input channels "
                            "into %d x %d outputs evenly",
-                           path, u, v->dec_dims[u], v->dec_dims[u + 1], ft * VAE_UP_SPACE * VAE_UP_SPACE);
+                           path, u, v->dec_dims[u], v->dec_dims[u + 1],
+                           ft * VAE_UP_SPACE * VAE_UP_SPACE);
     }
     return C3_OK;
 }
@@ -294,8 +295,8 @@ int ckpt_parse_vconfig(c3_vconfig *v, const char *text, size_t len, const char *
     G(get_int(j, "scale_factor_temporal", 4, &v->scale_temporal, path));
     G(get_bool(j, "is_residual", true, &v->is_residual, path));
     if (!v->is_residual) {
-        rc = c3_fail(C3_EMODEL, "%s: \"is_residual\" false: only the Wan2.2 VAE (true) is supported",
-                     path);
+        rc = c3_fail(C3_EMODEL,
+                     "%s: \"is_residual\" false: only the Wan2.2 VAE (true) is supported", path);
         goto out;
     }
     G(need_pos(v->z_dim, "z_dim", path));
@@ -337,11 +338,11 @@ int ckpt_parse_vconfig(c3_vconfig *v, const char *text, size_t len, const char *
         v->dim_mult[i] = (int)json_integer_value(x);
         int widest = C3_MAX(v->base_dim, v->decoder_base_dim);
         if (widest * v->dim_mult[i] > VAE_MAX_CHANNELS) {
-            rc = c3_fail(C3_EMODEL,
-                         "%s: \"dim_mult\"[%d] %d x base %d is %d channels; at most %d are "
-                         "supported",
-                         path, i, v->dim_mult[i], widest, widest * v->dim_mult[i],
-                         VAE_MAX_CHANNELS);
+            rc =
+                c3_fail(C3_EMODEL,
+                        "%s: \"dim_mult\"[%d] %d x base %d is %d channels; at most %d are "
+                        "supported",
+                        path, i, v->dim_mult[i], widest, widest * v->dim_mult[i], VAE_MAX_CHANNELS);
             goto out;
         }
     }
@@ -508,8 +509,9 @@ int ckpt_check_dtype(const c3_ckpt *c, bool transformer, const char *where, cons
             break;
         }
     if (!(DT(dt) & allowed))
-        return c3_fail(C3_EMODEL, "%s: tensor %s is %s, which a %s cannot be; re-export the checkpoint",
-                       where, name, c3_dtype_name(dt), allowed & DT_FLOATS ? "weight" : "token id list");
+        return c3_fail(C3_EMODEL,
+                       "%s: tensor %s is %s, which a %s cannot be; re-export the checkpoint", where,
+                       name, c3_dtype_name(dt), allowed & DT_FLOATS ? "weight" : "token id list");
     /* BF16 and F16 have the same size: a relabelled file would load as noise */
     int want = transformer ? c->t.weight_dtype : -1;
     bool half = dt == C3_BF16 || dt == C3_F16, want_half = want == C3_BF16 || want == C3_F16;
@@ -533,10 +535,11 @@ static int scan_tensor(const c3_ckpt *c, bool transformer, const char *where, co
         c3_to_f32(buf, (const char *)t->data + i * es, t->dtype, k);
         size_t bad = c3_first_nonfinite(buf, k);
         if (bad < k)
-            return c3_fail(C3_EMODEL,
-                           "%s: tensor %s holds %g at element %zu: the weights are damaged; re-copy "
-                           "the checkpoint",
-                           where, name, (double)buf[bad], i + bad);
+            return c3_fail(
+                C3_EMODEL,
+                "%s: tensor %s holds %g at element %zu: the weights are damaged; re-copy "
+                "the checkpoint",
+                where, name, (double)buf[bad], i + bad);
     }
     *nvalues += (int64_t)n;
     return C3_OK;
@@ -744,13 +747,16 @@ static int parse_card(json_t *cj, c3_model_card *d, const char *path) {
                            "the model card",
                            path, side[i], sv[i], CARD_MAX_SIDE);
     if (d->steps > CARD_MAX_STEPS)
-        return c3_fail(C3_EMODEL, "%s: \"cosmos3.defaults.steps\" %d must be in 1..%d; fix the model card",
+        return c3_fail(C3_EMODEL,
+                       "%s: \"cosmos3.defaults.steps\" %d must be in 1..%d; fix the model card",
                        path, d->steps, CARD_MAX_STEPS);
     if (d->guidance != -1 && !(d->guidance >= 0 && d->guidance <= CARD_MAX_GUIDANCE))
-        return c3_fail(C3_EMODEL, "%s: \"cosmos3.defaults.guidance\" must be in [0, %d]; fix the model card",
+        return c3_fail(C3_EMODEL,
+                       "%s: \"cosmos3.defaults.guidance\" must be in [0, %d]; fix the model card",
                        path, CARD_MAX_GUIDANCE);
     if (d->shift != -1 && !(d->shift > 0 && d->shift <= CARD_MAX_SHIFT))
-        return c3_fail(C3_EMODEL, "%s: \"cosmos3.defaults.shift\" must be in (0, %d]; fix the model card",
+        return c3_fail(C3_EMODEL,
+                       "%s: \"cosmos3.defaults.shift\" must be in (0, %d]; fix the model card",
                        path, CARD_MAX_SHIFT);
     v = json_object_get(df, "schedule");
     if (v && (!json_is_string(v) || strlen(json_string_value(v)) >= sizeof d->schedule))
@@ -975,7 +981,8 @@ void ckpt_sizes(const c3_ckpt *c, c3_sizes *s) {
             s->shared_bytes += b;
         }
     }
-    for (int u = 0, n = c->v.n_mult; c->has_vae && u < n; u++) { /* block u ends upsampled, but the last */
+    for (int u = 0, n = c->v.n_mult; c->has_vae && u < n;
+         u++) { /* block u ends upsampled, but the last */
         int k = u < n - 1 ? u + 1 : n - 1;
         s->vae_per_latent = C3_MAX(s->vae_per_latent, (int64_t)c->v.dec_dims[u + 1] << (2 * k));
     }

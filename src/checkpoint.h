@@ -40,7 +40,7 @@ typedef struct {
     bool fps_modulation;
     int temporal_margin;     /* unified_3d_mrope_temporal_modality_margin */
     uint64_t config_hash;    /* FNV-1a of config.json bytes */
-    int weight_dtype;        /* "torch_dtype"/"dtype": C3_BF16, C3_F16, C3_F32, or -1 if not given */
+    int weight_dtype; /* "torch_dtype"/"dtype": C3_BF16, C3_F16, C3_F32, or -1 if not given */
 } c3_tconfig;
 
 /* Wan2.2 VAE (vae/config.json). */

@@ -302,8 +302,7 @@ int c3_write_file_atomic(const char *path, const void *data, size_t len, bool ov
                  ? c3_fail(C3_EOUTPUT, "%s already exists; use --overwrite to replace it", path)
                  : c3_fail(C3_EOUTPUT, "cannot write %s: %s", path, strerror(errno));
     if (rc == C3_OK && sync_dir_of(path) != 0)
-        rc = c3_fail(C3_EOUTPUT, "cannot write %s: fsync of its folder: %s", path,
-                     strerror(errno));
+        rc = c3_fail(C3_EOUTPUT, "cannot write %s: fsync of its folder: %s", path, strerror(errno));
     if (rc != C3_OK) unlink(tmp); /* fails harmlessly once renamed */
     free(tmp);
     return rc;

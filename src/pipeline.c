@@ -716,9 +716,10 @@ static int load_noise(const char *path, const c3_ckpt *ck, int T, int h, int w, 
     st_close(&f);
     size_t bad = c3_first_nonfinite(x, n);
     if (bad < n)
-        return c3_fail(C3_EINPUT,
-                       "--noise %s: 'latents' holds %g at element %zu; noise must be finite numbers",
-                       path, (double)x[bad], bad);
+        return c3_fail(
+            C3_EINPUT,
+            "--noise %s: 'latents' holds %g at element %zu; noise must be finite numbers", path,
+            (double)x[bad], bad);
     return C3_OK;
 }
 

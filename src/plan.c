@@ -5,8 +5,8 @@
 
 #include "comm.h"
 
-#define PLAN_VAE_BUFFERS 4            /* live activations of the decoder's largest block */
-#define PLAN_VAE_CHUNK_FRAMES 4       /* frames decoded at once (one latent frame) */
+#define PLAN_VAE_BUFFERS 4                /* live activations of the decoder's largest block */
+#define PLAN_VAE_CHUNK_FRAMES 4           /* frames decoded at once (one latent frame) */
 #define PLAN_TOKENIZER_BYTES (64ll << 20) /* a loaded Qwen3 tokenizer, measured ~40 MiB */
 
 /* The communicator a layout uses (declared in comm.h). */
@@ -179,12 +179,13 @@ int plan_make(c3_plan *p, const c3_tconfig *t, const c3_sizes *sz, int tp, int c
                 snprintf(dev, sizeof dev, "GPU %d", p->devices[r]);
             else
                 snprintf(dev, sizeof dev, "the host");
-            return c3_fail(C3_ERESOURCE,
-                           "rank %d needs %s (weights + K/V + activations + VAE decode) but %s has %s "
-                           "free%s; use a smaller -W/-H/--frames, a larger --tp%s, or --offload",
-                           r, c3_bytes_text(p->need, a, sizeof a), dev,
-                           c3_bytes_text(have, b, sizeof b), sharing > 1 ? " for each of the ranks sharing it" : "",
-                           want_cuda ? "" : " on GPUs");
+            return c3_fail(
+                C3_ERESOURCE,
+                "rank %d needs %s (weights + K/V + activations + VAE decode) but %s has %s "
+                "free%s; use a smaller -W/-H/--frames, a larger --tp%s, or --offload",
+                r, c3_bytes_text(p->need, a, sizeof a), dev, c3_bytes_text(have, b, sizeof b),
+                sharing > 1 ? " for each of the ranks sharing it" : "",
+                want_cuda ? "" : " on GPUs");
         }
     }
     return C3_OK;
@@ -205,8 +206,9 @@ void plan_print(FILE *f, const c3_plan *p) {
     }
     char e[32];
     fprintf(f, "per rank: weights %s, K/V cache ~%s, activations ~%s, VAE decode ~%s, total ~%s\n",
-            c3_bytes_text(p->weights, a, sizeof a), c3_bytes_text(p->kv, b, sizeof b), c3_bytes_text(p->act, c, sizeof c),
-            c3_bytes_text(p->vae, e, sizeof e), c3_bytes_text(p->need, d, sizeof d));
+            c3_bytes_text(p->weights, a, sizeof a), c3_bytes_text(p->kv, b, sizeof b),
+            c3_bytes_text(p->act, c, sizeof c), c3_bytes_text(p->vae, e, sizeof e),
+            c3_bytes_text(p->need, d, sizeof d));
     if (p->world > 1) fprintf(f, "communicator: %s\n", comm_kind_name(comm_choose(p->cuda, p->world, p->devices)));
     if (p->offload && !p->cuda)
         fprintf(f, "note: --offload does nothing on the CPU backend (the weights already live in host memory)\n");

@@ -322,7 +322,9 @@ static int vae_load_(c3_vae *v, const c3_ckpt *ck) {
     if (!wo) return C3_EMODEL;
     int pp = v->patch * v->patch;
     if (wo->shape[0] != (int64_t)VAE_IMG_CH * pp)
-        return c3_fail(C3_EMODEL, "%s: decoder.conv_out has %lld channels; with patch_size %d that is not %d image channels",
+        return c3_fail(C3_EMODEL,
+                       "%s: decoder.conv_out has %lld channels; with patch_size %d that is not %d "
+                       "image channels",
                        path, (long long)wo->shape[0], v->patch, VAE_IMG_CH);
     v->dec_out = (int)wo->shape[0];
     if (v->dec_out % pp || v->dec_out / pp != VAE_IMG_CH)

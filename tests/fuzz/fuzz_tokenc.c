@@ -33,8 +33,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (!z) abort();
     memcpy(z, data, size);
     z[size] = 0;
-    c3_prompt_opts po = {.system_prompt = size & 1, .templates = (size & 4) != 0, .width = 64,
-                         .height = 64, .frames = (size & 8) ? 5 : 1, .fps = 24};
+    c3_prompt_opts po = {.system_prompt = size & 1,
+                         .templates = (size & 4) != 0,
+                         .width = 64,
+                         .height = 64,
+                         .frames = (size & 8) ? 5 : 1,
+                         .fps = 24};
     ids = NULL;
     n = 0;
     if (prompt_ids(g_tok, z, (size & 2) != 0, &po, &ids, &n) == C3_OK) {

@@ -31,7 +31,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         return 0;
     }
     static const char *const texts[] = {"a red fox", "<|im_start|>user\nhi<|im_end|>",
-                                        "\xc3\xa9\xe4\xb8\xad 123 !!  \t\n x", "", "aaaaaaaaaaaaaaaa"};
+                                        "\xc3\xa9\xe4\xb8\xad 123 !!  \t\n x", "",
+                                        "aaaaaaaaaaaaaaaa"};
     int nv = tok_vocab_size(t);
     if (nv <= 0) abort();
     for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++) {

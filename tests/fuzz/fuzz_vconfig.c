@@ -23,8 +23,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     for (int i = 0; i < v.z_dim; i++)
         if (v.latents_std[i] == 0 || !isfinite(v.latents_std[i]) || !isfinite(v.latents_mean[i])) abort();
     /* vae_load's arithmetic: widths, res blocks, repeats, conv_out = 3 x patch^2 */
-    if (!v.is_residual || v.num_res_blocks < 0 || v.num_res_blocks > 64 || v.n_tdown != v.n_mult - 1) abort();
-    if ((v.patch_size << (v.n_mult - 1)) != 16) abort(); /* 16 pixels per latent, as the pipeline sizes */
+    if (!v.is_residual || v.num_res_blocks < 0 || v.num_res_blocks > 64 ||
+        v.n_tdown != v.n_mult - 1)
+        abort();
+    if ((v.patch_size << (v.n_mult - 1)) != 16)
+        abort(); /* 16 pixels per latent, as the pipeline sizes */
     int tdown = 0;
     for (int i = 0; i < v.n_tdown; i++)
         tdown += v.temporal_down[i];
