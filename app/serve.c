@@ -10,9 +10,9 @@
  *               that goes away cancels its job) or streams its SSE bytes
  *
  * A job is shared by its connection and the worker (a reference count under
- * the server mutex). Images are written by engine_generate into a private
- * mkdtemp folder, read back for b64_json and deleted. No request field ever
- * names a file.
+ * the server mutex). Images come back from the engine in memory and are
+ * encoded as PNG in memory (png_encode_mem) for b64_json: the server writes
+ * no file. No request field ever names a file.
  */
 #include "serve.h"
 
@@ -49,7 +49,8 @@ int serve_main(c3_settings *s, char **pos, int npos) {
 #include <unistd.h>
 
 #include "events.h"
-#include "pipeline.h"
+#include "png_io.h"
+#include "session.h"
 #include "plan.h"
 
 /* ------------------------------------------------------------- limits */
@@ -211,9 +212,10 @@ typedef struct {
     double stage_s[STAGES];
     uint64_t steps;
     double step_s, cond_s, uncond_s, last_step_s;
-    bool mem_valid[C3_MAX_RANKS];
-    int mem_device[C3_MAX_RANKS];
-    int64_t mem_bytes[C3_MAX_RANKS][3], dev_free[C3_MAX_RANKS], dev_total[C3_MAX_RANKS];
+    bool mem_valid[COSMOS3_MAX_RANKS];
+    int mem_device[COSMOS3_MAX_RANKS];
+    int64_t mem_bytes[COSMOS3_MAX_RANKS][3], dev_free[COSMOS3_MAX_RANKS],
+        dev_total[COSMOS3_MAX_RANKS];
     char mhd_log[512];
     const char *api_key; /* sv->base.api_key, or NULL: no authentication */
     int max_cost;        /* --max-cost */
@@ -391,27 +393,21 @@ static bool client_gone(int fd) {
 
 /* -------------------------------------------------------------- worker */
 
-static const char *tmp_root(void) {
-    const char *t = getenv("TMPDIR");
-    return t && *t ? t : "/tmp";
-}
-
-/* Run one image of job j into dir; append its data item to `data`. */
-static int run_image(server *sv, job *j, int i, const char *dir, json_t *data, json_t *acc) {
+/* Run one image of job j; append its data item to `data`. The PNG is
+ * encoded in memory: a response never touches the disk. */
+static int run_image(server *sv, job *j, int i, json_t *data, json_t *acc) {
     c3_settings s;
     settings_copy(&s, &j->s);
-    char path[4096 + 32], seedtxt[32];
-    snprintf(path, sizeof path, "%s/%d.png", dir, i);
-    int rc = settings_set(&s, "output", path, CMD_SERVE);
-    if (rc == C3_OK) rc = settings_set(&s, "overwrite", "on", CMD_SERVE);
-    if (rc == C3_OK && j->seed_given) {
+    char seedtxt[32];
+    int rc = C3_OK;
+    if (j->seed_given) {
         snprintf(seedtxt, sizeof seedtxt, "%llu", (unsigned long long)(j->seed + (uint64_t)i));
         rc = settings_set(&s, "seed", seedtxt, CMD_SERVE);
     }
     c3_result r = {0};
     bool ran = false;
     if (rc == C3_OK) {
-        rc = engine_generate(sv->e, &s, &r);
+        rc = engine_generate_frames(sv->e, &s, &r);
         ran = true;
     }
     char err[1024];
@@ -425,20 +421,22 @@ static int run_image(server *sv, job *j, int i, const char *dir, json_t *data, j
             cv_wait(sv, SERVE_POLL_S);
     }
     pthread_mutex_unlock(&sv->mu);
-    char *png = NULL;
+    uint8_t *png = NULL;
     size_t len = 0;
-    if (rc == C3_OK && r.npaths == 1) {
-        rc = c3_read_file(r.paths[0], &png, &len);
+    if (rc == C3_OK && r.out && r.out->frames == 1) {
+        double t0 = c3_now();
+        c3_png_text texts[2] = {{"parameters", r.png_parameters, false},
+                                {"cosmos3", r.meta_json, true}};
+        rc = png_encode_mem(r.out->rgb, r.out->width, r.out->height, texts, 2, &png, &len);
         if (rc) snprintf(err, sizeof err, "%s", c3_errmsg());
+        r.t_write = c3_now() - t0;
+        r.t_total += r.t_write;
     } else if (rc == C3_OK) {
         rc = C3_EFAIL;
-        snprintf(err, sizeof err, "the engine wrote %d files for one image", r.npaths);
+        snprintf(err, sizeof err, "the engine made %d frames for one image", r.out ? r.out->frames : 0);
     }
-    for (int k = 0; k < r.npaths; k++)
-        unlink(r.paths[k]);
-    unlink(path);
     if (rc == C3_OK) {
-        char *b64 = base64((const uint8_t *)png, len);
+        char *b64 = base64(png, len);
         json_t *item = json_pack("{s:s,s:I}", "b64_json", b64, "seed", (json_int_t)r.seed);
         free(b64);
         double st[STAGES] = {r.t_tokenize, r.t_und, r.t_denoise, r.t_vae, r.t_write, r.t_total};
@@ -488,13 +486,7 @@ static void run_job(server *sv, job *j) {
     json_t *acc = json_pack("{s:i,s:i,s:f,s:{}}", "images", 0, "steps", 0, "queue_seconds",
                             t0 - j->t_queued, "seconds");
     json_object_set_new(acc, "mem_peak_bytes", json_integer(0));
-    char tmpl[4096];
-    snprintf(tmpl, sizeof tmpl, "%s/cosmos3-serve-XXXXXX", tmp_root());
     int rc = C3_OK;
-    bool made = mkdtemp(tmpl) != NULL;
-    if (!made)
-        rc = c3_fail(C3_EOUTPUT, "cannot make a folder in %s: %s (set TMPDIR)", tmp_root(),
-                     strerror(errno));
     for (int i = 0; i < j->n && rc == C3_OK; i++) {
         pthread_mutex_lock(&sv->mu);
         j->index = i;
@@ -504,16 +496,15 @@ static void run_job(server *sv, job *j) {
             rc = c3_fail(C3_ECANCEL, "cancelled");
             break;
         }
-        rc = run_image(sv, j, i, tmpl, data, acc);
+        rc = run_image(sv, j, i, data, acc);
     }
-    if (made) rmdir(tmpl);
     char err[1024];
     snprintf(err, sizeof err, "%s", c3_errmsg());
-    const c3_plan *p = engine_plan(sv->e);
+    const cosmos3_layout *p = engine_layout(sv->e);
     json_object_set_new(acc, "images", json_integer((json_int_t)json_array_size(data)));
     json_object_set_new(acc, "layout",
-                        json_pack("{s:i,s:i,s:i,s:s}", "tp", p->tp, "cfg_parallel", p->cfg,
-                                  "ulysses", p->sp, "device", sv->device));
+                        json_pack("{s:i,s:i,s:i,s:s}", "tp", p->tp, "cfg_parallel", p->cfg_parallel,
+                                  "ulysses", p->ulysses, "device", sv->device));
     pthread_mutex_lock(&sv->mu);
     int status = 200;
     char *body = NULL;
@@ -573,10 +564,10 @@ static void *worker_main(void *arg) {
     }
     sv->e = e;
     sv->load_s = c3_now() - t0;
-    snprintf(sv->model_id, sizeof sv->model_id, "%s", engine_ckpt(e)->model_id);
-    const c3_plan *p = engine_plan(e);
-    snprintf(sv->device, sizeof sv->device, "%s", p->cuda ? "cuda" : "cpu");
-    sv->cfg_parallel = p->cfg;
+    snprintf(sv->model_id, sizeof sv->model_id, "%s", engine_model(e)->id);
+    const cosmos3_layout *p = engine_layout(e);
+    snprintf(sv->device, sizeof sv->device, "%s", !strcmp(p->device, "cuda") ? "cuda" : "cpu");
+    sv->cfg_parallel = p->cfg_parallel;
     sv->created = time(NULL);
     sv->ready = true;
     pthread_cond_broadcast(&sv->cv);
@@ -643,7 +634,7 @@ static void *pump_main(void *arg) {
         }
         case EV_LOADED:
         case EV_MEMORY:
-            if (x.rank >= 0 && x.rank < C3_MAX_RANKS) {
+            if (x.rank >= 0 && x.rank < COSMOS3_MAX_RANKS) {
                 sv->mem_valid[x.rank] = true;
                 sv->mem_device[x.rank] = x.device;
                 for (int k = 0; k < 3; k++)
@@ -694,7 +685,7 @@ static bool apply(server *sv, c3_settings *s, const char *field, const char *nam
         return bad(er, 400, field, "%s: %s", field, c3_errmsg());
     c3_settings t;
     settings_copy(&t, s);
-    int rc = settings_resolve(&t, engine_ckpt(sv->e));
+    int rc = settings_resolve(&t, sv->e);
     settings_free(&t);
     if (rc) return bad(er, 400, field, "%s: %s", field, c3_errmsg());
     return true;
@@ -931,7 +922,7 @@ static bool parse_request(server *sv, const char *body, size_t len, job *j, req_
     /* the size the answer reports */
     c3_settings r;
     settings_copy(&r, s);
-    int rc = settings_resolve(&r, engine_ckpt(sv->e));
+    int rc = settings_resolve(&r, sv->e);
     s->width = r.width;
     s->height = r.height;
     /* what one request may cost: pixels x frames x steps x images */
@@ -1029,9 +1020,9 @@ static void metrics_text(server *sv, sbuf *b) {
                      "cosmos3_model_info gauge\n"
                      "cosmos3_model_info{model=\"");
         sb_label(b, sv->model_id);
-        const c3_plan *p = engine_plan(sv->e);
+        const cosmos3_layout *p = engine_layout(sv->e);
         sb_printf(b, "\",device=\"%s\",tp=\"%d\",cfg_parallel=\"%d\",ulysses=\"%d\"} 1\n",
-                  sv->device, p->tp, p->cfg, p->sp);
+                  sv->device, p->tp, p->cfg_parallel, p->ulysses);
         sb_printf(b,
                   "# HELP cosmos3_load_seconds Seconds the model took to load.\n"
                   "# TYPE cosmos3_load_seconds gauge\ncosmos3_load_seconds %.6f\n",
@@ -1098,8 +1089,8 @@ static void metrics_text(server *sv, sbuf *b) {
               "# TYPE cosmos3_last_step_seconds gauge\ncosmos3_last_step_seconds %.6f\n",
               sv->step_s, (unsigned long long)sv->steps, sv->cond_s, sv->uncond_s, sv->last_step_s);
     static const char *const kinds[3] = {"weights", "kv", "activations"};
-    char dev[C3_MAX_RANKS][24];
-    for (int r = 0; r < C3_MAX_RANKS; r++) {
+    char dev[COSMOS3_MAX_RANKS][24];
+    for (int r = 0; r < COSMOS3_MAX_RANKS; r++) {
         if (sv->mem_device[r] >= 0 && !strcmp(sv->device, "cuda"))
             snprintf(dev[r], sizeof dev[r], "cuda:%d", sv->mem_device[r]);
         else
@@ -1108,19 +1099,19 @@ static void metrics_text(server *sv, sbuf *b) {
     sb_printf(b,
               "# HELP cosmos3_memory_bytes Memory the engine holds per rank and device, by kind.\n"
               "# TYPE cosmos3_memory_bytes gauge\n");
-    for (int r = 0; r < C3_MAX_RANKS; r++)
+    for (int r = 0; r < COSMOS3_MAX_RANKS; r++)
         for (int k = 0; k < 3 && sv->mem_valid[r]; k++)
             sb_printf(b, "cosmos3_memory_bytes{rank=\"%d\",device=\"%s\",kind=\"%s\"} %lld\n", r,
                       dev[r], kinds[k], (long long)sv->mem_bytes[r][k]);
     sb_printf(b, "# HELP cosmos3_device_free_bytes Free memory of each rank's device.\n"
                  "# TYPE cosmos3_device_free_bytes gauge\n");
-    for (int r = 0; r < C3_MAX_RANKS; r++)
+    for (int r = 0; r < COSMOS3_MAX_RANKS; r++)
         if (sv->mem_valid[r] && sv->dev_total[r] > 0)
             sb_printf(b, "cosmos3_device_free_bytes{rank=\"%d\",device=\"%s\"} %lld\n", r, dev[r],
                       (long long)sv->dev_free[r]);
     sb_printf(b, "# HELP cosmos3_device_total_bytes Total memory of each rank's device.\n"
                  "# TYPE cosmos3_device_total_bytes gauge\n");
-    for (int r = 0; r < C3_MAX_RANKS; r++)
+    for (int r = 0; r < COSMOS3_MAX_RANKS; r++)
         if (sv->mem_valid[r] && sv->dev_total[r] > 0)
             sb_printf(b, "cosmos3_device_total_bytes{rank=\"%d\",device=\"%s\"} %lld\n", r, dev[r],
                       (long long)sv->dev_total[r]);
@@ -1637,11 +1628,11 @@ int serve_main(c3_settings *s, char **pos, int npos) {
         pthread_mutex_unlock(&sv->mu);
         if (failed) break;
         if (ready && !announced) {
-            const c3_plan *p = engine_plan(sv->e);
+            const cosmos3_layout *p = engine_layout(sv->e);
             fprintf(stderr,
                     "cosmos3 serve: ready: %s on %s (tp %d x cfg-parallel %d x ulysses %d), loaded "
                     "in %.1f s\n",
-                    sv->model_id, sv->device, p->tp, p->cfg, p->sp, sv->load_s);
+                    sv->model_id, sv->device, p->tp, p->cfg_parallel, p->ulysses, sv->load_s);
             announced = true;
         }
     }
