@@ -19,6 +19,7 @@
 #include "checkpoint.h"
 #include "docs.h"
 #include "events.h"
+#include "metadata.h"
 #include "mkmodel.h"
 #include "options.h"
 #include "session.h"
@@ -622,19 +623,11 @@ static void print_text(const char *t) {
 }
 
 static int cmd_meta(c3_settings *s, char **pos, int npos) {
-    if (npos != 1) return c3_fail(C3_EUSAGE, "meta: give one PNG file");
-    char **keys, **vals;
-    int n;
-    C3_TRY(png_read_texts(pos[0], &keys, &vals, &n));
-    int rc = C3_OK;
-    const char *js = NULL, *params = NULL;
-    for (int i = 0; i < n; i++) {
-        if (!strcmp(keys[i], "cosmos3")) js = vals[i];
-        if (!strcmp(keys[i], "parameters")) params = vals[i];
-    }
-    if (!js && !params) {
-        rc = c3_fail(C3_EINPUT, "%s: no cosmos3 metadata (was it written by cosmos3?)", pos[0]);
-    } else if (s->json) {
+    if (npos != 1) return c3_fail(C3_EUSAGE, "meta: give one file cosmos3 wrote");
+    char *js_buf, *params_buf;
+    C3_TRY(metadata_read(pos[0], &js_buf, &params_buf));
+    const char *js = js_buf, *params = params_buf;
+    if (s->json) {
         printf("%s\n", js ? js : "{}");
     } else if (js) {
         json_t *o = json_loads(js, 0, NULL);
@@ -687,13 +680,9 @@ static int cmd_meta(c3_settings *s, char **pos, int npos) {
         print_text(params);
         putchar('\n');
     }
-    for (int i = 0; i < n; i++) {
-        free(keys[i]);
-        free(vals[i]);
-    }
-    free(keys);
-    free(vals);
-    return rc;
+    free(js_buf);
+    free(params_buf);
+    return C3_OK;
 }
 
 /* -------------------------------------------------------------- mkmodel */
