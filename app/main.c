@@ -53,7 +53,7 @@ static const c3_command commands[] = {
     {"gen", CMD_GEN, "-p TEXT [options]", "generate an image (or a video with --frames)", cmd_gen},
     {"tokenize", CMD_TOKENIZE, "[options] TEXT|-", "print the token ids the model would see",
      cmd_tokenize},
-    {"info", CMD_INFO, "[-m DIR] [--tp N] [--cfg-parallel N] [--ulysses N] | FILE",
+    {"info", CMD_INFO, "[-m DIR] [--tp N] [--cfg-parallel N] [--ulysses N] [--check] | FILE",
      "print the model's geometry, sizes and the per-rank plan; or a picture's or clip's size, "
      "frames and fps",
      cmd_info},
@@ -235,8 +235,15 @@ static int run_generation(c3_settings *s) {
         fprintf(stderr, "\r\033[Kloading %s ...", dir);
         fflush(stderr);
     }
+    /* tests only: a slow load, to Ctrl-C it */
+    const char *delay = getenv("COSMOS3_TEST_LOAD_DELAY");
+    if (delay && atof(delay) > 0) usleep((useconds_t)(atof(delay) * 1e6));
     int rc = engine_open(&e, s, ev);
     if (tty) fputs("\r\033[K", stderr);
+    if (rc == C3_OK && g_sigint) { /* Ctrl-C while loading: nothing to cancel yet, so stop here */
+        engine_close(e);
+        rc = c3_fail(C3_ECANCEL, "cancelled while the model loaded");
+    }
     if (rc) {
         events_free(ev);
         return rc;
@@ -256,6 +263,8 @@ static int run_generation(c3_settings *s) {
     bool open = false, steps_line = false;
     for (;;) {
         c3_event x;
+        /* a Ctrl-C can land before engine_generate clears its cancel flag: repeat it */
+        if (g_sigint) engine_cancel(e);
         if (!events_pop(ev, &x, 0.2)) continue;
         if (x.kind == EV_LOG && strcmp(x.text, "__finished__") == 0) break;
         /* the engine's notes and warnings, one line each on stderr (-q keeps the warnings) */
@@ -358,6 +367,14 @@ static int read_stdin(char **out) {
         if (n + 1 >= cap) b = xrealloc(b, cap *= 2);
     }
     b[n] = 0;
+    const char *nul = memchr(b, 0, n);
+    if (nul) {
+        size_t at = (size_t)(nul - b);
+        free(b);
+        return c3_fail(
+            C3_EINPUT,
+            "the prompt on standard input holds a NUL byte at offset %zu; a prompt is text", at);
+    }
     *out = b;
     return C3_OK;
 }
@@ -372,7 +389,8 @@ static int cmd_gen(c3_settings *s, char **pos, int npos) {
     if (!s->prompt) return c3_fail(C3_EUSAGE, "gen: no prompt; give one with -p \"a red fox in the snow\"");
     if (strcmp(s->prompt, "-") == 0) {
         free(s->prompt);
-        read_stdin(&s->prompt);
+        s->prompt = NULL;
+        C3_TRY(read_stdin(&s->prompt));
     }
     /* validate everything that needs no model before loading it, the output's
      * format and destination included */
@@ -539,6 +557,23 @@ static int info_media(const c3_settings *s, const char *path) {
     return C3_OK;
 }
 
+/* What gen would refuse, before info prints anything: the tokenizer; with
+ * --check also every weight (dtype table, NaN/Inf) and the whole load gen
+ * does (every tensor's name and shape, the VAE), on the layout asked for. */
+static int info_validate(c3_settings *s, const c3_ckpt *ck, int64_t *ntensors, int64_t *nvalues) {
+    c3_tokenizer *tok = NULL;
+    int rc = tok_load(&tok, ck->tokenizer_json);
+    tok_free(tok);
+    if (rc || !s->check) return rc;
+    C3_TRY(ckpt_scan(ck, ntensors, nvalues));
+    c3_events *ev = events_new(4096);
+    c3_engine *e = NULL;
+    rc = engine_open(&e, s, ev);
+    engine_close(e);
+    events_free(ev);
+    return rc;
+}
+
 static int cmd_info(c3_settings *s, char **pos, int npos) {
     if (npos == 1 && !s->given[option_index(option_find("model"))]) {
         char mi[4200];
@@ -552,6 +587,12 @@ static int cmd_info(c3_settings *s, char **pos, int npos) {
     pipeline_model_dir(s, dir, sizeof dir);
     c3_ckpt ck;
     C3_TRY(ckpt_open(&ck, dir, true));
+    int64_t ntensors = 0, nvalues = 0;
+    int vrc = info_validate(s, &ck, &ntensors, &nvalues);
+    if (vrc) {
+        ckpt_close(&ck);
+        return vrc;
+    }
     c3_sizes sz;
     ckpt_sizes(&ck, &sz);
     const c3_tconfig *t = &ck.t;
@@ -585,6 +626,10 @@ static int cmd_info(c3_settings *s, char **pos, int npos) {
                                           p.device_note, "weights_per_rank", (json_int_t)p.weights,
                                           "kv_per_rank", (json_int_t)p.kv, "act_per_rank",
                                           (json_int_t)p.act, "need_per_rank", (json_int_t)p.need));
+        if (s->check)
+            json_object_set_new(o, "check",
+                                json_pack("{s:s,s:I,s:I}", "status", "ok", "tensors",
+                                          (json_int_t)ntensors, "values", (json_int_t)nvalues));
         char *txt = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
         printf("%s\n", txt);
         free(txt);
@@ -615,12 +660,31 @@ static int cmd_info(c3_settings *s, char **pos, int npos) {
             plan_print(stdout, &p);
         }
         print_card(&ck.card);
+        if (s->check)
+            printf(
+                "check: ok: %lld tensors with the dtypes they must have, %lld values all finite; "
+                "loads as gen loads it\n",
+                (long long)ntensors, (long long)nvalues);
     }
     ckpt_close(&ck);
     return rc;
 }
 
 /* ----------------------------------------------------------------- meta */
+
+/* Text from a file, printed so that it cannot drive the terminal: control
+ * characters (ESC, BEL, CR, ... but not newline or tab) as \xNN, and the C1
+ * controls U+0080..U+009F as \u00NN. */
+static void print_text(const char *t) {
+    for (const unsigned char *p = (const unsigned char *)t; *p; p++) {
+        if ((*p < 0x20 && *p != '\n' && *p != '\t') || *p == 0x7f)
+            printf("\\x%02x", *p);
+        else if (*p == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f)
+            printf("\\u%04x", *++p);
+        else
+            putchar(*p);
+    }
+}
 
 static int cmd_meta(c3_settings *s, char **pos, int npos) {
     if (npos != 1) return c3_fail(C3_EUSAGE, "meta: give one file cosmos3 wrote");
@@ -633,21 +697,32 @@ static int cmd_meta(c3_settings *s, char **pos, int npos) {
         json_t *o = json_loads(js, 0, NULL);
         json_t *st = o ? json_object_get(o, "settings") : NULL;
         if (!st) {
-            printf("%s\n", params ? params : js);
+            print_text(params ? params : js);
+            putchar('\n');
         } else {
             const char *k;
             json_t *v;
             json_t *m = json_object_get(o, "model");
-            if (m) printf("model: %s\n", json_string_value(json_object_get(m, "id")));
+            const char *id = json_string_value(json_object_get(m, "id"));
+            if (m) {
+                printf("model: ");
+                print_text(id ? id : "?");
+                putchar('\n');
+            }
             json_object_foreach(st, k, v) {
-                if (json_is_string(v))
-                    printf("%s: %s\n", k, json_string_value(v));
-                else if (json_is_integer(v))
-                    printf("%s: %lld\n", k, (long long)json_integer_value(v));
-                else if (json_is_real(v))
-                    printf("%s: %g\n", k, json_real_value(v));
-                else if (json_is_boolean(v))
-                    printf("%s: %s\n", k, json_is_true(v) ? "on" : "off");
+                if (!json_is_string(v) && !json_is_number(v) && !json_is_boolean(v)) continue;
+                print_text(k);
+                if (json_is_string(v)) {
+                    printf(": ");
+                    print_text(json_string_value(v));
+                    putchar('\n');
+                } else if (json_is_integer(v)) {
+                    printf(": %lld\n", (long long)json_integer_value(v));
+                } else if (json_is_real(v)) {
+                    printf(": %g\n", json_real_value(v));
+                } else {
+                    printf(": %s\n", json_is_true(v) ? "on" : "off");
+                }
             }
             json_t *l = json_object_get(o, "layout");
             if (l)
@@ -655,12 +730,19 @@ static int cmd_meta(c3_settings *s, char **pos, int npos) {
                        (long long)json_integer_value(json_object_get(l, "tp")),
                        (long long)json_integer_value(json_object_get(l, "cfg_parallel")),
                        (long long)json_integer_value(json_object_get(l, "ulysses")),
-                       json_string_value(json_object_get(l, "device")));
-            printf("version: %s\n", json_string_value(json_object_get(o, "version")));
+                       json_is_string(json_object_get(l, "device")) &&
+                               !strcmp(json_string_value(json_object_get(l, "device")), "cuda")
+                           ? "cuda"
+                           : "cpu");
+            const char *ver = json_string_value(json_object_get(o, "version"));
+            printf("version: ");
+            print_text(ver ? ver : "?");
+            putchar('\n');
         }
         json_decref(o);
     } else {
-        printf("%s\n", params);
+        print_text(params);
+        putchar('\n');
     }
     free(js_buf);
     free(params_buf);

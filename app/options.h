@@ -86,6 +86,8 @@ typedef struct {
     char *gpus;
     bool offload;
     int threads;
+    /* info */
+    bool check;
     /* tokenize */
     bool raw;
     bool lines;

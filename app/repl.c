@@ -3,12 +3,14 @@
 #include "repl.h"
 
 #include <ctype.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -137,11 +139,17 @@ void repl_history_add(c3_repl *r, const char *text) {
         *slash = 0;
         if (c3_mkdir_p(dir) != C3_OK) return; /* history is a convenience: no error */
     }
-    FILE *f = fopen(r->hist_path, "a");
-    if (f) {
-        fprintf(f, "%s\n", line);
-        fclose(f);
+    /* the prompts are the user's own: 0600, and an older file is made so too */
+    int fd = open(r->hist_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0) return;
+    (void)fchmod(fd, 0600); /* a convenience: a file we cannot chmod is still written */
+    FILE *f = fdopen(fd, "a");
+    if (!f) {
+        close(fd);
+        return;
     }
+    fprintf(f, "%s\n", line);
+    fclose(f);
 }
 
 /* ------------------------------------------------------------- worker */
@@ -155,7 +163,7 @@ static void *worker(void *arg) {
     job_arg *a = arg;
     c3_repl *r = a->r;
     if (a->load) {
-        r->job_rc = engine_open(&r->e, &r->job_s, r->ev);
+        r->job_rc = engine_open(&r->e_next, &r->job_s, r->ev);
     } else {
         r->job_rc = engine_generate(r->e, &r->job_s, &r->job_r);
         cosmos3_result *out = r->job_r.out;
@@ -191,12 +199,8 @@ static int start_job(c3_repl *r, bool load) {
 
 int repl_load_start(c3_repl *r) {
     if (r->job != REPL_IDLE) return c3_fail(C3_EUSAGE, "busy: wait for the run to finish or press c to cancel");
-    if (r->e) {
-        engine_close(r->e);
-        r->e = NULL;
-    }
-    r->nranks = 0;
-    memset(r->dev, 0, sizeof r->dev);
+    /* the loaded model stays until the new one is ready (finish_job swaps) */
+    snprintf(r->prev_model_dir, sizeof r->prev_model_dir, "%s", r->model_dir);
     settings_free(&r->job_s);
     settings_copy(&r->job_s, &r->s);
     pipeline_model_dir(&r->s, r->model_dir, sizeof r->model_dir);
@@ -216,11 +220,35 @@ static void finish_job(c3_repl *r) {
     r->job = REPL_IDLE;
     int rc = r->job_rc;
     if (rc) r->status = rc;
+    if (was == REPL_LOADING && rc == C3_ERESOURCE && r->e) {
+        /* no room for two models: give the old one up and try again */
+        repl_print(r, 2, "%s; unloading %s to make room", r->job_err, r->prev_model_dir);
+        engine_close(r->e);
+        r->e = NULL;
+        r->job_rc = engine_open(&r->e_next, &r->job_s, r->ev);
+        rc = r->job_rc;
+        if (rc) snprintf(r->job_err, sizeof r->job_err, "%s", c3_errmsg());
+        if (rc) r->status = rc;
+    }
     if (was == REPL_LOADING) {
         if (rc) {
-            r->e = NULL;
+            r->e_next = NULL;
             if (!r->quiet_load_error) repl_print(r, 1, "%s", r->job_err);
+            if (r->e) { /* the model loaded before is still there */
+                snprintf(r->model_dir, sizeof r->model_dir, "%s", r->prev_model_dir);
+                free(r->s.model);
+                r->s.model = r->prev_model;
+                r->prev_model = NULL;
+                repl_print(r, 2, "kept %s loaded", r->model_dir);
+            }
         } else {
+            if (r->e) engine_close(r->e);
+            r->e = r->e_next;
+            r->e_next = NULL;
+            r->nranks = 0;
+            memset(r->dev, 0, sizeof r->dev);
+            free(r->prev_model);
+            r->prev_model = NULL;
             r->load_seconds = c3_now() - r->job_t0;
             repl_print(r, 2, "loaded %s (%s, %.1f s)", engine_model(r->e)->id, r->model_dir,
                        r->load_seconds);
@@ -662,7 +690,8 @@ static int cmd_load(c3_repl *r, const char *arg) {
         free(dir);
         return c3_fail(C3_EUSAGE, "busy: wait for the run to finish or cancel it first");
     }
-    free(r->s.model);
+    free(r->prev_model);
+    r->prev_model = r->s.model; /* back if the load fails */
     r->s.model = dir;
     repl_print(r, 2, "loading %s ...", dir);
     return repl_load_start(r);
@@ -880,6 +909,8 @@ void repl_free(c3_repl *r) {
         while (r->th_live) repl_pump(r, NULL, 0.1);
     }
     if (r->e) engine_close(r->e);
+    if (r->e_next) engine_close(r->e_next);
+    free(r->prev_model);
     events_free(r->ev);
     settings_free(&r->s);
     settings_free(&r->job_s);

@@ -49,7 +49,10 @@ struct c3_repl {
     c3_settings s; /* what `set` changes */
     c3_events *ev;
     c3_engine *e;  /* NULL until loaded */
+    c3_engine *e_next; /* a load in progress opens this; e stays until it is ready */
     char model_dir[4096];
+    char prev_model_dir[4096]; /* the model before a load, back if the load fails */
+    char *prev_model;          /* r->s.model before a load (owned) */
     /* the worker */
     pthread_t th;
     bool th_live;

@@ -262,13 +262,7 @@ static int vae_load_(c3_vae *v, const c3_ckpt *ck) {
     if (!cf->is_residual)
         return c3_fail(C3_EMODEL, "%s: only the Wan2.2 VAE (is_residual true) is supported", path);
     int n = cf->n_mult;
-    if (cf->n_tdown < n - 1)
-        return c3_fail(C3_EMODEL, "%s: temperal_downsample needs %d entries (one per down block), found %d", path,
-                       n - 1, cf->n_tdown);
-    int base = cf->decoder_base_dim;
-    int dims[9];
-    dims[0] = base * cf->dim_mult[n - 1];
-    for (int i = 0; i < n; i++) dims[i + 1] = base * cf->dim_mult[n - 1 - i];
+    const int *dims = cf->dec_dims; /* computed and bounded by ckpt_parse_vconfig */
     v->z_dim = cf->z_dim;
     v->patch = cf->patch_size;
 
@@ -316,8 +310,13 @@ static int vae_load_(c3_vae *v, const c3_ckpt *ck) {
     int64_t so[5] = {-1, clast, 3, 3, 3};
     const st_tensor *wo = ckpt_get(ck, &ck->vae, "decoder.conv_out.weight", 5, so);
     if (!wo) return C3_EMODEL;
-    v->dec_out = (int)wo->shape[0];
     int pp = v->patch * v->patch;
+    if (wo->shape[0] != (int64_t)VAE_IMG_CH * pp)
+        return c3_fail(C3_EMODEL,
+                       "%s: decoder.conv_out has %lld channels; with patch_size %d that is not %d "
+                       "image channels",
+                       path, (long long)wo->shape[0], v->patch, VAE_IMG_CH);
+    v->dec_out = (int)wo->shape[0];
     if (v->dec_out % pp || v->dec_out / pp != VAE_IMG_CH)
         return c3_fail(C3_EMODEL, "%s: decoder.conv_out has %d channels; with patch_size %d that is not %d image channels",
                        path, v->dec_out, v->patch, VAE_IMG_CH);
