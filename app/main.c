@@ -19,15 +19,12 @@
 #include "checkpoint.h"
 #include "docs.h"
 #include "events.h"
-#include "mkmodel.h"
 #include "options.h"
 #include "session.h"
 #include "plan.h"
 #include "png_io.h"
-#include "prompt.h"
 #include "repl.h"
 #include "serve.h"
-#include "tokenizer.h"
 #include "tui/tui.h"
 #include "config.h"
 
@@ -381,43 +378,20 @@ static int cmd_tokenize(c3_settings *s, char **pos, int npos) {
         text = xstrdup(pos[0]);
         len = strlen(text);
     }
-    char dir[4096];
+    char dir[4096], err[1024];
     pipeline_model_dir(s, dir, sizeof dir);
-    char *mi = c3_path_join(dir, "model_index.json"), *tj = NULL;
-    int rc = C3_OK;
-    c3_tokenizer *tok = NULL;
-    c3_model_card card;
-    if (!c3_file_exists(mi)) {
-        rc = c3_fail(C3_EMODEL, "%s: missing; is %s a Diffusers-format Cosmos3 folder?", mi, dir);
-        goto out;
-    }
-    rc = ckpt_read_card(dir, &card);
-    if (rc) goto out;
-    tj = ckpt_tokenizer_json(dir, &card);
-    ckpt_card_free(&card);
-    rc = tok_load(&tok, tj);
-    if (rc) goto out;
-    /* the checkpoint's default for the system prompt */
-    bool sys = true;
-    if (!strcmp(s->system_prompt, "auto")) {
-        char *txt;
-        if (c3_read_file(mi, &txt, NULL) == C3_OK) {
-            json_t *j = json_loads(txt, 0, NULL);
-            json_t *v = j ? json_object_get(j, "default_use_system_prompt") : NULL;
-            if (json_is_boolean(v)) sys = json_is_true(v);
-            json_decref(j);
-            free(txt);
-        }
-    } else {
-        sys = !strcmp(s->system_prompt, "on");
-    }
-    bool video = s->frames > 1;
-    c3_prompt_opts po = {.system_prompt = sys,
-                         .templates = s->templates,
-                         .width = s->width ? s->width : (video ? 1280 : 1024),
-                         .height = s->height ? s->height : (video ? 720 : 1024),
-                         .frames = s->frames,
-                         .fps = s->fps};
+    cosmos3_tokenizer *tok = NULL;
+    int rc = cosmos3_tokenizer_open(dir, &tok, err, sizeof err);
+    cosmos3_tokenize_params tp;
+    cosmos3_tokenize_params_init(&tp);
+    tp.raw = s->raw;
+    tp.negative = s->negative_flag;
+    tp.system_prompt = !strcmp(s->system_prompt, "auto") ? -1 : !strcmp(s->system_prompt, "on");
+    tp.templates = s->templates;
+    tp.width = s->width;
+    tp.height = s->height;
+    tp.frames = s->frames;
+    tp.fps = s->fps;
     /* one prompt, or (--lines) one per line of the text */
     for (char *line = text, *next; rc == C3_OK && line; line = next) {
         size_t n_line = s->lines ? strcspn(line, "\n") : len;
@@ -427,8 +401,7 @@ static int cmd_tokenize(c3_settings *s, char **pos, int npos) {
         line[n_line] = 0;
         int32_t *ids = NULL;
         int n = 0;
-        rc = s->raw ? tok_encode(tok, line, n_line, &ids, &n)
-                    : prompt_ids(tok, line, s->negative_flag, &po, &ids, &n);
+        rc = cosmos3_tokenize(tok, &tp, line, n_line, &ids, &n, err, sizeof err);
         if (rc == C3_OK) {
             for (int i = 0; i < n; i++)
                 printf(i ? " %d" : "%d", ids[i]);
@@ -436,10 +409,8 @@ static int cmd_tokenize(c3_settings *s, char **pos, int npos) {
         }
         free(ids);
     }
-out:
-    tok_free(tok);
-    free(tj);
-    free(mi);
+    if (rc) c3_fail(rc, "%s", err);
+    cosmos3_tokenizer_close(tok);
     free(text);
     return rc;
 }
@@ -619,28 +590,23 @@ static int cmd_meta(c3_settings *s, char **pos, int npos) {
 static int cmd_mkmodel(c3_settings *s, char **pos, int npos) {
     if (npos) return c3_fail(C3_EUSAGE, "mkmodel: unexpected argument '%s'", pos[0]);
     if (!s->output) return c3_fail(C3_EUSAGE, "mkmodel: give the folder to write with -o DIR");
-    if (s->layers < 0 || s->layers > 1024) return c3_fail(C3_EUSAGE, "--layers %d must be in 0..1024", s->layers);
     uint64_t seed = 0;
     if (strcmp(s->seed, "random") != 0) {
         char *end;
         seed = strtoull(s->seed, &end, 10);
         if (*end) return c3_fail(C3_EUSAGE, "--seed '%s' must be a non-negative integer", s->seed);
     }
-    c3_mkmodel_opts o = {.preset = s->preset,
-                         .layers = s->layers,
-                         .seed = seed,
-                         .out_dir = s->output,
-                         .tokenizer_dir = NULL,
-                         .overwrite = s->overwrite};
-    char tdir[4096], tj[4096];
-    if (ckpt_share_path("tokenizer/tokenizer.json", tj, sizeof tj)) {
-        snprintf(tdir, sizeof tdir, "%.*s", (int)(strlen(tj) - strlen("/tokenizer.json")), tj);
-        o.tokenizer_dir = tdir;
-    }
-    if (!o.tokenizer_dir)
-        return c3_fail(C3_EMODEL, "the Qwen3 tokenizer files are missing (share/tokenizer); reinstall cosmos3");
+    cosmos3_mkmodel_params o;
+    cosmos3_mkmodel_params_init(&o);
+    o.preset = s->preset;
+    o.layers = s->layers;
+    o.seed = seed;
+    o.out_dir = s->output;
+    o.overwrite = s->overwrite;
+    char err[1024];
     double t0 = c3_now();
-    C3_TRY(mkmodel_write(&o));
+    int rc = cosmos3_mkmodel(&o, err, sizeof err);
+    if (rc) return c3_fail(rc, "%s", err);
     if (!s->quiet) fprintf(stderr, "wrote %s (%s, %.1f s)\n", s->output, s->preset, c3_now() - t0);
     return C3_OK;
 }
