@@ -16,12 +16,10 @@
 #include <unistd.h>
 
 #include "bench.h"
-#include "checkpoint.h"
 #include "docs.h"
 #include "events.h"
 #include "options.h"
 #include "session.h"
-#include "plan.h"
 #include "png_io.h"
 #include "repl.h"
 #include "serve.h"
@@ -418,7 +416,7 @@ static int cmd_tokenize(c3_settings *s, char **pos, int npos) {
 /* ----------------------------------------------------------------- info */
 
 /* What a checkpoint says about itself (model_index.json "cosmos3"). */
-static void print_card(const c3_model_card *k) {
+static void print_card(const cosmos3_model_info *k, const cosmos3_checkpoint_details *d) {
     if (k->about) printf("\nabout: %s\n", k->about);
     if (k->width || k->steps || k->guidance >= 0) {
         printf("its defaults:");
@@ -427,19 +425,19 @@ static void print_card(const c3_model_card *k) {
         if (k->guidance >= 0) printf(" guidance %g,", k->guidance);
         if (k->schedule[0]) printf(" schedule %s,", k->schedule);
         if (k->shift >= 0) printf(" shift %g,", k->shift);
-        if (k->interval == 1) printf(" guidance interval %g,%g", k->interval_lo, k->interval_hi);
-        if (k->interval == 2) printf(" guidance on every step");
+        if (k->guidance_interval == 1) printf(" guidance interval %g,%g", k->guidance_lo, k->guidance_hi);
+        if (k->guidance_interval == 2) printf(" guidance on every step");
         printf("\n");
     }
-    if (k->nvocab) {
-        printf("vocabulary (%d words; others draw nothing it knows):", k->nvocab);
-        for (int i = 0; i < k->nvocab; i++)
-            printf(i ? ", %s" : " %s", k->vocab[i]);
+    if (k->nvocabulary) {
+        printf("vocabulary (%d words; others draw nothing it knows):", k->nvocabulary);
+        for (int i = 0; i < k->nvocabulary; i++)
+            printf(i ? ", %s" : " %s", k->vocabulary[i]);
         printf("\n");
-        if (k->nfillers) {
+        if (d->nfillers) {
             printf("also read, changing nothing it draws:");
-            for (int i = 0; i < k->nfillers; i++)
-                printf(i ? ", %s" : " %s", k->fillers[i]);
+            for (int i = 0; i < d->nfillers; i++)
+                printf(i ? ", %s" : " %s", d->fillers[i]);
             printf("\n");
         }
     }
@@ -448,81 +446,92 @@ static void print_card(const c3_model_card *k) {
         for (int i = 0; i < k->nexamples; i++)
             printf("  cosmos3 gen -p \"%s\"\n", k->examples[i]);
     }
-    if (k->scores_json) printf("measured scores: %s\n", k->scores_json);
+    if (d->scores_json) printf("measured scores: %s\n", d->scores_json);
 }
 
 static int cmd_info(c3_settings *s, char **pos, int npos) {
     (void)pos;
     if (npos) return c3_fail(C3_EUSAGE, "info: unexpected argument '%s'", pos[0]);
-    char dir[4096];
+    char dir[4096], err[1024];
     pipeline_model_dir(s, dir, sizeof dir);
-    c3_ckpt ck;
-    C3_TRY(ckpt_open(&ck, dir, true));
-    c3_sizes sz;
-    ckpt_sizes(&ck, &sz);
-    const c3_tconfig *t = &ck.t;
+    cosmos3_open_params op;
+    cosmos3_open_params_init(&op);
+    op.model = dir;
+    op.device = s->device;
+    op.gpus = s->gpus;
+    op.tp = s->tp;
+    op.cfg_parallel = s->cfg_parallel;
+    op.ulysses = s->ulysses;
+    op.offload = s->offload;
+    cosmos3_checkpoint *ck;
+    int rc = cosmos3_checkpoint_open(&op, &ck, err, sizeof err);
+    if (rc) return c3_fail(rc, "%s", err);
+    cosmos3_model_info mi;
+    cosmos3_checkpoint_details t;
+    cosmos3_checkpoint_model(ck, &mi, &t);
     /* the size planned for: the one given, else the model's own, else gen's default */
     bool video = s->frames > 1;
-    const c3_model_card *kc = &ck.card;
-    int W = s->width ? s->width : kc->width ? kc->width : (video ? 1280 : 1024);
-    int H = s->height ? s->height : kc->height ? kc->height : (video ? 720 : 1024);
+    int W = s->width ? s->width : mi.width ? mi.width : (video ? 1280 : 1024);
+    int H = s->height ? s->height : mi.height ? mi.height : (video ? 720 : 1024);
     const char *size_from = s->width || s->height ? "as given"
-                            : kc->width
+                            : mi.width
                                 ? "the model's default size; -W, -H and --frames plan another"
                                 : "the default size; -W, -H and --frames plan another";
-    c3_plan p;
-    int rc = plan_make(&p, t, &sz, s->tp, s->cfg_parallel, s->ulysses, s->device, s->gpus, s->offload, W, H,
-                       s->frames);
+    cosmos3_layout p;
+    char *plan_text = NULL;
+    rc = cosmos3_checkpoint_plan(ck, &op, W, H, s->frames, &p, &plan_text, err, sizeof err);
+    if (rc) c3_fail(rc, "%s", err);
     char a[32], b[32], c[32], d[32];
     if (s->json) {
-        json_t *o = json_pack("{s:s,s:i,s:i,s:i,s:i,s:i,s:s,s:i,s:i,s:i,s:i}", "model", ck.model_id, "layers",
-                              t->layers, "hidden", t->hidden, "heads", t->heads, "kv_heads", t->kv_heads,
-                              "head_dim", t->head_dim, "mlp", t->mlp_gated ? "swiglu" : "relu2", "intermediate",
-                              t->inter, "vocab", t->vocab, "latent_channels", t->latent_ch, "patch", t->patch);
-        json_object_set_new(o, "params", json_pack("{s:I,s:I,s:I,s:I}", "und", (json_int_t)sz.und_params, "gen",
-                                                   (json_int_t)sz.gen_params, "vae", (json_int_t)sz.vae_params,
-                                                   "unused", (json_int_t)sz.other_params));
+        json_t *o = json_pack("{s:s,s:i,s:i,s:i,s:i,s:i,s:s,s:i,s:i,s:i,s:i}", "model", mi.id, "layers",
+                              mi.layers, "hidden", mi.hidden, "heads", mi.heads, "kv_heads", mi.kv_heads,
+                              "head_dim", mi.head_dim, "mlp", t.mlp, "intermediate", t.intermediate, "vocab",
+                              t.vocab, "latent_channels", mi.latent_channels, "patch", mi.patch);
+        json_object_set_new(o, "params", json_pack("{s:I,s:I,s:I,s:I}", "und", (json_int_t)t.und_params, "gen",
+                                                   (json_int_t)t.gen_params, "vae", (json_int_t)t.vae_params,
+                                                   "unused", (json_int_t)t.unused_params));
         if (rc == C3_OK)
             json_object_set_new(o, "plan",
-                                json_pack("{s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:s,s:s,s:I,s:I,s:I,s:I}",
-                                          "width", W, "height", H, "frames", s->frames, "tp", p.tp,
-                                          "cfg_parallel", p.cfg, "ulysses", p.sp, "world", p.world,
-                                          "device", p.cuda ? "cuda" : "cpu", "device_note",
-                                          p.device_note, "weights_per_rank", (json_int_t)p.weights,
-                                          "kv_per_rank", (json_int_t)p.kv, "act_per_rank",
-                                          (json_int_t)p.act, "need_per_rank", (json_int_t)p.need));
+                                json_pack("{s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:s,s:s,s:I,s:I,s:I,s:I}", "width", W,
+                                          "height", H, "frames", s->frames, "tp", p.tp, "cfg_parallel",
+                                          p.cfg_parallel, "ulysses", p.ulysses, "world", p.world, "device",
+                                          p.device, "device_note", p.device_note, "weights_per_rank",
+                                          (json_int_t)p.weights, "kv_per_rank", (json_int_t)p.kv,
+                                          "act_per_rank", (json_int_t)p.act, "need_per_rank",
+                                          (json_int_t)p.need));
         char *txt = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
         printf("%s\n", txt);
         free(txt);
         json_decref(o);
     } else {
-        printf("model: %s (%s)\n", ck.model_id, ck.dir);
-        printf("geometry: %d layers per tower, hidden %d, %d q heads, %d KV heads, head dim %d\n", t->layers,
-               t->hidden, t->heads, t->kv_heads, t->head_dim);
+        printf("model: %s (%s)\n", mi.id, mi.dir);
+        printf("geometry: %d layers per tower, hidden %d, %d q heads, %d KV heads, head dim %d\n", mi.layers,
+               mi.hidden, mi.heads, mi.kv_heads, mi.head_dim);
         printf("mlp: %s, intermediate %d; vocab %d; rms eps %g; rope theta %g, mrope [%d,%d,%d]\n",
-               t->mlp_gated ? "SwiGLU" : "ReLU^2", t->inter, t->vocab, (double)t->eps, t->rope_theta, t->mrope[0],
-               t->mrope[1], t->mrope[2]);
-        printf("latent: %d channels, patch %d (%d per token)%s%s\n", t->latent_ch, t->patch, t->patch_dim,
-               t->und_qk_norm ? "; UND QK-norm" : "; no UND QK-norm",
-               t->und_k_norm_for_gen ? ", k_norm_und_for_gen" : "");
-        c3_bytes_text(sz.und_bytes, a, sizeof a);
-        c3_bytes_text(sz.gen_bytes, b, sizeof b);
-        c3_bytes_text(sz.vae_bytes, c, sizeof c);
-        c3_bytes_text(sz.other_bytes, d, sizeof d);
+               !strcmp(t.mlp, "swiglu") ? "SwiGLU" : "ReLU^2", t.intermediate, t.vocab, t.rms_eps, t.rope_theta,
+               t.mrope[0], t.mrope[1], t.mrope[2]);
+        printf("latent: %d channels, patch %d (%d per token)%s%s\n", mi.latent_channels, mi.patch, t.patch_dim,
+               t.und_qk_norm ? "; UND QK-norm" : "; no UND QK-norm",
+               t.und_k_norm_for_gen ? ", k_norm_und_for_gen" : "");
+        c3_bytes_text(t.und_bytes, a, sizeof a);
+        c3_bytes_text(t.gen_bytes, b, sizeof b);
+        c3_bytes_text(t.vae_bytes, c, sizeof c);
+        c3_bytes_text(t.unused_bytes, d, sizeof d);
         printf("parameters: UND %.3f M (%s), GEN %.3f M (%s), VAE %.3f M (%s), unused heads %.3f M (%s)\n",
-               (double)sz.und_params / 1e6, a, (double)sz.gen_params / 1e6, b, (double)sz.vae_params / 1e6, c,
-               (double)sz.other_params / 1e6, d);
-        printf("system prompt by default: %s; scheduler: %s%s\n", ck.default_system_prompt ? "on" : "off",
-               ck.s.class_name, ck.s.use_karras_sigmas ? " (karras sigmas)" : "");
+               (double)t.und_params / 1e6, a, (double)t.gen_params / 1e6, b, (double)t.vae_params / 1e6, c,
+               (double)t.unused_params / 1e6, d);
+        printf("system prompt by default: %s; scheduler: %s%s\n", mi.default_system_prompt ? "on" : "off",
+               t.scheduler, t.karras_sigmas ? " (karras sigmas)" : "");
         if (rc == C3_OK) {
             printf("%s\n", p.device_note);
             printf("plan for %dx%d, %d frame%s (%s):\n", W, H, s->frames, s->frames == 1 ? "" : "s",
                    size_from);
-            plan_print(stdout, &p);
+            fputs(plan_text, stdout);
         }
-        print_card(&ck.card);
+        print_card(&mi, &t);
     }
-    ckpt_close(&ck);
+    free(plan_text);
+    cosmos3_checkpoint_close(ck);
     return rc;
 }
 

@@ -310,6 +310,42 @@ int cosmos3_latents_write(const char *path, const float *latents, const int shap
 int cosmos3_latents_read(const char *path, const int want[5], float **out, size_t *n, char *err,
                          size_t errlen);
 
+/* ---------------------------------------------------------- inspecting */
+
+/* A checkpoint read and checked (configs, tensor names, shapes and dtypes)
+ * without loading weights: what `cosmos3 info` shows. */
+typedef struct cosmos3_checkpoint cosmos3_checkpoint;
+
+/* What cosmos3_model_info does not say. */
+typedef struct {
+    const char *mlp;           /* "swiglu" or "relu2" */
+    int intermediate, vocab, patch_dim;
+    double rms_eps, rope_theta;
+    int mrope[3];
+    bool und_qk_norm, und_k_norm_for_gen;
+    /* parameters and bytes as stored, per part ("unused": heads generation never reads) */
+    int64_t und_params, gen_params, vae_params, unused_params;
+    int64_t und_bytes, gen_bytes, vae_bytes, unused_bytes;
+    const char *scheduler;     /* the scheduler's class name */
+    bool karras_sigmas;
+    const char *const *fillers; /* words read that change nothing it draws */
+    int nfillers;
+    const char *scores_json;   /* the card's measured scores (compact JSON), or NULL */
+} cosmos3_checkpoint_details;
+
+/* p->model names the folder (as cosmos3_open); the rest is for the plan. */
+int cosmos3_checkpoint_open(const cosmos3_open_params *p, cosmos3_checkpoint **out, char *err,
+                            size_t errlen);
+void cosmos3_checkpoint_close(cosmos3_checkpoint *c);
+/* Valid until cosmos3_checkpoint_close; details may be NULL. */
+void cosmos3_checkpoint_model(const cosmos3_checkpoint *c, cosmos3_model_info *out,
+                              cosmos3_checkpoint_details *details);
+/* The plan p (devices, ranks, offload) gives for W x H x frames, checked as
+ * cosmos3_open checks it; *text (malloc'd, may be NULL) as cosmos3_layout_text. */
+int cosmos3_checkpoint_plan(const cosmos3_checkpoint *c, const cosmos3_open_params *p, int width,
+                            int height, int frames, cosmos3_layout *out, char **text, char *err,
+                            size_t errlen);
+
 /* ------------------------------------------------------------ tokenizer */
 
 /* A checkpoint's text tokenizer (its text_tokenizer/ or the shipped Qwen3
