@@ -179,7 +179,8 @@ int main(int argc, char **argv) {
         rc = cosmos3_tokenize(tk, &tp, "a red circle", 12, &ids, &n, err, sizeof err);
         /* chat template: starts <|im_start|>, ends vision_start */
         CHECK(rc == COSMOS3_OK && n > 10 && ids[0] == 151644 && ids[n - 1] == 151652,
-              "templated ids: n %d first %d last %d %s", n, n ? ids[0] : -1, n ? ids[n - 1] : -1, err);
+              "templated ids: n %d first %d last %d %s", n, n ? ids[0] : -1, n ? ids[n - 1] : -1,
+              err);
         free(ids);
         cosmos3_tokenizer_close(tk);
     }
@@ -195,8 +196,10 @@ int main(int argc, char **argv) {
         cosmos3_model_info ci;
         cosmos3_checkpoint_details cd;
         cosmos3_checkpoint_model(ck, &ci, &cd);
-        CHECK(ci.layers == 4 && ci.hidden == 256 && !strcmp(cd.mlp, "swiglu") && cd.intermediate == 768,
-              "demo geometry: %d layers hidden %d %s %d", ci.layers, ci.hidden, cd.mlp, cd.intermediate);
+        CHECK(ci.layers == 4 && ci.hidden == 256 && !strcmp(cd.mlp, "swiglu") &&
+                  cd.intermediate == 768,
+              "demo geometry: %d layers hidden %d %s %d", ci.layers, ci.hidden, cd.mlp,
+              cd.intermediate);
         cosmos3_layout lay;
         char *text = NULL;
         rc = cosmos3_checkpoint_plan(ck, &op, 64, 64, 1, &lay, &text, err, sizeof err);
