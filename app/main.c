@@ -455,14 +455,8 @@ static int cmd_info(c3_settings *s, char **pos, int npos) {
     char dir[4096], err[1024];
     pipeline_model_dir(s, dir, sizeof dir);
     cosmos3_open_params op;
-    cosmos3_open_params_init(&op);
+    session_open_params(s, &op);
     op.model = dir;
-    op.device = s->device;
-    op.gpus = s->gpus;
-    op.tp = s->tp;
-    op.cfg_parallel = s->cfg_parallel;
-    op.ulysses = s->ulysses;
-    op.offload = s->offload;
     cosmos3_checkpoint *ck;
     int rc = cosmos3_checkpoint_open(&op, &ck, err, sizeof err);
     if (rc) return c3_fail(rc, "%s", err);
