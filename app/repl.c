@@ -928,9 +928,14 @@ static void wait_job(c3_repl *r) {
 }
 
 static void show_preview(c3_repl *r, int serial_before) {
-    if (r->image_serial == serial_before || !r->last_png || r->term.kind == C3_PREVIEW_OFF) return;
+    const cosmos3_result *res = r->last_r.out;
+    if (r->image_serial == serial_before || !res || !res->rgb || res->frames < 1 || r->term.kind == C3_PREVIEW_OFF)
+        return;
     fflush(stdout);
-    if (preview_show(r->last_png, &r->term, 1) != C3_OK) repl_print(r, 1, "preview: %s", c3_errmsg());
+    /* from memory: the last frame the engine returned */
+    size_t fb = (size_t)res->width * res->height * 3;
+    if (preview_show_rgb(res->rgb + (size_t)(res->frames - 1) * fb, res->width, res->height, &r->term, 1) != C3_OK)
+        repl_print(r, 1, "preview: %s", c3_errmsg());
 }
 
 /* Progress lines end with \r; the next message needs a fresh line. */

@@ -138,14 +138,16 @@ static void tui_collect(tui *t) {
         }
         t->dirty = true;
     }
-    if (t->r.image_serial != t->img_serial && t->r.last_png) {
+    /* the preview from memory: the last frame of the engine's result, not the file */
+    const cosmos3_result *res = t->r.last_r.out;
+    if (t->r.image_serial != t->img_serial && res && res->rgb && res->frames > 0) {
         t->img_serial = t->r.image_serial;
+        size_t fb = (size_t)res->width * res->height * 3;
         free(t->img);
-        t->img = NULL;
-        if (png_read_rgb(t->r.last_png, &t->img, &t->img_W, &t->img_H) != C3_OK) {
-            log_add(t, 1, c3_errmsg());
-            t->img = NULL;
-        }
+        t->img = xmalloc(fb);
+        memcpy(t->img, res->rgb + (size_t)(res->frames - 1) * fb, fb);
+        t->img_W = res->width;
+        t->img_H = res->height;
         t->sixel_due = true;
         t->dirty = true;
     }
