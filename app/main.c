@@ -18,6 +18,7 @@
 #include "bench.h"
 #include "docs.h"
 #include "events.h"
+#include "metadata.h"
 #include "options.h"
 #include "session.h"
 #include "png_io.h"
@@ -532,19 +533,11 @@ static int cmd_info(c3_settings *s, char **pos, int npos) {
 /* ----------------------------------------------------------------- meta */
 
 static int cmd_meta(c3_settings *s, char **pos, int npos) {
-    if (npos != 1) return c3_fail(C3_EUSAGE, "meta: give one PNG file");
-    char **keys, **vals;
-    int n;
-    C3_TRY(png_read_texts(pos[0], &keys, &vals, &n));
-    int rc = C3_OK;
-    const char *js = NULL, *params = NULL;
-    for (int i = 0; i < n; i++) {
-        if (!strcmp(keys[i], "cosmos3")) js = vals[i];
-        if (!strcmp(keys[i], "parameters")) params = vals[i];
-    }
-    if (!js && !params) {
-        rc = c3_fail(C3_EINPUT, "%s: no cosmos3 metadata (was it written by cosmos3?)", pos[0]);
-    } else if (s->json) {
+    if (npos != 1) return c3_fail(C3_EUSAGE, "meta: give one file cosmos3 wrote");
+    char *js_buf, *params_buf;
+    C3_TRY(metadata_read(pos[0], &js_buf, &params_buf));
+    const char *js = js_buf, *params = params_buf;
+    if (s->json) {
         printf("%s\n", js ? js : "{}");
     } else if (js) {
         json_t *o = json_loads(js, 0, NULL);
@@ -579,13 +572,9 @@ static int cmd_meta(c3_settings *s, char **pos, int npos) {
     } else {
         printf("%s\n", params);
     }
-    for (int i = 0; i < n; i++) {
-        free(keys[i]);
-        free(vals[i]);
-    }
-    free(keys);
-    free(vals);
-    return rc;
+    free(js_buf);
+    free(params_buf);
+    return C3_OK;
 }
 
 /* -------------------------------------------------------------- mkmodel */

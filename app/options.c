@@ -1,6 +1,8 @@
 /* options.c - the options table and everything that reads it. */
 #include "options.h"
 
+#include "metadata.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,6 +56,9 @@ const c3_option c3_options[] = {
      CMD_GEN, F(noise), true},
     {"save-latents", 0, NULL, OPT_STR, NULL, NULL, "FILE", "write the final latents as 'latents' to FILE",
      CMD_GEN, F(save_latents), true},
+    {"from", 0, NULL, OPT_STR, NULL, NULL, "FILE",
+     "run again with the settings stored in FILE (an image or video cosmos3 wrote; see meta); options after it "
+     "override them", CMD_GEN, F(from), false},
     {"image", 0, NULL, OPT_STR, NULL, NULL, "FILE",
      "image-to-video: continue this picture (PNG), resized to cover the size and centre-cropped; "
      "pins latent frame 0",
@@ -406,6 +411,8 @@ int settings_parse(c3_settings *s, unsigned cmd, int argc, char **argv, char ***
             val = argv[++i];
         }
         C3_TRY(set_value(s, o, val));
+        /* --from FILE: the stored settings, here, so the options after it override them */
+        if (!strcmp(o->name, "from")) C3_TRY(metadata_apply(val, s, cmd));
     }
     return C3_OK;
 }

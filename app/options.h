@@ -68,6 +68,7 @@ typedef struct {
     char *seed;          /* "random" or a number */
     char *noise;         /* safetensors with `latents` */
     char *save_latents;
+    char *from; /* gen --from FILE */
     /* conditioning (image/video to video) */
     char *image;            /* a picture */
     char *video;            /* a clip: folder, pattern or file of PNG frames */
