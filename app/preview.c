@@ -354,13 +354,3 @@ int preview_show_rgb(const uint8_t *rgb, int W, int H, const c3_term *t, int fd)
     free(txt);
     return rc;
 }
-
-int preview_show(const char *png_path, const c3_term *t, int fd) {
-    if (t->kind == C3_PREVIEW_OFF) return C3_OK;
-    uint8_t *rgb;
-    int W, H;
-    C3_TRY(png_read_rgb(png_path, &rgb, &W, &H));
-    int rc = preview_show_rgb(rgb, W, H, t, fd);
-    free(rgb);
-    return rc;
-}

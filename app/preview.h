@@ -63,10 +63,9 @@ int preview_blocks(const uint8_t *rgb, int w, int h, bool color, char **out, siz
 /* Wrap a DCS string for tmux passthrough (every ESC doubled). */
 char *preview_tmux_wrap(const char *s, size_t n, size_t *out_n);
 
-/* Read a PNG, fit it to the terminal (width, and 3/4 of the height) and
- * write it to fd as t->kind says. C3_OK and nothing written when off. */
-int preview_show(const char *png_path, const c3_term *t, int fd);
-/* The same for pixels already in memory. */
+/* Fit pixels (W x H x 3 in memory) to the terminal (width, and 3/4 of the
+ * height) and write them to fd as t->kind says. C3_OK and nothing written
+ * when off. */
 int preview_show_rgb(const uint8_t *rgb, int W, int H, const c3_term *t, int fd);
 
 #endif

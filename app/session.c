@@ -236,20 +236,24 @@ static void on_event(const cosmos3_event *ev, void *user) {
 
 /* ------------------------------------------------------------- engine */
 
+void session_open_params(const c3_settings *s, cosmos3_open_params *op) {
+    cosmos3_open_params_init(op);
+    op->model = s->model;
+    op->device = s->device;
+    op->gpus = s->gpus;
+    op->tp = s->tp;
+    op->cfg_parallel = s->cfg_parallel;
+    op->ulysses = s->ulysses;
+    op->offload = s->offload;
+    op->threads = s->threads;
+}
+
 int engine_open(c3_engine **out, const c3_settings *s, c3_events *ev) {
     *out = NULL;
     c3_engine *e = xcalloc(1, sizeof *e);
     e->ev = ev;
     cosmos3_open_params op;
-    cosmos3_open_params_init(&op);
-    op.model = s->model;
-    op.device = s->device;
-    op.gpus = s->gpus;
-    op.tp = s->tp;
-    op.cfg_parallel = s->cfg_parallel;
-    op.ulysses = s->ulysses;
-    op.offload = s->offload;
-    op.threads = s->threads;
+    session_open_params(s, &op);
     if (GIVEN(s, "width")) op.plan_width = s->width;
     if (GIVEN(s, "height")) op.plan_height = s->height;
     op.plan_frames = s->frames;

@@ -41,6 +41,8 @@ void result_free(c3_result *r);
 
 /* The model folder a run uses: -m, else $COSMOS3_MODEL, else the default. */
 const char *pipeline_model_dir(const c3_settings *s, char *buf, size_t n);
+/* The open parameters the settings give (model, devices, layout, threads). */
+void session_open_params(const c3_settings *s, cosmos3_open_params *op);
 
 int engine_open(c3_engine **out, const c3_settings *s, c3_events *ev);
 void engine_close(c3_engine *e);

@@ -310,6 +310,89 @@ int cosmos3_latents_write(const char *path, const float *latents, const int shap
 int cosmos3_latents_read(const char *path, const int want[5], float **out, size_t *n, char *err,
                          size_t errlen);
 
+/* ---------------------------------------------------------- inspecting */
+
+/* A checkpoint read and checked (configs, tensor names, shapes and dtypes)
+ * without loading weights: what `cosmos3 info` shows. */
+typedef struct cosmos3_checkpoint cosmos3_checkpoint;
+
+/* What cosmos3_model_info does not say. */
+typedef struct {
+    const char *mlp;           /* "swiglu" or "relu2" */
+    int intermediate, vocab, patch_dim;
+    double rms_eps, rope_theta;
+    int mrope[3];
+    bool und_qk_norm, und_k_norm_for_gen;
+    /* parameters and bytes as stored, per part ("unused": heads generation never reads) */
+    int64_t und_params, gen_params, vae_params, unused_params;
+    int64_t und_bytes, gen_bytes, vae_bytes, unused_bytes;
+    const char *scheduler;     /* the scheduler's class name */
+    bool karras_sigmas;
+    const char *const *fillers; /* words read that change nothing it draws */
+    int nfillers;
+    const char *scores_json;   /* the card's measured scores (compact JSON), or NULL */
+} cosmos3_checkpoint_details;
+
+/* p->model names the folder (as cosmos3_open); the rest is for the plan. */
+int cosmos3_checkpoint_open(const cosmos3_open_params *p, cosmos3_checkpoint **out, char *err,
+                            size_t errlen);
+void cosmos3_checkpoint_close(cosmos3_checkpoint *c);
+/* Valid until cosmos3_checkpoint_close; details may be NULL. */
+void cosmos3_checkpoint_model(const cosmos3_checkpoint *c, cosmos3_model_info *out,
+                              cosmos3_checkpoint_details *details);
+/* The plan p (devices, ranks, offload) gives for W x H x frames, checked as
+ * cosmos3_open checks it; *text (malloc'd, may be NULL) as cosmos3_layout_text. */
+int cosmos3_checkpoint_plan(const cosmos3_checkpoint *c, const cosmos3_open_params *p, int width,
+                            int height, int frames, cosmos3_layout *out, char **text, char *err,
+                            size_t errlen);
+
+/* ------------------------------------------------------------ tokenizer */
+
+/* A checkpoint's text tokenizer (its text_tokenizer/ or the shipped Qwen3
+ * one), without loading any weights. */
+typedef struct cosmos3_tokenizer cosmos3_tokenizer;
+
+typedef struct {
+    bool raw;                  /* bare BPE ids: no chat template, eos or vision_start */
+    bool negative;             /* the negative prompt's template */
+    int system_prompt;         /* -1 = the checkpoint's default, 0 off, 1 on */
+    bool templates;            /* the resolution/duration sentences */
+    int width, height;         /* 0 = the task default (image 1024x1024, video 1280x720) */
+    int frames;                /* 1 = image */
+    double fps;
+} cosmos3_tokenize_params;
+
+void cosmos3_tokenize_params_init(cosmos3_tokenize_params *p);
+/* model: a folder or a built-in name (cosmos3_model_dir). */
+int cosmos3_tokenizer_open(const char *model, cosmos3_tokenizer **out, char *err, size_t errlen);
+void cosmos3_tokenizer_close(cosmos3_tokenizer *t);
+/* The ids that reach the transformer for text (len bytes); *ids malloc'd. */
+int cosmos3_tokenize(const cosmos3_tokenizer *t, const cosmos3_tokenize_params *p, const char *text,
+                     size_t len, int32_t **ids, int *n, char *err, size_t errlen);
+
+/* ------------------------------------------------------------- mkmodel */
+
+/* A random-weight checkpoint in the Diffusers layout (for tests, benchmarks
+ * and plan checks): written into out_dir atomically (a temporary folder
+ * renamed at the end). Fields a later version adds (e.g. distilled, fp8)
+ * keep zero = the preset's. */
+typedef struct {
+    const char *preset;        /* "tiny", "demo", "edge", "nano", "super" */
+    int layers;                /* 0 = the preset's */
+    uint64_t seed;
+    const char *out_dir;
+    const char *tokenizer_dir; /* NULL = the installed Qwen3 tokenizer */
+    bool overwrite;            /* replace an existing checkpoint (or empty folder) */
+    int64_t shard_bytes;       /* 0 = 5 GB */
+    int vocab;                 /* 0 = the preset's */
+    void (*progress)(void *user, int64_t done_bytes, int64_t total_bytes);
+    void *progress_user;
+} cosmos3_mkmodel_params;
+
+void cosmos3_mkmodel_params_init(cosmos3_mkmodel_params *p);
+/* COSMOS3_EUSAGE (preset, values), COSMOS3_EINPUT (tokenizer), COSMOS3_EOUTPUT. */
+int cosmos3_mkmodel(const cosmos3_mkmodel_params *p, char *err, size_t errlen);
+
 #ifdef __cplusplus
 }
 #endif

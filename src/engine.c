@@ -121,7 +121,10 @@ const char *cosmos3_model_dir(const char *model, char *buf, size_t n) {
 }
 
 void cosmos3_model(const cosmos3_engine *e, cosmos3_model_info *o) {
-    const c3_ckpt *ck = &e->ck;
+    engine_model_info(&e->ck, o);
+}
+
+void engine_model_info(const c3_ckpt *ck, cosmos3_model_info *o) {
     const c3_model_card *k = &ck->card;
     memset(o, 0, sizeof *o);
     o->id = ck->model_id;
@@ -160,7 +163,10 @@ void cosmos3_model(const cosmos3_engine *e, cosmos3_model_info *o) {
 }
 
 void cosmos3_layout_get(const cosmos3_engine *e, cosmos3_layout *o) {
-    const c3_plan *p = &e->plan;
+    engine_plan_layout(&e->plan, o);
+}
+
+void engine_plan_layout(const c3_plan *p, cosmos3_layout *o) {
     memset(o, 0, sizeof *o);
     o->tp = p->tp;
     o->cfg_parallel = p->cfg;
@@ -183,11 +189,15 @@ void cosmos3_layout_get(const cosmos3_engine *e, cosmos3_layout *o) {
 }
 
 char *cosmos3_layout_text(const cosmos3_engine *e) {
+    return engine_plan_text(&e->plan);
+}
+
+char *engine_plan_text(const c3_plan *p) {
     char *text = NULL;
     size_t n = 0;
     FILE *f = open_memstream(&text, &n);
     if (!f) return xstrdup("");
-    plan_print(f, &e->plan);
+    plan_print(f, p);
     fclose(f);
     return text;
 }

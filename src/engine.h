@@ -61,6 +61,10 @@ struct cosmos3_engine {
 };
 
 /* Send one event to the job's callback (job id filled in); serialised. */
+/* The public structs from a checkpoint / a plan (also for cosmos3_checkpoint_*). */
+void engine_model_info(const c3_ckpt *ck, cosmos3_model_info *out);
+void engine_plan_layout(const c3_plan *p, cosmos3_layout *out);
+char *engine_plan_text(const c3_plan *p); /* xmalloc'd */
 void engine_emit(cosmos3_engine *e, cosmos3_event *ev);
 /* The same with kind and text. */
 void engine_emitf(cosmos3_engine *e, cosmos3_event_kind kind, const char *fmt, ...)

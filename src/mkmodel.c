@@ -2,6 +2,9 @@
  * See mkmodel.h for the presets, the initialisation and the guarantees. */
 #include "mkmodel.h"
 
+#include "checkpoint.h"
+#include "cosmos3.h"
+
 #include <dirent.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -1095,5 +1098,41 @@ int mkmodel_write(const c3_mkmodel_opts *o) {
     free(out);
     free(tr.t);
     free(va.t);
+    return rc;
+}
+
+/* ------------------------------------------------------ the public call */
+
+void cosmos3_mkmodel_params_init(cosmos3_mkmodel_params *p) {
+    memset(p, 0, sizeof *p);
+    p->preset = "tiny";
+}
+
+static int mkmodel_call(const cosmos3_mkmodel_params *p) {
+    if (!p->out_dir) return c3_fail(C3_EUSAGE, "mkmodel: give the folder to write (out_dir)");
+    if (p->layers < 0 || p->layers > 1024) return c3_fail(C3_EUSAGE, "--layers %d must be in 0..1024", p->layers);
+    c3_mkmodel_opts o = {.preset = p->preset,
+                         .layers = p->layers,
+                         .seed = p->seed,
+                         .out_dir = p->out_dir,
+                         .tokenizer_dir = p->tokenizer_dir,
+                         .overwrite = p->overwrite,
+                         .shard_bytes = p->shard_bytes,
+                         .vocab = p->vocab,
+                         .progress = p->progress,
+                         .progress_user = p->progress_user};
+    char tdir[4096], tj[4096];
+    if (!o.tokenizer_dir && ckpt_share_path("tokenizer/tokenizer.json", tj, sizeof tj)) {
+        snprintf(tdir, sizeof tdir, "%.*s", (int)(strlen(tj) - strlen("/tokenizer.json")), tj);
+        o.tokenizer_dir = tdir;
+    }
+    if (!o.tokenizer_dir)
+        return c3_fail(C3_EMODEL, "the Qwen3 tokenizer files are missing (share/tokenizer); reinstall cosmos3");
+    return mkmodel_write(&o);
+}
+
+int cosmos3_mkmodel(const cosmos3_mkmodel_params *p, char *err, size_t errlen) {
+    int rc = p ? mkmodel_call(p) : c3_fail(C3_EUSAGE, "cosmos3_mkmodel: params is NULL");
+    if (rc && err && errlen) snprintf(err, errlen, "%s", c3_errmsg());
     return rc;
 }

@@ -160,6 +160,65 @@ int main(int argc, char **argv) {
     CHECK(rc == COSMOS3_EUSAGE && r == NULL && strstr(err, "width 17"), "bad width: %d %s", rc,
           err);
     cosmos3_close(e);
+
+    /* the tokenizer without weights: BPE ids of a known text, and the templated prompt */
+    cosmos3_tokenizer *tk = NULL;
+    rc = cosmos3_tokenizer_open(argv[1], &tk, err, sizeof err);
+    CHECK(rc == COSMOS3_OK && tk, "tokenizer_open: %s", err);
+    if (tk) {
+        cosmos3_tokenize_params tp;
+        cosmos3_tokenize_params_init(&tp);
+        tp.raw = true;
+        int32_t *ids = NULL;
+        int n = 0;
+        rc = cosmos3_tokenize(tk, &tp, "a red circle", 12, &ids, &n, err, sizeof err);
+        CHECK(rc == COSMOS3_OK && n == 3 && ids[0] == 64 && ids[1] == 2518 && ids[2] == 12671,
+              "raw ids of 'a red circle' (want 64 2518 12671): n %d %s", n, err);
+        free(ids);
+        tp.raw = false;
+        rc = cosmos3_tokenize(tk, &tp, "a red circle", 12, &ids, &n, err, sizeof err);
+        /* chat template: starts <|im_start|>, ends vision_start */
+        CHECK(rc == COSMOS3_OK && n > 10 && ids[0] == 151644 && ids[n - 1] == 151652,
+              "templated ids: n %d first %d last %d %s", n, n ? ids[0] : -1, n ? ids[n - 1] : -1,
+              err);
+        free(ids);
+        cosmos3_tokenizer_close(tk);
+    }
+
+    /* the checkpoint without weights: geometry and a CPU plan */
+    cosmos3_checkpoint *ck = NULL;
+    cosmos3_open_params_init(&op);
+    op.model = argv[1];
+    op.device = "cpu";
+    rc = cosmos3_checkpoint_open(&op, &ck, err, sizeof err);
+    CHECK(rc == COSMOS3_OK && ck, "checkpoint_open: %s", err);
+    if (ck) {
+        cosmos3_model_info ci;
+        cosmos3_checkpoint_details cd;
+        cosmos3_checkpoint_model(ck, &ci, &cd);
+        CHECK(ci.layers == 4 && ci.hidden == 256 && !strcmp(cd.mlp, "swiglu") &&
+                  cd.intermediate == 768,
+              "demo geometry: %d layers hidden %d %s %d", ci.layers, ci.hidden, cd.mlp,
+              cd.intermediate);
+        cosmos3_layout lay;
+        char *text = NULL;
+        rc = cosmos3_checkpoint_plan(ck, &op, 64, 64, 1, &lay, &text, err, sizeof err);
+        CHECK(rc == COSMOS3_OK && lay.world == 1 && !strcmp(lay.device, "cpu") && lay.weights > 0 && text,
+              "cpu plan: %s", err);
+        free(text);
+        op.tp = 3; /* 8 heads do not split in 3 */
+        rc = cosmos3_checkpoint_plan(ck, &op, 64, 64, 1, &lay, &text, err, sizeof err);
+        CHECK(rc != COSMOS3_OK && text == NULL && err[0], "tp 3 refused: %d", rc);
+        cosmos3_checkpoint_close(ck);
+    }
+
+    /* mkmodel: a bad preset is refused with a message, nothing written */
+    cosmos3_mkmodel_params mp;
+    cosmos3_mkmodel_params_init(&mp);
+    mp.preset = "huge";
+    mp.out_dir = "/nonexistent-cosmos3-dir/x";
+    rc = cosmos3_mkmodel(&mp, err, sizeof err);
+    CHECK(rc == COSMOS3_EUSAGE && strstr(err, "huge"), "mkmodel bad preset: %d %s", rc, err);
     if (!failures) printf("api_outside: all checks passed\n");
     return failures ? 1 : 0;
 }

@@ -1,0 +1,92 @@
+/* inspect.c - cosmos3_checkpoint_*: a checkpoint's configs, sizes and plan
+ * without its weights (for `cosmos3 info`). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "checkpoint.h"
+#include "cosmos3.h"
+#include "engine.h"
+#include "plan.h"
+
+struct cosmos3_checkpoint {
+    c3_ckpt ck;
+};
+
+static int give_err(int rc, char *err, size_t errlen) {
+    if (rc && err && errlen) snprintf(err, errlen, "%s", c3_errmsg());
+    return rc;
+}
+
+int cosmos3_checkpoint_open(const cosmos3_open_params *p, cosmos3_checkpoint **out, char *err,
+                            size_t errlen) {
+    if (!out)
+        return give_err(c3_fail(C3_EUSAGE, "cosmos3_checkpoint_open: out is NULL"), err, errlen);
+    *out = NULL;
+    char dir[4096];
+    cosmos3_model_dir(p ? p->model : NULL, dir, sizeof dir);
+    cosmos3_checkpoint *c = xcalloc(1, sizeof *c);
+    int rc = ckpt_open(&c->ck, dir, true);
+    if (rc) {
+        free(c);
+        return give_err(rc, err, errlen);
+    }
+    *out = c;
+    return C3_OK;
+}
+
+void cosmos3_checkpoint_close(cosmos3_checkpoint *c) {
+    if (!c) return;
+    ckpt_close(&c->ck);
+    free(c);
+}
+
+void cosmos3_checkpoint_model(const cosmos3_checkpoint *c, cosmos3_model_info *out,
+                              cosmos3_checkpoint_details *d) {
+    const c3_ckpt *ck = &c->ck;
+    engine_model_info(ck, out);
+    if (!d) return;
+    const c3_tconfig *t = &ck->t;
+    c3_sizes sz;
+    ckpt_sizes(ck, &sz);
+    memset(d, 0, sizeof *d);
+    d->mlp = t->mlp_gated ? "swiglu" : "relu2";
+    d->intermediate = t->inter;
+    d->vocab = t->vocab;
+    d->patch_dim = t->patch_dim;
+    d->rms_eps = t->eps;
+    d->rope_theta = t->rope_theta;
+    memcpy(d->mrope, t->mrope, sizeof d->mrope);
+    d->und_qk_norm = t->und_qk_norm;
+    d->und_k_norm_for_gen = t->und_k_norm_for_gen;
+    d->und_params = sz.und_params;
+    d->gen_params = sz.gen_params;
+    d->vae_params = sz.vae_params;
+    d->unused_params = sz.other_params;
+    d->und_bytes = sz.und_bytes;
+    d->gen_bytes = sz.gen_bytes;
+    d->vae_bytes = sz.vae_bytes;
+    d->unused_bytes = sz.other_bytes;
+    d->scheduler = ck->s.class_name;
+    d->karras_sigmas = ck->s.use_karras_sigmas;
+    d->fillers = (const char *const *)ck->card.fillers;
+    d->nfillers = ck->card.nfillers;
+    d->scores_json = ck->card.scores_json;
+}
+
+int cosmos3_checkpoint_plan(const cosmos3_checkpoint *c, const cosmos3_open_params *p, int width,
+                            int height, int frames, cosmos3_layout *out, char **text, char *err,
+                            size_t errlen) {
+    if (text) *text = NULL;
+    if (!c || !p || !out)
+        return give_err(c3_fail(C3_EUSAGE, "cosmos3_checkpoint_plan: NULL argument"), err, errlen);
+    c3_sizes sz;
+    ckpt_sizes(&c->ck, &sz);
+    c3_plan plan;
+    int rc = plan_make(&plan, &c->ck.t, &sz, p->tp ? p->tp : 1,
+                       p->cfg_parallel ? p->cfg_parallel : 1, p->ulysses ? p->ulysses : 1,
+                       p->device ? p->device : "auto", p->gpus, p->offload, width, height, frames);
+    if (rc) return give_err(rc, err, errlen);
+    engine_plan_layout(&plan, out);
+    if (text) *text = engine_plan_text(&plan);
+    return C3_OK;
+}
