@@ -106,8 +106,9 @@ void docs_bash_completion(FILE *f, const char *const *commands, int ncommands) {
             fputs("\" -- \"$cur\")); return ;;\n", f);
         } else if (!strcmp(o->name, "model")) {
             fputs("            COMPREPLY=($(compgen -d -- \"$cur\")); return ;;\n", f);
-        } else if (o->type == OPT_STR && o->metavar && (!strcmp(o->metavar, "FILE") || !strcmp(o->metavar, "PATH") ||
-                                                        !strcmp(o->metavar, "DIR"))) {
+        } else if (o->type == OPT_STR && o->metavar &&
+                   (!strcmp(o->metavar, "FILE") || !strcmp(o->metavar, "PATH") ||
+                    !strcmp(o->metavar, "DIR") || option_takes_two(o))) {
             fputs("            COMPREPLY=($(compgen -f -- \"$cur\")); return ;;\n", f);
         } else {
             fputs("            return ;;\n", f);

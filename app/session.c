@@ -308,31 +308,53 @@ static int generate(c3_engine *e, const c3_settings *s, c3_result *res, double t
         rq.noise_len = n;
     }
     rq.want_latents = s->save_latents != NULL;
-    /* the conditioning picture or clip, read from its PNG files */
-    c3_cond_file cf = {0};
+    /* the conditioning picture or clip, read from its PNG files; first-last
+       builds its clip of both ends here and passes it as a video */
+    c3_cond_file cf = {0}, cb = {0};
     cosmos3_frames media = {0};
     int cidx[64], ncidx = 0;
-    if (s->image && s->video)
-        rc = c3_fail(C3_EUSAGE, "--image and --video together; give a picture or a clip, not both");
+    uint8_t *fl_rgb = NULL;
+    c3_media flm = {0};
+    char *fl_a = s->first_last ? xstrdup(s->first_last) : NULL, *fl_b = NULL;
+    if (fl_a && (fl_b = strchr(fl_a, '\n'))) *fl_b++ = 0;
+    if (!!s->image + !!s->video + !!s->first_last > 1)
+        rc = c3_fail(C3_EUSAGE, "%s and %s together; give one conditioning input, not both",
+                     s->image ? "--image" : "--video", s->first_last ? "--first-last" : "--video");
+    else if (fl_a && !fl_b)
+        rc = c3_fail(C3_EUSAGE, "--first-last needs two values (START END)");
     if (rc == C3_OK && (s->image || s->video))
         rc = cond_file_read(s->image ? s->image : s->video, s->video != NULL, &cf);
     if (rc == C3_OK && s->video) rc = cond_parse_frames(s->condition_frames, cidx, 64, &ncidx);
+    if (rc == C3_OK && fl_a) rc = cond_file_read(fl_a, true, &cf);
+    if (rc == C3_OK && fl_a) rc = cond_file_read(fl_b, true, &cb);
+    if (rc == C3_OK && fl_a)
+        rc = cond_first_last(&cf.media, &cb.media, st.frames, st.width, st.height,
+                             e->model.vae_temporal, &fl_rgb, &flm, cidx, 64, &ncidx);
     if (rc) {
         cond_file_free(&cf);
+        cond_file_free(&cb);
+        free(fl_a);
         free(noise);
         return rc;
     }
-    if (s->image || s->video) {
+    if (fl_a) {
+        cf.hash = cf.hash * 0x100000001b3ull ^ cb.hash; /* both ends' files */
+        cond_file_free(&cb);
+        free(cf.rgb);
+        cf.rgb = fl_rgb; /* freed with cf */
+        cf.media = flm;
+    }
+    if (s->image || s->video || fl_a) {
         media = (cosmos3_frames){.rgb = cf.media.rgb,
                                  .width = cf.media.width,
                                  .height = cf.media.height,
                                  .frames = cf.media.frames};
         if (s->image) rq.image = &media;
-        if (s->video) {
+        if (s->video || fl_a) {
             rq.video = &media;
             rq.condition_frames = cidx;
             rq.ncondition_frames = ncidx;
-            rq.condition_keep = s->condition_keep && !strcmp(s->condition_keep, "last")
+            rq.condition_keep = s->condition_keep && !strcmp(s->condition_keep, "last") && !fl_a
                                     ? COSMOS3_KEEP_LAST
                                     : COSMOS3_KEEP_FIRST;
         }
@@ -341,11 +363,16 @@ static int generate(c3_engine *e, const c3_settings *s, c3_result *res, double t
     uint64_t cf_hash = cf.hash;
     cond_file_free(&cf);
     free(noise);
-    if (rc) return c3_fail(rc, "%s", err);
+    if (rc) {
+        free(fl_a);
+        return c3_fail(rc, "%s", err);
+    }
     const cosmos3_result *r = res->out;
     if (s->save_latents && cosmos3_latents_write(s->save_latents, r->latents, r->latent_shape,
-                                                 s->overwrite, err, sizeof err))
+                                                 s->overwrite, err, sizeof err)) {
+        free(fl_a);
         return c3_fail(C3_EOUTPUT, "%s", err);
+    }
     res->seed = r->seed;
     res->width = r->width;
     res->height = r->height;
@@ -376,11 +403,14 @@ static int generate(c3_engine *e, const c3_settings *s, c3_result *res, double t
                        .video = s->video,
                        .condition_frames = s->condition_frames,
                        .condition_keep = s->condition_keep,
+                       .first = fl_a,
+                       .last = fl_b,
                        .condition_hash = cf_hash};
     char *meta = metadata_json(r, &x);
     c3_png_text texts[2] = {{"parameters", res->png_parameters, false}, {"cosmos3", meta, true}};
     rc = output_write_png(&o, r, texts, 2, &res->paths, &res->npaths);
     free(meta);
+    free(fl_a);
     for (int i = 0; rc == C3_OK && i < res->npaths; i++)
         push_text(e->ev, EV_PREVIEW, "", res->paths[i]);
     res->t_write = c3_now() - t0;
