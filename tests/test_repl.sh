@@ -62,6 +62,45 @@ has out 'schedule +sigma schedule' "help set lists the options"
 has meta 'negative_prompt: blurry, dark' "neg reached the image"
 has meta 'schedule: karras' "set schedule reached the image"
 
+# image FILE / video FILE set the conditioning of the next prompts, clear drops it;
+# a prompt that starts with the word and names no file is refused before any run
+cin="$fx/tiny-a/cond/inputs"
+cat > script <<EOF
+set width 64
+set height 64
+set frames 9
+set steps 2
+image of a cat
+image $cin/i2v_picture_96x72.png
+set output i2v
+a cat
+last
+video $cin/v2v_clip_64_%02d.png
+set output v2v
+a clip
+clear
+clear
+set output plain
+a dog
+EOF
+"$bin" repl -m "$model" < script > out 2> err
+rc=$?
+[ $rc = 4 ] && ok || bad "conditioning script exit $rc, want 4 (the refused 'image of a cat'): $(cat err)"
+has err "image: --image of a cat: No such file or directory \(a prompt that starts with 'image': quote it\)" "image of a missing file"
+[ "$(grep -c '^cosmos3: image' err)" = 1 ] && ok || bad "conditioning script: errors: $(cat err)"
+has out '^image = .*/i2v_picture_96x72.png \(96x72\)' "image FILE"
+has out '^conditioned on the picture .*/i2v_picture_96x72.png' "last names the picture"
+has out '^video = .*/v2v_clip_64_%02d.png \(64x64, 13 frames\)' "video FILE"
+has out '^conditioning cleared' "clear"
+has out '^no conditioning to clear' "clear again"
+"$bin" meta --json i2v/frame_0000.png > meta 2>&1
+has meta 'i2v_picture_96x72.png' "the picture reached the run"
+"$bin" meta --json v2v/frame_0000.png > meta 2>&1
+has meta 'v2v_clip_64_%02d.png' "the clip reached the run"
+"$bin" meta --json plain/frame_0000.png > meta 2>&1
+has meta '"prompt":"a dog"' "the run after clear"
+grep -q '"condition"' meta && bad "clear: the run after it is still conditioned: $(cat meta)" || ok
+
 # a failing line: the script goes on, the exit status is the last failure
 printf 'set steps nope\nset width 32\nset height 32\nset steps 1\nshow steps\nset bogus 1\nshow steps\n' |
     "$bin" repl -m "$model" > out 2> err
