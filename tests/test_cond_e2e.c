@@ -4,8 +4,9 @@
  * guidance and schedule, `--noise` holding the case's pure noise, and
  * --save-latents must give upstream's final latents (rel L2 <= 1e-3) and
  * uint8 frames (within 1 level on >= 99.9 % of values). The same runs
- * through the parallel layouts on CPU threads (CFG-parallel, TP, Ulysses)
- * give the same latents. Then the refusals. */
+ * through the parallel layouts on CPU threads (CFG-parallel, TP, Ulysses
+ * and the combined TP 2 x CFG 2 and Ulysses 2 x CFG 2) give the same
+ * latents. Then the refusals. */
 #include <jansson.h>
 #include <fcntl.h>
 #include <spawn.h>
@@ -129,9 +130,10 @@ static void run_case(json_t *c, const char *name) {
         snprintf(idx + k, sizeof idx - k, "%s%lld", i ? "," : "", (long long)json_integer_value(v));
     }
     const char *keep = json_string_value(json_object_get(c, "condition_video_keep"));
-    /* the layouts: one rank, then CFG-parallel, TP and Ulysses on CPU threads */
+    /* the layouts: one rank, then CFG-parallel, TP, Ulysses and two combined on CPU threads */
     static const char *layouts[][3] = {
-        {"1", "1", "1"}, {"1", "2", "1"}, {"2", "1", "1"}, {"1", "1", "2"}};
+        {"1", "1", "1"}, {"1", "2", "1"}, {"2", "1", "1"}, {"1", "1", "2"},
+        {"2", "2", "1"}, {"1", "2", "2"}}; /* tp 2 x ulysses 2: tiny-a has 2 KV heads */
     int nlayouts = on_cuda() ? 1 : (int)C3_ARRAY_LEN(layouts);
     for (int l = 0; l < nlayouts; l++) {
         snprintf(lat, sizeof lat, "%s/%s.%d.out.safetensors", tmpd, name, l);
