@@ -155,6 +155,11 @@ typedef struct {
     int64_t und_params, gen_params, shared_params, vae_params, other_params;
     int64_t embed_params; /* of und_params: the token embedding (its stored rows) */
     int64_t und_bytes, gen_bytes, shared_bytes, vae_bytes, other_bytes;
+    /* of the VAE: the values the encoder holds (encoder.*, quant_conv.*, plus
+       the last-tap copy of each causal conv), its first stage's channels and
+       the patch size (for the plan's encoder bytes) */
+    int64_t vae_enc_values;
+    int vae_enc_dim, vae_patch;
 } c3_sizes;
 void ckpt_sizes(const c3_ckpt *c, c3_sizes *s);
 

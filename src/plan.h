@@ -28,6 +28,9 @@ typedef struct {
     char dev_name[C3_MAX_RANKS][64];
     /* bytes per rank (as stored on the device) */
     int64_t weights, kv, act, need;
+    /* rank 0 only, once a request is conditioned (the encoder loads lazily):
+       the VAE encoder's weights and its activations for one chunk at the size */
+    int64_t enc_weights, enc_act;
     int L_est, S; /* text length estimate and GEN tokens */
     bool cfg_batch; /* one rank runs both CFG branches as one batch (fits in memory) */
 } c3_plan;

@@ -10,6 +10,7 @@
 #include "checkpoint.h"
 #include "condition.h"
 #include "model.h"
+#include "plan.h"
 #include "png_io.h"
 #include "prompt.h"
 #include "test_util.h"
@@ -521,6 +522,42 @@ static void test_step0(c3_model *m, const c3_tokenizer *tok, const c3_ckpt *ck, 
     free(lat);
 }
 
+/* The plan's encoder bytes against what the CPU backend allocates: the
+ * weights exactly, the activations of a 9-frame 64x64 encode at most the
+ * estimate and not below a tenth of it. */
+static void test_plan_encoder(const c3_ckpt *ck) {
+    c3_sizes sz = {0};
+    ckpt_sizes(ck, &sz);
+    c3_plan p;
+    int rc = plan_make(&p, &ck->t, &sz, 1, 1, 1, "cpu", NULL, false, 64, 64, 9);
+    T_CHECK(rc == C3_OK, "plan_make: %s", c3_errmsg());
+    c3_backend *be = c3_backend_cpu();
+    int64_t w0 = be->mem[C3_MEM_WEIGHTS];
+    c3_vae_enc *enc = NULL;
+    rc = vae_enc_load(&enc, ck, be);
+    T_CHECK(rc == C3_OK, "vae_enc_load: %s", c3_errmsg());
+    if (rc) return;
+    int64_t wenc = be->mem[C3_MEM_WEIGHTS] - w0;
+    T_CHECK(wenc == p.enc_weights, "plan: encoder weights %lld, the backend holds %lld",
+            (long long)p.enc_weights, (long long)wenc);
+    int64_t base = be->mem[C3_MEM_WEIGHTS] + be->mem[C3_MEM_KV] + be->mem[C3_MEM_ACT];
+    be->mem_peak = base;
+    float *px = xcalloc(3 * 9 * 64 * 64, sizeof(float)), *lat = NULL;
+    int T, h, w;
+    rc = vae_encode(enc, px, 9, 64, 64, &lat, &T, &h, &w);
+    T_CHECK(rc == C3_OK, "vae_encode: %s", c3_errmsg());
+    int64_t act = be->mem_peak - base;
+    fprintf(stderr,
+            "plan: encoder weights %lld B (backend %lld), activations ~%lld B (peak %lld)\n",
+            (long long)p.enc_weights, (long long)wenc, (long long)p.enc_act, (long long)act);
+    T_CHECK(act > 0 && act <= p.enc_act && act * 10 >= p.enc_act,
+            "plan: encoder activations ~%lld, the encode peaked at %lld", (long long)p.enc_act,
+            (long long)act);
+    free(lat);
+    free(px);
+    vae_enc_free(enc);
+}
+
 int main(void) {
     c3_backend *be = c3_backend_cpu();
     test_ops(be);
@@ -548,6 +585,7 @@ int main(void) {
         fprintf(stderr, "golden part on cuda: encoder rel L2 <= %.0e\n", tol_enc);
     }
     t_open_golden(&cond, "tiny-a/cond/cond.safetensors");
+    test_plan_encoder(&ck);
     c3_vae_enc *enc = NULL;
     int rc = vae_enc_load(&enc, &ck, gbe);
     T_CHECK(rc == C3_OK, "vae_enc_load: %s", c3_errmsg());
