@@ -9,19 +9,23 @@
 #include "common.h"
 
 typedef enum {
-    EV_LOG,       /* text: an informational line */
-    EV_PLAN,      /* text: the layout */
-    EV_LOADED,    /* rank, bytes[] = weights/kv/act, seconds */
-    EV_STAGE,     /* text: stage name ("tokenize", "und", "denoise", "vae", "write"), seconds when done */
-    EV_STEP_BEGIN,/* step, steps */
-    EV_BRANCH,    /* step, branch (0 cond, 1 uncond), rank, group, seconds */
-    EV_STEP_END,  /* step, steps, seconds, cond_s, uncond_s, combine_s, timestep */
-    EV_MEMORY,    /* rank, device, bytes[], dev_free, dev_total */
-    EV_PREVIEW,   /* text: path of a finished image */
-    EV_DONE,      /* seconds */
-    EV_ERROR,     /* code, text */
+    EV_LOG,        /* text: an informational line */
+    EV_PLAN,       /* text: the layout */
+    EV_LOADED,     /* rank, bytes[] = weights/kv/act, seconds */
+    EV_STAGE,      /* text: stage name ("tokenize", "und", "denoise", "vae", "write"), code:
+                      EV_STAGE_BEGIN,      EV_STAGE_END (seconds) or EV_STAGE_CHUNK (vae: step of steps latent
+                      frames done) */
+    EV_STEP_BEGIN, /* step, steps */
+    EV_BRANCH,     /* step, branch (0 cond, 1 uncond), rank, group, seconds */
+    EV_STEP_END,   /* step, steps, seconds, cond_s, uncond_s, combine_s, timestep */
+    EV_MEMORY,     /* rank, device, bytes[], dev_free, dev_total */
+    EV_PREVIEW,    /* text: path of a finished image */
+    EV_DONE,       /* seconds */
+    EV_ERROR,      /* code, text */
     EV_CANCELLED,
 } c3_event_kind;
+
+enum { EV_STAGE_END = 0, EV_STAGE_BEGIN = 1, EV_STAGE_CHUNK = 2 };
 
 typedef struct {
     c3_event_kind kind;

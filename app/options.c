@@ -1,6 +1,8 @@
 /* options.c - the options table and everything that reads it. */
 #include "options.h"
 
+#include "metadata.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,6 +56,9 @@ const c3_option c3_options[] = {
      CMD_GEN, F(noise), true},
     {"save-latents", 0, NULL, OPT_STR, NULL, NULL, "FILE", "write the final latents as 'latents' to FILE",
      CMD_GEN, F(save_latents), true},
+    {"from", 0, NULL, OPT_STR, NULL, NULL, "FILE",
+     "run again with the settings stored in FILE (an image or video cosmos3 wrote; see meta); options after it "
+     "override them", CMD_GEN, F(from), false},
     {"image", 0, NULL, OPT_STR, NULL, NULL, "FILE",
      "image-to-video: continue this picture (PNG), resized to cover the size and centre-cropped; "
      "pins latent frame 0",
@@ -130,6 +135,26 @@ const int c3_noptions = (int)C3_ARRAY_LEN(c3_options);
 _Static_assert(C3_ARRAY_LEN(c3_options) <= C3_ARRAY_LEN(((c3_settings *)0)->given),
                "c3_settings.given has fewer slots than the options table has rows");
 
+/* Rows a command fills internally (serve: each request's output file) but
+ * refuses on its command line: not parsed there, not in its help, its man
+ * page entry or its completion. */
+static const struct {
+    const char *name;
+    unsigned cmds;
+} cli_refused[] = {
+    {"frames", CMD_SERVE}, /* serve answers image requests */
+    {"fps", CMD_SERVE},
+    {"output", CMD_SERVE}, /* images go back in the answers */
+    {"overwrite", CMD_SERVE},
+};
+
+unsigned option_cli_cmds(const c3_option *o) {
+    unsigned c = o->cmds;
+    for (size_t i = 0; i < C3_ARRAY_LEN(cli_refused); i++)
+        if (!strcmp(cli_refused[i].name, o->name)) c &= ~cli_refused[i].cmds;
+    return c;
+}
+
 static const char *const cmd_names[] = {"gen", "tokenize", "info", "meta", "mkmodel",
                                         "repl", "tui", "serve", "bench"};
 
@@ -161,14 +186,17 @@ static bool alias_match(const char *aliases, const char *name) {
 
 const c3_option *option_find_for(const char *name, unsigned cmds) {
     for (int i = 0; i < c3_noptions; i++)
-        if ((c3_options[i].cmds & cmds) && strcmp(c3_options[i].name, name) == 0) return &c3_options[i];
+        if ((c3_options[i].cmds & cmds) && strcmp(c3_options[i].name, name) == 0)
+            return &c3_options[i];
     for (int i = 0; i < c3_noptions; i++)
         if ((c3_options[i].cmds & cmds) && alias_match(c3_options[i].aliases, name))
             return &c3_options[i];
     return NULL;
 }
 
-const c3_option *option_find(const char *name) { return option_find_for(name, ~0u); }
+const c3_option *option_find(const char *name) {
+    return option_find_for(name, ~0u);
+}
 
 /* ------------------------------------------------------------- values */
 
@@ -359,10 +387,11 @@ int settings_parse(c3_settings *s, unsigned cmd, int argc, char **argv, char ***
             name[n] = 0;
             if (eq) val = eq + 1;
             o = option_find_for(name, cmd);
+            if (o && !(option_cli_cmds(o) & cmd)) o = NULL;
             /* --no-FLAG */
             if (!o && strncmp(name, "no-", 3) == 0) {
                 const c3_option *f = option_find_for(name + 3, cmd);
-                if (f && f->type == OPT_FLAG && (f->cmds & cmd)) {
+                if (f && f->type == OPT_FLAG && (option_cli_cmds(f) & cmd)) {
                     C3_TRY(set_value(s, f, "off"));
                     continue;
                 }
@@ -372,7 +401,8 @@ int settings_parse(c3_settings *s, unsigned cmd, int argc, char **argv, char ***
                                name, cmd_name(cmd));
         } else {
             for (int k = 0; k < c3_noptions; k++)
-                if (c3_options[k].short_name == a[1] && (c3_options[k].cmds & cmd)) o = &c3_options[k];
+                if (c3_options[k].short_name == a[1] && (option_cli_cmds(&c3_options[k]) & cmd))
+                    o = &c3_options[k];
             if (!o)
                 return c3_fail(C3_EUSAGE, "%s: unknown option -%c; see 'cosmos3 help %s'", cmd_name(cmd), a[1],
                                cmd_name(cmd));
@@ -399,6 +429,8 @@ int settings_parse(c3_settings *s, unsigned cmd, int argc, char **argv, char ***
         int rc = set_value(s, o, val);
         free(pair);
         C3_TRY(rc);
+        /* --from FILE: the stored settings, here, so the options after it override them */
+        if (!strcmp(o->name, "from")) C3_TRY(metadata_apply(val, s, cmd));
     }
     return C3_OK;
 }
@@ -406,7 +438,7 @@ int settings_parse(c3_settings *s, unsigned cmd, int argc, char **argv, char ***
 void options_usage(FILE *f, unsigned cmd) {
     for (int i = 0; i < c3_noptions; i++) {
         const c3_option *o = &c3_options[i];
-        if (!(o->cmds & cmd)) continue;
+        if (!(option_cli_cmds(o) & cmd)) continue;
         char left[96];
         int k = 0;
         if (o->short_name)

@@ -68,6 +68,7 @@ typedef struct {
     char *seed;          /* "random" or a number */
     char *noise;         /* safetensors with `latents` */
     char *save_latents;
+    char *from; /* gen --from FILE */
     /* conditioning (image/video to video) */
     char *image;            /* a picture */
     char *video;            /* a clip: folder, pattern or file of PNG frames */
@@ -130,6 +131,9 @@ const c3_option *option_find_for(const char *name, unsigned cmds);
 int option_index(const c3_option *o);
 /* Current value as text (xmalloc'd). */
 char *settings_get(const c3_settings *s, const c3_option *o);
+/* The commands that take option o on their command line (o->cmds less the
+ * ones that only fill it internally, e.g. serve's output file). */
+unsigned option_cli_cmds(const c3_option *o);
 /* Usage text for a subcommand, printed to f. */
 void options_usage(FILE *f, unsigned cmd);
 

@@ -10,9 +10,9 @@
  *               that goes away cancels its job) or streams its SSE bytes
  *
  * A job is shared by its connection and the worker (a reference count under
- * the server mutex). Images are written by engine_generate into a private
- * mkdtemp folder, read back for b64_json and deleted. No request field ever
- * names a file.
+ * the server mutex). Images come back from the engine in memory and are
+ * encoded as PNG in memory (png_encode_mem) for b64_json: the server writes
+ * no file. No request field ever names a file.
  */
 #include "serve.h"
 
@@ -49,6 +49,7 @@ int serve_main(c3_settings *s, char **pos, int npos) {
 #include <unistd.h>
 
 #include "events.h"
+#include "png_io.h"
 #include "session.h"
 #include "plan.h"
 
@@ -213,7 +214,8 @@ typedef struct {
     double step_s, cond_s, uncond_s, last_step_s;
     bool mem_valid[COSMOS3_MAX_RANKS];
     int mem_device[COSMOS3_MAX_RANKS];
-    int64_t mem_bytes[COSMOS3_MAX_RANKS][3], dev_free[COSMOS3_MAX_RANKS], dev_total[COSMOS3_MAX_RANKS];
+    int64_t mem_bytes[COSMOS3_MAX_RANKS][3], dev_free[COSMOS3_MAX_RANKS],
+        dev_total[COSMOS3_MAX_RANKS];
     char mhd_log[512];
     const char *api_key; /* sv->base.api_key, or NULL: no authentication */
     int max_cost;        /* --max-cost */
@@ -391,27 +393,21 @@ static bool client_gone(int fd) {
 
 /* -------------------------------------------------------------- worker */
 
-static const char *tmp_root(void) {
-    const char *t = getenv("TMPDIR");
-    return t && *t ? t : "/tmp";
-}
-
-/* Run one image of job j into dir; append its data item to `data`. */
-static int run_image(server *sv, job *j, int i, const char *dir, json_t *data, json_t *acc) {
+/* Run one image of job j; append its data item to `data`. The PNG is
+ * encoded in memory: a response never touches the disk. */
+static int run_image(server *sv, job *j, int i, json_t *data, json_t *acc) {
     c3_settings s;
     settings_copy(&s, &j->s);
-    char path[4096 + 32], seedtxt[32];
-    snprintf(path, sizeof path, "%s/%d.png", dir, i);
-    int rc = settings_set(&s, "output", path, CMD_SERVE);
-    if (rc == C3_OK) rc = settings_set(&s, "overwrite", "on", CMD_SERVE);
-    if (rc == C3_OK && j->seed_given) {
+    char seedtxt[32];
+    int rc = C3_OK;
+    if (j->seed_given) {
         snprintf(seedtxt, sizeof seedtxt, "%llu", (unsigned long long)(j->seed + (uint64_t)i));
         rc = settings_set(&s, "seed", seedtxt, CMD_SERVE);
     }
     c3_result r = {0};
     bool ran = false;
     if (rc == C3_OK) {
-        rc = engine_generate(sv->e, &s, &r);
+        rc = engine_generate_frames(sv->e, &s, &r);
         ran = true;
     }
     char err[1024];
@@ -425,20 +421,22 @@ static int run_image(server *sv, job *j, int i, const char *dir, json_t *data, j
             cv_wait(sv, SERVE_POLL_S);
     }
     pthread_mutex_unlock(&sv->mu);
-    char *png = NULL;
+    uint8_t *png = NULL;
     size_t len = 0;
-    if (rc == C3_OK && r.npaths == 1) {
-        rc = c3_read_file(r.paths[0], &png, &len);
+    if (rc == C3_OK && r.out && r.out->frames == 1) {
+        double t0 = c3_now();
+        c3_png_text texts[2] = {{"parameters", r.png_parameters, false},
+                                {"cosmos3", r.meta_json, true}};
+        rc = png_encode_mem(r.out->rgb, r.out->width, r.out->height, texts, 2, &png, &len);
         if (rc) snprintf(err, sizeof err, "%s", c3_errmsg());
+        r.t_write = c3_now() - t0;
+        r.t_total += r.t_write;
     } else if (rc == C3_OK) {
         rc = C3_EFAIL;
-        snprintf(err, sizeof err, "the engine wrote %d files for one image", r.npaths);
+        snprintf(err, sizeof err, "the engine made %d frames for one image", r.out ? r.out->frames : 0);
     }
-    for (int k = 0; k < r.npaths; k++)
-        unlink(r.paths[k]);
-    unlink(path);
     if (rc == C3_OK) {
-        char *b64 = base64((const uint8_t *)png, len);
+        char *b64 = base64(png, len);
         json_t *item = json_pack("{s:s,s:I}", "b64_json", b64, "seed", (json_int_t)r.seed);
         free(b64);
         double st[STAGES] = {r.t_tokenize, r.t_und, r.t_denoise, r.t_vae, r.t_write, r.t_total};
@@ -488,13 +486,7 @@ static void run_job(server *sv, job *j) {
     json_t *acc = json_pack("{s:i,s:i,s:f,s:{}}", "images", 0, "steps", 0, "queue_seconds",
                             t0 - j->t_queued, "seconds");
     json_object_set_new(acc, "mem_peak_bytes", json_integer(0));
-    char tmpl[4096];
-    snprintf(tmpl, sizeof tmpl, "%s/cosmos3-serve-XXXXXX", tmp_root());
     int rc = C3_OK;
-    bool made = mkdtemp(tmpl) != NULL;
-    if (!made)
-        rc = c3_fail(C3_EOUTPUT, "cannot make a folder in %s: %s (set TMPDIR)", tmp_root(),
-                     strerror(errno));
     for (int i = 0; i < j->n && rc == C3_OK; i++) {
         pthread_mutex_lock(&sv->mu);
         j->index = i;
@@ -504,9 +496,8 @@ static void run_job(server *sv, job *j) {
             rc = c3_fail(C3_ECANCEL, "cancelled");
             break;
         }
-        rc = run_image(sv, j, i, tmpl, data, acc);
+        rc = run_image(sv, j, i, data, acc);
     }
-    if (made) rmdir(tmpl);
     char err[1024];
     snprintf(err, sizeof err, "%s", c3_errmsg());
     const cosmos3_layout *p = engine_layout(sv->e);
@@ -1514,8 +1505,8 @@ int serve_main(c3_settings *s, char **pos, int npos) {
     const char *env_key = getenv("COSMOS3_API_KEY");
     if (!s->api_key && env_key) s->api_key = xstrdup(env_key);
     if (s->api_key) {
-        const char *from = s->given[option_index(option_find("api-key"))] ? "--api-key"
-                                                                            : "COSMOS3_API_KEY";
+        const char *from =
+            s->given[option_index(option_find("api-key"))] ? "--api-key" : "COSMOS3_API_KEY";
         if (!s->api_key[0])
             return c3_fail(C3_EUSAGE, "%s is empty; give a key (e.g. from 'openssl rand -hex 32')",
                            from);

@@ -197,8 +197,16 @@ static void on_event(const cosmos3_event *ev, void *user) {
             x.step = 1;
         } else {
             x.kind = EV_STAGE;
+            x.code = ev->begin ? EV_STAGE_BEGIN : EV_STAGE_END;
             snprintf(x.text, sizeof x.text, "%s", ev->stage);
         }
+        break;
+    case COSMOS3_EV_VAE: /* a chunk of frames decoded: the progress line shows it */
+        x.kind = EV_STAGE;
+        x.code = EV_STAGE_CHUNK;
+        x.step = ev->frame;
+        x.steps = ev->frames;
+        snprintf(x.text, sizeof x.text, "vae");
         break;
     case COSMOS3_EV_STEP:
         x.kind = EV_STEP_END;
@@ -269,6 +277,7 @@ void result_free(c3_result *r) {
         free(r->paths[i]);
     free(r->paths);
     free(r->png_parameters);
+    free(r->meta_json);
     cosmos3_result_free(r->out);
     memset(r, 0, sizeof *r);
 }
@@ -280,7 +289,8 @@ static uint64_t random_seed(void) {
     return v & ((1ull << 53) - 1);
 }
 
-static int generate(c3_engine *e, const c3_settings *s, c3_result *res, double t_start) {
+static int generate(c3_engine *e, const c3_settings *s, c3_result *res, double t_start,
+                    bool files) {
     cosmos3_request rq;
     settings_request(s, &rq);
     C3_TRY(settings_seed(s->seed, &rq.seed));
@@ -295,7 +305,7 @@ static int generate(c3_engine *e, const c3_settings *s, c3_result *res, double t
                    .frames = st.frames,
                    .seed = (uint64_t)rq.seed,
                    .overwrite = s->overwrite};
-    C3_TRY(output_check(&o));
+    if (files) C3_TRY(output_check(&o));
     if (s->save_latents && !s->overwrite && c3_file_exists(s->save_latents))
         return c3_fail(C3_EOUTPUT, "%s already exists; use --overwrite or another --save-latents",
                        s->save_latents);
@@ -406,10 +416,10 @@ static int generate(c3_engine *e, const c3_settings *s, c3_result *res, double t
                        .first = fl_a,
                        .last = fl_b,
                        .condition_hash = cf_hash};
-    char *meta = metadata_json(r, &x);
-    c3_png_text texts[2] = {{"parameters", res->png_parameters, false}, {"cosmos3", meta, true}};
-    rc = output_write_png(&o, r, texts, 2, &res->paths, &res->npaths);
-    free(meta);
+    res->meta_json = metadata_json(r, &x);
+    c3_png_text texts[2] = {{"parameters", res->png_parameters, false},
+                            {"cosmos3", res->meta_json, true}};
+    if (files) rc = output_write_png(&o, r, texts, 2, &res->paths, &res->npaths);
     free(fl_a);
     for (int i = 0; rc == C3_OK && i < res->npaths; i++)
         push_text(e->ev, EV_PREVIEW, "", res->paths[i]);
@@ -418,9 +428,9 @@ static int generate(c3_engine *e, const c3_settings *s, c3_result *res, double t
     return rc;
 }
 
-int engine_generate(c3_engine *e, const c3_settings *s, c3_result *res) {
+static int run(c3_engine *e, const c3_settings *s, c3_result *res, bool files) {
     memset(res, 0, sizeof *res);
-    int rc = generate(e, s, res, c3_now());
+    int rc = generate(e, s, res, c3_now(), files);
     if (rc == C3_ECANCEL) {
         c3_event x = {.kind = EV_CANCELLED};
         events_push(e->ev, &x);
@@ -433,4 +443,12 @@ int engine_generate(c3_engine *e, const c3_settings *s, c3_result *res) {
         events_push(e->ev, &x);
     }
     return rc;
+}
+
+int engine_generate(c3_engine *e, const c3_settings *s, c3_result *res) {
+    return run(e, s, res, true);
+}
+
+int engine_generate_frames(c3_engine *e, const c3_settings *s, c3_result *res) {
+    return run(e, s, res, false);
 }

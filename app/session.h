@@ -31,6 +31,7 @@ typedef struct {
     int64_t h2d_bytes;
     double h2d_seconds, h2d_gbps;
     char *png_parameters; /* the A1111 text */
+    char *meta_json;      /* the "cosmos3" metadata object */
     cosmos3_result *out;  /* the engine's result: frames in memory, the settings used */
 } c3_result;
 void result_free(c3_result *r);
@@ -48,6 +49,9 @@ const cosmos3_model_info *engine_model(const c3_engine *e);
 cosmos3_engine *engine_library(c3_engine *e);
 /* Run one generation with settings s and write its frames (s->output). */
 int engine_generate(c3_engine *e, const c3_settings *s, c3_result *r);
+/* The same without files: the frames stay in r->out (serve, previews);
+ * s->output and the overwrite rules play no part. */
+int engine_generate_frames(c3_engine *e, const c3_settings *s, c3_result *r);
 /* Ask the generation in flight to stop (async-signal-safe). */
 void engine_cancel(c3_engine *e);
 

@@ -14,10 +14,10 @@
 
 typedef struct {
     cosmos3_engine *engine;
-    int steps_seen;  /* COSMOS3_EV_STEP events of the job */
-    int cancel_at;   /* cancel from the callback at this step (0: never) */
-    int ends;        /* DONE / CANCELLED / FAILED events: exactly one per job */
-    int last_end;    /* the kind of the last one */
+    int steps_seen; /* COSMOS3_EV_STEP events of the job */
+    int cancel_at;  /* cancel from the callback at this step (0: never) */
+    int ends;       /* DONE / CANCELLED / FAILED events: exactly one per job */
+    int last_end;   /* the kind of the last one */
 } progress;
 
 static void on_event(const cosmos3_event *ev, void *user) {
@@ -27,14 +27,17 @@ static void on_event(const cosmos3_event *ev, void *user) {
         p->steps_seen++;
         if (p->cancel_at && ev->step == p->cancel_at) cosmos3_cancel(p->engine);
         break;
-    case COSMOS3_EV_WARNING: fprintf(stderr, "warning: %s\n", ev->text); break;
+    case COSMOS3_EV_WARNING:
+        fprintf(stderr, "warning: %s\n", ev->text);
+        break;
     case COSMOS3_EV_DONE:
     case COSMOS3_EV_CANCELLED:
     case COSMOS3_EV_FAILED:
         p->ends++;
         p->last_end = ev->kind;
         break;
-    default: break;
+    default:
+        break;
     }
 }
 
@@ -75,8 +78,7 @@ int main(int argc, char **argv) {
         return 1;
     }
     printf("%dx%d, %d frame(s), seed %llu, %d steps (%d seen), %s, %.2f s\n", r->width, r->height,
-           r->frames, (unsigned long long)r->seed, r->steps, p.steps_seen, r->model_id,
-           r->t_total);
+           r->frames, (unsigned long long)r->seed, r->steps, p.steps_seen, r->model_id, r->t_total);
     int bad = p.steps_seen != r->steps || p.ends != 1 || p.last_end != COSMOS3_EV_DONE;
     if (argc > 2 && write_ppm(argv[2], r) != 0) {
         fprintf(stderr, "generate: cannot write %s\n", argv[2]);

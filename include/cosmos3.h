@@ -89,7 +89,8 @@ typedef enum {
 typedef struct {
     cosmos3_event_kind kind;
     uint64_t job;      /* the generation's id (cosmos3_result.job); 0 outside a generation (open) */
-    const char *stage; /* COSMOS3_EV_STAGE: "load", "tokenize", "encode" (conditioning), "und", "denoise", "vae" */
+    const char *stage; /* COSMOS3_EV_STAGE: "load", "tokenize", "encode" (conditioning), "und",
+                          "denoise", "vae" */
     bool begin;
     int step, steps;
     double timestep;
@@ -154,7 +155,7 @@ typedef struct {
     bool default_system_prompt;
     /* geometry */
     int layers, hidden, heads, kv_heads, head_dim, latent_channels, patch;
-    int vae_spatial, vae_temporal; /* pixels per latent cell, frames per latent frame */
+    int vae_spatial, vae_temporal;       /* pixels per latent cell, frames per latent frame */
     int64_t parameters, parameter_bytes; /* as stored, both towers and the VAE */
 } cosmos3_model_info;
 
@@ -163,12 +164,14 @@ void cosmos3_model(const cosmos3_engine *e, cosmos3_model_info *out);
 /* The layout the engine runs on. */
 typedef struct {
     int tp, cfg_parallel, ulysses, world;
-    char device[8]; /* "cpu", "cuda" */
+    char device[8];        /* "cpu", "cuda" */
+    char device_note[384]; /* which device runs and why, one line ("device: cpu (no usable GPU:
+                              ...)") */
     bool offload;
-    bool cfg_batch;                  /* both CFG branches as one batch on each rank */
-    int64_t weights, kv, act, need;  /* bytes per rank (the plan's estimate) */
+    bool cfg_batch;                 /* both CFG branches as one batch on each rank */
+    int64_t weights, kv, act, need; /* bytes per rank (the plan's estimate) */
     struct {
-        int device;      /* GPU ordinal (0 on the CPU) */
+        int device; /* GPU ordinal (0 on the CPU) */
         char name[64];
         int64_t total, free; /* bytes at open; -1 unknown */
     } ranks[COSMOS3_MAX_RANKS];

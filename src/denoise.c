@@ -191,47 +191,12 @@ static int rank_loop(c3_denoise *j, c3_rank *rk) {
     return rc;
 }
 
-typedef struct {
-    c3_denoise *j;
-    c3_rank *rk;
-} rank_arg;
-
-static void *rank_main(void *arg) {
-    rank_arg *a = arg;
-    a->rk->rc = rank_loop(a->j, a->rk);
-    if (a->rk->rc) {
-        snprintf(a->rk->err, sizeof a->rk->err, "%s", c3_errmsg());
-        /* a failing rank stops the others: they see cancel between layers,
-         * and the communicator is aborted so no one waits forever */
-        a->j->e->cancel = 1;
-        engine_comms_abort(a->j->e);
-    }
-    return NULL;
+static int rank_run(cosmos3_engine *e, c3_rank *rk, void *ud) {
+    (void)e;
+    return rank_loop(ud, rk);
 }
 
 int denoise_run(c3_denoise *j) {
-    cosmos3_engine *e = j->e;
-    const c3_plan *p = &e->plan;
-    rank_arg args[C3_MAX_RANKS];
-    C3_TRY(engine_comms_reset(e));
-    for (int r = 0; r < p->world; r++) {
-        args[r] = (rank_arg){j, &e->ranks[r]};
-        e->ranks[r].rc = 0;
-        if (pthread_create(&e->ranks[r].thread, NULL, rank_main, &args[r]) != 0) {
-            e->cancel = 1;
-            engine_comms_abort(e);
-            for (int q = 0; q < r; q++)
-                pthread_join(e->ranks[q].thread, NULL);
-            return c3_fail(C3_EFAIL, "cannot start rank thread %d", r);
-        }
-    }
-    for (int r = 0; r < p->world; r++)
-        pthread_join(e->ranks[r].thread, NULL);
-    /* the first real failure wins over the cancellations it caused */
-    for (int r = 0; r < p->world; r++)
-        if (e->ranks[r].rc && e->ranks[r].rc != C3_ECANCEL)
-            return c3_fail(e->ranks[r].rc, "%s", e->ranks[r].err);
-    for (int r = 0; r < p->world; r++)
-        if (e->ranks[r].rc) return c3_fail(e->ranks[r].rc, "%s", e->ranks[r].err);
-    return C3_OK;
+    C3_TRY(engine_comms_reset(j->e));
+    return engine_run_ranks(j->e, rank_run, j, false);
 }

@@ -19,7 +19,7 @@ typedef struct {
     double *sigmas;     /* [steps + 1] */
     int64_t *timesteps; /* [steps] */
     c3_schedule sched;
-    float *x_final; /* [n], written by rank 0 */
+    float *x_final;        /* [n], written by rank 0 */
     const uint8_t *pinned; /* [T]: latent frames the conditioning gives, or NULL */
     double t_und, t_loop, step_sum, cond_sum, uncond_sum;
     int steps_run;

@@ -167,6 +167,7 @@ void cosmos3_layout_get(const cosmos3_engine *e, cosmos3_layout *o) {
     o->ulysses = p->sp;
     o->world = p->world;
     snprintf(o->device, sizeof o->device, "%s", p->cuda ? "cuda" : "cpu");
+    snprintf(o->device_note, sizeof o->device_note, "%s", p->device_note);
     o->offload = p->offload;
     o->cfg_batch = p->cfg_batch;
     o->weights = p->weights;
@@ -208,13 +209,58 @@ void cosmos3_open_params_init(cosmos3_open_params *p) {
     memset(p, 0, sizeof *p);
 }
 
-static void *load_rank(void *arg) {
-    cosmos3_engine *e = ((void **)arg)[0];
-    c3_rank *r = ((void **)arg)[1];
-    r->rc = model_load(&r->model, &e->ck, r->be, &r->shard);
-    if (r->rc == C3_OK) model_batch(r->model, e->plan.cfg_batch);
-    if (r->rc) snprintf(r->err, sizeof r->err, "%s", c3_errmsg());
+static int load_rank(cosmos3_engine *e, c3_rank *r, void *ud) {
+    (void)ud;
+    C3_TRY(model_load(&r->model, &e->ck, r->be, &r->shard));
+    model_batch(r->model, e->plan.cfg_batch);
+    return C3_OK;
+}
+
+typedef struct {
+    cosmos3_engine *e;
+    c3_rank *rk;
+    int (*fn)(cosmos3_engine *, c3_rank *, void *);
+    void *ud;
+} rank_thread;
+
+static void *rank_main(void *arg) {
+    rank_thread *a = arg;
+    a->rk->rc = a->fn(a->e, a->rk, a->ud);
+    if (a->rk->rc) {
+        snprintf(a->rk->err, sizeof a->rk->err, "%s", c3_errmsg());
+        /* a failing rank stops the others: they see cancel between layers,
+         * and the communicator is aborted so no one waits forever */
+        a->e->cancel = 1;
+        engine_comms_abort(a->e);
+    }
     return NULL;
+}
+
+int engine_run_ranks(cosmos3_engine *e, int (*fn)(cosmos3_engine *e, c3_rank *rk, void *ud),
+                     void *ud, bool prefix) {
+    const c3_plan *p = &e->plan;
+    rank_thread args[C3_MAX_RANKS];
+    for (int r = 0; r < p->world; r++) {
+        args[r] = (rank_thread){e, &e->ranks[r], fn, ud};
+        e->ranks[r].rc = 0;
+        if (pthread_create(&e->ranks[r].thread, NULL, rank_main, &args[r]) != 0) {
+            e->cancel = 1;
+            engine_comms_abort(e);
+            for (int q = 0; q < r; q++)
+                pthread_join(e->ranks[q].thread, NULL);
+            return c3_fail(C3_EFAIL, "cannot start rank thread %d", r);
+        }
+    }
+    for (int r = 0; r < p->world; r++)
+        pthread_join(e->ranks[r].thread, NULL);
+    for (int pass = 0; pass < 2; pass++)
+        for (int r = 0; r < p->world; r++) {
+            const c3_rank *rk = &e->ranks[r];
+            if (rk->rc && (pass == 1 || rk->rc != C3_ECANCEL))
+                return prefix ? c3_fail(rk->rc, "rank %d: %s", r, rk->err)
+                              : c3_fail(rk->rc, "%s", rk->err);
+        }
+    return C3_OK;
 }
 
 typedef struct {
@@ -282,26 +328,6 @@ static int make_ranks(cosmos3_engine *e) {
     return C3_OK;
 }
 
-/* Load every rank in parallel. */
-static int load_ranks(cosmos3_engine *e) {
-    const c3_plan *p = &e->plan;
-    void *args[C3_MAX_RANKS][2];
-    for (int r = 0; r < p->world; r++) {
-        args[r][0] = e;
-        args[r][1] = &e->ranks[r];
-        if (pthread_create(&e->ranks[r].thread, NULL, load_rank, args[r]) != 0) {
-            for (int q = 0; q < r; q++)
-                pthread_join(e->ranks[q].thread, NULL);
-            return c3_fail(C3_EFAIL, "cannot start rank thread %d", r);
-        }
-    }
-    for (int r = 0; r < p->world; r++)
-        pthread_join(e->ranks[r].thread, NULL);
-    for (int r = 0; r < p->world; r++)
-        if (e->ranks[r].rc) return c3_fail(e->ranks[r].rc, "rank %d: %s", r, e->ranks[r].err);
-    return C3_OK;
-}
-
 static int engine_open(const cosmos3_open_params *op, cosmos3_engine **out) {
     *out = NULL;
     tok_job tj = {0};
@@ -341,6 +367,10 @@ static int engine_open(const cosmos3_open_params *op, cosmos3_engine **out) {
     rc = plan_make(&e->plan, &e->ck.t, &sz, tp, cfg, sp, op->device ? op->device : "auto", op->gpus,
                    op->offload, st.width, st.height, st.frames);
     if (rc) goto fail;
+    /* which device runs and why: once, before anything loads (--device cpu: the user said so) */
+    if (!op->device || strcmp(op->device, "cpu") != 0)
+        engine_emitf(e, e->plan.device_warn ? COSMOS3_EV_WARNING : COSMOS3_EV_DEVICE, "%s",
+                     e->plan.device_note);
     /* the tokenizer loads on its own thread while the weights load */
     tj.path = e->ck.tokenizer_json;
     if (pthread_create(&tj.thread, NULL, tok_thread, &tj) != 0) {
@@ -354,7 +384,7 @@ static int engine_open(const cosmos3_open_params *op, cosmos3_engine **out) {
         engine_emitf(
             e, COSMOS3_EV_LOG,
             "note: --offload does nothing on the CPU backend (weights live in host memory)");
-    rc = load_ranks(e);
+    rc = engine_run_ranks(e, load_rank, NULL, true); /* every rank in parallel */
     if (rc == C3_OK) rc = vae_load(&e->vae, &e->ck, e->ranks[0].be);
     if (rc == C3_OK) rc = tok_join(&tj, &e->tok);
     if (rc) goto fail;
@@ -480,6 +510,8 @@ static int generate(cosmos3_engine *e, const cosmos3_request *rq, cosmos3_result
     request_warnings(rq->prompt, &s, &e->ck, add_warning, e);
     /* random seeds stay below 2^53 so every JSON reader keeps them exact */
     if (!s.seed_given) s.seed = rng_random_seed() & ((1ull << 53) - 1);
+    /* the seed when the run starts (a long run can be reproduced before it ends) */
+    if (!rq->noise) engine_emitf(e, COSMOS3_EV_LOG, "seed %llu", (unsigned long long)s.seed);
     /* tokenize */
     double t0 = c3_now();
     emit_stage(e, "tokenize", true, 0);

@@ -69,6 +69,14 @@ void engine_emitf(cosmos3_engine *e, cosmos3_event_kind kind, const char *fmt, .
 void engine_comms_abort(cosmos3_engine *e);
 int engine_comms_reset(cosmos3_engine *e);
 
+/* Run fn(e, rank, ud) on every rank, one thread each, and join them: the
+ * one place the ranks' threads start and carry their errors back. A failing
+ * rank stops the others (cancel, communicators aborted); the first real
+ * failure wins over the cancellations it caused, its message prefixed with
+ * "rank N: " when prefix is set. */
+int engine_run_ranks(cosmos3_engine *e, int (*fn)(cosmos3_engine *e, c3_rank *rk, void *ud),
+                     void *ud, bool prefix);
+
 /* Tests only: the rank that fails on purpose at step 2 (-1: none). */
 extern int c3_inject_fail_rank;
 

@@ -1410,7 +1410,9 @@ int model_gen_batch(c3_model *m, int nb, const c3_undkv *const *kvs, const float
         for (int b = 0; b < nb; b++)
             for (int64_t ch = 0; ch < C; ch++)
                 for (int64_t f = 0; f < T; f++)
-                    if (g->pinned[f]) memset(velocity[b] + (ch * T + f) * h * w, 0, sizeof(float) * (size_t)(h * w));
+                    if (g->pinned[f])
+                        memset(velocity[b] + (ch * T + f) * h * w, 0,
+                               sizeof(float) * (size_t)(h * w));
 done:
     if (recording) { /* an error while recording: end it, drop the graph */
         void *exec = NULL;

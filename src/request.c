@@ -123,14 +123,22 @@ void request_warnings(const char *prompt, const cosmos3_settings *s, const c3_ck
         warn(ud, line);
     }
     if (!k->nvocab || !prompt) return;
-    char unknown[512] = "", word[64];
-    size_t nu = 0;
+    /* the prompt as the model reads it: its words, less the ones it drops */
+    char unknown[512] = "", word[64], reads[1024];
+    size_t nu = 0, nr = 0;
     int nbad = 0;
     for (const char *p = prompt; *p;) {
         if (!(isalpha((unsigned char)*p) || (unsigned char)*p >= 0x80)) {
+            /* separators: one blank for a run of blanks left by a dropped word */
+            bool blank = *p == ' ' || *p == '\t' || *p == '\n';
+            if (nr + 1 < sizeof reads && !(blank && (nr == 0 || reads[nr - 1] == ' '))) {
+                if (*p == ',' && nr && reads[nr - 1] == ' ') nr--;
+                reads[nr++] = blank ? ' ' : *p;
+            }
             p++;
             continue;
         }
+        const char *w0 = p;
         size_t n = 0;
         for (; isalpha((unsigned char)*p) || (unsigned char)*p >= 0x80; p++)
             if (n + 1 < sizeof word) word[n++] = (char)tolower((unsigned char)*p);
@@ -138,22 +146,41 @@ void request_warnings(const char *prompt, const cosmos3_settings *s, const c3_ck
         bool known = false;
         for (int i = 0; i < k->nvocab && !known; i++)
             known = !strcmp(word, k->vocab[i]);
+        for (int i = 0; i < k->nfillers && !known; i++)
+            known = !strcmp(word, k->fillers[i]);
+        if (known) {
+            size_t len = (size_t)(p - w0);
+            if (nr + len < sizeof reads) {
+                memcpy(reads + nr, w0, len);
+                nr += len;
+            }
+            continue;
+        }
         char quoted[sizeof word + 2];
         snprintf(quoted, sizeof quoted, "\"%s\"", word);
-        if (known || strstr(unknown, quoted)) continue;
+        if (strstr(unknown, quoted)) continue;
         if (nbad++ < 6) {
             int w = snprintf(unknown + nu, sizeof unknown - nu, "%s\"%s\"", nu ? ", " : "", word);
             if (w > 0 && nu + (size_t)w < sizeof unknown) nu += (size_t)w;
         }
     }
     if (!nbad) return;
+    while (nr && (reads[nr - 1] == ' ' || reads[nr - 1] == ','))
+        nr--;
+    reads[nr] = 0;
+    const char *from = reads;
+    while (*from == ' ' || *from == ',')
+        from++;
     char known[1024] = "";
     size_t nk = 0;
     for (int i = 0; i < k->nvocab; i++) {
         int w = snprintf(known + nk, sizeof known - nk, "%s%s", i ? " " : "", k->vocab[i]);
         if (w > 0 && nk + (size_t)w < sizeof known) nk += (size_t)w;
     }
-    snprintf(line, sizeof line, "%s does not know %s%s; it knows: %s (cosmos3 info -m %s)",
-             ck->model_id, unknown, nbad > 6 ? " and more" : "", known, ck->model_id);
+    snprintf(
+        line, sizeof line,
+        "%s does not know %s%s and drops %s, so it reads \"%s\"; it knows: %s (cosmos3 info -m %s)",
+        ck->model_id, unknown, nbad > 6 ? " and more" : "", nbad == 1 ? "it" : "them", from, known,
+        ck->model_id);
     warn(ud, line);
 }

@@ -202,7 +202,9 @@ int vae_enc_spatial(const c3_vae_enc *e) {
 int vae_enc_temporal(const c3_vae_enc *e) {
     return e->temporal;
 }
-int vae_enc_channels(const c3_vae_enc *e) { return e->z_dim; }
+int vae_enc_channels(const c3_vae_enc *e) {
+    return e->z_dim;
+}
 
 /* ------------------------------------------------------------------ layers */
 

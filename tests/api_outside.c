@@ -31,9 +31,9 @@ static int failures;
 
 typedef struct {
     cosmos3_engine *e;
-    uint64_t job;      /* the job id every event must carry (0 while opening) */
-    int wrong_job;     /* events with another id */
-    int steps[64];     /* COSMOS3_EV_STEP per step number */
+    uint64_t job;  /* the job id every event must carry (0 while opening) */
+    int wrong_job; /* events with another id */
+    int steps[64]; /* COSMOS3_EV_STEP per step number */
     int nsteps, branches, vae, memory;
     int stage_open[8]; /* begin minus end per stage */
     int ends, end_kind;
@@ -55,16 +55,23 @@ static void on_event(const cosmos3_event *ev, void *user) {
         w->nsteps++;
         if (w->cancel_at && ev->step == w->cancel_at) cosmos3_cancel(w->e);
         break;
-    case COSMOS3_EV_BRANCH: w->branches++; break;
-    case COSMOS3_EV_VAE: w->vae++; break;
-    case COSMOS3_EV_MEMORY: w->memory++; break;
+    case COSMOS3_EV_BRANCH:
+        w->branches++;
+        break;
+    case COSMOS3_EV_VAE:
+        w->vae++;
+        break;
+    case COSMOS3_EV_MEMORY:
+        w->memory++;
+        break;
     case COSMOS3_EV_DONE:
     case COSMOS3_EV_CANCELLED:
     case COSMOS3_EV_FAILED:
         w->ends++;
         w->end_kind = ev->kind;
         break;
-    default: break;
+    default:
+        break;
     }
 }
 
@@ -86,7 +93,8 @@ int main(int argc, char **argv) {
     CHECK(rc == COSMOS3_OK && e, "open %s: %s", argv[1], err);
     if (!e) return 1;
     w.e = e;
-    CHECK(w.wrong_job == 0 && w.stage_open[0] == 0, "open: events with job 0, load begun and ended");
+    CHECK(w.wrong_job == 0 && w.stage_open[0] == 0,
+          "open: events with job 0, load begun and ended");
     cosmos3_model_info mi;
     cosmos3_model(e, &mi);
     CHECK(mi.steps == 20 && mi.width == 64 && mi.vae_spatial == 16, "model card: %d steps %dx%d",
@@ -103,13 +111,15 @@ int main(int argc, char **argv) {
     CHECK(rc == COSMOS3_OK && r, "generate: %s", err);
     if (!r) return 1;
     CHECK(r->job == 1 && w.wrong_job == 0, "job id 1 on every event (%d wrong)", w.wrong_job);
-    CHECK(r->width == 64 && r->height == 64 && r->frames == 1, "size %dx%dx%d", r->width,
-          r->height, r->frames);
+    CHECK(r->width == 64 && r->height == 64 && r->frames == 1, "size %dx%dx%d", r->width, r->height,
+          r->frames);
     CHECK(r->steps == 20 && w.nsteps == 20, "steps: result %d, events %d", r->steps, w.nsteps);
-    for (int i = 1; i <= 20; i++) CHECK(w.steps[i] == 1, "step %d reported %d times", i, w.steps[i]);
+    for (int i = 1; i <= 20; i++)
+        CHECK(w.steps[i] == 1, "step %d reported %d times", i, w.steps[i]);
     CHECK(w.branches >= 20 && w.memory >= 20 && w.vae >= 1, "branch %d memory %d vae %d events",
           w.branches, w.memory, w.vae);
-    for (int i = 1; i < 5; i++) CHECK(w.stage_open[i] == 0, "stage %s begun and ended", stages[i]);
+    for (int i = 1; i < 5; i++)
+        CHECK(w.stage_open[i] == 0, "stage %s begun and ended", stages[i]);
     CHECK(w.ends == 1 && w.end_kind == COSMOS3_EV_DONE, "one DONE (%d ends)", w.ends);
     CHECK(r->seed == 3 && !r->noise_given && !strcmp(r->model_id, "demo"), "settings used");
     demo_verdict v;
@@ -147,7 +157,8 @@ int main(int argc, char **argv) {
     /* a bad request: a status and a message, nothing else */
     rq.width = 17;
     rc = cosmos3_generate(e, &rq, &r, err, sizeof err);
-    CHECK(rc == COSMOS3_EUSAGE && r == NULL && strstr(err, "width 17"), "bad width: %d %s", rc, err);
+    CHECK(rc == COSMOS3_EUSAGE && r == NULL && strstr(err, "width 17"), "bad width: %d %s", rc,
+          err);
     cosmos3_close(e);
     if (!failures) printf("api_outside: all checks passed\n");
     return failures ? 1 : 0;

@@ -9,7 +9,7 @@
  * tiny` checkpoint (8 KV heads) at 80x48 (ulysses 4 pads 6 GEN tokens to 8),
  * each equal to world 1 on CUDA within bf16 rounding (rel L2 <= 2e-2), and
  * --offload bit-identical to resident. With $COSMOS3_NANO2 (a 2-layer nano
- * checkpoint, made by bench/gpu_ranks.sh) it also measures the offload's
+ * checkpoint, made by bench/gpu.sh) it also measures the offload's
  * host->device rate on real layer sizes. */
 #include "comm.h"
 #include "events.h"
@@ -88,7 +88,8 @@ static float *run(const char *model, const layout *L, int64_t *n, c3_result *res
     if (rc == C3_OK) {
         const cosmos3_layout *p = engine_layout(e);
         int devices[C3_MAX_RANKS];
-        for (int i = 0; i < p->world; i++) devices[i] = p->ranks[i].device;
+        for (int i = 0; i < p->world; i++)
+            devices[i] = p->ranks[i].device;
         if (kind) *kind = comm_choose(!strcmp(p->device, "cuda"), p->world, devices);
         c3_result r;
         unlink(lat);

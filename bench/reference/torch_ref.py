@@ -2,12 +2,12 @@
 """torch_ref.py - Cosmos3 in plain PyTorch (no diffusers): our one full
 statement of the model in Python, for checking and for timing.
 
-  python3 bench/torch_ref.py check --fixtures DIR     (DIR holds tiny-a/)
+  python3 bench/reference/torch_ref.py check --fixtures DIR     (DIR holds tiny-a/)
       fp32 on the CPU (or --device cuda, TF32 off) against every tiny-a
       golden: UND K/V, GEN forward velocities, the six-step end-to-end
       latents (UniPC + sigma schedules + CFG) and the VAE decodes; prints
       relative L2 errors and exits 1 if one is over its tolerance.
-  python3 bench/torch_ref.py bench [--sizes t2i,480p,720p] [--lc N --lu N]
+  python3 bench/reference/torch_ref.py bench [--sizes t2i,480p,720p] [--lc N --lu N]
       bf16 on the GPU, random weights of the Nano GEN tower: one CFG step
       (cond + uncond GEN calls, 36 layers, UND K/V given) at T2I 1024^2
       (1,024 tokens), 480p 93 frames (9,360) and 720p 189 frames (44,160),
