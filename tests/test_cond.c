@@ -536,7 +536,10 @@ static void test_plan_encoder(const c3_ckpt *ck) {
     c3_vae_enc *enc = NULL;
     rc = vae_enc_load(&enc, ck, be);
     T_CHECK(rc == C3_OK, "vae_enc_load: %s", c3_errmsg());
-    if (rc) return;
+    if (rc) {
+        c3_backend_destroy(be);
+        return;
+    }
     int64_t wenc = be->mem[C3_MEM_WEIGHTS] - w0;
     T_CHECK(wenc == p.enc_weights, "plan: encoder weights %lld, the backend holds %lld",
             (long long)p.enc_weights, (long long)wenc);
@@ -556,6 +559,7 @@ static void test_plan_encoder(const c3_ckpt *ck) {
     free(lat);
     free(px);
     vae_enc_free(enc);
+    c3_backend_destroy(be);
 }
 
 int main(void) {

@@ -134,7 +134,7 @@ static void test_clips(void) {
     uint64_t seed = 11;
     for (int variant = 0; variant < 3; variant++)
         for (int sh = 0; sh < DEMO_N_SHAPES; sh++)
-            for (int c = 0; c < DEMO_N_COLOURS; c += 2)
+            for (int c = 0; c < DEMO_N_COLOURS; c += 3)
                 for (int b = 1; b < DEMO_N_COLOURS; b += 3) {
                     if (b == c) continue;
                     for (int m = 0; m < DEMO_N_MOTIONS; m++) {
