@@ -141,7 +141,7 @@ void docs_bash_completion(FILE *f, const char *const *commands, int ncommands) {
                   f);
         } else if (o->type == OPT_STR && o->metavar &&
                    (!strcmp(o->metavar, "FILE") || !strcmp(o->metavar, "PATH") ||
-                    !strcmp(o->metavar, "DIR"))) {
+                    !strcmp(o->metavar, "DIR") || option_takes_two(o))) {
             fputs("            COMPREPLY=($(compgen -f -- \"$cur\")); return ;;\n", f);
         } else {
             fputs("            return ;;\n", f);

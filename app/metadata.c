@@ -73,6 +73,13 @@ char *metadata_json(const cosmos3_result *r, const c3_meta_extra *x) {
             json_object_set_new(c, "keep", json_string(x->condition_keep));
         json_object_set_new(st, "condition", c);
     }
+    if (x && x->first && x->last) { /* first-last: both ends and the hash of their files */
+        char h[32];
+        snprintf(h, sizeof h, "%016llx", (unsigned long long)x->condition_hash);
+        json_object_set_new(
+            st, "condition",
+            json_pack("{s:[s,s],s:s}", "first_last", x->first, x->last, "fnv1a", h));
+    }
     json_object_set_new(o, "settings", st);
     json_object_set_new(o, "layout",
                         json_pack("{s:i,s:i,s:i,s:s}", "tp", r->tp, "cfg_parallel", r->cfg_parallel,

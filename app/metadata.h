@@ -14,6 +14,7 @@ typedef struct {
     /* the conditioning input (gen --image / --video), or NULL */
     const char *image, *video;
     const char *condition_frames, *condition_keep; /* video only */
+    const char *first, *last;                      /* gen --first-last START END, or NULL */
     uint64_t condition_hash;                       /* FNV-1a of its files */
 } c3_meta_extra;
 

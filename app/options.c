@@ -70,6 +70,10 @@ const c3_option c3_options[] = {
     {"condition-frames", 0, NULL, OPT_STR, "0,1", NULL, "I,J,..",
      "video-to-video: the latent frames taken from the clip (frame k covers clip frames up to 4k)",
      CMD_GEN, F(condition_frames), true},
+    {"first-last", 0, NULL, OPT_STR, NULL, NULL, "START END",
+     "first-last boundary to video: pin the first latent frames to START and the last to END, each a "
+     "picture (PNG) or a clip as --video takes (its first / last 4k+1 frames)",
+     CMD_GEN, F(first_last), false},
     {"condition-keep", 0, NULL, OPT_ENUM, "first", "first|last", "END",
      "video-to-video: keep the first or the last max(index)*4+1 frames of the clip", CMD_GEN,
      F(condition_keep), true},
@@ -375,6 +379,10 @@ int settings_set(c3_settings *s, const char *name, const char *value, unsigned c
     return set_value(s, o, value);
 }
 
+bool option_takes_two(const c3_option *o) {
+    return o->type == OPT_STR && o->metavar && strchr(o->metavar, ' ');
+}
+
 int settings_parse(c3_settings *s, unsigned cmd, int argc, char **argv, char ***pos, int *npos) {
     *pos = xcalloc((size_t)argc + 1, sizeof(char *));
     *npos = 0;
@@ -434,7 +442,17 @@ int settings_parse(c3_settings *s, unsigned cmd, int argc, char **argv, char ***
                 return c3_fail(C3_EUSAGE, "--%s needs a value (%s)", o->name, o->metavar ? o->metavar : "VALUE");
             val = argv[++i];
         }
-        C3_TRY(set_value(s, o, val));
+        char *pair = NULL;
+        if (option_takes_two(o)) { /* "A B": the next word is the second value */
+            if (i + 1 >= argc || (argv[i + 1][0] == '-' && argv[i + 1][1]))
+                return c3_fail(C3_EUSAGE, "--%s needs two values (%s)", o->name, o->metavar);
+            pair = xmalloc(strlen(val) + strlen(argv[i + 1]) + 2);
+            sprintf(pair, "%s\n%s", val, argv[++i]);
+            val = pair;
+        }
+        int rc = set_value(s, o, val);
+        free(pair);
+        C3_TRY(rc);
         /* --from FILE: the stored settings, here, so the options after it override them */
         if (!strcmp(o->name, "from")) C3_TRY(metadata_apply(val, s, cmd));
     }

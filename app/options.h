@@ -74,6 +74,7 @@ typedef struct {
     char *video;            /* a clip: folder, pattern or file of PNG frames */
     char *condition_frames; /* "0,1": latent frame indexes */
     char *condition_keep;   /* first|last */
+    char *first_last;       /* "START\nEND": first-last boundaries */
     /* output */
     char *output;
     bool overwrite;
@@ -120,6 +121,9 @@ void settings_copy(c3_settings *dst, const c3_settings *src);
 /* Parse argv[i..] for subcommand `cmd` into s; positional arguments are
  * returned in pos (xmalloc'd array of pointers into argv). C3_EUSAGE on a
  * bad option with a one-line message naming it and the fix. */
+/* An option whose metavar names two values ("START END") takes the next two
+ * words; the field holds them joined by a newline. */
+bool option_takes_two(const c3_option *o);
 int settings_parse(c3_settings *s, unsigned cmd, int argc, char **argv, char ***pos, int *npos);
 /* Set one option by long name (or alias) from text (REPL `set`, serve). */
 int settings_set(c3_settings *s, const char *name, const char *value, unsigned cmd);

@@ -16,6 +16,7 @@
 
 #include "media.h"
 #include "output.h"
+#include "cond_input.h"
 #include "plan.h"
 #include "config.h"
 
@@ -571,6 +572,71 @@ static int cmd_neg(c3_repl *r, const char *arg) {
     return C3_OK;
 }
 
+/* The conditioning of the next prompts: one of image, video, first-last. */
+static void drop_condition(c3_settings *s) {
+    static const char *const names[] = {"image", "video", "first-last"};
+    char **fields[] = {&s->image, &s->video, &s->first_last};
+    for (size_t i = 0; i < C3_ARRAY_LEN(names); i++) {
+        free(*fields[i]);
+        *fields[i] = NULL;
+        s->given[option_index(option_find(names[i]))] = false;
+    }
+}
+
+/* image FILE / video FILE|DIR: the file is read now, so a typo (or a prompt
+   that starts with the word) is refused before any run. */
+static int set_condition(c3_repl *r, const char *arg, bool clip) {
+    const char *what = clip ? "video" : "image";
+    char *path = unquote(arg);
+    if (!*path) {
+        free(path);
+        return c3_fail(C3_EUSAGE,
+                       "%s %s: give a %s; 'clear' drops the conditioning (quote a prompt that "
+                       "starts with '%s')",
+                       what, clip ? "FILE|DIR" : "FILE", clip ? "clip" : "picture", what);
+    }
+    c3_cond_file cf = {0};
+    int rc = cond_file_read(path, clip, &cf);
+    if (rc) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s", c3_errmsg());
+        free(path);
+        return c3_fail(rc, "%s: %s (a prompt that starts with '%s': quote it)", what, msg, what);
+    }
+    int w = cf.media.width, h = cf.media.height, n = cf.media.frames;
+    cond_file_free(&cf);
+    drop_condition(&r->s);
+    if (clip)
+        r->s.video = path;
+    else
+        r->s.image = path;
+    r->s.given[option_index(option_find(what))] = true;
+    char frames[32] = "";
+    if (clip) snprintf(frames, sizeof frames, ", %d frame%s", n, n == 1 ? "" : "s");
+    repl_print(r, 0, "%s = %s (%dx%d%s); 'clear' drops it", what, path, w, h, frames);
+    if (r->s.frames <= 1)
+        repl_print(r, 0, "note: frames is %d; conditioning makes a video: set frames 9 (1 + 4k)",
+                   r->s.frames);
+    return C3_OK;
+}
+
+static int cmd_image(c3_repl *r, const char *arg) {
+    return set_condition(r, arg, false);
+}
+static int cmd_video(c3_repl *r, const char *arg) {
+    return set_condition(r, arg, true);
+}
+
+static int cmd_clear(c3_repl *r, const char *arg) {
+    (void)arg;
+    bool had = r->s.image || r->s.video || r->s.first_last;
+    drop_condition(&r->s);
+    repl_print(r, 0,
+               had ? "conditioning cleared: the next prompts start from noise"
+                   : "no conditioning to clear");
+    return C3_OK;
+}
+
 static int cmd_again(c3_repl *r, const char *arg) {
     (void)arg;
     if (!r->have_last || !r->last_s.prompt) return c3_fail(C3_EUSAGE, "again: nothing ran yet; type a prompt");
@@ -660,6 +726,9 @@ static int cmd_last(c3_repl *r, const char *arg) {
     const c3_result *x = &r->last_r;
     char a[32];
     repl_print(r, 0, "prompt: %s", s->prompt ? s->prompt : "");
+    if (s->image || s->video)
+        repl_print(r, 0, "conditioned on the %s %s", s->image ? "picture" : "clip",
+                   s->image ? s->image : s->video);
     if (s->negative && *s->negative) repl_print(r, 0, "negative: %s", s->negative);
     if (r->last_rc) {
         repl_print(r, 0, "outcome: %s", r->last_rc == C3_ECANCEL ? "cancelled" : r->last_err);
@@ -759,11 +828,17 @@ static int cmd_quit(c3_repl *r, const char *arg) {
 }
 
 const c3_repl_cmd c3_repl_cmds[] = {
-    {"set", "NAME VALUE", "change a generation option (the long option names of 'cosmos3 gen')", cmd_set,
-     COMPLETE_OPTION_VALUE},
+    {"set", "NAME VALUE", "change a generation option (the long option names of 'cosmos3 gen')",
+     cmd_set, COMPLETE_OPTION_VALUE},
     {"show", "[NAME]", "the current value of one option, or of all", cmd_show, COMPLETE_OPTION},
     {"seed", "random|N", "the noise seed of the next runs", cmd_seed, COMPLETE_SEED},
     {"neg", "[TEXT]", "set the negative prompt (no TEXT clears it)", cmd_neg, COMPLETE_NONE},
+    {"image", "FILE", "continue this picture (PNG) in the next prompts (image-to-video)", cmd_image,
+     COMPLETE_PATH},
+    {"video", "FILE|DIR", "continue this clip of PNG frames in the next prompts (video-to-video)",
+     cmd_video, COMPLETE_PATH},
+    {"clear", "", "drop the picture or clip: the next prompts start from noise", cmd_clear,
+     COMPLETE_NONE},
     {"again", "", "run the last prompt again with a new seed", cmd_again, COMPLETE_NONE},
     {"gpus", "", "per-device memory and utilisation now", cmd_gpus, COMPLETE_NONE},
     {"plan", "", "the parallel layout and the bytes per rank", cmd_plan, COMPLETE_NONE},

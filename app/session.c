@@ -326,14 +326,22 @@ static int generate(c3_engine *e, const c3_settings *s, const c3_cond_frames *in
         rq.noise_len = n;
     }
     rq.want_latents = s->save_latents != NULL;
-    /* the conditioning picture or clip, read from its PNG files */
-    c3_cond_file cf = {0};
+    /* the conditioning picture or clip, read from its PNG files; first-last
+       builds its clip of both ends here and passes it as a video */
+    c3_cond_file cf = {0}, cb = {0};
     cosmos3_frames media = {0};
     int cidx[64], ncidx = 0;
     bool cond_image = in ? !in->video : s->image != NULL,
          cond_video = in ? in->video : s->video != NULL;
-    if ((s->image && s->video) || (in && (s->image || s->video)))
-        rc = c3_fail(C3_EUSAGE, "--image and --video together; give a picture or a clip, not both");
+    uint8_t *fl_rgb = NULL;
+    c3_media flm = {0};
+    char *fl_a = s->first_last ? xstrdup(s->first_last) : NULL, *fl_b = NULL;
+    if (fl_a && (fl_b = strchr(fl_a, '\n'))) *fl_b++ = 0;
+    if (!!s->image + !!s->video + !!s->first_last > 1 || (in && (s->image || s->video || fl_a)))
+        rc = c3_fail(C3_EUSAGE, "%s and %s together; give one conditioning input, not both",
+                     s->image ? "--image" : "--video", s->first_last ? "--first-last" : "--video");
+    else if (fl_a && !fl_b)
+        rc = c3_fail(C3_EUSAGE, "--first-last needs two values (START END)");
     if (rc == C3_OK && in) { /* frames in memory (the server's decoded references) */
         cf.media = (c3_media){
             .rgb = in->rgb, .width = in->width, .height = in->height, .frames = in->frames};
@@ -343,23 +351,37 @@ static int generate(c3_engine *e, const c3_settings *s, const c3_cond_frames *in
         rc = cond_file_read(s->image ? s->image : s->video, s->video != NULL, &cf);
     }
     if (rc == C3_OK && cond_video) rc = cond_parse_frames(s->condition_frames, cidx, 64, &ncidx);
+    if (rc == C3_OK && fl_a) rc = cond_file_read(fl_a, true, &cf);
+    if (rc == C3_OK && fl_a) rc = cond_file_read(fl_b, true, &cb);
+    if (rc == C3_OK && fl_a)
+        rc = cond_first_last(&cf.media, &cb.media, st.frames, st.width, st.height,
+                             e->model.vae_temporal, &fl_rgb, &flm, cidx, 64, &ncidx);
     if (rc) {
         cond_file_free(&cf);
+        cond_file_free(&cb);
+        free(fl_a);
         free(noise);
         output_free(&o);
         return rc;
     }
-    if (cond_image || cond_video) {
+    if (fl_a) {
+        cf.hash = cf.hash * 0x100000001b3ull ^ cb.hash; /* both ends' files */
+        cond_file_free(&cb);
+        free(cf.rgb);
+        cf.rgb = fl_rgb; /* freed with cf */
+        cf.media = flm;
+    }
+    if (cond_image || cond_video || fl_a) {
         media = (cosmos3_frames){.rgb = cf.media.rgb,
                                  .width = cf.media.width,
                                  .height = cf.media.height,
                                  .frames = cf.media.frames};
         if (cond_image) rq.image = &media;
-        if (cond_video) {
+        if (cond_video || fl_a) {
             rq.video = &media;
             rq.condition_frames = cidx;
             rq.ncondition_frames = ncidx;
-            rq.condition_keep = s->condition_keep && !strcmp(s->condition_keep, "last")
+            rq.condition_keep = s->condition_keep && !strcmp(s->condition_keep, "last") && !fl_a
                                     ? COSMOS3_KEEP_LAST
                                     : COSMOS3_KEEP_FIRST;
         }
@@ -408,6 +430,8 @@ static int generate(c3_engine *e, const c3_settings *s, const c3_cond_frames *in
                        .video = in && in->video ? in->name : s->video,
                        .condition_frames = s->condition_frames,
                        .condition_keep = s->condition_keep,
+                       .first = fl_a,
+                       .last = fl_b,
                        .condition_hash = cf_hash};
     res->meta_json = metadata_json(r, &x);
     c3_media_meta m = {res->png_parameters, res->meta_json};

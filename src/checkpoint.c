@@ -994,5 +994,17 @@ void ckpt_sizes(const c3_ckpt *c, c3_sizes *s) {
         for (int i = 0; i < c->vae.n; i++) {
             s->vae_params += st_numel(&c->vae.t[i]);
             s->vae_bytes += (int64_t)c->vae.t[i].nbytes;
+            const char *vn = c->vae.t[i].name;
+            if (!strncmp(vn, "encoder.", 8) || !strncmp(vn, "quant_conv.", 11)) {
+                const st_tensor *vt = &c->vae.t[i];
+                s->vae_enc_values += st_numel(vt);
+                /* a causal conv [Cout, Cin, kt, kh, kw] also keeps its last tap */
+                if (vt->ndim == 5 && vt->shape[2] > 1)
+                    s->vae_enc_values += st_numel(vt) / vt->shape[2];
+            }
         }
+    if (c->has_vae) {
+        s->vae_enc_dim = c->v.base_dim;
+        s->vae_patch = c->v.patch_size > 0 ? c->v.patch_size : 1;
+    }
 }

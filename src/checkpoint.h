@@ -178,6 +178,11 @@ typedef struct {
     /* the VAE decoder's largest activation, in values per latent pixel and
      * frame: max over up blocks of channels x (its upsampling so far)^2 */
     int64_t vae_per_latent;
+    /* of the VAE: the values the encoder holds (encoder.*, quant_conv.*, plus
+       the last-tap copy of each causal conv), its first stage's channels and
+       the patch size (for the plan's encoder bytes) */
+    int64_t vae_enc_values;
+    int vae_enc_dim, vae_patch;
 } c3_sizes;
 void ckpt_sizes(const c3_ckpt *c, c3_sizes *s);
 

@@ -396,6 +396,77 @@ int cond_pixels(const c3_cond_input *in, int F, int W, int H, int tscale, int nf
     return C3_OK;
 }
 
+/* ------------------------------------------------------------ first-last */
+
+/* Frame f of an end (a picture or a clip frame) at W x H as uint8 RGB. */
+static void end_frame(const c3_media *m, int f, int W, int H, float *scratch, uint8_t *out) {
+    int64_t plane = (int64_t)W * H;
+    if (m->frames == 1) {
+        picture_frame(m, W, H, scratch); /* [3, H, W], rounded levels / 127.5 - 1 */
+        for (int64_t i = 0; i < plane; i++)
+            for (int c = 0; c < IMG_CH; c++)
+                out[i * IMG_CH + c] = (uint8_t)lrintf((scratch[c * plane + i] + 1.0f) * 127.5f);
+        return;
+    }
+    const uint8_t *src = m->rgb + (size_t)f * m->width * m->height * IMG_CH;
+    if (m->width != W || m->height != H)
+        cond_resize_pil(src, m->width, m->height, W, H, out);
+    else
+        memcpy(out, src, (size_t)plane * IMG_CH);
+}
+
+int cond_first_last(const c3_media *a, const c3_media *b, int F, int W, int H, int tscale,
+                    uint8_t **rgb, c3_media *clip, int *idx, int max, int *n) {
+    *rgb = NULL;
+    *n = 0;
+    C3_TRY(check_media(a, "start"));
+    C3_TRY(check_media(b, "end"));
+    if (F < 1 || W < 1 || H < 1 || tscale < 1)
+        return c3_fail(C3_EFAIL, "first-last for %d frames of %dx%d", F, W, H);
+    int T = (F - 1) / tscale + 1;
+    if (T < 2)
+        return c3_fail(C3_EUSAGE,
+                       "first-last needs a video of at least 2 latent frames; ask for frames "
+                       "1 + 4k with k >= 1 (e.g. 9)");
+    /* the frames each end gives and the latent frames they pin */
+    int head = 1, hlat = 1, tail = tscale, tlat = 1;
+    if (a->frames > 1) {
+        int k = (a->frames - 1) / tscale;
+        head = k * tscale + 1;
+        hlat = k + 1;
+    }
+    if (b->frames > 1) {
+        int j = (b->frames - 1) / tscale;
+        tail = j * tscale + 1;
+        tlat = j + 1;
+    }
+    if (hlat + tlat > T || head + tail > F)
+        return c3_fail(C3_EUSAGE,
+                       "first-last: the start pins %d and the end %d latent frames of %d (%d "
+                       "frames); ask for more frames or give shorter clips",
+                       hlat, tlat, T, F);
+    if (hlat + tlat > max)
+        return c3_fail(C3_EUSAGE, "first-last: at most %d pinned latent frames", max);
+    for (int i = 0; i < hlat; i++)
+        idx[(*n)++] = i;
+    for (int i = T - tlat; i < T; i++)
+        idx[(*n)++] = i;
+    int64_t fsz = (int64_t)W * H * IMG_CH;
+    uint8_t *px = xmalloc((size_t)(fsz * F));
+    float *scratch = xmalloc(sizeof(float) * (size_t)fsz);
+    for (int f = 0; f < head; f++)
+        end_frame(a, f, W, H, scratch, px + f * fsz);
+    int bfirst = b->frames > 1 ? b->frames - tail : 0;
+    for (int f = 0; f < tail; f++)
+        end_frame(b, bfirst + f, W, H, scratch, px + (int64_t)(F - tail + f) * fsz);
+    for (int f = head; f < F - tail; f++) /* the filler: the end's first kept frame */
+        memcpy(px + f * fsz, px + (int64_t)(F - tail) * fsz, (size_t)fsz);
+    free(scratch);
+    *rgb = px;
+    *clip = (c3_media){.rgb = px, .width = W, .height = H, .frames = F};
+    return C3_OK;
+}
+
 void cond_free(c3_condition *c) {
     free(c->x0);
     free(c->pinned);

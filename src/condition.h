@@ -73,6 +73,23 @@ void cond_free(c3_condition *c);
 /* x [C, T, h, w] (the pure noise on entry) = mask * x0 + (1 - mask) * x. */
 void cond_mix(const c3_condition *c, float *x);
 
+/* First-last boundary to video (vLLM-Omni's tools/cosmos3_fl2v): a start
+ * `a` and an end `b`, each a picture (1 frame) or a clip, become one
+ * conditioning clip of F frames of W x H and its pinned latent frames:
+ *   start picture: frame 0                       pins latent 0
+ *   start clip:    its first 4k+1 frames          pins latents 0..k
+ *   end picture:   the last 4 frames (tscale)     pins latent T-1
+ *   end clip:      its last 4j+1 frames           pins latents T-1-j..T-1
+ * and every frame between repeats the end's first kept frame (the filler is
+ * noise after mixing, but the causal encoder sees it before the end's
+ * frames). Pictures are preprocessed as upstream's i2v picture (cover,
+ * centre crop, round), clip frames as its clip frames (PIL bilinear), so
+ * the clip is already at W x H. Pass the result as a video with keep
+ * first; *rgb (xmalloc'd) holds its frames. C3_EUSAGE when the two ends
+ * overlap on the latent timeline. */
+int cond_first_last(const c3_media *a, const c3_media *b, int F, int W, int H, int tscale,
+                    uint8_t **rgb, c3_media *clip, int *idx, int max, int *n);
+
 /* The two resizes, exposed for the tests. Picture: torch's
  * F.interpolate(bilinear, antialias=True, align_corners=False) on floats to
  * rw x rh, [3, rh, rw] out. Frame: PIL's Image.resize(BILINEAR) on uint8

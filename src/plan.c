@@ -208,6 +208,21 @@ int plan_make(c3_plan *p, const c3_tconfig *t, const c3_sizes *sz, int tp, int c
              (int64_t)F * H * W * 3 * (int64_t)sizeof(float) + (int64_t)H * W * 3;
     if (!want_cuda) p->vae += PLAN_TOKENIZER_BYTES;
     p->need = p->weights + p->kv + p->act + p->vae;
+    /* the VAE encoder (conditioned requests, rank 0): weights as floats (its
+     * ops run in f32 on the CPU, bf16 on GPUs) and, for one chunk of 4 frames
+     * plus the 2 cached ones of each causal conv at the first stage's size
+     * (base_dim channels at H/p x W/p), the input, output and residual of a
+     * block, the causal caches, a strided conv's im2col (9 taps of a
+     * quarter-size output) and the later, smaller stages: ~10 such volumes
+     * (the CPU encode of 9 frames at 64x64 peaks at 8.6 on tiny-a:
+     * test_cond). Not in `need`: the encoder is only loaded by the first
+     * conditioned request. */
+    p->enc_weights = (int64_t)((double)sz->vae_enc_values * esz);
+    if (sz->vae_enc_dim > 0 && sz->vae_patch > 0) {
+        int64_t vol =
+            (int64_t)sz->vae_enc_dim * (4 + 2) * (H / sz->vae_patch) * (W / sz->vae_patch);
+        p->enc_act = 10 * vol * (int64_t)esz;
+    }
     for (int r = 0; r < p->world; r++) {
         int sharing = 0;
         for (int q = 0; q < p->world; q++) sharing += p->devices[q] == p->devices[r];
@@ -248,6 +263,9 @@ void plan_print(FILE *f, const c3_plan *p) {
             c3_bytes_text(p->weights, a, sizeof a), c3_bytes_text(p->kv, b, sizeof b),
             c3_bytes_text(p->act, c, sizeof c), c3_bytes_text(p->vae, e, sizeof e),
             c3_bytes_text(p->need, d, sizeof d));
+    if (p->enc_weights > 0)
+        fprintf(f, "rank 0 for image/video conditioning: VAE encoder weights %s, activations ~%s\n",
+                c3_bytes_text(p->enc_weights, a, sizeof a), c3_bytes_text(p->enc_act, b, sizeof b));
     if (p->world > 1) fprintf(f, "communicator: %s\n", comm_kind_name(comm_choose(p->cuda, p->world, p->devices)));
     if (p->offload && !p->cuda)
         fprintf(f, "note: --offload does nothing on the CPU backend (the weights already live in host memory)\n");

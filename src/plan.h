@@ -29,6 +29,9 @@ typedef struct {
     /* bytes per rank (as stored on the device) */
     int64_t weights, kv, act, vae,
         need;     /* vae: the decode (rank 0) and, on the CPU, the tokenizer */
+    /* rank 0 only, once a request is conditioned (the encoder loads lazily):
+       the VAE encoder's weights and its activations for one chunk at the size */
+    int64_t enc_weights, enc_act;
     int L_est, S; /* text length estimate and GEN tokens */
     bool cfg_batch; /* one rank runs both CFG branches as one batch (fits in memory) */
     /* which device runs and why, one line for the user ("device: cpu (...)");

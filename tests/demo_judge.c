@@ -2,6 +2,7 @@
 #include "demo_judge.h"
 
 #include <math.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -186,4 +187,63 @@ none:
     free(idx);
     free(mask);
     return -1;
+}
+
+/* ------------------------------------------------------------ clips */
+
+static int majority_of(const int *vals, int n, int nvals) {
+    int best = -1, bc = 0;
+    for (int c = 0; c < nvals; c++) {
+        int k = 0;
+        for (int i = 0; i < n; i++)
+            k += vals[i] == c;
+        if (k > bc) best = c, bc = k;
+    }
+    return 2 * bc > n ? best : -1;
+}
+
+int demo_judge_clip(const uint8_t *frames, int nframes, const demo_verdict *ref,
+                    demo_clip_verdict *v) {
+    memset(v, 0, sizeof *v);
+    v->bg = v->colour = v->shape = v->motion = -1;
+    if (nframes < 2) return -1;
+    demo_verdict *fv = calloc((size_t)nframes, sizeof *fv);
+    int *bg = malloc(sizeof(int) * (size_t)nframes), *col = malloc(sizeof(int) * (size_t)nframes),
+        *sh = malloc(sizeof(int) * (size_t)nframes);
+    for (int f = 0; f < nframes; f++) {
+        if (demo_judge(frames + (size_t)f * NPIX * DEMO_CHANNELS, &fv[f]) == 0) v->frames_found++;
+        bg[f] = fv[f].bg, col[f] = fv[f].colour, sh[f] = fv[f].shape;
+    }
+    v->bg = majority_of(bg, nframes, DEMO_N_COLOURS);
+    v->colour = majority_of(col, nframes, DEMO_N_COLOURS);
+    v->shape = majority_of(sh, nframes, DEMO_N_SHAPES);
+    for (int f = 0; f < nframes; f++)
+        v->consistent +=
+            bg[f] == v->bg && col[f] == v->colour && sh[f] == v->shape && v->colour >= 0;
+    int rc = v->frames_found == nframes ? 0 : -1;
+    if (rc == 0) {
+        v->step_x = (fv[nframes - 1].cx - fv[0].cx) / (float)(nframes - 1);
+        v->step_y = (fv[nframes - 1].cy - fv[0].cy) / (float)(nframes - 1);
+        if (ref && ref->colour >= 0) v->start_dist = hypotf(fv[0].cx - ref->cx, fv[0].cy - ref->cy);
+        float ax = fabsf(v->step_x), ay = fabsf(v->step_y);
+        if (ax < DEMO_MOTION_MIN / 2 && ay < DEMO_MOTION_MIN / 2) {
+            v->motion = DEMO_STILL;
+        } else if (ax >= DEMO_MOTION_MIN || ay >= DEMO_MOTION_MIN) {
+            bool horiz = ax >= ay;
+            float dir = horiz ? (v->step_x > 0 ? 1.0f : -1.0f) : (v->step_y > 0 ? 1.0f : -1.0f);
+            bool ok = (horiz ? ay : ax) <= (horiz ? ax : ay) / 2; /* the other axis holds */
+            for (int f = 1; f < nframes && ok; f++) { /* frame after frame, no step back */
+                float d = horiz ? fv[f].cx - fv[f - 1].cx : fv[f].cy - fv[f - 1].cy;
+                ok = d * dir >= -DEMO_MOTION_SLACK;
+            }
+            if (ok)
+                v->motion = horiz ? (dir > 0 ? DEMO_MOVE_RIGHT : DEMO_MOVE_LEFT)
+                                  : (dir > 0 ? DEMO_MOVE_DOWN : DEMO_MOVE_UP);
+        }
+    }
+    free(fv);
+    free(bg);
+    free(col);
+    free(sh);
+    return rc;
 }

@@ -72,3 +72,46 @@ int demo_caption(int shape, int colour, int bg, int place, char *buf, size_t n) 
                        place == DEMO_NO_PLACE ? "" : demo_place_phrases[place]);
     return len < 0 || (size_t)len >= n ? -1 : len;
 }
+
+/* ------------------------------------------------------------ clips */
+
+const char *const demo_motion_phrases[DEMO_N_MOTIONS] = {
+    "not moving", "moving to the right", "moving to the left", "moving up", "moving down"};
+const int demo_motion_dx[DEMO_N_MOTIONS] = {0, 1, -1, 0, 0};
+const int demo_motion_dy[DEMO_N_MOTIONS] = {0, 0, 0, -1, 1};
+
+demo_geom demo_clip_geometry(int motion, uint64_t seed, int f) {
+    demo_geom g = demo_geometry(DEMO_CENTER, seed);
+    if (motion < 0 || motion >= DEMO_N_MOTIONS) return g;
+    int k = (f - (DEMO_CLIP_FRAMES - 1) / 2) * DEMO_MOTION_STEP; /* -8 .. 8 px */
+    g.cx += demo_motion_dx[motion] * k;
+    g.cy += demo_motion_dy[motion] * k;
+    return g;
+}
+
+int demo_render_clip(int shape, int colour, int bg, int motion, uint64_t seed, uint8_t *rgb) {
+    if (shape < 0 || shape >= DEMO_N_SHAPES || colour < 0 || colour >= DEMO_N_COLOURS || bg < 0 ||
+        bg >= DEMO_N_COLOURS || colour == bg || motion < 0 || motion >= DEMO_N_MOTIONS || !rgb)
+        return -1;
+    for (int f = 0; f < DEMO_CLIP_FRAMES; f++) {
+        demo_geom g = demo_clip_geometry(motion, seed, f);
+        uint8_t *fr = rgb + (size_t)f * DEMO_SIZE * DEMO_SIZE * DEMO_CHANNELS;
+        for (int y = 0; y < DEMO_SIZE; y++)
+            for (int x = 0; x < DEMO_SIZE; x++) {
+                const uint8_t *c = demo_palette[inside(shape, g, x + 0.5, y + 0.5) ? colour : bg];
+                uint8_t *p = fr + ((size_t)y * DEMO_SIZE + x) * DEMO_CHANNELS;
+                for (int k = 0; k < DEMO_CHANNELS; k++)
+                    p[k] = c[k];
+            }
+    }
+    return 0;
+}
+
+int demo_clip_caption(int shape, int colour, int bg, int motion, char *buf, size_t n) {
+    if (shape < 0 || shape >= DEMO_N_SHAPES || colour < 0 || colour >= DEMO_N_COLOURS || bg < 0 ||
+        bg >= DEMO_N_COLOURS || motion < 0 || motion >= DEMO_N_MOTIONS || !buf)
+        return -1;
+    int len = snprintf(buf, n, "a %s %s on a %s background, %s", demo_colour_names[colour],
+                       demo_shape_names[shape], demo_colour_names[bg], demo_motion_phrases[motion]);
+    return len < 0 || (size_t)len >= n ? -1 : len;
+}

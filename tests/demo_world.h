@@ -52,4 +52,34 @@ int demo_render(int shape, int colour, int bg, int place, uint64_t seed, uint8_t
  * argument or when buf (n bytes) is too small. */
 int demo_caption(int shape, int colour, int bg, int place, char *buf, size_t n);
 
+/* ---- clips (issue 22 item 4: the demo model learns motion) ----
+ * DEMO_CLIP_FRAMES frames of DEMO_SIZE x DEMO_SIZE; the object (one
+ * geometry from the seed, at the centre place) moves DEMO_MOTION_STEP px a
+ * frame in one direction, from half the travel before the centre to half
+ * after it, or stands still. */
+#define DEMO_CLIP_FRAMES 9 /* 1 + 4 * 2: three latent frames */
+#define DEMO_MOTION_STEP 2 /* px a frame: 16 px over the clip */
+enum demo_motion {
+    DEMO_STILL,
+    DEMO_MOVE_RIGHT,
+    DEMO_MOVE_LEFT,
+    DEMO_MOVE_UP,
+    DEMO_MOVE_DOWN,
+    DEMO_N_MOTIONS
+};
+extern const char
+    *const demo_motion_phrases[DEMO_N_MOTIONS]; /* "not moving", "moving to the right", ... */
+extern const int demo_motion_dx[DEMO_N_MOTIONS], demo_motion_dy[DEMO_N_MOTIONS]; /* unit steps */
+
+/* The object's geometry in frame f of a clip. */
+demo_geom demo_clip_geometry(int motion, uint64_t seed, int f);
+
+/* Draw the clip into rgb [DEMO_CLIP_FRAMES, DEMO_SIZE, DEMO_SIZE, 3].
+ * Returns 0, or -1 (rgb untouched) on a bad argument or colour == bg. */
+int demo_render_clip(int shape, int colour, int bg, int motion, uint64_t seed, uint8_t *rgb);
+
+/* "a {colour} {shape} on a {bg} background, {motion phrase}" into buf.
+ * Returns the length, or -1 on a bad argument or a short buffer. */
+int demo_clip_caption(int shape, int colour, int bg, int motion, char *buf, size_t n);
+
 #endif

@@ -10,6 +10,7 @@
 #include "checkpoint.h"
 #include "condition.h"
 #include "model.h"
+#include "plan.h"
 #include "png_io.h"
 #include "prompt.h"
 #include "test_util.h"
@@ -139,6 +140,76 @@ static void test_ops(c3_backend *be) {
     test_avgdown(be, 8, 1, 4, 6, 16, 2, 2); /* one frame: zero frame in front */
     test_avgdown(be, 6, 3, 4, 4, 6, 1, 2);
     test_avgdown(be, 4, 2, 2, 2, 4, 1, 1); /* identity */
+}
+
+/* First-last clips: which source frame each output frame shows, the pinned
+ * latent frames, the overlap refusal. Frames are filled with their index so
+ * the layout can be read back. */
+static c3_media flat_clip(int frames, int W, int H, int base, uint8_t **buf) {
+    *buf = xmalloc((size_t)frames * W * H * 3);
+    for (int f = 0; f < frames; f++)
+        memset(*buf + (size_t)f * W * H * 3, base + f, (size_t)W * H * 3);
+    return (c3_media){.rgb = *buf, .width = W, .height = H, .frames = frames};
+}
+
+static void check_fl(const c3_media *a, const c3_media *b, int F, const int *want_src,
+                     const int *want_idx, int want_n) {
+    uint8_t *rgb = NULL;
+    c3_media clip;
+    int idx[16], n = 0;
+    int rc = cond_first_last(a, b, F, 8, 8, 4, &rgb, &clip, idx, 16, &n);
+    T_CHECK(rc == C3_OK, "first-last %d+%d frames -> %d: %s", a->frames, b->frames, F, c3_errmsg());
+    if (rc) return;
+    T_CHECK(clip.frames == F && clip.width == 8 && clip.height == 8, "first-last clip %dx%dx%d",
+            clip.width, clip.height, clip.frames);
+    for (int f = 0; f < F; f++) {
+        int bad = 0;
+        for (int k = 0; k < 8 * 8 * 3; k++)
+            bad += rgb[(size_t)f * 8 * 8 * 3 + k] != want_src[f];
+        T_CHECK(bad == 0, "first-last %d+%d: frame %d is not source value %d (%d values)",
+                a->frames, b->frames, f, want_src[f], bad);
+    }
+    T_CHECK(n == want_n, "first-last %d+%d: %d pinned latent frames, want %d", a->frames, b->frames,
+            n, want_n);
+    for (int i = 0; i < n && i < want_n; i++)
+        T_CHECK(idx[i] == want_idx[i], "first-last: pinned[%d] = %d, want %d", i, idx[i],
+                want_idx[i]);
+    free(rgb);
+}
+
+static void test_first_last(void) {
+    uint8_t *pa, *pb, *ca, *cb;
+    c3_media a = flat_clip(1, 8, 8, 10, &pa), b = flat_clip(1, 8, 8, 200, &pb);
+    /* picture + picture, 9 frames (3 latent frames): A, then B for the rest */
+    static const int src9[] = {10, 200, 200, 200, 200, 200, 200, 200, 200}, idx9[] = {0, 2};
+    check_fl(&a, &b, 9, src9, idx9, 2);
+    /* clips: A's first 5 of 7 frames (latents 0-1), B's last 5 of 6 (latents 3-4), 17 frames */
+    c3_media va = flat_clip(7, 8, 8, 20, &ca), vb = flat_clip(6, 8, 8, 100, &cb);
+    int src17[17];
+    for (int f = 0; f < 17; f++)
+        src17[f] = f < 5 ? 20 + f : f < 12 ? 101 : 101 + (f - 12);
+    static const int idx17[] = {0, 1, 3, 4};
+    check_fl(&va, &vb, 17, src17, idx17, 4);
+    /* the ends overlap: 9 frames cannot pin 2 + 2 of 3 latent frames */
+    uint8_t *rgb = NULL;
+    c3_media clip;
+    int idx[16], n;
+    int rc = cond_first_last(&va, &vb, 9, 8, 8, 4, &rgb, &clip, idx, 16, &n);
+    T_CHECK(rc == C3_EUSAGE && strstr(c3_errmsg(), "ask for more frames") && !rgb,
+            "first-last overlap: rc %d '%s'", rc, c3_errmsg());
+    rc = cond_first_last(&a, &b, 1, 8, 8, 4, &rgb, &clip, idx, 16, &n);
+    T_CHECK(rc == C3_EUSAGE && !rgb, "first-last of one frame: rc %d", rc);
+    /* a picture end of another size is preprocessed as the i2v picture: a
+       flat picture stays flat */
+    uint8_t *big;
+    c3_media bigb = flat_clip(1, 12, 10, 77, &big);
+    static const int srcbig[] = {10, 77, 77, 77, 77}, idx5[] = {0, 1};
+    check_fl(&a, &bigb, 5, srcbig, idx5, 2);
+    free(pa);
+    free(pb);
+    free(ca);
+    free(cb);
+    free(big);
 }
 
 /* ------------------------------------------------------------ goldens */
@@ -451,9 +522,50 @@ static void test_step0(c3_model *m, const c3_tokenizer *tok, const c3_ckpt *ck, 
     free(lat);
 }
 
+/* The plan's encoder bytes against what the CPU backend allocates: the
+ * weights exactly, the activations of a 9-frame 64x64 encode at most the
+ * estimate and not below a tenth of it. */
+static void test_plan_encoder(const c3_ckpt *ck) {
+    c3_sizes sz = {0};
+    ckpt_sizes(ck, &sz);
+    c3_plan p;
+    int rc = plan_make(&p, &ck->t, &sz, 1, 1, 1, "cpu", NULL, false, 64, 64, 9);
+    T_CHECK(rc == C3_OK, "plan_make: %s", c3_errmsg());
+    c3_backend *be = c3_backend_cpu();
+    int64_t w0 = be->mem[C3_MEM_WEIGHTS];
+    c3_vae_enc *enc = NULL;
+    rc = vae_enc_load(&enc, ck, be);
+    T_CHECK(rc == C3_OK, "vae_enc_load: %s", c3_errmsg());
+    if (rc) {
+        c3_backend_destroy(be);
+        return;
+    }
+    int64_t wenc = be->mem[C3_MEM_WEIGHTS] - w0;
+    T_CHECK(wenc == p.enc_weights, "plan: encoder weights %lld, the backend holds %lld",
+            (long long)p.enc_weights, (long long)wenc);
+    int64_t base = be->mem[C3_MEM_WEIGHTS] + be->mem[C3_MEM_KV] + be->mem[C3_MEM_ACT];
+    be->mem_peak = base;
+    float *px = xcalloc(3 * 9 * 64 * 64, sizeof(float)), *lat = NULL;
+    int T, h, w;
+    rc = vae_encode(enc, px, 9, 64, 64, &lat, &T, &h, &w);
+    T_CHECK(rc == C3_OK, "vae_encode: %s", c3_errmsg());
+    int64_t act = be->mem_peak - base;
+    fprintf(stderr,
+            "plan: encoder weights %lld B (backend %lld), activations ~%lld B (peak %lld)\n",
+            (long long)p.enc_weights, (long long)wenc, (long long)p.enc_act, (long long)act);
+    T_CHECK(act > 0 && act <= p.enc_act && act * 10 >= p.enc_act,
+            "plan: encoder activations ~%lld, the encode peaked at %lld", (long long)p.enc_act,
+            (long long)act);
+    free(lat);
+    free(px);
+    vae_enc_free(enc);
+    c3_backend_destroy(be);
+}
+
 int main(void) {
     c3_backend *be = c3_backend_cpu();
     test_ops(be);
+    test_first_last();
 
     const char *fx = t_need_fixtures("cond");
     char dir[4096];
@@ -477,6 +589,7 @@ int main(void) {
         fprintf(stderr, "golden part on cuda: encoder rel L2 <= %.0e\n", tol_enc);
     }
     t_open_golden(&cond, "tiny-a/cond/cond.safetensors");
+    test_plan_encoder(&ck);
     c3_vae_enc *enc = NULL;
     int rc = vae_enc_load(&enc, &ck, gbe);
     T_CHECK(rc == C3_OK, "vae_enc_load: %s", c3_errmsg());

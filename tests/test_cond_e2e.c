@@ -4,8 +4,9 @@
  * guidance and schedule, `--noise` holding the case's pure noise, and
  * --save-latents must give upstream's final latents (rel L2 <= 1e-3) and
  * uint8 frames (within 1 level on >= 99.9 % of values). The same runs
- * through the parallel layouts on CPU threads (CFG-parallel, TP, Ulysses)
- * give the same latents. Then the refusals. */
+ * through the parallel layouts on CPU threads (CFG-parallel, TP, Ulysses
+ * and the combined TP 2 x CFG 2 and Ulysses 2 x CFG 2) give the same
+ * latents. Then the refusals. */
 #include <jansson.h>
 #include <fcntl.h>
 #include <spawn.h>
@@ -129,9 +130,10 @@ static void run_case(json_t *c, const char *name) {
         snprintf(idx + k, sizeof idx - k, "%s%lld", i ? "," : "", (long long)json_integer_value(v));
     }
     const char *keep = json_string_value(json_object_get(c, "condition_video_keep"));
-    /* the layouts: one rank, then CFG-parallel, TP and Ulysses on CPU threads */
+    /* the layouts: one rank, then CFG-parallel, TP, Ulysses and two combined on CPU threads */
     static const char *layouts[][3] = {
-        {"1", "1", "1"}, {"1", "2", "1"}, {"2", "1", "1"}, {"1", "1", "2"}};
+        {"1", "1", "1"}, {"1", "2", "1"}, {"2", "1", "1"}, {"1", "1", "2"},
+        {"2", "2", "1"}, {"1", "2", "2"}}; /* tp 2 x ulysses 2: tiny-a has 2 KV heads */
     int nlayouts = on_cuda() ? 1 : (int)C3_ARRAY_LEN(layouts);
     for (int l = 0; l < nlayouts; l++) {
         snprintf(lat, sizeof lat, "%s/%s.%d.out.safetensors", tmpd, name, l);
@@ -237,6 +239,126 @@ static void run_case(json_t *c, const char *name) {
     }
 }
 
+/* Saved latents [1, C, T, h, w] as floats; *n values. */
+static float *read_latents(const char *path, int64_t *n) {
+    st_file o;
+    *n = 0;
+    if (st_open(&o, path) != C3_OK) return NULL;
+    const st_tensor *t = st_find(&o, "latents");
+    float *x = t ? st_to_f32(t) : NULL;
+    if (t) *n = st_numel(t);
+    st_close(&o);
+    return x;
+}
+
+/* cosmos3 gen with i2v_9f_64_resize's settings (9 frames of 64x64, its noise)
+ * and the conditioning arguments `cond`; 0 on success. */
+static int gen_9f(json_t *c, const char *noise, const char *lat, const char *out,
+                  char *const cond[]) {
+    char steps[16], gs[32];
+    snprintf(steps, sizeof steps, "%lld",
+             (long long)json_integer_value(json_object_get(c, "steps")));
+    snprintf(gs, sizeof gs, "%g", json_number_value(json_object_get(c, "guidance_scale")));
+    char *argv[48] = {(char *)bin,
+                      "gen",
+                      "-m",
+                      (char *)model,
+                      "-p",
+                      (char *)json_string_value(json_object_get(c, "prompt")),
+                      "-W",
+                      "64",
+                      "-H",
+                      "64",
+                      "--frames",
+                      "9",
+                      "--steps",
+                      steps,
+                      "-g",
+                      gs,
+                      "--noise",
+                      (char *)noise,
+                      "--save-latents",
+                      (char *)lat,
+                      "-o",
+                      (char *)out,
+                      "--overwrite",
+                      "-q",
+                      "--device",
+                      on_cuda() ? "cuda" : "cpu"};
+    int a = 0;
+    while (argv[a])
+        a++;
+    for (int k = 0; cond[k]; k++)
+        argv[a++] = cond[k];
+    argv[a] = NULL;
+    return run_argv(argv, NULL);
+}
+
+/* --first-last START END (vLLM-Omni's FL2V): with a picture at each end of 9
+ * frames it must be exactly the clip [START, END x 8] given as --video with
+ * --condition-frames 0,2 (the clip written here from the golden
+ * cond_pixels and the input PNG, not by the code under test), and its first
+ * latent frame stays at upstream's x0 of the picture (i2v_9f_64_resize). */
+static void test_first_last(json_t *c) {
+    char noise[4200], pic[4200], end[4200], lat_fl[4200], lat_v[4200], out[4200], clip[4300];
+    snprintf(noise, sizeof noise, "%s/fl.noise.safetensors", tmpd);
+    extract(&g, "i2v_9f_64_resize.noise", noise);
+    snprintf(pic, sizeof pic, "%s", t_path("tiny-a/cond/inputs/i2v_picture_96x72.png"));
+    snprintf(end, sizeof end, "%s", t_path("tiny-a/cond/inputs/v2v_clip_64_12.png"));
+    snprintf(lat_fl, sizeof lat_fl, "%s/fl.out.safetensors", tmpd);
+    snprintf(lat_v, sizeof lat_v, "%s/fl_video.out.safetensors", tmpd);
+    snprintf(out, sizeof out, "%s/fl_frames", tmpd);
+    /* the expected clip: frame 0 the preprocessed picture, 1-8 the end */
+    int64_t npx = 0;
+    float *px = t_golden_f32(&g, "i2v_9f_64_resize.cond_pixels", &npx); /* [3, 9, 64, 64] */
+    uint8_t *ergb = NULL;
+    int ew = 0, eh = 0;
+    T_CHECK(png_read_rgb(end, &ergb, &ew, &eh) == C3_OK && ew == 64 && eh == 64, "%s", end);
+    uint8_t *f0 = xmalloc(64 * 64 * 3);
+    for (int k = 0; k < 64 * 64; k++)
+        for (int ch = 0; ch < 3; ch++)
+            f0[k * 3 + ch] = (uint8_t)lrintf((px[(int64_t)ch * 9 * 64 * 64 + k] + 1.0f) * 127.5f);
+    for (int f = 0; f < 9; f++) {
+        snprintf(clip, sizeof clip, "%s/fl_clip_%02d.png", tmpd, f);
+        T_CHECK(png_write(clip, f ? ergb : f0, 64, 64, NULL, 0, true) == C3_OK, "%s: %s", clip,
+                c3_errmsg());
+    }
+    snprintf(clip, sizeof clip, "%s/fl_clip_%%02d.png", tmpd);
+    char *fl[] = {"--first-last", pic, end, NULL};
+    char *vid[] = {"--video", clip, "--condition-frames", "0,2", NULL};
+    int rc1 = gen_9f(c, noise, lat_fl, out, fl), rc2 = gen_9f(c, noise, lat_v, out, vid);
+    T_CHECK(rc1 == 0 && rc2 == 0, "first-last: cosmos3 gen exited %d / %d", rc1, rc2);
+    int64_t n1 = 0, n2 = 0, nx = 0;
+    float *a = read_latents(lat_fl, &n1), *b = read_latents(lat_v, &n2);
+    float *x0 = t_golden_f32(&g, "i2v_9f_64_resize.x0", &nx); /* [1, 48, 3, 4, 4] */
+    T_CHECK(a && b && n1 == n2 && n1 == nx && nx == 48 * 3 * 16, "first-last: latents %lld %lld",
+            (long long)n1, (long long)n2);
+    if (a && b && n1 == n2 && n1 == nx && nx == 48 * 3 * 16) {
+        double same = t_rel_l2(a, b, n1);
+        /* latent frame 0 of every channel against upstream's x0 */
+        float f0a[48 * 16], f0x[48 * 16];
+        for (int ch = 0; ch < 48; ch++)
+            for (int k = 0; k < 16; k++) {
+                f0a[ch * 16 + k] = a[(ch * 3 + 0) * 16 + k];
+                f0x[ch * 16 + k] = x0[(ch * 3 + 0) * 16 + k];
+            }
+        double e0 = t_rel_l2(f0a, f0x, 48 * 16);
+        fprintf(stderr,
+                "first-last: against --video of the built clip rel L2 %.3e; latent frame 0 "
+                "against x0 %.3e\n",
+                same, e0);
+        T_CHECK(same == 0, "first-last differs from the same clip as --video (rel L2 %.3e)", same);
+        T_CHECK(e0 <= (on_cuda() && !cuda_fp32() ? BF16_LATENTS_REL_L2 : 1e-5),
+                "first-last: latent frame 0 rel L2 %.3e against x0", e0);
+    }
+    free(a);
+    free(b);
+    free(x0);
+    free(px);
+    free(ergb);
+    free(f0);
+}
+
 /* A refused request: exit `code` with one line on stderr that contains `want`. */
 static void refuse(const char *what, int code, const char *want, char *const extra[]) {
     char errf[4200], out[4200];
@@ -293,6 +415,7 @@ int main(void) {
         n++;
     }
     T_CHECK(n >= 5, "only %d conditioned cases", n);
+    test_first_last(json_object_get(json_object_get(man, "cases"), "i2v_9f_64_resize"));
     /* refusals: what upstream refuses, and a clip too short for its indexes */
     char pic[4200], clip[4200];
     snprintf(pic, sizeof pic, "%s", t_path("tiny-a/cond/inputs/i2v_picture_96x72.png"));
@@ -309,6 +432,12 @@ int main(void) {
     refuse("picture for one frame", 2, "starts a video", image_still);
     char *badidx[] = {"--frames", "9", "--video", clip, "--condition-frames", "0,x", NULL};
     refuse("bad index list", 2, "latent frame indexes", badidx);
+    char *fl_short[] = {"--frames", "9", "--first-last", clip, clip, NULL};
+    refuse("first-last ends overlapping", 2, "ask for more frames", fl_short);
+    char *fl_image[] = {"--frames", "9", "--image", pic, "--first-last", pic, pic, NULL};
+    refuse("first-last with a picture", 2, "not both", fl_image);
+    char *fl_one[] = {"--frames", "9", "--first-last", pic, NULL};
+    refuse("first-last with one value", 2, "two values", fl_one);
     char *missing[] = {"--frames", "9", "--image", "/nonexistent/picture.png", NULL};
     refuse("missing picture", 4, "/nonexistent/picture.png", missing);
     st_close(&g);

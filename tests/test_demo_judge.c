@@ -96,8 +96,110 @@ static void test_world(void) {
     T_CHECK(first >= 0 && wf < wl && last > first, "triangle rows %d..%d widths %d..%d", first, last, wf, wl);
 }
 
+/* Clips: every shape, colour pair and motion, clean / noisy / blurred and
+ * noisy: the judge names the motion and the object on >= 99 %; a clip run
+ * backwards names the opposite motion; a clip whose object jumps back
+ * half-way, or drifts diagonally, has no motion; an image-to-video start
+ * away from the given picture's object is measured. */
+static const int opposite[DEMO_N_MOTIONS] = {DEMO_STILL, DEMO_MOVE_LEFT, DEMO_MOVE_RIGHT,
+                                             DEMO_MOVE_DOWN, DEMO_MOVE_UP};
+enum {
+    CLIP_BYTES = DEMO_CLIP_FRAMES * DEMO_SIZE * DEMO_SIZE * DEMO_CHANNELS,
+    FRAME_BYTES = DEMO_SIZE * DEMO_SIZE * DEMO_CHANNELS
+};
+
+static void test_clips(void) {
+    static uint8_t clip[CLIP_BYTES], rev[CLIP_BYTES];
+    char buf[160];
+    T_CHECK(demo_clip_caption(DEMO_CIRCLE, DEMO_RED, DEMO_BLUE, DEMO_MOVE_RIGHT, buf, sizeof buf) >
+                    0 &&
+                !strcmp(buf, "a red circle on a blue background, moving to the right"),
+            "clip caption '%s'", buf);
+    T_CHECK(demo_render_clip(DEMO_CIRCLE, DEMO_RED, DEMO_RED, DEMO_STILL, 1, clip) == -1,
+            "same colours accepted");
+    T_CHECK(demo_render_clip(DEMO_CIRCLE, DEMO_RED, DEMO_BLUE, DEMO_N_MOTIONS, 1, clip) == -1,
+            "bad motion accepted");
+    /* the renderer: the centre moves DEMO_MOTION_STEP a frame and stays inside */
+    for (int m = 0; m < DEMO_N_MOTIONS; m++)
+        for (int f = 1; f < DEMO_CLIP_FRAMES; f++) {
+            demo_geom a = demo_clip_geometry(m, 5, f - 1), b = demo_clip_geometry(m, 5, f);
+            T_CHECK(b.cx - a.cx == DEMO_MOTION_STEP * demo_motion_dx[m] &&
+                        b.cy - a.cy == DEMO_MOTION_STEP * demo_motion_dy[m],
+                    "motion %d frame %d: step (%d, %d)", m, f, b.cx - a.cx, b.cy - a.cy);
+            T_CHECK(b.cx - b.size >= 0 && b.cx + b.size < DEMO_SIZE && b.cy - b.size >= 0 &&
+                        b.cy + b.size < DEMO_SIZE,
+                    "motion %d frame %d leaves the picture", m, f);
+        }
+    int total = 0, right = 0, right_rev = 0, right_obj = 0;
+    uint64_t seed = 11;
+    for (int variant = 0; variant < 3; variant++)
+        for (int sh = 0; sh < DEMO_N_SHAPES; sh++)
+            for (int c = 0; c < DEMO_N_COLOURS; c += 3)
+                for (int b = 1; b < DEMO_N_COLOURS; b += 3) {
+                    if (b == c) continue;
+                    for (int m = 0; m < DEMO_N_MOTIONS; m++) {
+                        T_CHECK(demo_render_clip(sh, c, b, m, seed++, clip) == 0, "render clip");
+                        for (int f = 0; f < DEMO_CLIP_FRAMES; f++) {
+                            if (variant == 2) box_blur(clip + (size_t)f * FRAME_BYTES);
+                            if (variant >= 1) add_noise(clip + (size_t)f * FRAME_BYTES);
+                        }
+                        for (int f = 0; f < DEMO_CLIP_FRAMES; f++)
+                            memcpy(rev + (size_t)f * FRAME_BYTES,
+                                   clip + (size_t)(DEMO_CLIP_FRAMES - 1 - f) * FRAME_BYTES,
+                                   FRAME_BYTES);
+                        demo_clip_verdict v, r;
+                        int rc = demo_judge_clip(clip, DEMO_CLIP_FRAMES, NULL, &v);
+                        demo_judge_clip(rev, DEMO_CLIP_FRAMES, NULL, &r);
+                        total++;
+                        right += rc == 0 && v.motion == m;
+                        right_rev += r.motion == opposite[m];
+                        right_obj += v.colour == c && v.bg == b && v.shape == sh &&
+                                     v.consistent == DEMO_CLIP_FRAMES;
+                    }
+                }
+    fprintf(stderr, "clips: %d judged, motion %.2f%%, reversed %.2f%%, object %.2f%%\n", total,
+            100.0 * right / total, 100.0 * right_rev / total, 100.0 * right_obj / total);
+    T_CHECK(total >= 300, "only %d clips", total);
+    T_CHECK(right >= 0.99 * total && right_rev >= 0.99 * total && right_obj >= 0.99 * total,
+            "clips: motion %d, reversed %d, object %d of %d", right, right_rev, right_obj, total);
+    /* a jump back half-way: no motion */
+    demo_clip_verdict v;
+    demo_render_clip(DEMO_SQUARE, DEMO_YELLOW, DEMO_BLACK, DEMO_MOVE_RIGHT, 3, clip);
+    memcpy(clip + 5 * (size_t)FRAME_BYTES, clip + 1 * (size_t)FRAME_BYTES, FRAME_BYTES);
+    demo_judge_clip(clip, DEMO_CLIP_FRAMES, NULL, &v);
+    T_CHECK(v.motion == -1, "a clip that jumps back judged motion %d", v.motion);
+    /* diagonal drift: right and down frame after frame is neither */
+    demo_render_clip(DEMO_SQUARE, DEMO_YELLOW, DEMO_BLACK, DEMO_MOVE_RIGHT, 3, clip);
+    for (int f = 0; f < DEMO_CLIP_FRAMES; f++) {
+        uint8_t *fr = clip + (size_t)f * FRAME_BYTES;
+        int dy = 2 * f; /* shift the frame down by 2f rows, background on top */
+        memmove(fr + (size_t)dy * DEMO_SIZE * DEMO_CHANNELS, fr,
+                (size_t)(DEMO_SIZE - dy) * DEMO_SIZE * DEMO_CHANNELS);
+        for (int y = 0; y < dy; y++)
+            for (int x = 0; x < DEMO_SIZE; x++)
+                memcpy(fr + ((size_t)y * DEMO_SIZE + x) * DEMO_CHANNELS, demo_palette[DEMO_BLACK],
+                       DEMO_CHANNELS);
+    }
+    demo_judge_clip(clip, DEMO_CLIP_FRAMES, NULL, &v);
+    T_CHECK(v.motion == -1, "a diagonal clip judged motion %d (steps %.2f, %.2f)", v.motion,
+            v.step_x, v.step_y);
+    /* image-to-video: the start against the given picture */
+    demo_verdict ref;
+    demo_render_clip(DEMO_CIRCLE, DEMO_RED, DEMO_BLUE, DEMO_MOVE_UP, 9, clip);
+    demo_judge(clip, &ref);
+    demo_judge_clip(clip, DEMO_CLIP_FRAMES, &ref, &v);
+    T_CHECK(v.start_dist < 0.5f && v.motion == DEMO_MOVE_UP, "start %.2f px from the picture",
+            v.start_dist);
+    demo_judge(clip + 8 * (size_t)FRAME_BYTES,
+               &ref); /* the last frame as the given picture: 16 px away */
+    demo_judge_clip(clip, DEMO_CLIP_FRAMES, &ref, &v);
+    T_CHECK(fabsf(v.start_dist - 8 * DEMO_MOTION_STEP) < 1.0f,
+            "start %.2f px from a picture 16 px away", v.start_dist);
+}
+
 int main(void) {
     test_world();
+    test_clips();
     uint8_t rgb[DEMO_SIZE * DEMO_SIZE * DEMO_CHANNELS];
     int total[N_VARIANTS] = {0}, ok[N_VARIANTS][4] = {{0}};
     int all = 0, all_ok[4] = {0}, shown = 0;

@@ -66,11 +66,56 @@ has out "A line is a prompt unless its first word is a command" "help states the
 has meta 'negative_prompt: blurry, dark' "neg reached the image"
 has meta 'schedule: karras' "set schedule reached the image"
 
+# image FILE / video FILE set the conditioning of the next prompts, clear drops it;
+# a prompt that starts with the word and names no file is refused before any run
+# (the tiny fixture model: the demo model ships no VAE encoder)
+fx=${COSMOS3_FIXTURES:-}
+cin="$fx/tiny-a/cond/inputs"
+if [ ! -f "$fx/tiny-a/model/model_index.json" ]; then
+    echo "SKIP (part): image/video/clear need the fixtures (COSMOS3_FIXTURES)"
+else
+cat > script <<EOF
+set width 64
+set height 64
+set frames 9
+set steps 2
+image of a cat
+image $cin/i2v_picture_96x72.png
+set output i2v
+a cat
+last
+video $cin/v2v_clip_64_%02d.png
+set output v2v
+a clip
+clear
+clear
+set output plain
+a dog
+EOF
+"$bin" repl -m "$fx/tiny-a/model" < script > out 2> err
+rc=$?
+[ $rc = 4 ] && ok || bad "conditioning script exit $rc, want 4 (the refused 'image of a cat'): $(cat err)"
+has err "image: --image of a cat: No such file or directory \(a prompt that starts with 'image': quote it\)" "image of a missing file"
+[ "$(grep -c '^cosmos3: image' err)" = 1 ] && ok || bad "conditioning script: errors: $(cat err)"
+has out '^image = .*/i2v_picture_96x72.png \(96x72\)' "image FILE"
+has out '^conditioned on the picture .*/i2v_picture_96x72.png' "last names the picture"
+has out '^video = .*/v2v_clip_64_%02d.png \(64x64, 13 frames\)' "video FILE"
+has out '^conditioning cleared' "clear"
+has out '^no conditioning to clear' "clear again"
+"$bin" meta --json i2v/frame_0000.png > meta 2>&1
+has meta 'i2v_picture_96x72.png' "the picture reached the run"
+"$bin" meta --json v2v/frame_0000.png > meta 2>&1
+has meta 'v2v_clip_64_%02d.png' "the clip reached the run"
+"$bin" meta --json plain/frame_0000.png > meta 2>&1
+has meta '"prompt":"a dog"' "the run after clear"
+grep -q '"condition"' meta && bad "clear: the run after it is still conditioned: $(cat meta)" || ok
+fi
+
 # typos and one-word lines: a suggestion, no generation, exit status 2
-printf 'set output typo-%%d.png\nclear\nsett steps 4\n?\nhlep\nshwo width\n' | "$bin" repl -m "$model" > out 2> err
+printf 'set output typo-%%d.png\nsunset\nsett steps 4\n?\nhlep\nshwo width\n' | "$bin" repl -m "$model" > out 2> err
 rc=$?
 [ $rc = 2 ] && ok || bad "typos: exit $rc, want 2"
-has err "'clear' is not a command \('help' lists them\); a one-word prompt needs quotes: \"clear\"" "one word"
+has err "'sunset' is not a command \('help' lists them\); a one-word prompt needs quotes: \"sunset\"" "one word"
 has err "'sett' is not a command; did you mean 'set steps 4'\?" "a typo of set"
 has err "'\?' is not a command; did you mean 'help'\?" "? means help"
 has err "'hlep' is not a command; did you mean 'help'\?" "a transposition"
