@@ -79,6 +79,7 @@ typedef struct {
     char *gpus;
     bool offload;
     int threads;
+    char *precision; /* auto|bf16|fp8 */
     /* tokenize */
     bool raw;
     bool lines;
@@ -88,6 +89,7 @@ typedef struct {
     /* mkmodel */
     char *preset;
     int layers;
+    bool distilled, fp8; /* mkmodel --distilled, --fp8 */
     /* serve */
     char *host;
     int port;

@@ -278,6 +278,63 @@ out:
     return rc;
 }
 
+/* A distilled checkpoint's fixed-step sampler (vLLM-Omni's checks): the
+ * FlowMatch scheduler must carry fixed_step_sampler_config with sample_type
+ * "sde" and a non-empty t_list of sigmas in (0, 1]. */
+static int parse_fixed_step(c3_sconfig *s, json_t *j, const char *path) {
+    json_t *fc = json_object_get(j, "fixed_step_sampler_config");
+    if (!json_is_object(fc))
+        return c3_fail(
+            C3_EMODEL,
+            "%s: a FlowMatchEulerDiscreteScheduler needs \"fixed_step_sampler_config\" (the "
+            "distilled students' fixed-step sampler); this checkpoint has none",
+            path);
+    json_t *st = json_object_get(fc, "sample_type");
+    if (!json_is_string(st) || strcmp(json_string_value(st), "sde") != 0)
+        return c3_fail(
+            C3_EMODEL,
+            "%s: \"fixed_step_sampler_config.sample_type\" must be \"sde\" (the stochastic "
+            "step the distilled checkpoints were trained for)",
+            path);
+    json_t *tl = json_object_get(fc, "t_list");
+    size_t n = json_is_array(tl) ? json_array_size(tl) : 0;
+    if (n == 0)
+        return c3_fail(
+            C3_EMODEL,
+            "%s: \"fixed_step_sampler_config.t_list\" must be a non-empty list of sigmas", path);
+    if (n > C3_ARRAY_LEN(s->t_list))
+        return c3_fail(C3_EMODEL,
+                       "%s: \"fixed_step_sampler_config.t_list\" has %zu entries (at most %zu)",
+                       path, n, C3_ARRAY_LEN(s->t_list));
+    for (size_t i = 0; i < n; i++) {
+        json_t *v = json_array_get(tl, i);
+        double x = json_is_number(v) ? json_number_value(v) : -1;
+        if (!(x > 0 && x <= 1))
+            return c3_fail(
+                C3_EMODEL,
+                "%s: \"fixed_step_sampler_config.t_list\"[%zu] must be a sigma in (0, 1]", path, i);
+        s->t_list[i] = x;
+    }
+    json_t *nt = json_object_get(fc, "num_train_timesteps");
+    if (nt && !(json_is_number(nt) && json_number_value(nt) == s->num_train_timesteps))
+        return c3_fail(
+            C3_EMODEL,
+            "%s: \"fixed_step_sampler_config.num_train_timesteps\" must equal the scheduler's "
+            "num_train_timesteps (%d)",
+            path, s->num_train_timesteps);
+    bool dyn = false;
+    C3_TRY(get_bool(j, "use_dynamic_shifting", false, &dyn, path));
+    if (dyn)
+        return c3_fail(
+            C3_EMODEL,
+            "%s: \"use_dynamic_shifting\" true is not supported for the fixed-step sampler (it "
+            "needs a per-image mu); set it false",
+            path);
+    s->n_tlist = (int)n;
+    s->distilled = true;
+    return C3_OK;
+}
+
 static int parse_sconfig(c3_sconfig *s, json_t *j, const char *path) {
     memset(s, 0, sizeof *s);
     json_t *cn = json_object_get(j, "_class_name");
@@ -294,6 +351,8 @@ static int parse_sconfig(c3_sconfig *s, json_t *j, const char *path) {
     C3_TRY(get_int(j, "solver_order", 2, &s->solver_order, path));
     if (s->num_train_timesteps <= 0)
         return c3_fail(C3_EMODEL, "%s: num_train_timesteps must be positive", path);
+    if (strcmp(s->class_name, "FlowMatchEulerDiscreteScheduler") == 0)
+        C3_TRY(parse_fixed_step(s, j, path));
     return C3_OK;
 }
 

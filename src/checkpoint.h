@@ -67,6 +67,12 @@ typedef struct {
     double sigma_min, sigma_max;
     int num_train_timesteps;
     int solver_order;
+    /* a distilled checkpoint: FlowMatchEulerDiscreteScheduler with
+     * fixed_step_sampler_config {sample_type "sde", t_list, num_train_timesteps};
+     * flow_shift holds the scheduler's "shift" */
+    bool distilled;
+    int n_tlist;
+    double t_list[64]; /* C3_MAX_TLIST */
 } c3_sconfig;
 
 /* The optional "cosmos3" object of model_index.json: what a checkpoint says

@@ -15,6 +15,8 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include "scheduler.h"
+
 /* ------------------------------------------------------------- constants */
 
 /* Shared by every Cosmos3 variant (spec 1.1). */
@@ -878,6 +880,31 @@ static json_t *scheduler_json(void) {
     return j;
 }
 
+/* The distilled students' scheduler (Cosmos3-Super-*-4Step): FlowMatch Euler
+ * with the fixed-step SDE sampler config. */
+static json_t *distilled_scheduler_json(void) {
+    json_t *j = json_object();
+    json_object_set_new(j, "_class_name", json_string("FlowMatchEulerDiscreteScheduler"));
+    json_object_set_new(j, "_diffusers_version", json_string(DIFFUSERS_VERSION));
+    json_t *fc = json_object(), *tl = json_array();
+    json_object_set_new(fc, "num_train_timesteps", json_integer(1000));
+    json_object_set_new(fc, "sample_type", json_string("sde"));
+    for (int i = 0; i < C3_TLIST4_N; i++)
+        json_array_append_new(tl, json_real(c3_tlist4[i]));
+    json_object_set_new(fc, "t_list", tl);
+    json_object_set_new(j, "fixed_step_sampler_config", fc);
+    json_object_set_new(j, "invert_sigmas", json_false());
+    json_object_set_new(j, "num_train_timesteps", json_integer(1000));
+    json_object_set_new(j, "shift", json_real(1.0));
+    json_object_set_new(j, "shift_terminal", json_null());
+    json_object_set_new(j, "stochastic_sampling", json_true());
+    json_object_set_new(j, "use_beta_sigmas", json_false());
+    json_object_set_new(j, "use_dynamic_shifting", json_false());
+    json_object_set_new(j, "use_exponential_sigmas", json_false());
+    json_object_set_new(j, "use_karras_sigmas", json_false());
+    return j;
+}
+
 static void shard_name(char *buf, size_t n, int k, int nshards) {
     if (nshards == 1)
         snprintf(buf, n, "diffusion_pytorch_model.safetensors");
@@ -995,7 +1022,9 @@ static int write_tree(const c3_mkmodel_opts *o, const mk_geom *g, const char *ro
     if (rc == C3_OK) rc = write_json(root, "model_index.json", model_index_json(g));
     if (rc == C3_OK) rc = write_json(tdir, "config.json", transformer_json(g, o->seed));
     if (rc == C3_OK) rc = write_json(vdir, "config.json", vae_json(g));
-    if (rc == C3_OK) rc = write_json(sdir, "scheduler_config.json", scheduler_json());
+    if (rc == C3_OK)
+        rc = write_json(sdir, "scheduler_config.json",
+                        o->distilled ? distilled_scheduler_json() : scheduler_json());
     if (rc == C3_OK) {
         w.buf[0] = xmalloc((size_t)GEN_BATCH * GEN_CHUNK * sizeof(float));
         w.buf[1] = xmalloc((size_t)GEN_BATCH * GEN_CHUNK * sizeof(float));

@@ -993,12 +993,13 @@ done:
 
 /* ------------------------------------------------------------- GEN tower */
 
-/* The timestep's sinusoidal features (fp32, cos first): s = t * timestep_scale,
- * f_k = exp(-ln(10000) k / half), e = [cos(s f), sin(s f)]. The MLP runs on
- * the device (time_embed). */
-static void time_sinusoid(const c3_model *m, int64_t timestep, float *e) {
+/* The timestep's sinusoidal features (fp32, cos first): s = t * timestep_scale
+ * as upstream's float32 tensor times a Python float (both float32 operands;
+ * t is fractional for the fixed-step sampler), f_k = exp(-ln(10000) k / half),
+ * e = [cos(s f), sin(s f)]. The MLP runs on the device (time_embed). */
+static void time_sinusoid(const c3_model *m, double timestep, float *e) {
     int half = m->te_in / 2;
-    float s = (float)((double)timestep * m->c.timestep_scale);
+    float s = (float)timestep * (float)m->c.timestep_scale;
     float lmax = (float)log(10000.0);
     for (int k = 0; k < half; k++) {
         float f = expf(-lmax * (float)k / (float)half);
@@ -1176,12 +1177,12 @@ void model_batch(c3_model *m, bool on) {
 }
 
 int model_gen(c3_model *m, const c3_undkv *kv, const float *latents, const c3_latent_geom *g,
-              int64_t timestep, float *velocity) {
+              double timestep, float *velocity) {
     return model_gen_batch(m, 1, &kv, latents, g, timestep, &velocity);
 }
 
 int model_gen_batch(c3_model *m, int nb, const c3_undkv *const *kvs, const float *latents,
-                    const c3_latent_geom *g, int64_t timestep, float *const *velocity) {
+                    const c3_latent_geom *g, double timestep, float *const *velocity) {
     c3_backend *be = m->be;
     const c3_tconfig *c = &m->c;
     if (nb < 1 || nb > GEN_MAX_BATCH)

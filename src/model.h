@@ -65,16 +65,17 @@ typedef struct {
 } c3_latent_geom;
 
 /* One GEN forward: latents [C, T, h, w] (host floats, normalised space),
- * integer timestep t, the branch's UND cache (its L sets the GEN position
- * offset). velocity: host floats [C, T, h, w]. */
+ * timestep t (an integer for UniPC, fractional for the fixed-step
+ * sampler; scaled by timestep_scale in float32 as upstream), the branch's UND cache (its L sets the
+ * GEN position offset). velocity: host floats [C, T, h, w]. */
 int model_gen(c3_model *m, const c3_undkv *kv, const float *latents, const c3_latent_geom *g,
-              int64_t timestep, float *velocity);
+              double timestep, float *velocity);
 /* nb (1 or 2) GEN forwards on the same latents and timestep, one per UND
  * cache kvs[b], as one batch: every matrix product runs once over all the
  * branches' tokens (the weights are read once), attention per branch.
  * velocity[b] as model_gen's. Only without Ulysses (model_batches). */
 int model_gen_batch(c3_model *m, int nb, const c3_undkv *const *kvs, const float *latents,
-                    const c3_latent_geom *g, int64_t timestep, float *const *velocity);
+                    const c3_latent_geom *g, double timestep, float *const *velocity);
 /* Whether the CFG branches should run as one model_gen_batch: no Ulysses,
  * not turned off by model_batch(m, false) (the plan, when the doubled
  * activations do not fit) or COSMOS3_CFG_BATCH=0. */

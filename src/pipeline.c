@@ -16,6 +16,7 @@
 #include "png_io.h"
 #include "prompt.h"
 #include "rng.h"
+#include "sampler.h"
 #include "scheduler.h"
 #include "tokenizer.h"
 #include "wan_vae.h"
@@ -106,6 +107,48 @@ const char *pipeline_model_dir(const c3_settings *s, char *buf, size_t n) {
 
 static bool is_video(const c3_settings *s) { return s->frames > 1; }
 
+/* A distilled checkpoint fixes what upstream fixes (diffusers'
+ * Cosmos3DistilledSetTimestepsStep, vLLM-Omni's distilled checks): the step
+ * count is its t_list's, guidance is baked in (1: one forward per step), the
+ * schedule is the fixed-step SDE one with the scheduler's own shift, and
+ * there is no second branch to run on a CFG-parallel group. Other values are
+ * refused; the negative prompt and --shift are ignored with a warning
+ * (settings_warnings). */
+static int distilled_resolve(c3_settings *s, const c3_sconfig *sc) {
+#define GIVEN(name) s->given[option_index(option_find(name))]
+    int n = sc->n_tlist;
+    if (GIVEN("steps") && s->steps != n)
+        return c3_fail(C3_EUSAGE,
+                       "--steps %d: this distilled checkpoint samples exactly %d steps (its "
+                       "fixed_step_sampler_config.t_list); leave --steps out or give --steps %d",
+                       s->steps, n, n);
+    if (GIVEN("guidance") && s->guidance != 1.0)
+        return c3_fail(
+            C3_EUSAGE,
+            "--guidance %g: this distilled checkpoint has guidance baked into its weights; leave "
+            "--guidance out or give --guidance 1",
+            s->guidance);
+    if (GIVEN("schedule") && strcmp(s->schedule, "flowmatch4") != 0)
+        return c3_fail(
+            C3_EUSAGE,
+            "--schedule %s: this distilled checkpoint samples with its fixed t_list; leave "
+            "--schedule out (or give flowmatch4)",
+            s->schedule);
+    if (s->cfg_parallel > 1)
+        return c3_fail(C3_EUSAGE,
+                       "--cfg-parallel %d: this distilled checkpoint runs one forward per step (no "
+                       "unconditional branch); use --cfg-parallel 1 and --tp or --ulysses instead",
+                       s->cfg_parallel);
+    s->steps = n;
+    s->guidance = 1.0;
+    s->guidance_interval.on = false;
+    s->shift = sc->flow_shift;
+    free(s->schedule);
+    s->schedule = xstrdup("flowmatch4");
+    return C3_OK;
+#undef GIVEN
+}
+
 int settings_resolve(c3_settings *s, const c3_ckpt *ck) {
 #define GIVEN(name) s->given[option_index(option_find(name))]
     bool video = is_video(s);
@@ -126,6 +169,7 @@ int settings_resolve(c3_settings *s, const c3_ckpt *ck) {
         s->guidance_interval.lo = k && k->interval == 1 ? k->interval_lo : 400;
         s->guidance_interval.hi = k && k->interval == 1 ? k->interval_hi : 1000;
     }
+    if (ck && ck->s.distilled) C3_TRY(distilled_resolve(s, &ck->s));
 #undef GIVEN
     if (s->width < 16 || s->width % 16 || s->width > 16384)
         return c3_fail(C3_EUSAGE, "--width %d must be a positive multiple of 16 (e.g. %d)", s->width,
@@ -165,6 +209,20 @@ int settings_resolve(c3_settings *s, const c3_ckpt *ck) {
  * knows: another size, words outside its vocabulary. It still generates. */
 void settings_warnings(const c3_settings *s, const c3_ckpt *ck, c3_events *ev) {
     const c3_model_card *k = &ck->card;
+    if (ck->s.distilled) {
+#define GIVEN(name) s->given[option_index(option_find(name))]
+        if (GIVEN("negative-prompt") && s->negative && s->negative[0])
+            events_emit(ev, EV_LOG, 0,
+                        "warning: %s is distilled (no unconditional branch): the negative prompt "
+                        "is ignored",
+                        ck->model_id);
+        if (GIVEN("shift"))
+            events_emit(
+                ev, EV_LOG, 0,
+                "warning: %s is distilled: --shift is ignored, its scheduler's shift %g applies",
+                ck->model_id, ck->s.flow_shift);
+#undef GIVEN
+    }
     if (k->width && k->height && (s->width != k->width || s->height != k->height))
         events_emit(
             ev, EV_LOG, 0,
@@ -390,14 +448,16 @@ typedef struct {
     int64_t n; /* latent floats */
     const float *x_init;
     double *sigmas;
-    int64_t *timesteps;
+    double *timesteps; /* fractional for the fixed-step SDE sampler */
     c3_schedule sched;
+    uint64_t seed;
+    const float *step_noise; /* [steps, n] re-noising draws from --noise, or NULL: the seed's */
     float *x_final; /* written by rank 0 */
     double t_und, t_loop, step_sum, cond_sum, uncond_sum;
     int steps_run;
 } c3_job;
 
-static bool cfg_active(const c3_settings *s, int64_t t) {
+static bool cfg_active(const c3_settings *s, double t) {
     if (s->guidance == 1.0) return false;
     if (!s->guidance_interval.on) return true;
     return (double)t >= s->guidance_interval.lo && (double)t <= s->guidance_interval.hi;
@@ -421,7 +481,9 @@ static int rank_loop(c3_job *j, c3_rank *rk) {
     float *x = xmalloc((size_t)j->n * sizeof(float));
     float *vbuf = xmalloc((size_t)j->n * 2 * sizeof(float)); /* [cond | uncond] */
     float *v = xmalloc((size_t)j->n * sizeof(float));
-    float *noise = j->sched == C3_SCHED_FLOWMATCH4 ? xmalloc((size_t)j->n * sizeof(float)) : NULL;
+    float *noise = j->sched == C3_SCHED_FLOWMATCH4 && !j->step_noise
+                       ? xmalloc((size_t)j->n * sizeof(float))
+                       : NULL;
     memcpy(x, j->x_init, (size_t)j->n * sizeof(float));
     c3_sampler *smp = sampler_new(j->sched == C3_SCHED_FLOWMATCH4 ? C3_SAMPLER_FLOWMATCH : C3_SAMPLER_UNIPC,
                                   s->steps, j->sigmas, j->n);
@@ -460,11 +522,12 @@ static int rank_loop(c3_job *j, c3_rank *rk) {
             rc = c3_fail(C3_EFAIL, "rank %d: injected failure", rk->rank);
             break;
         }
-        int64_t t = j->timesteps[i];
+        double t = j->timesteps[i];
         bool cfg_on = cfg_active(s, t);
         double ts = c3_now(), tc = 0, tu = 0, tx = 0;
         if (rk->rank == 0) {
-            c3_event ev = {.kind = EV_STEP_BEGIN, .step = i + 1, .steps = s->steps, .timestep = t};
+            c3_event ev = {
+                .kind = EV_STEP_BEGIN, .step = i + 1, .steps = s->steps, .timestep = (int64_t)t};
             events_push(e->ev, &ev);
         }
         if (p->cfg == 1 && cfg_on && model_batches(rk->model)) {
@@ -509,8 +572,17 @@ static int rank_loop(c3_job *j, c3_rank *rk) {
             cfg_combine(v, vbuf, vbuf + j->n, (float)s->guidance, j->n);
         else
             memcpy(v, vbuf, (size_t)j->n * sizeof(float));
-        if (noise) rng_normal(strtoull(s->seed, NULL, 10) + 1 + (uint64_t)i, 0, noise, j->n);
-        rc = sampler_step(smp, i, v, x, noise, NULL, NULL);
+        const float *eps = NULL;
+        if (sampler_needs_noise(smp, i)) {
+            /* step i's draw: elements [(i+1) n, (i+2) n) of the seed's stream
+             * (the initial noise is [0, n)); every rank draws the same */
+            if (j->step_noise)
+                eps = j->step_noise + (size_t)i * (size_t)j->n;
+            else
+                rng_normal(j->seed, (uint64_t)(i + 1) * (uint64_t)j->n, noise, j->n);
+            if (!eps) eps = noise;
+        }
+        rc = sampler_step(smp, i, v, x, eps, NULL, NULL);
         tx += c3_now() - a;
         if (rc == C3_OK) { /* memory of this rank's device, from our own accounting */
             c3_event mev = {.kind = EV_MEMORY, .rank = rk->rank, .group = group, .device = p->devices[rk->rank],
@@ -529,8 +601,14 @@ static int rank_loop(c3_job *j, c3_rank *rk) {
         }
         if (rk->rank == 0 && rc == C3_OK) {
             double st = c3_now() - ts;
-            c3_event ev = {.kind = EV_STEP_END, .step = i + 1, .steps = s->steps, .seconds = st, .cond_s = tc,
-                           .uncond_s = tu, .combine_s = tx, .timestep = t};
+            c3_event ev = {.kind = EV_STEP_END,
+                           .step = i + 1,
+                           .steps = s->steps,
+                           .seconds = st,
+                           .cond_s = tc,
+                           .uncond_s = tu,
+                           .combine_s = tx,
+                           .timestep = (int64_t)t};
             if (p->cfg == 2) ev.uncond_s = 0; /* reported by the other group's EV_BRANCH */
             events_push(e->ev, &ev);
             j->step_sum += st;
@@ -580,11 +658,13 @@ static char *parameters_text(const c3_settings *s, const c3_ckpt *ck, uint64_t s
     else
         interval[0] = 0;
     snprintf(buf, cap,
-            "%s\nNegative prompt: %s\nSteps: %d, CFG scale: %g, Seed: %llu, Size: %dx%d, Model: %s, Sampler: %s, "
-            "Schedule: %s, Shift: %g%s%s",
-            s->prompt, s->negative, s->steps, s->guidance, (unsigned long long)seed, s->width, s->height,
-            ck->model_id, strcmp(s->schedule, "flowmatch4") == 0 ? "FlowMatch Euler" : "UniPC", s->schedule,
-            s->shift, interval, s->frames > 1 ? "" : "");
+             "%s\nNegative prompt: %s\nSteps: %d, CFG scale: %g, Seed: %llu, Size: %dx%d, Model: "
+             "%s, Sampler: %s, "
+             "Schedule: %s, Shift: %g%s%s",
+             s->prompt, s->negative, s->steps, s->guidance, (unsigned long long)seed, s->width,
+             s->height, ck->model_id,
+             strcmp(s->schedule, "flowmatch4") == 0 ? "FlowMatch Euler SDE" : "UniPC", s->schedule,
+             s->shift, interval, s->frames > 1 ? "" : "");
     if (s->frames > 1) {
         size_t k = strlen(buf);
         snprintf(buf + k, cap - k, ", Frames: %d, FPS: %g", s->frames, s->fps);
@@ -674,10 +754,31 @@ static int frame_path(const c3_settings *s, uint64_t seed, int f, char *buf, siz
     return C3_OK;
 }
 
-static int load_noise(const char *path, const c3_ckpt *ck, int T, int h, int w, float *x) {
+/* --noise FILE: 'latents' [1, C, T, h, w] (the initial noise) and, for the
+ * fixed-step SDE sampler, optionally 'step_noise' [steps, 1, C, T, h, w]
+ * (the re-noising draws; *step_noise is then a new [steps, n] array). */
+static int load_noise(const char *path, const c3_ckpt *ck, int T, int h, int w, float *x, int steps,
+                      float **step_noise) {
     st_file f;
     int rc = st_open(&f, path);
     if (rc) return c3_fail(C3_EINPUT, "--noise: %s", c3_errmsg());
+    const st_tensor *sn = st_find(&f, "step_noise");
+    if (sn && step_noise) {
+        int64_t want[6] = {steps, 1, ck->t.latent_ch, T, h, w};
+        bool ok = sn->ndim == 6;
+        for (int i = 0; ok && i < 6; i++)
+            ok = sn->shape[i] == want[i];
+        if (!ok) {
+            st_close(&f);
+            return c3_fail(
+                C3_EINPUT,
+                "--noise %s: 'step_noise' must have shape [%d, 1, %d, %d, %d, %d] (steps, 1, C, T, "
+                "H/16, W/16) for this run",
+                path, steps, ck->t.latent_ch, T, h, w);
+        }
+        *step_noise = xmalloc((size_t)st_numel(sn) * sizeof(float));
+        c3_to_f32(*step_noise, sn->data, sn->dtype, (size_t)st_numel(sn));
+    }
     const st_tensor *t = st_find(&f, "latents");
     int64_t want[5] = {1, ck->t.latent_ch, T, h, w};
     bool ok = t && t->ndim == 5;
@@ -703,7 +804,7 @@ int engine_generate(c3_engine *e, const c3_settings *s_in, c3_result *res) {
     int rc = settings_resolve(&s, &e->ck);
     if (rc == C3_OK) settings_warnings(&s, &e->ck, e->ev);
     c3_job j = {.e = e, .s = &s};
-    float *x0 = NULL;
+    float *x0 = NULL, *step_noise = NULL;
     float *pixels = NULL;
     if (rc) goto out;
     if (!s.prompt) {
@@ -759,7 +860,10 @@ int engine_generate(c3_engine *e, const c3_settings *s_in, c3_result *res) {
     j.n = (int64_t)tc->latent_ch * j.T * j.h * j.w;
     x0 = xmalloc((size_t)j.n * sizeof(float));
     if (s.noise) {
-        rc = load_noise(s.noise, &e->ck, j.T, j.h, j.w, x0);
+        sched_parse(s.schedule, &j.sched);
+        rc = load_noise(s.noise, &e->ck, j.T, j.h, j.w, x0, s.steps,
+                        j.sched == C3_SCHED_FLOWMATCH4 ? &step_noise : NULL);
+        j.step_noise = step_noise;
         if (rc) goto out;
     } else {
         rng_normal(seed, 0, x0, j.n);
@@ -769,8 +873,14 @@ int engine_generate(c3_engine *e, const c3_settings *s_in, c3_result *res) {
     /* schedule */
     sched_parse(s.schedule, &j.sched);
     j.sigmas = xmalloc((size_t)(s.steps + 1) * sizeof(double));
-    j.timesteps = xmalloc((size_t)s.steps * sizeof(int64_t));
-    rc = sched_sigmas(j.sched, s.steps, s.shift, e->ck.s.sigma_min, e->ck.s.sigma_max, j.sigmas, j.timesteps);
+    j.timesteps = xmalloc((size_t)s.steps * sizeof(double));
+    j.seed = seed;
+    if (e->ck.s.distilled) /* the checkpoint's t_list and shift */
+        rc = sched_fixed(e->ck.s.t_list, e->ck.s.n_tlist, e->ck.s.flow_shift,
+                         e->ck.s.num_train_timesteps, j.sigmas, j.timesteps);
+    else
+        rc = sched_sigmas(j.sched, s.steps, s.shift, e->ck.s.sigma_min, e->ck.s.sigma_max, j.sigmas,
+                          j.timesteps);
     if (rc) goto out;
     /* run the ranks */
     const c3_plan *p = &e->plan;
@@ -877,6 +987,7 @@ out:
     free(j.x_final);
     free(j.sigmas);
     free(j.timesteps);
+    free(step_noise);
     free(pixels);
     settings_free(&s);
     if (rc == C3_ECANCEL) {
