@@ -59,28 +59,56 @@ void docs_man_options(FILE *f) {
             }
         }
         fputs("Commands: ", f);
-        cmds_list(f, o->cmds);
+        cmds_list(f, option_cli_cmds(o));
         fputs(".\n", f);
     }
     fputs(".El\n", f);
+}
+
+/* The spellings of option o (--name, -x, --alias ...), joined by sep. */
+static void spellings(FILE *f, const c3_option *o, const char *sep) {
+    fprintf(f, "--%s", o->name);
+    if (o->short_name) fprintf(f, "%s-%c", sep, o->short_name);
+    if (o->aliases)
+        for (const char *p = o->aliases; *p;) {
+            const char *e = strchr(p, ' ');
+            int len = e ? (int)(e - p) : (int)strlen(p);
+            fprintf(f, "%s--%.*s", sep, len, p);
+            if (!e) break;
+            p = e + 1;
+        }
 }
 
 void docs_bash_completion(FILE *f, const char *const *commands, int ncommands) {
     fputs("# bash completion for cosmos3 -- generated from the options table by\n"
           "# `cosmos3 __completion`; do not edit (tests/test_docs.sh checks it).\n"
           "_cosmos3() {\n"
-          "    local cur prev cmd i\n"
+          "    local cur prev cmd i valued\n"
           "    cur=\"${COMP_WORDS[COMP_CWORD]}\"\n"
           "    prev=\"${COMP_WORDS[COMP_CWORD-1]}\"\n"
+          "    valued=\"",
+          f);
+    bool first = true;
+    for (int i = 0; i < c3_noptions; i++) {
+        if (c3_options[i].type == OPT_FLAG) continue;
+        if (!first) fputc(' ', f);
+        spellings(f, &c3_options[i], " ");
+        first = false;
+    }
+    fputs("\"\n"
           "    cmd=\"\"\n"
+          "    # the command is the first word that is neither an option nor an option's value\n"
           "    for ((i = 1; i < COMP_CWORD; i++)); do\n"
-          "        case \"${COMP_WORDS[i]}\" in -*) ;; *) cmd=\"${COMP_WORDS[i]}\"; break ;; esac\n"
+          "        case \"${COMP_WORDS[i]}\" in\n"
+          "            -*) [[ \" $valued \" == *\" ${COMP_WORDS[i]} \"* ]] && ((i++)) ;;\n"
+          "            *) cmd=\"${COMP_WORDS[i]}\"; break ;;\n"
+          "        esac\n"
           "    done\n"
           "    if [[ -z \"$cmd\" ]]; then\n"
           "        COMPREPLY=($(compgen -W \"",
           f);
     for (int i = 0; i < ncommands; i++) fprintf(f, "%s%s", i ? " " : "", commands[i]);
-    fputs(" help --help --version\" -- \"$cur\"))\n"
+    fputs(" help --help --version -V\" -- \"$cur\"))\n"
           "        return\n"
           "    fi\n"
           "    case \"$prev\" in\n",
@@ -89,25 +117,31 @@ void docs_bash_completion(FILE *f, const char *const *commands, int ncommands) {
     for (int i = 0; i < c3_noptions; i++) {
         const c3_option *o = &c3_options[i];
         if (o->type == OPT_FLAG) continue;
-        fprintf(f, "        --%s", o->name);
-        if (o->short_name) fprintf(f, "|-%c", o->short_name);
-        if (o->aliases)
-            for (const char *p = o->aliases; *p;) {
-                const char *e = strchr(p, ' ');
-                int len = e ? (int)(e - p) : (int)strlen(p);
-                fprintf(f, "|--%.*s", len, p);
-                if (!e) break;
-                p = e + 1;
-            }
+        fputs("        ", f);
+        spellings(f, o, "|");
         fputs(")\n", f);
+        /* values only where the command takes the option */
+        unsigned cmds = option_cli_cmds(o);
+        int ncmd = 0;
+        for (int c = 0; c < ncommands; c++)
+            ncmd += (cmds & cmd_parse(commands[c])) != 0;
+        if (ncmd < ncommands) {
+            fputs("            [[ \"", f);
+            for (int c = 0; c < ncommands; c++)
+                if (cmds & cmd_parse(commands[c])) fprintf(f, " %s", commands[c]);
+            fputs(" \" == *\" $cmd \"* ]] || return\n", f);
+        }
         if (o->type == OPT_ENUM) {
             fputs("            COMPREPLY=($(compgen -W \"", f);
             for (const char *p = o->values; *p; p++) fputc(*p == '|' ? ' ' : *p, f);
             fputs("\" -- \"$cur\")); return ;;\n", f);
-        } else if (!strcmp(o->name, "model")) {
-            fputs("            COMPREPLY=($(compgen -d -- \"$cur\")); return ;;\n", f);
-        } else if (o->type == OPT_STR && o->metavar && (!strcmp(o->metavar, "FILE") || !strcmp(o->metavar, "PATH") ||
-                                                        !strcmp(o->metavar, "DIR"))) {
+        } else if (!strcmp(o->name, "model")) { /* a folder, or the built-in demo */
+            fputs("            COMPREPLY=($(compgen -d -- \"$cur\") $(compgen -W demo -- "
+                  "\"$cur\")); return ;;\n",
+                  f);
+        } else if (o->type == OPT_STR && o->metavar &&
+                   (!strcmp(o->metavar, "FILE") || !strcmp(o->metavar, "PATH") ||
+                    !strcmp(o->metavar, "DIR"))) {
             fputs("            COMPREPLY=($(compgen -f -- \"$cur\")); return ;;\n", f);
         } else {
             fputs("            return ;;\n", f);
@@ -120,7 +154,7 @@ void docs_bash_completion(FILE *f, const char *const *commands, int ncommands) {
         bool first = true;
         for (int i = 0; i < c3_noptions; i++) {
             const c3_option *o = &c3_options[i];
-            if (!(o->cmds & bit)) continue;
+            if (!(option_cli_cmds(o) & bit)) continue;
             fprintf(f, "%s--%s", first ? "" : " ", o->name);
             first = false;
         }

@@ -7,6 +7,7 @@
  *   cosmos3 mkmodel --preset P -o DIR random-weight checkpoint
  *   cosmos3 help [COMMAND]
  */
+#include <cblas.h>
 #include <jansson.h>
 #include <pthread.h>
 #include <signal.h>
@@ -20,7 +21,7 @@
 #include "events.h"
 #include "mkmodel.h"
 #include "options.h"
-#include "pipeline.h"
+#include "session.h"
 #include "plan.h"
 #include "png_io.h"
 #include "prompt.h"
@@ -82,10 +83,72 @@ static void usage(FILE *f) {
             "See man cosmos3 for everything.\n");
 }
 
+/* --version: the version, then what this build has (a missing library
+ * leaves its feature out, and says which package brings it). */
+static void print_version(FILE *f) {
+    fprintf(f, "cosmos3 %s\n", COSMOS3_VERSION);
+#if COSMOS3_HAVE_CUDA
+    fprintf(f, "  CUDA backend     yes (CUDA runtime, cuBLAS/cuBLASLt, NCCL; GPU code for %s)\n",
+            COSMOS3_GPU_ARCH);
+#else
+    fprintf(f, "  CUDA backend     no (CPU only; CUDA 13 with cuBLAS and NCCL under "
+               "/usr/local/cuda at build time)\n");
+#endif
+#ifdef COSMOS3_HAVE_TUI
+    fprintf(f, "  tui, line edit   yes (ncurses, GNU readline)\n");
+#else
+    fprintf(f, "  tui, line edit   no (libncurses-dev, libreadline-dev at build time)\n");
+#endif
+#ifdef COSMOS3_HAVE_SIXEL
+    fprintf(f, "  sixel previews   yes (libsixel)\n");
+#else
+    fprintf(f, "  sixel previews   no (libsixel-dev at build time; previews use colour blocks)\n");
+#endif
+#if COSMOS3_HAVE_MHD
+    fprintf(f, "  serve            yes (libmicrohttpd)\n");
+#else
+    fprintf(f, "  serve            no (libmicrohttpd-dev at build time)\n");
+#endif
+#if defined(COSMOS3_HAVE_FFMPEG) && COSMOS3_HAVE_FFMPEG
+    fprintf(f, "  video files      yes (FFmpeg: MP4, WebM, JPEG, WebP)\n");
+#else
+    fprintf(f, "  video files      no (PNG frames; libavformat-dev libavcodec-dev libswscale-dev "
+               "libavutil-dev at build "
+               "time)\n");
+#endif
+    fprintf(f, "  CPU math         %s, OpenMP\n", openblas_get_config());
+}
+
 static void command_help(FILE *f, const c3_command *c) {
     fprintf(f, "usage: cosmos3 %s %s\n\n%s\n\noptions:\n", c->name, c->args, c->summary);
     options_usage(f, c->bit);
     fprintf(f, "  -h, --help                         this help\n");
+}
+
+/* ----------------------------------------------------- OpenMP wait policy */
+
+/* The REPL, the TUI and the server run the engine on threads of their own,
+ * and with libgomp's default wait policy the idle members of an OpenMP team
+ * spin for ~3 ms after every parallel region, on the cores OpenBLAS's own
+ * threads need for the next matrix product: on a 2-core machine their steps
+ * ran 10-25x slower than gen's (bench/repl_speed.sh prints the ratio; gen
+ * escaped only because libgomp throttles the spinning when it manages more
+ * threads than there are cores). A passive policy removes it and costs gen
+ * nothing measurable. libgomp reads the policy once, in its constructor,
+ * before main() and before anything main() could setenv() (even the
+ * executable's preinit array runs before libc resets environ), so the only
+ * way in is the environment of the exec: set it and exec this program again
+ * (for repl, tui and serve only: ~0.1 s with the CUDA libraries to map).
+ * A policy or spin count the user set is kept, and so is a run under
+ * valgrind (which would not follow the exec). Returns only when no exec
+ * happened; any failure just leaves the default policy. */
+static void omp_wait_passive(char **argv) {
+    if (getenv("OMP_WAIT_POLICY") || getenv("GOMP_SPINCOUNT")) return;
+    const char *pre = getenv("LD_PRELOAD");
+    if (pre && strstr(pre, "vgpreload")) return;
+    if (setenv("OMP_WAIT_POLICY", "passive", 1) != 0) return;
+    execv("/proc/self/exe", argv);
+    /* no /proc: go on with the default policy (slower REPL steps, same results) */
 }
 
 /* ------------------------------------------------------------- signals */
@@ -133,16 +196,42 @@ static void progress_line(const c3_event *ev, double t_first, int cfgp) {
     fflush(stderr);
 }
 
+/* The progress line's text for a stage event (NULL: the line stays). */
+static const char *stage_text(const c3_event *x, char *buf, size_t n) {
+    const char *st = x->text;
+    if (x->code == EV_STAGE_CHUNK) {
+        snprintf(buf, n, "decoding (VAE): %d/%d latent frame%s", x->step, x->steps,
+                 x->steps == 1 ? "" : "s");
+        return buf;
+    }
+    if (x->code == EV_STAGE_BEGIN) {
+        if (!strcmp(st, "tokenize")) return "tokenizing the prompt ...";
+        if (!strcmp(st, "encode")) return "encoding the conditioning input (VAE) ...";
+        if (!strcmp(st, "und")) return "reading the prompt (UND tower) ...";
+        if (!strcmp(st, "vae")) return "decoding (VAE) ...";
+        return NULL;
+    }
+    if (!strcmp(st, "vae")) return "writing ...";
+    return NULL;
+}
+
 static int run_generation(c3_settings *s) {
     c3_events *ev = events_new(4096);
     c3_engine *e = NULL;
+    bool tty = isatty(2) && !s->quiet && !s->json;
+    if (tty) { /* a terminal sees every phase on the one progress line, the load first */
+        char dir[4096];
+        pipeline_model_dir(s, dir, sizeof dir);
+        fprintf(stderr, "\r\033[Kloading %s ...", dir);
+        fflush(stderr);
+    }
     int rc = engine_open(&e, s, ev);
+    if (tty) fputs("\r\033[K", stderr);
     if (rc) {
         events_free(ev);
         return rc;
     }
     g_engine = e;
-    bool tty = isatty(2) && !s->quiet && !s->json;
     gen_job j = {.e = e, .s = s, .ev = ev};
     pthread_t th;
     if (pthread_create(&th, NULL, gen_thread, &j) != 0) {
@@ -153,24 +242,42 @@ static int run_generation(c3_settings *s) {
     }
     double t_first = c3_now();
     double uncond_last = 0;
-    bool shown = false;
+    /* the terminal's one progress line: open (no newline yet), and whether it is the step line */
+    bool open = false, steps_line = false;
     for (;;) {
         c3_event x;
         if (!events_pop(ev, &x, 0.2)) continue;
         if (x.kind == EV_LOG && strcmp(x.text, "__finished__") == 0) break;
         /* the engine's notes and warnings, one line each on stderr (-q keeps the warnings) */
-        if (x.kind == EV_LOG && (!s->quiet || !strncmp(x.text, "warning:", 8)))
-            fprintf(stderr, "%s%s\n", shown ? "\r\033[K" : "", x.text);
+        /* the seed at the start is for the terminal: a script reads it in the last line (or --json)
+         */
+        bool for_tty = x.kind == EV_LOG && !strncmp(x.text, "seed ", 5);
+        if (x.kind == EV_LOG && (!s->quiet || !strncmp(x.text, "warning:", 8)) &&
+            (tty || !for_tty)) {
+            fprintf(stderr, "%s%s\n", open ? "\r\033[K" : "", x.text);
+            open = false;
+        }
+        if (x.kind == EV_STAGE && tty) {
+            char buf[128];
+            const char *line = stage_text(&x, buf, sizeof buf);
+            if (line) { /* the last step line stays; a phase's line is rewritten in place */
+                fprintf(stderr, "%s%s", open && steps_line ? "\n" : "\r\033[K", line);
+                fflush(stderr);
+                open = true;
+                steps_line = false;
+            }
+        }
         if (x.kind == EV_STEP_BEGIN && x.step == 1) t_first = c3_now();
         if (x.kind == EV_BRANCH && x.branch == 1) uncond_last = x.seconds;
         if (x.kind == EV_STEP_END && tty) {
-            if (e && engine_plan(e)->cfg == 2) x.uncond_s = uncond_last;
-            progress_line(&x, t_first, engine_plan(e)->cfg);
-            shown = true;
+            if (e && engine_layout(e)->cfg_parallel == 2) x.uncond_s = uncond_last;
+            progress_line(&x, t_first, engine_layout(e)->cfg_parallel);
+            open = steps_line = true;
         }
     }
     pthread_join(th, NULL);
-    if (shown) fputc('\n', stderr);
+    if (open)
+        fputs(steps_line ? "\n" : "\r\033[K", stderr); /* a phase's line gives way to the outcome */
     g_engine = NULL;
     rc = j.rc;
     if (rc) {
@@ -187,10 +294,13 @@ static int run_generation(c3_settings *s) {
         json_object_set_new(o, "guidance", json_real(j.r.guidance));
         json_object_set_new(o, "shift", json_real(j.r.shift));
         json_object_set_new(o, "schedule", json_string(j.r.schedule));
-        json_object_set_new(o, "model", json_string(engine_ckpt(e)->model_id));
-        const c3_plan *p = engine_plan(e);
-        json_object_set_new(o, "layout", json_pack("{s:i,s:i,s:i,s:s}", "tp", p->tp, "cfg_parallel", p->cfg,
-                                                   "ulysses", p->sp, "device", p->cuda ? "cuda" : "cpu"));
+        json_object_set_new(o, "model", json_string(engine_model(e)->id));
+        const cosmos3_layout *p = engine_layout(e);
+        json_object_set_new(o, "layout",
+                            json_pack("{s:i,s:i,s:i,s:s,s:s}", "tp", p->tp, "cfg_parallel",
+                                      p->cfg_parallel, "ulysses", p->ulysses, "device",
+                                      !strcmp(p->device, "cuda") ? "cuda" : "cpu", "device_note",
+                                      p->device_note));
         json_object_set_new(t, "tokenize", json_real(j.r.t_tokenize));
         json_object_set_new(t, "und", json_real(j.r.t_und));
         json_object_set_new(t, "denoise", json_real(j.r.t_denoise));
@@ -355,6 +465,12 @@ static void print_card(const c3_model_card *k) {
         for (int i = 0; i < k->nvocab; i++)
             printf(i ? ", %s" : " %s", k->vocab[i]);
         printf("\n");
+        if (k->nfillers) {
+            printf("also read, changing nothing it draws:");
+            for (int i = 0; i < k->nfillers; i++)
+                printf(i ? ", %s" : " %s", k->fillers[i]);
+            printf("\n");
+        }
     }
     if (k->nexamples) {
         printf("example prompts:\n");
@@ -374,8 +490,15 @@ static int cmd_info(c3_settings *s, char **pos, int npos) {
     c3_sizes sz;
     ckpt_sizes(&ck, &sz);
     const c3_tconfig *t = &ck.t;
+    /* the size planned for: the one given, else the model's own, else gen's default */
     bool video = s->frames > 1;
-    int W = s->width ? s->width : (video ? 1280 : 1024), H = s->height ? s->height : (video ? 720 : 1024);
+    const c3_model_card *kc = &ck.card;
+    int W = s->width ? s->width : kc->width ? kc->width : (video ? 1280 : 1024);
+    int H = s->height ? s->height : kc->height ? kc->height : (video ? 720 : 1024);
+    const char *size_from = s->width || s->height ? "as given"
+                            : kc->width
+                                ? "the model's default size; -W, -H and --frames plan another"
+                                : "the default size; -W, -H and --frames plan another";
     c3_plan p;
     int rc = plan_make(&p, t, &sz, s->tp, s->cfg_parallel, s->ulysses, s->device, s->gpus, s->offload, W, H,
                        s->frames);
@@ -389,12 +512,14 @@ static int cmd_info(c3_settings *s, char **pos, int npos) {
                                                    (json_int_t)sz.gen_params, "vae", (json_int_t)sz.vae_params,
                                                    "unused", (json_int_t)sz.other_params));
         if (rc == C3_OK)
-            json_object_set_new(o, "plan", json_pack("{s:i,s:i,s:i,s:i,s:s,s:I,s:I,s:I,s:I}", "tp", p.tp,
-                                                     "cfg_parallel", p.cfg, "ulysses", p.sp, "world", p.world,
-                                                     "device", p.cuda ? "cuda" : "cpu", "weights_per_rank",
-                                                     (json_int_t)p.weights, "kv_per_rank", (json_int_t)p.kv,
-                                                     "act_per_rank", (json_int_t)p.act, "need_per_rank",
-                                                     (json_int_t)p.need));
+            json_object_set_new(o, "plan",
+                                json_pack("{s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:s,s:s,s:I,s:I,s:I,s:I}",
+                                          "width", W, "height", H, "frames", s->frames, "tp", p.tp,
+                                          "cfg_parallel", p.cfg, "ulysses", p.sp, "world", p.world,
+                                          "device", p.cuda ? "cuda" : "cpu", "device_note",
+                                          p.device_note, "weights_per_rank", (json_int_t)p.weights,
+                                          "kv_per_rank", (json_int_t)p.kv, "act_per_rank",
+                                          (json_int_t)p.act, "need_per_rank", (json_int_t)p.need));
         char *txt = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
         printf("%s\n", txt);
         free(txt);
@@ -418,7 +543,12 @@ static int cmd_info(c3_settings *s, char **pos, int npos) {
                (double)sz.other_params / 1e6, d);
         printf("system prompt by default: %s; scheduler: %s%s\n", ck.default_system_prompt ? "on" : "off",
                ck.s.class_name, ck.s.use_karras_sigmas ? " (karras sigmas)" : "");
-        if (rc == C3_OK) plan_print(stdout, &p);
+        if (rc == C3_OK) {
+            printf("%s\n", p.device_note);
+            printf("plan for %dx%d, %d frame%s (%s):\n", W, H, s->frames, s->frames == 1 ? "" : "s",
+                   size_from);
+            plan_print(stdout, &p);
+        }
         print_card(&ck.card);
     }
     ckpt_close(&ck);
@@ -526,10 +656,11 @@ static int finish(int rc) {
 }
 
 int main(int argc, char **argv) {
+    char **argv0 = argv;
     /* cosmos3 alone, or with options only: the REPL */
     static char **repl_argv; /* static: reachable until exit */
     if (argc < 2 || (argv[1][0] == '-' && strcmp(argv[1], "--help") && strcmp(argv[1], "-h") &&
-                     strcmp(argv[1], "--version"))) {
+                     strcmp(argv[1], "--version") && strcmp(argv[1], "-V"))) {
         repl_argv = xcalloc((size_t)argc + 2, sizeof(char *));
         repl_argv[0] = argv[0];
         repl_argv[1] = (char *)"repl";
@@ -545,8 +676,11 @@ int main(int argc, char **argv) {
         argv = repl_argv;
     }
     const char *cmd = argv[1];
-    if (!strcmp(cmd, "--version") || !strcmp(cmd, "version")) {
-        printf("cosmos3 %s\n", COSMOS3_VERSION);
+    /* the commands that run the engine on threads of their own */
+    if (!strcmp(cmd, "repl") || !strcmp(cmd, "tui") || !strcmp(cmd, "serve"))
+        omp_wait_passive(argv0);
+    if (!strcmp(cmd, "--version") || !strcmp(cmd, "-V") || !strcmp(cmd, "version")) {
+        print_version(stdout);
         return 0;
     }
     if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h")) {

@@ -54,6 +54,20 @@ const c3_option c3_options[] = {
      CMD_GEN, F(noise), true},
     {"save-latents", 0, NULL, OPT_STR, NULL, NULL, "FILE", "write the final latents as 'latents' to FILE",
      CMD_GEN, F(save_latents), true},
+    {"image", 0, NULL, OPT_STR, NULL, NULL, "FILE",
+     "image-to-video: continue this picture (PNG), resized to cover the size and centre-cropped; "
+     "pins latent frame 0",
+     CMD_GEN, F(image), true},
+    {"video", 0, NULL, OPT_STR, NULL, NULL, "FILE|DIR",
+     "video-to-video: continue this clip (a folder of PNG frames in name order, a pattern such as "
+     "clip/%04d.png, or one PNG)",
+     CMD_GEN, F(video), true},
+    {"condition-frames", 0, NULL, OPT_STR, "0,1", NULL, "I,J,..",
+     "video-to-video: the latent frames taken from the clip (frame k covers clip frames up to 4k)",
+     CMD_GEN, F(condition_frames), true},
+    {"condition-keep", 0, NULL, OPT_ENUM, "first", "first|last", "END",
+     "video-to-video: keep the first or the last max(index)*4+1 frames of the clip", CMD_GEN,
+     F(condition_keep), true},
     {"output", 'o', NULL, OPT_STR, NULL, NULL, "PATH",
      "PNG to write (video: a folder, or a pattern with %04d); default cosmos3-SEED.png", CMD_RUN | CMD_MKMODEL,
      F(output), true},
@@ -102,9 +116,17 @@ const c3_option c3_options[] = {
     {"host", 0, NULL, OPT_STR, "127.0.0.1", NULL, "ADDR", "address to listen on", CMD_SERVE, F(host), false},
     {"port", 0, NULL, OPT_INT, "8000", NULL, "PORT", "port to listen on (0: any free port, printed at start)",
      CMD_SERVE, F(port), false},
-    {"queue", 0, NULL, OPT_INT, "16", NULL, "N",
+    {"queue", 0, "max-queue", OPT_INT, "16", NULL, "N",
      "requests that may wait behind the one running; more are answered 429 with Retry-After", CMD_SERVE,
      F(queue), false},
+    {"api-key", 0, NULL, OPT_STR, NULL, NULL, "KEY",
+     "require 'Authorization: Bearer KEY' on every request but GET /health (default $COSMOS3_API_KEY); "
+     "needed when --host is not a loopback address",
+     CMD_SERVE, F(api_key), false},
+    {"max-cost", 0, NULL, OPT_INT, "200", NULL, "N",
+     "largest request: width x height x frames x steps x n, in 1024x1024-pixel steps (200: four 1024x1024 "
+     "images of 50 steps); more is answered 400",
+     CMD_SERVE, F(max_cost), false},
     {"preview", 0, NULL, OPT_ENUM, "auto", "auto|off|sixel|blocks", "HOW", "show finished images in the terminal",
      CMD_REPL | CMD_TUI, F(preview), true},
 };
@@ -112,6 +134,26 @@ const c3_option c3_options[] = {
 const int c3_noptions = (int)C3_ARRAY_LEN(c3_options);
 _Static_assert(C3_ARRAY_LEN(c3_options) <= C3_ARRAY_LEN(((c3_settings *)0)->given),
                "c3_settings.given has fewer slots than the options table has rows");
+
+/* Rows a command fills internally (serve: each request's output file) but
+ * refuses on its command line: not parsed there, not in its help, its man
+ * page entry or its completion. */
+static const struct {
+    const char *name;
+    unsigned cmds;
+} cli_refused[] = {
+    {"frames", CMD_SERVE}, /* serve answers image requests */
+    {"fps", CMD_SERVE},
+    {"output", CMD_SERVE}, /* images go back in the answers */
+    {"overwrite", CMD_SERVE},
+};
+
+unsigned option_cli_cmds(const c3_option *o) {
+    unsigned c = o->cmds;
+    for (size_t i = 0; i < C3_ARRAY_LEN(cli_refused); i++)
+        if (!strcmp(cli_refused[i].name, o->name)) c &= ~cli_refused[i].cmds;
+    return c;
+}
 
 static const char *const cmd_names[] = {"gen", "tokenize", "info", "meta", "mkmodel",
                                         "repl", "tui", "serve", "bench"};
@@ -142,12 +184,18 @@ static bool alias_match(const char *aliases, const char *name) {
     return false;
 }
 
-const c3_option *option_find(const char *name) {
+const c3_option *option_find_for(const char *name, unsigned cmds) {
     for (int i = 0; i < c3_noptions; i++)
-        if (strcmp(c3_options[i].name, name) == 0) return &c3_options[i];
+        if ((c3_options[i].cmds & cmds) && strcmp(c3_options[i].name, name) == 0)
+            return &c3_options[i];
     for (int i = 0; i < c3_noptions; i++)
-        if (alias_match(c3_options[i].aliases, name)) return &c3_options[i];
+        if ((c3_options[i].cmds & cmds) && alias_match(c3_options[i].aliases, name))
+            return &c3_options[i];
     return NULL;
+}
+
+const c3_option *option_find(const char *name) {
+    return option_find_for(name, ~0u);
 }
 
 /* ------------------------------------------------------------- values */
@@ -305,8 +353,8 @@ void settings_copy(c3_settings *dst, const c3_settings *src) {
 }
 
 int settings_set(c3_settings *s, const char *name, const char *value, unsigned cmd) {
-    const c3_option *o = option_find(name);
-    if (!o || !(o->cmds & cmd)) return c3_fail(C3_EUSAGE, "unknown option '%s'; 'help' lists them", name);
+    const c3_option *o = option_find_for(name, cmd);
+    if (!o) return c3_fail(C3_EUSAGE, "unknown option '%s'; 'help' lists them", name);
     return set_value(s, o, value);
 }
 
@@ -334,12 +382,12 @@ int settings_parse(c3_settings *s, unsigned cmd, int argc, char **argv, char ***
             memcpy(name, a + 2, n);
             name[n] = 0;
             if (eq) val = eq + 1;
-            o = option_find(name);
-            if (o && !(o->cmds & cmd)) o = NULL;
+            o = option_find_for(name, cmd);
+            if (o && !(option_cli_cmds(o) & cmd)) o = NULL;
             /* --no-FLAG */
             if (!o && strncmp(name, "no-", 3) == 0) {
-                const c3_option *f = option_find(name + 3);
-                if (f && f->type == OPT_FLAG && (f->cmds & cmd)) {
+                const c3_option *f = option_find_for(name + 3, cmd);
+                if (f && f->type == OPT_FLAG && (option_cli_cmds(f) & cmd)) {
                     C3_TRY(set_value(s, f, "off"));
                     continue;
                 }
@@ -349,7 +397,8 @@ int settings_parse(c3_settings *s, unsigned cmd, int argc, char **argv, char ***
                                name, cmd_name(cmd));
         } else {
             for (int k = 0; k < c3_noptions; k++)
-                if (c3_options[k].short_name == a[1] && (c3_options[k].cmds & cmd)) o = &c3_options[k];
+                if (c3_options[k].short_name == a[1] && (option_cli_cmds(&c3_options[k]) & cmd))
+                    o = &c3_options[k];
             if (!o)
                 return c3_fail(C3_EUSAGE, "%s: unknown option -%c; see 'cosmos3 help %s'", cmd_name(cmd), a[1],
                                cmd_name(cmd));
@@ -373,7 +422,7 @@ int settings_parse(c3_settings *s, unsigned cmd, int argc, char **argv, char ***
 void options_usage(FILE *f, unsigned cmd) {
     for (int i = 0; i < c3_noptions; i++) {
         const c3_option *o = &c3_options[i];
-        if (!(o->cmds & cmd)) continue;
+        if (!(option_cli_cmds(o) & cmd)) continue;
         char left[96];
         int k = 0;
         if (o->short_name)

@@ -68,6 +68,11 @@ typedef struct {
     char *seed;          /* "random" or a number */
     char *noise;         /* safetensors with `latents` */
     char *save_latents;
+    /* conditioning (image/video to video) */
+    char *image;            /* a picture */
+    char *video;            /* a clip: folder, pattern or file of PNG frames */
+    char *condition_frames; /* "0,1": latent frame indexes */
+    char *condition_keep;   /* first|last */
     /* output */
     char *output;
     bool overwrite;
@@ -94,6 +99,8 @@ typedef struct {
     char *host;
     int port;
     int queue;           /* requests waiting beyond the one running */
+    char *api_key;       /* required Bearer token, or NULL */
+    int max_cost;        /* per-request bound, in 1024x1024-pixel steps */
     /* preview */
     char *preview;
     /* which options the user gave (by table index) */
@@ -115,9 +122,15 @@ int settings_parse(c3_settings *s, unsigned cmd, int argc, char **argv, char ***
 int settings_set(c3_settings *s, const char *name, const char *value, unsigned cmd);
 /* The option row by long name or alias, or NULL. */
 const c3_option *option_find(const char *name);
+/* The same among the rows of the subcommands cmds (one spelling can name
+ * different rows: gen's --negative is --negative-prompt, tokenize's is a flag). */
+const c3_option *option_find_for(const char *name, unsigned cmds);
 int option_index(const c3_option *o);
 /* Current value as text (xmalloc'd). */
 char *settings_get(const c3_settings *s, const c3_option *o);
+/* The commands that take option o on their command line (o->cmds less the
+ * ones that only fill it internally, e.g. serve's output file). */
+unsigned option_cli_cmds(const c3_option *o);
 /* Usage text for a subcommand, printed to f. */
 void options_usage(FILE *f, unsigned cmd);
 

@@ -323,3 +323,33 @@ int png_read_rgb(const char *path, uint8_t **rgb, int *W, int *H) {
     *H = d.H;
     return C3_OK;
 }
+
+/* ------------------------------------------------------------- in memory */
+
+int png_encode_mem(const uint8_t *rgb, int W, int H, const c3_png_text *texts, int ntexts,
+                   uint8_t **out, size_t *n) {
+    *out = NULL;
+    *n = 0;
+    if (W <= 0 || H <= 0 || W > PNG_READ_MAX_SIDE || H > PNG_READ_MAX_SIDE)
+        return c3_fail(C3_EINPUT, "PNG: image size %dx%d is out of range (1..%d per side)", W, H,
+                       PNG_READ_MAX_SIDE);
+    for (int i = 0; i < ntexts; i++) {
+        C3_TRY(check_key(texts[i].key));
+        if (texts[i].text && !is_utf8(texts[i].text))
+            return c3_fail(C3_EINPUT, "PNG: text for key \"%s\" is not valid UTF-8", texts[i].key);
+    }
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *fp = open_memstream(&buf, &len);
+    if (!fp) return c3_fail(C3_EFAIL, "PNG: open_memstream: %s", strerror(errno));
+    int rc = encode_png(fp, "PNG in memory", rgb, W, H, texts, ntexts);
+    if (fclose(fp) != 0 && rc == C3_OK)
+        rc = c3_fail(C3_EFAIL, "PNG in memory: %s", strerror(errno));
+    if (rc) {
+        free(buf);
+        return rc;
+    }
+    *out = (uint8_t *)buf;
+    *n = len;
+    return C3_OK;
+}

@@ -15,6 +15,10 @@ typedef struct {
 /* rgb: [H, W, 3] uint8. */
 int png_write(const char *path, const uint8_t *rgb, int W, int H, const c3_png_text *texts, int ntexts,
               bool overwrite);
+/* Encode rgb [H, W, 3] with its texts into memory: *out malloc'd, *n bytes.
+ * Nothing touches the disk (the server's answers). */
+int png_encode_mem(const uint8_t *rgb, int W, int H, const c3_png_text *texts, int ntexts,
+                   uint8_t **out, size_t *n);
 /* Read the text chunks (tEXt, zTXt, iTXt) of a PNG: parallel xmalloc'd arrays. */
 int png_read_texts(const char *path, char ***keys, char ***vals, int *n);
 /* Read pixels (RGB8); xmalloc'd. */

@@ -95,6 +95,22 @@ static size_t ask(int in_fd, int out_fd, const char *q, double timeout, char *bu
     return n;
 }
 
+/* The bytes of a probe's read that are not the terminal's reply (ESC [ ?
+ * ... c) are keys typed meanwhile: kept in t->typed. */
+static void keep_typed(c3_term *t, const char *buf, size_t n) {
+    const char *rs = NULL, *re = NULL;
+    for (size_t i = 0; i + 2 < n && !rs; i++)
+        if (buf[i] == '\033' && buf[i + 1] == '[' && buf[i + 2] == '?') rs = buf + i;
+    if (rs) {
+        re = memchr(rs, 'c', n - (size_t)(rs - buf));
+        re = re ? re + 1 : buf + n;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (rs && buf + i >= rs && buf + i < re) continue;
+        if (t->ntyped < (int)sizeof t->typed) t->typed[t->ntyped++] = buf[i];
+    }
+}
+
 static void term_size(int fd, c3_term *t) {
     struct winsize ws;
     t->cols = 80;
@@ -139,10 +155,12 @@ void preview_probe(const char *setting, int in_fd, int out_fd, double timeout, c
     if (tcsetattr(in_fd, TCSANOW, &raw) != 0) return;
     char buf[REPLY_MAX];
     size_t n = ask(in_fd, out_fd, DA1_QUERY, timeout, buf, sizeof buf);
+    keep_typed(t, buf, n);
     if (preview_da1_sixel(buf, n)) {
         t->kind = C3_PREVIEW_SIXEL;
     } else if (tmux) {
         n = ask(in_fd, out_fd, TMUX_DA1_QUERY, timeout, buf, sizeof buf);
+        keep_typed(t, buf, n);
         if (preview_da1_sixel(buf, n)) {
             t->kind = C3_PREVIEW_SIXEL;
             t->tmux_wrap = true;

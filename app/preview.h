@@ -25,6 +25,10 @@ typedef struct {
     bool color;       /* false under NO_COLOR: blocks use an ASCII ramp */
     int cols, rows;   /* cells */
     int px_w, px_h;   /* pixels (0: unknown) */
+    /* keys the user typed while the probe waited for the terminal's answer:
+     * the caller feeds them to its input line, so none is lost */
+    char typed[256];
+    int ntyped;
 } c3_term;
 
 /* Default cell size in pixels when the terminal does not report one. */

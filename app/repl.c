@@ -2,6 +2,7 @@
  * the table, completion, history, the worker and the event pump. */
 #include "repl.h"
 
+#include <ctype.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -212,7 +213,8 @@ static void finish_job(c3_repl *r) {
             if (!r->quiet_load_error) repl_print(r, 1, "%s", r->job_err);
         } else {
             r->load_seconds = c3_now() - r->job_t0;
-            repl_print(r, 2, "loaded %s (%s, %.1f s)", engine_ckpt(r->e)->model_id, r->model_dir, r->load_seconds);
+            repl_print(r, 2, "loaded %s (%s, %.1f s)", engine_model(r->e)->id, r->model_dir,
+                       r->load_seconds);
         }
         return;
     }
@@ -330,6 +332,49 @@ static const c3_repl_cmd *find_cmd(const char *name, size_t n) {
     return NULL;
 }
 
+/* Optimal string alignment distance (edits, transpositions counting one)
+ * between a[0..n) and b, both short (longer words count as far apart). */
+static int edit_distance(const char *a, size_t n, const char *b) {
+    size_t m = strlen(b);
+    enum { MAXW = 32 };
+    if (n >= MAXW || m >= MAXW) return 99;
+    int d[MAXW + 1][MAXW + 1];
+    for (size_t i = 0; i <= n; i++)
+        d[i][0] = (int)i;
+    for (size_t j = 0; j <= m; j++)
+        d[0][j] = (int)j;
+    for (size_t i = 1; i <= n; i++)
+        for (size_t j = 1; j <= m; j++) {
+            int cost = tolower((unsigned char)a[i - 1]) != b[j - 1];
+            int v = C3_MIN(d[i - 1][j] + 1, d[i][j - 1] + 1);
+            v = C3_MIN(v, d[i - 1][j - 1] + cost);
+            if (i > 1 && j > 1 && tolower((unsigned char)a[i - 1]) == b[j - 2] &&
+                tolower((unsigned char)a[i - 2]) == b[j - 1])
+                v = C3_MIN(v, d[i - 2][j - 2] + 1);
+            d[i][j] = v;
+        }
+    return d[n][m];
+}
+
+/* The command a mistyped first word most likely meant: one edit away for
+ * words of 3 to 5 letters, two for longer ones; NULL when none is that near. */
+static const char *near_cmd(const char *w, size_t n) {
+    if (n == 1 && (w[0] == '?' || w[0] == 'h')) return "help";
+    if (n == 1 && w[0] == 'q') return "quit";
+    if (n < 3) return NULL;
+    int limit = n >= 6 ? 2 : 1, best = limit + 1;
+    const char *name = NULL;
+    for (int i = 0; i < c3_repl_ncmds; i++) {
+        int k = edit_distance(w, n, c3_repl_cmds[i].name);
+        if (k < best) {
+            best = k;
+            name = c3_repl_cmds[i].name;
+        }
+    }
+    if (edit_distance(w, n, "exit") < best) name = "exit";
+    return name;
+}
+
 static bool settable(const c3_option *o) { return o && o->repl && (o->cmds & (CMD_RUN | CMD_GEN)); }
 
 static int need_engine(c3_repl *r) {
@@ -374,7 +419,7 @@ static int generate(c3_repl *r, const char *prompt, bool new_seed) {
     /* validate now so a bad value is one line, not a failed run */
     c3_settings tmp;
     settings_copy(&tmp, &r->job_s);
-    int rc = settings_resolve(&tmp, engine_ckpt(r->e));
+    int rc = settings_resolve(&tmp, r->e);
     settings_free(&tmp);
     if (rc) return rc;
     free(r->run_prompt);
@@ -394,7 +439,7 @@ static int cmd_set(c3_repl *r, const char *arg) {
     if (!*arg || !sp) return c3_fail(C3_EUSAGE, "set NAME VALUE (e.g. set steps 30); 'show' lists the names");
     char name[128];
     snprintf(name, sizeof name, "%.*s", (int)(sp - arg), arg);
-    const c3_option *o = option_find(name);
+    const c3_option *o = option_find_for(name, CMD_REPL);
     if (!o) return c3_fail(C3_EUSAGE, "set: unknown option '%s'; 'show' lists them", name);
     if (!settable(o))
         return c3_fail(C3_EUSAGE, "set: %s cannot change in a session; start cosmos3 with --%s", name, o->name);
@@ -405,7 +450,7 @@ static int cmd_set(c3_repl *r, const char *arg) {
     if (rc == C3_OK) {
         c3_settings tmp;
         settings_copy(&tmp, &r->s);
-        rc = settings_resolve(&tmp, r->e ? engine_ckpt(r->e) : NULL);
+        rc = settings_resolve(&tmp, r->e);
         settings_free(&tmp);
     }
     if (rc) {
@@ -427,10 +472,10 @@ static int cmd_show(c3_repl *r, const char *arg) {
     /* show the values a run would use: the task defaults resolved */
     c3_settings eff;
     settings_copy(&eff, &r->s);
-    settings_resolve(&eff, r->e ? engine_ckpt(r->e) : NULL);
+    settings_resolve(&eff, r->e);
     int rc = C3_OK;
     if (*name) {
-        const c3_option *o = option_find(name);
+        const c3_option *o = option_find_for(name, CMD_REPL);
         if (!o || !settable(o)) {
             rc = c3_fail(C3_EUSAGE, "show: unknown option '%s'; 'show' lists them", name);
         } else {
@@ -545,12 +590,16 @@ static int cmd_gpus(c3_repl *r, const char *arg) {
     return C3_OK;
 }
 
-static void plan_to(FILE *f, const void *p) { plan_print(f, p); }
+static void plan_to(FILE *f, const void *text) {
+    fputs(text, f);
+}
 
 static int cmd_plan(c3_repl *r, const char *arg) {
     (void)arg;
     C3_TRY(need_engine(r));
-    print_stream(r, plan_to, engine_plan(r->e));
+    char *text = cosmos3_layout_text(engine_library(r->e));
+    print_stream(r, plan_to, text);
+    free(text);
     return C3_OK;
 }
 
@@ -630,8 +679,23 @@ static int cmd_help(c3_repl *r, const char *arg) {
             snprintf(left, sizeof left, "%s %s", c3_repl_cmds[i].name, c3_repl_cmds[i].args);
             repl_print(r, 0, "  %-22s %s", left, c3_repl_cmds[i].help);
         }
+        repl_print(r, 0,
+                   "A line is a prompt unless its first word is a command. Lines that look like a "
+                   "mistyped");
+        repl_print(
+            r, 0,
+            "command are refused with a suggestion instead of generating: a first word one letter");
+        repl_print(
+            r, 0,
+            "from a command (two for long words, e.g. 'sett steps 4'), or a line of one word");
+        repl_print(
+            r, 0,
+            "('clear', '?'). A line that starts with \" is always a prompt: \"fox\" draws a fox.");
         repl_print(r, 0, "Tab completes commands, option names and values, and paths after load.");
-        repl_print(r, 0, "Ctrl-C cancels a generation; at an empty prompt (or twice) it exits.");
+        repl_print(
+            r, 0,
+            "Ctrl-C cancels a generation or clears the line; twice within a second it exits.");
+        repl_print(r, 0, "Ctrl-D (or quit) leaves.");
     }
     free(name);
     return rc;
@@ -671,8 +735,26 @@ int repl_exec(c3_repl *r, const char *line) {
     int rc;
     size_t w = strcspn(txt, " \t");
     const c3_repl_cmd *c = txt[0] == '"' ? NULL : find_cmd(txt, w);
+    const char *near = c || txt[0] == '"' ? NULL : near_cmd(txt, w);
+    bool one_word = !txt[w];
     if (c) {
         rc = c->run(r, txt + w);
+    } else if (txt[0] != '"' && near && !one_word) { /* a typo of a command: nothing generates */
+        rc = c3_fail(C3_EUSAGE,
+                     "'%.*s' is not a command; did you mean '%s%s'? (a prompt that starts so needs "
+                     "a \" first)",
+                     (int)w, txt, near, txt + w);
+    } else if (txt[0] != '"' && one_word) {
+        if (near)
+            rc = c3_fail(C3_EUSAGE,
+                         "'%s' is not a command; did you mean '%s'? (a one-word prompt needs "
+                         "quotes: \"%s\")",
+                         txt, near, txt);
+        else
+            rc = c3_fail(
+                C3_EUSAGE,
+                "'%s' is not a command ('help' lists them); a one-word prompt needs quotes: \"%s\"",
+                txt, txt);
     } else {
         char *prompt = unquote(txt);
         rc = generate(r, prompt, false);
@@ -726,7 +808,7 @@ char **repl_complete(const char *line, int start, const char *text, bool *want_p
                     add_cand(&v, &n, o->name, strlen(o->name));
             }
         } else if (kind == COMPLETE_OPTION_VALUE && nw == 2) {
-            const c3_option *o = option_find(words[1]);
+            const c3_option *o = option_find_for(words[1], CMD_REPL);
             const char *vals = NULL;
             if (o && o->type == OPT_ENUM) vals = o->values;
             if (o && o->type == OPT_FLAG) vals = "on|off";
@@ -935,18 +1017,18 @@ static int loop_readline(c3_repl *r) {
     rl_attempted_completion_function = rl_complete_hook;
     rl_completer_word_break_characters = " \t";
     rl_callback_handler_install(REPL_PROMPT, on_line);
+    bool hinted = false;
     while (!r->quit && !g_exit130) {
         struct pollfd p = {.fd = 0, .events = POLLIN};
         int k = poll(&p, 1, POLL_MS);
         if (g_sigint) {
             g_sigint = 0;
-            if (rl_end == 0 || g_exit130) {
-                g_exit130 = 1;
-                break;
-            }
-            /* a half-typed line: drop it, like a shell */
+            if (g_exit130) break; /* twice within a second */
+            /* a half-typed line is dropped, an empty one stays: like a shell */
             rl_replace_line("", 0);
             printf("^C\n");
+            if (!hinted) printf("(Ctrl-D or quit leaves; Ctrl-C twice within a second exits)\n");
+            hinted = true;
             rl_on_new_line();
             rl_redisplay();
         }
@@ -969,10 +1051,10 @@ static int loop_plain(c3_repl *r, bool interactive) {
         errno = 0;
         ssize_t k = getline(&line, &cap, stdin);
         if (k < 0) {
-            if (errno == EINTR && interactive) { /* Ctrl-C at the prompt */
+            if (errno == EINTR && interactive && !g_exit130) { /* Ctrl-C at the prompt: a new one */
                 clearerr(stdin);
-                g_exit130 = 1;
-                break;
+                fputs("^C\n", stdout);
+                continue;
             }
             break;
         }

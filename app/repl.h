@@ -17,7 +17,7 @@
 #include <pthread.h>
 
 #include "options.h"
-#include "pipeline.h"
+#include "session.h"
 #include "preview.h"
 
 #define REPL_MAX_STEPS 1000 /* step timings kept per run (the --steps limit) */
@@ -74,7 +74,7 @@ struct c3_repl {
     int image_serial; /* bumps on each new image */
     /* devices, per rank */
     int nranks;
-    c3_repl_dev dev[C3_MAX_RANKS];
+    c3_repl_dev dev[COSMOS3_MAX_RANKS];
     double load_seconds;
     /* history */
     char **hist;

@@ -10,9 +10,9 @@
  *               that goes away cancels its job) or streams its SSE bytes
  *
  * A job is shared by its connection and the worker (a reference count under
- * the server mutex). Images are written by engine_generate into a private
- * mkdtemp folder, read back for b64_json and deleted. No request field ever
- * names a file.
+ * the server mutex). Images come back from the engine in memory and are
+ * encoded as PNG in memory (png_encode_mem) for b64_json: the server writes
+ * no file. No request field ever names a file.
  */
 #include "serve.h"
 
@@ -41,13 +41,16 @@ int serve_main(c3_settings *s, char **pos, int npos) {
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <fcntl.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "events.h"
-#include "pipeline.h"
+#include "png_io.h"
+#include "session.h"
 #include "plan.h"
 
 /* ------------------------------------------------------------- limits */
@@ -59,7 +62,11 @@ int serve_main(c3_settings *s, char **pos, int npos) {
 #define SERVE_MAX_USER 256            /* bytes of the OpenAI `user` field */
 #define SERVE_MAX_SIDE 16384          /* pixels of one side (the engine's own bound) */
 #define SERVE_MAX_QUEUE 4096          /* --queue bound */
-#define SERVE_MAX_CONNECTIONS 64      /* clients at once */
+#define SERVE_MAX_CONNECTIONS 256     /* connections at once, from all clients */
+#define SERVE_PER_CLIENT 16           /* connections at once from one address */
+#define SERVE_HEADER_DEADLINE_S 30.0  /* a request's headers arrive within this (see conn) */
+#define SERVE_BODY_DEADLINE_S 60.0    /* ... and its body within this after its headers */
+#define SERVE_COST_UNIT 1048576.0     /* --max-cost counts steps of 1024x1024 pixels */
 #define SERVE_IDLE_TIMEOUT_S 120      /* an idle keep-alive connection is closed after this */
 #define SERVE_POLL_S 0.1              /* how often a waiting connection looks at its client */
 #define SERVE_GRACE_S 60.0            /* SIGTERM: the request in flight may run this long */
@@ -205,11 +212,95 @@ typedef struct {
     double stage_s[STAGES];
     uint64_t steps;
     double step_s, cond_s, uncond_s, last_step_s;
-    bool mem_valid[C3_MAX_RANKS];
-    int mem_device[C3_MAX_RANKS];
-    int64_t mem_bytes[C3_MAX_RANKS][3], dev_free[C3_MAX_RANKS], dev_total[C3_MAX_RANKS];
+    bool mem_valid[COSMOS3_MAX_RANKS];
+    int mem_device[COSMOS3_MAX_RANKS];
+    int64_t mem_bytes[COSMOS3_MAX_RANKS][3], dev_free[COSMOS3_MAX_RANKS],
+        dev_total[COSMOS3_MAX_RANKS];
     char mhd_log[512];
+    const char *api_key; /* sv->base.api_key, or NULL: no authentication */
+    int max_cost;        /* --max-cost */
+    double header_deadline_s, body_deadline_s;
+    struct conn *watch; /* every open connection (deadlines) */
+    uint64_t cut;       /* connections closed for missing a deadline */
 } server;
+
+/* ------------------------------------------------------------ deadlines */
+
+/* libmicrohttpd's connection timeout is an idle one, which a client that
+ * trickles a byte now and then never reaches. So each connection must bring
+ * a request's headers within header_deadline_s of its start (or of its
+ * previous answer, for a kept-alive one) and the body within
+ * body_deadline_s of the headers; the main thread shuts down the socket of a
+ * connection past its deadline. It does so through a dup of the descriptor,
+ * which keeps the number from being reused under it. */
+typedef enum { CONN_HEADERS, CONN_BODY, CONN_BUSY } conn_phase;
+
+typedef struct conn {
+    struct conn *prev, *next;
+    int fd; /* dup of the socket, or -1 (then unwatched) */
+    conn_phase phase;
+    double t; /* when the phase began */
+    bool cut;
+} conn;
+
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code) {
+    server *sv = cls;
+    conn *w = *socket_context;
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        const union MHD_ConnectionInfo *ci =
+            MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+        w = xcalloc(1, sizeof *w);
+        w->fd = ci ? fcntl(ci->connect_fd, F_DUPFD_CLOEXEC, 0) : -1;
+        w->phase = CONN_HEADERS;
+        w->t = c3_now();
+        pthread_mutex_lock(&sv->mu);
+        w->next = sv->watch;
+        if (sv->watch) sv->watch->prev = w;
+        sv->watch = w;
+        pthread_mutex_unlock(&sv->mu);
+        *socket_context = w;
+        return;
+    }
+    if (!w) return;
+    pthread_mutex_lock(&sv->mu);
+    if (w->prev)
+        w->prev->next = w->next;
+    else
+        sv->watch = w->next;
+    if (w->next) w->next->prev = w->prev;
+    pthread_mutex_unlock(&sv->mu);
+    if (w->fd >= 0) close(w->fd);
+    free(w);
+    *socket_context = NULL;
+}
+
+static void conn_enter(server *sv, struct MHD_Connection *c, conn_phase phase) {
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    conn *w = ci ? ci->socket_context : NULL;
+    if (!w) return;
+    pthread_mutex_lock(&sv->mu);
+    w->phase = phase;
+    w->t = c3_now();
+    pthread_mutex_unlock(&sv->mu);
+}
+
+/* Close the connections past their deadline (main thread, often). */
+static void cut_slow_clients(server *sv) {
+    double now = c3_now();
+    pthread_mutex_lock(&sv->mu);
+    for (conn *w = sv->watch; w; w = w->next) {
+        double limit = w->phase == CONN_HEADERS ? sv->header_deadline_s
+                       : w->phase == CONN_BODY  ? sv->body_deadline_s
+                                                : -1;
+        if (limit < 0 || w->cut || w->fd < 0 || now - w->t <= limit) continue;
+        (void)shutdown(w->fd, SHUT_RDWR); /* fails only for a socket already closed */
+        w->cut = true;
+        sv->cut++;
+    }
+    pthread_mutex_unlock(&sv->mu);
+}
 
 static void job_unref_locked(job *j) {
     if (--j->refs > 0) return;
@@ -302,27 +393,21 @@ static bool client_gone(int fd) {
 
 /* -------------------------------------------------------------- worker */
 
-static const char *tmp_root(void) {
-    const char *t = getenv("TMPDIR");
-    return t && *t ? t : "/tmp";
-}
-
-/* Run one image of job j into dir; append its data item to `data`. */
-static int run_image(server *sv, job *j, int i, const char *dir, json_t *data, json_t *acc) {
+/* Run one image of job j; append its data item to `data`. The PNG is
+ * encoded in memory: a response never touches the disk. */
+static int run_image(server *sv, job *j, int i, json_t *data, json_t *acc) {
     c3_settings s;
     settings_copy(&s, &j->s);
-    char path[4096 + 32], seedtxt[32];
-    snprintf(path, sizeof path, "%s/%d.png", dir, i);
-    int rc = settings_set(&s, "output", path, CMD_SERVE);
-    if (rc == C3_OK) rc = settings_set(&s, "overwrite", "on", CMD_SERVE);
-    if (rc == C3_OK && j->seed_given) {
+    char seedtxt[32];
+    int rc = C3_OK;
+    if (j->seed_given) {
         snprintf(seedtxt, sizeof seedtxt, "%llu", (unsigned long long)(j->seed + (uint64_t)i));
         rc = settings_set(&s, "seed", seedtxt, CMD_SERVE);
     }
     c3_result r = {0};
     bool ran = false;
     if (rc == C3_OK) {
-        rc = engine_generate(sv->e, &s, &r);
+        rc = engine_generate_frames(sv->e, &s, &r);
         ran = true;
     }
     char err[1024];
@@ -336,20 +421,23 @@ static int run_image(server *sv, job *j, int i, const char *dir, json_t *data, j
             cv_wait(sv, SERVE_POLL_S);
     }
     pthread_mutex_unlock(&sv->mu);
-    char *png = NULL;
+    uint8_t *png = NULL;
     size_t len = 0;
-    if (rc == C3_OK && r.npaths == 1) {
-        rc = c3_read_file(r.paths[0], &png, &len);
+    if (rc == C3_OK && r.out && r.out->frames == 1) {
+        double t0 = c3_now();
+        c3_png_text texts[2] = {{"parameters", r.png_parameters, false},
+                                {"cosmos3", r.meta_json, true}};
+        rc = png_encode_mem(r.out->rgb, r.out->width, r.out->height, texts, 2, &png, &len);
         if (rc) snprintf(err, sizeof err, "%s", c3_errmsg());
+        r.t_write = c3_now() - t0;
+        r.t_total += r.t_write;
     } else if (rc == C3_OK) {
         rc = C3_EFAIL;
-        snprintf(err, sizeof err, "the engine wrote %d files for one image", r.npaths);
+        snprintf(err, sizeof err, "the engine made %d frames for one image",
+                 r.out ? r.out->frames : 0);
     }
-    for (int k = 0; k < r.npaths; k++)
-        unlink(r.paths[k]);
-    unlink(path);
     if (rc == C3_OK) {
-        char *b64 = base64((const uint8_t *)png, len);
+        char *b64 = base64(png, len);
         json_t *item = json_pack("{s:s,s:I}", "b64_json", b64, "seed", (json_int_t)r.seed);
         free(b64);
         double st[STAGES] = {r.t_tokenize, r.t_und, r.t_denoise, r.t_vae, r.t_write, r.t_total};
@@ -399,13 +487,7 @@ static void run_job(server *sv, job *j) {
     json_t *acc = json_pack("{s:i,s:i,s:f,s:{}}", "images", 0, "steps", 0, "queue_seconds",
                             t0 - j->t_queued, "seconds");
     json_object_set_new(acc, "mem_peak_bytes", json_integer(0));
-    char tmpl[4096];
-    snprintf(tmpl, sizeof tmpl, "%s/cosmos3-serve-XXXXXX", tmp_root());
     int rc = C3_OK;
-    bool made = mkdtemp(tmpl) != NULL;
-    if (!made)
-        rc = c3_fail(C3_EOUTPUT, "cannot make a folder in %s: %s (set TMPDIR)", tmp_root(),
-                     strerror(errno));
     for (int i = 0; i < j->n && rc == C3_OK; i++) {
         pthread_mutex_lock(&sv->mu);
         j->index = i;
@@ -415,16 +497,15 @@ static void run_job(server *sv, job *j) {
             rc = c3_fail(C3_ECANCEL, "cancelled");
             break;
         }
-        rc = run_image(sv, j, i, tmpl, data, acc);
+        rc = run_image(sv, j, i, data, acc);
     }
-    if (made) rmdir(tmpl);
     char err[1024];
     snprintf(err, sizeof err, "%s", c3_errmsg());
-    const c3_plan *p = engine_plan(sv->e);
+    const cosmos3_layout *p = engine_layout(sv->e);
     json_object_set_new(acc, "images", json_integer((json_int_t)json_array_size(data)));
     json_object_set_new(acc, "layout",
-                        json_pack("{s:i,s:i,s:i,s:s}", "tp", p->tp, "cfg_parallel", p->cfg,
-                                  "ulysses", p->sp, "device", sv->device));
+                        json_pack("{s:i,s:i,s:i,s:s}", "tp", p->tp, "cfg_parallel", p->cfg_parallel,
+                                  "ulysses", p->ulysses, "device", sv->device));
     pthread_mutex_lock(&sv->mu);
     int status = 200;
     char *body = NULL;
@@ -484,10 +565,10 @@ static void *worker_main(void *arg) {
     }
     sv->e = e;
     sv->load_s = c3_now() - t0;
-    snprintf(sv->model_id, sizeof sv->model_id, "%s", engine_ckpt(e)->model_id);
-    const c3_plan *p = engine_plan(e);
-    snprintf(sv->device, sizeof sv->device, "%s", p->cuda ? "cuda" : "cpu");
-    sv->cfg_parallel = p->cfg;
+    snprintf(sv->model_id, sizeof sv->model_id, "%s", engine_model(e)->id);
+    const cosmos3_layout *p = engine_layout(e);
+    snprintf(sv->device, sizeof sv->device, "%s", !strcmp(p->device, "cuda") ? "cuda" : "cpu");
+    sv->cfg_parallel = p->cfg_parallel;
     sv->created = time(NULL);
     sv->ready = true;
     pthread_cond_broadcast(&sv->cv);
@@ -554,7 +635,7 @@ static void *pump_main(void *arg) {
         }
         case EV_LOADED:
         case EV_MEMORY:
-            if (x.rank >= 0 && x.rank < C3_MAX_RANKS) {
+            if (x.rank >= 0 && x.rank < COSMOS3_MAX_RANKS) {
                 sv->mem_valid[x.rank] = true;
                 sv->mem_device[x.rank] = x.device;
                 for (int k = 0; k < 3; k++)
@@ -605,7 +686,7 @@ static bool apply(server *sv, c3_settings *s, const char *field, const char *nam
         return bad(er, 400, field, "%s: %s", field, c3_errmsg());
     c3_settings t;
     settings_copy(&t, s);
-    int rc = settings_resolve(&t, engine_ckpt(sv->e));
+    int rc = settings_resolve(&t, sv->e);
     settings_free(&t);
     if (rc) return bad(er, 400, field, "%s: %s", field, c3_errmsg());
     return true;
@@ -842,12 +923,23 @@ static bool parse_request(server *sv, const char *body, size_t len, job *j, req_
     /* the size the answer reports */
     c3_settings r;
     settings_copy(&r, s);
-    int rc = settings_resolve(&r, engine_ckpt(sv->e));
+    int rc = settings_resolve(&r, sv->e);
     s->width = r.width;
     s->height = r.height;
+    /* what one request may cost: pixels x frames x steps x images */
+    double cost = (double)r.width * r.height * r.frames * r.steps * j->n / SERVE_COST_UNIT;
+    int frames = r.frames, steps = r.steps;
     settings_free(&r);
     if (rc) {
         bad(er, 400, NULL, "%s", c3_errmsg());
+        goto out;
+    }
+    if (cost > sv->max_cost) {
+        bad(er, 400, NULL,
+            "this request costs %.1f (%dx%d pixels x %d frame%s x %d steps x n %d, in steps of "
+            "1024x1024 pixels); this server takes at most %d (--max-cost): ask for fewer steps, "
+            "images or pixels",
+            cost, s->width, s->height, frames, frames == 1 ? "" : "s", steps, j->n, sv->max_cost);
         goto out;
     }
     ok = true;
@@ -929,9 +1021,9 @@ static void metrics_text(server *sv, sbuf *b) {
                      "cosmos3_model_info gauge\n"
                      "cosmos3_model_info{model=\"");
         sb_label(b, sv->model_id);
-        const c3_plan *p = engine_plan(sv->e);
+        const cosmos3_layout *p = engine_layout(sv->e);
         sb_printf(b, "\",device=\"%s\",tp=\"%d\",cfg_parallel=\"%d\",ulysses=\"%d\"} 1\n",
-                  sv->device, p->tp, p->cfg, p->sp);
+                  sv->device, p->tp, p->cfg_parallel, p->ulysses);
         sb_printf(b,
                   "# HELP cosmos3_load_seconds Seconds the model took to load.\n"
                   "# TYPE cosmos3_load_seconds gauge\ncosmos3_load_seconds %.6f\n",
@@ -956,6 +1048,11 @@ static void metrics_text(server *sv, sbuf *b) {
         "# HELP cosmos3_cancelled_total Generations cancelled because their client disconnected.\n"
         "# TYPE cosmos3_cancelled_total counter\ncosmos3_cancelled_total %llu\n",
         (unsigned long long)sv->cancelled);
+    sb_printf(b,
+              "# HELP cosmos3_connections_cut_total Connections closed for sending a request too "
+              "slowly.\n# TYPE cosmos3_connections_cut_total counter\n"
+              "cosmos3_connections_cut_total %llu\n",
+              (unsigned long long)sv->cut);
     sb_printf(b,
               "# HELP cosmos3_images_total Images generated.\n# TYPE cosmos3_images_total counter\n"
               "cosmos3_images_total %llu\n",
@@ -993,8 +1090,8 @@ static void metrics_text(server *sv, sbuf *b) {
               "# TYPE cosmos3_last_step_seconds gauge\ncosmos3_last_step_seconds %.6f\n",
               sv->step_s, (unsigned long long)sv->steps, sv->cond_s, sv->uncond_s, sv->last_step_s);
     static const char *const kinds[3] = {"weights", "kv", "activations"};
-    char dev[C3_MAX_RANKS][24];
-    for (int r = 0; r < C3_MAX_RANKS; r++) {
+    char dev[COSMOS3_MAX_RANKS][24];
+    for (int r = 0; r < COSMOS3_MAX_RANKS; r++) {
         if (sv->mem_device[r] >= 0 && !strcmp(sv->device, "cuda"))
             snprintf(dev[r], sizeof dev[r], "cuda:%d", sv->mem_device[r]);
         else
@@ -1003,19 +1100,19 @@ static void metrics_text(server *sv, sbuf *b) {
     sb_printf(b,
               "# HELP cosmos3_memory_bytes Memory the engine holds per rank and device, by kind.\n"
               "# TYPE cosmos3_memory_bytes gauge\n");
-    for (int r = 0; r < C3_MAX_RANKS; r++)
+    for (int r = 0; r < COSMOS3_MAX_RANKS; r++)
         for (int k = 0; k < 3 && sv->mem_valid[r]; k++)
             sb_printf(b, "cosmos3_memory_bytes{rank=\"%d\",device=\"%s\",kind=\"%s\"} %lld\n", r,
                       dev[r], kinds[k], (long long)sv->mem_bytes[r][k]);
     sb_printf(b, "# HELP cosmos3_device_free_bytes Free memory of each rank's device.\n"
                  "# TYPE cosmos3_device_free_bytes gauge\n");
-    for (int r = 0; r < C3_MAX_RANKS; r++)
+    for (int r = 0; r < COSMOS3_MAX_RANKS; r++)
         if (sv->mem_valid[r] && sv->dev_total[r] > 0)
             sb_printf(b, "cosmos3_device_free_bytes{rank=\"%d\",device=\"%s\"} %lld\n", r, dev[r],
                       (long long)sv->dev_free[r]);
     sb_printf(b, "# HELP cosmos3_device_total_bytes Total memory of each rank's device.\n"
                  "# TYPE cosmos3_device_total_bytes gauge\n");
-    for (int r = 0; r < C3_MAX_RANKS; r++)
+    for (int r = 0; r < COSMOS3_MAX_RANKS; r++)
         if (sv->mem_valid[r] && sv->dev_total[r] > 0)
             sb_printf(b, "cosmos3_device_total_bytes{rank=\"%d\",device=\"%s\"} %lld\n", r, dev[r],
                       (long long)sv->dev_total[r]);
@@ -1179,6 +1276,35 @@ static enum MHD_Result post_generation(server *sv, struct MHD_Connection *c, req
                      status == 503 ? "Retry-After" : NULL, ra);
 }
 
+/* The OpenAI client's way: "Authorization: Bearer KEY" (compared in
+ * constant time). */
+static bool authorized(const server *sv, struct MHD_Connection *c) {
+    const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+    if (!h || strncasecmp(h, "Bearer ", 7) != 0) return false;
+    h += 7;
+    while (*h == ' ')
+        h++;
+    size_t n = strlen(h), k = strlen(sv->api_key);
+    unsigned char d = n != k;
+    for (size_t i = 0; i < k; i++)
+        d |= (unsigned char)(sv->api_key[i] ^ (i < n ? h[i] : 0));
+    return d == 0;
+}
+
+/* Content-Type application/json, with or without parameters. A form or
+ * text/plain body is what a web page may send without asking (a CORS
+ * "simple request"): refused. */
+static bool json_body(struct MHD_Connection *c) {
+    const char *t = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
+    if (!t) return false;
+    while (*t == ' ' || *t == '\t')
+        t++;
+    static const char want[] = "application/json";
+    if (strncasecmp(t, want, sizeof want - 1) != 0) return false;
+    t += sizeof want - 1;
+    return !*t || *t == ';' || *t == ' ' || *t == '\t';
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
                                   const char *method, const char *version, const char *upload,
                                   size_t *upload_size, void **con_cls) {
@@ -1190,6 +1316,16 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         r->ep = endpoint_of(url);
         r->t0 = c3_now();
         *con_cls = r;
+        conn_enter(sv, c, CONN_BODY);
+        if (sv->api_key && r->ep != EP_HEALTH && !authorized(sv, c))
+            return send_error(sv, c, r, 401, NULL,
+                              "this server needs an API key: send 'Authorization: Bearer KEY' "
+                              "(the key given to serve by --api-key or COSMOS3_API_KEY)",
+                              "WWW-Authenticate", "Bearer");
+        if (r->ep == EP_GENERATIONS && !strcmp(method, "POST") && !json_body(c))
+            return send_error(sv, c, r, 415, NULL,
+                              "the body must be JSON sent with 'Content-Type: application/json'",
+                              NULL, NULL);
         const char *cl =
             MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
         if (cl && strtoull(cl, NULL, 10) > SERVE_MAX_BODY) {
@@ -1221,6 +1357,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         return r->seen > SERVE_MAX_DISCARD ? MHD_NO : MHD_YES;
     }
     if (r->answered) return MHD_YES;
+    conn_enter(sv, c, CONN_BUSY);
     bool get = !strcmp(method, "GET") || !strcmp(method, "HEAD"), post = !strcmp(method, "POST");
     if (r->ep == EP_GENERATIONS) {
         if (!post)
@@ -1266,10 +1403,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
                          enum MHD_RequestTerminationCode toe) {
-    (void)c;
     (void)toe;
     server *sv = cls;
     req_ctx *r = *con_cls;
+    conn_enter(sv, c, CONN_HEADERS); /* a kept-alive connection: the next request */
     if (!r) return;
     if (r->job) {
         pthread_mutex_lock(&sv->mu);
@@ -1335,6 +1472,7 @@ static void drain(server *sv, const sigset_t *sigs) {
         if (!busy) break;
         struct timespec ts = {0, 100 * 1000 * 1000};
         int sig = sigtimedwait(sigs, NULL, &ts);
+        cut_slow_clients(sv);
         if (!cancelled && (sig > 0 || c3_now() - t0 > SERVE_GRACE_S)) {
             pthread_mutex_lock(&sv->mu);
             sv->cancel_all = true;
@@ -1362,6 +1500,24 @@ int serve_main(c3_settings *s, char **pos, int npos) {
     if (s->given[option_index(option_find("output"))])
         return c3_fail(C3_EUSAGE,
                        "serve: --output is not used (images go back in the answers); drop it");
+    if (s->max_cost < 1)
+        return c3_fail(C3_EUSAGE, "--max-cost %d must be at least 1 (one 1024x1024 step)",
+                       s->max_cost);
+    const char *env_key = getenv("COSMOS3_API_KEY");
+    if (!s->api_key && env_key) s->api_key = xstrdup(env_key);
+    if (s->api_key) {
+        const char *from =
+            s->given[option_index(option_find("api-key"))] ? "--api-key" : "COSMOS3_API_KEY";
+        if (!s->api_key[0])
+            return c3_fail(C3_EUSAGE, "%s is empty; give a key (e.g. from 'openssl rand -hex 32')",
+                           from);
+        for (const char *k = s->api_key; *k; k++)
+            if (*k <= ' ' || *k > '~')
+                return c3_fail(C3_EUSAGE,
+                               "%s holds a space or a character outside printable ASCII; a key "
+                               "is a token such as one from 'openssl rand -hex 32'",
+                               from);
+    }
     c3_settings tmp;
     settings_copy(&tmp, s);
     int rc = settings_resolve(&tmp, NULL);
@@ -1381,6 +1537,11 @@ int serve_main(c3_settings *s, char **pos, int npos) {
     struct sockaddr_storage ss = {0};
     memcpy(&ss, ai->ai_addr, C3_MIN((size_t)ai->ai_addrlen, sizeof ss));
     freeaddrinfo(ai);
+    if (!is_loopback(&ss) && !s->api_key)
+        return c3_fail(C3_EUSAGE,
+                       "--host %s is reachable from other hosts: give clients a key with "
+                       "--api-key KEY or COSMOS3_API_KEY (they send 'Authorization: Bearer KEY')",
+                       s->host);
 
     server *sv = xcalloc(1, sizeof *sv);
     pthread_mutex_init(&sv->mu, NULL);
@@ -1392,6 +1553,16 @@ int serve_main(c3_settings *s, char **pos, int npos) {
     settings_copy(&sv->base, s);
     sv->queue_cap = s->queue;
     sv->max_pixels = max_pixels;
+    sv->api_key = sv->base.api_key;
+    sv->max_cost = s->max_cost;
+    sv->header_deadline_s = SERVE_HEADER_DEADLINE_S;
+    sv->body_deadline_s = SERVE_BODY_DEADLINE_S;
+    /* tests only: shorter deadlines */
+    const char *dl = getenv("COSMOS3_TEST_SERVE_DEADLINE");
+    if (dl && atof(dl) > 0) {
+        sv->header_deadline_s = atof(dl);
+        sv->body_deadline_s = 2 * atof(dl);
+    }
     sv->ev = events_new(4096);
     /* signals are taken by sigtimedwait in this thread; every thread started
      * below inherits the blocked mask */
@@ -1415,9 +1586,11 @@ int serve_main(c3_settings *s, char **pos, int npos) {
                      (ss.ss_family == AF_INET6 ? MHD_USE_IPv6 : 0);
     d = MHD_start_daemon(flags, (uint16_t)s->port, NULL, NULL, on_request, sv, MHD_OPTION_SOCK_ADDR,
                          (struct sockaddr *)&ss, MHD_OPTION_CONNECTION_LIMIT,
-                         (unsigned)SERVE_MAX_CONNECTIONS, MHD_OPTION_CONNECTION_TIMEOUT,
+                         (unsigned)SERVE_MAX_CONNECTIONS, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+                         (unsigned)SERVE_PER_CLIENT, MHD_OPTION_CONNECTION_TIMEOUT,
                          (unsigned)SERVE_IDLE_TIMEOUT_S, MHD_OPTION_NOTIFY_COMPLETED, on_completed,
-                         sv, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, sv, MHD_OPTION_END);
+                         sv, MHD_OPTION_NOTIFY_CONNECTION, on_connection, sv,
+                         MHD_OPTION_EXTERNAL_LOGGER, mhd_log, sv, MHD_OPTION_END);
     if (!d) {
         rc = c3_fail(
             C3_EFAIL,
@@ -1433,11 +1606,9 @@ int serve_main(c3_settings *s, char **pos, int npos) {
             "cosmos3 serve: listening on http://%s%s%s:%d (loading %s; /health answers 503 until "
             "ready)\n",
             v6 ? "[" : "", s->host, v6 ? "]" : "", port, pipeline_model_dir(s, dir, sizeof dir));
-    if (!is_loopback(&ss))
-        fprintf(stderr,
-                "cosmos3 serve: warning: %s is reachable from other hosts and there is no "
-                "authentication\n",
-                s->host);
+    if (sv->api_key)
+        fprintf(stderr, "cosmos3 serve: requests need 'Authorization: Bearer KEY' (GET /health "
+                        "does not)\n");
     if (pthread_create(&worker, NULL, worker_main, sv) != 0) {
         rc = c3_fail(C3_EFAIL, "serve: cannot start the worker thread");
         goto out;
@@ -1448,6 +1619,7 @@ int serve_main(c3_settings *s, char **pos, int npos) {
     for (;;) {
         struct timespec ts = {0, 200 * 1000 * 1000};
         int got = sigtimedwait(&sigs, NULL, &ts);
+        cut_slow_clients(sv);
         if (got > 0) {
             sig = got;
             break;
@@ -1457,11 +1629,11 @@ int serve_main(c3_settings *s, char **pos, int npos) {
         pthread_mutex_unlock(&sv->mu);
         if (failed) break;
         if (ready && !announced) {
-            const c3_plan *p = engine_plan(sv->e);
+            const cosmos3_layout *p = engine_layout(sv->e);
             fprintf(stderr,
                     "cosmos3 serve: ready: %s on %s (tp %d x cfg-parallel %d x ulysses %d), loaded "
                     "in %.1f s\n",
-                    sv->model_id, sv->device, p->tp, p->cfg, p->sp, sv->load_s);
+                    sv->model_id, sv->device, p->tp, p->cfg_parallel, p->ulysses, sv->load_s);
             announced = true;
         }
     }

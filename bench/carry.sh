@@ -1,11 +1,13 @@
-# carry.sh - sourced by the device scripts: what travels to the GPU machine
+# shellcheck shell=bash
+# carry.sh - sourced by bench/gpu.sh: what travels to the GPU machine
 # and how it is set up there.
 #
 #   carry_build BUILD TARGET...    here: configure BUILD (-Dcuda=enabled) if
 #                                  needed and build the targets
 #   carry_pack DIR BUILD FILE...   here: copy the built FILEs into DIR, with the
-#                                  host libraries the GPU machine lacks
-#                                  (libs.tar.xz) and the compiled-in source dir
+#                                  libraries the GPU machine lacks (libcosmos3,
+#                                  host libraries: libs.tar.xz), debug info
+#                                  stripped, and the compiled-in source dir
 #   carry_env DIR                  there: unpack the libraries, set
 #                                  LD_LIBRARY_PATH (+ CUDA's), link the
 #                                  compiled-in source dir to this checkout
@@ -25,7 +27,16 @@ carry_pack() {
     ldd "$pk"/* 2>/dev/null | awk '/=> \//{print $3}' | sort -u |
         grep -v -E '/(libc|libm|libdl|libpthread|librt|libstdc\+\+|libgcc_s|ld-linux[^/]*)\.so|/libcu|/libnccl' |
         while read -r lib; do cp -L "$lib" "$pk/lib/"; done
-    tar -C "$pk/lib" -cJf "$pk/libs.tar.xz" . && rm -rf "$pk/lib"
+    # the build's own libraries (libcosmos3.so.0): found through the build's
+    # relative run paths, which do not hold in DIR
+    ldd "$pk"/* 2>/dev/null | awk '$2 == "=>" && $3 == "not" {print $1}' | sort -u |
+        while read -r lib; do
+            [ -e "$build/$lib" ] || { echo "carry_pack: $lib not found" >&2; continue; }
+            cp -L "$build/$lib" "$pk/lib/"
+        done
+    # the debug info is most of a -g build's bytes; symbols stay for backtraces
+    for f in "$pk"/* "$pk"/lib/*; do [ -f "$f" ] && strip --strip-debug "$f" 2>/dev/null; done
+    tar -C "$pk/lib" -cJf "$pk/libs.tar.xz" . && rm -rf "${pk:?}/lib"
     sed -n 's/^#define COSMOS3_SRCDIR "\(.*\)"$/\1/p' "$build/config.h" >"$pk/srcdir"
 }
 

@@ -556,7 +556,7 @@ static int cuda_init(c3_backend *be, cu_ctx *c, int device) {
     cudaError_t e = cudaGetDeviceCount(&count);
     if (e != cudaSuccess || count == 0) {
         (void)cudaGetLastError();
-        return c3_fail(C3_ERESOURCE, "no CUDA device found (%s); run with --backend cpu",
+        return c3_fail(C3_ERESOURCE, "no CUDA device found (%s); run with --device cpu",
                        e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
     }
     if (device < 0 || device >= count)
@@ -618,6 +618,8 @@ extern "C" int c3_backend_cuda(int device, c3_backend **out) {
     be->silu = cuda_silu;
     be->permute = cu_permute;
     be->upsample2x = cu_upsample2x;
+    be->conv3d_strided = cu_conv3d_strided;
+    be->avgdown3d = cu_avgdown3d;
     be->affine = cuda_affine;
     be->graph_begin = cuda_graph_begin;
     be->graph_end = cuda_graph_end;
@@ -646,6 +648,24 @@ extern "C" int c3_gpu_count(void) {
     int n = 0;
     if (cudaGetDeviceCount(&n) != cudaSuccess) return 0;
     return n;
+}
+
+extern "C" int c3_gpu_probe(char *why, size_t n) {
+    int count = 0;
+    cudaError_t e = cudaGetDeviceCount(&count);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        snprintf(why, n, "%s", cudaGetErrorString(e));
+        return 0;
+    }
+    if (count == 0) {
+        const char *v = getenv("CUDA_VISIBLE_DEVICES");
+        if (v)
+            snprintf(why, n, "the driver lists no GPU with CUDA_VISIBLE_DEVICES='%.64s'", v);
+        else
+            snprintf(why, n, "the driver lists no GPU");
+    }
+    return count;
 }
 
 extern "C" int c3_gpu_info(int dev, char *name, size_t n, int64_t *total, int64_t *free_b) {

@@ -118,6 +118,10 @@ int cu_conv3d(c3_backend *be, c3_tensor *y, const c3_tensor *x, const c3_tensor 
               const c3_tensor *bias, int ph, int pw);
 int cu_permute(c3_backend *be, c3_tensor *y, const c3_tensor *x, const int *perm);
 int cu_upsample2x(c3_backend *be, c3_tensor *y, const c3_tensor *x);
+/* encode.cu: the VAE encoder's strided conv and AvgDown3D (backend.h) */
+int cu_conv3d_strided(c3_backend *be, c3_tensor *y, const c3_tensor *x, const c3_tensor *w,
+                      const c3_tensor *bias, const int stride[3], const int pad[4]);
+int cu_avgdown3d(c3_backend *be, c3_tensor *y, const c3_tensor *x, int ft, int fs);
 
 /* For the labs: the stream every op of `be` is queued on, and a choice of
  * attention kernel (0 = automatic, 1 = mma.sync flash, 2 = generic, 3 = Hopper wgmma). */

@@ -46,6 +46,7 @@ extern "C" {
 #endif
 
 #define COSMOS3_API_VERSION 1
+#define COSMOS3_MAX_RANKS 64 /* ranks of one engine at most */
 
 /* Status codes; they are also the command line's exit statuses. */
 typedef enum {
@@ -88,7 +89,8 @@ typedef enum {
 typedef struct {
     cosmos3_event_kind kind;
     uint64_t job;      /* the generation's id (cosmos3_result.job); 0 outside a generation (open) */
-    const char *stage; /* COSMOS3_EV_STAGE: "load", "tokenize", "und", "denoise", "vae" */
+    const char *stage; /* COSMOS3_EV_STAGE: "load", "tokenize", "encode" (conditioning), "und",
+                          "denoise", "vae" */
     bool begin;
     int step, steps;
     double timestep;
@@ -127,6 +129,61 @@ void cosmos3_open_params_init(cosmos3_open_params *p);
  * then load. On failure *out is NULL. */
 int cosmos3_open(const cosmos3_open_params *p, cosmos3_engine **out, char *err, size_t errlen);
 void cosmos3_close(cosmos3_engine *e);
+
+/* The model folder a name stands for: a folder that exists is itself; a
+ * name without '/' is looked up as a built-in model (the user's data folder
+ * $XDG_DATA_HOME/cosmos3/models, the installed data folder, the source
+ * tree's share/models); NULL: $COSMOS3_MODEL, else "demo". Returns buf. */
+const char *cosmos3_model_dir(const char *model, char *buf, size_t n);
+
+/* What a loaded model is (valid until cosmos3_close). */
+typedef struct {
+    const char *id;    /* the folder's name */
+    const char *dir;   /* the folder */
+    const char *about; /* the card's one line, or NULL */
+    uint64_t config_hash;
+    /* the card's defaults: 0 / < 0 / "" where it gives none */
+    int width, height, steps;
+    double guidance, shift;
+    const char *schedule;
+    int guidance_interval; /* 0: none given, 1: [lo, hi], 2: CFG on every step */
+    double guidance_lo, guidance_hi;
+    const char *const *vocabulary; /* words the model knows (NULL: any) */
+    int nvocabulary;
+    const char *const *examples;
+    int nexamples;
+    bool default_system_prompt;
+    /* geometry */
+    int layers, hidden, heads, kv_heads, head_dim, latent_channels, patch;
+    int vae_spatial, vae_temporal;       /* pixels per latent cell, frames per latent frame */
+    int64_t parameters, parameter_bytes; /* as stored, both towers and the VAE */
+} cosmos3_model_info;
+
+void cosmos3_model(const cosmos3_engine *e, cosmos3_model_info *out);
+
+/* The layout the engine runs on. */
+typedef struct {
+    int tp, cfg_parallel, ulysses, world;
+    char device[8];        /* "cpu", "cuda" */
+    char device_note[384]; /* which device runs and why, one line ("device: cpu (no usable GPU:
+                              ...)") */
+    bool offload;
+    bool cfg_batch;                 /* both CFG branches as one batch on each rank */
+    int64_t weights, kv, act, need; /* bytes per rank (the plan's estimate) */
+    struct {
+        int device; /* GPU ordinal (0 on the CPU) */
+        char name[64];
+        int64_t total, free; /* bytes at open; -1 unknown */
+    } ranks[COSMOS3_MAX_RANKS];
+} cosmos3_layout;
+
+void cosmos3_layout_get(const cosmos3_engine *e, cosmos3_layout *out);
+/* The layout as text lines (ranks, devices, bytes per rank), as `cosmos3
+ * info` shows it; malloc'd. */
+char *cosmos3_layout_text(const cosmos3_engine *e);
+/* A GPU's memory now (the one poll a monitor makes): COSMOS3_OK, or
+ * COSMOS3_ERESOURCE without CUDA or that device. */
+int cosmos3_device_memory(int device, int64_t *free_bytes, int64_t *total_bytes);
 
 /* ------------------------------------------------------------- requests */
 
@@ -175,6 +232,30 @@ typedef struct {
 
 void cosmos3_request_init(cosmos3_request *r);
 
+/* The settings a request resolves to on an engine (NULL: without a model,
+ * the upstream task defaults only). */
+typedef struct {
+    int width, height, frames;
+    double fps;
+    int steps;
+    double guidance, shift;
+    char schedule[16];
+    char sampler[32];
+    bool guidance_interval;
+    double guidance_lo, guidance_hi;
+    bool seed_given; /* false: drawn when the request runs */
+    uint64_t seed;
+    bool system_prompt, templates;
+    const char *negative_prompt; /* the request's, or "" (valid while the request is) */
+    int latent_shape[5];         /* [1, C, T, h, w] of noise and latents (C 0 without an engine) */
+} cosmos3_settings;
+
+/* Fill the defaults of r (the model card, else the task's) and check every
+ * value, without generating: COSMOS3_EUSAGE with a one-line message naming
+ * the field and the fix. The prompt is not required here. */
+int cosmos3_resolve(const cosmos3_engine *e, const cosmos3_request *r, cosmos3_settings *out,
+                    char *err, size_t errlen);
+
 /* ------------------------------------------------------------- results */
 
 typedef struct {
@@ -219,6 +300,21 @@ int cosmos3_generate(cosmos3_engine *e, const cosmos3_request *r, cosmos3_result
 /* Ask the generation in flight to stop (async-signal-safe; no effect when idle). */
 void cosmos3_cancel(cosmos3_engine *e);
 void cosmos3_result_free(cosmos3_result *r);
+
+/* Latents as a safetensors file with one tensor "latents" [1, C, T, h, w]
+ * (float32): written atomically, an existing file kept unless overwrite. */
+int cosmos3_latents_write(const char *path, const float *latents, const int shape[5],
+                          bool overwrite, char *err, size_t errlen);
+/* Read one: shape must match want (COSMOS3_EINPUT naming both otherwise);
+ * *out is malloc'd, n floats. */
+int cosmos3_latents_read(const char *path, const int want[5], float **out, size_t *n, char *err,
+                         size_t errlen);
+/* The re-noising draws of the fixed-step SDE sampler from the same file:
+ * "step_noise" [steps, 1, C, T, h, w] with want = the latents' shape. A file
+ * without one gives *out NULL, n 0 and COSMOS3_OK; a wrong shape is
+ * COSMOS3_EINPUT. */
+int cosmos3_step_noise_read(const char *path, int steps, const int want[5], float **out, size_t *n,
+                            char *err, size_t errlen);
 
 #ifdef __cplusplus
 }

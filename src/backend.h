@@ -137,6 +137,18 @@ struct c3_backend {
     int (*affine)(c3_backend *be, c3_tensor *y, const c3_tensor *x, const float *a, const float *b, int C);
     /* y = clamp(x, lo, hi). */
     int (*clamp)(c3_backend *be, c3_tensor *y, const c3_tensor *x, float lo, float hi);
+    /* The encoder's downsampling conv: no temporal padding, zero padding
+     * pad = {top, bottom, left, right}, strides stride = {st, sh, sw}:
+     * x [Cin, T, H, W], w [Cout, Cin, kt, kh, kw], bias [Cout] or NULL,
+     * y [Cout, (T-kt)/st+1, (H+top+bottom-kh)/sh+1, (W+left+right-kw)/sw+1]. */
+    int (*conv3d_strided)(c3_backend *be, c3_tensor *y, const c3_tensor *x, const c3_tensor *w,
+                          const c3_tensor *bias, const int stride[3], const int pad[4]);
+    /* AvgDown3D, the encoder's shortcut: x [Cin, T, H, W] with zero frames
+     * put in front up to a multiple of ft; y [Cout, ceil(T/ft), H/fs, W/fs],
+     * y[o, t, h, w] = the mean of the G = Cin*ft*fs*fs/Cout values
+     * x[c, t*ft + a, h*fs + b, w*fs + d] whose index c*ft*fs*fs + a*fs*fs +
+     * b*fs + d lies in [o*G, (o+1)*G). */
+    int (*avgdown3d)(c3_backend *be, c3_tensor *y, const c3_tensor *x, int ft, int fs);
 
     /* ---- layerwise offload (optional: NULL on backends without it, e.g. cpu) ----
      * Two queues: C3_Q_COMPUTE (every op above) and C3_Q_COPY (host->device

@@ -175,6 +175,8 @@ c3_backend *c3_backend_cpu(void) {
         .upsample2x = cpu_upsample2x,
         .affine = cpu_affine,
         .clamp = cpu_clamp,
+        .conv3d_strided = cpu_conv3d_strided,
+        .avgdown3d = cpu_avgdown3d,
     };
     return be;
 }

@@ -27,5 +27,8 @@ int cpu_chan_rmsnorm(c3_backend *be, c3_tensor *y, const c3_tensor *x, const c3_
                      const c3_tensor *bias);
 int cpu_permute(c3_backend *be, c3_tensor *y, const c3_tensor *x, const int *perm);
 int cpu_upsample2x(c3_backend *be, c3_tensor *y, const c3_tensor *x);
+int cpu_conv3d_strided(c3_backend *be, c3_tensor *y, const c3_tensor *x, const c3_tensor *w,
+                       const c3_tensor *bias, const int stride[3], const int pad[4]);
+int cpu_avgdown3d(c3_backend *be, c3_tensor *y, const c3_tensor *x, int ft, int fs);
 
 #endif

@@ -582,6 +582,7 @@ static int parse_card(json_t *cj, c3_model_card *d, const char *path) {
     v = json_object_get(cj, "scores");
     if (v) d->scores_json = json_dumps(v, JSON_COMPACT | JSON_SORT_KEYS);
     C3_TRY(get_strings(cj, "vocabulary", &d->vocab, &d->nvocab, path));
+    C3_TRY(get_strings(cj, "fillers", &d->fillers, &d->nfillers, path));
     C3_TRY(get_strings(cj, "examples", &d->examples, &d->nexamples, path));
     json_t *df = json_object_get(cj, "defaults");
     if (!df) return C3_OK;
@@ -650,6 +651,9 @@ void ckpt_card_free(c3_model_card *card) {
         free(card->vocab[i]);
     for (int i = 0; i < card->nexamples; i++)
         free(card->examples[i]);
+    for (int i = 0; i < card->nfillers; i++)
+        free(card->fillers[i]);
+    free(card->fillers);
     free(card->vocab);
     free(card->examples);
     free(card->about);

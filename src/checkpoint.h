@@ -83,6 +83,8 @@ typedef struct {
  *   "defaults": {"width", "height", "steps", "guidance", "shift", "schedule",
  *                "guidance_interval": [lo, hi] or null (off)},
  *   "vocabulary": ["words", ...],  "examples": ["prompts", ...],
+ *   "fillers": ["an", ...] (words it was not trained on that change nothing
+ *   it draws: no vocabulary warning for them),
  *   "scores": {...} (shown by info, not read otherwise). */
 typedef struct {
     char *about;
@@ -94,6 +96,8 @@ typedef struct {
     double interval_lo, interval_hi;
     char **vocab;
     int nvocab;
+    char **fillers; /* words outside the vocabulary that change nothing it draws ("an") */
+    int nfillers;
     char **examples;
     int nexamples;
     char *scores_json; /* the "scores" object as compact JSON, or NULL */

@@ -271,3 +271,114 @@ int cpu_upsample2x(c3_backend *be, c3_tensor *y, const c3_tensor *x) {
     }
     return C3_OK;
 }
+
+/* ------------------------------------------------------------ the encoder */
+
+int cpu_conv3d_strided(c3_backend *be, c3_tensor *y, const c3_tensor *x, const c3_tensor *w,
+                       const c3_tensor *bias, const int stride[3], const int pad[4]) {
+    (void)be;
+    if (x->ndim != 4 || w->ndim != 5)
+        return c3_fail(
+            C3_EFAIL,
+            "cpu conv3d_strided: expected x [Cin, T, H, W] and w [Cout, Cin, kt, kh, kw], got %d "
+            "and %d dimensions",
+            x->ndim, w->ndim);
+    int64_t Cin = x->ne[0], T = x->ne[1], H = x->ne[2], W = x->ne[3];
+    int64_t Cout = w->ne[0], kt = w->ne[2], kh = w->ne[3], kw = w->ne[4];
+    int64_t st = stride[0], sh = stride[1], sw = stride[2], top = pad[0], left = pad[2];
+    if (w->ne[1] != Cin)
+        return c3_fail(C3_EFAIL,
+                       "cpu conv3d_strided: weight takes %lld input channels, input has %lld",
+                       (long long)w->ne[1], (long long)Cin);
+    if (st < 1 || sh < 1 || sw < 1 || pad[0] < 0 || pad[1] < 0 || pad[2] < 0 || pad[3] < 0)
+        return c3_fail(C3_EFAIL,
+                       "cpu conv3d_strided: strides must be positive and padding not negative");
+    int64_t Hp = H + pad[0] + pad[1], Wp = W + pad[2] + pad[3];
+    if (T < kt || Hp < kh || Wp < kw)
+        return c3_fail(
+            C3_EFAIL,
+            "cpu conv3d_strided: input [%lld, %lld, %lld, %lld] is smaller than the kernel",
+            (long long)Cin, (long long)T, (long long)H, (long long)W);
+    int64_t To = (T - kt) / st + 1, Ho = (Hp - kh) / sh + 1, Wo = (Wp - kw) / sw + 1;
+    int64_t want[4] = {Cout, To, Ho, Wo};
+    if (!shape_is(y, 4, want)) {
+        char a[96], b[96];
+        fmt_ne(a, sizeof a, y->ndim, y->ne);
+        fmt_ne(b, sizeof b, 4, want);
+        return c3_fail(C3_EFAIL, "cpu conv3d_strided: output has shape %s, expected %s", a, b);
+    }
+    if (bias && c3_numel(bias) != Cout)
+        return c3_fail(C3_EFAIL, "cpu conv3d_strided: bias holds %lld elements, expected %lld",
+                       (long long)c3_numel(bias), (long long)Cout);
+    const float *xd = x->data, *wd = w->data;
+    float *yd = y->data;
+    int64_t K = Cin * kt * kh * kw, khw = kh * kw, kthw = kt * khw, plane = Ho * Wo;
+    /* one output frame at a time: col [K, Ho*Wo], y[:, to] = w . col */
+    float *col = malloc(sizeof(float) * (size_t)(K * plane));
+    if (!col)
+        return c3_fail(C3_ERESOURCE,
+                       "cpu conv3d_strided: out of host memory for the column buffer");
+    for (int64_t to = 0; to < To; to++) {
+#pragma omp parallel for schedule(static) if (K * plane > IM2COL_PAR_MIN)
+        for (int64_t k = 0; k < K; k++) {
+            int64_t ci = k / kthw, rem = k % kthw;
+            int64_t dt = rem / khw, dy = (rem % khw) / kw, dx = rem % kw;
+            const float *src = xd + (ci * T + to * st + dt) * H * W;
+            float *dst = col + k * plane;
+            for (int64_t oy = 0; oy < Ho; oy++) {
+                int64_t iy = oy * sh + dy - top;
+                for (int64_t ox = 0; ox < Wo; ox++) {
+                    int64_t ix = ox * sw + dx - left;
+                    dst[oy * Wo + ox] =
+                        iy >= 0 && iy < H && ix >= 0 && ix < W ? src[iy * W + ix] : 0.0f;
+                }
+            }
+        }
+        gemm_cols(Cout, plane, K, wd, col, plane, yd + to * plane, To * plane);
+    }
+    free(col);
+    if (bias) {
+        const float *bd = bias->data;
+        for (int64_t co = 0; co < Cout; co++)
+            for (int64_t i = 0; i < To * plane; i++)
+                yd[co * To * plane + i] += bd[co];
+    }
+    return C3_OK;
+}
+
+int cpu_avgdown3d(c3_backend *be, c3_tensor *y, const c3_tensor *x, int ft, int fs) {
+    (void)be;
+    if (x->ndim != 4 || y->ndim != 4 || ft < 1 || fs < 1)
+        return c3_fail(C3_EFAIL, "cpu avgdown3d: expected x, y [C, T, H, W] and positive factors");
+    int64_t Cin = x->ne[0], T = x->ne[1], H = x->ne[2], W = x->ne[3], Cout = y->ne[0];
+    int64_t Tp = (T + ft - 1) / ft * ft, pad = Tp - T, F = (int64_t)ft * fs * fs;
+    if (H % fs || W % fs || Cout < 1 || (Cin * F) % Cout)
+        return c3_fail(
+            C3_EFAIL,
+            "cpu avgdown3d: [%lld, %lld, %lld] by %d x %d x %d does not make %lld channels",
+            (long long)Cin, (long long)H, (long long)W, ft, fs, fs, (long long)Cout);
+    int64_t To = Tp / ft, Ho = H / fs, Wo = W / fs, G = Cin * F / Cout;
+    int64_t want[4] = {Cout, To, Ho, Wo};
+    if (!shape_is(y, 4, want)) {
+        char a[96], b[96];
+        fmt_ne(a, sizeof a, y->ndim, y->ne);
+        fmt_ne(b, sizeof b, 4, want);
+        return c3_fail(C3_EFAIL, "cpu avgdown3d: output has shape %s, expected %s", a, b);
+    }
+    const float *xd = x->data;
+    float *yd = y->data;
+    int64_t n = Cout * To * Ho * Wo;
+#pragma omp parallel for schedule(static) if (n * G > PAR_MIN)
+    for (int64_t i = 0; i < n; i++) {
+        int64_t ow = i % Wo, oh = (i / Wo) % Ho, ot = (i / (Wo * Ho)) % To, o = i / (Wo * Ho * To);
+        float s = 0;
+        for (int64_t g = 0; g < G; g++) {
+            int64_t idx = o * G + g, c = idx / F, r = idx % F;
+            int64_t a = r / (fs * fs), b = (r / fs) % fs, d = r % fs;
+            int64_t t = ot * ft + a - pad; /* frames before 0 are the zero padding */
+            if (t >= 0) s += xd[((c * T + t) * H + oh * fs + b) * W + ow * fs + d];
+        }
+        yd[i] = s / (float)G;
+    }
+    return C3_OK;
+}

@@ -1280,7 +1280,18 @@ int model_gen_batch(c3_model *m, int nb, const c3_undkv *const *kvs, const float
         trace("gen.proj_in", -1, &x0);
     }
     TRY(be->add(be, &bias, &m->proj_in_bd)); /* temb + proj_in bias: one bias vector */
-    TRY(be->linear(be, &x0, &tok, &m->proj_in, &bias, false)); /* [S, D] */
+    if (!g->pinned) {
+        TRY(be->linear(be, &x0, &tok, &m->proj_in, &bias, false)); /* [S, D] */
+    } else { /* pinned frames' tokens without the timestep: runs of rows by frame */
+        int64_t fs = hp * wp;
+        for (int64_t r0 = 0, r1; r0 < S; r0 = r1) {
+            int64_t j = t0 + r0;
+            bool pin = j < S_all && g->pinned[j / fs];
+            r1 = j < S_all ? C3_MIN(S, (j / fs + 1) * fs - t0) : S;
+            c3_tensor xr = c3_rows(&x0, r0, r1 - r0), tr = c3_rows(&tok, r0, r1 - r0);
+            TRY(be->linear(be, &xr, &tr, &m->proj_in, pin ? &m->proj_in_bd : &bias, false));
+        }
+    }
     for (int b = 1; b < nb; b++) {
         c3_tensor xb = c3_rows(&A.x, b * S, S);
         TRY(be->copy(be, &xb, &x0));
@@ -1396,6 +1407,13 @@ int model_gen_batch(c3_model *m, int nb, const c3_undkv *const *kvs, const float
             }
         }
     }
+    if (g->pinned) /* the pinned frames' velocity is zero (upstream predicts noisy frames only) */
+        for (int b = 0; b < nb; b++)
+            for (int64_t ch = 0; ch < C; ch++)
+                for (int64_t f = 0; f < T; f++)
+                    if (g->pinned[f])
+                        memset(velocity[b] + (ch * T + f) * h * w, 0,
+                               sizeof(float) * (size_t)(h * w));
 done:
     if (recording) { /* an error while recording: end it, drop the graph */
         void *exec = NULL;

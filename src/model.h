@@ -62,6 +62,10 @@ void undkv_free(c3_undkv *kv);
 typedef struct {
     int T, h, w; /* latent frames and latent height/width (before patch padding) */
     double fps;  /* video fps for the temporal positions (T > 1) */
+    /* [T] or NULL: the latent frames the conditioning gives (image/video to
+     * video). Their tokens enter clean, without the timestep embedding, and
+     * their velocity comes out zero, as upstream's noisy-frame indexes. */
+    const uint8_t *pinned;
 } c3_latent_geom;
 
 /* One GEN forward: latents [C, T, h, w] (host floats, normalised space),

@@ -30,6 +30,11 @@ int comm_dev_create(const c3_plan *p, c3_backend *const *bes, c3_comm_set **out)
 
 int c3_gpu_count(void) { return 0; }
 
+int c3_gpu_probe(char *why, size_t n) {
+    snprintf(why, n, "this cosmos3 was built without CUDA");
+    return 0;
+}
+
 int c3_gpu_info(int dev, char *name, size_t n, int64_t *total, int64_t *free_b) {
     (void)dev;
     snprintf(name, n, "none");

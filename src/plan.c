@@ -69,9 +69,20 @@ int plan_make(c3_plan *p, const c3_tconfig *t, const c3_sizes *sz, int tp, int c
                        "--ulysses %d does not divide the %d KV heads per TP rank (%d KV heads / tp %d); "
                        "lower --ulysses or --tp",
                        sp, t->kv_heads / tp, t->kv_heads, tp);
-    /* devices */
+    /* devices: which, and a line saying why */
     bool want_cuda;
-    int ngpu = c3_gpu_count();
+    char why[256] = "";
+    int ngpu = strcmp(device, "cpu") ? c3_gpu_probe(why, sizeof why) : 0;
+    bool gpus_given = gpus && *gpus;
+    if (!strcmp(device, "cpu") && gpus_given)
+        return c3_fail(C3_EUSAGE,
+                       "--gpus %s chooses GPUs, but --device cpu runs on the CPU; drop one of them",
+                       gpus);
+    if (!strcmp(device, "cuda") && ngpu == 0)
+        return c3_fail(C3_ERESOURCE, "--device cuda: no usable GPU (%s); use --device cpu", why);
+    if (gpus_given && ngpu == 0)
+        return c3_fail(C3_ERESOURCE, "--gpus %s: no usable GPU (%s); drop --gpus to run on the CPU",
+                       gpus, why);
     if (!strcmp(device, "cuda"))
         want_cuda = true;
     else if (!strcmp(device, "cpu"))
@@ -79,6 +90,13 @@ int plan_make(c3_plan *p, const c3_tconfig *t, const c3_sizes *sz, int tp, int c
     else
         want_cuda = ngpu > 0;
     p->cuda = want_cuda;
+    if (!strcmp(device, "cpu")) {
+        snprintf(p->device_note, sizeof p->device_note, "device: cpu (--device cpu)");
+    } else if (!want_cuda) {
+        p->device_warn = strstr(why, "without CUDA") == NULL; /* a CUDA build that found none */
+        snprintf(p->device_note, sizeof p->device_note, "device: cpu (no usable GPU: %s%s)", why,
+                 p->device_warn ? "; --device cpu runs there without this warning" : "");
+    }
     int list[C3_MAX_RANKS], nlist = 0;
     if (want_cuda) {
         if (gpus && *gpus) {
@@ -101,17 +119,38 @@ int plan_make(c3_plan *p, const c3_tconfig *t, const c3_sizes *sz, int tp, int c
             for (int i = 0; i < ngpu && i < C3_MAX_RANKS; i++) list[nlist++] = i;
         }
         p->ndev = nlist;
-        if (nlist < p->world)
+        if (nlist < p->world) {
+            /* suggest lowering only what is above 1 */
+            char lower[96] = "";
+            if (tp > 1) strcat(lower, " --tp 1");
+            if (cfg > 1) strcat(lower, " --cfg-parallel 1");
+            if (sp > 1) strcat(lower, " --ulysses 1");
             return c3_fail(C3_ERESOURCE,
-                           "not enough GPUs: tp %d x cfg-parallel %d x ulysses %d needs %d, found %d; use "
-                           "--tp 1 --cfg-parallel 1 --ulysses 1%s, --gpus with repeated GPUs (e.g. 0,0) to "
-                           "share one, or --device cpu",
-                           tp, cfg, sp, p->world, nlist, nlist ? " --offload" : "");
+                           "not enough GPUs: tp %d x cfg-parallel %d x ulysses %d needs %d, found "
+                           "%d; use%s%s, "
+                           "--gpus with repeated GPUs (e.g. 0,0) to share one, or --device cpu",
+                           tp, cfg, sp, p->world, nlist, lower, nlist ? " --offload" : "");
+        }
         for (int r = 0; r < p->world; r++) {
             p->devices[r] = list[r];
             C3_TRY(c3_gpu_info(list[r], p->dev_name[r], sizeof p->dev_name[r], &p->dev_total[r],
                                &p->dev_free[r]));
         }
+        size_t k = (size_t)snprintf(p->device_note, sizeof p->device_note, "device: cuda, GPU%s",
+                                    p->world > 1 ? "s" : "");
+        for (int r = 0; r < p->world && k < sizeof p->device_note; r++) {
+            bool seen = false;
+            for (int q = 0; q < r; q++)
+                seen |= list[q] == list[r];
+            if (!seen)
+                k += (size_t)snprintf(p->device_note + k, sizeof p->device_note - k, "%s %d",
+                                      r ? "," : "", list[r]);
+        }
+        if (k < sizeof p->device_note)
+            snprintf(p->device_note + k, sizeof p->device_note - k, " (%s; %s)", p->dev_name[0],
+                     !strcmp(device, "cuda") ? "--device cuda"
+                     : gpus_given            ? "--gpus"
+                                  : "--device auto found a GPU; --device cpu runs on the CPU");
     } else {
         p->ndev = 1;
         int64_t avail;

@@ -16,7 +16,7 @@
 
 #include "checkpoint.h"
 
-#define C3_MAX_RANKS 64
+#define C3_MAX_RANKS 64 /* = COSMOS3_MAX_RANKS */
 
 typedef struct {
     int tp, cfg, sp, world;
@@ -30,6 +30,11 @@ typedef struct {
     int64_t weights, kv, act, need;
     int L_est, S; /* text length estimate and GEN tokens */
     bool cfg_batch; /* one rank runs both CFG branches as one batch (fits in memory) */
+    /* which device runs and why, one line for the user ("device: cpu (...)");
+     * device_warn: a GPU was looked for and none is usable (a silent CPU run
+     * would hide it) */
+    char device_note[384];
+    bool device_warn;
 } c3_plan;
 
 static inline int plan_sp_rank(const c3_plan *p, int r) { return r % p->sp; }
@@ -39,6 +44,9 @@ static inline int plan_cfg_rank(const c3_plan *p, int r) { return r / (p->sp * p
 /* Devices: count and memory of the visible GPUs (0 when built without CUDA
  * or none present). */
 int c3_gpu_count(void);
+/* The number of usable GPUs; when 0, why (the driver's words, or the build
+ * without CUDA) in why[0..n). */
+int c3_gpu_probe(char *why, size_t n);
 int c3_gpu_info(int dev, char *name, size_t n, int64_t *total, int64_t *free_b);
 
 /* Build and check a plan. device: "auto", "cpu" or "cuda"; gpus: NULL or a

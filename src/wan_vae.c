@@ -26,6 +26,7 @@
  * Layouts: activations are [C, T, H, W]; histories are time-major
  * [CACHE_T, C, H*W] so that joining them with a chunk is a row copy. */
 #include "wan_vae.h"
+#include "wan_vae_internal.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -43,27 +44,6 @@ enum { VAE_UP_T = 2 };
 /* Output image channels promised by wan_vae.h. */
 enum { VAE_IMG_CH = 3 };
 enum { NAME_MAX_LEN = 160 };
-
-typedef struct {
-    c3_tensor w, b; /* [Cout, Cin, kt, kh, kw], [Cout] */
-    c3_tensor wlast; /* [Cout, Cin, 1, kh, kw]: the last temporal tap (kt > 1) */
-    int cin, cout, kt, kh, kw, pad;
-    c3_tensor hist;  /* [kt - 1, Cin, H*W] time-major, while live */
-    bool hist_live;
-} vconv;
-
-typedef struct {
-    c3_tensor g1, g2; /* norm gammas [Cin], [Cout] */
-    vconv conv1, conv2, shortcut;
-    bool has_shortcut;
-} vres;
-
-typedef struct {
-    c3_tensor gamma;          /* [C] */
-    c3_tensor wqkv, bqkv;     /* [3C, C], [3C] */
-    c3_tensor wproj, bproj;   /* [C, C], [C] */
-    int dim;
-} vattn;
 
 typedef enum { UP_NONE, UP_2D, UP_3D } up_mode;
 
@@ -143,8 +123,8 @@ static int load_vec(c3_vae *v, const c3_ckpt *ck, c3_tensor *t, const char *name
 }
 
 /* A conv "<prefix>.weight/.bias". twod: stored as Conv2d [Cout, Cin, kh, kw]. */
-static int load_conv(c3_vae *v, const c3_ckpt *ck, vconv *c, const char *prefix, int cin, int cout,
-                     int kt, int kh, int kw, bool twod) {
+int load_conv(c3_vae *v, const c3_ckpt *ck, vconv *c, const char *prefix, int cin, int cout, int kt,
+              int kh, int kw, bool twod) {
     char name[NAME_MAX_LEN];
     memset(c, 0, sizeof *c);
     c->cin = cin;
@@ -182,7 +162,7 @@ static int load_conv(c3_vae *v, const c3_ckpt *ck, vconv *c, const char *prefix,
     return C3_OK;
 }
 
-static int load_res(c3_vae *v, const c3_ckpt *ck, vres *r, const char *prefix, int cin, int cout) {
+int load_res(c3_vae *v, const c3_ckpt *ck, vres *r, const char *prefix, int cin, int cout) {
     char name[NAME_MAX_LEN];
     memset(r, 0, sizeof *r);
     snprintf(name, sizeof name, "%s.norm1.gamma", prefix);
@@ -201,7 +181,7 @@ static int load_res(c3_vae *v, const c3_ckpt *ck, vres *r, const char *prefix, i
     return C3_OK;
 }
 
-static int load_attn(c3_vae *v, const c3_ckpt *ck, vattn *a, const char *prefix, int dim) {
+int load_attn(c3_vae *v, const c3_ckpt *ck, vattn *a, const char *prefix, int dim) {
     char name[NAME_MAX_LEN];
     a->dim = dim;
     snprintf(name, sizeof name, "%s.norm.gamma", prefix);
@@ -218,7 +198,7 @@ static int load_attn(c3_vae *v, const c3_ckpt *ck, vattn *a, const char *prefix,
     return C3_OK;
 }
 
-static void free_conv(vconv *c) {
+void free_conv(vconv *c) {
     c3_free(&c->w);
     c3_free(&c->b);
     c3_free(&c->wlast);
@@ -226,7 +206,7 @@ static void free_conv(vconv *c) {
     c->hist_live = false;
 }
 
-static void free_res(vres *r) {
+void free_res(vres *r) {
     c3_free(&r->g1);
     c3_free(&r->g2);
     free_conv(&r->conv1);
@@ -352,11 +332,17 @@ int vae_load(c3_vae **out, const c3_ckpt *ck, c3_backend *be) {
     return C3_OK;
 }
 
+c3_vae *vae_context(c3_backend *be) {
+    c3_vae *v = xcalloc(1, sizeof *v);
+    v->be = be;
+    return v;
+}
+
 /* ------------------------------------------------------------------ layers */
 
 /* y = conv(x), x [Cin, T, H, W]. A temporal conv reads [history, x] and, when
  * keep, leaves the last kt - 1 frames of that sequence as the next history. */
-static int conv_fwd(c3_vae *v, vconv *cv, const c3_tensor *x, c3_tensor *y, bool keep) {
+int conv_fwd(c3_vae *v, vconv *cv, const c3_tensor *x, c3_tensor *y, bool keep) {
     c3_backend *be = v->be;
     int64_t Cin = x->ne[0], T = x->ne[1], H = x->ne[2], W = x->ne[3], HW = H * W;
     if (Cin != cv->cin)
@@ -413,7 +399,7 @@ out:
 }
 
 /* ResBlock: conv2(silu(rms2(conv1(silu(rms1(x)))))) + shortcut(x). */
-static int res_fwd(c3_vae *v, vres *r, const c3_tensor *x, c3_tensor *y, bool keep) {
+int res_fwd(c3_vae *v, vres *r, const c3_tensor *x, c3_tensor *y, bool keep) {
     c3_backend *be = v->be;
     c3_tensor h = {0}, a = {0}, b = {0};
     int rc;
@@ -436,7 +422,7 @@ out:
 }
 
 /* Mid-block attention: one head over the H*W positions of each frame. */
-static int attn_fwd(c3_vae *v, vattn *at, const c3_tensor *x, c3_tensor *y) {
+int attn_fwd(c3_vae *v, vattn *at, const c3_tensor *x, c3_tensor *y) {
     c3_backend *be = v->be;
     int64_t C = at->dim, T = x->ne[1], HW = x->ne[2] * x->ne[3], N = T * HW;
     c3_tensor nrm = {0}, tok = {0}, q = {0}, k = {0}, val = {0}, o = {0}, p = {0};
@@ -627,7 +613,7 @@ out:
     return rc;
 }
 
-static void reset_history(c3_vae *v) {
+void reset_history(c3_vae *v) {
     for (int i = 0; i < v->nconvs; i++) {
         c3_free(&v->convs[i]->hist);
         v->convs[i]->hist_live = false;

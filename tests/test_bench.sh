@@ -13,7 +13,7 @@ export TMPDIR=$tmp
 pass=0; fail=0
 ok()  { pass=$((pass + 1)); }
 bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
-command -v jq >/dev/null || { echo "SKIP: jq not installed"; exit 77; }
+command -v jq >/dev/null || { echo "SKIP: jq not installed (.ci/setup, or: apt-get install jq)"; exit 77; }
 
 # text report
 "$bin" bench --preset tiny --device cpu -W 128 -H 128 --steps 2 >"$tmp/out" 2>"$tmp/err"

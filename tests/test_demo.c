@@ -2,7 +2,7 @@
  *
  * Ten prompts over the combinations the training never saw (listed by the
  * model itself in model_index.json "cosmos3.held_out", written by
- * bench/demo_train.py), eight of them with a place phrase, three seeds each:
+ * bench/demo/demo_train.py), eight of them with a place phrase, three seeds each:
  * the C engine generates every picture from the shipped model with its own
  * defaults (64x64, 20 steps, its guidance), writes the PNG, and the judge
  * (tests/demo_judge.c, itself checked by the `judge` test) reads the PNG back
@@ -20,7 +20,7 @@
 #include "demo_world.h"
 #include "events.h"
 #include "options.h"
-#include "pipeline.h"
+#include "session.h"
 #include "png_io.h"
 #include "test_util.h"
 

@@ -9,13 +9,14 @@
  * tiny` checkpoint (8 KV heads) at 80x48 (ulysses 4 pads 6 GEN tokens to 8),
  * each equal to world 1 on CUDA within bf16 rounding (rel L2 <= 2e-2), and
  * --offload bit-identical to resident. With $COSMOS3_NANO2 (a 2-layer nano
- * checkpoint, made by bench/gpu_ranks.sh) it also measures the offload's
+ * checkpoint, made by bench/gpu.sh) it also measures the offload's
  * host->device rate on real layer sizes. */
 #include "comm.h"
 #include "events.h"
 #include "mkmodel.h"
 #include "model.h"
-#include "pipeline.h"
+#include "session.h"
+#include "plan.h"
 #include "test_engine.h"
 
 /* bf16 ranks vs bf16 world 1 (reduction order and Ulysses padding differ). */
@@ -85,8 +86,11 @@ static float *run(const char *model, const layout *L, int64_t *n, c3_result *res
     float *x = NULL;
     int rc = engine_open(&e, &s, ev);
     if (rc == C3_OK) {
-        const c3_plan *p = engine_plan(e);
-        if (kind) *kind = comm_choose(p->cuda, p->world, p->devices);
+        const cosmos3_layout *p = engine_layout(e);
+        int devices[C3_MAX_RANKS];
+        for (int i = 0; i < p->world; i++)
+            devices[i] = p->ranks[i].device;
+        if (kind) *kind = comm_choose(!strcmp(p->device, "cuda"), p->world, devices);
         c3_result r;
         unlink(lat);
         rc = engine_generate(e, &s, &r);

@@ -435,6 +435,7 @@ static int load_cases(fcase *cases, int max) {
     for (size_t i = 0; i < json_array_size(arr) && n < max; i++) {
         json_t *o = json_array_get(arr, i), *ls = json_object_get(o, "latent_shape");
         fcase *fc = &cases[n++];
+        *fc = (fcase){0};
         fc->name = strdup(json_string_value(json_object_get(o, "name")));
         fc->g.T = (int)json_integer_value(json_array_get(ls, 2));
         fc->g.h = (int)json_integer_value(json_array_get(ls, 3));

@@ -10,7 +10,8 @@
 
 #include "events.h"
 #include "mkmodel.h"
-#include "pipeline.h"
+#include "session.h"
+#include "engine.h"
 #include "test_engine.h"
 
 static char tmpd[64];

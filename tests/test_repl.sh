@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
-# The cosmos3 > prompt against the tiny fixture model on the CPU:
+# The cosmos3 > prompt with the built-in demo model on the CPU:
 #   1. through a pipe: set/show/seed/neg, a generation, last/plan/gpus/help,
-#      the script's exit status (the last failure), `cosmos3` alone;
+#      the script's exit status (the last failure), `cosmos3` alone; typos of
+#      commands and one-word lines ask "did you mean" and generate nothing;
+#      the OpenMP wait policy the process runs with (passive unless set);
 #   2. through tmux (send-keys / capture-pane): tab completion of commands,
 #      option names and values and paths, a generation with the preview,
 #      the history file, Ctrl-C cancelling a long run while the model stays
-#      loaded, another generation, Ctrl-C at the empty prompt -> 130.
+#      loaded, another generation, Ctrl-C at the empty prompt staying (as in
+#      bash), Ctrl-D leaving.
 set -u
 bin=${COSMOS3_BIN:?}
-fx=${COSMOS3_FIXTURES:-}
-model="$fx/tiny-a/model"
-[ -f "$model/model_index.json" ] || { echo "SKIP: fixtures not found (set COSMOS3_FIXTURES)"; exit 77; }
+unset COSMOS3_MODEL
+model=demo
 tmp=$(mktemp -d)
 sock="c3repl$$"
 cleanup() { tmux -L "$sock" kill-server 2>/dev/null; tmux -L "${sock}b" kill-server 2>/dev/null; rm -rf "$tmp"; }
@@ -24,6 +26,7 @@ has() { grep -qE -- "$2" "$1" && ok || bad "$3: '$2' not in: $(head -c 1500 "$1"
 
 # ------------------------------------------------------------------ pipe
 cat > script <<'EOF'
+help
 set width 32
 set height 32
 set steps 2
@@ -50,17 +53,39 @@ has out '^seed = 7$' "seed"
 has out '^negative prompt = blurry, dark$' "neg"
 has out '^wrote shot-00.png \(seed 7, ' "generation with an output pattern"
 has out '^wrote shot-01.png \(seed 7, ' "a quoted line starting with a command word is a prompt"
-has out '^seed 7, 32x32, 1 frame, 2 steps, guidance 7, shift 3, schedule karras' "last: settings"
+has out '^seed 7, 32x32, 1 frame, 2 steps, guidance 4, shift 3, schedule karras' "last: settings"
 has out '^seconds: tokenize [0-9.]+, und [0-9.]+, denoise [0-9.]+ \([0-9.]+ s/step: cond [0-9.]+, uncond [0-9.]+\)' "last: timings"
 has out '^layout: tp 1 x cfg-parallel 1 x ulysses 1 = 1 rank on cpu' "plan"
 has out 'weights [0-9.]+ [KMG]iB, K/V' "gpus: our accounting"
 has out '^(cpu|GPU 0): ' "gpus: the device"
 has out 'schedule +sigma schedule' "help set lists the options"
+has out "A line is a prompt unless its first word is a command" "help states the prompt rule"
 [ -f shot-00.png ] && [ -f shot-01.png ] && ok || bad "PNGs not written: $(ls)"
 [ ! -e "$tmp/state/cosmos3/history" ] && ok || bad "a script must not write the interactive history"
 "$bin" meta shot-00.png > meta 2>&1
 has meta 'negative_prompt: blurry, dark' "neg reached the image"
 has meta 'schedule: karras' "set schedule reached the image"
+
+# typos and one-word lines: a suggestion, no generation, exit status 2
+printf 'set output typo-%%d.png\nclear\nsett steps 4\n?\nhlep\nshwo width\n' | "$bin" repl -m "$model" > out 2> err
+rc=$?
+[ $rc = 2 ] && ok || bad "typos: exit $rc, want 2"
+has err "'clear' is not a command \('help' lists them\); a one-word prompt needs quotes: \"clear\"" "one word"
+has err "'sett' is not a command; did you mean 'set steps 4'\?" "a typo of set"
+has err "'\?' is not a command; did you mean 'help'\?" "? means help"
+has err "'hlep' is not a command; did you mean 'help'\?" "a transposition"
+has err "'shwo' is not a command; did you mean 'show width'\?" "a typo of show"
+ls typo-*.png > /dev/null 2>&1 && bad "a typo generated: $(ls typo-*.png)" || ok
+# a quoted word and a line of several words are prompts
+printf 'set width 32\nset height 32\nset steps 1\nseed 2\nset output q-%%d.png\n"red"\na red circle\n' |
+    "$bin" repl -m "$model" > out 2> err
+rc=$?
+[ $rc = 0 ] && [ -f q-0.png ] && [ -f q-1.png ] && ok || bad "quoted one-word prompt: exit $rc: $(cat err) $(ls)"
+
+# the OpenMP wait policy in the REPL process: passive (no spinning) unless the user chose
+policy() { OMP_DISPLAY_ENV=verbose "$@" "$bin" repl -m "$model" < /dev/null 2>&1 | sed -n "s/.*GOMP_SPINCOUNT = '\([0-9]*\)'.*/\1/p" | tail -1; }
+[ "$(policy env)" = 0 ] && ok || bad "the REPL runs with GOMP_SPINCOUNT $(policy env), want 0 (passive)"
+[ "$(policy env OMP_WAIT_POLICY=active)" != 0 ] && ok || bad "OMP_WAIT_POLICY=active was overridden"
 
 # a failing line: the script goes on, the exit status is the last failure
 printf 'set steps nope\nset width 32\nset height 32\nset steps 1\nshow steps\nset bogus 1\nshow steps\n' |
@@ -70,6 +95,10 @@ rc=$?
 has err "--steps: 'nope' is not an integer" "bad value message"
 has err "unknown option 'bogus'" "unknown option message"
 has out '^steps = 1$' "lines after a failure still run"
+# --negative is --negative-prompt's alias (tokenize's --negative flag is another row)
+printf 'set negative blurry\nshow negative\n' | "$bin" repl -m "$model" > out 2> err
+[ $? = 0 ] && ok || bad "set negative: $(cat err)"
+has out '^negative-prompt = blurry$' "set negative sets the negative prompt"
 printf 'seed 5\nquit\nseed 6\n' | "$bin" repl -m "$model" > out 2> err
 [ $? = 0 ] && ok || bad "quit: exit status"
 grep -q 'seed = 6' out && bad "lines after quit ran" || ok
@@ -126,9 +155,15 @@ t send-keys 'set width 32' Enter 'set height 32' Enter 'set steps 2' Enter 'seed
 expect_screen '^wrote cosmos3-13.png \(seed 13, ' "a generation after the cancel" 20
 t send-keys 'history' Enter
 expect_screen '^ +[0-9]+  a lighthouse at dusk$' "history command"
-# Ctrl-C at the empty prompt exits with 130
+# Ctrl-C at the empty prompt does not leave (as in bash); Ctrl-D does
+sleep 1.2
 t send-keys C-c
-expect_screen '^EXIT=130$' "Ctrl-C at an empty prompt exits 130" 10
+expect_screen '^\(Ctrl-D or quit leaves' "Ctrl-C at an empty prompt: a hint" 5
+sleep 1.2
+t send-keys 'show steps' Enter
+expect_screen '^steps = 2$' "the REPL goes on after Ctrl-C at an empty prompt" 5
+t send-keys C-d
+expect_screen '^EXIT=0$' "Ctrl-D leaves with 0" 10
 hist="$tmp/state/cosmos3/history"
 if [ -f "$hist" ] && grep -qx 'a lighthouse at dusk' "$hist" && grep -qx 'set schedule karras' "$hist"; then ok; else
     bad "history file $hist: $(cat "$hist" 2>&1)"; fi
@@ -140,7 +175,7 @@ t new-session -d -x 120 -y 30 -c "$tmp" \
     "env XDG_STATE_HOME='$tmp/state' '$bin' -m '$model' --preview off; echo EXIT=\$?; sleep 60"
 expect_screen '^cosmos3 > ' "second session prompt"
 t send-keys Up
-expect_screen '^cosmos3 > history$' "history kept across sessions" 5
+expect_screen '^cosmos3 > show steps$' "history kept across sessions" 5
 # twice Ctrl-C within a second exits with 130 even with text typed
 t send-keys C-u 'half typed'
 expect_screen '^cosmos3 > half typed$' "typing in the second session" 5

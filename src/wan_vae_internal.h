@@ -1,0 +1,69 @@
+/* wan_vae_internal.h - what the Wan2.2 VAE decoder (wan_vae.c) shares with
+ * its encoder (wan_vae_encode.c): the layer types and their functions.
+ *
+ * A c3_vae is also the context the layers run in: its backend and the list
+ * of every conv loaded through it (reset_history clears their causal
+ * histories). The encoder keeps its layers in a context of its own
+ * (vae_context), so encoding and decoding never share a history. */
+#ifndef COSMOS3_WAN_VAE_INTERNAL_H
+#define COSMOS3_WAN_VAE_INTERNAL_H
+
+#include "wan_vae.h"
+
+/* Link names with the module prefix; wan_vae.c defines them under the short names. */
+#define load_conv vae_load_conv
+#define load_res vae_load_res
+#define load_attn vae_load_attn
+#define free_conv vae_free_conv
+#define free_res vae_free_res
+#define conv_fwd vae_conv_fwd
+#define res_fwd vae_res_fwd
+#define attn_fwd vae_attn_fwd
+#define reset_history vae_reset_history
+
+/* A (causal) 3-D conv with its history. */
+typedef struct {
+    c3_tensor w, b;  /* [Cout, Cin, kt, kh, kw], [Cout] */
+    c3_tensor wlast; /* [Cout, Cin, 1, kh, kw]: the last temporal tap (kt > 1) */
+    int cin, cout, kt, kh, kw, pad;
+    c3_tensor hist; /* [kt - 1, Cin, H*W] time-major, while live */
+    bool hist_live;
+} vconv;
+
+/* Residual block: RMS norm, SiLU, causal 3x3x3 conv, twice, plus the shortcut. */
+typedef struct {
+    c3_tensor g1, g2; /* norm gammas [Cin], [Cout] */
+    vconv conv1, conv2, shortcut;
+    bool has_shortcut;
+} vres;
+
+/* Mid-block attention: one head over the positions of each frame. */
+typedef struct {
+    c3_tensor gamma;        /* [C] */
+    c3_tensor wqkv, bqkv;   /* [3C, C], [3C] */
+    c3_tensor wproj, bproj; /* [C, C], [C] */
+    int dim;
+} vattn;
+
+/* An empty context on `be` (no weights); vae_free releases it. */
+c3_vae *vae_context(c3_backend *be);
+
+/* Load "<prefix>.weight/.bias" of ck->vae into c (registered with v).
+ * twod: stored as Conv2d [Cout, Cin, kh, kw]. */
+int load_conv(c3_vae *v, const c3_ckpt *ck, vconv *c, const char *prefix, int cin, int cout, int kt,
+              int kh, int kw, bool twod);
+int load_res(c3_vae *v, const c3_ckpt *ck, vres *r, const char *prefix, int cin, int cout);
+int load_attn(c3_vae *v, const c3_ckpt *ck, vattn *a, const char *prefix, int dim);
+void free_conv(vconv *c);
+void free_res(vres *r);
+
+/* y = conv(x), x [Cin, T, H, W], stride 1, spatial padding kh / 2. A temporal
+ * conv reads [history, x] (zeros before the first call) and, when keep,
+ * leaves the last kt - 1 frames of that sequence as the next history. */
+int conv_fwd(c3_vae *v, vconv *cv, const c3_tensor *x, c3_tensor *y, bool keep);
+int res_fwd(c3_vae *v, vres *r, const c3_tensor *x, c3_tensor *y, bool keep);
+int attn_fwd(c3_vae *v, vattn *at, const c3_tensor *x, c3_tensor *y);
+/* Drop the history of every conv loaded through v. */
+void reset_history(c3_vae *v);
+
+#endif

@@ -1,0 +1,165 @@
+/* api_outside.c - a program outside the tree on the installed library:
+ * includes only <cosmos3.h> (and the demo world's judge), links with
+ * `pkg-config --cflags --libs cosmos3`; run by tests/test_install.sh.
+ *
+ *   api_outside MODEL_DIR
+ *
+ * Asserts: the demo model opens; "a red circle on a blue background, on the
+ * right" at seed 3 comes back in memory as a 64x64 picture of a red object
+ * right of centre on blue, with the card's 20 steps each reported once
+ * through the callback; every event carries its job id; each stage begins
+ * and ends; each job ends with exactly one terminal event; a second request
+ * cancelled from its callback at step 5 returns COSMOS3_ECANCEL; the engine
+ * then generates the first picture again, byte for byte. */
+#include <cosmos3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "demo_judge.h"
+
+static int failures;
+#define CHECK(cond, ...)                                                                           \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            failures++;                                                                            \
+            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                   \
+            fprintf(stderr, __VA_ARGS__);                                                          \
+            fputc('\n', stderr);                                                                   \
+        }                                                                                          \
+    } while (0)
+
+typedef struct {
+    cosmos3_engine *e;
+    uint64_t job;  /* the job id every event must carry (0 while opening) */
+    int wrong_job; /* events with another id */
+    int steps[64]; /* COSMOS3_EV_STEP per step number */
+    int nsteps, branches, vae, memory;
+    int stage_open[8]; /* begin minus end per stage */
+    int ends, end_kind;
+    int cancel_at;
+} watch;
+
+static const char *const stages[] = {"load", "tokenize", "und", "denoise", "vae"};
+
+static void on_event(const cosmos3_event *ev, void *user) {
+    watch *w = user;
+    if (ev->job != w->job) w->wrong_job++;
+    switch (ev->kind) {
+    case COSMOS3_EV_STAGE:
+        for (int i = 0; i < 5; i++)
+            if (!strcmp(ev->stage, stages[i])) w->stage_open[i] += ev->begin ? 1 : -1;
+        break;
+    case COSMOS3_EV_STEP:
+        if (ev->step >= 1 && ev->step < 64) w->steps[ev->step]++;
+        w->nsteps++;
+        if (w->cancel_at && ev->step == w->cancel_at) cosmos3_cancel(w->e);
+        break;
+    case COSMOS3_EV_BRANCH:
+        w->branches++;
+        break;
+    case COSMOS3_EV_VAE:
+        w->vae++;
+        break;
+    case COSMOS3_EV_MEMORY:
+        w->memory++;
+        break;
+    case COSMOS3_EV_DONE:
+    case COSMOS3_EV_CANCELLED:
+    case COSMOS3_EV_FAILED:
+        w->ends++;
+        w->end_kind = ev->kind;
+        break;
+    default:
+        break;
+    }
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        fprintf(stderr, "usage: api_outside MODEL_DIR\n");
+        return 2;
+    }
+    char err[512] = "";
+    watch w = {0};
+    cosmos3_open_params op;
+    cosmos3_open_params_init(&op);
+    op.model = argv[1];
+    op.device = "cpu";
+    op.on_event = on_event;
+    op.user = &w;
+    cosmos3_engine *e = NULL;
+    int rc = cosmos3_open(&op, &e, err, sizeof err);
+    CHECK(rc == COSMOS3_OK && e, "open %s: %s", argv[1], err);
+    if (!e) return 1;
+    w.e = e;
+    CHECK(w.wrong_job == 0 && w.stage_open[0] == 0,
+          "open: events with job 0, load begun and ended");
+    cosmos3_model_info mi;
+    cosmos3_model(e, &mi);
+    CHECK(mi.steps == 20 && mi.width == 64 && mi.vae_spatial == 16, "model card: %d steps %dx%d",
+          mi.steps, mi.width, mi.height);
+
+    cosmos3_request rq;
+    cosmos3_request_init(&rq);
+    rq.prompt = "a red circle on a blue background, on the right";
+    rq.seed = 3;
+    /* the request's callback: the open's (rq.on_event NULL) */
+    w.job = 1;
+    cosmos3_result *r = NULL;
+    rc = cosmos3_generate(e, &rq, &r, err, sizeof err);
+    CHECK(rc == COSMOS3_OK && r, "generate: %s", err);
+    if (!r) return 1;
+    CHECK(r->job == 1 && w.wrong_job == 0, "job id 1 on every event (%d wrong)", w.wrong_job);
+    CHECK(r->width == 64 && r->height == 64 && r->frames == 1, "size %dx%dx%d", r->width, r->height,
+          r->frames);
+    CHECK(r->steps == 20 && w.nsteps == 20, "steps: result %d, events %d", r->steps, w.nsteps);
+    for (int i = 1; i <= 20; i++)
+        CHECK(w.steps[i] == 1, "step %d reported %d times", i, w.steps[i]);
+    CHECK(w.branches >= 20 && w.memory >= 20 && w.vae >= 1, "branch %d memory %d vae %d events",
+          w.branches, w.memory, w.vae);
+    for (int i = 1; i < 5; i++)
+        CHECK(w.stage_open[i] == 0, "stage %s begun and ended", stages[i]);
+    CHECK(w.ends == 1 && w.end_kind == COSMOS3_EV_DONE, "one DONE (%d ends)", w.ends);
+    CHECK(r->seed == 3 && !r->noise_given && !strcmp(r->model_id, "demo"), "settings used");
+    demo_verdict v;
+    int jr = demo_judge(r->rgb, &v);
+    CHECK(jr == 0 && v.bg == DEMO_BLUE && v.colour == DEMO_RED && v.place == DEMO_RIGHT &&
+              v.cx > DEMO_CENTRE,
+          "judge: bg %d colour %d place %d cx %.1f (want blue, red, right)", v.bg, v.colour,
+          v.place, v.cx);
+    size_t bytes = (size_t)r->width * r->height * 3;
+    unsigned char *first = malloc(bytes);
+    memcpy(first, r->rgb, bytes);
+    cosmos3_result_free(r);
+
+    /* a second request, cancelled at step 5 from its own callback */
+    watch w2 = {.e = e, .job = 2, .cancel_at = 5};
+    rq.on_event = on_event;
+    rq.user = &w2;
+    rc = cosmos3_generate(e, &rq, &r, err, sizeof err);
+    CHECK(rc == COSMOS3_ECANCEL && r == NULL, "cancel: rc %d (%s)", rc, err);
+    CHECK(w2.nsteps == 5 && w2.ends == 1 && w2.end_kind == COSMOS3_EV_CANCELLED &&
+              w2.wrong_job == 0,
+          "cancelled after 5 steps: %d steps, %d ends, kind %d", w2.nsteps, w2.ends, w2.end_kind);
+    CHECK(w.nsteps == 20, "the open's callback saw nothing of job 2");
+
+    /* the engine stays usable: the first picture again */
+    watch w3 = {.e = e, .job = 3};
+    rq.user = &w3;
+    rc = cosmos3_generate(e, &rq, &r, err, sizeof err);
+    CHECK(rc == COSMOS3_OK && r && w3.ends == 1 && w3.end_kind == COSMOS3_EV_DONE,
+          "after the cancel: %s", err);
+    if (r) CHECK(!memcmp(r->rgb, first, bytes), "the same seed gives the same picture");
+    cosmos3_result_free(r);
+    free(first);
+
+    /* a bad request: a status and a message, nothing else */
+    rq.width = 17;
+    rc = cosmos3_generate(e, &rq, &r, err, sizeof err);
+    CHECK(rc == COSMOS3_EUSAGE && r == NULL && strstr(err, "width 17"), "bad width: %d %s", rc,
+          err);
+    cosmos3_close(e);
+    if (!failures) printf("api_outside: all checks passed\n");
+    return failures ? 1 : 0;
+}
