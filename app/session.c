@@ -248,6 +248,7 @@ int engine_open(c3_engine **out, const c3_settings *s, c3_events *ev) {
     op.cfg_parallel = s->cfg_parallel;
     op.ulysses = s->ulysses;
     op.offload = s->offload;
+    op.precision = s->precision;
     op.threads = s->threads;
     if (GIVEN(s, "width")) op.plan_width = s->width;
     if (GIVEN(s, "height")) op.plan_height = s->height;

@@ -75,6 +75,45 @@ static int need_pos(int v, const char *k, const char *path) {
 
 /* ------------------------------------------------------------ the configs */
 
+/* transformer/config.json "quantization_config" (ModelOpt FP8). */
+static int parse_quant(c3_tconfig *t, json_t *j, const char *path) {
+    json_t *q = json_object_get(j, "quantization_config");
+    if (!q || json_is_null(q)) return C3_OK;
+    if (!json_is_object(q))
+        return c3_fail(C3_EMODEL, "%s: \"quantization_config\" must be an object", path);
+    json_t *m = json_object_get(q, "quant_method"), *a = json_object_get(q, "quant_algo");
+    const char *ms = json_is_string(m) ? json_string_value(m) : "",
+               *as = json_is_string(a) ? json_string_value(a) : "";
+    if (strcmp(ms, "modelopt") != 0 || strcmp(as, "FP8") != 0)
+        return c3_fail(
+            C3_EMODEL,
+            "%s: \"quantization_config\" is %s/%s; cosmos3 reads NVIDIA ModelOpt FP8 (quant_method "
+            "\"modelopt\", quant_algo \"FP8\")",
+            path, ms[0] ? ms : "?", as[0] ? as : "?");
+    t->fp8 = true;
+    json_t *p = json_object_get(json_object_get(q, "runtime"), "diffusion_step_policy");
+    if (!p || json_is_null(p)) return C3_OK;
+    json_t *ty = json_object_get(p, "type");
+    json_t *fs = json_object_get(p, "first_steps"), *ls = json_object_get(p, "last_steps");
+    json_t *fc = json_object_get(fs, "count"), *lc = json_object_get(ls, "count");
+    if (!json_is_string(ty) || strcmp(json_string_value(ty), "first_last_n") != 0 ||
+        !json_is_integer(fc) || !json_is_integer(lc) || json_integer_value(fc) < 0 ||
+        json_integer_value(lc) < 0)
+        return c3_fail(C3_EMODEL,
+                       "%s: \"quantization_config.runtime.diffusion_step_policy\" must be type "
+                       "\"first_last_n\" "
+                       "with first_steps.count and last_steps.count",
+                       path);
+    t->fp8_policy = true;
+    t->fp8_first = (int)json_integer_value(fc);
+    t->fp8_last = (int)json_integer_value(lc);
+    json_t *ov = json_object_get(p, "overlap"), *re = json_object_get(p, "reasoner");
+    t->fp8_overlap_a16 = !json_is_string(ov) || strcmp(json_string_value(ov), "native") != 0;
+    t->fp8_reasoner_a16 = json_is_string(re) && (!strcmp(json_string_value(re), "a16") ||
+                                                 !strcmp(json_string_value(re), "high_precision"));
+    return C3_OK;
+}
+
 int ckpt_parse_tconfig(c3_tconfig *t, const char *text, size_t len, const char *path) {
     memset(t, 0, sizeof *t);
     json_error_t e;
@@ -90,6 +129,7 @@ int ckpt_parse_tconfig(c3_tconfig *t, const char *text, size_t len, const char *
     bool qk_text = true;
 #define G(x)                                                                                       \
     if ((rc = (x)) != C3_OK) goto out
+    G(parse_quant(t, j, path));
     G(get_int(j, "hidden_size", 0, &t->hidden, path));
     G(get_int(j, "num_hidden_layers", 0, &t->layers, path));
     G(get_int(j, "num_attention_heads", 0, &t->heads, path));

@@ -40,6 +40,15 @@ typedef struct {
     bool fps_modulation;
     int temporal_margin;     /* unified_3d_mrope_temporal_modality_margin */
     uint64_t config_hash;    /* FNV-1a of config.json bytes */
+    /* quantization_config (NVIDIA ModelOpt FP8: quant_method "modelopt",
+     * quant_algo "FP8") and its runtime.diffusion_step_policy ("first_last_n"):
+     * the first fp8_first and the last fp8_last denoising steps run W8A16
+     * (overlap: a16 when they overlap), the others FP8 x FP8; reasoner "a16":
+     * the UND tower W8A16. No policy: every step FP8 x FP8. */
+    bool fp8;
+    bool fp8_policy;
+    int fp8_first, fp8_last;
+    bool fp8_overlap_a16, fp8_reasoner_a16;
 } c3_tconfig;
 
 /* Wan2.2 VAE (vae/config.json). */

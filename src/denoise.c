@@ -77,6 +77,7 @@ static int rank_loop(c3_denoise *j, c3_rank *rk) {
         cosmos3_event ev = {.kind = COSMOS3_EV_STAGE, .stage = "und", .begin = true};
         engine_emit(e, &ev);
     }
+    model_fp8_und_act(rk->model, !(e->ck.t.fp8_policy && e->ck.t.fp8_reasoner_a16));
     int rc = und_branches(j, rk, group, need_uncond, kv);
     if (rk->rank == 0) {
         j->t_und = c3_now() - t0;
@@ -98,6 +99,8 @@ static int rank_loop(c3_denoise *j, c3_rank *rk) {
         }
         double t = j->timesteps[i];
         bool cfg_on = cfg_active(s, t);
+        /* FP8 weights: this step's products, W8A8 or W8A16 (the checkpoint's policy) */
+        model_fp8_gen_act(rk->model, model_fp8_step_w8a8(&e->ck.t, i, s->steps));
         double ts = c3_now(), tc = 0, tu = 0;
         if (p->cfg == 1 && cfg_on && model_batches(rk->model)) {
             /* both branches as one batch: the step's time is theirs together,

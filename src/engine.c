@@ -323,6 +323,7 @@ static int make_ranks(cosmos3_engine *e) {
                                .sp_size = p->sp,
                                .sp = p->sp > 1 ? rk->sp : NULL,
                                .offload = p->offload && p->cuda,
+                               .precision = e->precision,
                                .cancel = &e->cancel};
     }
     return C3_OK;
@@ -342,9 +343,12 @@ static int engine_open(const cosmos3_open_params *op, cosmos3_engine **out) {
         rc = c3_fail(C3_EUSAGE, "tp, cfg-parallel and ulysses must be at least 1");
     else if (op->threads < 0)
         rc = c3_fail(C3_EUSAGE, "threads %d must be 0 (all cores) or more", op->threads);
-    else if (op->precision && strcmp(op->precision, "auto") && strcmp(op->precision, "bf16"))
-        rc =
-            c3_fail(C3_EUSAGE, "precision '%s' is not supported yet (auto or bf16)", op->precision);
+    else if (op->precision && strcmp(op->precision, "auto") && strcmp(op->precision, "bf16") &&
+             strcmp(op->precision, "fp8"))
+        rc = c3_fail(C3_EUSAGE, "precision '%s' must be auto, bf16 or fp8", op->precision);
+    e->precision = !op->precision || !strcmp(op->precision, "auto") ? C3_PREC_AUTO
+                   : !strcmp(op->precision, "bf16")                 ? C3_PREC_BF16
+                                                                    : C3_PREC_FP8;
     if (rc) goto fail;
     cpu_set_threads(op->threads);
     char dir[4096];
