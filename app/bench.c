@@ -722,7 +722,12 @@ static int bench_run(c3_settings *s, const c3_mkmodel_preset *p, bench_report *r
 
     /* load */
     t0 = c3_now();
-    c3_shard one = {.tp_size = 1, .sp_size = 1, .offload = s->offload && real->device >= 0};
+    c3_shard one = {.tp_size = 1,
+                    .sp_size = 1,
+                    .offload = s->offload && real->device >= 0,
+                    .precision = s->precision && !strcmp(s->precision, "fp8")    ? C3_PREC_FP8
+                                 : s->precision && !strcmp(s->precision, "bf16") ? C3_PREC_BF16
+                                                                                 : C3_PREC_AUTO};
     B_TRY(model_load(&m, &mc.ck, be, &one));
     r->offload = model_offloaded(m);
     r->cfg_batch = model_batches(m);
