@@ -27,6 +27,7 @@
 #define BENCH_WEIGHT_AMPLITUDE 0.03 /* random weights are uniform in +-this */
 #define BENCH_VAE_VOCAB 64 /* vocab of the throw-away mkmodel checkpoint that carries the VAE */
 #define BENCH_VAE_LAYERS 1
+#define BENCH_FULL_VAE_BASE 256 /* decoder_base_dim of the full Wan2.2 VAE (nano, super, edge) */
 #define BENCH_DEFAULT_PROMPT                                                                       \
     "A red fox jumps over a frozen creek at dawn, low sun behind snowy pines, breath visible in "  \
     "the "                                                                                         \
@@ -657,10 +658,13 @@ static int bench_run(c3_settings *s, const c3_mkmodel_preset *p, bench_report *r
         char tdir[4096];
         snprintf(tdir, sizeof tdir, "%s", tokpath);
         *strrchr(tdir, '/') = 0;
-        c3_mkmodel_opts o = {.preset = "tiny",
+        /* the preset's own VAE geometry (nano, super, edge: the full Wan2.2 VAE), carried by a
+         * small transformer: tiny's, or the preset's own where its VAE is not the full one */
+        bool full_vae = p->vae_decoder_base >= BENCH_FULL_VAE_BASE;
+        c3_mkmodel_opts o = {.preset = full_vae ? "tiny" : p->name,
                              .layers = BENCH_VAE_LAYERS,
                              .vocab = BENCH_VAE_VOCAB,
-                             .vae = MKMODEL_VAE_PRESET,
+                             .vae = full_vae ? MKMODEL_VAE_FULL : MKMODEL_VAE_PRESET,
                              .seed = 1,
                              .out_dir = vdir,
                              .tokenizer_dir = tdir,

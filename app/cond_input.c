@@ -1,4 +1,6 @@
-/* cond_input.c - conditioning pictures and clips from PNG files. */
+/* cond_input.c - conditioning pictures and clips from PNG files, and from
+ * any picture or clip app/media.c decodes (JPEG, WebP, MP4, WebM, MOV,
+ * animated WebP). */
 #include "cond_input.h"
 
 #include <dirent.h>
@@ -8,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "media.h"
 #include "png_io.h"
 
 /* The most frames a clip may have (a 4097-frame video needs far fewer). */
@@ -68,6 +71,34 @@ static int read_folder(const char *dir, c3_cond_file *f) {
     return rc;
 }
 
+/* A picture or clip in another format than PNG (media.c): --image takes its
+ * first frame. */
+static int add_media(c3_cond_file *f, const char *path, bool clip) {
+    c3_media_limits lim = {.min_frames = 1, .max_frames = clip ? COND_MAX_FRAMES : 1};
+    c3_media_frames m;
+    int rc = media_decode(path, &lim, &m);
+    if (rc) return c3_context(rc, "--%s", clip ? "video" : "image");
+    char *bytes;
+    size_t len;
+    if (c3_read_file(path, &bytes, &len) == C3_OK) {
+        f->hash = c3_fnv1a(bytes, len, f->hash);
+        free(bytes);
+    }
+    f->rgb = m.rgb;
+    f->media.width = m.width;
+    f->media.height = m.height;
+    f->media.frames = m.frames;
+    return C3_OK;
+}
+
+static bool is_png_file(const char *path) {
+    FILE *fp = fopen(path, "rb");
+    unsigned char sig[8] = {0};
+    bool png = fp && fread(sig, 1, 8, fp) == 8 && !memcmp(sig, "\x89PNG\r\n\x1a\n", 8);
+    if (fp) fclose(fp);
+    return png;
+}
+
 /* One %d (or %0Nd) conversion and nothing else: a frame pattern. */
 static bool is_pattern(const char *p) {
     const char *pct = strchr(p, '%');
@@ -104,7 +135,7 @@ int cond_file_read(const char *path, bool clip, c3_cond_file *out) {
                   : c3_fail(C3_EINPUT,
                             "--image %s is a folder; give one picture, or a clip as --video", path);
     } else {
-        rc = add_frame(out, path);
+        rc = is_png_file(path) ? add_frame(out, path) : add_media(out, path, clip);
     }
     if (rc) {
         cond_file_free(out);

@@ -3,7 +3,8 @@
  *   cosmos3 gen -p TEXT [options]     one image or video
  *   cosmos3 tokenize -m DIR TEXT      prompt ids
  *   cosmos3 info -m DIR               geometry, sizes, the parallel plan
- *   cosmos3 meta FILE.png             the settings stored in an image
+ *   cosmos3 info FILE                 a picture's or clip's size, frames and fps
+ *   cosmos3 meta FILE                 the settings stored in a picture or clip
  *   cosmos3 mkmodel --preset P -o DIR random-weight checkpoint
  *   cosmos3 help [COMMAND]
  */
@@ -19,8 +20,11 @@
 #include "checkpoint.h"
 #include "docs.h"
 #include "events.h"
+#include "metadata.h"
+#include "media.h"
 #include "mkmodel.h"
 #include "options.h"
+#include "output.h"
 #include "session.h"
 #include "plan.h"
 #include "png_io.h"
@@ -49,9 +53,12 @@ static const c3_command commands[] = {
     {"gen", CMD_GEN, "-p TEXT [options]", "generate an image (or a video with --frames)", cmd_gen},
     {"tokenize", CMD_TOKENIZE, "[options] TEXT|-", "print the token ids the model would see",
      cmd_tokenize},
-    {"info", CMD_INFO, "[-m DIR] [--tp N] [--cfg-parallel N] [--ulysses N]",
-     "print the model's geometry, sizes and the per-rank plan", cmd_info},
-    {"meta", CMD_META, "FILE.png", "print the settings stored in an image cosmos3 wrote", cmd_meta},
+    {"info", CMD_INFO, "[-m DIR] [--tp N] [--cfg-parallel N] [--ulysses N] [--check] | FILE",
+     "print the model's geometry, sizes and the per-rank plan; or a picture's or clip's size, "
+     "frames and fps",
+     cmd_info},
+    {"meta", CMD_META, "FILE",
+     "print the settings stored in a picture or clip cosmos3 wrote (any format)", cmd_meta},
     {"mkmodel", CMD_MKMODEL, "--preset tiny|demo|edge|nano|super -o DIR",
      "write a random-weight checkpoint", cmd_mkmodel},
     {"repl", CMD_REPL, "[options]",
@@ -159,7 +166,10 @@ static volatile sig_atomic_t g_sigint;
 static void on_sigint(int sig) {
     (void)sig;
     g_sigint++;
-    if (g_sigint >= 2) _exit(C3_ECANCEL);
+    if (g_sigint >= 2) { /* nothing half-written stays */
+        output_abort();
+        _exit(C3_ECANCEL);
+    }
     if (g_engine) engine_cancel(g_engine);
 }
 
@@ -225,8 +235,15 @@ static int run_generation(c3_settings *s) {
         fprintf(stderr, "\r\033[Kloading %s ...", dir);
         fflush(stderr);
     }
+    /* tests only: a slow load, to Ctrl-C it */
+    const char *delay = getenv("COSMOS3_TEST_LOAD_DELAY");
+    if (delay && atof(delay) > 0) usleep((useconds_t)(atof(delay) * 1e6));
     int rc = engine_open(&e, s, ev);
     if (tty) fputs("\r\033[K", stderr);
+    if (rc == C3_OK && g_sigint) { /* Ctrl-C while loading: nothing to cancel yet, so stop here */
+        engine_close(e);
+        rc = c3_fail(C3_ECANCEL, "cancelled while the model loaded");
+    }
     if (rc) {
         events_free(ev);
         return rc;
@@ -246,6 +263,8 @@ static int run_generation(c3_settings *s) {
     bool open = false, steps_line = false;
     for (;;) {
         c3_event x;
+        /* a Ctrl-C can land before engine_generate clears its cancel flag: repeat it */
+        if (g_sigint) engine_cancel(e);
         if (!events_pop(ev, &x, 0.2)) continue;
         if (x.kind == EV_LOG && strcmp(x.text, "__finished__") == 0) break;
         /* the engine's notes and warnings, one line each on stderr (-q keeps the warnings) */
@@ -320,9 +339,15 @@ static int run_generation(c3_settings *s) {
         free(txt);
         json_decref(o);
     } else if (!s->quiet) {
-        if (j.r.npaths == 1)
-            fprintf(stderr, "wrote %s (seed %llu, %.1f s)\n", j.r.paths[0], (unsigned long long)j.r.seed,
-                    j.r.t_total);
+        const char *where =
+            j.r.npaths == 1 && !strcmp(j.r.paths[0], "-") ? "standard output" : NULL;
+        if (j.r.npaths == 1 && j.r.frames > 1)
+            fprintf(stderr, "wrote %s (%d frames, %g fps, seed %llu, %.1f s)\n",
+                    where ? where : j.r.paths[0], j.r.frames, j.r.out ? j.r.out->fps : 0,
+                    (unsigned long long)j.r.seed, j.r.t_total);
+        else if (j.r.npaths == 1)
+            fprintf(stderr, "wrote %s (seed %llu, %.1f s)\n", where ? where : j.r.paths[0],
+                    (unsigned long long)j.r.seed, j.r.t_total);
         else if (j.r.npaths > 1)
             fprintf(stderr, "wrote %d frames %s .. %s (seed %llu, %.1f s)\n", j.r.npaths, j.r.paths[0],
                     j.r.paths[j.r.npaths - 1], (unsigned long long)j.r.seed, j.r.t_total);
@@ -342,6 +367,14 @@ static int read_stdin(char **out) {
         if (n + 1 >= cap) b = xrealloc(b, cap *= 2);
     }
     b[n] = 0;
+    const char *nul = memchr(b, 0, n);
+    if (nul) {
+        size_t at = (size_t)(nul - b);
+        free(b);
+        return c3_fail(
+            C3_EINPUT,
+            "the prompt on standard input holds a NUL byte at offset %zu; a prompt is text", at);
+    }
     *out = b;
     return C3_OK;
 }
@@ -356,14 +389,22 @@ static int cmd_gen(c3_settings *s, char **pos, int npos) {
     if (!s->prompt) return c3_fail(C3_EUSAGE, "gen: no prompt; give one with -p \"a red fox in the snow\"");
     if (strcmp(s->prompt, "-") == 0) {
         free(s->prompt);
-        read_stdin(&s->prompt);
+        s->prompt = NULL;
+        C3_TRY(read_stdin(&s->prompt));
     }
-    /* validate everything that needs no model before loading it */
+    /* validate everything that needs no model before loading it, the output's
+     * format and destination included */
     c3_settings tmp;
     settings_copy(&tmp, s);
     int rc = settings_resolve(&tmp, NULL);
+    c3_output out;
+    if (rc == C3_OK) rc = output_plan(&tmp, tmp.frames, tmp.width, tmp.height, -1, &out);
     settings_free(&tmp);
     if (rc) return rc;
+    bool to_stdout = out.kind == OUT_STDOUT;
+    output_free(&out);
+    if (to_stdout && s->json)
+        return c3_fail(C3_EUSAGE, "-o - and --json both write to standard output; drop one");
     return run_generation(s);
 }
 
@@ -480,13 +521,78 @@ static void print_card(const c3_model_card *k) {
     if (k->scores_json) printf("measured scores: %s\n", k->scores_json);
 }
 
+/* cosmos3 info FILE: what a picture or clip is. */
+static int info_media(const c3_settings *s, const char *path) {
+    c3_media_info mi;
+    C3_TRY(media_probe(path, &mi));
+    char *params = NULL, *js = NULL;
+    bool meta = media_read_meta(path, &params, &js) == C3_OK && (params || js);
+    free(params);
+    free(js);
+    if (s->json) {
+        json_t *o =
+            json_pack("{s:s,s:s,s:s,s:s,s:i,s:i,s:i,s:f,s:f,s:I,s:b}", "file", path, "container",
+                      mi.container, "codec", mi.codec, "pix_fmt", mi.pix_fmt, "width", mi.width,
+                      "height", mi.height, "frames", mi.frames, "fps", mi.fps, "seconds",
+                      mi.seconds, "bytes", (json_int_t)mi.bytes, "cosmos3_metadata", meta);
+        char *txt = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
+        printf("%s\n", txt);
+        free(txt);
+        json_decref(o);
+        return C3_OK;
+    }
+    printf("file: %s\n", path);
+    printf("format: %s, %s%s%s\n", mi.container, mi.codec, mi.pix_fmt[0] ? " " : "", mi.pix_fmt);
+    printf("size: %dx%d\n", mi.width, mi.height);
+    if (mi.fps > 0)
+        printf("frames: %d at %g fps (%.2f s)\n", mi.frames, mi.fps,
+               mi.seconds > 0 ? mi.seconds : mi.frames / mi.fps);
+    else
+        printf("frames: %d\n", mi.frames);
+    if (mi.bytes) {
+        char b[32];
+        printf("bytes: %lld (%s)\n", (long long)mi.bytes, c3_bytes_text(mi.bytes, b, sizeof b));
+    }
+    printf("settings: %s\n", meta ? "stored (cosmos3 meta FILE prints them)" : "none");
+    return C3_OK;
+}
+
+/* What gen would refuse, before info prints anything: the tokenizer; with
+ * --check also every weight (dtype table, NaN/Inf) and the whole load gen
+ * does (every tensor's name and shape, the VAE), on the layout asked for. */
+static int info_validate(c3_settings *s, const c3_ckpt *ck, int64_t *ntensors, int64_t *nvalues) {
+    c3_tokenizer *tok = NULL;
+    int rc = tok_load(&tok, ck->tokenizer_json);
+    tok_free(tok);
+    if (rc || !s->check) return rc;
+    C3_TRY(ckpt_scan(ck, ntensors, nvalues));
+    c3_events *ev = events_new(4096);
+    c3_engine *e = NULL;
+    rc = engine_open(&e, s, ev);
+    engine_close(e);
+    events_free(ev);
+    return rc;
+}
+
 static int cmd_info(c3_settings *s, char **pos, int npos) {
-    (void)pos;
-    if (npos) return c3_fail(C3_EUSAGE, "info: unexpected argument '%s'", pos[0]);
+    if (npos == 1 && !s->given[option_index(option_find("model"))]) {
+        char mi[4200];
+        snprintf(mi, sizeof mi, "%s/model_index.json", pos[0]);
+        if (!c3_file_exists(mi)) return info_media(s, pos[0]);
+    }
+    if (npos)
+        return c3_fail(C3_EUSAGE, "info: unexpected argument '%s' (a model goes with -m DIR)",
+                       pos[0]);
     char dir[4096];
     pipeline_model_dir(s, dir, sizeof dir);
     c3_ckpt ck;
     C3_TRY(ckpt_open(&ck, dir, true));
+    int64_t ntensors = 0, nvalues = 0;
+    int vrc = info_validate(s, &ck, &ntensors, &nvalues);
+    if (vrc) {
+        ckpt_close(&ck);
+        return vrc;
+    }
     c3_sizes sz;
     ckpt_sizes(&ck, &sz);
     const c3_tconfig *t = &ck.t;
@@ -520,6 +626,10 @@ static int cmd_info(c3_settings *s, char **pos, int npos) {
                                           p.device_note, "weights_per_rank", (json_int_t)p.weights,
                                           "kv_per_rank", (json_int_t)p.kv, "act_per_rank",
                                           (json_int_t)p.act, "need_per_rank", (json_int_t)p.need));
+        if (s->check)
+            json_object_set_new(o, "check",
+                                json_pack("{s:s,s:I,s:I}", "status", "ok", "tensors",
+                                          (json_int_t)ntensors, "values", (json_int_t)nvalues));
         char *txt = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
         printf("%s\n", txt);
         free(txt);
@@ -550,6 +660,11 @@ static int cmd_info(c3_settings *s, char **pos, int npos) {
             plan_print(stdout, &p);
         }
         print_card(&ck.card);
+        if (s->check)
+            printf(
+                "check: ok: %lld tensors with the dtypes they must have, %lld values all finite; "
+                "loads as gen loads it\n",
+                (long long)ntensors, (long long)nvalues);
     }
     ckpt_close(&ck);
     return rc;
@@ -557,40 +672,57 @@ static int cmd_info(c3_settings *s, char **pos, int npos) {
 
 /* ----------------------------------------------------------------- meta */
 
-static int cmd_meta(c3_settings *s, char **pos, int npos) {
-    if (npos != 1) return c3_fail(C3_EUSAGE, "meta: give one PNG file");
-    char **keys, **vals;
-    int n;
-    C3_TRY(png_read_texts(pos[0], &keys, &vals, &n));
-    int rc = C3_OK;
-    const char *js = NULL, *params = NULL;
-    for (int i = 0; i < n; i++) {
-        if (!strcmp(keys[i], "cosmos3")) js = vals[i];
-        if (!strcmp(keys[i], "parameters")) params = vals[i];
+/* Text from a file, printed so that it cannot drive the terminal: control
+ * characters (ESC, BEL, CR, ... but not newline or tab) as \xNN, and the C1
+ * controls U+0080..U+009F as \u00NN. */
+static void print_text(const char *t) {
+    for (const unsigned char *p = (const unsigned char *)t; *p; p++) {
+        if ((*p < 0x20 && *p != '\n' && *p != '\t') || *p == 0x7f)
+            printf("\\x%02x", *p);
+        else if (*p == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f)
+            printf("\\u%04x", *++p);
+        else
+            putchar(*p);
     }
-    if (!js && !params) {
-        rc = c3_fail(C3_EINPUT, "%s: no cosmos3 metadata (was it written by cosmos3?)", pos[0]);
-    } else if (s->json) {
+}
+
+static int cmd_meta(c3_settings *s, char **pos, int npos) {
+    if (npos != 1) return c3_fail(C3_EUSAGE, "meta: give one file cosmos3 wrote");
+    char *js_buf, *params_buf;
+    C3_TRY(metadata_read(pos[0], &js_buf, &params_buf));
+    const char *js = js_buf, *params = params_buf;
+    if (s->json) {
         printf("%s\n", js ? js : "{}");
     } else if (js) {
         json_t *o = json_loads(js, 0, NULL);
         json_t *st = o ? json_object_get(o, "settings") : NULL;
         if (!st) {
-            printf("%s\n", params ? params : js);
+            print_text(params ? params : js);
+            putchar('\n');
         } else {
             const char *k;
             json_t *v;
             json_t *m = json_object_get(o, "model");
-            if (m) printf("model: %s\n", json_string_value(json_object_get(m, "id")));
+            const char *id = json_string_value(json_object_get(m, "id"));
+            if (m) {
+                printf("model: ");
+                print_text(id ? id : "?");
+                putchar('\n');
+            }
             json_object_foreach(st, k, v) {
-                if (json_is_string(v))
-                    printf("%s: %s\n", k, json_string_value(v));
-                else if (json_is_integer(v))
-                    printf("%s: %lld\n", k, (long long)json_integer_value(v));
-                else if (json_is_real(v))
-                    printf("%s: %g\n", k, json_real_value(v));
-                else if (json_is_boolean(v))
-                    printf("%s: %s\n", k, json_is_true(v) ? "on" : "off");
+                if (!json_is_string(v) && !json_is_number(v) && !json_is_boolean(v)) continue;
+                print_text(k);
+                if (json_is_string(v)) {
+                    printf(": ");
+                    print_text(json_string_value(v));
+                    putchar('\n');
+                } else if (json_is_integer(v)) {
+                    printf(": %lld\n", (long long)json_integer_value(v));
+                } else if (json_is_real(v)) {
+                    printf(": %g\n", json_real_value(v));
+                } else {
+                    printf(": %s\n", json_is_true(v) ? "on" : "off");
+                }
             }
             json_t *l = json_object_get(o, "layout");
             if (l)
@@ -598,20 +730,23 @@ static int cmd_meta(c3_settings *s, char **pos, int npos) {
                        (long long)json_integer_value(json_object_get(l, "tp")),
                        (long long)json_integer_value(json_object_get(l, "cfg_parallel")),
                        (long long)json_integer_value(json_object_get(l, "ulysses")),
-                       json_string_value(json_object_get(l, "device")));
-            printf("version: %s\n", json_string_value(json_object_get(o, "version")));
+                       json_is_string(json_object_get(l, "device")) &&
+                               !strcmp(json_string_value(json_object_get(l, "device")), "cuda")
+                           ? "cuda"
+                           : "cpu");
+            const char *ver = json_string_value(json_object_get(o, "version"));
+            printf("version: ");
+            print_text(ver ? ver : "?");
+            putchar('\n');
         }
         json_decref(o);
     } else {
-        printf("%s\n", params);
+        print_text(params);
+        putchar('\n');
     }
-    for (int i = 0; i < n; i++) {
-        free(keys[i]);
-        free(vals[i]);
-    }
-    free(keys);
-    free(vals);
-    return rc;
+    free(js_buf);
+    free(params_buf);
+    return C3_OK;
 }
 
 /* -------------------------------------------------------------- mkmodel */
@@ -727,6 +862,7 @@ int main(int argc, char **argv) {
     struct sigaction sa = {.sa_handler = on_sigint};
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
+    output_signals_install(); /* SIGTERM, SIGHUP: nothing half-written; SIGXFSZ: a write error */
     c3_settings s = {0};
     settings_defaults(&s);
     char **pos;

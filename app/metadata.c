@@ -1,12 +1,16 @@
 /* metadata.c - result settings -> "parameters" text and "cosmos3" JSON. */
 #include "metadata.h"
 
+#include "media.h"
+
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common.h"
+#include "options.h"
+#include "png_io.h"
 
 char *metadata_parameters(const cosmos3_result *r) {
     size_t cap = strlen(r->prompt) + strlen(r->negative_prompt) + strlen(r->model_id) + 1024;
@@ -78,4 +82,81 @@ char *metadata_json(const cosmos3_result *r, const c3_meta_extra *x) {
     char *txt = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
     json_decref(o);
     return txt;
+}
+
+int metadata_read(const char *path, char **json, char **parameters) {
+    *json = *parameters = NULL;
+    C3_TRY(media_read_meta(path, parameters, json)); /* every format cosmos3 writes */
+    if (!*json && !*parameters)
+        return c3_fail(C3_EINPUT, "%s: no cosmos3 metadata (was it written by cosmos3?)", path);
+    return C3_OK;
+}
+
+/* One stored setting (JSON key, value) into s as option `name`. */
+static int apply_one(c3_settings *s, const char *name, json_t *v, unsigned cmds, const char *path) {
+    const c3_option *o = option_find_for(name, cmds);
+    if (!o || !(option_cli_cmds(o) & cmds)) return C3_OK; /* not this command's */
+    char buf[64];
+    const char *text = buf;
+    if (json_is_string(v))
+        text = json_string_value(v);
+    else if (json_is_integer(v))
+        snprintf(buf, sizeof buf, "%lld", (long long)json_integer_value(v));
+    else if (json_is_real(v))
+        snprintf(buf, sizeof buf, "%.17g", json_real_value(v));
+    else if (json_is_boolean(v))
+        snprintf(buf, sizeof buf, "%s", json_is_true(v) ? "on" : "off");
+    else
+        return C3_OK;
+    if (settings_set(s, o->name, text, cmds) != C3_OK) {
+        char why[512];
+        snprintf(why, sizeof why, "%s", c3_errmsg());
+        return c3_fail(C3_EINPUT, "--from %s: the stored %s: %s", path, name, why);
+    }
+    return C3_OK;
+}
+
+int metadata_apply(const char *path, c3_settings *s, unsigned cmds) {
+    char *js, *params;
+    C3_TRY(metadata_read(path, &js, &params));
+    free(params);
+    if (!js)
+        return c3_fail(C3_EINPUT, "--from %s: only an A1111 'parameters' text, no cosmos3 settings",
+                       path);
+    json_error_t err;
+    json_t *o = json_loads(js, 0, &err);
+    free(js);
+    json_t *st = o ? json_object_get(o, "settings") : NULL;
+    if (!json_is_object(st)) {
+        json_decref(o);
+        return c3_fail(C3_EINPUT, "--from %s: the cosmos3 metadata has no settings object", path);
+    }
+    int rc = C3_OK;
+    /* the model, when it is the built-in one (a checkpoint's folder is not stored: give -m) */
+    json_t *m = json_object_get(o, "model");
+    const char *id = json_string_value(json_object_get(m, "id"));
+    if (id && !strcmp(id, "demo")) rc = apply_one(s, "model", json_object_get(m, "id"), cmds, path);
+    const char *k;
+    json_t *v;
+    json_object_foreach(st, k, v) {
+        if (rc) break;
+        char name[64];
+        snprintf(name, sizeof name, "%s", k);
+        for (char *p = name; *p; p++)
+            if (*p == '_') *p = '-';
+        if (!strcmp(name, "condition") && json_is_object(v)) { /* the conditioning input */
+            const char *ck;
+            json_t *cv;
+            json_object_foreach(v, ck, cv) {
+                char cname[64];
+                snprintf(cname, sizeof cname, "%s%s",
+                         strcmp(ck, "image") && strcmp(ck, "video") ? "condition-" : "", ck);
+                if (!rc) rc = apply_one(s, cname, cv, cmds, path);
+            }
+            continue;
+        }
+        rc = apply_one(s, name, v, cmds, path);
+    }
+    json_decref(o);
+    return rc;
 }

@@ -5,6 +5,7 @@
 #define COSMOS3_METADATA_H
 
 #include "cosmos3.h"
+#include "options.h"
 
 /* What the application knows beyond the result: the settings as given. */
 typedef struct {
@@ -21,5 +22,16 @@ typedef struct {
 char *metadata_parameters(const cosmos3_result *r);
 /* The "cosmos3" object as compact JSON; malloc'd. */
 char *metadata_json(const cosmos3_result *r, const c3_meta_extra *x);
+
+/* The texts cosmos3 stored in a file it wrote: the "cosmos3" JSON and the
+ * "parameters" line (each malloc'd, or NULL when absent). PNG today; each
+ * output format's reader plugs in here, and `meta` and `gen --from` follow.
+ * C3_EINPUT (with the file named) when neither is there. */
+int metadata_read(const char *path, char **json, char **parameters);
+
+/* gen --from FILE: the settings stored in FILE (metadata_read) set into s as
+ * if given on the command line at that point, so options after --from win.
+ * cmds: the command's bit (options it does not take are left out). */
+int metadata_apply(const char *path, c3_settings *s, unsigned cmds);
 
 #endif

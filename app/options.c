@@ -1,6 +1,8 @@
 /* options.c - the options table and everything that reads it. */
 #include "options.h"
 
+#include "metadata.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,6 +56,9 @@ const c3_option c3_options[] = {
      CMD_GEN, F(noise), true},
     {"save-latents", 0, NULL, OPT_STR, NULL, NULL, "FILE", "write the final latents as 'latents' to FILE",
      CMD_GEN, F(save_latents), true},
+    {"from", 0, NULL, OPT_STR, NULL, NULL, "FILE",
+     "run again with the settings stored in FILE (an image or video cosmos3 wrote; see meta); options after it "
+     "override them", CMD_GEN, F(from), false},
     {"image", 0, NULL, OPT_STR, NULL, NULL, "FILE",
      "image-to-video: continue this picture (PNG), resized to cover the size and centre-cropped; "
      "pins latent frame 0",
@@ -69,8 +74,12 @@ const c3_option c3_options[] = {
      "video-to-video: keep the first or the last max(index)*4+1 frames of the clip", CMD_GEN,
      F(condition_keep), true},
     {"output", 'o', NULL, OPT_STR, NULL, NULL, "PATH",
-     "PNG to write (video: a folder, or a pattern with %04d); default cosmos3-SEED.png", CMD_RUN | CMD_MKMODEL,
-     F(output), true},
+     "file to write, its format by extension: .png .jpg .jpeg .webp, video .mp4 .webm (or PNG frames: a folder "
+     "or a pattern with %04d); - writes it to standard output; default cosmos3-SEED.png (video: .mp4)",
+     CMD_RUN | CMD_MKMODEL, F(output), true},
+    {"crf", 0, NULL, OPT_INT, "18", NULL, "N",
+     "video quality: the constant rate factor of .mp4 (H.264, 0-51) and .webm (VP9, 0-63); lower is better and "
+     "larger", CMD_GEN | CMD_REPL | CMD_TUI, F(crf), true},
     {"overwrite", 0, NULL, OPT_FLAG, NULL, NULL, NULL, "replace existing output files",
      CMD_RUN | CMD_MKMODEL, F(overwrite), true},
     {"quiet", 'q', NULL, OPT_FLAG, NULL, NULL, NULL, "no progress line", CMD_GEN | CMD_MKMODEL | CMD_BENCH,
@@ -93,6 +102,9 @@ const c3_option c3_options[] = {
     {"precision", 0, NULL, OPT_ENUM, "auto", "auto|bf16|fp8", "P",
      "matrix products: auto (as the checkpoint stores its weights), bf16 (FP8 weights dequantised at load), fp8 "
      "(a bf16 checkpoint quantised to E4M3 at load)", CMD_PLAN, F(precision), false},
+    {"check", 0, NULL, OPT_FLAG, NULL, NULL, NULL,
+     "also scan every weight (dtypes, NaN/Inf) and load the model as gen does (time and memory of a load)",
+     CMD_INFO, F(check), false},
     {"raw", 0, NULL, OPT_FLAG, NULL, NULL, NULL, "tokenizer only: no chat template, no appended ids",
      CMD_TOKENIZE, F(raw), false},
     {"negative", 0, NULL, OPT_FLAG, NULL, NULL, NULL, "tokenize TEXT as the negative prompt (\"is not\" templates)",
@@ -116,6 +128,9 @@ const c3_option c3_options[] = {
     {"host", 0, NULL, OPT_STR, "127.0.0.1", NULL, "ADDR", "address to listen on", CMD_SERVE, F(host), false},
     {"port", 0, NULL, OPT_INT, "8000", NULL, "PORT", "port to listen on (0: any free port, printed at start)",
      CMD_SERVE, F(port), false},
+    {"keep-videos", 0, NULL, OPT_INT, "32", NULL, "N",
+     "finished /v1/videos jobs kept for GET .../content (also at most 1 GiB of MP4); the oldest go first",
+     CMD_SERVE, F(keep_videos), false},
     {"queue", 0, "max-queue", OPT_INT, "16", NULL, "N",
      "requests that may wait behind the one running; more are answered 429 with Retry-After", CMD_SERVE,
      F(queue), false},
@@ -141,12 +156,23 @@ _Static_assert(C3_ARRAY_LEN(c3_options) <= C3_ARRAY_LEN(((c3_settings *)0)->give
 static const struct {
     const char *name;
     unsigned cmds;
+    const char *why; /* the message's reason */
 } cli_refused[] = {
-    {"frames", CMD_SERVE}, /* serve answers image requests */
-    {"fps", CMD_SERVE},
-    {"output", CMD_SERVE}, /* images go back in the answers */
-    {"overwrite", CMD_SERVE},
+    {"frames", CMD_SERVE, "a request asks for its frames: num_frames in POST /v1/videos"},
+    {"fps", CMD_SERVE, "a request asks for its fps: fps in POST /v1/videos"},
+    {"output", CMD_SERVE, "images and videos go back in the answers"},
+    {"overwrite", CMD_SERVE, "the server writes no file"},
 };
+
+/* A row the command refuses on its command line: one line saying why. */
+static int refused(unsigned cmd, const c3_option *o) {
+    for (size_t i = 0; i < C3_ARRAY_LEN(cli_refused); i++)
+        if (!strcmp(cli_refused[i].name, o->name) && (cli_refused[i].cmds & cmd))
+            return c3_fail(C3_EUSAGE, "%s: --%s is not used (%s); drop --%s", cmd_name(cmd),
+                           o->name, cli_refused[i].why, o->name);
+    return c3_fail(C3_EUSAGE, "%s: --%s is not taken here; see 'cosmos3 help %s'", cmd_name(cmd),
+                   o->name, cmd_name(cmd));
+}
 
 unsigned option_cli_cmds(const c3_option *o) {
     unsigned c = o->cmds;
@@ -383,7 +409,7 @@ int settings_parse(c3_settings *s, unsigned cmd, int argc, char **argv, char ***
             name[n] = 0;
             if (eq) val = eq + 1;
             o = option_find_for(name, cmd);
-            if (o && !(option_cli_cmds(o) & cmd)) o = NULL;
+            if (o && !(option_cli_cmds(o) & cmd)) return refused(cmd, o);
             /* --no-FLAG */
             if (!o && strncmp(name, "no-", 3) == 0) {
                 const c3_option *f = option_find_for(name + 3, cmd);
@@ -397,8 +423,11 @@ int settings_parse(c3_settings *s, unsigned cmd, int argc, char **argv, char ***
                                name, cmd_name(cmd));
         } else {
             for (int k = 0; k < c3_noptions; k++)
-                if (c3_options[k].short_name == a[1] && (option_cli_cmds(&c3_options[k]) & cmd))
+                if (c3_options[k].short_name == a[1] && (c3_options[k].cmds & cmd)) {
+                    if (!(option_cli_cmds(&c3_options[k]) & cmd))
+                        return refused(cmd, &c3_options[k]);
                     o = &c3_options[k];
+                }
             if (!o)
                 return c3_fail(C3_EUSAGE, "%s: unknown option -%c; see 'cosmos3 help %s'", cmd_name(cmd), a[1],
                                cmd_name(cmd));
@@ -415,6 +444,8 @@ int settings_parse(c3_settings *s, unsigned cmd, int argc, char **argv, char ***
             val = argv[++i];
         }
         C3_TRY(set_value(s, o, val));
+        /* --from FILE: the stored settings, here, so the options after it override them */
+        if (!strcmp(o->name, "from")) C3_TRY(metadata_apply(val, s, cmd));
     }
     return C3_OK;
 }

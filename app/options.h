@@ -68,6 +68,7 @@ typedef struct {
     char *seed;          /* "random" or a number */
     char *noise;         /* safetensors with `latents` */
     char *save_latents;
+    char *from; /* gen --from FILE */
     /* conditioning (image/video to video) */
     char *image;            /* a picture */
     char *video;            /* a clip: folder, pattern or file of PNG frames */
@@ -76,6 +77,7 @@ typedef struct {
     /* output */
     char *output;
     bool overwrite;
+    int crf; /* MP4/WebM constant rate factor */
     bool quiet;
     bool json;
     /* layout */
@@ -85,6 +87,8 @@ typedef struct {
     bool offload;
     int threads;
     char *precision; /* auto|bf16|fp8 */
+    /* info */
+    bool check;
     /* tokenize */
     bool raw;
     bool lines;
@@ -99,6 +103,7 @@ typedef struct {
     char *host;
     int port;
     int queue;           /* requests waiting beyond the one running */
+    int keep_videos;     /* finished /v1/videos jobs kept */
     char *api_key;       /* required Bearer token, or NULL */
     int max_cost;        /* per-request bound, in 1024x1024-pixel steps */
     /* preview */

@@ -1,88 +1,720 @@
-/* output.c - output paths, overwrite rules, PNG frames (all or none). */
+/* output.c - where a result goes: format by extension, destination checks
+ * before the model loads, atomic writes, cleanup on signals (output.h). */
 #include "output.h"
 
+#include <dirent.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
-#include "common.h"
+#include "png_io.h"
 
-int output_frame_path(const c3_output *o, int f, char *buf, size_t n, char *dir, size_t dn) {
-    dir[0] = 0;
-    const char *out = o->output;
-    if (o->frames == 1) {
-        if (out && *out)
-            snprintf(buf, n, "%s", out);
-        else
-            snprintf(buf, n, "cosmos3-%llu.png", (unsigned long long)o->seed);
-        return C3_OK;
-    }
-    char base[2048];
-    if (out && *out)
-        snprintf(base, sizeof base, "%s", out);
-    else
-        snprintf(base, sizeof base, "cosmos3-%llu", (unsigned long long)o->seed);
-    const char *pct = strchr(base, '%');
-    if (pct) {
-        /* one %0Nd conversion only */
-        const char *q = pct + 1;
-        while (*q >= '0' && *q <= '9')
-            q++;
-        if (*q != 'd' || strchr(q, '%'))
-            return c3_fail(
-                C3_EUSAGE,
-                "-o '%s': a frame pattern takes one %%d conversion (e.g. shots/%%04d.png)", base);
-        snprintf(buf, n, base, f);
-        const char *slash = strrchr(buf, '/');
-        if (slash) snprintf(dir, dn, "%.*s", (int)(slash - buf), buf);
-    } else {
-        size_t L = strlen(base);
-        if (L > 4 && strcmp(base + L - 4, ".png") == 0)
-            return c3_fail(C3_EUSAGE,
-                           "-o %s: a video needs a folder or a pattern such as frames/%%04d.png",
-                           base);
-        snprintf(buf, n, "%s/frame_%04d.png", base, f);
-        snprintf(dir, dn, "%s", base);
-    }
-    return C3_OK;
+#define OUT_MODE_FILE 0644
+#define OUT_MODE_DIR 0755
+#define OUT_FRAME_FMT "frame_%04d.png"
+
+/* ------------------------------------------------- what is in flight */
+
+/* One write at a time per process (gen, the REPL's worker); the server
+ * encodes in memory. The signal handler only reads these. */
+static struct {
+    char tmp_file[4200];
+    volatile sig_atomic_t has_tmp_file;
+    char tmp_dir[4200];
+    volatile sig_atomic_t has_tmp_dir;
+    char **dir_files; /* full paths that may exist inside tmp_dir */
+    volatile sig_atomic_t ndir_files;
+    char **placed; /* pattern frames already renamed into place */
+    volatile sig_atomic_t nplaced;
+} g_fly;
+
+void output_abort(void) {
+    if (g_fly.has_tmp_file) unlink(g_fly.tmp_file);
+    for (int i = 0; i < g_fly.ndir_files; i++)
+        unlink(g_fly.dir_files[i]);
+    if (g_fly.has_tmp_dir) rmdir(g_fly.tmp_dir);
+    for (int i = 0; i < g_fly.nplaced; i++)
+        unlink(g_fly.placed[i]);
+    g_fly.has_tmp_file = g_fly.has_tmp_dir = 0;
+    g_fly.ndir_files = g_fly.nplaced = 0;
 }
 
-int output_check(const c3_output *o) {
-    char path[4096], dir[4096];
-    for (int f = 0; f < o->frames; f++) {
-        C3_TRY(output_frame_path(o, f, path, sizeof path, dir, sizeof dir));
-        if (!o->overwrite && c3_file_exists(path))
-            return c3_fail(C3_EOUTPUT, "%s already exists; use --overwrite or another -o", path);
-        /* checking the first frame is enough for a fresh folder */
-        if (o->frames > 4 && f == 0 && !c3_file_exists(dir)) break;
-    }
-    return C3_OK;
+static void on_term_signal(int sig) {
+    output_abort();
+    signal(sig, SIG_DFL);
+    raise(sig);
 }
 
-int output_write_png(const c3_output *o, const cosmos3_result *r, const c3_png_text *texts,
-                     int ntexts, char ***paths, int *npaths) {
-    char path[4096], dir[4096];
-    *paths = xcalloc((size_t)r->frames, sizeof(char *));
-    *npaths = 0;
-    size_t frame = (size_t)r->width * r->height * 3;
-    int rc = C3_OK;
-    for (int f = 0; f < r->frames && rc == C3_OK; f++) {
-        rc = output_frame_path(o, f, path, sizeof path, dir, sizeof dir);
-        if (rc == C3_OK && dir[0]) rc = c3_mkdir_p(dir);
-        if (rc == C3_OK)
-            rc = png_write(path, r->rgb + (size_t)f * frame, r->width, r->height, texts,
-                           f == 0 ? ntexts : 0, o->overwrite);
-        if (rc == C3_OK) (*paths)[(*npaths)++] = xstrdup(path);
+void output_signals_install(void) {
+    struct sigaction sa = {.sa_handler = on_term_signal};
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+    struct sigaction ign = {.sa_handler = SIG_IGN};
+    sigemptyset(&ign.sa_mask);
+    sigaction(SIGXFSZ, &ign, NULL); /* write() fails with EFBIG instead, and is cleaned up */
+}
+
+/* ---------------------------------------------------------- messages */
+
+static const char *io_hint(int e) {
+    switch (e) {
+    case ENOSPC:
+        return " (ENOSPC: the disk is full; free some space or pick another -o)";
+    case EDQUOT:
+        return " (EDQUOT: the disk quota is used up; free some space or pick another -o)";
+    case EFBIG:
+        return " (EFBIG: the file size limit was reached; see ulimit -f)";
+    case EACCES:
+    case EPERM:
+    case EROFS:
+        return " (is the folder writable?)";
+    case ENOENT:
+        return " (is the folder there?)";
+    default:
+        return "";
     }
-    if (rc) { /* nothing half-written: a video is all its frames or none */
-        for (int i = 0; i < *npaths; i++) {
-            unlink((*paths)[i]);
-            free((*paths)[i]);
+}
+
+static int io_fail(const char *path, int e) {
+    return c3_fail(C3_EOUTPUT, "cannot write %s: %s%s", path, strerror(e), io_hint(e));
+}
+
+static int write_all(int fd, const void *data, size_t n) {
+    const uint8_t *p = data;
+    while (n) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            return -1;
         }
-        free(*paths);
-        *paths = NULL;
-        *npaths = 0;
+        p += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+/* The folder part of a path ("." for a bare name), xmalloc'd. */
+static char *dir_of(const char *path) {
+    char *t = xstrdup(path);
+    size_t L = strlen(t);
+    while (L > 1 && t[L - 1] == '/')
+        t[--L] = 0;
+    char *d = xstrdup(dirname(t));
+    free(t);
+    return d;
+}
+
+static char *base_of(const char *path) {
+    char *t = xstrdup(path);
+    size_t L = strlen(t);
+    while (L > 1 && t[L - 1] == '/')
+        t[--L] = 0;
+    char *b = xstrdup(basename(t));
+    free(t);
+    return b;
+}
+
+static void fsync_dir(const char *dir) {
+    int fd = open(dir, O_RDONLY | O_DIRECTORY);
+    if (fd >= 0) {
+        fsync(fd); /* best effort: the rename is durable where the filesystem allows */
+        close(fd);
+    }
+}
+
+/* rename tmp -> path; without overwrite never replace what is there. */
+static int place(const char *tmp, const char *path, bool overwrite) {
+    if (overwrite) return rename(tmp, path);
+    if (renameat2(AT_FDCWD, tmp, AT_FDCWD, path, RENAME_NOREPLACE) == 0) return 0;
+    if (errno != EINVAL && errno != ENOSYS) return -1;
+    if (link(tmp, path) != 0)
+        return -1; /* no RENAME_NOREPLACE here: link fails with EEXIST likewise */
+    unlink(tmp);
+    return 0;
+}
+
+/* ------------------------------------------------------ atomic files */
+
+int output_write_file(const char *path, const void *data, size_t n, bool overwrite) {
+    if (!overwrite && c3_file_exists(path))
+        return c3_fail(C3_EOUTPUT, "%s already exists; use --overwrite or another -o", path);
+    if (snprintf(g_fly.tmp_file, sizeof g_fly.tmp_file, "%s.tmp.XXXXXX", path) >=
+        (int)sizeof g_fly.tmp_file)
+        return c3_fail(C3_EOUTPUT, "%s: the path is too long", path);
+    g_fly.has_tmp_file = 1;
+    int fd = mkstemp(g_fly.tmp_file); /* O_CREAT | O_EXCL, mode 0600 */
+    if (fd < 0) {
+        g_fly.has_tmp_file = 0;
+        return io_fail(path, errno);
+    }
+    int rc = C3_OK;
+    if (write_all(fd, data, n) != 0 || fsync(fd) != 0 || fchmod(fd, OUT_MODE_FILE) != 0)
+        rc = io_fail(path, errno);
+    if (close(fd) != 0 && rc == C3_OK) rc = io_fail(path, errno);
+    if (rc == C3_OK && place(g_fly.tmp_file, path, overwrite) != 0) {
+        if (errno == EEXIST)
+            rc = c3_fail(C3_EOUTPUT, "%s already exists; use --overwrite or another -o", path);
+        else
+            rc = io_fail(path, errno);
+    }
+    if (rc != C3_OK) unlink(g_fly.tmp_file);
+    g_fly.has_tmp_file = 0;
+    if (rc == C3_OK) {
+        char *d = dir_of(path);
+        fsync_dir(d);
+        free(d);
     }
     return rc;
+}
+
+/* A file inside a fresh temporary folder: plain O_EXCL create, fsync. */
+static int write_new(const char *path, const void *data, size_t n) {
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, OUT_MODE_FILE);
+    if (fd < 0) return io_fail(path, errno);
+    int rc = C3_OK;
+    if (write_all(fd, data, n) != 0 || fsync(fd) != 0) rc = io_fail(path, errno);
+    if (close(fd) != 0 && rc == C3_OK) rc = io_fail(path, errno);
+    return rc;
+}
+
+/* -------------------------------------------------------------- plan */
+
+/* One %0Nd conversion in the last path component. */
+static bool pattern_ok(const char *p) {
+    const char *pct = strchr(p, '%');
+    if (!pct || strchr(pct, '/')) return false;
+    const char *q = pct + 1;
+    while (*q >= '0' && *q <= '9')
+        q++;
+    return *q == 'd' && !strchr(q, '%');
+}
+
+static bool is_frame_name(const char *n) {
+    int k = 0;
+    if (strncmp(n, "frame_", 6)) return false;
+    for (n += 6; *n >= '0' && *n <= '9'; n++)
+        k++;
+    return k >= 4 && !strcmp(n, ".png");
+}
+
+/* A folder that a video folder may replace: absent, empty or only frames.
+ * *frames: how many frame files it holds. */
+static int folder_state(const char *dir, int *frames, bool *other) {
+    *frames = 0;
+    *other = false;
+    DIR *d = opendir(dir);
+    if (!d) return c3_fail(C3_EOUTPUT, "cannot read the folder %s: %s", dir, strerror(errno));
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        if (is_frame_name(e->d_name))
+            (*frames)++;
+        else
+            *other = true;
+    }
+    closedir(d);
+    return C3_OK;
+}
+
+/* The nearest folder that exists at or above dir (xmalloc'd). */
+static char *existing_ancestor(const char *dir) {
+    char *d = xstrdup(dir);
+    struct stat st;
+    while (stat(d, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        char *up = dir_of(d);
+        if (!strcmp(up, d)) {
+            free(up);
+            break;
+        }
+        free(d);
+        d = up;
+    }
+    return d;
+}
+
+static int64_t estimate_bytes(const c3_output *o) {
+    int64_t px = (int64_t)o->width * o->height, F = o->frames;
+    if (o->kind == OUT_FOLDER || o->kind == OUT_PATTERN || o->fmt == MEDIA_PNG)
+        return px * 3 * F + 4096 * F;
+    if (media_format_is_video(o->fmt))
+        return px * F * 3 / 8 + 65536; /* ~3 bits per pixel: generous at CRF 18 */
+    return px * 3 / 2 + 65536;         /* JPEG, WebP at quality 95 */
+}
+
+/* The folder is writable and has room for the output. */
+static int check_room(const c3_output *o, const char *dir) {
+    char *d = existing_ancestor(dir);
+    int rc = C3_OK;
+    struct stat st;
+    if (stat(d, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        rc = c3_fail(C3_EOUTPUT, "cannot write into %s: it is not a folder", d);
+    } else if (access(d, W_OK | X_OK) != 0) {
+        rc = c3_fail(C3_EOUTPUT, "cannot write into %s: %s (pick a writable folder with -o)", d,
+                     strerror(errno));
+    } else {
+        struct statvfs vs;
+        int64_t need = estimate_bytes(o);
+        if (statvfs(d, &vs) == 0 && (int64_t)vs.f_bavail * (int64_t)vs.f_frsize < need) {
+            char a[32], b[32];
+            c3_bytes_text(need, a, sizeof a);
+            c3_bytes_text((int64_t)vs.f_bavail * (int64_t)vs.f_frsize, b, sizeof b);
+            rc = c3_fail(C3_EOUTPUT,
+                         "not enough room in %s: this output needs about %s, %s are free (ENOSPC "
+                         "ahead; free some "
+                         "space or pick another -o)",
+                         d, a, b);
+        }
+    }
+    free(d);
+    return rc;
+}
+
+static bool ends_with_slash(const char *p) {
+    size_t L = strlen(p);
+    return L > 0 && p[L - 1] == '/';
+}
+
+/* The default file name for a seed: cosmos3-SEED.png / .mp4 / ... */
+static void default_name(const c3_output *o, char *buf, size_t n) {
+    const char *ext = o->fmt == MEDIA_MP4 ? "mp4" : o->fmt == MEDIA_WEBM ? "webm" : "png";
+    snprintf(buf, n, "cosmos3-%llu.%s", (unsigned long long)o->seed, ext);
+}
+
+static int plan(const c3_settings *s, int frames, int width, int height, int64_t seed,
+                c3_output *o);
+
+int output_plan(const c3_settings *s, int frames, int width, int height, int64_t seed,
+                c3_output *o) {
+    int rc = plan(s, frames, width, height, seed, o);
+    if (rc) output_free(o);
+    return rc;
+}
+
+static int plan(const c3_settings *s, int frames, int width, int height, int64_t seed,
+                c3_output *o) {
+    memset(o, 0, sizeof *o);
+    o->seed = seed;
+    o->overwrite = s->overwrite;
+    o->media.crf = s->crf;
+    o->media.quality = -1;
+    if (s->crf < 0 || s->crf > 63)
+        return c3_fail(C3_EUSAGE,
+                       "--crf %d must be in 0..51 for MP4 (H.264) or 0..63 for WebM (VP9)", s->crf);
+    o->frames = frames;
+    o->width = width;
+    o->height = height;
+    bool video = frames > 1;
+    const char *p = s->output && *s->output ? s->output : NULL;
+    if (p && !strcmp(p, "-")) {
+        o->kind = OUT_STDOUT;
+        o->fmt = video ? MEDIA_MP4 : MEDIA_PNG;
+        return C3_OK;
+    }
+    o->kind = OUT_FILE;
+    o->fmt = video ? MEDIA_MP4 : MEDIA_PNG;
+    if (!p) { /* cosmos3-SEED.png / .mp4 here */
+        char name[64];
+        default_name(o, name, sizeof name);
+        if (seed >= 0 && !o->overwrite && c3_file_exists(name))
+            return c3_fail(C3_EOUTPUT, "%s already exists; use --overwrite or another -o", name);
+        return check_room(o, ".");
+    }
+    o->path = xstrdup(p);
+    struct stat st;
+    bool exists = stat(p, &st) == 0, isdir = exists && S_ISDIR(st.st_mode);
+    char *base = base_of(p), ext[64] = "";
+    const char *dot = strrchr(base, '.');
+    if (dot) snprintf(ext, sizeof ext, "%s", dot);
+    dot = dot ? ext : NULL;
+    c3_media_format f;
+    bool known = media_format_from_path(base, &f);
+    free(base);
+    int rc = C3_OK;
+    if (strchr(p, '%')) {
+        if (!pattern_ok(p))
+            return c3_fail(
+                C3_EUSAGE,
+                "-o '%s': a frame pattern takes one %%d conversion in the file name (e.g. "
+                "shots/%%04d.png)",
+                p);
+        if (!known || (video && f != MEDIA_PNG))
+            return c3_fail(C3_EUSAGE, "-o '%s': frames by pattern are %s (e.g. shots/%%04d.png)", p,
+                           video ? "PNG" : "pictures (.png, .jpg, .jpeg, .webp)");
+        if (!known || media_format_is_video(f))
+            return c3_fail(C3_EUSAGE,
+                           "-o '%s': a pattern names pictures (.png, .jpg, .jpeg, .webp)", p);
+        o->fmt = f;
+        o->kind = video ? OUT_PATTERN : OUT_FILE;
+        char *d = dir_of(p);
+        rc = check_room(o, d);
+        free(d);
+        return rc;
+    }
+    if (known) {
+        if (video && !media_format_is_video(f)) {
+            if (f == MEDIA_PNG)
+                return c3_fail(C3_EUSAGE,
+                               "-o %s: a video needs .mp4 or .webm, or PNG frames: a folder or a "
+                               "pattern such as "
+                               "frames/%%04d.png",
+                               p);
+            return c3_fail(C3_EUSAGE,
+                           "-o %s: %s holds one picture; a video goes to .mp4 or .webm (or PNG "
+                           "frames: a folder or a "
+                           "pattern such as frames/%%04d.png)",
+                           p, media_format_name(f));
+        }
+        if (isdir)
+            return c3_fail(
+                C3_EOUTPUT,
+                "-o %s is a folder, and a %s file is meant; remove it or pick another -o", p,
+                media_format_name(f));
+        o->fmt = f;
+        if (f == MEDIA_MP4 && s->crf > 51)
+            return c3_fail(C3_EUSAGE, "--crf %d must be in 0..51 for MP4 (H.264)", s->crf);
+        if (exists && !o->overwrite)
+            return c3_fail(C3_EOUTPUT, "%s already exists; use --overwrite or another -o", p);
+        char *d = dir_of(p);
+        rc = check_room(o, d);
+        free(d);
+        return rc;
+    }
+    if (isdir || ends_with_slash(p) || (video && !dot)) {
+        if (!video) { /* a picture into a folder: FOLDER/cosmos3-SEED.png */
+            if (exists && !isdir) return c3_fail(C3_EOUTPUT, "-o %s: %s is not a folder", p, p);
+            o->kind = OUT_FILE;
+            o->fmt = MEDIA_PNG;
+            return check_room(o, p);
+        }
+        o->kind = OUT_FOLDER;
+        if (exists && !isdir)
+            return c3_fail(
+                C3_EOUTPUT,
+                "-o %s exists and is not a folder; use --overwrite with a file name such as "
+                "clip.mp4, or another -o",
+                p);
+        if (isdir) {
+            int nf;
+            bool other;
+            C3_TRY(folder_state(p, &nf, &other));
+            if (other)
+                return c3_fail(C3_EOUTPUT,
+                               "-o %s holds other files than frames; a video folder is replaced as "
+                               "a whole, so pick a "
+                               "new or empty folder, or a file such as clip.mp4",
+                               p);
+            if (nf && !o->overwrite)
+                return c3_fail(C3_EOUTPUT, "%s already holds frames; use --overwrite or another -o",
+                               p);
+        }
+        char *d = dir_of(p);
+        rc = check_room(o, d);
+        free(d);
+        return rc;
+    }
+    if (!dot) { /* a picture under a name without an extension: PNG, as before */
+        o->fmt = MEDIA_PNG;
+        if (exists && !o->overwrite)
+            return c3_fail(C3_EOUTPUT, "%s already exists; use --overwrite or another -o", p);
+        char *d = dir_of(p);
+        rc = check_room(o, d);
+        free(d);
+        return rc;
+    }
+    return c3_fail(
+        C3_EUSAGE,
+        "-o %s: cosmos3 cannot write %s files; use one of %s (video frames: a folder or a "
+        "pattern such as frames/%%04d.png)",
+        p, dot, media_extensions());
+}
+
+void output_free(c3_output *o) {
+    free(o->path);
+    o->path = NULL;
+}
+
+/* ------------------------------------------------------------- write */
+
+typedef struct {
+    char **v;
+    int n;
+} path_list;
+
+int output_encode(c3_media_format f, const cosmos3_result *r, const c3_media_meta *m,
+                  const c3_media_opts *opts, uint8_t **out, size_t *n) {
+    if (!r->rgb) return c3_fail(C3_EFAIL, "the result holds no frames");
+    return media_encode(f, r->rgb, r->width, r->height, r->frames, r->fps > 0 ? r->fps : 24, m,
+                        opts, out, n);
+}
+
+static void add_path(path_list *l, const char *p) {
+    l->v = xrealloc(l->v, (size_t)(l->n + 1) * sizeof *l->v);
+    l->v[l->n++] = xstrdup(p);
+}
+
+static int write_stdout(const uint8_t *d, size_t n) {
+    if (isatty(1))
+        return c3_fail(
+            C3_EUSAGE,
+            "-o -: standard output is a terminal; redirect it (-o - > clip.mp4) or pipe it");
+    if (write_all(1, d, n) != 0) {
+        int e = errno;
+        return c3_fail(C3_EOUTPUT, "cannot write to standard output: %s%s", strerror(e),
+                       e == EPIPE ? " (the reader went away)" : io_hint(e));
+    }
+    return C3_OK;
+}
+
+/* PNG bytes of frame f with its settings (every frame carries them). */
+static int frame_png(const cosmos3_result *r, const c3_media_meta *m, int f, uint8_t **out,
+                     size_t *n) {
+    c3_png_text t[2];
+    int nt = 0;
+    if (m && m->parameters) t[nt++] = (c3_png_text){"parameters", m->parameters, false};
+    if (m && m->json) t[nt++] = (c3_png_text){"cosmos3", m->json, true};
+    return png_encode_mem(r->rgb + (size_t)f * r->width * r->height * 3, r->width, r->height, t, nt,
+                          out, n);
+}
+
+static void forget_dir(void) {
+    g_fly.ndir_files = 0;
+    g_fly.has_tmp_dir = 0;
+}
+
+/* Remove a folder of frames (only the names given, then the folder). */
+static void remove_frames(const char *dir, char **files, int n) {
+    for (int i = 0; i < n; i++)
+        unlink(files[i]);
+    rmdir(dir);
+}
+
+/* All frames into a fresh temporary sibling of `near` (a path whose folder
+ * is used). names: the file names inside. tmp_paths: their full paths. */
+static int frames_to_tmp(const cosmos3_result *r, const c3_media_meta *m, const char *near,
+                         char ***tmp_paths) {
+    char *d = dir_of(near), *b = base_of(near);
+    int rc = c3_mkdir_p(d);
+    snprintf(g_fly.tmp_dir, sizeof g_fly.tmp_dir, "%s/.%s.tmp.XXXXXX", d, b);
+    free(d);
+    free(b);
+    if (rc) return rc;
+    g_fly.has_tmp_dir = 1; /* before it exists: a signal in between removes nothing else */
+    if (!mkdtemp(g_fly.tmp_dir)) {
+        g_fly.has_tmp_dir = 0;
+        return io_fail(near, errno);
+    }
+    char **paths = xcalloc((size_t)r->frames, sizeof *paths);
+    for (int f = 0; f < r->frames; f++) {
+        char name[64];
+        snprintf(name, sizeof name, OUT_FRAME_FMT, f);
+        paths[f] = c3_path_join(g_fly.tmp_dir, name);
+    }
+    g_fly.dir_files = paths;
+    g_fly.ndir_files = r->frames;
+    for (int f = 0; f < r->frames && rc == C3_OK; f++) {
+        uint8_t *png;
+        size_t n;
+        rc = frame_png(r, m, f, &png, &n);
+        if (rc == C3_OK) {
+            rc = write_new(paths[f], png, n);
+            free(png);
+        }
+    }
+    if (chmod(g_fly.tmp_dir, OUT_MODE_DIR) != 0 && rc == C3_OK) rc = io_fail(g_fly.tmp_dir, errno);
+    if (rc) {
+        remove_frames(g_fly.tmp_dir, paths, r->frames);
+        forget_dir();
+        for (int f = 0; f < r->frames; f++)
+            free(paths[f]);
+        free(paths);
+        return rc;
+    }
+    *tmp_paths = paths;
+    return C3_OK;
+}
+
+static void free_paths(char **p, int n) {
+    for (int i = 0; i < n; i++)
+        free(p[i]);
+    free(p);
+}
+
+static int write_folder(const c3_output *o, const cosmos3_result *r, const c3_media_meta *m,
+                        path_list *out) {
+    char *target = xstrdup(o->path);
+    size_t L = strlen(target);
+    while (L > 1 && target[L - 1] == '/')
+        target[--L] = 0;
+    char **tmp;
+    int rc0 = frames_to_tmp(r, m, target, &tmp);
+    if (rc0) {
+        free(target);
+        return rc0;
+    }
+    int rc = C3_OK;
+    struct stat st;
+    if (stat(target, &st) != 0) {
+        if (place(g_fly.tmp_dir, target, false) != 0) rc = io_fail(target, errno);
+    } else {
+        /* replace the old folder as a whole: swap, then remove the old frames */
+        int nf;
+        bool other;
+        rc = folder_state(target, &nf, &other);
+        if (rc == C3_OK && other)
+            rc = c3_fail(C3_EOUTPUT, "%s holds other files than frames now; nothing was replaced",
+                         target);
+        if (rc == C3_OK && nf && !o->overwrite)
+            rc = c3_fail(C3_EOUTPUT, "%s already holds frames; use --overwrite or another -o",
+                         target);
+        if (rc == C3_OK &&
+            renameat2(AT_FDCWD, g_fly.tmp_dir, AT_FDCWD, target, RENAME_EXCHANGE) != 0)
+            rc = io_fail(target, errno);
+        if (rc == C3_OK) { /* the temporary name now holds the old frames */
+            DIR *d = opendir(g_fly.tmp_dir);
+            struct dirent *e;
+            while (d && (e = readdir(d)))
+                if (is_frame_name(e->d_name)) {
+                    char *fp = c3_path_join(g_fly.tmp_dir, e->d_name);
+                    unlink(fp);
+                    free(fp);
+                }
+            if (d) closedir(d);
+            rmdir(g_fly.tmp_dir);
+        }
+    }
+    if (rc) remove_frames(g_fly.tmp_dir, tmp, r->frames);
+    forget_dir();
+    free_paths(tmp, r->frames);
+    if (rc == C3_OK) {
+        char *d = dir_of(target);
+        fsync_dir(d);
+        free(d);
+        for (int f = 0; f < r->frames; f++) {
+            char name[64];
+            snprintf(name, sizeof name, OUT_FRAME_FMT, f);
+            char *fp = c3_path_join(target, name);
+            add_path(out, fp);
+            free(fp);
+        }
+    }
+    free(target);
+    return rc;
+}
+
+static char *pattern_path(const char *pat, int k) {
+    size_t n = strlen(pat) + 32;
+    char *b = xmalloc(n);
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wformat-nonliteral"
+    snprintf(b, n, pat, k);
+#pragma GCC diagnostic pop
+    return b;
+}
+
+static int write_pattern(const c3_output *o, const cosmos3_result *r, const c3_media_meta *m,
+                         path_list *out) {
+    int F = r->frames;
+    char **final = xcalloc((size_t)F, sizeof *final);
+    for (int f = 0; f < F; f++)
+        final[f] = pattern_path(o->path, f);
+    int rc = C3_OK;
+    for (int f = 0; f < F && !o->overwrite; f++)
+        if (c3_file_exists(final[f])) {
+            rc = c3_fail(C3_EOUTPUT, "%s already exists; use --overwrite or another -o", final[f]);
+            break;
+        }
+    char **tmp = NULL;
+    if (rc == C3_OK) rc = frames_to_tmp(r, m, final[0], &tmp);
+    if (rc == C3_OK) {
+        g_fly.placed = final;
+        for (int f = 0; f < F && rc == C3_OK; f++) {
+            if (place(tmp[f], final[f], o->overwrite) != 0)
+                rc = errno == EEXIST
+                         ? c3_fail(C3_EOUTPUT, "%s already exists; use --overwrite or another -o",
+                                   final[f])
+                         : io_fail(final[f], errno);
+            else
+                g_fly.nplaced = f + 1;
+        }
+        if (rc) /* all or nothing: take back the frames already placed */
+            for (int f = 0; f < g_fly.nplaced; f++)
+                unlink(final[f]);
+        g_fly.nplaced = 0;
+        g_fly.placed = NULL;
+        remove_frames(g_fly.tmp_dir, tmp, F);
+        forget_dir();
+        free_paths(tmp, F);
+    }
+    if (rc == C3_OK) {
+        char *d = dir_of(final[0]);
+        fsync_dir(d);
+        free(d);
+        for (int f = 0; f < F; f++)
+            add_path(out, final[f]);
+    }
+    free_paths(final, F);
+    return rc;
+}
+
+int output_write(const c3_output *o, const cosmos3_result *r, const c3_media_meta *m, char ***paths,
+                 int *npaths) {
+    path_list out = {0};
+    *paths = NULL;
+    *npaths = 0;
+    int rc = C3_OK;
+    if (!r->rgb) return c3_fail(C3_EFAIL, "the result holds no frames to write");
+    if (o->kind == OUT_FOLDER) {
+        rc = write_folder(o, r, m, &out);
+    } else if (o->kind == OUT_PATTERN) {
+        rc = write_pattern(o, r, m, &out);
+    } else {
+        uint8_t *data = NULL;
+        size_t n = 0;
+        rc = output_encode(o->fmt, r, m, &o->media, &data, &n);
+        if (rc == C3_OK && o->kind == OUT_STDOUT) {
+            rc = write_stdout(data, n);
+            if (rc == C3_OK) add_path(&out, "-");
+        } else if (rc == C3_OK) {
+            char *path = NULL, name[64];
+            struct stat st;
+            c3_output d = *o;
+            d.seed = (int64_t)r->seed;
+            default_name(&d, name, sizeof name);
+            if (!o->path) {
+                path = xstrdup(name);
+            } else if (stat(o->path, &st) == 0 && S_ISDIR(st.st_mode)) {
+                path = c3_path_join(o->path, name);
+            } else if (ends_with_slash(o->path)) {
+                rc = c3_mkdir_p(o->path);
+                path = c3_path_join(o->path, name);
+            } else if (strchr(o->path, '%')) { /* a picture by pattern: the first free number */
+                for (int k = 0; k < 1000000; k++) {
+                    free(path);
+                    path = pattern_path(o->path, k);
+                    if (!c3_file_exists(path)) break;
+                }
+            } else {
+                path = xstrdup(o->path);
+            }
+            if (rc == C3_OK) rc = output_write_file(path, data, n, o->overwrite);
+            if (rc == C3_OK) add_path(&out, path);
+            free(path);
+        }
+        free(data);
+    }
+    if (rc) {
+        for (int i = 0; i < out.n; i++)
+            free(out.v[i]);
+        free(out.v);
+        return rc;
+    }
+    *paths = out.v;
+    *npaths = out.n;
+    return C3_OK;
 }

@@ -1,5 +1,8 @@
 /* png_io.c - PNG output with text metadata (libpng), and reading it back.
  *
+ * Encoding to memory (png_encode_mem) serves the server, `-o -` and the
+ * output module's atomic writes; reading works on bytes in memory too.
+ *
  * Writing: the image goes to "PATH.tmp.XXXXXX" in the same folder (mkstemp),
  * is flushed and fsync'ed, then renamed over PATH. Without overwrite the
  * rename refuses to replace a file that appeared meanwhile (RENAME_NOREPLACE,
@@ -97,9 +100,35 @@ static int check_key(const char *key) {
 
 /* ----------------------------------------------------------------- writing */
 
-/* Encode into an open stream. All libpng state lives here, under setjmp. */
-static int encode_png(FILE *fp, const char *path, const uint8_t *rgb, int W, int H, const c3_png_text *texts,
-                      int ntexts) {
+/* A growing buffer that libpng writes into or reads from. */
+typedef struct {
+    uint8_t *data;
+    size_t len, cap, pos;
+} png_mem;
+
+static void mem_write(png_structp png, png_bytep buf, png_size_t n) {
+    png_mem *m = png_get_io_ptr(png);
+    if (m->len + n > m->cap) {
+        m->cap = C3_MAX(m->cap * 2, m->len + n + 4096);
+        m->data = xrealloc(m->data, m->cap);
+    }
+    memcpy(m->data + m->len, buf, n);
+    m->len += n;
+}
+static void mem_flush(png_structp png) {
+    (void)png;
+}
+static void mem_read(png_structp png, png_bytep buf, png_size_t n) {
+    png_mem *m = png_get_io_ptr(png);
+    if (n > m->len - m->pos) png_error(png, "unexpected end of data");
+    memcpy(buf, m->data + m->pos, n);
+    m->pos += n;
+}
+
+/* Encode into an open stream (fp) or into memory (mem). All libpng state
+ * lives here, under setjmp. */
+static int encode_png(FILE *fp, png_mem *mem, const char *path, const uint8_t *rgb, int W, int H,
+                      const c3_png_text *texts, int ntexts) {
     png_errctx err = {{0}};
     png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, &err, on_png_error, on_png_warning);
     if (!png) return c3_fail(C3_EFAIL, "%s: cannot create the PNG writer (out of memory?)", path);
@@ -117,7 +146,10 @@ static int encode_png(FILE *fp, const char *path, const uint8_t *rgb, int W, int
         free(rows);
         return c3_fail(C3_EOUTPUT, "%s: PNG encoding failed: %s", path, err.msg);
     }
-    png_init_io(png, fp);
+    if (mem)
+        png_set_write_fn(png, mem, mem_write, mem_flush);
+    else
+        png_init_io(png, fp);
     /* zlib level 1 with the Sub filter alone: 1.4-1.7x faster than the
      * defaults (level 6, adaptive filters; 142 -> 85-105 ms at 1024^2 here),
      * files ~20 % larger */
@@ -162,8 +194,7 @@ static int place_file(const char *tmp, const char *path, bool overwrite) {
     return 0;
 }
 
-int png_write(const char *path, const uint8_t *rgb, int W, int H, const c3_png_text *texts, int ntexts,
-              bool overwrite) {
+static int check_args(const char *path, int W, int H, const c3_png_text *texts, int ntexts) {
     if (W <= 0 || H <= 0 || W > PNG_READ_MAX_SIDE || H > PNG_READ_MAX_SIDE)
         return c3_fail(C3_EINPUT, "%s: image size %dx%d is out of range (1..%d per side)", path, W, H,
                        PNG_READ_MAX_SIDE);
@@ -174,6 +205,26 @@ int png_write(const char *path, const uint8_t *rgb, int W, int H, const c3_png_t
         if (texts[i].text && !is_utf8(texts[i].text))
             return c3_fail(C3_EINPUT, "%s: text for PNG key \"%s\" is not valid UTF-8", path, texts[i].key);
     }
+    return C3_OK;
+}
+
+int png_encode_mem(const uint8_t *rgb, int W, int H, const c3_png_text *texts, int ntexts,
+                   uint8_t **out, size_t *n) {
+    C3_TRY(check_args("PNG", W, H, texts, ntexts));
+    png_mem m = {0};
+    int rc = encode_png(NULL, &m, "PNG", rgb, W, H, texts, ntexts);
+    if (rc) {
+        free(m.data);
+        return rc;
+    }
+    *out = m.data;
+    *n = m.len;
+    return C3_OK;
+}
+
+int png_write(const char *path, const uint8_t *rgb, int W, int H, const c3_png_text *texts,
+              int ntexts, bool overwrite) {
+    C3_TRY(check_args(path, W, H, texts, ntexts));
     if (!overwrite && c3_file_exists(path))
         return c3_fail(C3_EOUTPUT, "%s exists; use --overwrite to replace it", path);
 
@@ -195,7 +246,7 @@ int png_write(const char *path, const uint8_t *rgb, int W, int H, const c3_png_t
         free(tmp);
         return rc;
     }
-    int rc = encode_png(fp, path, rgb, W, H, texts, ntexts);
+    int rc = encode_png(fp, NULL, path, rgb, W, H, texts, ntexts);
     if (rc == C3_OK && (fflush(fp) != 0 || ferror(fp) || fsync(fd) != 0))
         rc = c3_fail(C3_EOUTPUT, "cannot write %s: %s", path, strerror(errno));
     if (rc == C3_OK && fchmod(fd, PNG_MODE_FILE) != 0)
@@ -233,33 +284,28 @@ static void free_decoded(png_decoded *d) {
     memset(d, 0, sizeof *d);
 }
 
-/* Decode a whole file (pixels as RGB8 and every text chunk). The outputs are
- * written through a volatile pointer so they survive a longjmp. */
-static int decode_png(const char *path, png_decoded *volatile out, bool want_pixels) {
-    FILE *fp = fopen(path, "rb");
-    if (!fp)
-        return c3_fail(errno == ENOENT ? C3_EINPUT : C3_EFAIL, "cannot read %s: %s", path, strerror(errno));
-    unsigned char sig[8];
-    if (fread(sig, 1, sizeof sig, fp) != sizeof sig || png_sig_cmp(sig, 0, sizeof sig) != 0) {
-        fclose(fp);
+/* Decode a whole PNG held in memory (pixels as RGB8 and every text chunk).
+ * The outputs are written through a volatile pointer so they survive a
+ * longjmp. */
+static int decode_png(const char *path, const uint8_t *data, size_t len, png_decoded *volatile out,
+                      bool want_pixels) {
+    if (len < 8 || png_sig_cmp(data, 0, 8) != 0)
         return c3_fail(C3_EINPUT, "%s is not a PNG file", path);
-    }
     png_errctx err = {{0}};
+    png_mem m = {.data = (uint8_t *)data, .len = len, .pos = 8};
     png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &err, on_png_error, on_png_warning);
     png_infop info = png ? png_create_info_struct(png) : NULL;
     if (!info) {
         if (png) png_destroy_read_struct(&png, NULL, NULL);
-        fclose(fp);
         return c3_fail(C3_EFAIL, "%s: cannot create the PNG reader (out of memory?)", path);
     }
     if (setjmp(png_jmpbuf(png))) {
         png_destroy_read_struct(&png, &info, NULL);
-        fclose(fp);
         free_decoded((png_decoded *)out);
         return c3_fail(C3_EINPUT, "%s: invalid or truncated PNG: %s", path, err.msg);
     }
-    png_init_io(png, fp);
-    png_set_sig_bytes(png, sizeof sig);
+    png_set_read_fn(png, &m, mem_read);
+    png_set_sig_bytes(png, 8);
     png_set_user_limits(png, PNG_READ_MAX_SIDE, PNG_READ_MAX_SIDE);
     int transforms = PNG_TRANSFORM_STRIP_16 | PNG_TRANSFORM_STRIP_ALPHA | PNG_TRANSFORM_PACKING |
                      PNG_TRANSFORM_EXPAND | PNG_TRANSFORM_GRAY_TO_RGB;
@@ -269,7 +315,6 @@ static int decode_png(const char *path, png_decoded *volatile out, bool want_pix
         int ch = png_get_channels(png, info);
         if (ch != 3 || png_get_bit_depth(png, info) != 8) {
             png_destroy_read_struct(&png, &info, NULL);
-            fclose(fp);
             return c3_fail(C3_EINPUT, "%s: cannot convert this PNG to 8-bit RGB (%d channels)", path, ch);
         }
         png_bytepp rows = png_get_rows(png, info);
@@ -284,72 +329,72 @@ static int decode_png(const char *path, png_decoded *volatile out, bool want_pix
     if (nt > 0) {
         char **keys = xcalloc((size_t)nt, sizeof *keys), **vals = xcalloc((size_t)nt, sizeof *vals);
         for (int i = 0; i < nt; i++) {
-            size_t len = txt[i].compression >= PNG_ITXT_COMPRESSION_NONE ? txt[i].itxt_length
-                                                                         : txt[i].text_length;
+            size_t tl = txt[i].compression >= PNG_ITXT_COMPRESSION_NONE ? txt[i].itxt_length
+                                                                        : txt[i].text_length;
             keys[i] = xstrdup(txt[i].key ? txt[i].key : "");
-            vals[i] = xmalloc(len + 1);
-            if (len) memcpy(vals[i], txt[i].text, len);
-            vals[i][len] = 0;
+            vals[i] = xmalloc(tl + 1);
+            if (tl) memcpy(vals[i], txt[i].text, tl);
+            vals[i][tl] = 0;
         }
         out->keys = keys;
         out->vals = vals;
         out->n = nt;
     }
     png_destroy_read_struct(&png, &info, NULL);
-    fclose(fp);
+    return C3_OK;
+}
+
+static int decode_png_file(const char *path, png_decoded *d, bool want_pixels) {
+    char *data;
+    size_t len;
+    C3_TRY(c3_read_file(path, &data, &len));
+    int rc = decode_png(path, (const uint8_t *)data, len, d, want_pixels);
+    free(data);
+    return rc;
+}
+
+static void take_texts(png_decoded *d, char ***keys, char ***vals, int *n) {
+    *keys = d->keys;
+    *vals = d->vals;
+    *n = d->n;
+    d->keys = d->vals = NULL;
+    d->n = 0;
+}
+
+int png_read_texts_mem(const uint8_t *data, size_t len, const char *name, char ***keys,
+                       char ***vals, int *n) {
+    png_decoded d = {0};
+    C3_TRY(decode_png(name, data, len, &d, false));
+    take_texts(&d, keys, vals, n);
+    return C3_OK;
+}
+
+int png_read_rgb_mem(const uint8_t *data, size_t len, const char *name, uint8_t **rgb, int *W,
+                     int *H) {
+    png_decoded d = {0};
+    C3_TRY(decode_png(name, data, len, &d, true));
+    *rgb = d.rgb;
+    *W = d.W;
+    *H = d.H;
+    d.rgb = NULL;
+    free_decoded(&d);
     return C3_OK;
 }
 
 int png_read_texts(const char *path, char ***keys, char ***vals, int *n) {
     png_decoded d = {0};
-    C3_TRY(decode_png(path, &d, false));
-    *keys = d.keys;
-    *vals = d.vals;
-    *n = d.n;
+    C3_TRY(decode_png_file(path, &d, false));
+    take_texts(&d, keys, vals, n);
     return C3_OK;
 }
 
 int png_read_rgb(const char *path, uint8_t **rgb, int *W, int *H) {
     png_decoded d = {0};
-    C3_TRY(decode_png(path, &d, true));
-    for (int i = 0; i < d.n; i++) {
-        free(d.keys[i]);
-        free(d.vals[i]);
-    }
-    free(d.keys);
-    free(d.vals);
+    C3_TRY(decode_png_file(path, &d, true));
     *rgb = d.rgb;
     *W = d.W;
     *H = d.H;
-    return C3_OK;
-}
-
-/* ------------------------------------------------------------- in memory */
-
-int png_encode_mem(const uint8_t *rgb, int W, int H, const c3_png_text *texts, int ntexts,
-                   uint8_t **out, size_t *n) {
-    *out = NULL;
-    *n = 0;
-    if (W <= 0 || H <= 0 || W > PNG_READ_MAX_SIDE || H > PNG_READ_MAX_SIDE)
-        return c3_fail(C3_EINPUT, "PNG: image size %dx%d is out of range (1..%d per side)", W, H,
-                       PNG_READ_MAX_SIDE);
-    for (int i = 0; i < ntexts; i++) {
-        C3_TRY(check_key(texts[i].key));
-        if (texts[i].text && !is_utf8(texts[i].text))
-            return c3_fail(C3_EINPUT, "PNG: text for key \"%s\" is not valid UTF-8", texts[i].key);
-    }
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *fp = open_memstream(&buf, &len);
-    if (!fp) return c3_fail(C3_EFAIL, "PNG: open_memstream: %s", strerror(errno));
-    int rc = encode_png(fp, "PNG in memory", rgb, W, H, texts, ntexts);
-    if (fclose(fp) != 0 && rc == C3_OK)
-        rc = c3_fail(C3_EFAIL, "PNG in memory: %s", strerror(errno));
-    if (rc) {
-        free(buf);
-        return rc;
-    }
-    *out = (uint8_t *)buf;
-    *n = len;
+    d.rgb = NULL;
+    free_decoded(&d);
     return C3_OK;
 }

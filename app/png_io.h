@@ -23,5 +23,10 @@ int png_encode_mem(const uint8_t *rgb, int W, int H, const c3_png_text *texts, i
 int png_read_texts(const char *path, char ***keys, char ***vals, int *n);
 /* Read pixels (RGB8); xmalloc'd. */
 int png_read_rgb(const char *path, uint8_t **rgb, int *W, int *H);
+/* The same two from a PNG held in memory (name is for messages). */
+int png_read_texts_mem(const uint8_t *data, size_t len, const char *name, char ***keys,
+                       char ***vals, int *n);
+int png_read_rgb_mem(const uint8_t *data, size_t len, const char *name, uint8_t **rgb, int *W,
+                     int *H);
 
 #endif

@@ -3,15 +3,19 @@
 #include "repl.h"
 
 #include <ctype.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "media.h"
+#include "output.h"
 #include "plan.h"
 #include "config.h"
 
@@ -135,11 +139,17 @@ void repl_history_add(c3_repl *r, const char *text) {
         *slash = 0;
         if (c3_mkdir_p(dir) != C3_OK) return; /* history is a convenience: no error */
     }
-    FILE *f = fopen(r->hist_path, "a");
-    if (f) {
-        fprintf(f, "%s\n", line);
-        fclose(f);
+    /* the prompts are the user's own: 0600, and an older file is made so too */
+    int fd = open(r->hist_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0) return;
+    (void)fchmod(fd, 0600); /* a convenience: a file we cannot chmod is still written */
+    FILE *f = fdopen(fd, "a");
+    if (!f) {
+        close(fd);
+        return;
     }
+    fprintf(f, "%s\n", line);
+    fclose(f);
 }
 
 /* ------------------------------------------------------------- worker */
@@ -153,9 +163,16 @@ static void *worker(void *arg) {
     job_arg *a = arg;
     c3_repl *r = a->r;
     if (a->load) {
-        r->job_rc = engine_open(&r->e, &r->job_s, r->ev);
+        r->job_rc = engine_open(&r->e_next, &r->job_s, r->ev);
     } else {
         r->job_rc = engine_generate(r->e, &r->job_s, &r->job_r);
+        cosmos3_result *out = r->job_r.out;
+        if (r->job_rc == C3_OK && out && out->rgb) { /* keep a preview, not every frame */
+            media_strip(out->rgb, out->width, out->height, out->frames, &r->job_img, &r->job_img_w);
+            r->job_img_h = out->height;
+            free(out->rgb);
+            out->rgb = NULL;
+        }
     }
     if (r->job_rc) snprintf(r->job_err, sizeof r->job_err, "%s", c3_errmsg());
     free(a);
@@ -182,12 +199,8 @@ static int start_job(c3_repl *r, bool load) {
 
 int repl_load_start(c3_repl *r) {
     if (r->job != REPL_IDLE) return c3_fail(C3_EUSAGE, "busy: wait for the run to finish or press c to cancel");
-    if (r->e) {
-        engine_close(r->e);
-        r->e = NULL;
-    }
-    r->nranks = 0;
-    memset(r->dev, 0, sizeof r->dev);
+    /* the loaded model stays until the new one is ready (finish_job swaps) */
+    snprintf(r->prev_model_dir, sizeof r->prev_model_dir, "%s", r->model_dir);
     settings_free(&r->job_s);
     settings_copy(&r->job_s, &r->s);
     pipeline_model_dir(&r->s, r->model_dir, sizeof r->model_dir);
@@ -207,11 +220,35 @@ static void finish_job(c3_repl *r) {
     r->job = REPL_IDLE;
     int rc = r->job_rc;
     if (rc) r->status = rc;
+    if (was == REPL_LOADING && rc == C3_ERESOURCE && r->e) {
+        /* no room for two models: give the old one up and try again */
+        repl_print(r, 2, "%s; unloading %s to make room", r->job_err, r->prev_model_dir);
+        engine_close(r->e);
+        r->e = NULL;
+        r->job_rc = engine_open(&r->e_next, &r->job_s, r->ev);
+        rc = r->job_rc;
+        if (rc) snprintf(r->job_err, sizeof r->job_err, "%s", c3_errmsg());
+        if (rc) r->status = rc;
+    }
     if (was == REPL_LOADING) {
         if (rc) {
-            r->e = NULL;
+            r->e_next = NULL;
             if (!r->quiet_load_error) repl_print(r, 1, "%s", r->job_err);
+            if (r->e) { /* the model loaded before is still there */
+                snprintf(r->model_dir, sizeof r->model_dir, "%s", r->prev_model_dir);
+                free(r->s.model);
+                r->s.model = r->prev_model;
+                r->prev_model = NULL;
+                repl_print(r, 2, "kept %s loaded", r->model_dir);
+            }
         } else {
+            if (r->e) engine_close(r->e);
+            r->e = r->e_next;
+            r->e_next = NULL;
+            r->nranks = 0;
+            memset(r->dev, 0, sizeof r->dev);
+            free(r->prev_model);
+            r->prev_model = NULL;
             r->load_seconds = c3_now() - r->job_t0;
             repl_print(r, 2, "loaded %s (%s, %.1f s)", engine_model(r->e)->id, r->model_dir,
                        r->load_seconds);
@@ -233,7 +270,11 @@ static void finish_job(c3_repl *r) {
         repl_print(r, 1, "%s", r->job_err);
     } else {
         const c3_result *res = &r->last_r;
-        if (res->npaths == 1)
+        if (res->npaths == 1 && res->frames > 1)
+            repl_print(r, 0, "wrote %s (%d frames, %g fps, seed %llu, %.1f s)", res->paths[0],
+                       res->frames, res->out ? res->out->fps : 0, (unsigned long long)res->seed,
+                       res->t_total);
+        else if (res->npaths == 1)
             repl_print(r, 0, "wrote %s (seed %llu, %.1f s)", res->paths[0], (unsigned long long)res->seed,
                        res->t_total);
         else if (res->npaths > 1)
@@ -242,6 +283,11 @@ static void finish_job(c3_repl *r) {
         if (res->npaths > 0) {
             free(r->last_png);
             r->last_png = xstrdup(res->paths[res->npaths - 1]);
+            free(r->last_img);
+            r->last_img = r->job_img;
+            r->last_img_w = r->job_img_w;
+            r->last_img_h = r->job_img_h;
+            r->job_img = NULL;
             r->image_serial++;
         }
     }
@@ -420,6 +466,10 @@ static int generate(c3_repl *r, const char *prompt, bool new_seed) {
     c3_settings tmp;
     settings_copy(&tmp, &r->job_s);
     int rc = settings_resolve(&tmp, r->e);
+    c3_output out;
+    if (rc == C3_OK &&
+        (rc = output_plan(&tmp, tmp.frames, tmp.width, tmp.height, -1, &out)) == C3_OK)
+        output_free(&out);
     settings_free(&tmp);
     if (rc) return rc;
     free(r->run_prompt);
@@ -640,7 +690,8 @@ static int cmd_load(c3_repl *r, const char *arg) {
         free(dir);
         return c3_fail(C3_EUSAGE, "busy: wait for the run to finish or cancel it first");
     }
-    free(r->s.model);
+    free(r->prev_model);
+    r->prev_model = r->s.model; /* back if the load fails */
     r->s.model = dir;
     repl_print(r, 2, "loading %s ...", dir);
     return repl_load_start(r);
@@ -858,6 +909,8 @@ void repl_free(c3_repl *r) {
         while (r->th_live) repl_pump(r, NULL, 0.1);
     }
     if (r->e) engine_close(r->e);
+    if (r->e_next) engine_close(r->e_next);
+    free(r->prev_model);
     events_free(r->ev);
     settings_free(&r->s);
     settings_free(&r->job_s);
@@ -868,6 +921,8 @@ void repl_free(c3_repl *r) {
     free(r->hist);
     free(r->run_prompt);
     free(r->last_png);
+    free(r->last_img);
+    free(r->job_img);
     memset(r, 0, sizeof *r);
 }
 
@@ -928,9 +983,10 @@ static void wait_job(c3_repl *r) {
 }
 
 static void show_preview(c3_repl *r, int serial_before) {
-    if (r->image_serial == serial_before || !r->last_png || r->term.kind == C3_PREVIEW_OFF) return;
+    if (r->image_serial == serial_before || !r->last_img || r->term.kind == C3_PREVIEW_OFF) return;
     fflush(stdout);
-    if (preview_show(r->last_png, &r->term, 1) != C3_OK) repl_print(r, 1, "preview: %s", c3_errmsg());
+    if (preview_show_rgb(r->last_img, r->last_img_w, r->last_img_h, &r->term, 1) != C3_OK)
+        repl_print(r, 1, "preview: %s", c3_errmsg());
 }
 
 /* Progress lines end with \r; the next message needs a fresh line. */

@@ -49,7 +49,10 @@ struct c3_repl {
     c3_settings s; /* what `set` changes */
     c3_events *ev;
     c3_engine *e;  /* NULL until loaded */
+    c3_engine *e_next; /* a load in progress opens this; e stays until it is ready */
     char model_dir[4096];
+    char prev_model_dir[4096]; /* the model before a load, back if the load fails */
+    char *prev_model;          /* r->s.model before a load (owned) */
     /* the worker */
     pthread_t th;
     bool th_live;
@@ -70,8 +73,13 @@ struct c3_repl {
     c3_settings last_s;
     c3_result last_r;
     char last_err[1024];
-    char *last_png; /* latest image written */
+    char *last_png;   /* latest file written (a picture, a clip or the last frame) */
     int image_serial; /* bumps on each new image */
+    uint8_t *last_img; /* its preview [last_img_h, last_img_w, 3]: a video's first / middle / last
+                          frames */
+    int last_img_w, last_img_h;
+    uint8_t *job_img; /* the same for the run in flight (set by the worker) */
+    int job_img_w, job_img_h;
     /* devices, per rank */
     int nranks;
     c3_repl_dev dev[COSMOS3_MAX_RANKS];

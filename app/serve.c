@@ -10,11 +10,12 @@
  *               that goes away cancels its job) or streams its SSE bytes
  *
  * A job is shared by its connection and the worker (a reference count under
- * the server mutex). Images come back from the engine in memory and are
- * encoded as PNG in memory (png_encode_mem) for b64_json: the server writes
- * no file. No request field ever names a file.
+ * the server mutex). Images and videos come back from the engine in memory
+ * and are encoded in memory (app/output.c: PNG, JPEG, WebP, MP4): the server
+ * writes no file. No request field ever names a file.
  */
 #include "serve.h"
+#include "output.h"
 
 #include "config.h"
 
@@ -43,12 +44,14 @@ int serve_main(c3_settings *s, char **pos, int npos) {
 #include <stdlib.h>
 #include <fcntl.h>
 #include <strings.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "events.h"
+#include "media.h"
 #include "png_io.h"
 #include "session.h"
 #include "plan.h"
@@ -56,6 +59,10 @@ int serve_main(c3_settings *s, char **pos, int npos) {
 /* ------------------------------------------------------------- limits */
 
 #define SERVE_MAX_BODY (1u << 20)     /* bytes of a request body */
+#define SERVE_MAX_VIDEO_BODY (64u << 20) /* ... of a /v1/videos body (a picture or clip inside) */
+#define SERVE_VIDEO_BYTES (1ll << 30)    /* MP4 bytes kept for /v1/videos/{id}/content */
+#define SERVE_VIDEO_SECONDS 4     /* /v1/videos: the clip length without num_frames or seconds */
+#define SERVE_MAX_REF_FRAMES 4097 /* frames decoded from a video_reference */
 #define SERVE_MAX_DISCARD (16u << 20) /* an oversized chunked body is read up to this */
 #define SERVE_MAX_PROMPT (32u << 10)  /* bytes of a prompt or negative prompt */
 #define SERVE_MAX_N 10                /* images per request */
@@ -174,15 +181,28 @@ typedef struct job {
     /* SSE bytes produced and not yet sent */
     sbuf sse;
     size_t sse_sent;
+    c3_media_format ofmt; /* images: output_format */
+    /* a video job (/v1/videos): in the store while async */
+    bool video, sync;
+    char vid[48];
+    time_t created_at, completed_at;
+    int step, steps; /* per-step progress (the pump) */
+    uint8_t *mp4;
+    size_t mp4_len;
+    char *verr;            /* why it failed */
+    uint8_t *cond_rgb;     /* the decoded reference, owned */
+    c3_cond_frames cond;   /* ... as the session takes it (cond.rgb NULL: none) */
+    struct job *snext;     /* the store, oldest first */
+    uint64_t vframes_seed; /* the seed the video was made with */
 } job;
 
 enum { STAGE_TOKENIZE, STAGE_UND, STAGE_DENOISE, STAGE_VAE, STAGE_WRITE, STAGE_TOTAL, STAGES };
 static const char *const stage_names[STAGES] = {"tokenize", "und",   "denoise",
                                                 "vae",      "write", "total"};
 
-enum { EP_GENERATIONS, EP_MODELS, EP_HEALTH, EP_METRICS, EP_OTHER, EPS };
-static const char *const ep_names[EPS] = {"/v1/images/generations", "/v1/models", "/health",
-                                          "/metrics", "other"};
+enum { EP_GENERATIONS, EP_MODELS, EP_HEALTH, EP_METRICS, EP_VIDEOS, EP_OTHER, EPS };
+static const char *const ep_names[EPS] = {
+    "/v1/images/generations", "/v1/models", "/health", "/metrics", "/v1/videos", "other"};
 
 typedef struct {
     pthread_mutex_t mu;
@@ -222,6 +242,11 @@ typedef struct {
     double header_deadline_s, body_deadline_s;
     struct conn *watch; /* every open connection (deadlines) */
     uint64_t cut;       /* connections closed for missing a deadline */
+    /* /v1/videos: every async job, oldest first; finished ones are dropped
+     * oldest first beyond keep_videos or SERVE_VIDEO_BYTES */
+    job *store;
+    int keep_videos;
+    uint64_t videos;
 } server;
 
 /* ------------------------------------------------------------ deadlines */
@@ -307,6 +332,9 @@ static void job_unref_locked(job *j) {
     settings_free(&j->s);
     free(j->body);
     free(j->sse.p);
+    free(j->mp4);
+    free(j->verr);
+    free(j->cond_rgb);
     free(j);
 }
 
@@ -423,18 +451,13 @@ static int run_image(server *sv, job *j, int i, json_t *data, json_t *acc) {
     pthread_mutex_unlock(&sv->mu);
     uint8_t *png = NULL;
     size_t len = 0;
-    if (rc == C3_OK && r.out && r.out->frames == 1) {
-        double t0 = c3_now();
-        c3_png_text texts[2] = {{"parameters", r.png_parameters, false},
-                                {"cosmos3", r.meta_json, true}};
-        rc = png_encode_mem(r.out->rgb, r.out->width, r.out->height, texts, 2, &png, &len);
-        if (rc) snprintf(err, sizeof err, "%s", c3_errmsg());
-        r.t_write = c3_now() - t0;
+    if (rc == C3_OK) {
+        double tw = c3_now();
+        c3_media_meta m = {r.png_parameters, r.meta_json};
+        rc = output_encode(j->ofmt, r.out, &m, NULL, &png, &len);
+        r.t_write = c3_now() - tw;
         r.t_total += r.t_write;
-    } else if (rc == C3_OK) {
-        rc = C3_EFAIL;
-        snprintf(err, sizeof err, "the engine made %d frames for one image",
-                 r.out ? r.out->frames : 0);
+        if (rc) snprintf(err, sizeof err, "%s", c3_errmsg());
     }
     if (rc == C3_OK) {
         char *b64 = base64(png, len);
@@ -460,13 +483,19 @@ static int run_image(server *sv, job *j, int i, json_t *data, json_t *acc) {
         sv->images++;
         for (int k = 0; k < STAGES; k++)
             sv->stage_s[k] += st[k];
-        if (j->stream) {
-            json_t *ev = json_pack("{s:s,s:i,s:s,s:I,s:s,s:I,s:O}", "type",
-                                   "image_generation.completed", "index", i, "b64_json",
-                                   json_string_value(json_object_get(item, "b64_json")), "created",
-                                   (json_int_t)time(NULL), "output_format", "png", "seed",
-                                   (json_int_t)r.seed, "metrics", acc);
+        if (j->stream) { /* as the OpenAI images API names it (ImageGenCompletedEvent) */
+            json_t *ev = json_pack(
+                "{s:s,s:i,s:s,s:I,s:I,s:s,s:s,s:s,s:I,s:O}", "type", "image_generation.completed",
+                "index", i, "b64_json", json_string_value(json_object_get(item, "b64_json")),
+                "created", (json_int_t)time(NULL), "created_at", (json_int_t)time(NULL),
+                "output_format", media_format_name(j->ofmt), "quality", "auto", "background",
+                "opaque", "seed", (json_int_t)r.seed, "metrics", acc);
             json_object_set_new(ev, "size", json_sprintf("%dx%d", r.width, r.height));
+            json_object_set_new(ev, "usage",
+                                json_pack("{s:i,s:i,s:i,s:{s:i,s:i}}", "input_tokens", r.L_cond,
+                                          "output_tokens", 0, "total_tokens", r.L_cond,
+                                          "input_tokens_details", "text_tokens", r.L_cond,
+                                          "image_tokens", 0));
             sse_event(j, "image_generation.completed", ev);
             pthread_cond_broadcast(&sv->cv);
         }
@@ -520,7 +549,7 @@ static void run_job(server *sv, job *j) {
         body = error_body(status, NULL, err);
     } else {
         json_t *o = json_pack("{s:I,s:O,s:s,s:O}", "created", (json_int_t)time(NULL), "data", data,
-                              "output_format", "png", "metrics", acc);
+                              "output_format", media_format_name(j->ofmt), "metrics", acc);
         json_object_set_new(o, "size", json_sprintf("%dx%d", j->s.width, j->s.height));
         body = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
         json_decref(o);
@@ -544,6 +573,79 @@ static void run_job(server *sv, job *j) {
     pthread_mutex_unlock(&sv->mu);
     json_decref(data);
     json_decref(acc);
+}
+
+/* ------------------------------------------------------------- videos */
+
+/* Drop finished videos, oldest first, beyond keep_videos or SERVE_VIDEO_BYTES
+ * (server mutex held). Queued and running ones stay. */
+static void store_trim_locked(server *sv) {
+    for (;;) {
+        int done = 0;
+        int64_t bytes = 0;
+        for (job *j = sv->store; j; j = j->snext)
+            if (j->state == JOB_DONE) {
+                done++;
+                bytes += (int64_t)j->mp4_len;
+            }
+        if (done <= sv->keep_videos && bytes <= SERVE_VIDEO_BYTES) return;
+        job **pp = &sv->store;
+        while (*pp && (*pp)->state != JOB_DONE)
+            pp = &(*pp)->snext;
+        if (!*pp) return;
+        job *old = *pp;
+        *pp = old->snext;
+        job_unref_locked(old); /* the store's reference */
+    }
+}
+
+/* One video job: generate, encode the MP4 in memory, keep it in the job. */
+static void run_video(server *sv, job *j) {
+    double t0 = c3_now();
+    c3_result r = {0};
+    int rc = engine_generate_frames_with(sv->e, &j->s, j->cond.rgb ? &j->cond : NULL, &r);
+    char err[1024];
+    snprintf(err, sizeof err, "%s", c3_errmsg());
+    pthread_mutex_lock(&sv->mu);
+    sv->terminal_expected++;
+    while (sv->terminal_seen < sv->terminal_expected)
+        cv_wait(sv, SERVE_POLL_S);
+    pthread_mutex_unlock(&sv->mu);
+    uint8_t *mp4 = NULL;
+    size_t len = 0;
+    if (rc == C3_OK) {
+        double tw = c3_now();
+        c3_media_meta m = {r.png_parameters, r.meta_json};
+        c3_media_opts o = {.crf = j->s.crf, .quality = -1};
+        rc = output_encode(MEDIA_MP4, r.out, &m, &o, &mp4, &len);
+        r.t_write = c3_now() - tw;
+        if (rc) snprintf(err, sizeof err, "%s", c3_errmsg());
+    }
+    pthread_mutex_lock(&sv->mu);
+    int status = 200;
+    if (rc == C3_OK) {
+        j->mp4 = mp4;
+        j->mp4_len = len;
+        j->vframes_seed = r.seed;
+        sv->videos++;
+        double st[STAGES] = {r.t_tokenize, r.t_und, r.t_denoise, r.t_vae, r.t_write, r.t_total};
+        for (int k = 0; k < STAGES; k++)
+            sv->stage_s[k] += st[k];
+    } else {
+        free(mp4);
+        status = rc == C3_ECANCEL && j->gone          ? HTTP_CLIENT_GONE
+                 : rc == C3_ECANCEL                   ? 503
+                 : rc == C3_EUSAGE || rc == C3_EINPUT ? 400
+                                                      : 500;
+        j->verr = xstrdup(rc == C3_ECANCEL ? "cancelled" : err);
+        j->body = error_body(status, NULL, rc == C3_ECANCEL ? "cancelled" : err);
+    }
+    j->status = status;
+    sv->jobs++;
+    sv->job_s += c3_now() - t0;
+    sv->queue_s += t0 - j->t_queued;
+    pthread_mutex_unlock(&sv->mu);
+    result_free(&r);
 }
 
 static void *worker_main(void *arg) {
@@ -584,9 +686,16 @@ static void *worker_main(void *arg) {
         j->state = JOB_RUNNING;
         sv->current = j;
         pthread_mutex_unlock(&sv->mu);
-        run_job(sv, j);
+        if (j->video)
+            run_video(sv, j);
+        else
+            run_job(sv, j);
         pthread_mutex_lock(&sv->mu);
         j->state = JOB_DONE;
+        if (j->video) {
+            j->completed_at = time(NULL);
+            store_trim_locked(sv);
+        }
         sv->current = NULL;
         pthread_cond_broadcast(&sv->cv);
         job_unref_locked(j);
@@ -623,6 +732,10 @@ static void *pump_main(void *arg) {
             sv->cond_s += x.cond_s;
             sv->uncond_s += unc;
             sv->last_step_s = x.seconds;
+            if (j && j->video) {
+                j->step = x.step;
+                j->steps = x.steps;
+            }
             if (j && j->stream && !j->gone) {
                 sse_event(j, "progress",
                           json_pack("{s:s,s:i,s:i,s:i,s:f,s:f,s:f,s:I}", "type", "progress",
@@ -769,21 +882,12 @@ static bool parse_extra(server *sv, c3_settings *s, json_t *x, req_error *er) {
     return true;
 }
 
-static const char *const known_fields[] = {"model",
-                                           "prompt",
-                                           "n",
-                                           "size",
-                                           "response_format",
-                                           "negative_prompt",
-                                           "guidance_scale",
-                                           "num_inference_steps",
-                                           "seed",
-                                           "flow_shift",
-                                           "extra_params",
-                                           "stream",
-                                           "user",
-                                           "output_format",
-                                           "true_cfg_scale"};
+static const char *const known_fields[] = {
+    "model", "prompt", "n", "size", "response_format", "negative_prompt", "guidance_scale",
+    "num_inference_steps", "seed", "flow_shift", "extra_params", "stream", "user", "output_format",
+    "true_cfg_scale",
+    /* sent by the OpenAI client, not used (see serve.h) */
+    "quality", "style", "partial_images", "background", "moderation", "output_compression"};
 
 /* Parse and validate a generation request into j (j->s starts as the base). */
 static bool parse_request(server *sv, const char *body, size_t len, job *j, req_error *er) {
@@ -886,9 +990,14 @@ static bool parse_request(server *sv, const char *body, size_t len, job *j, req_
     }
     if (FIELD("output_format")) {
         if (!get_text(v, "output_format", 16, false, &t, er)) goto out;
-        if (strcmp(t, "png") != 0) {
-            bad(er, 400, "output_format",
-                "output_format: '%.16s' is not supported; this server writes png", t);
+        if (!strcmp(t, "png"))
+            j->ofmt = MEDIA_PNG;
+        else if (!strcmp(t, "jpeg") || !strcmp(t, "jpg"))
+            j->ofmt = MEDIA_JPEG;
+        else if (!strcmp(t, "webp"))
+            j->ofmt = MEDIA_WEBP;
+        else {
+            bad(er, 400, "output_format", "output_format: '%.16s' is not png, jpeg or webp", t);
             goto out;
         }
     }
@@ -962,6 +1071,8 @@ typedef struct {
 static int endpoint_of(const char *url) {
     for (int i = 0; i < EP_OTHER; i++)
         if (!strcmp(url, ep_names[i])) return i;
+    if (!strncmp(url, "/v1/videos/", 11)) return EP_VIDEOS;
+    if (!strncmp(url, "/v1/models/", 11)) return EP_MODELS;
     return EP_OTHER;
 }
 
@@ -1276,6 +1387,597 @@ static enum MHD_Result post_generation(server *sv, struct MHD_Connection *c, req
                      status == 503 ? "Retry-After" : NULL, ra);
 }
 
+/* ------------------------------------------------------- /v1/videos HTTP */
+
+static enum MHD_Result send_bytes(server *sv, struct MHD_Connection *c, req_ctx *r, int status,
+                                  const char *type, const uint8_t *data, size_t n,
+                                  const char *disposition) {
+    struct MHD_Response *resp =
+        MHD_create_response_from_buffer(n, (void *)data, MHD_RESPMEM_MUST_COPY);
+    if (!resp) return MHD_NO;
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+    if (disposition) MHD_add_response_header(resp, "Content-Disposition", disposition);
+    enum MHD_Result ok = MHD_queue_response(c, (unsigned)status, resp);
+    MHD_destroy_response(resp);
+    r->answered = true;
+    count(sv, r->ep, status);
+    return ok;
+}
+
+static int b64_value(int ch) {
+    if (ch >= 'A' && ch <= 'Z') return ch - 'A';
+    if (ch >= 'a' && ch <= 'z') return ch - 'a' + 26;
+    if (ch >= '0' && ch <= '9') return ch - '0' + 52;
+    if (ch == '+' || ch == '-') return 62;
+    if (ch == '/' || ch == '_') return 63;
+    return -1;
+}
+
+/* Standard or URL-safe base64, padding optional; NULL when malformed. */
+static uint8_t *base64_decode(const char *t, size_t n, size_t *out_n) {
+    uint8_t *o = xmalloc(n / 4 * 3 + 3);
+    size_t k = 0;
+    uint32_t acc = 0;
+    int bits = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (t[i] == '=') break;
+        if (t[i] == '\n' || t[i] == '\r' || t[i] == ' ') continue;
+        int v = b64_value((unsigned char)t[i]);
+        if (v < 0) {
+            free(o);
+            return NULL;
+        }
+        acc = (acc << 6) | (uint32_t)v;
+        bits += 6;
+        if (bits >= 8) {
+            bits -= 8;
+            o[k++] = (uint8_t)(acc >> bits);
+        }
+    }
+    *out_n = k;
+    return o;
+}
+
+/* A picture or clip of the request, decoded into j->cond. clip: a
+ * video_reference (all its frames), else its first frame. */
+static bool take_reference(job *j, const uint8_t *data, size_t n, const char *field, bool clip,
+                           req_error *er) {
+    if (j->cond_rgb)
+        return bad(er, 400, field,
+                   "%s: give one of input_reference, image_reference and video_reference", field);
+    c3_media_limits lim = {.min_frames = 1, .max_frames = clip ? SERVE_MAX_REF_FRAMES : 1};
+    c3_media_frames m;
+    if (media_decode_mem(data, n, field, &lim, &m) != C3_OK)
+        return bad(er, 400, field, "%s", c3_errmsg());
+    j->cond_rgb = m.rgb;
+    j->cond = (c3_cond_frames){.rgb = m.rgb,
+                               .width = m.width,
+                               .height = m.height,
+                               .frames = m.frames,
+                               .video = clip,
+                               .name = field};
+    return true;
+}
+
+/* "data:MIME;base64,DATA" (a string, or {"image_url": ...} / {"video_url": ...}). */
+static bool take_data_url(job *j, json_t *v, const char *field, bool clip, req_error *er) {
+    const char *key = clip ? "video_url" : "image_url";
+    if (json_is_object(v)) {
+        if (json_object_get(v, "file_id"))
+            return bad(er, 400, field,
+                       "%s.file_id: this server keeps no files; send %s as a data URL", field, key);
+        v = json_object_get(v, key);
+    }
+    if (!json_is_string(v))
+        return bad(er, 400, field, "%s: must be a data URL string (or {\"%s\": \"data:...\"})",
+                   field, key);
+    const char *u = json_string_value(v), *comma = strchr(u, ',');
+    if (strncmp(u, "data:", 5) != 0 || !comma || !memmem(u, (size_t)(comma - u), ";base64", 7))
+        return bad(er, 400, field,
+                   "%s: not a base64 data URL; send data:image/png;base64,... (this server fetches "
+                   "no URLs and reads no server paths)",
+                   field);
+    size_t n;
+    uint8_t *d = base64_decode(comma + 1, strlen(comma + 1), &n);
+    if (!d) return bad(er, 400, field, "%s: the base64 data is malformed", field);
+    bool ok = take_reference(j, d, n, field, clip, er);
+    free(d);
+    return ok;
+}
+
+/* An integer, or (multipart forms) its text. */
+static bool form_int(json_t *v, const char *field, long long lo, long long hi, long long *out,
+                     req_error *er) {
+    if (json_is_integer(v)) {
+        *out = json_integer_value(v);
+    } else if (json_is_string(v)) {
+        char *end;
+        errno = 0;
+        *out = strtoll(json_string_value(v), &end, 10);
+        if (errno || end == json_string_value(v) || *end)
+            return bad(er, 400, field, "%s: must be an integer", field);
+    } else {
+        return bad(er, 400, field, "%s: must be an integer", field);
+    }
+    if (*out < lo || *out > hi)
+        return bad(er, 400, field, "%s: must be in %lld..%lld", field, lo, hi);
+    return true;
+}
+
+static bool form_number(json_t *v, const char *field, double *out, req_error *er) {
+    if (json_is_string(v)) {
+        char *end;
+        errno = 0;
+        *out = strtod(json_string_value(v), &end);
+        if (errno || end == json_string_value(v) || *end || !isfinite(*out))
+            return bad(er, 400, field, "%s: must be a number", field);
+        return true;
+    }
+    return get_number(v, field, out, er);
+}
+
+static bool apply_form_number(server *sv, c3_settings *s, json_t *v, const char *field,
+                              const char *name, req_error *er) {
+    double x;
+    if (!form_number(v, field, &x, er)) return false;
+    char txt[64];
+    snprintf(txt, sizeof txt, "%.17g", x);
+    return apply(sv, s, field, name, txt, er);
+}
+
+static const char *const video_fields[] = {"model",
+                                           "prompt",
+                                           "negative_prompt",
+                                           "size",
+                                           "seconds",
+                                           "width",
+                                           "height",
+                                           "num_frames",
+                                           "fps",
+                                           "num_inference_steps",
+                                           "guidance_scale",
+                                           "flow_shift",
+                                           "seed",
+                                           "user",
+                                           "quality",
+                                           "input_reference",
+                                           "image_reference",
+                                           "video_reference",
+                                           "extra_params"};
+
+/* The fields of a /v1/videos request (JSON, or a multipart form's text
+ * fields as strings with its file part in file/nfile). */
+static bool parse_video(server *sv, json_t *o, const uint8_t *file, size_t nfile, job *j,
+                        req_error *er) {
+    c3_settings *s = &j->s;
+    const char *k, *t;
+    json_t *v;
+    long long x;
+    json_object_foreach(o, k, v) {
+        bool known = false;
+        for (size_t i = 0; i < C3_ARRAY_LEN(video_fields); i++)
+            known |= !strcmp(k, video_fields[i]);
+        if (!known)
+            return bad(er, 400, k,
+                       "%.64s: unknown field; see 'man cosmos3' (serve, /v1/videos) for the "
+                       "fields taken",
+                       k);
+    }
+#define FIELD(name) ((v = json_object_get(o, name)) != NULL && !json_is_null(v))
+    if (FIELD("model")) {
+        if (!get_text(v, "model", 512, false, &t, er)) return false;
+        if (strcmp(t, sv->model_id) != 0)
+            return bad(er, 400, "model",
+                       "model: '%.200s' is not loaded; this server runs '%s' (or omit model)", t,
+                       sv->model_id);
+    }
+    if (!FIELD("prompt"))
+        return bad(er, 400, "prompt", "prompt: required, e.g. \"prompt\": \"a red fox runs\"");
+    if (!get_text(v, "prompt", SERVE_MAX_PROMPT, false, &t, er)) return false;
+    free(s->prompt);
+    s->prompt = xstrdup(t);
+    if (FIELD("negative_prompt") &&
+        (!get_text(v, "negative_prompt", SERVE_MAX_PROMPT, true, &t, er) ||
+         !apply(sv, s, "negative_prompt", "negative-prompt", t, er)))
+        return false;
+    if (FIELD("user") && !get_text(v, "user", SERVE_MAX_USER, true, &t, er)) return false;
+    if (FIELD("quality") && !get_text(v, "quality", 32, true, &t, er)) return false;
+    if (FIELD("size")) {
+        unsigned w, h;
+        int used = 0;
+        if (!get_text(v, "size", 32, false, &t, er)) return false;
+        if (sscanf(t, "%5u%*[x]%5u%n", &w, &h, &used) != 2 || t[used] || t[0] < '0' || t[0] > '9')
+            return bad(er, 400, "size", "size: '%.32s' is not WIDTHxHEIGHT (e.g. \"1280x720\")", t);
+        char a[16], b[16];
+        snprintf(a, sizeof a, "%u", w);
+        snprintf(b, sizeof b, "%u", h);
+        if (!apply(sv, s, "size", "width", a, er) || !apply(sv, s, "size", "height", b, er))
+            return false;
+    }
+    char txt[32];
+    if (FIELD("width")) {
+        if (!form_int(v, "width", 1, SERVE_MAX_SIDE, &x, er)) return false;
+        snprintf(txt, sizeof txt, "%lld", x);
+        if (!apply(sv, s, "width", "width", txt, er)) return false;
+    }
+    if (FIELD("height")) {
+        if (!form_int(v, "height", 1, SERVE_MAX_SIDE, &x, er)) return false;
+        snprintf(txt, sizeof txt, "%lld", x);
+        if (!apply(sv, s, "height", "height", txt, er)) return false;
+    }
+    if (FIELD("fps") && !apply_form_number(sv, s, v, "fps", "fps", er)) return false;
+    long long frames = 0;
+    if (FIELD("num_frames")) {
+        if (!form_int(v, "num_frames", 1, 4097, &frames, er)) return false;
+    } else {
+        long long sec = SERVE_VIDEO_SECONDS;
+        if (FIELD("seconds") && !form_int(v, "seconds", 1, 600, &sec, er)) return false;
+        frames = (long long)(sec * s->fps) / 4 * 4 + 1; /* the nearest 1 + 4k at or below */
+        if (frames > 4097) frames = 4097;
+    }
+    snprintf(txt, sizeof txt, "%lld", frames);
+    if (!apply(sv, s, "num_frames", "frames", txt, er)) return false;
+    if (FIELD("num_inference_steps")) {
+        if (!form_int(v, "num_inference_steps", 1, 1000, &x, er)) return false;
+        snprintf(txt, sizeof txt, "%lld", x);
+        if (!apply(sv, s, "num_inference_steps", "steps", txt, er)) return false;
+    }
+    if (FIELD("guidance_scale") && !apply_form_number(sv, s, v, "guidance_scale", "guidance", er))
+        return false;
+    if (FIELD("flow_shift") && !apply_form_number(sv, s, v, "flow_shift", "shift", er))
+        return false;
+    if (FIELD("seed")) {
+        if (!form_int(v, "seed", 0, INT64_MAX, &x, er)) return false;
+        snprintf(txt, sizeof txt, "%lld", x);
+        if (!apply(sv, s, "seed", "seed", txt, er)) return false;
+    }
+    if (FIELD("extra_params") && !parse_extra(sv, s, v, er)) return false;
+    /* the conditioning: decoded here, handed to the engine as frames */
+    if (file && !take_reference(j, file, nfile, "input_reference", false, er)) return false;
+    if (FIELD("input_reference") && !take_data_url(j, v, "input_reference", false, er))
+        return false;
+    if (FIELD("image_reference") && !take_data_url(j, v, "image_reference", false, er))
+        return false;
+    if (FIELD("video_reference") && !take_data_url(j, v, "video_reference", true, er)) return false;
+#undef FIELD
+    c3_settings r;
+    settings_copy(&r, s);
+    int rc = settings_resolve(&r, sv->e);
+    s->width = r.width;
+    s->height = r.height;
+    double cost = (double)r.width * r.height * r.frames * r.steps / SERVE_COST_UNIT;
+    int steps = r.steps;
+    settings_free(&r);
+    if (rc) return bad(er, 400, NULL, "%s", c3_errmsg());
+    if ((int64_t)s->width * s->height > sv->max_pixels)
+        return bad(er, 400, "size",
+                   "size: %dx%d is larger than this server's %lld pixels (start it with larger "
+                   "-W/-H to allow it)",
+                   s->width, s->height, (long long)sv->max_pixels);
+    if (cost > sv->max_cost)
+        return bad(er, 400, NULL,
+                   "this request costs %.1f (%dx%d pixels x %lld frames x %d steps, in steps of "
+                   "1024x1024 pixels); this server takes at most %d (--max-cost): ask for fewer "
+                   "frames, steps or pixels",
+                   cost, s->width, s->height, frames, steps, sv->max_cost);
+    return true;
+}
+
+/* A multipart form's parts: text fields as JSON strings, one file. */
+typedef struct {
+    json_t *fields;
+    sbuf file;
+    bool has_file, bad_file;
+    char file_key[64];
+} form_ctx;
+
+static enum MHD_Result on_form(void *cls, enum MHD_ValueKind kind, const char *key,
+                               const char *filename, const char *content_type,
+                               const char *transfer_encoding, const char *data, uint64_t off,
+                               size_t size) {
+    (void)kind;
+    (void)content_type;
+    (void)transfer_encoding;
+    form_ctx *f = cls;
+    if (!key) return MHD_YES;
+    if (filename) {
+        if (f->has_file && strcmp(f->file_key, key)) f->bad_file = true;
+        f->has_file = true;
+        snprintf(f->file_key, sizeof f->file_key, "%s", key);
+        sb_add(&f->file, data, size);
+        return MHD_YES;
+    }
+    json_t *old = json_object_get(f->fields, key);
+    sbuf b = {0};
+    if (old && off > 0) sb_add(&b, json_string_value(old), json_string_length(old));
+    sb_add(&b, data, size);
+    json_object_set_new(f->fields, key, json_stringn(b.p ? b.p : "", b.len));
+    free(b.p);
+    return MHD_YES;
+}
+
+/* The video object of GET /v1/videos/{id} (server mutex held). */
+static json_t *video_object(server *sv, job *j) {
+    const char *status = j->state == JOB_QUEUED    ? "queued"
+                         : j->state == JOB_RUNNING ? "in_progress"
+                         : j->mp4                  ? "completed"
+                                                   : "failed";
+    /* per step; the last percent is the VAE decode and the MP4 */
+    int progress = j->state == JOB_QUEUED ? 0
+                   : j->mp4               ? 100
+                   : j->steps > 0         ? (int)(99.0 * j->step / j->steps)
+                                          : 0;
+    char sec[16];
+    snprintf(sec, sizeof sec, "%d", (int)ceil(j->s.frames / (j->s.fps > 0 ? j->s.fps : 24)));
+    json_t *o = json_pack("{s:s,s:s,s:s,s:s,s:s,s:i,s:I,s:s,s:s,s:i,s:f,s:i,s:i,s:s}", "id", j->vid,
+                          "object", "video", "model", sv->model_id, "prompt",
+                          j->s.prompt ? j->s.prompt : "", "status", status, "progress", progress,
+                          "created_at", (json_int_t)j->created_at, "seconds", sec, "quality",
+                          "default", "num_frames", j->s.frames, "fps", j->s.fps, "step", j->step,
+                          "steps", j->steps ? j->steps : j->s.steps, "media_type", "video/mp4");
+    json_object_set_new(o, "size", json_sprintf("%dx%d", j->s.width, j->s.height));
+    json_object_set_new(o, "completed_at",
+                        j->state == JOB_DONE ? json_integer((json_int_t)j->completed_at)
+                                             : json_null());
+    if (j->mp4) {
+        json_object_set_new(o, "bytes", json_integer((json_int_t)j->mp4_len));
+        json_object_set_new(o, "seed", json_integer((json_int_t)j->vframes_seed));
+    }
+    json_object_set_new(o, "error",
+                        j->state == JOB_DONE && !j->mp4
+                            ? json_pack("{s:s,s:s}", "code", "generation_failed", "message",
+                                        j->verr ? j->verr : "failed")
+                            : json_null());
+    return o;
+}
+
+static job *store_find_locked(server *sv, const char *id) {
+    for (job *j = sv->store; j; j = j->snext)
+        if (!strcmp(j->vid, id)) return j;
+    return NULL;
+}
+
+static enum MHD_Result post_video(server *sv, struct MHD_Connection *c, req_ctx *r, bool sync,
+                                  bool form) {
+    char msg[256], ra[16];
+    if (r->too_big) {
+        snprintf(msg, sizeof msg, "the request body is larger than %u bytes",
+                 (unsigned)SERVE_MAX_VIDEO_BODY);
+        return send_error(sv, c, r, 413, NULL, msg, NULL, NULL);
+    }
+    pthread_mutex_lock(&sv->mu);
+    bool ready = sv->ready, draining = sv->draining;
+    pthread_mutex_unlock(&sv->mu);
+    snprintf(ra, sizeof ra, "%d", SERVE_LOAD_RETRY_S);
+    if (draining)
+        return send_error(sv, c, r, 503, NULL, "the server is shutting down", "Retry-After", ra);
+    if (!ready)
+        return send_error(sv, c, r, 503, NULL, "the model is still loading; retry shortly",
+                          "Retry-After", ra);
+    json_t *o = NULL;
+    form_ctx f = {0};
+    req_error er = {0};
+    if (form) {
+        f.fields = json_object();
+        struct MHD_PostProcessor *pp = MHD_create_post_processor(c, 64 * 1024, on_form, &f);
+        if (!pp || MHD_post_process(pp, r->body ? r->body : "", r->len) != MHD_YES)
+            bad(&er, 400, NULL, "the multipart/form-data body cannot be parsed");
+        if (pp) MHD_destroy_post_processor(pp);
+        if (f.bad_file)
+            bad(&er, 400, NULL, "one file part only (input_reference)");
+        else if (f.has_file && strcmp(f.file_key, "input_reference"))
+            bad(&er, 400, f.file_key, "%.60s: the file part must be named input_reference",
+                f.file_key);
+        o = f.fields;
+    } else {
+        json_error_t jerr;
+        o = json_loadb(r->body ? r->body : "", r->len, JSON_REJECT_DUPLICATES, &jerr);
+        if (!o)
+            bad(&er, 400, NULL, "the body is not valid JSON (line %d: %s)", jerr.line, jerr.text);
+        else if (!json_is_object(o))
+            bad(&er, 400, NULL,
+                "the body must be a JSON object such as {\"prompt\": \"a red fox\"}");
+    }
+    job *j = xcalloc(1, sizeof *j);
+    settings_copy(&j->s, &sv->base);
+    j->video = true;
+    j->sync = sync;
+    j->ofmt = MEDIA_MP4;
+    bool ok = !er.status &&
+              parse_video(sv, o, f.has_file ? (const uint8_t *)f.file.p : NULL, f.file.len, j, &er);
+    json_decref(o);
+    free(f.file.p);
+    if (!ok) {
+        j->refs = 1; /* not shared yet */
+        job_unref_locked(j);
+        return send_error(sv, c, r, er.status, er.param[0] ? er.param : NULL, er.msg, NULL, NULL);
+    }
+    uint64_t rnd = 0;
+    if (getrandom(&rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd) rnd = (uint64_t)(c3_now() * 1e9);
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    j->fd = ci ? ci->connect_fd : -1;
+    pthread_mutex_lock(&sv->mu);
+    snprintf(j->vid, sizeof j->vid, "video_%016llx%04llx", (unsigned long long)rnd,
+             (unsigned long long)(sv->jobs + (uint64_t)sv->queued) & 0xffff);
+    if (sv->draining || sv->queued >= sv->queue_cap) {
+        bool full = !sv->draining;
+        int wait_s = full ? retry_after_locked(sv) : SERVE_LOAD_RETRY_S;
+        int waiting = sv->queued;
+        j->refs = 1;
+        job_unref_locked(j);
+        pthread_mutex_unlock(&sv->mu);
+        snprintf(ra, sizeof ra, "%d", wait_s);
+        if (!full)
+            return send_error(sv, c, r, 503, NULL, "the server is shutting down", "Retry-After",
+                              ra);
+        snprintf(msg, sizeof msg,
+                 "the queue is full (%d waiting behind the one running); retry after %d s", waiting,
+                 wait_s);
+        return send_error(sv, c, r, 429, NULL, msg, "Retry-After", ra);
+    }
+    j->refs = 2; /* the queue (then the worker), and the store or this connection */
+    j->state = JOB_QUEUED;
+    j->t_queued = c3_now();
+    j->created_at = time(NULL);
+    if (sv->tail)
+        sv->tail->next = j;
+    else
+        sv->head = j;
+    sv->tail = j;
+    sv->queued++;
+    if (!sync) {
+        job **pp = &sv->store;
+        while (*pp)
+            pp = &(*pp)->snext;
+        *pp = j;
+        json_t *vo = video_object(sv, j);
+        pthread_cond_broadcast(&sv->cv);
+        pthread_mutex_unlock(&sv->mu);
+        fprintf(stderr, "cosmos3 serve: POST /v1/videos 200 %s queued\n", j->vid);
+        return send_json(sv, c, r, 200, vo);
+    }
+    sv->conns++;
+    r->job = j;
+    pthread_cond_broadcast(&sv->cv);
+    MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT, 0u);
+    while (j->state != JOB_DONE) {
+        cv_wait(sv, SERVE_POLL_S);
+        if (j->state != JOB_DONE && client_gone(j->fd)) {
+            job_cancel_locked(sv, j);
+            break;
+        }
+    }
+    bool gone = j->gone;
+    uint8_t *mp4 = NULL;
+    size_t n = j->mp4_len;
+    if (j->mp4) {
+        mp4 = xmalloc(n);
+        memcpy(mp4, j->mp4, n);
+    }
+    int status = j->status ? j->status : 500;
+    char *body = j->body ? xstrdup(j->body) : NULL;
+    pthread_mutex_unlock(&sv->mu);
+    if (gone) {
+        free(mp4);
+        free(body);
+        r->answered = true;
+        count(sv, r->ep, HTTP_CLIENT_GONE);
+        return MHD_NO;
+    }
+    MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT, (unsigned)SERVE_IDLE_TIMEOUT_S);
+    if (!mp4) return send_text(sv, c, r, status, "application/json", body, NULL, NULL);
+    free(body);
+    enum MHD_Result res =
+        send_bytes(sv, c, r, 200, "video/mp4", mp4, n, "inline; filename=\"video.mp4\"");
+    free(mp4);
+    fprintf(stderr, "cosmos3 serve: POST /v1/videos/sync 200 %.2f s\n", c3_now() - r->t0);
+    return res;
+}
+
+/* /v1/videos, /v1/videos/sync, /v1/videos/{id}, /v1/videos/{id}/content */
+static enum MHD_Result videos_route(server *sv, struct MHD_Connection *c, req_ctx *r,
+                                    const char *url, const char *method, bool form) {
+    bool get = !strcmp(method, "GET") || !strcmp(method, "HEAD"), post = !strcmp(method, "POST"),
+         del = !strcmp(method, "DELETE");
+    const char *rest = url + strlen("/v1/videos");
+    if (!*rest || !strcmp(rest, "/")) {
+        if (post) return post_video(sv, c, r, false, form);
+        if (!get)
+            return send_error(sv, c, r, 405, NULL, "use POST (create) or GET (list)",
+                              MHD_HTTP_HEADER_ALLOW, "GET, HEAD, POST");
+        pthread_mutex_lock(&sv->mu);
+        json_t *data = json_array();
+        for (job *j = sv->store; j; j = j->snext) /* newest first */
+            json_array_insert_new(data, 0, video_object(sv, j));
+        size_t n = json_array_size(data);
+        json_t *o = json_pack("{s:s,s:o,s:b}", "object", "list", "data", data, "has_more", 0);
+        json_object_set(o, "first_id",
+                        n ? json_object_get(json_array_get(data, 0), "id") : json_null());
+        json_object_set(o, "last_id",
+                        n ? json_object_get(json_array_get(data, n - 1), "id") : json_null());
+        pthread_mutex_unlock(&sv->mu);
+        return send_json(sv, c, r, 200, o);
+    }
+    if (!strcmp(rest, "/sync")) {
+        if (!post)
+            return send_error(sv, c, r, 405, NULL, "use POST", MHD_HTTP_HEADER_ALLOW, "POST");
+        return post_video(sv, c, r, true, form);
+    }
+    char id[64];
+    const char *slash = strchr(rest + 1, '/');
+    size_t idn = slash ? (size_t)(slash - rest - 1) : strlen(rest + 1);
+    snprintf(id, sizeof id, "%.*s", (int)C3_MIN(idn, sizeof id - 1), rest + 1);
+    bool content = slash && !strcmp(slash, "/content");
+    if (slash && !content) {
+        char msg[200];
+        snprintf(msg, sizeof msg,
+                 "no such endpoint: %.100s; a video has /v1/videos/ID and /v1/videos/ID/content",
+                 url);
+        return send_error(sv, c, r, 404, NULL, msg, NULL, NULL);
+    }
+    if (!(get || (del && !content)))
+        return send_error(sv, c, r, 405, NULL, content ? "use GET" : "use GET or DELETE",
+                          MHD_HTTP_HEADER_ALLOW, content ? "GET, HEAD" : "GET, HEAD, DELETE");
+    pthread_mutex_lock(&sv->mu);
+    job *j = store_find_locked(sv, id);
+    if (!j) {
+        pthread_mutex_unlock(&sv->mu);
+        char msg[200];
+        snprintf(msg, sizeof msg,
+                 "no video '%.64s' (unknown, deleted, or dropped: this server keeps the last %d)",
+                 id, sv->keep_videos);
+        return send_error(sv, c, r, 404, "video_id", msg, NULL, NULL);
+    }
+    if (del) { /* cancel it if it has not finished, and forget it */
+        job_cancel_locked(sv, j);
+        job **pp = &sv->store;
+        while (*pp != j)
+            pp = &(*pp)->snext;
+        *pp = j->snext;
+        job_unref_locked(j); /* the store's reference */
+        pthread_cond_broadcast(&sv->cv);
+        pthread_mutex_unlock(&sv->mu);
+        fprintf(stderr, "cosmos3 serve: DELETE /v1/videos/%s\n", id);
+        return send_json(
+            sv, c, r, 200,
+            json_pack("{s:s,s:s,s:b}", "id", id, "object", "video.deleted", "deleted", 1));
+    }
+    if (!content) {
+        json_t *o = video_object(sv, j);
+        pthread_mutex_unlock(&sv->mu);
+        return send_json(sv, c, r, 200, o);
+    }
+    if (!j->mp4) {
+        char msg[300];
+        snprintf(msg, sizeof msg,
+                 "%s is %s; poll GET /v1/videos/%s until its status is completed%s%.120s", id,
+                 j->state == JOB_QUEUED    ? "queued"
+                 : j->state == JOB_RUNNING ? "in progress"
+                                           : "failed",
+                 id, j->verr ? ": " : "", j->verr ? j->verr : "");
+        pthread_mutex_unlock(&sv->mu);
+        return send_error(sv, c, r, 409, "video_id", msg, NULL, NULL);
+    }
+    size_t n = j->mp4_len;
+    uint8_t *mp4 = xmalloc(n);
+    memcpy(mp4, j->mp4, n);
+    pthread_mutex_unlock(&sv->mu);
+    char disp[128];
+    snprintf(disp, sizeof disp, "inline; filename=\"%s.mp4\"", id);
+    enum MHD_Result res = send_bytes(sv, c, r, 200, "video/mp4", mp4, n, disp);
+    free(mp4);
+    return res;
+}
+
+/* multipart/form-data (the OpenAI client's input_reference upload). */
+static bool form_body(struct MHD_Connection *c) {
+    const char *t = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
+    while (t && (*t == ' ' || *t == '\t'))
+        t++;
+    return t && !strncasecmp(t, "multipart/form-data", 19);
+}
+
 /* The OpenAI client's way: "Authorization: Bearer KEY" (compared in
  * constant time). */
 static bool authorized(const server *sv, struct MHD_Connection *c) {
@@ -1326,21 +2028,28 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
             return send_error(sv, c, r, 415, NULL,
                               "the body must be JSON sent with 'Content-Type: application/json'",
                               NULL, NULL);
+        /* /v1/videos also takes a multipart form (the input_reference upload) */
+        if (r->ep == EP_VIDEOS && !strcmp(method, "POST") && !json_body(c) && !form_body(c))
+            return send_error(sv, c, r, 415, NULL,
+                              "the body must be JSON ('Content-Type: application/json') or a "
+                              "multipart/form-data form",
+                              NULL, NULL);
         const char *cl =
             MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-        if (cl && strtoull(cl, NULL, 10) > SERVE_MAX_BODY) {
+        unsigned limit = r->ep == EP_VIDEOS ? SERVE_MAX_VIDEO_BODY : SERVE_MAX_BODY;
+        if (cl && strtoull(cl, NULL, 10) > limit) {
             r->too_big = true;
             char msg[128];
-            snprintf(msg, sizeof msg,
-                     "the request body is larger than %u bytes; send a shorter prompt",
-                     (unsigned)SERVE_MAX_BODY);
+            snprintf(msg, sizeof msg, "the request body is larger than %u bytes%s", limit,
+                     r->ep == EP_VIDEOS ? "" : "; send a shorter prompt");
             return send_error(sv, c, r, 413, NULL, msg, NULL, NULL);
         }
         return MHD_YES;
     }
     if (*upload_size) {
         if (!r->too_big && !r->answered) {
-            if (r->len + *upload_size > SERVE_MAX_BODY) {
+            if (r->len + *upload_size >
+                (r->ep == EP_VIDEOS ? SERVE_MAX_VIDEO_BODY : SERVE_MAX_BODY)) {
                 r->too_big = true;
                 free(r->body);
                 r->body = NULL;
@@ -1354,7 +2063,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         }
         r->seen += *upload_size;
         *upload_size = 0;
-        return r->seen > SERVE_MAX_DISCARD ? MHD_NO : MHD_YES;
+        return r->seen > (r->ep == EP_VIDEOS ? SERVE_MAX_VIDEO_BODY : SERVE_MAX_DISCARD) ? MHD_NO
+                                                                                         : MHD_YES;
     }
     if (r->answered) return MHD_YES;
     conn_enter(sv, c, CONN_BUSY);
@@ -1364,12 +2074,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
             return send_error(sv, c, r, 405, NULL, "use POST", MHD_HTTP_HEADER_ALLOW, "POST");
         return post_generation(sv, c, r);
     }
+    if (r->ep == EP_VIDEOS) return videos_route(sv, c, r, url, method, form_body(c));
     if (r->ep == EP_OTHER) {
-        char msg[256];
+        char msg[320];
         snprintf(msg, sizeof msg,
-                 "no such endpoint: %.100s; this server answers POST /v1/images/generations, GET "
-                 "/v1/models, "
-                 "/health, /metrics",
+                 "no such endpoint: %.100s; this server answers POST /v1/images/generations, "
+                 "/v1/videos (POST, GET; /v1/videos/ID, ID/content, DELETE ID; POST "
+                 "/v1/videos/sync), GET /v1/models, /health, /metrics",
                  url);
         return send_error(sv, c, r, 404, NULL, msg, NULL, NULL);
     }
@@ -1391,6 +2102,18 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     if (r->ep == EP_MODELS) {
         if (!ready)
             return send_error(sv, c, r, 503, NULL, "the model is still loading", "Retry-After", ra);
+        if (strcmp(url, "/v1/models") != 0) { /* GET /v1/models/{id} */
+            const char *id = url + strlen("/v1/models/");
+            if (strcmp(id, sv->model_id) != 0) {
+                char msg[800];
+                snprintf(msg, sizeof msg, "model '%.200s' is not loaded; this server runs '%s'", id,
+                         sv->model_id);
+                return send_error(sv, c, r, 404, "model", msg, NULL, NULL);
+            }
+            return send_json(sv, c, r, 200,
+                             json_pack("{s:s,s:s,s:I,s:s}", "id", sv->model_id, "object", "model",
+                                       "created", (json_int_t)sv->created, "owned_by", "cosmos3"));
+        }
         return send_json(sv, c, r, 200,
                          json_pack("{s:s,s:[{s:s,s:s,s:I,s:s}]}", "object", "list", "data", "id",
                                    sv->model_id, "object", "model", "created",
@@ -1552,6 +2275,7 @@ int serve_main(c3_settings *s, char **pos, int npos) {
     pthread_condattr_destroy(&ca);
     settings_copy(&sv->base, s);
     sv->queue_cap = s->queue;
+    sv->keep_videos = s->keep_videos;
     sv->max_pixels = max_pixels;
     sv->api_key = sv->base.api_key;
     sv->max_cost = s->max_cost;
@@ -1661,6 +2385,11 @@ out_nopump:
     if (rc == C3_OK && sv->load_done && sv->load_rc) rc = c3_fail(sv->load_rc, "%s", sv->load_err);
     if (rc == C3_OK) fprintf(stderr, "cosmos3 serve: stopped\n");
     engine_close(sv->e);
+    while (sv->store) { /* the videos kept */
+        job *j = sv->store;
+        sv->store = j->snext;
+        job_unref_locked(j);
+    }
     events_free(sv->ev);
     settings_free(&sv->base);
     pthread_cond_destroy(&sv->cv);

@@ -1,5 +1,6 @@
 /* session.c - settings -> cosmos3_request, engine events -> the queue,
- * frames -> PNG files (output.c) with their metadata (metadata.c). */
+ * frames -> the files -o names (output.c, any format) with their metadata
+ * (metadata.c). */
 #include "session.h"
 
 #include <stdio.h>
@@ -290,8 +291,10 @@ static uint64_t random_seed(void) {
     return v & ((1ull << 53) - 1);
 }
 
-static int generate(c3_engine *e, const c3_settings *s, c3_result *res, double t_start,
-                    bool files) {
+/* One generation; its frames are written as s->output says when write is
+ * set (output.c), else they stay in res->out for the caller to encode. */
+static int generate(c3_engine *e, const c3_settings *s, const c3_cond_frames *in, c3_result *res,
+                    double t_start, bool write) {
     cosmos3_request rq;
     settings_request(s, &rq);
     C3_TRY(settings_seed(s->seed, &rq.seed));
@@ -302,19 +305,20 @@ static int generate(c3_engine *e, const c3_settings *s, c3_result *res, double t
     int rc = cosmos3_resolve(e->e, &rq, &st, err, sizeof err);
     if (rc) return option_fail(s, err);
     if (!s->prompt) return c3_fail(C3_EUSAGE, "no prompt; give one with -p TEXT");
-    c3_output o = {.output = s->output,
-                   .frames = st.frames,
-                   .seed = (uint64_t)rq.seed,
-                   .overwrite = s->overwrite};
-    if (files) C3_TRY(output_check(&o));
-    if (s->save_latents && !s->overwrite && c3_file_exists(s->save_latents))
+    c3_output o = {0};
+    if (write) C3_TRY(output_plan(s, st.frames, st.width, st.height, rq.seed, &o));
+    if (s->save_latents && !s->overwrite && c3_file_exists(s->save_latents)) {
+        output_free(&o);
         return c3_fail(C3_EOUTPUT, "%s already exists; use --overwrite or another --save-latents",
                        s->save_latents);
+    }
     float *noise = NULL, *step_noise = NULL;
     if (s->noise) {
         size_t n;
-        if (cosmos3_latents_read(s->noise, st.latent_shape, &noise, &n, err, sizeof err))
+        if (cosmos3_latents_read(s->noise, st.latent_shape, &noise, &n, err, sizeof err)) {
+            output_free(&o);
             return c3_fail(C3_EINPUT, "--noise %s; check -W/-H/--frames", err);
+        }
         rq.noise = noise;
         rq.noise_len = n;
         /* the fixed-step SDE sampler's re-noising draws, when the file has them */
@@ -322,6 +326,7 @@ static int generate(c3_engine *e, const c3_settings *s, c3_result *res, double t
             cosmos3_step_noise_read(s->noise, st.steps, st.latent_shape, &step_noise, &n, err,
                                     sizeof err)) {
             free(noise);
+            output_free(&o);
             return c3_fail(C3_EINPUT, "--noise %s", err);
         }
         rq.step_noise = step_noise;
@@ -332,24 +337,33 @@ static int generate(c3_engine *e, const c3_settings *s, c3_result *res, double t
     c3_cond_file cf = {0};
     cosmos3_frames media = {0};
     int cidx[64], ncidx = 0;
-    if (s->image && s->video)
+    bool cond_image = in ? !in->video : s->image != NULL,
+         cond_video = in ? in->video : s->video != NULL;
+    if ((s->image && s->video) || (in && (s->image || s->video)))
         rc = c3_fail(C3_EUSAGE, "--image and --video together; give a picture or a clip, not both");
-    if (rc == C3_OK && (s->image || s->video))
+    if (rc == C3_OK && in) { /* frames in memory (the server's decoded references) */
+        cf.media = (c3_media){
+            .rgb = in->rgb, .width = in->width, .height = in->height, .frames = in->frames};
+        cf.hash =
+            c3_fnv1a(in->rgb, (size_t)in->width * in->height * 3 * (size_t)in->frames, C3_FNV_INIT);
+    } else if (rc == C3_OK && (s->image || s->video)) {
         rc = cond_file_read(s->image ? s->image : s->video, s->video != NULL, &cf);
-    if (rc == C3_OK && s->video) rc = cond_parse_frames(s->condition_frames, cidx, 64, &ncidx);
+    }
+    if (rc == C3_OK && cond_video) rc = cond_parse_frames(s->condition_frames, cidx, 64, &ncidx);
     if (rc) {
         cond_file_free(&cf);
         free(noise);
         free(step_noise);
+        output_free(&o);
         return rc;
     }
-    if (s->image || s->video) {
+    if (cond_image || cond_video) {
         media = (cosmos3_frames){.rgb = cf.media.rgb,
                                  .width = cf.media.width,
                                  .height = cf.media.height,
                                  .frames = cf.media.frames};
-        if (s->image) rq.image = &media;
-        if (s->video) {
+        if (cond_image) rq.image = &media;
+        if (cond_video) {
             rq.video = &media;
             rq.condition_frames = cidx;
             rq.ncondition_frames = ncidx;
@@ -363,11 +377,16 @@ static int generate(c3_engine *e, const c3_settings *s, c3_result *res, double t
     cond_file_free(&cf);
     free(noise);
     free(step_noise);
-    if (rc) return c3_fail(rc, "%s", err);
+    if (rc) {
+        output_free(&o);
+        return c3_fail(rc, "%s", err);
+    }
     const cosmos3_result *r = res->out;
     if (s->save_latents && cosmos3_latents_write(s->save_latents, r->latents, r->latent_shape,
-                                                 s->overwrite, err, sizeof err))
+                                                 s->overwrite, err, sizeof err)) {
+        output_free(&o);
         return c3_fail(C3_EOUTPUT, "%s", err);
+    }
     res->seed = r->seed;
     res->width = r->width;
     res->height = r->height;
@@ -394,15 +413,15 @@ static int generate(c3_engine *e, const c3_settings *s, c3_result *res, double t
     res->png_parameters = metadata_parameters(r);
     c3_meta_extra x = {.system_prompt = s->system_prompt,
                        .noise = s->noise,
-                       .image = s->image,
-                       .video = s->video,
+                       .image = in && !in->video ? in->name : s->image,
+                       .video = in && in->video ? in->name : s->video,
                        .condition_frames = s->condition_frames,
                        .condition_keep = s->condition_keep,
                        .condition_hash = cf_hash};
     res->meta_json = metadata_json(r, &x);
-    c3_png_text texts[2] = {{"parameters", res->png_parameters, false},
-                            {"cosmos3", res->meta_json, true}};
-    if (files) rc = output_write_png(&o, r, texts, 2, &res->paths, &res->npaths);
+    c3_media_meta m = {res->png_parameters, res->meta_json};
+    if (write) rc = output_write(&o, r, &m, &res->paths, &res->npaths);
+    output_free(&o);
     for (int i = 0; rc == C3_OK && i < res->npaths; i++)
         push_text(e->ev, EV_PREVIEW, "", res->paths[i]);
     res->t_write = c3_now() - t0;
@@ -410,9 +429,10 @@ static int generate(c3_engine *e, const c3_settings *s, c3_result *res, double t
     return rc;
 }
 
-static int run(c3_engine *e, const c3_settings *s, c3_result *res, bool files) {
+static int generate_job(c3_engine *e, const c3_settings *s, const c3_cond_frames *in,
+                        c3_result *res, bool write) {
     memset(res, 0, sizeof *res);
-    int rc = generate(e, s, res, c3_now(), files);
+    int rc = generate(e, s, in, res, c3_now(), write);
     if (rc == C3_ECANCEL) {
         c3_event x = {.kind = EV_CANCELLED};
         events_push(e->ev, &x);
@@ -428,9 +448,14 @@ static int run(c3_engine *e, const c3_settings *s, c3_result *res, bool files) {
 }
 
 int engine_generate(c3_engine *e, const c3_settings *s, c3_result *res) {
-    return run(e, s, res, true);
+    return generate_job(e, s, NULL, res, true);
 }
 
 int engine_generate_frames(c3_engine *e, const c3_settings *s, c3_result *res) {
-    return run(e, s, res, false);
+    return generate_job(e, s, NULL, res, false);
+}
+
+int engine_generate_frames_with(c3_engine *e, const c3_settings *s, const c3_cond_frames *in,
+                                c3_result *res) {
+    return generate_job(e, s, in, res, false);
 }

@@ -16,7 +16,7 @@ typedef struct c3_engine c3_engine;
 
 /* What a finished generation produced. */
 typedef struct {
-    char **paths; /* files written (PNG frames) */
+    char **paths; /* files written ("-": standard output) */
     int npaths;
     uint64_t seed;
     int width, height, frames, steps;
@@ -47,11 +47,23 @@ void engine_close(c3_engine *e);
 const cosmos3_layout *engine_layout(const c3_engine *e);
 const cosmos3_model_info *engine_model(const c3_engine *e);
 cosmos3_engine *engine_library(c3_engine *e);
-/* Run one generation with settings s and write its frames (s->output). */
+/* Run one generation with settings s and write its frames (s->output, any
+ * format output.c writes). */
 int engine_generate(c3_engine *e, const c3_settings *s, c3_result *r);
 /* The same without files: the frames stay in r->out (serve, previews);
  * s->output and the overwrite rules play no part. */
 int engine_generate_frames(c3_engine *e, const c3_settings *s, c3_result *r);
+/* Conditioning frames already in memory (the server's decoded
+ * input_reference / image_reference / video_reference). */
+typedef struct {
+    const uint8_t *rgb; /* [frames, height, width, 3] */
+    int width, height, frames;
+    bool video;       /* a clip (video-to-video), else a picture (image-to-video) */
+    const char *name; /* for the metadata, e.g. "input_reference" */
+} c3_cond_frames;
+/* engine_generate_frames conditioned on frames in memory (in: NULL for none). */
+int engine_generate_frames_with(c3_engine *e, const c3_settings *s, const c3_cond_frames *in,
+                                c3_result *r);
 /* Ask the generation in flight to stop (async-signal-safe). */
 void engine_cancel(c3_engine *e);
 

@@ -15,7 +15,12 @@
 carry_build() {
     local build=$1
     shift
-    [ -d "$build" ] || meson setup "$build" -Dcuda=enabled || return 1
+    # -Dmedia=disabled: FFmpeg's libraries pull in 140 shared libraries (55 MB
+    # as xz), more than the carry holds with the demo model; CARRY_MEDIA=1 keeps
+    # them (ldd picks them up like the others) for a run that writes MP4/WebM
+    local media=disabled
+    [ "${CARRY_MEDIA:-0}" = 1 ] && media=enabled
+    [ -d "$build" ] || meson setup "$build" -Dcuda=enabled -Dmedia=$media || return 1
     ninja -C "$build" -j2 "$@"
 }
 

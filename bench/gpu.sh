@@ -10,7 +10,8 @@
 #       jansson, ...: bench/carry.sh), debug info stripped,
 #       and carry/fixtures.txz with tiny-a (its model and goldens, less the
 #       tokenizer, which is share/'s). NO_FIXTURES=1 leaves the fixtures out
-#       (then `goldens` skips). The carry must stay under 64 MiB with the tree.
+#       (then `goldens` skips). NO_OPS=1 leaves ops_check out (2.7 MB). The conditioned goldens (tiny-a/cond) stay out unless
+#       WITH_COND=1 FIXTURES_EXCLUDE=' ' (with the demo model in the tree they overrun 64 MiB). The carry must stay under 64 MiB with the tree.
 #   bench/gpu.sh SECTION...         there, from the repo root, carry
 #       ["carry/gpu", "carry/fixtures.txz"]; logs and JSON to $OUT:
 #     check    the device, ldd, ops_check: every backend op CUDA vs CPU (bf16
@@ -41,8 +42,10 @@ cd "$here" || exit 1
 pk=carry/gpu
 # shellcheck source=bench/carry.sh
 . bench/carry.sh
-files=(cosmos3 cuda/lab/ops_check tests/test_model tests/test_vae tests/test_e2e
-    tests/test_backends tests/test_gpu_ranks tests/test_demo tests/libdemojudge.so)
+files=(cosmos3 tests/test_model tests/test_vae tests/test_e2e
+    tests/test_backends tests/test_gpu_ranks tests/test_demo tests/libdemojudge.so
+    ${WITH_COND:+tests/test_cond tests/test_cond_e2e})
+[ -n "${NO_OPS:-}" ] || files+=(cuda/lab/ops_check)
 fails=0
 out=${OUT:-/tmp/gpu}
 
@@ -60,7 +63,7 @@ pack() {
     carry_pack "$pk" "$build" "${files[@]}" || exit 1
     rm -f carry/fixtures.txz
     if [ -z "${NO_FIXTURES:-}" ]; then
-        tar cJf carry/fixtures.txz --exclude=tiny-a/model/text_tokenizer --exclude=tiny-a/cond \
+        tar cJf carry/fixtures.txz --exclude=tiny-a/model/text_tokenizer ${FIXTURES_EXCLUDE:---exclude=tiny-a/cond} \
             -C "${COSMOS3_FIXTURES_SRC:-$here/../shared/fixtures}" tiny-a || exit 1
     fi
     du -sh "$pk" carry/fixtures.txz 2>/dev/null
@@ -122,8 +125,12 @@ sec_check() {
     section "check: device, ldd, ops_check (every op CUDA vs CPU${OPS_QUICK:+; no timings})"
     nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv,noheader
     echo "commit $(git -C "$here" log -1 --format='%h %s' 2>/dev/null || echo unknown)"
-    if ldd "$bin" "$pk/ops_check" | grep -E 'not found'; then
+    if ldd "$bin" "$pk/ops_check" 2>/dev/null | grep -E 'not found'; then
         counted "ldd" 1
+        return
+    fi
+    if [ ! -x "$pk/ops_check" ]; then
+        echo "ops_check not carried (NO_OPS=1 at pack): skipped"
         return
     fi
     timeout 300 "$pk/ops_check" ${OPS_QUICK:+--quick} 2>&1 | grep -v -E '^\s*$' | tee "$out/ops_check.log" | tail -90
@@ -133,7 +140,7 @@ sec_check() {
 sec_goldens() {
     section "goldens: tiny-a on CUDA bf16 (one forward <= 2e-2, six steps <= 6e-2) and fp32 (<= 1e-4)"
     local t rc
-    for t in model vae e2e; do
+    for t in model vae e2e ${WITH_COND:+cond cond_e2e}; do
         COSMOS3_TEST_DEVICE=cuda timeout 120 "$pk/test_$t" >"$out/test_${t}_bf16.txt" 2>&1
         rc=$?
         grep -v -E '^  (trace|ok)' "$out/test_${t}_bf16.txt" | tail -12

@@ -624,6 +624,13 @@ extern "C" int c3_backend_cuda(int device, c3_backend **out) {
     be->silu = cuda_silu;
     be->permute = cu_permute;
     be->upsample2x = cu_upsample2x;
+    be->vcl_weight = cu_vcl_weight;
+    be->vcl_conv = cu_vcl_conv;
+    be->vcl_norm = cu_vcl_norm;
+    be->vcl_upsample = cu_vcl_upsample;
+    be->vcl_dupup = cu_vcl_dupup;
+    be->vcl_layout = cu_vcl_layout;
+    be->vcl_zero = cu_vcl_zero;
     be->conv3d_strided = cu_conv3d_strided;
     be->avgdown3d = cu_avgdown3d;
     be->affine = cuda_affine;

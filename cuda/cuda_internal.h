@@ -118,6 +118,19 @@ int cu_conv3d(c3_backend *be, c3_tensor *y, const c3_tensor *x, const c3_tensor 
               const c3_tensor *bias, int ph, int pw);
 int cu_permute(c3_backend *be, c3_tensor *y, const c3_tensor *x, const int *perm);
 int cu_upsample2x(c3_backend *be, c3_tensor *y, const c3_tensor *x);
+/* The channels-last VAE ops (vae_cl.cu; backend.h vcl_*). */
+int cu_vcl_weight(c3_backend *be, c3_tensor *wcl, const c3_tensor *w);
+int cu_vcl_conv(c3_backend *be, c3_tensor *y, const c3_tensor *x, const c3_tensor *wcl,
+                const c3_tensor *bias, const c3_tensor *res, const c3_vcl_geom *g);
+int cu_vcl_norm(c3_backend *be, c3_tensor *y, const c3_tensor *x, const c3_tensor *gamma, int64_t N,
+                int C, bool silu);
+int cu_vcl_upsample(c3_backend *be, c3_tensor *y, const c3_tensor *x, int T, int H, int W, int C,
+                    bool interleave);
+int cu_vcl_dupup(c3_backend *be, c3_tensor *y, const c3_tensor *x, int T, int H, int W, int Cin,
+                 int Cout, int ft, int fs, bool trim);
+int cu_vcl_zero(c3_backend *be, c3_tensor *y);
+int cu_vcl_layout(c3_backend *be, c3_tensor *y, const c3_tensor *x, int T, int H, int W, int C,
+                  int patch, bool to_cl, float lo, float hi);
 /* encode.cu: the VAE encoder's strided conv and AvgDown3D (backend.h) */
 int cu_conv3d_strided(c3_backend *be, c3_tensor *y, const c3_tensor *x, const c3_tensor *w,
                       const c3_tensor *bias, const int stride[3], const int pad[4]);
@@ -127,5 +140,7 @@ int cu_avgdown3d(c3_backend *be, c3_tensor *y, const c3_tensor *x, int ft, int f
  * attention kernel (0 = automatic, 1 = mma.sync flash, 2 = generic, 3 = Hopper wgmma). */
 extern "C" cudaStream_t c3_cuda_stream(c3_backend *be);
 extern "C" void c3_cuda_attention_kernel(int which);
+/* vcl_conv tile: 0 = automatic, 1 = 128x128, 2 = 128x256, 3 = 128x64. */
+extern "C" void c3_cuda_vcl_variant(int which);
 
 #endif

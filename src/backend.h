@@ -73,6 +73,19 @@ typedef struct {
 
 typedef enum { C3_ACT_SWIGLU, C3_ACT_RELU2 } c3_act;
 
+/* Geometry of a channels-last VAE convolution (the vcl_* ops below). */
+typedef struct {
+    int T, H, W;   /* output frames and size; the input has T + kt - 1 frames of H x W */
+    int cin, cout; /* channels (cin % 8 == 0, cout even) */
+    int kt, ks;    /* temporal taps (1..3), spatial kernel 1 or 3 (padding ks / 2) */
+    int a0;        /* first temporal tap used: 0, or kt - 1 where the history is zero */
+} c3_vcl_geom;
+/* Reordered weight wcl [roundup(cout, 256), kt*ks*ks, roundup(cin, 32)], zero padded. */
+#define C3_VCL_COUT_ALIGN 256
+#define C3_VCL_CIN_ALIGN 32
+#define C3_VCL_WEIGHT_NUMEL(cout, cin, taps)                                                       \
+    ((int64_t)(((cout) + C3_VCL_COUT_ALIGN - 1) / C3_VCL_COUT_ALIGN * C3_VCL_COUT_ALIGN) *         \
+     (taps) * (((cin) + C3_VCL_CIN_ALIGN - 1) / C3_VCL_CIN_ALIGN * C3_VCL_CIN_ALIGN))
 
 struct c3_backend {
     const char *name; /* "cpu" or "cuda" */
@@ -170,6 +183,34 @@ struct c3_backend {
      * x[c, t*ft + a, h*fs + b, w*fs + d] whose index c*ft*fs*fs + a*fs*fs +
      * b*fs + d lies in [o*G, (o+1)*G). */
     int (*avgdown3d)(c3_backend *be, c3_tensor *y, const c3_tensor *x, int ft, int fs);
+
+    /* ---- channels-last VAE decode (optional: NULL where absent, e.g. cpu) ----
+     * Activations are bf16 frames [F, H + 2, W + 2, C] with a zero border of
+     * one pixel ("padded channels-last", C % 8 == 0); each op writes whole
+     * frames, borders included, unless it says otherwise. wan_vae.c uses
+     * these on bf16 backends; the fp32 check path keeps the ops above. */
+    /* wcl = w [Cout, Cin, kt, ks, ks] reordered for vcl_conv (C3_VCL_WEIGHT_NUMEL elements). */
+    int (*vcl_weight)(c3_backend *be, c3_tensor *wcl, const c3_tensor *w);
+    /* y [T] = conv(x) + bias (+ res [T], same layout as y); x holds T + kt - 1 - a0 frames and
+     * tap a reads frame t + a - a0; y must not alias x. */
+    int (*vcl_conv)(c3_backend *be, c3_tensor *y, const c3_tensor *x, const c3_tensor *wcl,
+                    const c3_tensor *bias, const c3_tensor *res, const c3_vcl_geom *g);
+    /* Channel RMS norm (as chan_rmsnorm, no bias) over each of N rows of C, then SiLU if silu. */
+    int (*vcl_norm)(c3_backend *be, c3_tensor *y, const c3_tensor *x, const c3_tensor *gamma,
+                    int64_t N, int C, bool silu);
+    /* Nearest 2x: x [T, H, W, C] -> y [T, 2H, 2W, C]; interleave: x has 2C channels and
+     * y 2T frames, frame 2t + s taken from channels [sC, (s+1)C) of frame t. */
+    int (*vcl_upsample)(c3_backend *be, c3_tensor *y, const c3_tensor *x, int T, int H, int W,
+                        int C, bool interleave);
+    /* y += DupUp3D(x), interior only: x [T, H, W, Cin] -> [T ft (1 if trim), H fs, W fs, Cout]. */
+    int (*vcl_dupup)(c3_backend *be, c3_tensor *y, const c3_tensor *x, int T, int H, int W, int Cin,
+                     int Cout, int ft, int fs, bool trim);
+    /* to_cl: x [C, T, H, W] -> y channels-last. Else x channels-last -> y [C/p^2, T, H p, W p]
+     * (unpatchify, channel c p^2 + r p + q -> pixel (h p + q, w p + r)), clamped when lo < hi. */
+    int (*vcl_layout)(c3_backend *be, c3_tensor *y, const c3_tensor *x, int T, int H, int W, int C,
+                      int patch, bool to_cl, float lo, float hi);
+    /* y[:] = 0 (any storage type). */
+    int (*vcl_zero)(c3_backend *be, c3_tensor *y);
 
     /* ---- layerwise offload (optional: NULL on backends without it, e.g. cpu) ----
      * Two queues: C3_Q_COMPUTE (every op above) and C3_Q_COPY (host->device

@@ -8,8 +8,51 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+/* The model card's defaults: the bounds gen holds -W/-H/--steps/-g/--shift to. */
+#define CARD_MAX_SIDE 16384
+#define CARD_MAX_STEPS 1000
+#define CARD_MAX_GUIDANCE 100
+#define CARD_MAX_SHIFT 1000
+
 /* Largest latent_patch_size^2 x latent_channel accepted (keeps int math exact). */
 #define CKPT_MAX_PATCH_DIM (1 << 20)
+
+/* The Wan2.2 VAE geometry a vae/config.json may describe: the channel widths
+ * may shrink (tiny and demo checkpoints) but the decoder must turn one latent
+ * into 16 x 16 pixels and 4 frames, as the pipeline sizes the latents. The
+ * bounds keep every size vae_load and the decode compute from them in int. */
+#define VAE_MAX_BASE 1024        /* base_dim, decoder_base_dim (Wan2.2: 160, 256) */
+#define VAE_MAX_MULT 16          /* each dim_mult entry (Wan2.2: 1, 2, 4, 4) */
+#define VAE_MAX_CHANNELS 4096    /* base x dim_mult */
+#define VAE_MAX_RES_BLOCKS 8     /* num_res_blocks (Wan2.2: 2) */
+#define VAE_MAX_PATCH 8          /* patch_size (Wan2.2: 2) */
+#define VAE_PIXELS_PER_LATENT 16 /* scale_factor_spatial */
+#define VAE_FRAMES_PER_LATENT 4  /* scale_factor_temporal */
+#define VAE_IMAGE_CHANNELS 3
+#define VAE_UP_SPACE 2 /* an up block's spatial and temporal factors (wan_vae.c) */
+#define VAE_UP_TIME 2
+
+/* The sizes vae_load derives from the config, with its checks: the decoder
+ * widths (dims[0] = base x dim_mult[-1], then base x reversed dim_mult), and
+ * each upsampling block's channel repeat, which must be whole. Bounds were
+ * checked before, so the products are exact in int. */
+static int vae_geometry(c3_vconfig *v, const char *path) {
+    int n = v->n_mult;
+    v->dec_dims[0] = v->decoder_base_dim * v->dim_mult[n - 1];
+    for (int i = 0; i < n; i++)
+        v->dec_dims[i + 1] = v->decoder_base_dim * v->dim_mult[n - 1 - i];
+    for (int u = 0; u + 1 < n; u++) { /* the last up block does not upsample */
+        int ft = v->temporal_down[v->n_tdown - 1 - u] ? VAE_UP_TIME : 1;
+        int64_t f = (int64_t)v->dec_dims[u + 1] * ft * VAE_UP_SPACE * VAE_UP_SPACE;
+        if (f % v->dec_dims[u])
+            return c3_fail(C3_EMODEL,
+                           "%s: \"dim_mult\": up block %d cannot repeat its %d input channels "
+                           "into %d x %d outputs evenly",
+                           path, u, v->dec_dims[u], v->dec_dims[u + 1],
+                           ft * VAE_UP_SPACE * VAE_UP_SPACE);
+    }
+    return C3_OK;
+}
 
 /* ---------------------------------------------------------------- JSON util */
 
@@ -66,6 +109,16 @@ static int get_bool(json_t *o, const char *k, bool def, bool *out, const char *p
     }
     if (!json_is_boolean(v)) return c3_fail(C3_EMODEL, "%s: \"%s\" must be true or false", path, k);
     *out = json_is_true(v);
+    return C3_OK;
+}
+static int in_range(int v, int lo, int hi, const char *k, const char *wan, const char *path) {
+    if (v < lo || v > hi) {
+        if (lo == hi)
+            return c3_fail(C3_EMODEL, "%s: \"%s\" %d must be %d (the Wan2.2 VAE's)", path, k, v,
+                           lo);
+        return c3_fail(C3_EMODEL, "%s: \"%s\" %d must be in %d..%d (Wan2.2: %s)", path, k, v, lo,
+                       hi, wan);
+    }
     return C3_OK;
 }
 static int need_pos(int v, const char *k, const char *path) {
@@ -137,6 +190,24 @@ int ckpt_parse_tconfig(c3_tconfig *t, const char *text, size_t len, const char *
     G(get_int(j, "head_dim", t->heads ? t->hidden / t->heads : 0, &t->head_dim, path));
     G(get_int(j, "intermediate_size", 0, &t->inter, path));
     G(get_int(j, "vocab_size", 0, &t->vocab, path));
+    /* the weights' dtype, as transformers writes it ("torch_dtype") or newer ("dtype") */
+    t->weight_dtype = -1;
+    json_t *dtj = json_object_get(j, "torch_dtype");
+    if (!dtj || json_is_null(dtj)) dtj = json_object_get(j, "dtype");
+    if (dtj && !json_is_null(dtj)) {
+        static const struct {
+            const char *name;
+            c3_dtype dt;
+        } names[] = {{"bfloat16", C3_BF16}, {"float16", C3_F16}, {"float32", C3_F32}};
+        const char *ds = json_string_value(dtj);
+        if (!ds) {
+            rc = c3_fail(C3_EMODEL, "%s: \"torch_dtype\" must be a string such as \"bfloat16\"",
+                         path);
+            goto out;
+        }
+        for (size_t i = 0; i < C3_ARRAY_LEN(names); i++) /* others ("auto", fp8 ...): no rule */
+            if (!strcmp(ds, names[i].name)) t->weight_dtype = (int)names[i].dt;
+    }
     G(need_pos(t->hidden, "hidden_size", path));
     G(need_pos(t->layers, "num_hidden_layers", path));
     G(need_pos(t->heads, "num_attention_heads", path));
@@ -263,6 +334,11 @@ int ckpt_parse_vconfig(c3_vconfig *v, const char *text, size_t len, const char *
     G(get_int(j, "scale_factor_spatial", 16, &v->scale_spatial, path));
     G(get_int(j, "scale_factor_temporal", 4, &v->scale_temporal, path));
     G(get_bool(j, "is_residual", true, &v->is_residual, path));
+    if (!v->is_residual) {
+        rc = c3_fail(C3_EMODEL,
+                     "%s: \"is_residual\" false: only the Wan2.2 VAE (true) is supported", path);
+        goto out;
+    }
     G(need_pos(v->z_dim, "z_dim", path));
     G(need_pos(v->decoder_base_dim, "decoder_base_dim", path));
     G(need_pos(v->patch_size, "patch_size", path));
@@ -270,6 +346,21 @@ int ckpt_parse_vconfig(c3_vconfig *v, const char *text, size_t len, const char *
         rc = c3_fail(C3_EMODEL, "%s: z_dim %d is larger than supported (64)", path, v->z_dim);
         goto out;
     }
+    G(in_range(v->base_dim, 1, VAE_MAX_BASE, "base_dim", "160", path));
+    G(in_range(v->decoder_base_dim, 1, VAE_MAX_BASE, "decoder_base_dim", "256", path));
+    G(in_range(v->num_res_blocks, 0, VAE_MAX_RES_BLOCKS, "num_res_blocks", "2", path));
+    G(in_range(v->patch_size, 1, VAE_MAX_PATCH, "patch_size", "2", path));
+    int io = VAE_IMAGE_CHANNELS * v->patch_size * v->patch_size;
+    if (v->in_channels != io || v->out_channels != io) {
+        rc = c3_fail(C3_EMODEL,
+                     "%s: \"in_channels\" %d and \"out_channels\" %d must be 3 x patch_size^2 = %d",
+                     path, v->in_channels, v->out_channels, io);
+        goto out;
+    }
+    G(in_range(v->scale_spatial, VAE_PIXELS_PER_LATENT, VAE_PIXELS_PER_LATENT,
+               "scale_factor_spatial", "16", path));
+    G(in_range(v->scale_temporal, VAE_FRAMES_PER_LATENT, VAE_FRAMES_PER_LATENT,
+               "scale_factor_temporal", "4", path));
     json_t *dm = json_object_get(j, "dim_mult"), *td = json_object_get(j, "temperal_downsample");
     if (!json_is_array(dm) || json_array_size(dm) < 1 || json_array_size(dm) > 8) {
         rc = c3_fail(C3_EMODEL, "%s: dim_mult must be a list of 1 to 8 integers", path);
@@ -278,11 +369,31 @@ int ckpt_parse_vconfig(c3_vconfig *v, const char *text, size_t len, const char *
     v->n_mult = (int)json_array_size(dm);
     for (int i = 0; i < v->n_mult; i++) {
         json_t *x = json_array_get(dm, (size_t)i);
-        if (!json_is_integer(x) || json_integer_value(x) <= 0 || json_integer_value(x) > 64) {
-            rc = c3_fail(C3_EMODEL, "%s: dim_mult must be a list of positive integers", path);
+        if (!json_is_integer(x) || json_integer_value(x) <= 0 ||
+            json_integer_value(x) > VAE_MAX_MULT) {
+            rc = c3_fail(C3_EMODEL, "%s: \"dim_mult\" must be a list of integers in 1..%d", path,
+                         VAE_MAX_MULT);
             goto out;
         }
         v->dim_mult[i] = (int)json_integer_value(x);
+        int widest = C3_MAX(v->base_dim, v->decoder_base_dim);
+        if (widest * v->dim_mult[i] > VAE_MAX_CHANNELS) {
+            rc =
+                c3_fail(C3_EMODEL,
+                        "%s: \"dim_mult\"[%d] %d x base %d is %d channels; at most %d are "
+                        "supported",
+                        path, i, v->dim_mult[i], widest, widest * v->dim_mult[i], VAE_MAX_CHANNELS);
+            goto out;
+        }
+    }
+    /* every up block but the last doubles the size: 2^(n-1) x patch pixels per latent */
+    if ((v->patch_size << (v->n_mult - 1)) != VAE_PIXELS_PER_LATENT) {
+        rc = c3_fail(C3_EMODEL,
+                     "%s: \"dim_mult\" (%d blocks) with \"patch_size\" %d decode %d pixels per "
+                     "latent; the Wan2.2 VAE decodes %d (4 blocks, patch 2)",
+                     path, v->n_mult, v->patch_size, v->patch_size << (v->n_mult - 1),
+                     VAE_PIXELS_PER_LATENT);
+        goto out;
     }
     if (json_is_array(td)) {
         if (json_array_size(td) > 8) {
@@ -291,6 +402,16 @@ int ckpt_parse_vconfig(c3_vconfig *v, const char *text, size_t len, const char *
         }
         v->n_tdown = (int)json_array_size(td);
         for (int i = 0; i < v->n_tdown; i++) v->temporal_down[i] = json_is_true(json_array_get(td, (size_t)i));
+    }
+    int tdowns = 0;
+    for (int i = 0; i < v->n_tdown; i++)
+        tdowns += v->temporal_down[i];
+    if (v->n_tdown != v->n_mult - 1 || (1 << tdowns) != VAE_FRAMES_PER_LATENT) {
+        rc = c3_fail(C3_EMODEL,
+                     "%s: \"temperal_downsample\" must hold %d entries (one per down block), 2 "
+                     "of them true (4 frames per latent), e.g. [false, true, true]",
+                     path, v->n_mult - 1);
+        goto out;
     }
     json_t *mean = json_object_get(j, "latents_mean"), *std = json_object_get(j, "latents_std");
     if (!json_is_array(mean) || !json_is_array(std) || (int)json_array_size(mean) != v->z_dim ||
@@ -312,6 +433,7 @@ int ckpt_parse_vconfig(c3_vconfig *v, const char *text, size_t len, const char *
         v->latents_mean[i] = fa;
         v->latents_std[i] = fb;
     }
+    G(vae_geometry(v, path));
 #undef G
 out:
     json_decref(j);
@@ -456,6 +578,95 @@ static void fmt_shape(char *buf, size_t n, int ndim, const int64_t *shape) {
     if (k < n) snprintf(buf + k, n - k, "]");
 }
 
+/* ------------------------------------------------------------ dtypes */
+
+#define DT(t) (1u << (t))
+#define DT_FLOATS (DT(C3_F32) | DT(C3_BF16) | DT(C3_F16))
+
+/* What each stored tensor may be, by name suffix; the first row that
+ * matches wins ("" matches all). F8_E4M3 is checked before the table: the
+ * layer weights of a ModelOpt FP8 checkpoint (their weight_scale and
+ * input_scale are floats, as every other tensor). */
+static const struct {
+    const char *suffix;
+    unsigned allowed;
+} dtype_rules[] = {
+    {"embed_tokens.ids", DT(C3_I32) | DT(C3_I64)}, /* the sparse embedding's token ids */
+    {"", DT_FLOATS},                               /* every weight */
+};
+
+static bool ends_with(const char *s, const char *suffix) {
+    size_t n = strlen(s), k = strlen(suffix);
+    return n >= k && !strcmp(s + n - k, suffix);
+}
+
+int ckpt_check_dtype(const c3_ckpt *c, bool transformer, const char *where, const char *name,
+                     c3_dtype dt) {
+    if (dt == C3_F8E4M3) { /* ModelOpt FP8: layer weights of a checkpoint that says so */
+        if (transformer && c->t.fp8 && strncmp(name, "layers.", 7) == 0 &&
+            ends_with(name, ".weight"))
+            return C3_OK;
+        return c3_fail(
+            C3_EMODEL,
+            "%s: tensor %s is F8_E4M3, which only the layer weights of a checkpoint with a "
+            "ModelOpt FP8 quantization_config may be; re-export the checkpoint",
+            where, name);
+    }
+    unsigned allowed = 0;
+    for (size_t i = 0; i < C3_ARRAY_LEN(dtype_rules); i++)
+        if (ends_with(name, dtype_rules[i].suffix)) {
+            allowed = dtype_rules[i].allowed;
+            break;
+        }
+    if (!(DT(dt) & allowed))
+        return c3_fail(C3_EMODEL,
+                       "%s: tensor %s is %s, which a %s cannot be; re-export the checkpoint", where,
+                       name, c3_dtype_name(dt), allowed & DT_FLOATS ? "weight" : "token id list");
+    /* BF16 and F16 have the same size: a relabelled file would load as noise */
+    int want = transformer ? c->t.weight_dtype : -1;
+    bool half = dt == C3_BF16 || dt == C3_F16, want_half = want == C3_BF16 || want == C3_F16;
+    if (half && want_half && (int)dt != want)
+        return c3_fail(C3_EMODEL,
+                       "%s: tensor %s is %s but config.json's torch_dtype says %s; the file is "
+                       "mislabelled: re-export it",
+                       where, name, c3_dtype_name(dt), c3_dtype_name((c3_dtype)want));
+    return C3_OK;
+}
+
+#define SCAN_CHUNK 65536 /* floats converted at a time */
+
+static int scan_tensor(const c3_ckpt *c, bool transformer, const char *where, const char *name,
+                       const st_tensor *t, float *buf, int64_t *nvalues) {
+    C3_TRY(ckpt_check_dtype(c, transformer, where, name, t->dtype));
+    if (!(DT(t->dtype) & DT_FLOATS)) return C3_OK;
+    size_t n = (size_t)st_numel(t), es = c3_dtype_size(t->dtype);
+    for (size_t i = 0; i < n; i += SCAN_CHUNK) {
+        size_t k = C3_MIN((size_t)SCAN_CHUNK, n - i);
+        c3_to_f32(buf, (const char *)t->data + i * es, t->dtype, k);
+        size_t bad = c3_first_nonfinite(buf, k);
+        if (bad < k)
+            return c3_fail(
+                C3_EMODEL,
+                "%s: tensor %s holds %g at element %zu: the weights are damaged; re-copy "
+                "the checkpoint",
+                where, name, (double)buf[bad], i + bad);
+    }
+    *nvalues += (int64_t)n;
+    return C3_OK;
+}
+
+int ckpt_scan(const c3_ckpt *c, int64_t *ntensors, int64_t *nvalues) {
+    *ntensors = *nvalues = 0;
+    float *buf = xmalloc(SCAN_CHUNK * sizeof *buf);
+    int rc = C3_OK;
+    for (int i = 0; rc == C3_OK && i < c->ntens; i++, ++*ntensors)
+        rc = scan_tensor(c, true, "transformer", c->tens[i].name, c->tens[i].t, buf, nvalues);
+    for (int i = 0; rc == C3_OK && c->has_vae && i < c->vae.n; i++, ++*ntensors)
+        rc = scan_tensor(c, false, c->vae.path, c->vae.t[i].name, &c->vae.t[i], buf, nvalues);
+    free(buf);
+    return rc;
+}
+
 const st_tensor *ckpt_get(const c3_ckpt *c, const st_file *f, const char *name, int ndim,
                           const int64_t *shape) {
     const st_tensor *t = f ? st_find(f, name) : ckpt_find(c, name);
@@ -473,6 +684,7 @@ const st_tensor *ckpt_get(const c3_ckpt *c, const st_file *f, const char *name, 
         c3_fail(C3_EMODEL, "%s: tensor %s has shape %s, expected %s", where, name, got, want);
         return NULL;
     }
+    if (ckpt_check_dtype(c, !f, where, name, t->dtype) != C3_OK) return NULL;
     return t;
 }
 
@@ -577,7 +789,7 @@ static int read_config(const char *dir, const char *sub, char **text, size_t *le
     if (!c3_file_exists(d))
         return c3_fail(C3_EMODEL, "%s: missing; is %s a Diffusers-format Cosmos3 folder?", d, dir);
     int rc = c3_read_file(d, text, len);
-    if (rc != C3_OK) return c3_fail(C3_EMODEL, "%s", c3_errmsg());
+    if (rc != C3_OK) return C3_EMODEL; /* the message names the file and the cause */
     return C3_OK;
 }
 
@@ -636,6 +848,27 @@ static int parse_card(json_t *cj, c3_model_card *d, const char *path) {
     if (d->width < 0 || d->height < 0 || d->steps < 0)
         return c3_fail(C3_EMODEL, "%s: cosmos3.defaults width, height and steps must be positive",
                        path);
+    /* the checks gen makes of -W/-H/--steps, blamed on the card (0: not given) */
+    const char *side[2] = {"width", "height"};
+    int sv[2] = {d->width, d->height};
+    for (int i = 0; i < 2; i++)
+        if (sv[i] && (sv[i] % 16 || sv[i] > CARD_MAX_SIDE))
+            return c3_fail(C3_EMODEL,
+                           "%s: \"cosmos3.defaults.%s\" %d must be a multiple of 16 up to %d; fix "
+                           "the model card",
+                           path, side[i], sv[i], CARD_MAX_SIDE);
+    if (d->steps > CARD_MAX_STEPS)
+        return c3_fail(C3_EMODEL,
+                       "%s: \"cosmos3.defaults.steps\" %d must be in 1..%d; fix the model card",
+                       path, d->steps, CARD_MAX_STEPS);
+    if (d->guidance != -1 && !(d->guidance >= 0 && d->guidance <= CARD_MAX_GUIDANCE))
+        return c3_fail(C3_EMODEL,
+                       "%s: \"cosmos3.defaults.guidance\" must be in [0, %d]; fix the model card",
+                       path, CARD_MAX_GUIDANCE);
+    if (d->shift != -1 && !(d->shift > 0 && d->shift <= CARD_MAX_SHIFT))
+        return c3_fail(C3_EMODEL,
+                       "%s: \"cosmos3.defaults.shift\" must be in (0, %d]; fix the model card",
+                       path, CARD_MAX_SHIFT);
     v = json_object_get(df, "schedule");
     if (v && (!json_is_string(v) || strlen(json_string_value(v)) >= sizeof d->schedule))
         return c3_fail(C3_EMODEL, "%s: \"cosmos3.defaults.schedule\" must be a schedule name",
@@ -861,6 +1094,11 @@ void ckpt_sizes(const c3_ckpt *c, c3_sizes *s) {
             s->shared_params += p;
             s->shared_bytes += b;
         }
+    }
+    for (int u = 0, n = c->v.n_mult; c->has_vae && u < n;
+         u++) { /* block u ends upsampled, but the last */
+        int k = u < n - 1 ? u + 1 : n - 1;
+        s->vae_per_latent = C3_MAX(s->vae_per_latent, (int64_t)c->v.dec_dims[u + 1] << (2 * k));
     }
     if (c->has_vae)
         for (int i = 0; i < c->vae.n; i++) {

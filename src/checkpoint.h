@@ -49,6 +49,7 @@ typedef struct {
     bool fp8_policy;
     int fp8_first, fp8_last;
     bool fp8_overlap_a16, fp8_reasoner_a16;
+    int weight_dtype; /* "torch_dtype"/"dtype": C3_BF16, C3_F16, C3_F32, or -1 if not given */
 } c3_tconfig;
 
 /* Wan2.2 VAE (vae/config.json). */
@@ -65,6 +66,9 @@ typedef struct {
     int scale_spatial, scale_temporal;
     bool is_residual;
     float latents_mean[64], latents_std[64];
+    /* computed by ckpt_parse_vconfig for vae_load: the decoder's widths,
+     * conv_in's output then each up block's (n_mult + 1 entries) */
+    int dec_dims[9];
 } c3_vconfig;
 
 /* Scheduler (scheduler/scheduler_config.json). */
@@ -164,6 +168,18 @@ const st_tensor *ckpt_find(const c3_ckpt *c, const char *name);
 /* A tensor that must exist with exactly this shape (ndim dims, -1 = any).
  * On failure records "transformer tensor NAME: expected [a, b], found [c, d]"
  * (or "missing") and returns NULL. */
+/* Whether a stored tensor may have dtype dt (the table in checkpoint.c: ints
+ * only for token ids, floats for weights, and a transformer's 16-bit floats
+ * must be the config's "torch_dtype": BF16 and F16 are the same size, so a
+ * relabelled file would load as noise). C3_EMODEL naming the tensor if not.
+ * `where`: "transformer" or the VAE file. ckpt_get applies it. */
+int ckpt_check_dtype(const c3_ckpt *c, bool transformer, const char *where, const char *name,
+                     c3_dtype dt);
+/* info --check: every stored tensor of the transformer and the VAE against
+ * the dtype table, and every float in it for NaN/Inf (read through the
+ * mapping in chunks). C3_EMODEL naming the first bad tensor and element.
+ * *ntensors, *nvalues: what was scanned. */
+int ckpt_scan(const c3_ckpt *c, int64_t *ntensors, int64_t *nvalues);
 const st_tensor *ckpt_get(const c3_ckpt *c, const st_file *f, const char *name, int ndim,
                           const int64_t *shape);
 /* Normalise a checkpoint tensor name into out (spec section 5). */
@@ -174,6 +190,9 @@ typedef struct {
     int64_t und_params, gen_params, shared_params, vae_params, other_params;
     int64_t embed_params; /* of und_params: the token embedding (its stored rows) */
     int64_t und_bytes, gen_bytes, shared_bytes, vae_bytes, other_bytes;
+    /* the VAE decoder's largest activation, in values per latent pixel and
+     * frame: max over up blocks of channels x (its upsampling so far)^2 */
+    int64_t vae_per_latent;
 } c3_sizes;
 void ckpt_sizes(const c3_ckpt *c, c3_sizes *s);
 

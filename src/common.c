@@ -197,28 +197,67 @@ void c3_to_f32(float *dst, const void *src, c3_dtype t, size_t n) {
     }
 }
 
+size_t c3_first_nonfinite(const float *x, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, &x[i], sizeof u);
+        if ((u & 0x7f800000u) == 0x7f800000u) return i;
+    }
+    return n;
+}
+
+int c3_open_regular(const char *path, int code, int *fd_out, size_t *size) {
+    *fd_out = -1;
+    /* O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
+        if (errno == ELOOP)
+            return c3_fail(code, "%s: a loop of symbolic links; point the link at a real file",
+                           path);
+        return c3_fail(code, "%s: %s", path, strerror(errno));
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        int e = errno;
+        close(fd);
+        return c3_fail(code, "%s: fstat: %s", path, strerror(e));
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        const char *what = S_ISDIR(st.st_mode)    ? "a folder"
+                           : S_ISFIFO(st.st_mode) ? "a FIFO"
+                           : S_ISSOCK(st.st_mode) ? "a socket"
+                                                  : "a device";
+        return c3_fail(code, "%s: is %s, not a regular file; give a file", path, what);
+    }
+    *fd_out = fd;
+    if (size) *size = (size_t)st.st_size;
+    return C3_OK;
+}
+
 int c3_read_file(const char *path, char **data, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return c3_fail(errno == ENOENT ? C3_EINPUT : C3_EFAIL, "%s: %s", path, strerror(errno));
-    size_t cap = 1 << 16, n = 0;
+    int fd;
+    size_t hint;
+    C3_TRY(c3_open_regular(path, C3_EINPUT, &fd, &hint));
+    size_t cap = hint + 1 > (1u << 16) ? hint + 1 : (1u << 16), n = 0;
     char *buf = xmalloc(cap);
     for (;;) {
-        size_t r = fread(buf + n, 1, cap - n - 1, f);
-        n += r;
-        if (n + 1 < cap) {
-            if (ferror(f)) {
-                int e = errno;
-                fclose(f);
-                free(buf);
-                return c3_fail(C3_EFAIL, "%s: read failed: %s", path, strerror(e));
-            }
-            if (feof(f)) break;
-        } else {
+        if (n + 1 >= cap) {
             cap *= 2;
             buf = xrealloc(buf, cap);
         }
+        ssize_t r = read(fd, buf + n, cap - n - 1);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) {
+            int e = errno;
+            close(fd);
+            free(buf);
+            return c3_fail(C3_EFAIL, "%s: read failed: %s", path, strerror(e));
+        }
+        if (r == 0) break;
+        n += (size_t)r;
     }
-    fclose(f);
+    close(fd);
     buf[n] = 0;
     *data = buf;
     if (len) *len = n;
@@ -227,44 +266,84 @@ int c3_read_file(const char *path, char **data, size_t *len) {
 
 bool c3_file_exists(const char *path) {
     struct stat st;
-    return stat(path, &st) == 0;
+    /* a symlink loop is there (opening it reports the loop), not absent */
+    return stat(path, &st) == 0 || errno == ELOOP;
+}
+
+/* fsync a file's folder, so that a rename into it survives a crash. Some
+ * filesystems cannot sync a folder (EINVAL): nothing more can be done. */
+static int sync_dir_of(const char *path) {
+    const char *slash = strrchr(path, '/');
+    char dir[4096];
+    if (!slash)
+        snprintf(dir, sizeof dir, ".");
+    else if (slash == path)
+        snprintf(dir, sizeof dir, "/");
+    else
+        snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return -1;
+    int rc = fsync(fd);
+    if (rc != 0 && errno == EINVAL) rc = 0;
+    int e = errno;
+    close(fd);
+    errno = e;
+    return rc;
+}
+
+int c3_place_file(const char *tmp, const char *path, bool overwrite) {
+    if (overwrite) return rename(tmp, path);
+    if (renameat2(AT_FDCWD, tmp, AT_FDCWD, path, RENAME_NOREPLACE) == 0) return 0;
+    if (errno != EINVAL && errno != ENOSYS) return -1;
+    /* a filesystem without RENAME_NOREPLACE: link refuses an existing name too */
+    if (link(tmp, path) != 0) return -1;
+    unlink(tmp);
+    return 0;
 }
 
 int c3_write_file_atomic(const char *path, const void *data, size_t len, bool overwrite) {
     if (!overwrite && c3_file_exists(path))
         return c3_fail(C3_EOUTPUT, "%s already exists; use --overwrite to replace it", path);
-    size_t n = strlen(path) + 32;
+    /* an unpredictable name beside the target, created here and only here:
+     * a planted file or symlink of that name makes mkostemp try another */
+    size_t n = strlen(path) + 16;
     char *tmp = xmalloc(n);
-    snprintf(tmp, n, "%s.tmp.%ld", path, (long)getpid());
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    snprintf(tmp, n, "%s.tmp.XXXXXX", path);
+    int fd = mkostemp(tmp, O_CLOEXEC | O_NOFOLLOW);
     if (fd < 0) {
-        int rc = c3_fail(C3_EOUTPUT, "cannot write %s: %s", path, strerror(errno));
+        int rc = c3_fail(C3_EOUTPUT, "cannot write %s: %s (is the folder there and writable?)",
+                         path, strerror(errno));
         free(tmp);
         return rc;
     }
     const char *p = data;
     size_t left = len;
-    while (left) {
+    int rc = C3_OK;
+    while (left && rc == C3_OK) {
         ssize_t w = write(fd, p, left);
+        if (w < 0 && errno == EINTR) continue;
         if (w < 0) {
-            if (errno == EINTR) continue;
-            int rc = c3_fail(C3_EOUTPUT, "cannot write %s: %s", path, strerror(errno));
-            close(fd);
-            unlink(tmp);
-            free(tmp);
-            return rc;
+            rc = c3_fail(C3_EOUTPUT, "cannot write %s: %s", path, strerror(errno));
+            break;
         }
         p += w;
         left -= (size_t)w;
     }
-    if (close(fd) != 0 || rename(tmp, path) != 0) {
-        int rc = c3_fail(C3_EOUTPUT, "cannot write %s: %s", path, strerror(errno));
-        unlink(tmp);
-        free(tmp);
-        return rc;
-    }
+    if (rc == C3_OK && fchmod(fd, 0644) != 0)
+        rc = c3_fail(C3_EOUTPUT, "cannot write %s: chmod: %s", path, strerror(errno));
+    if (rc == C3_OK && fsync(fd) != 0)
+        rc = c3_fail(C3_EOUTPUT, "cannot write %s: fsync: %s", path, strerror(errno));
+    if (close(fd) != 0 && rc == C3_OK)
+        rc = c3_fail(C3_EOUTPUT, "cannot write %s: %s", path, strerror(errno));
+    if (rc == C3_OK && c3_place_file(tmp, path, overwrite) != 0)
+        rc = errno == EEXIST
+                 ? c3_fail(C3_EOUTPUT, "%s already exists; use --overwrite to replace it", path)
+                 : c3_fail(C3_EOUTPUT, "cannot write %s: %s", path, strerror(errno));
+    if (rc == C3_OK && sync_dir_of(path) != 0)
+        rc = c3_fail(C3_EOUTPUT, "cannot write %s: fsync of its folder: %s", path, strerror(errno));
+    if (rc != C3_OK) unlink(tmp); /* fails harmlessly once renamed */
     free(tmp);
-    return C3_OK;
+    return rc;
 }
 
 char *c3_path_join(const char *a, const char *b) {

@@ -92,11 +92,25 @@ uint16_t c3_f32_to_f16(float f);
 /* Convert n elements of `src` (type t) to float. */
 void c3_to_f32(float *dst, const void *src, c3_dtype t, size_t n);
 
+/* The index of the first NaN or infinity in x[0..n), or n (by the bits, so
+ * that no compiler flag can fold the test away). */
+size_t c3_first_nonfinite(const float *x, size_t n);
+
 /* Files. */
-int c3_read_file(const char *path, char **data, size_t *len); /* NUL-terminated */
-/* Write atomically: data goes to "path.tmp.PID", fsync, rename. Refuses to
- * replace an existing file unless overwrite. */
+/* Open a regular file for reading without blocking on a FIFO; refuses
+ * folders, FIFOs, devices and sockets, and names a symlink loop as one. Every
+ * refusal returns `code` with a message naming the path. *size: its length. */
+int c3_open_regular(const char *path, int code, int *fd, size_t *size);
+/* The whole file, NUL-terminated (through c3_open_regular; C3_EINPUT). */
+int c3_read_file(const char *path, char **data, size_t *len);
+/* Write atomically: data goes to a new "path.tmp.XXXXXX" beside path
+ * (mkostemp: O_EXCL, never through a planted symlink), is fsync'ed and
+ * renamed into place, then the folder is fsync'ed. Without overwrite the
+ * rename refuses an existing path (RENAME_NOREPLACE, else link + unlink). */
 int c3_write_file_atomic(const char *path, const void *data, size_t len, bool overwrite);
+/* Rename tmp to path; without overwrite never replace one (-1, errno EEXIST). */
+int c3_place_file(const char *tmp, const char *path, bool overwrite);
+/* Something is at path (a symlink loop counts: opening it names the loop). */
 bool c3_file_exists(const char *path);
 char *c3_path_join(const char *a, const char *b); /* xmalloc'd */
 int c3_mkdir_p(const char *path);

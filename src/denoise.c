@@ -53,6 +53,15 @@ static int und_branches(c3_denoise *j, c3_rank *rk, int group, bool need_uncond,
 
 /* One rank's loop: its CFG group's branches, the exchange, and the same
  * sampler step, so all ranks hold the same x. */
+int denoise_check_finite(const float *x, int64_t n, const char *where, const char *stage) {
+    size_t bad = c3_first_nonfinite(x, (size_t)n);
+    if (bad == (size_t)n) return C3_OK;
+    return c3_fail(C3_EMODEL,
+                   "%s hold %g at element %zu: the %s weights hold NaN or Inf values; check the "
+                   "checkpoint with 'cosmos3 info --check -m DIR' and re-copy it",
+                   where, (double)x[bad], bad, stage);
+}
+
 static int rank_loop(c3_denoise *j, c3_rank *rk) {
     cosmos3_engine *e = j->e;
     const c3_plan *p = &e->plan;
@@ -158,6 +167,8 @@ static int rank_loop(c3_denoise *j, c3_rank *rk) {
             }
         }
         rc = sampler_step(smp, i, v, x, eps, NULL, NULL);
+        if (rc == C3_OK && i == 0 && rk->rank == 0) /* cheap: one pass over the latents */
+            rc = denoise_check_finite(x, j->n, "the latents after the first step", "transformer");
         if (rc == C3_OK) { /* this rank's memory, from our own accounting */
             int dev = p->devices[rk->rank];
             cosmos3_event mev = {.kind = COSMOS3_EV_MEMORY,

@@ -27,7 +27,12 @@ typedef struct {
 } c3_denoise;
 
 /* Run the loop on every rank of e (one thread each) and join them; the
- * first real failure wins over the cancellations it caused. */
+ * first real failure wins over the cancellations it caused. Rank 0 checks
+ * the latents after the first step with denoise_check_finite. */
 int denoise_run(c3_denoise *j);
+/* NaN or Inf in host data the engine holds (`where`, e.g. "the final
+ * latents"): the noise was checked before, so it came from the weights of
+ * `stage` ("transformer", "VAE"); C3_EMODEL naming both, else C3_OK. */
+int denoise_check_finite(const float *x, int64_t n, const char *where, const char *stage);
 
 #endif

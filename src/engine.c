@@ -535,6 +535,15 @@ static int generate(cosmos3_engine *e, const cosmos3_request *rq, cosmos3_result
     rc = prompt_ids(e->tok, rq->prompt, false, &po, &j.ids[0], &j.L[0]);
     if (rc == C3_OK) rc = prompt_ids(e->tok, s.negative_prompt, true, &po, &j.ids[1], &j.L[1]);
     if (rc) goto out;
+    for (int b = 0; b < 2; b++) { /* prompt_ids keeps the first C3_MAX_SEQ ids and appends two */
+        if (j.L[b] < C3_MAX_SEQ + 2) continue;
+        char w[160];
+        snprintf(w, sizeof w,
+                 "the %s prompt (with its template) reaches the %d-token limit; the rest of it is "
+                 "cut off",
+                 b ? "negative" : "positive", C3_MAX_SEQ);
+        add_warning(e, w);
+    }
     res->L_cond = j.L[0];
     res->L_uncond = j.L[1];
     res->t_tokenize = c3_now() - t0;
@@ -553,6 +562,12 @@ static int generate(cosmos3_engine *e, const cosmos3_request *rq, cosmos3_result
             goto out;
         }
         memcpy(x0, rq->noise, (size_t)j.n * sizeof(float));
+        size_t bad = c3_first_nonfinite(x0, (size_t)j.n);
+        if (bad < (size_t)j.n) {
+            rc = c3_fail(C3_EINPUT, "noise holds %g at element %zu; noise must be finite numbers",
+                         (double)x0[bad], bad);
+            goto out;
+        }
     } else {
         rng_normal(s.seed, 0, x0, j.n);
     }
@@ -587,6 +602,7 @@ static int generate(cosmos3_engine *e, const cosmos3_request *rq, cosmos3_result
     double h2d_sec0 = 0;
     if (p->offload && p->cuda) model_offload_stats(e->ranks[0].model, &h2d_bytes0, &h2d_sec0);
     rc = denoise_run(&j);
+    if (rc == C3_OK) rc = denoise_check_finite(j.x_final, j.n, "the final latents", "transformer");
     if (rc) goto out;
     res->t_und = j.t_und;
     res->t_denoise = j.t_loop;
@@ -602,6 +618,8 @@ static int generate(cosmos3_engine *e, const cosmos3_request *rq, cosmos3_result
     vae_progress vp = {e, t0};
     rc = vae_decode(e->vae, j.x_final, j.T, j.h, j.w, &pixels, &F, &H, &W, on_vae_frame, &vp);
     if (rc == C3_OK && e->cancel) rc = c3_fail(C3_ECANCEL, "cancelled");
+    if (rc == C3_OK)
+        rc = denoise_check_finite(pixels, (int64_t)F * H * W * 3, "the decoded pixels", "VAE");
     if (rc) goto out;
     res->t_vae = c3_now() - t0;
     emit_stage(e, "vae", false, res->t_vae);

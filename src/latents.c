@@ -18,7 +18,7 @@ int cosmos3_latents_write(const char *path, const float *latents, const int shap
 
 static int read_latents(const char *path, const int want[5], float **out, size_t *n) {
     st_file f;
-    if (st_open(&f, path)) return c3_fail(C3_EINPUT, "%s", c3_errmsg());
+    if (st_open(&f, path)) return C3_EINPUT; /* st_open's message names the file and the cause */
     const st_tensor *t = st_find(&f, "latents");
     bool ok = t && t->ndim == 5;
     for (int i = 0; ok && i < 5; i++)
@@ -29,10 +29,28 @@ static int read_latents(const char *path, const int want[5], float **out, size_t
                        "%s: needs a tensor 'latents' of shape [%d, %d, %d, %d, %d] for this size",
                        path, want[0], want[1], want[2], want[3], want[4]);
     }
+    if (t->dtype != C3_F32) {
+        c3_dtype dt = t->dtype; /* t lives in f */
+        st_close(&f);
+        return c3_fail(C3_EINPUT,
+                       "%s: tensor 'latents' is %s; it must be F32 (float32 noise, e.g. "
+                       "torch.randn(...).float())",
+                       path, c3_dtype_name(dt));
+    }
     *n = (size_t)st_numel(t);
     *out = xmalloc(*n * sizeof(float));
     c3_to_f32(*out, t->data, t->dtype, *n);
     st_close(&f);
+    size_t bad = c3_first_nonfinite(*out, *n);
+    if (bad < *n) {
+        int rc = c3_fail(C3_EINPUT,
+                         "%s: 'latents' holds %g at element %zu; noise must be finite numbers",
+                         path, (double)(*out)[bad], bad);
+        free(*out);
+        *out = NULL;
+        *n = 0;
+        return rc;
+    }
     return C3_OK;
 }
 

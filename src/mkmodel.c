@@ -1023,7 +1023,7 @@ static int copy_tokenizer(const char *src_dir, const char *dst_dir) {
             size_t len;
             rc = c3_read_file(from, &data, &len);
             if (rc != C3_OK) {
-                rc = c3_fail(C3_EINPUT, "%s", c3_errmsg());
+                rc = C3_EINPUT; /* the message names the file and the cause */
             } else {
                 rc = c3_write_file_atomic(to, data, len, false);
                 free(data);

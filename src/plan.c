@@ -5,6 +5,10 @@
 
 #include "comm.h"
 
+#define PLAN_VAE_BUFFERS 4                /* live activations of the decoder's largest block */
+#define PLAN_VAE_CHUNK_FRAMES 4           /* frames decoded at once (one latent frame) */
+#define PLAN_TOKENIZER_BYTES (64ll << 20) /* a loaded Qwen3 tokenizer, measured ~40 MiB */
+
 /* The communicator a layout uses (declared in comm.h). */
 
 c3_comm_kind comm_choose(bool cuda, int world, const int *devices) {
@@ -194,19 +198,33 @@ int plan_make(c3_plan *p, const c3_tconfig *t, const c3_sizes *sz, int tp, int c
         if (have > 0 && p->weights + p->kv + 2 * p->act > have) p->cfg_batch = false;
     }
     if (p->cfg_batch) p->act *= 2;
-    p->need = p->weights + p->kv + p->act;
+    /* the VAE decode on rank 0: PLAN_VAE_BUFFERS activations of its largest
+     * block (one latent frame's chunk of up to 4 frames), the float pixels
+     * and the 8-bit frame; on the demo model at 2048^2 this is ~0.86 GiB
+     * with the rest, against 732 MiB peak RSS measured (audit D16) */
+    int64_t chunk = F < PLAN_VAE_CHUNK_FRAMES ? F : PLAN_VAE_CHUNK_FRAMES;
+    int64_t latent_px = (int64_t)(H / 16) * (W / 16) * chunk;
+    p->vae = PLAN_VAE_BUFFERS * sz->vae_per_latent * latent_px * (int64_t)esz +
+             (int64_t)F * H * W * 3 * (int64_t)sizeof(float) + (int64_t)H * W * 3;
+    if (!want_cuda) p->vae += PLAN_TOKENIZER_BYTES;
+    p->need = p->weights + p->kv + p->act + p->vae;
     for (int r = 0; r < p->world; r++) {
         int sharing = 0;
         for (int q = 0; q < p->world; q++) sharing += p->devices[q] == p->devices[r];
         int64_t have = plan_rank_free(p, r);
         if (have > 0 && p->need > have) {
-            char a[32], b[32];
-            return c3_fail(C3_ERESOURCE,
-                           "rank %d needs %s (weights + K/V + activations) but %s %d has %s free%s; use a "
-                           "larger --tp%s, a smaller size, or --offload",
-                           r, c3_bytes_text(p->need, a, sizeof a), want_cuda ? "GPU" : "host", p->devices[r],
-                           c3_bytes_text(have, b, sizeof b), sharing > 1 ? " for each of the ranks sharing it" : "",
-                           want_cuda ? "" : " on GPUs");
+            char a[32], b[32], dev[32];
+            if (want_cuda)
+                snprintf(dev, sizeof dev, "GPU %d", p->devices[r]);
+            else
+                snprintf(dev, sizeof dev, "the host");
+            return c3_fail(
+                C3_ERESOURCE,
+                "rank %d needs %s (weights + K/V + activations + VAE decode) but %s has %s "
+                "free%s; use a smaller -W/-H/--frames, a larger --tp%s, or --offload",
+                r, c3_bytes_text(p->need, a, sizeof a), dev, c3_bytes_text(have, b, sizeof b),
+                sharing > 1 ? " for each of the ranks sharing it" : "",
+                want_cuda ? "" : " on GPUs");
         }
     }
     return C3_OK;
@@ -225,8 +243,11 @@ void plan_print(FILE *f, const c3_plan *p) {
                                : "cond+uncond",
                 plan_tp_rank(p, r), plan_sp_rank(p, r));
     }
-    fprintf(f, "per rank: weights %s, K/V cache ~%s, activations ~%s, total ~%s\n", c3_bytes_text(p->weights, a, sizeof a),
-            c3_bytes_text(p->kv, b, sizeof b), c3_bytes_text(p->act, c, sizeof c), c3_bytes_text(p->need, d, sizeof d));
+    char e[32];
+    fprintf(f, "per rank: weights %s, K/V cache ~%s, activations ~%s, VAE decode ~%s, total ~%s\n",
+            c3_bytes_text(p->weights, a, sizeof a), c3_bytes_text(p->kv, b, sizeof b),
+            c3_bytes_text(p->act, c, sizeof c), c3_bytes_text(p->vae, e, sizeof e),
+            c3_bytes_text(p->need, d, sizeof d));
     if (p->world > 1) fprintf(f, "communicator: %s\n", comm_kind_name(comm_choose(p->cuda, p->world, p->devices)));
     if (p->offload && !p->cuda)
         fprintf(f, "note: --offload does nothing on the CPU backend (the weights already live in host memory)\n");

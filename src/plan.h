@@ -27,7 +27,8 @@ typedef struct {
     int64_t dev_total[C3_MAX_RANKS], dev_free[C3_MAX_RANKS];
     char dev_name[C3_MAX_RANKS][64];
     /* bytes per rank (as stored on the device) */
-    int64_t weights, kv, act, need;
+    int64_t weights, kv, act, vae,
+        need;     /* vae: the decode (rank 0) and, on the CPU, the tokenizer */
     int L_est, S; /* text length estimate and GEN tokens */
     bool cfg_batch; /* one rank runs both CFG branches as one batch (fits in memory) */
     /* which device runs and why, one line for the user ("device: cpu (...)");

@@ -175,16 +175,9 @@ int st_parse(st_file *f, const void *buf, size_t size, const char *name) {
 
 int st_open(st_file *f, const char *path) {
     memset(f, 0, sizeof *f);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return c3_fail(errno == ENOENT ? C3_EMODEL : C3_EFAIL, "%s: %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) != 0) {
-        int e = errno;
-        close(fd);
-        return c3_fail(C3_EFAIL, "%s: fstat: %s", path, strerror(e));
-    }
-    size_t size = (size_t)st.st_size;
+    int fd;
+    size_t size;
+    C3_TRY(c3_open_regular(path, C3_EMODEL, &fd, &size));
     void *map = NULL;
     if (size > 0) {
         map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);

@@ -27,6 +27,12 @@
 #define MAX_CODEPOINT 0x10FFFF
 #define JIT_STACK_START (32 * 1024)
 #define JIT_STACK_MAX (8 * 1024 * 1024)
+/* While loading, an id may not exceed the file's length divided by this
+ * (the shortest vocab entry, "x":N, takes 5 bytes, plus a separator): the
+ * per-id tables then stay linear in the input. The exact rule comes at the
+ * end: every id below the entries of model.vocab plus added_tokens. */
+#define MIN_BYTES_PER_ID 6
+#define MAX_ADDED 65536 /* added_tokens entries (Qwen3 has 26); each is tried per byte */
 
 /* ------------------------------------------------------------------------ */
 /* UTF-8                                                                     */
@@ -117,6 +123,7 @@ static void sb_reserve(sbuf *b, size_t extra) {
     b->cap = cap;
 }
 static void sb_add(sbuf *b, const void *s, size_t n) {
+    if (!n) return; /* an empty buffer has no storage: memcpy(NULL, .., 0) is undefined */
     sb_reserve(b, n);
     memcpy(b->p + b->n, s, n);
     b->n += n;
@@ -433,8 +440,8 @@ static int load_vocab(c3_tokenizer *t, scan *s, sbuf *arena, int *cap, int *coun
         }
         long id = 0;
         if ((rc = scan_int(s, &id))) goto out;
-        if (id < 0 || id > INT32_MAX / 2) {
-            rc = scan_fail(s, "token id out of range");
+        if (id < 0 || id > INT32_MAX / 2 || id > (s->end - s->start) / MIN_BYTES_PER_ID) {
+            rc = scan_fail(s, "token id out of range for the vocabulary this file can declare");
             goto out;
         }
         ensure_id(t, (int32_t)id, cap);
@@ -579,7 +586,7 @@ static int load_merges(c3_tokenizer *t, scan *s, int vocab_count) {
             }
         } else {
             if ((rc = scan_string(s, &tmp))) goto out;
-            char *sp = memchr(tmp.p, ' ', tmp.n);
+            char *sp = tmp.n ? memchr(tmp.p, ' ', tmp.n) : NULL; /* "" has no storage */
             if (!sp) {
                 rc = scan_fail(s, "a merge string must be \"left right\"");
                 goto out;
@@ -629,9 +636,12 @@ out:
 /* Loading: configuration sections (jansson)                                 */
 /* ------------------------------------------------------------------------ */
 
-static int load_added(c3_tokenizer *t, json_t *arr, const char *path, int *cap) {
+static int load_added(c3_tokenizer *t, json_t *arr, const char *path, int *cap, size_t file_len) {
     if (!json_is_array(arr)) return c3_fail(C3_EMODEL, "%s: added_tokens is not an array", path);
     size_t n = json_array_size(arr);
+    if (n > MAX_ADDED)
+        return c3_fail(C3_EMODEL, "%s: %zu added_tokens; at most %d are supported", path, n,
+                       MAX_ADDED);
     t->added = xcalloc(n ? n : 1, sizeof *t->added);
     for (size_t i = 0; i < n; i++) {
         json_t *o = json_array_get(arr, i);
@@ -640,6 +650,11 @@ static int load_added(c3_tokenizer *t, json_t *arr, const char *path, int *cap) 
             json_integer_value(id) < 0 || json_integer_value(id) > INT32_MAX / 2)
             return c3_fail(C3_EMODEL, "%s: added_tokens[%zu] needs an id and a non-empty content",
                            path, i);
+        if (json_integer_value(id) > (json_int_t)(file_len / MIN_BYTES_PER_ID))
+            return c3_fail(C3_EMODEL,
+                           "%s: added_tokens[%zu] id %lld is out of range for the vocabulary this "
+                           "file can declare",
+                           path, i, (long long)json_integer_value(id));
         added_tok *a = &t->added[t->n_added++];
         a->len = json_string_length(content);
         a->content = xmalloc(a->len + 1);
@@ -811,11 +826,14 @@ int tok_load(c3_tokenizer **out, const char *path) {
     *out = NULL;
     char *text = NULL;
     size_t len = 0;
-    if (c3_read_file(path, &text, &len) != C3_OK)
+    if (c3_read_file(path, &text, &len) != C3_OK) {
+        char why[512];
+        snprintf(why, sizeof why, "%s", c3_errmsg()); /* never format the message into itself */
         return c3_fail(
             C3_EMODEL,
             "%s: cannot read the tokenizer (%s); copy text_tokenizer/ from the checkpoint", path,
-            c3_errmsg());
+            why);
+    }
     c3_tokenizer *t = xcalloc(1, sizeof *t);
     json_t *added = NULL, *norm = NULL, *pretok = NULL, *mopts = json_object();
     sbuf arena = {0};
@@ -831,12 +849,14 @@ int tok_load(c3_tokenizer **out, const char *path) {
     sbuf key = {0};
     bool first = true, more;
     while (!(rc = object_next(&s, &key, &first, &more)) && more) {
-        if (KEY_IS("added_tokens")) {
-            rc = scan_json(&s, &added);
-        } else if (KEY_IS("normalizer")) {
-            rc = scan_json(&s, &norm);
-        } else if (KEY_IS("pre_tokenizer")) {
-            rc = scan_json(&s, &pretok);
+        json_t **slot = KEY_IS("added_tokens")    ? &added
+                        : KEY_IS("normalizer")    ? &norm
+                        : KEY_IS("pre_tokenizer") ? &pretok
+                                                  : NULL;
+        if ((slot && *slot) || (KEY_IS("model") && have_model)) {
+            rc = scan_fail(&s, "a top-level key appears twice");
+        } else if (slot) {
+            rc = scan_json(&s, slot);
         } else if (KEY_IS("model")) {
             have_model = true;
             if (!expect(&s, '{')) {
@@ -845,14 +865,16 @@ int tok_load(c3_tokenizer **out, const char *path) {
             }
             bool mfirst = true, mmore;
             while (!(rc = object_next(&s, &key, &mfirst, &mmore)) && mmore) {
-                if (KEY_IS("vocab") && !have_vocab) {
+                if ((KEY_IS("vocab") && have_vocab) || (KEY_IS("merges") && have_merges)) {
+                    rc = scan_fail(&s, "model.vocab or model.merges appears twice");
+                } else if (KEY_IS("vocab")) {
                     rc = load_vocab(t, &s, &arena, &cap, &vocab_count);
                     have_vocab = true;
                     t->raw = arena.p ? arena.p : xcalloc(1, 1);
                     arena.p = NULL;
                     if (!rc) rc = build_vocab_hash(t, path);
                     if (!rc && have_merges) rc = load_merges(t, &merges_at, vocab_count);
-                } else if (KEY_IS("merges") && !have_merges) {
+                } else if (KEY_IS("merges")) {
                     /* merges need the whole vocab: parse now or note where they are */
                     skip_ws(&s);
                     merges_at = s;
@@ -884,7 +906,14 @@ int tok_load(c3_tokenizer **out, const char *path) {
         goto out;
     }
     if ((rc = load_model_opts(t, mopts, path))) goto out;
-    if (added && (rc = load_added(t, added, path, &cap))) goto out;
+    if (added && (rc = load_added(t, added, path, &cap, len))) goto out;
+    if (t->n_ids > vocab_count + t->n_added) {
+        rc = c3_fail(C3_EMODEL,
+                     "%s: token id %d is beyond the vocabulary the file declares (%d entries in "
+                     "model.vocab + %d added_tokens); re-copy the file from the checkpoint",
+                     path, t->n_ids - 1, vocab_count, t->n_added);
+        goto out;
+    }
     if ((rc = load_normalizer(t, norm, path))) goto out;
     if (!pretok) {
         rc = c3_fail(C3_EMODEL, "%s: no pre_tokenizer; use a Qwen3 tokenizer.json", path);

@@ -67,6 +67,8 @@ struct c3_vae {
     c3_tensor norm_out; /* [C] */
     vconv **convs;      /* every conv, for history resets */
     int nconvs;
+    bool cl;     /* decode in padded channels-last layout (backend vcl_* ops) */
+    int cl_tcap; /* most frames a chunk has at any level (staging size) */
     /* one-frame decodes replayed as a recorded graph (backends with graph
      * ops): input and output buffers kept for one latent size; the first
      * decode of a size runs eagerly, the second records, later ones replay */
@@ -141,7 +143,14 @@ int load_conv(c3_vae *v, const c3_ckpt *ck, vconv *c, const char *prefix, int ci
     C3_TRY(load_t(v, ck, &c->w, name, twod ? 4 : 5, twod ? s4 : s5, 5, s5));
     snprintf(name, sizeof name, "%s.bias", prefix);
     C3_TRY(load_vec(v, ck, &c->b, name, 1, cout));
-    if (kt > 1) {
+    if (v->cl) {
+        /* the channels-last path needs only the reordered weight */
+        c3_backend *be = v->be;
+        int64_t n = C3_VCL_WEIGHT_NUMEL(cout, cin, kt * kh * kw);
+        C3_TRY(c3_alloc(be, &c->wcl, C3_BF16, C3_MEM_WEIGHTS, 1, n));
+        C3_TRY(be->vcl_weight(be, &c->wcl, &c->w));
+        c3_free(&c->w);
+    } else if (kt > 1) {
         /* tap-major copy [kt, Cout, Cin, kh*kw], keep row kt - 1 */
         c3_backend *be = v->be;
         int64_t khw = (int64_t)kh * kw;
@@ -202,6 +211,7 @@ void free_conv(vconv *c) {
     c3_free(&c->w);
     c3_free(&c->b);
     c3_free(&c->wlast);
+    c3_free(&c->wcl);
     c3_free(&c->hist);
     c->hist_live = false;
 }
@@ -252,13 +262,7 @@ static int vae_load_(c3_vae *v, const c3_ckpt *ck) {
     if (!cf->is_residual)
         return c3_fail(C3_EMODEL, "%s: only the Wan2.2 VAE (is_residual true) is supported", path);
     int n = cf->n_mult;
-    if (cf->n_tdown < n - 1)
-        return c3_fail(C3_EMODEL, "%s: temperal_downsample needs %d entries (one per down block), found %d", path,
-                       n - 1, cf->n_tdown);
-    int base = cf->decoder_base_dim;
-    int dims[9];
-    dims[0] = base * cf->dim_mult[n - 1];
-    for (int i = 0; i < n; i++) dims[i + 1] = base * cf->dim_mult[n - 1 - i];
+    const int *dims = cf->dec_dims; /* computed and bounded by ckpt_parse_vconfig */
     v->z_dim = cf->z_dim;
     v->patch = cf->patch_size;
 
@@ -306,14 +310,34 @@ static int vae_load_(c3_vae *v, const c3_ckpt *ck) {
     int64_t so[5] = {-1, clast, 3, 3, 3};
     const st_tensor *wo = ckpt_get(ck, &ck->vae, "decoder.conv_out.weight", 5, so);
     if (!wo) return C3_EMODEL;
-    v->dec_out = (int)wo->shape[0];
     int pp = v->patch * v->patch;
+    if (wo->shape[0] != (int64_t)VAE_IMG_CH * pp)
+        return c3_fail(C3_EMODEL,
+                       "%s: decoder.conv_out has %lld channels; with patch_size %d that is not %d "
+                       "image channels",
+                       path, (long long)wo->shape[0], v->patch, VAE_IMG_CH);
+    v->dec_out = (int)wo->shape[0];
     if (v->dec_out % pp || v->dec_out / pp != VAE_IMG_CH)
         return c3_fail(C3_EMODEL, "%s: decoder.conv_out has %d channels; with patch_size %d that is not %d image channels",
                        path, v->dec_out, v->patch, VAE_IMG_CH);
     v->img_ch = VAE_IMG_CH;
     C3_TRY(load_conv(v, ck, &v->conv_out, "decoder.conv_out", clast, v->dec_out, 3, 3, 3, false));
     return C3_OK;
+}
+
+/* The channels-last decode: a backend with the vcl_* ops in bf16, channel
+ * counts that are multiples of 8, an even number of output channels;
+ * COSMOS3_VAE_CL=0 keeps the generic ops (for comparisons). */
+static bool cl_usable(const c3_vconfig *cf, const c3_backend *be) {
+    const char *e = getenv("COSMOS3_VAE_CL");
+    if (e && !strcmp(e, "0")) return false;
+    if (!be->vcl_weight || !be->vcl_conv || !be->vcl_norm || !be->vcl_upsample || !be->vcl_dupup ||
+        !be->vcl_layout || !be->vcl_zero || be->act_dtype != C3_BF16)
+        return false;
+    if (cf->z_dim % 8 || cf->patch_size % 2 || cf->n_mult < 1 || cf->n_mult > 8) return false;
+    for (int i = 0; i < cf->n_mult; i++)
+        if (cf->decoder_base_dim * cf->dim_mult[i] % 8) return false;
+    return true;
 }
 
 int vae_load(c3_vae **out, const c3_ckpt *ck, c3_backend *be) {
@@ -323,6 +347,7 @@ int vae_load(c3_vae **out, const c3_ckpt *ck, c3_backend *be) {
     c3_vae *v = xcalloc(1, sizeof *v);
     v->be = be;
     v->cfg = ck->v;
+    v->cl = cl_usable(&ck->v, be);
     int rc = vae_load_(v, ck);
     if (rc != C3_OK) {
         vae_free(v);
@@ -686,6 +711,329 @@ static int decode_image_graph(c3_vae *v, const float *zr, int h, int w, int64_t 
     return be->download(be, pixels, &v->g.img);
 }
 
+/* ------------------------------------------------------------------ channels-last path
+ *
+ * On backends with the vcl_* ops (CUDA, bf16) the decoder runs on padded
+ * channels-last frames [F, H + 2, W + 2, C] (backend.h): every convolution
+ * is one tensor-core implicit GEMM with bias and residual fused, the norm
+ * and SiLU one pass, nearest upsampling with the time interleave one pass,
+ * the DupUp3D shortcut one pass. A temporal conv's causal history lives in
+ * front of its input in one staging tensor (cv->hist: [CACHE_T + T, ...]),
+ * so the layer before writes its output straight behind the history and
+ * keeping the history for the next chunk is a copy of CACHE_T frames, all on
+ * the device. The mid-block attention converts to [C, T, H, W] and back and
+ * runs attn_fwd (the backend's attention kernels). Same numbers as the
+ * generic path up to bf16 rounding (one rounding per conv instead of two
+ * where a residual is added); tests/test_vae.c holds it to the goldens. */
+
+static int cl_alloc(c3_vae *v, c3_tensor *t, int64_t F, int64_t H, int64_t W, int64_t C) {
+    return c3_alloc(v->be, t, C3_BF16, C3_MEM_ACT, 4, F, H + 2, W + 2, C);
+}
+
+/* x [T, H, W, C] channels-last for the trace hook as [C, T, H, W]. */
+static int cl_trace(c3_vae *v, const char *name, int chunk, const c3_tensor *x, int T, int H, int W,
+                    int C) {
+    if (!vae_trace_hook) return C3_OK;
+    c3_tensor t = {0};
+    C3_TRY(act4(v, &t, C, T, H, W));
+    int rc = v->be->vcl_layout(v->be, &t, x, T, H, W, C, 1, false, 0.0f, 0.0f);
+    if (rc == C3_OK) trace(name, chunk, &t);
+    c3_free(&t);
+    return rc;
+}
+
+/* A temporal conv keeps its input behind the history while a history is,
+ * or is to be, kept. */
+static bool cl_staged(const vconv *cv, int T, bool keep) {
+    return cv->kt > 1 && (keep || cv->hist_live || T > 1);
+}
+
+/* Where the input of conv cv for a chunk of T frames goes: frames [L, L+T)
+ * of its staging tensor (a view) or, unstaged, a new tensor (owned). */
+static int cl_slot(c3_vae *v, vconv *cv, int T, int H, int W, bool keep, c3_tensor *slot) {
+    if (!cl_staged(cv, T, keep)) return cl_alloc(v, slot, T, H, W, cv->cin);
+    int64_t L = cv->kt - 1;
+    if (!cv->hist.data || cv->hist.ne[1] != H + 2 || cv->hist.ne[2] != W + 2 ||
+        cv->hist.ne[0] < L + T) {
+        if (cv->hist_live)
+            return c3_fail(
+                C3_EFAIL,
+                "VAE conv: chunk of %d frames of %dx%d does not fit the history [%lld, %lld, %lld]",
+                T, H, W, (long long)cv->hist.ne[0], (long long)cv->hist.ne[1] - 2,
+                (long long)cv->hist.ne[2] - 2);
+        c3_free(&cv->hist);
+        C3_TRY(cl_alloc(v, &cv->hist, L + C3_MAX(T, v->cl_tcap), H, W, cv->cin));
+        c3_tensor front = c3_rows(&cv->hist, 0, L);
+        C3_TRY(v->be->vcl_zero(v->be, &front));
+    }
+    *slot = c3_rows(&cv->hist, L, T);
+    return C3_OK;
+}
+
+/* y [T, H, W, cout] = conv(in) + bias (+ res). in: for kt == 1 any
+ * channels-last tensor of T frames; else the slot cl_slot gave (freed here
+ * when owned). y: allocated unless it already has storage (a view to fill). */
+static int cl_conv(c3_vae *v, vconv *cv, c3_tensor *in, int T, int H, int W, bool keep,
+                   const c3_tensor *res, c3_tensor *y) {
+    c3_backend *be = v->be;
+    int64_t L = cv->kt - 1;
+    bool staged = cl_staged(cv, T, keep), own_y = !y->data;
+    c3_vcl_geom g = {.T = T,
+                     .H = H,
+                     .W = W,
+                     .cin = cv->cin,
+                     .cout = cv->cout,
+                     .kt = cv->kt,
+                     .ks = cv->kh,
+                     .a0 = 0};
+    c3_tensor x = *in;
+    int rc = C3_OK;
+    if (cv->kh != cv->kw || cv->pad != cv->kh / 2) {
+        rc = c3_fail(C3_EFAIL, "VAE conv: kernel %dx%d with padding %d has no channels-last form",
+                     cv->kh, cv->kw, cv->pad);
+        goto out;
+    }
+    if (L > 0 && !cv->hist_live && T == 1) {
+        g.a0 = (int)L; /* zero history, one frame: only the last temporal tap sees data */
+    } else if (staged) {
+        x = c3_rows(&cv->hist, 0, L + T); /* [history (zeros before the first chunk), chunk] */
+    } else if (L > 0) {
+        rc = c3_fail(C3_EFAIL, "VAE conv: a chunk of %d frames without its history", T);
+        goto out;
+    }
+    if (own_y && (rc = cl_alloc(v, y, T, H, W, cv->cout))) goto out;
+    if ((rc = be->vcl_conv(be, y, &x, &cv->wcl, &cv->b, res, &g))) goto out;
+    if (staged && keep) {
+        /* the last L frames of [history, chunk] become the history (in order: they may overlap) */
+        for (int64_t i = 0; i < L; i++) {
+            c3_tensor dst = c3_rows(&cv->hist, i, 1), src = c3_rows(&cv->hist, T + i, 1);
+            if ((rc = be->copy(be, &dst, &src))) goto out;
+        }
+        cv->hist_live = true;
+    }
+out:
+    if (in->owned) c3_free(in);
+    if (rc && own_y) c3_free(y);
+    return rc;
+}
+
+/* ResBlock on x [T, H, W, cin] -> y [T, H, W, cout]. */
+static int cl_res(c3_vae *v, vres *r, const c3_tensor *x, int T, int H, int W, bool keep,
+                  c3_tensor *y) {
+    c3_backend *be = v->be;
+    int64_t N = (int64_t)T * (H + 2) * (W + 2);
+    c3_tensor h = {0}, s1 = {0}, b = {0}, s2 = {0};
+    int rc;
+    if (r->has_shortcut) {
+        c3_tensor xi = *x;
+        xi.owned = false;
+        if ((rc = cl_conv(v, &r->shortcut, &xi, T, H, W, false, NULL, &h))) goto out;
+    }
+    if ((rc = cl_slot(v, &r->conv1, T, H, W, keep, &s1))) goto out;
+    if ((rc = be->vcl_norm(be, &s1, x, &r->g1, N, r->conv1.cin, true))) goto out;
+    if ((rc = cl_conv(v, &r->conv1, &s1, T, H, W, keep, NULL, &b))) goto out;
+    if ((rc = cl_slot(v, &r->conv2, T, H, W, keep, &s2))) goto out;
+    if ((rc = be->vcl_norm(be, &s2, &b, &r->g2, N, r->conv2.cin, true))) goto out;
+    c3_free(&b);
+    rc = cl_conv(v, &r->conv2, &s2, T, H, W, keep, r->has_shortcut ? &h : x, y);
+out:
+    if (s1.owned) c3_free(&s1);
+    if (s2.owned) c3_free(&s2);
+    c3_free(&h);
+    c3_free(&b);
+    return rc;
+}
+
+/* Mid-block attention on x [T, H, W, C] through attn_fwd. */
+static int cl_attn(c3_vae *v, const c3_tensor *x, int T, int H, int W, c3_tensor *y) {
+    c3_backend *be = v->be;
+    int C = v->attn.dim;
+    c3_tensor xc = {0}, yc = {0};
+    int rc;
+    if ((rc = act4(v, &xc, C, T, H, W))) goto out;
+    if ((rc = be->vcl_layout(be, &xc, x, T, H, W, C, 1, false, 0.0f, 0.0f))) goto out;
+    if ((rc = attn_fwd(v, &v->attn, &xc, &yc))) goto out;
+    c3_free(&xc);
+    if ((rc = cl_alloc(v, y, T, H, W, C))) goto out;
+    rc = be->vcl_layout(be, y, &yc, T, H, W, C, 1, true, 0.0f, 0.0f);
+    if (rc) c3_free(y);
+out:
+    c3_free(&xc);
+    c3_free(&yc);
+    return rc;
+}
+
+/* Up block on x [T, H, W, cin] -> y [*To, H fs, W fs, cout] (fs = 1 without upsampler). */
+static int cl_up(c3_vae *v, vup *u, const c3_tensor *x, int T, int H, int W, bool first, bool keep,
+                 c3_tensor *y, int *To) {
+    c3_backend *be = v->be;
+    c3_tensor cur = {0}, nxt = {0}, tc = {0}, up = {0}, slot = {0};
+    int rc = C3_OK;
+    const c3_tensor *in = x;
+    for (int r = 0; r < u->nres; r++) {
+        if ((rc = cl_res(v, &u->res[r], in, T, H, W, keep, &nxt))) goto out;
+        c3_free(&cur);
+        cur = nxt;
+        nxt = (c3_tensor){0};
+        in = &cur;
+    }
+    if (u->mode == UP_NONE) {
+        *y = cur;
+        cur = (c3_tensor){0};
+        *To = T;
+        goto out;
+    }
+    const c3_tensor *src = &cur;
+    bool il = u->mode == UP_3D && !first;
+    if (il) {
+        if ((rc = cl_slot(v, &u->time_conv, T, H, W, keep, &slot))) goto out;
+        if ((rc = be->copy(be, &slot, &cur))) goto out;
+        if ((rc = cl_conv(v, &u->time_conv, &slot, T, H, W, keep, NULL, &tc))) goto out;
+        src = &tc;
+    }
+    int T2 = il ? VAE_UP_T * T : T, C = u->cout;
+    bool trim = first && u->ft > 1;
+    if (T2 != (trim ? 1 : T * u->ft)) {
+        rc = c3_fail(C3_EFAIL, "VAE up block: %d frames on the main path, %d on the shortcut", T2,
+                     trim ? 1 : T * u->ft);
+        goto out;
+    }
+    if ((rc = cl_alloc(v, &up, T2, (int64_t)H * VAE_UP_S, (int64_t)W * VAE_UP_S, C))) goto out;
+    if ((rc = be->vcl_upsample(be, &up, src, T, H, W, C, il))) goto out;
+    c3_free(&tc);
+    c3_free(&cur);
+    if ((rc = cl_conv(v, &u->resample, &up, T2, H * VAE_UP_S, W * VAE_UP_S, false, NULL, y)))
+        goto out;
+    if ((rc = be->vcl_dupup(be, y, x, T, H, W, u->cin, u->cout, u->ft, u->fs, trim))) goto out;
+    *To = T2;
+out:
+    if (slot.owned) c3_free(&slot);
+    if (rc) c3_free(y);
+    c3_free(&cur);
+    c3_free(&nxt);
+    c3_free(&tc);
+    c3_free(&up);
+    return rc;
+}
+
+/* The whole decode on the channels-last ops: zr [z_dim, T, h, w] raw
+ * latents -> res [C, Fo, Ho, Wo] (host), chunk by chunk. */
+static int cl_decode(c3_vae *v, const float *zr, int T, int h, int w, float *res, int64_t Fo,
+                     int64_t Ho, int64_t Wo, int (*on_frame)(void *ud, int t, int T), void *ud) {
+    c3_backend *be = v->be;
+    int Cz = v->z_dim, C = v->img_ch, p = v->patch, Co = v->dec_out;
+    c3_tensor z = {0}, zl = {0}, pq = {0}, a = {0}, b = {0}, o = {0}, img = {0}, slot = {0};
+    float *host = NULL;
+    int rc;
+    v->cl_tcap = 1;
+    for (int i = 0; i < v->nup; i++)
+        if (v->up[i].mode != UP_NONE) v->cl_tcap *= v->up[i].ft;
+    if ((rc = act4(v, &z, Cz, T, h, w))) goto out;
+    if ((rc = be->upload(be, &z, zr, C3_F32))) goto out;
+    if ((rc = cl_alloc(v, &zl, T, h, w, Cz))) goto out;
+    if ((rc = be->vcl_layout(be, &zl, &z, T, h, w, Cz, 1, true, 0.0f, 0.0f))) goto out;
+    c3_free(&z);
+    /* pq [CACHE_T + T, h, w, z_dim]: post_quant_conv of every frame behind CACHE_T zero frames,
+     * so conv_in reads frames [t, t + 3) for chunk t with no history copies */
+    if ((rc = cl_alloc(v, &pq, VAE_CACHE_T + T, h, w, Cz))) goto out;
+    c3_tensor pq0 = c3_rows(&pq, 0, VAE_CACHE_T), pqt = c3_rows(&pq, VAE_CACHE_T, T);
+    if ((rc = be->vcl_zero(be, &pq0))) goto out;
+    if ((rc = cl_conv(v, &v->post_quant, &zl, T, h, w, false, NULL, &pqt))) goto out;
+    c3_free(&zl);
+    if ((rc = cl_trace(v, "post_quant_conv", 0, &pqt, T, h, w, Cz))) goto out;
+    if (v->conv_in.kt != VAE_CACHE_T + 1 || v->conv_in.kh != 3) {
+        rc = c3_fail(C3_EFAIL, "VAE conv_in: kernel %dx%d, expected 3x3x3", v->conv_in.kt,
+                     v->conv_in.kh);
+        goto out;
+    }
+    for (int t = 0, f0 = 0; t < T; t++) {
+        bool first = t == 0, keep = t + 1 < T;
+        int H = h, W = w, Tc = 1;
+        /* conv_in: frames [t, t + 3) of pq; the first chunk sees only its own frame */
+        c3_vcl_geom g = {.T = 1,
+                         .H = h,
+                         .W = w,
+                         .cin = Cz,
+                         .cout = v->conv_in.cout,
+                         .kt = 3,
+                         .ks = 3,
+                         .a0 = first ? VAE_CACHE_T : 0};
+        c3_tensor xin = c3_rows(&pq, first ? VAE_CACHE_T : t, first ? 1 : VAE_CACHE_T + 1);
+        if ((rc = cl_alloc(v, &a, 1, h, w, v->conv_in.cout))) goto out;
+        if ((rc = be->vcl_conv(be, &a, &xin, &v->conv_in.wcl, &v->conv_in.b, NULL, &g))) goto out;
+        if ((rc = cl_trace(v, "decoder.conv_in", t, &a, 1, h, w, v->conv_in.cout))) goto out;
+        int C0 = v->conv_in.cout;
+#define CL_STEP(call)                                                                              \
+    do {                                                                                           \
+        if ((rc = (call))) goto out;                                                               \
+        c3_free(&a);                                                                               \
+        a = b;                                                                                     \
+        b = (c3_tensor){0};                                                                        \
+    } while (0)
+        CL_STEP(cl_res(v, &v->mid[0], &a, 1, H, W, keep, &b));
+        CL_STEP(cl_attn(v, &a, 1, H, W, &b));
+        CL_STEP(cl_res(v, &v->mid[1], &a, 1, H, W, keep, &b));
+        if ((rc = cl_trace(v, "decoder.mid_block", t, &a, 1, H, W, C0))) goto out;
+        for (int i = 0; i < v->nup; i++) {
+            vup *u = &v->up[i];
+            int To = Tc;
+            CL_STEP(cl_up(v, u, &a, Tc, H, W, first, keep, &b, &To));
+            Tc = To;
+            if (u->mode != UP_NONE) H *= u->fs, W *= u->fs;
+            char name[NAME_MAX_LEN];
+            snprintf(name, sizeof name, "decoder.up_blocks.%d", i);
+            if ((rc = cl_trace(v, name, t, &a, Tc, H, W, u->cout))) goto out;
+        }
+#undef CL_STEP
+        int Cl = v->conv_out.cin;
+        if (Tc != (first ? 1 : v->cl_tcap) || (int64_t)H * p != Ho || (int64_t)W * p != Wo) {
+            rc = c3_fail(
+                C3_EFAIL,
+                "VAE decode: chunk %d came out %d frames of %dx%d, expected %d of %lldx%lld", t, Tc,
+                H, W, first ? 1 : v->cl_tcap, (long long)(Ho / p), (long long)(Wo / p));
+            goto out;
+        }
+        if ((rc = cl_slot(v, &v->conv_out, Tc, H, W, keep, &slot))) goto out;
+        if ((rc = be->vcl_norm(be, &slot, &a, &v->norm_out, (int64_t)Tc * (H + 2) * (W + 2), Cl,
+                               true)))
+            goto out;
+        c3_free(&a);
+        if ((rc = cl_conv(v, &v->conv_out, &slot, Tc, H, W, keep, NULL, &o))) goto out;
+        if ((rc = cl_trace(v, "decoder.conv_out", t, &o, Tc, H, W, Co))) goto out;
+        /* unpatchify + clamp into [C, Tc, Ho, Wo] */
+        if ((rc = c3_alloc(be, &img, C3_F32, C3_MEM_ACT, 4, (int64_t)C, (int64_t)Tc, Ho, Wo)))
+            goto out;
+        if ((rc = be->vcl_layout(be, &img, &o, Tc, H, W, Co, p, false, -1.0f, 1.0f))) goto out;
+        c3_free(&o);
+        int64_t fsz = Ho * Wo;
+        host = xrealloc(host, sizeof(float) * (size_t)(C * Tc * fsz));
+        if ((rc = be->download(be, host, &img))) goto out;
+        c3_free(&img);
+        for (int64_t c = 0; c < C; c++)
+            memcpy(res + (c * Fo + f0) * fsz, host + c * Tc * fsz,
+                   sizeof(float) * (size_t)(Tc * fsz));
+        f0 += Tc;
+        if (on_frame) {
+            int s = on_frame(ud, t, T);
+            if (s != C3_OK) {
+                rc = c3_fail(s, "VAE decode stopped after latent frame %d of %d", t + 1, T);
+                goto out;
+            }
+        }
+    }
+out:
+    if (slot.owned) c3_free(&slot);
+    c3_free(&z);
+    c3_free(&zl);
+    c3_free(&pq);
+    c3_free(&a);
+    c3_free(&b);
+    c3_free(&o);
+    c3_free(&img);
+    free(host);
+    return rc;
+}
+
 int vae_decode(c3_vae *v, const float *z_norm, int T, int h, int w, float **out, int *F, int *H,
                int *W, int (*on_frame)(void *ud, int t, int T), void *ud) {
     c3_backend *be = v->be;
@@ -711,6 +1059,17 @@ int vae_decode(c3_vae *v, const float *z_norm, int T, int h, int w, float **out,
         }
     int64_t Fo = 1 + tf * (T - 1), Ho = h * sf * p, Wo = w * sf * p, fsz = Ho * Wo;
     res = xmalloc(sizeof(float) * (size_t)(C * Fo * fsz));
+    if (v->cl) {
+        reset_history(v);
+        rc = cl_decode(v, zr, T, h, w, res, Fo, Ho, Wo, on_frame, ud);
+        if (rc) goto out;
+        *out = res;
+        res = NULL;
+        *F = (int)Fo;
+        *H = (int)Ho;
+        *W = (int)Wo;
+        goto out;
+    }
     if (T == 1 &&
         graphs_on(v)) { /* an image: one recorded graph after the first decode of its size */
         if ((rc = decode_image_graph(v, zr, h, w, Ho, Wo, res))) goto out;

@@ -26,8 +26,10 @@ typedef struct {
     c3_tensor w, b;  /* [Cout, Cin, kt, kh, kw], [Cout] */
     c3_tensor wlast; /* [Cout, Cin, 1, kh, kw]: the last temporal tap (kt > 1) */
     int cin, cout, kt, kh, kw, pad;
-    c3_tensor hist; /* [kt - 1, Cin, H*W] time-major, while live */
+    c3_tensor hist; /* [kt - 1, Cin, H*W] time-major, while live; on the decoder's
+                       channels-last path [kt - 1 + T, H + 2, W + 2, Cin]: history, then chunk */
     bool hist_live;
+    c3_tensor wcl; /* the decoder's channels-last path: the weight reordered by vcl_weight */
 } vconv;
 
 /* Residual block: RMS norm, SiLU, causal 3x3x3 conv, twice, plus the shortcut. */

@@ -16,6 +16,7 @@
 
 #include "checkpoint.h"
 #include "test_util.h"
+#include "tokenizer.h"
 
 static char tmpdir[256];
 
@@ -210,7 +211,8 @@ static void test_safetensors(void) {
 /* ------------------------------------------------------------ config parsers */
 
 #define TCONF_BASE "\"hidden_size\":64,\"num_hidden_layers\":1,\"num_attention_heads\":2,\"intermediate_size\":8,\"vocab_size\":10"
-#define VCONF_BASE "\"z_dim\":2,\"dim_mult\":[1,2]"
+#define VCONF_BASE "\"z_dim\":2,\"dim_mult\":[1,2,4,4],\"temperal_downsample\":[false,true,true]"
+#define VCONF_LAT ",\"latents_mean\":[0,1],\"latents_std\":[1,2]"
 
 static void expect_tconfig(const char *json, int code, const char *sub) {
     c3_tconfig t;
@@ -267,6 +269,198 @@ static void test_config_parsers(void) {
     expect_vconfig("{\"z_dim\":2,\"dim_mult\":[],\"latents_mean\":[0,1],\"latents_std\":[1,2]}", C3_EMODEL,
                    "dim_mult");
     expect_vconfig("{\"z_dim\":65,\"dim_mult\":[1]}", C3_EMODEL, "z_dim 65");
+    /* the hardening audit's D2: each number against the Wan2.2 geometry and int overflow, naming
+     * the key */
+    expect_vconfig("{" VCONF_BASE VCONF_LAT ",\"patch_size\":65536}", C3_EMODEL,
+                   "\"patch_size\" 65536");
+    expect_vconfig("{" VCONF_BASE VCONF_LAT ",\"num_res_blocks\":-2}", C3_EMODEL,
+                   "\"num_res_blocks\" -2");
+    expect_vconfig("{" VCONF_BASE VCONF_LAT ",\"num_res_blocks\":1073741824}", C3_EMODEL,
+                   "\"num_res_blocks\"");
+    expect_vconfig("{" VCONF_BASE VCONF_LAT ",\"decoder_base_dim\":1073741824}", C3_EMODEL,
+                   "\"decoder_base_dim\"");
+    expect_vconfig("{" VCONF_BASE VCONF_LAT ",\"base_dim\":0,\"decoder_base_dim\":8}", C3_EMODEL,
+                   "\"base_dim\" 0");
+    expect_vconfig(
+        "{\"z_dim\":2,\"decoder_base_dim\":1000,\"dim_mult\":[16,16,16,16],\"temperal_downsample\":"
+        "[false,true,true]" VCONF_LAT "}",
+        C3_EMODEL, "\"dim_mult\"[0] 16");
+    expect_vconfig(
+        "{\"z_dim\":2,\"dim_mult\":[1,2,64,4],\"temperal_downsample\":[false,true,true]" VCONF_LAT
+        "}",
+        C3_EMODEL, "\"dim_mult\" must be a list of integers in 1..16");
+    expect_vconfig("{\"z_dim\":2,\"dim_mult\":[1,2,4],\"temperal_downsample\":[true,true]" VCONF_LAT
+                   "}",
+                   C3_EMODEL, "8 pixels per latent");
+    expect_vconfig("{" VCONF_BASE VCONF_LAT ",\"patch_size\":4}", C3_EMODEL, "in_channels");
+    expect_vconfig(
+        "{\"z_dim\":2,\"dim_mult\":[1,2,4,4],\"temperal_downsample\":[true,true,true]" VCONF_LAT
+        "}",
+        C3_EMODEL, "temperal_downsample");
+    expect_vconfig("{\"z_dim\":2,\"dim_mult\":[1,2,4,4]" VCONF_LAT "}", C3_EMODEL,
+                   "temperal_downsample");
+    expect_vconfig("{" VCONF_BASE VCONF_LAT ",\"scale_factor_spatial\":8}", C3_EMODEL,
+                   "\"scale_factor_spatial\" 8");
+    expect_vconfig("{" VCONF_BASE VCONF_LAT ",\"scale_factor_temporal\":1}", C3_EMODEL,
+                   "\"scale_factor_temporal\"");
+    expect_vconfig("{" VCONF_BASE VCONF_LAT ",\"is_residual\":false}", C3_EMODEL, "is_residual");
+    /* vae_load's widths, computed by the parser: Wan2.2's decoder is 1024, 1024, 1024, 512, 256 */
+    c3_vconfig v;
+    const char *wan = "{" VCONF_BASE VCONF_LAT ",\"decoder_base_dim\":256,\"base_dim\":160}";
+    T_CHECK(ckpt_parse_vconfig(&v, wan, strlen(wan), "x") == C3_OK && v.dec_dims[0] == 1024 &&
+                v.dec_dims[1] == 1024 && v.dec_dims[2] == 1024 && v.dec_dims[3] == 512 &&
+                v.dec_dims[4] == 256,
+            "Wan2.2 decoder widths: %s", c3_errmsg());
+    /* an up block whose channels cannot repeat evenly: 3 -> 2 x 4 (2D up) is not a whole multiple
+     */
+    expect_vconfig(
+        "{\"z_dim\":2,\"decoder_base_dim\":1,\"dim_mult\":[1,2,3,3],\"temperal_downsample\":"
+        "[false,true,true]" VCONF_LAT "}",
+        C3_EMODEL, "cannot repeat");
+}
+
+/* ------------------------------------------------------------ files */
+
+static int count_tmp(const char *dir) {
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "ls -A '%s' | grep -c '\\.tmp\\.'", dir);
+    FILE *p = popen(cmd, "r");
+    int n = -1;
+    if (p && fscanf(p, "%d", &n) != 1) n = -1;
+    if (p) pclose(p);
+    return n;
+}
+
+static void test_files(void) {
+    char dir[512], victim[600], out[600], fifo[600], loop[600], buf[64] = {0};
+    snprintf(dir, sizeof dir, "%s/files", tmpdir);
+    mkdir(dir, 0755);
+    snprintf(victim, sizeof victim, "%s/victim", dir);
+    snprintf(out, sizeof out, "%s/out.st", dir);
+    write_bytes(victim, "important", 9);
+    /* audit D14: the output is a planted symlink to another file */
+    T_CHECK(symlink(victim, out) == 0, "symlink");
+    T_CHECK(c3_write_file_atomic(out, "new", 3, false) == C3_EOUTPUT &&
+                strstr(c3_errmsg(), "already exists"),
+            "no overwrite: refused (%s)", c3_errmsg());
+    T_CHECK(c3_write_file_atomic(out, "new", 3, true) == C3_OK, "overwrite: %s", c3_errmsg());
+    FILE *f = fopen(victim, "rb");
+    size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+    if (f) fclose(f);
+    struct stat st;
+    T_CHECK(n == 9 && !memcmp(buf, "important", 9), "the symlink's target is untouched: '%s'", buf);
+    T_CHECK(lstat(out, &st) == 0 && S_ISREG(st.st_mode) && (st.st_mode & 0777) == 0644,
+            "the output is a new regular file, mode 644 (mode %o)", (unsigned)st.st_mode & 0777);
+    T_CHECK(count_tmp(dir) == 0, "no temporary file left");
+    /* a name that appears between the check and the rename is not replaced */
+    unlink(out);
+    T_CHECK(c3_write_file_atomic(out, "abc", 3, false) == C3_OK, "fresh write: %s", c3_errmsg());
+    char tmp[700];
+    snprintf(tmp, sizeof tmp, "%s.tmp.x", out);
+    write_bytes(tmp, "x", 1);
+    T_CHECK(c3_place_file(tmp, out, false) == -1 && errno == EEXIST,
+            "RENAME_NOREPLACE refuses an existing name");
+    unlink(tmp);
+    /* audit D8: a FIFO does not block, a loop is named */
+    snprintf(fifo, sizeof fifo, "%s/fifo", dir);
+    snprintf(loop, sizeof loop, "%s/loop", dir);
+    T_CHECK(mkfifo(fifo, 0644) == 0 && symlink("loop", loop) == 0, "mkfifo, symlink");
+    char *data = NULL;
+    double t0 = c3_now();
+    T_CHECK(c3_read_file(fifo, &data, NULL) == C3_EINPUT && strstr(c3_errmsg(), "is a FIFO"),
+            "FIFO: %s", c3_errmsg());
+    T_CHECK(c3_now() - t0 < 1.0, "a FIFO is refused at once");
+    T_CHECK(c3_file_exists(loop) && c3_read_file(loop, &data, NULL) == C3_EINPUT &&
+                strstr(c3_errmsg(), "a loop of symbolic links"),
+            "loop: %s", c3_errmsg());
+    st_file sf;
+    T_CHECK(st_open(&sf, fifo) == C3_EMODEL && strstr(c3_errmsg(), "is a FIFO"), "st_open FIFO: %s",
+            c3_errmsg());
+    T_CHECK(st_open(&sf, dir) == C3_EMODEL && strstr(c3_errmsg(), "is a folder"),
+            "st_open folder: %s", c3_errmsg());
+    free(data);
+    /* finiteness by the bits */
+    float x[4] = {1, -2, 0, 3};
+    T_CHECK(c3_first_nonfinite(x, 4) == 4, "finite");
+    x[2] = NAN;
+    T_CHECK(c3_first_nonfinite(x, 4) == 2, "NaN at 2");
+    x[2] = 0, x[3] = -INFINITY;
+    T_CHECK(c3_first_nonfinite(x, 4) == 3, "-Inf at 3");
+}
+
+/* ------------------------------------------------------------ tokenizer.json */
+
+/* tok_load of `json` must fail with C3_EMODEL naming `sub`, quickly (the
+ * loader is linear in its input: a huge id must not become a huge table). */
+static void expect_tok(const char *label, const char *json, const char *sub) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s.json", tmpdir, label);
+    write_bytes(path, json, strlen(json));
+    c3_tokenizer *t = NULL;
+    double t0 = c3_now();
+    int rc = tok_load(&t, path);
+    double dt = c3_now() - t0;
+    const char *msg = c3_errmsg();
+    fprintf(stderr, "  tokenizer %-14s -> %d in %.3f s: %s\n", label, rc, dt, msg);
+    T_CHECK(rc == C3_EMODEL && !t, "%s: returned %d (%s)", label, rc, msg);
+    T_CHECK(one_line(msg) && strstr(msg, path) && strstr(msg, sub), "%s: message %s (want '%s')",
+            label, msg, sub);
+    T_CHECK(dt < 1.0, "%s: %.2f s to refuse %zu bytes", label, dt, strlen(json));
+    tok_free(t);
+}
+
+/* A valid byte-level vocabulary (ids 0..255) as JSON members, for the cases
+ * that must get past the vocab: "\u0100":0,... in the GPT-2 byte alphabet. */
+static char *byte_vocab(void) {
+    char *b = xmalloc(256 * 16), *o = b;
+    unsigned next = 256;
+    for (int c = 0; c < 256; c++) {
+        bool keep = (c >= '!' && c <= '~') || (c >= 0xA1 && c <= 0xAC) || c >= 0xAE;
+        unsigned cp = keep ? (unsigned)c : next++;
+        o += sprintf(o, "%s\"\\u%04x\":%d", c ? "," : "", cp, c);
+    }
+    return b;
+}
+
+static void test_tokenizer_files(void) {
+    /* audit D3: a 62-byte file with an id near 2^30 allocated and touched 8 GiB */
+    expect_tok("huge_id",
+               "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":1073741822},\"merges\":[]}}",
+               "out of range for the vocabulary");
+    /* D15: an empty string segment (UB in sb_add under UBSan), repeated keys (a leak under LSan) */
+    expect_tok("empty_segment", "{\"model\":{\"vocab\":{\"\\u0041\":0}}}",
+               "model.vocab or model.merges missing");
+    expect_tok("repeated_key", "{\"normalizer\":{\"type\":\"NFC\"},\"normalizer\":null}",
+               "appears twice");
+    expect_tok("repeated_vocab", "{\"model\":{\"vocab\":{},\"vocab\":{}}}", "appears twice");
+    /* found by fuzz_tokload: an empty merge string (memchr of NULL) */
+    char *v = byte_vocab();
+    size_t jn = strlen(v) + 512;
+    char *j = xmalloc(jn);
+    snprintf(j, jn, "{\"model\":{\"type\":\"BPE\",\"vocab\":{%s},\"merges\":[\"\"]}}", v);
+    expect_tok("empty_merge", j, "a merge string must be");
+    /* an added token beyond the vocabulary the file declares (256 + 1 entries) */
+    snprintf(j, jn,
+             "{\"added_tokens\":[{\"id\":300,\"content\":\"<x>\"}],\"pre_tokenizer\":{\"type\":"
+             "\"Split\","
+             "\"pattern\":{\"Regex\":\"\\\\S+\"},\"behavior\":\"Isolated\"},\"model\":{\"type\":"
+             "\"BPE\",\"vocab\":{%s},"
+             "\"merges\":[]}}",
+             v);
+    expect_tok("beyond_vocab", j,
+               "beyond the vocabulary the file declares (256 entries in model.vocab + 1");
+    /* the same file with the added token right after the vocabulary loads */
+    char *at = strstr(j, "300");
+    memcpy(at, "256", 3);
+    char path[512];
+    snprintf(path, sizeof path, "%s/dense.json", tmpdir);
+    write_bytes(path, j, strlen(j));
+    c3_tokenizer *t = NULL;
+    T_CHECK(tok_load(&t, path) == C3_OK && tok_vocab_size(t) == 257, "a dense vocabulary loads: %s",
+            c3_errmsg());
+    tok_free(t);
+    free(j);
+    free(v);
 }
 
 /* ------------------------------------------------------------ checkpoint folder */
@@ -547,6 +741,8 @@ int main(void) {
     }
     test_safetensors();
     test_config_parsers();
+    test_tokenizer_files();
+    test_files();
     const char *fx = t_fixtures();
     if (fx) test_checkpoint(fx);
     else fprintf(stderr, "badinput: fixtures not found; checkpoint-folder cases skipped\n");

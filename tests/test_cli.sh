@@ -96,6 +96,19 @@ fi
 [ ! -s pipe.out ] && ! grep -q $'\r' pipe.err && grep -q '^wrote pipe.png (seed 12, ' pipe.err && ok ||
     bad "through a pipe: stdout '$(cat pipe.out)', stderr '$(cat -v pipe.err)'"
 rm -f pipe.out pipe.err pipe.png
+# --from FILE: the stored settings again, the same picture; options after it override, before it not
+expect 0 "" -- gen -p "a red circle on a blue background, on the right" -n blurry -S 42 --steps 12 -g 5 -o from.png -q --device cpu
+expect 0 "" -- gen --from from.png -o from2.png -q --device cpu
+cmp -s from.png from2.png && ok || bad "gen --from did not reproduce the picture byte for byte"
+expect 0 "" -- gen -S 7 --steps 3 --from from.png -S 43 -o from3.png -q --device cpu
+expect 0 "" -- meta from3.png
+grep -qx "seed: 43" "$tmp/out" && grep -qx "steps: 12" "$tmp/out" && grep -qx "guidance: 5" "$tmp/out" &&
+    grep -qx "negative_prompt: blurry" "$tmp/out" && ok || bad "--from with options around it: $(cat "$tmp/out")"
+printf 'not a png' > nometa.png
+expect 4 "nometa.png" -- gen --from nometa.png -o from4.png -q
+expect 4 "" -- gen --from no-such-file.png -o from4.png -q
+[ ! -e from4.png ] && ok || bad "a refused --from wrote from4.png"
+rm -f from.png from2.png from3.png nometa.png
 expect 0 "" -- info -m demo
 grep -q "^vocabulary (22 words" "$tmp/out" && grep -qF 'cosmos3 gen -p "a red circle on a blue background, on the right"' "$tmp/out" && ok || bad "info -m demo: $(cat "$tmp/out")"
 grep -qF "plan for 64x64, 1 frame (the model's default size" "$tmp/out" && ok || bad "info -m demo does not say the size it planned for: $(cat "$tmp/out")"

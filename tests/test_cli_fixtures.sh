@@ -60,6 +60,9 @@ python3 -c "import json,sys; o=json.load(open('$tmp/out')); assert o['paths']==[
 # same seed, same image
 expect 0 "" -- gen -m "$model" -p "a cube" -W 32 -H 32 --steps 2 --seed 3 -o j2.png -q --device cpu
 same_pixels j.png j2.png && ok || bad "same seed gave different pixels"
+# --from on a checkpoint's image (the folder is given again with -m)
+expect 0 "" -- gen -m "$model" --from j.png -o j3.png -q --device cpu
+same_pixels j.png j3.png && ok || bad "gen --from did not reproduce the pixels"
 # video: frames in a folder, a pattern, metadata on frame 0
 expect 0 "" -- gen -m "$model" -p "a cube" -W 32 -H 32 --frames 5 --steps 2 --seed 3 -o clip -q --device cpu
 [ "$(ls clip | wc -l)" = 5 ] && [ -f clip/frame_0000.png ] && ok || bad "video folder: $(ls clip)"

@@ -167,6 +167,8 @@ expect_screen '^EXIT=0$' "Ctrl-D leaves with 0" 10
 hist="$tmp/state/cosmos3/history"
 if [ -f "$hist" ] && grep -qx 'a lighthouse at dusk' "$hist" && grep -qx 'set schedule karras' "$hist"; then ok; else
     bad "history file $hist: $(cat "$hist" 2>&1)"; fi
+# the prompts typed are private (audit D23)
+[ "$(stat -c %a "$hist" 2>/dev/null)" = 600 ] && ok || bad "history file mode $(stat -c %a "$hist"), want 600"
 t kill-server 2>/dev/null
 
 # history across sessions: Up recalls the last line of the previous session

@@ -5,6 +5,7 @@
 
 #include "backend_cpu.h"
 #include "checkpoint.h"
+#include "mkmodel.h"
 #include "test_util.h"
 #include "wan_vae.h"
 
@@ -348,6 +349,97 @@ static void test_callback(c3_vae *v) {
     free(z);
 }
 
+/* COSMOS3_TEST_DEVICE=cuda and COSMOS3_TEST_VAE_FULL=DIR: the full Wan2.2 VAE
+ * (Nano's, random weights; written to DIR by mkmodel when DIR has none) on
+ * the CUDA bf16 path (channels-last tensor-core decode) against the CUDA
+ * fp32 check path (COSMOS3_CUDA_FP32=1: fp32 everywhere, no TF32) on the
+ * same latents, 3 latent frames of 16x24 (9 frames of 256x384). Bounds: rel
+ * L2 of the decoded video <= FULL_REL_L2, and of the uint8 frames at most
+ * FULL_U8_FAR_FRAC moved by more than FULL_U8_FAR levels. */
+#define FULL_REL_L2 3e-2
+#define FULL_U8_FAR 8
+#define FULL_U8_FAR_FRAC 1e-3
+static void test_full_vae(c3_backend *gbe, const char *tokdir) {
+    const char *dir = getenv("COSMOS3_TEST_VAE_FULL");
+    if (!dir || !*dir) return;
+    char probe[4200];
+    snprintf(probe, sizeof probe, "%s/vae/config.json", dir);
+    if (access(probe, R_OK) != 0) {
+        c3_mkmodel_opts o = {.preset = "tiny",
+                             .layers = 1,
+                             .vocab = 64,
+                             .vae = MKMODEL_VAE_FULL,
+                             .seed = 7,
+                             .out_dir = dir,
+                             .tokenizer_dir = tokdir,
+                             .overwrite = true};
+        int rc = mkmodel_write(&o);
+        T_CHECK(rc == C3_OK, "mkmodel (full VAE) into %s: %s", dir, c3_errmsg());
+        if (rc) return;
+    }
+    c3_ckpt ck;
+    if (ckpt_open(&ck, dir, true) != C3_OK) {
+        T_CHECK(false, "open %s: %s", dir, c3_errmsg());
+        return;
+    }
+    setenv("COSMOS3_CUDA_FP32", "1", 1);
+    c3_backend *fbe = NULL;
+    int rc = c3_backend_cuda(0, &fbe);
+    unsetenv("COSMOS3_CUDA_FP32");
+    T_CHECK(rc == C3_OK && fbe->act_dtype == C3_F32, "fp32 CUDA backend: %s", c3_errmsg());
+    c3_vae *vb = NULL, *vf = NULL;
+    if (rc == C3_OK) rc = vae_load(&vb, &ck, gbe);
+    if (rc == C3_OK) rc = vae_load(&vf, &ck, fbe);
+    T_CHECK(rc == C3_OK, "vae_load (full): %s", c3_errmsg());
+    int T = 3, h = 16, w = 24, Cz = ck.v.z_dim;
+    int64_t nz = (int64_t)Cz * T * h * w;
+    float *z = xmalloc(sizeof(float) * (size_t)nz), *ob = NULL, *of = NULL;
+    for (int64_t i = 0; i < nz; i++)
+        z[i] = frand() * 1.7f; /* roughly unit variance */
+    int F1 = 0, H1 = 0, W1 = 0, F2 = 0, H2 = 0, W2 = 0;
+    if (rc == C3_OK) {
+        double t0 = c3_now();
+        rc = vae_decode(vb, z, T, h, w, &ob, &F1, &H1, &W1, NULL, NULL);
+        double t1 = c3_now();
+        if (rc == C3_OK) rc = vae_decode(vf, z, T, h, w, &of, &F2, &H2, &W2, NULL, NULL);
+        T_CHECK(rc == C3_OK, "full VAE decode: %s", c3_errmsg());
+        fprintf(stderr,
+                "full VAE [%d, %d, %d] -> %d frames of %dx%d: bf16 path %.3f s, fp32 path %.3f s\n",
+                T, h, w, F1, W1, H1, t1 - t0, c3_now() - t1);
+    }
+    bool same = F1 == F2 && H1 == H2 && W1 == W2 && F1 == 1 + 4 * (T - 1);
+    if (rc == C3_OK) T_CHECK(same, "shapes differ: %dx%dx%d vs %dx%dx%d", F1, H1, W1, F2, H2, W2);
+    if (rc == C3_OK && same) {
+        int64_t n = (int64_t)3 * F1 * H1 * W1, eq = 0, far = 0, maxd = 0;
+        double l2 = t_rel_l2(ob, of, n), sum_d = 0;
+        for (int64_t i = 0; i < n; i++) {
+            long a = lrintf(fminf(fmaxf(ob[i] * 0.5f + 0.5f, 0.0f), 1.0f) * 255.0f);
+            long b = lrintf(fminf(fmaxf(of[i] * 0.5f + 0.5f, 0.0f), 1.0f) * 255.0f);
+            long d = labs(a - b);
+            eq += d == 0;
+            far += d > FULL_U8_FAR;
+            sum_d += (double)d;
+            if (d > maxd) maxd = d;
+        }
+        fprintf(stderr,
+                "full VAE bf16 vs fp32: decoded rel L2 %.3e; uint8 equal %.2f %%, mean |diff| %.3f "
+                "levels, max %lld, "
+                "more than %d levels on %.4f %%\n",
+                l2, 100.0 * eq / n, sum_d / n, (long long)maxd, FULL_U8_FAR, 100.0 * far / n);
+        T_CHECK(l2 <= FULL_REL_L2, "full VAE bf16 vs fp32: rel L2 %.3e > %.0e", l2, FULL_REL_L2);
+        T_CHECK((double)far / n <= FULL_U8_FAR_FRAC,
+                "full VAE: %.4f %% of uint8 values moved by more than %d levels", 100.0 * far / n,
+                FULL_U8_FAR);
+    }
+    free(z);
+    free(ob);
+    free(of);
+    vae_free(vb);
+    vae_free(vf);
+    if (fbe) c3_backend_destroy(fbe);
+    ckpt_close(&ck);
+}
+
 int main(void) {
     c3_backend *be = c3_backend_cpu();
     test_ops(be);
@@ -394,6 +486,7 @@ int main(void) {
         st_close(&golden);
         vae_free(v);
     }
+    if (gbe != be) test_full_vae(gbe, dir);
     ckpt_close(&ck);
     if (gbe != be) c3_backend_destroy(gbe);
     c3_backend_destroy(be);

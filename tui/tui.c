@@ -138,14 +138,14 @@ static void tui_collect(tui *t) {
         }
         t->dirty = true;
     }
-    if (t->r.image_serial != t->img_serial && t->r.last_png) {
+    if (t->r.image_serial != t->img_serial && t->r.last_img) {
         t->img_serial = t->r.image_serial;
         free(t->img);
-        t->img = NULL;
-        if (png_read_rgb(t->r.last_png, &t->img, &t->img_W, &t->img_H) != C3_OK) {
-            log_add(t, 1, c3_errmsg());
-            t->img = NULL;
-        }
+        /* the REPL's preview: the picture, or a video's first / middle / last frames */
+        t->img_W = t->r.last_img_w;
+        t->img_H = t->r.last_img_h;
+        t->img = xmalloc((size_t)t->img_W * t->img_H * 3);
+        memcpy(t->img, t->r.last_img, (size_t)t->img_W * t->img_H * 3);
         t->sixel_due = true;
         t->dirty = true;
     }

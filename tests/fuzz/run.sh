@@ -8,7 +8,10 @@
 #   FUZZ_BUILD_ONLY=1  only build
 #
 # Targets: st_parse (safetensors header), tconfig (transformer/config.json),
-# vconfig (vae/config.json), card (model_index.json's "cosmos3"). Each run starts from the seed corpus in
+# vconfig (vae/config.json and the VAE sizes vae_load uses), card
+# (model_index.json's "cosmos3"), tokload (tokenizer.json loading + encoding),
+# tokenc (encoding and prompt assembly of arbitrary bytes with the installed
+# tokenizer). Each run starts from the seed corpus in
 # tests/fuzz/corpus/TARGET (read only) and grows a working corpus in
 # $FUZZ_OUT/corpus-TARGET; crashes land in $FUZZ_OUT as crash-TARGET-*.
 # Prints one summary line per target and exits 1 if any target crashed.
@@ -18,7 +21,7 @@ root="$(cd "$here/../.." && pwd)"
 secs="${1:-60}"
 shift || true
 targets=("$@")
-[ ${#targets[@]} -eq 0 ] && targets=(st_parse tconfig vconfig card)
+[ ${#targets[@]} -eq 0 ] && targets=(st_parse tconfig vconfig card tokload tokenc)
 out="${FUZZ_OUT:-/tmp/cosmos3-fuzz}"
 mkdir -p "$out"
 CC="${CC_FUZZ:-clang}"
@@ -31,11 +34,15 @@ cflags=(-g -O1 -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror
         -I"$root/src" -I"$out")
 core=("$root/src/common.c" "$root/src/safetensors.c" "$root/src/checkpoint.c")
 libs=($(pkg-config --libs jansson 2>/dev/null || echo -ljansson) -lm)
+tok=("$root/src/tokenizer.c" "$root/src/prompt.c")
+toklibs=($(pkg-config --libs libpcre2-8 libutf8proc 2>/dev/null || echo -lpcre2-8 -lutf8proc))
 
 for t in "${targets[@]}"; do
     src="$here/fuzz_$t.c"
     [ -f "$src" ] || { echo "run.sh: unknown target $t" >&2; exit 2; }
-    "$CC" "${cflags[@]}" "$src" "${core[@]}" "${libs[@]}" -o "$out/fuzz_$t"
+    extra=()
+    case "$t" in tok*) extra=("${tok[@]}" "${toklibs[@]}") ;; esac
+    "$CC" "${cflags[@]}" "$src" "${core[@]}" "${extra[@]}" "${libs[@]}" -o "$out/fuzz_$t"
 done
 [ -n "${FUZZ_BUILD_ONLY:-}" ] && { echo "built in $out"; exit 0; }
 
@@ -46,8 +53,9 @@ for t in "${targets[@]}"; do
     # -jobs=1 runs one worker process (output in fuzz-0.log in the cwd,
     # a folder of its own so that two run.sh can share $FUZZ_OUT)
     mkdir -p "$out/work-$t"
-    (cd "$out/work-$t" && nice -n 10 "$out/fuzz_$t" -jobs=1 -workers=1 -max_total_time="$secs" -print_final_stats=1 \
-        -dict="$here/json.dict" -max_len=4096 -timeout=10 -rss_limit_mb=2048 \
+    maxlen=4096; [ "$t" = tokload ] && maxlen=16384 # room for a byte-level vocabulary
+    (cd "$out/work-$t" && nice -n "${FUZZ_NICE:-10}" "$out/fuzz_$t" -jobs=1 -workers=1 -max_total_time="$secs" -print_final_stats=1 \
+        -dict="$here/json.dict" -max_len=$maxlen -timeout=10 -rss_limit_mb=2048 \
         -artifact_prefix="$out/crash-$t-" ${FUZZ_ARGS:-} "$out/corpus-$t" "$here/corpus/$t" >/dev/null 2>&1 || true
      mv -f fuzz-0.log "$log" 2>/dev/null || true)
     execs=$(grep -E 'stat::number_of_executed_units' "$log" | tail -1 | awk '{print $2}')

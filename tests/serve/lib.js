@@ -78,8 +78,11 @@ function request(base, opts) {
     req.on('response', (res) => {
       const parts = [];
       res.on('data', (d) => parts.push(d));
-      res.on('end', () => resolve({ status: res.statusCode, headers: res.headers,
-                                    body: Buffer.concat(parts).toString('utf8') }));
+      res.on('end', () => {
+          const buf = Buffer.concat(parts);
+          resolve(
+              {status : res.statusCode, headers : res.headers, body : buf.toString('utf8'), buf});
+      });
       res.on('error', reject);
     });
     req.on('error', reject);

@@ -1,0 +1,186 @@
+#!/usr/bin/env bash
+# The hardening audit's crafted inputs (../shared/audits/2026-12-hardening.md,
+# D2-D23) against the command line, on a random tiny checkpoint made here by
+# mkmodel and the built-in demo model (no fixtures needed). Every case must
+# end with the documented exit status, a one-line message naming the problem
+# (and the file or key), in bounded time, and leave no output behind.
+# Checkpoint variants are copies of `base` with one file replaced; binary
+# edits use perl (perl-base is in every Debian).
+set -u
+bin=${COSMOS3_BIN:?}
+command -v perl >/dev/null || { echo "SKIP: perl not found"; exit 77; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+cd "$tmp"
+unset COSMOS3_MODEL
+pass=0; fail=0
+ok()  { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+P="a red circle on a blue background"
+TS=transformer/diffusion_pytorch_model.safetensors
+VS=vae/diffusion_pytorch_model.safetensors
+
+# expect CODE SUBSTRING -- ARGS...: exit status within 120 s, one line naming SUBSTRING
+expect() {
+    local code=$1 sub=$2; shift 3
+    timeout 120 "$bin" "$@" > out 2> err
+    local rc=$?
+    if [ "$rc" != "$code" ]; then bad "cosmos3 $* -> exit $rc, want $code: $(head -c 400 err)"; return 1; fi
+    if [ -n "$sub" ] && ! grep -qF -- "$sub" err; then bad "cosmos3 $* -> '$(head -c 400 err)' lacks '$sub'"; return 1; fi
+    # one error line (notes such as "device: cpu ..." or warnings may come before it)
+    if [ "$code" != 0 ] && [ "$(grep -c '^cosmos3: ' err)" != 1 ]; then bad "cosmos3 $*: not one error line: $(cat err)"; return 1; fi
+    ok
+}
+# variant NAME: a copy of base (hard links: replace a file, never edit it in place)
+variant() { rm -rf "$tmp/$1"; cp -al "$tmp/base" "$tmp/$1"; }
+replace() { # FILE CONTENT: a new file in place of a hard link
+    rm -f "$1"; printf '%s' "$2" > "$1"
+}
+jset() { # FILE KEY JSON-VALUE: a top-level key of a JSON object (perl, one line)
+    perl -0777 -e 'local $/; open F, "<", $ARGV[0]; $t = <F>; close F;
+        $k = quotemeta($ARGV[1]); $t =~ s/"$k"\s*:\s*(\[[^\]]*\]|[^,}\s]+)/"$ARGV[1]": $ARGV[2]/ or die "no key";
+        unlink $ARGV[0]; open F, ">", $ARGV[0]; print F $t' "$@"
+}
+# st_poke FILE TENSOR BYTES: fill a tensor's data with a repeated byte string (perl pack)
+st_poke() {
+    perl -e 'my ($f, $name, $pat) = @ARGV; open F, "<", $f or die; binmode F; local $/; my $b = <F>; close F;
+        my $n = unpack("Q<", substr($b, 0, 8)); my $h = substr($b, 8, $n);
+        $h =~ /"\Q$name\E":\{[^}]*"data_offsets":\[(\d+),(\d+)\]/ or die "no tensor $name";
+        my ($a, $z) = ($1, $2); my $p = pack("H*", $pat);
+        substr($b, 8 + $n + $a, $z - $a) = substr($p x (($z - $a) / length($p) + 1), 0, $z - $a);
+        unlink $f; open F, ">", $f; binmode F; print F $b; close F' "$@"
+}
+# st_header FILE PERL-SUBSTITUTION: edit the header text, keeping its length
+st_header() {
+    perl -e 'my ($f, $e) = @ARGV; open F, "<", $f or die; binmode F; local $/; my $b = <F>; close F;
+        my $n = unpack("Q<", substr($b, 0, 8)); local $_ = substr($b, 8, $n); eval $e; die $@ if $@;
+        length($_) == $n or die "header length changed"; substr($b, 8, $n) = $_;
+        unlink $f; open F, ">", $f; binmode F; print F $b; close F' "$@"
+}
+gen() { "$bin" gen -m "$1" -p "$P" -W 64 -H 64 --steps 2 --seed 1 "${@:2}"; }
+
+"$bin" mkmodel --preset tiny -o base -q || { echo "FAIL: mkmodel"; exit 1; }
+expect 0 "" -- info -m base --check
+grep -q "^check: ok: " out && ok || bad "info --check on a good checkpoint: $(cat out | tail -2)"
+
+# ---------------------------------------------------------------- D2: vae/config.json
+for kv in "patch_size 65536" "num_res_blocks -2" "num_res_blocks 1073741824" "decoder_base_dim 1073741824" \
+          "scale_factor_spatial 8" "dim_mult [1,2,4]"; do
+    set -- $kv
+    variant v; jset v/vae/config.json "$1" "$2"
+    expect 3 "\"$1\"" -- info -m v
+    expect 3 "\"$1\"" -- gen -m v -p "$P" -W 64 -H 64 --steps 2 -o v.png
+done
+[ ! -e v.png ] && ok || bad "a refused VAE config left v.png"
+
+# ---------------------------------------------------------------- D3, D15: tokenizer.json
+variant v; replace v/text_tokenizer/tokenizer.json '{"model":{"type":"BPE","vocab":{"a":1073741822},"merges":[]}}'
+t0=$(date +%s)
+expect 3 "out of range for the vocabulary" -- info -m v
+expect 3 "tokenizer.json" -- gen -m v -p "$P" -W 64 -H 64 --steps 2 -o v.png
+[ $(( $(date +%s) - t0 )) -le 10 ] && ok || bad "a 62-byte tokenizer.json took over 10 s"
+variant v; replace v/text_tokenizer/tokenizer.json '{"model":{"vocab":{"\u0041":0}},"model":{}}'
+expect 3 "appears twice" -- info -m v
+variant v; rm v/text_tokenizer/tokenizer.json; mkdir v/text_tokenizer/tokenizer.json
+expect 3 "is a folder, not a regular file" -- info -m v
+[ "$(grep -o 'cannot read the tokenizer' err | wc -l)" = 1 ] && ok || bad "tokenizer message repeats itself: $(cat err)"
+
+# ---------------------------------------------------------------- D8, D9: FIFOs, loops, folders
+variant v; rm v/$TS; mkfifo v/$TS
+expect 3 "is a FIFO, not a regular file" -- info -m v
+variant v; rm v/transformer/config.json; mkfifo v/transformer/config.json
+expect 3 "is a FIFO" -- info -m v
+variant v; rm v/$TS; ln -s diffusion_pytorch_model.safetensors v/$TS
+expect 3 "a loop of symbolic links" -- info -m v
+variant v; rm v/vae/config.json; mkdir v/vae/config.json
+expect 3 "vae/config.json: is a folder" -- info -m v
+expect 4 "--noise /nonexistent.safetensors: No such file" -- gen -p "$P" --noise /nonexistent.safetensors -o n.png
+[ "$(grep -o -- '--noise' err | wc -l)" = 1 ] && ok || bad "--noise message repeats itself: $(cat err)"
+
+# ---------------------------------------------------------------- D6: NaN/Inf
+variant v; st_poke v/$TS layers.0.mlp.down_proj.weight c07f      # bf16 NaN
+expect 3 "transformer weights hold NaN or Inf" -- gen -m v -p "$P" -W 64 -H 64 --steps 2 -o v.png
+expect 3 "tensor layers.0.mlp.down_proj.weight holds nan" -- info -m v --check
+variant v; st_poke v/$TS norm_moe_gen.weight 807f                # bf16 +Inf
+expect 3 "NaN or Inf" -- gen -m v -p "$P" -W 64 -H 64 --steps 2 -o v.png
+variant v; st_poke v/$VS decoder.conv_out.weight 0000c07f       # f32 NaN in the VAE
+expect 3 "the VAE weights hold NaN or Inf" -- gen -m v -p "$P" -W 64 -H 64 --steps 2 -o v.png
+expect 3 "decoder.conv_out.weight holds nan" -- info -m v --check
+[ ! -e v.png ] && ok || bad "non-finite weights still wrote v.png"
+
+# ---------------------------------------------------------------- D7: dtypes
+variant v; st_header v/$TS 's/"BF16"/"F16" /g'
+expect 3 "but config.json's torch_dtype says BF16" -- gen -m v -p "$P" -W 64 -H 64 --steps 2 -o v.png
+expect 3 "torch_dtype" -- info -m v --check
+variant v; st_header v/$VS 's/("decoder.conv_out.weight":\{"dtype":)"F32"/$1"I32"/'
+expect 3 "tensor decoder.conv_out.weight is I32, which a weight cannot be" -- info -m v --check
+expect 3 "decoder.conv_out.weight is I32" -- gen -m v -p "$P" -W 64 -H 64 --steps 2 -o v.png
+# --noise: F32 only, finite only
+expect 0 "" -- gen -p "$P" --seed 3 -o l.png --save-latents lat.st -q
+cp lat.st i32.st; st_header i32.st 's/"F32"/"I32"/'
+expect 4 "is I32; it must be F32" -- gen -p "$P" --noise i32.st -o n.png
+cp lat.st nan.st; st_poke nan.st latents 0000c07f
+expect 4 "noise must be finite" -- gen -p "$P" --noise nan.st -o n.png
+expect 0 "" -- gen -p "$P" --noise lat.st -o n.png -q
+[ -f n.png ] && ok || bad "F32 noise: no image"
+
+# ---------------------------------------------------------------- D14: temporary files
+echo "important data" > victim
+for i in $(seq 0 20); do ln -sf victim "lat2.st.tmp.$i"; done
+expect 0 "" -- gen -p "$P" --seed 3 -o s.png --save-latents lat2.st -q
+[ "$(cat victim)" = "important data" ] && [ -f lat2.st ] && [ ! -L lat2.st ] && ok ||
+    bad "--save-latents followed a planted symlink: victim '$(head -c 40 victim)'"
+ln -s victim link.st
+expect 0 "" -- gen -p "$P" --seed 3 -o s2.png --save-latents link.st --overwrite -q
+[ "$(cat victim)" = "important data" ] && [ ! -L link.st ] && ok || bad "--overwrite wrote through a symlink"
+expect 5 "already exists" -- gen -p "$P" --seed 3 -o s3.png --save-latents lat2.st
+ls | grep -v '^lat2.st.tmp.[0-9]*$' | grep -q '\.tmp\.' && bad "temporary files left: $(ls | grep tmp)" || ok
+[ "$(stat -c %a lat2.st)" = 644 ] && ok || bad "latents mode $(stat -c %a lat2.st), want 644"
+
+# ---------------------------------------------------------------- D16: the plan counts the VAE
+timeout 20 "$bin" info -W 16384 -H 16384 > out 2> err
+rc=$?
+if [ $rc = 6 ]; then
+    grep -q "VAE decode" err && grep -q "smaller -W/-H" err && ok || bad "16384^2: $(cat err)"
+else # a machine with that much memory: the plan still shows the decode's size
+    grep -Eq "VAE decode ~[0-9.]+ GiB" out && ok || bad "16384^2: rc $rc $(cat err) $(grep 'per rank' out)"
+fi
+"$bin" info -W 2048 -H 2048 | grep -Eq "VAE decode ~[0-9]{3}\.[0-9] MiB" && ok || bad "2048^2 plan lacks the VAE decode"
+
+# ---------------------------------------------------------------- D17: meta escapes control characters
+esc=$(printf 'a red \033]0;pwned\007 circle \033[2J')
+expect 0 "" -- gen -p "$esc" --seed 4 -o esc.png -q
+"$bin" meta esc.png > meta.txt
+if grep -q $'\033\|\007' meta.txt; then bad "meta printed raw control characters"; else ok; fi
+grep -qF 'prompt: a red \x1b]0;pwned\x07 circle \x1b[2J' meta.txt && ok || bad "meta escapes: $(grep prompt meta.txt | cat -v)"
+
+# ---------------------------------------------------------------- D18: NUL and truncation
+printf 'a red circle\0on a blue background' > nul.txt
+expect 4 "NUL byte at offset 12" -- gen -p - -o nul.png < nul.txt
+[ ! -e nul.png ] && ok || bad "a NUL prompt wrote nul.png"
+for i in $(seq 1500); do printf 'a red circle '; done > long.txt
+timeout 300 "$bin" gen -p - --steps 1 -o long.png < long.txt > out 2> err
+rc=$?
+[ $rc = 0 ] && grep -q "reaches the 4096-token limit" err && ok || bad "long prompt: exit $rc, no truncation warning: $(cat err)"
+
+# ---------------------------------------------------------------- D19, D21: info shares gen's checks; the card
+variant v; replace v/model_index.json '{"_class_name":"Cosmos3Pipeline","cosmos3":{"defaults":{"width":7,"height":64,"steps":2}}}'
+expect 3 "\"cosmos3.defaults.width\" 7 must be a multiple of 16" -- info -m v
+expect 3 "model_index.json" -- gen -m v -p "$P" -o v.png
+grep -q -- "--width" err && bad "the card's width is blamed on --width: $(cat err)" || ok
+variant v; rm v/$TS
+"$bin" mkmodel --preset tiny --layers 1 -o one -q
+cp one/$TS v/$TS
+expect 3 "is missing" -- info -m v --check
+
+# ---------------------------------------------------------------- D5: Ctrl-C while the model loads
+COSMOS3_TEST_LOAD_DELAY=3 "$bin" gen -p "$P" -o cc.png 2> cc.err & pid=$!
+sleep 1; kill -INT $pid; wait $pid; rc=$?
+[ $rc = 130 ] && [ ! -e cc.png ] && ok || bad "Ctrl-C during the load: exit $rc, $(cat cc.err)"
+
+# ---------------------------------------------------------------- D11: REPL load keeps the model
+printf 'load /nonexistent\n%s\n' "$P" | XDG_STATE_HOME="$tmp/state" timeout 60 "$bin" -o repl.png > r.out 2> r.err
+grep -q "kept .* loaded" r.err && [ -f repl.png ] && ok || bad "a failed REPL load dropped the model: $(cat r.err)"
+
+echo "harden: $pass passed, $fail failed"
+[ $fail -eq 0 ]
