@@ -20,19 +20,22 @@
 #include "wan_vae.h"
 #include "config.h"
 
-#define BENCH_DEFAULT_PX 1024     /* -W/-H when not given: the T2I size */
-#define BENCH_DEFAULT_STEPS 3     /* timed CFG steps when --steps is not given */
-#define BENCH_WARMUP_STEPS 2 /* untimed CFG steps first (plans, caches; graphs: seen, recorded) */
-#define BENCH_TIMESTEP 500        /* integer timestep of the timed GEN calls */
+#define BENCH_DEFAULT_PX 1024 /* -W/-H when not given: the T2I size */
+#define BENCH_DEFAULT_STEPS 3 /* timed CFG steps when --steps is not given */
+#define BENCH_WARMUP_STEPS 2  /* untimed CFG steps first (plans, caches; graphs: seen, recorded) */
+#define BENCH_TIMESTEP 500    /* integer timestep of the timed GEN calls */
 #define BENCH_WEIGHT_AMPLITUDE 0.03 /* random weights are uniform in +-this */
-#define BENCH_VAE_VOCAB 64        /* vocab of the throw-away mkmodel checkpoint that carries the VAE */
+#define BENCH_VAE_VOCAB 64 /* vocab of the throw-away mkmodel checkpoint that carries the VAE */
 #define BENCH_VAE_LAYERS 1
 #define BENCH_FULL_VAE_BASE 256 /* decoder_base_dim of the full Wan2.2 VAE (nano, super, edge) */
-#define BENCH_DEFAULT_PROMPT                                                                        \
-    "A red fox jumps over a frozen creek at dawn, low sun behind snowy pines, breath visible in the " \
+#define BENCH_DEFAULT_PROMPT                                                                       \
+    "A red fox jumps over a frozen creek at dawn, low sun behind snowy pines, breath visible in "  \
+    "the "                                                                                         \
     "cold air, shallow depth of field, cinematic lighting."
-#define BENCH_DEFAULT_NEGATIVE "blurry, low quality, distorted, watermark, text overlay, jpeg artifacts."
-#define BENCH_TIME_FREQ_DIM 256 /* timestep features: 128 frequencies, cos | sin (spec section 3) */
+#define BENCH_DEFAULT_NEGATIVE                                                                     \
+    "blurry, low quality, distorted, watermark, text overlay, jpeg artifacts."
+#define BENCH_TIME_FREQ_DIM 256 /* timestep features: 128 frequencies, cos | sin (spec section 3)  \
+                                 */
 #define TFLOP 1e12
 #define GIB (1024.0 * 1024.0 * 1024.0)
 
@@ -61,10 +64,13 @@ static void tl_add(tlist *l, int ndim, const int64_t *shape, const char *fmt, ..
     t->dtype = C3_BF16;
     t->ndim = ndim;
     int64_t n = 1;
-    for (int i = 0; i < ndim; i++) n *= (t->shape[i] = shape[i]);
+    for (int i = 0; i < ndim; i++)
+        n *= (t->shape[i] = shape[i]);
     t->nbytes = (size_t)n * c3_dtype_size(C3_BF16);
 }
-#define SH(...) (int)(sizeof((const int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), ((const int64_t[]){__VA_ARGS__})
+#define SH(...)                                                                                    \
+    (int)(sizeof((const int64_t[]){__VA_ARGS__}) / sizeof(int64_t)),                               \
+        ((const int64_t[]){__VA_ARGS__})
 
 /* Every transformer tensor generation reads, in the flat diffusers layout
  * (spec section 5), for the geometry c. */
@@ -89,7 +95,8 @@ static void list_transformer(tlist *l, const c3_tconfig *c) {
             tl_add(l, SH(hd), "layers.%d.self_attn.norm_q.weight", i);
             tl_add(l, SH(hd), "layers.%d.self_attn.norm_k.weight", i);
         }
-        if (c->und_k_norm_for_gen) tl_add(l, SH(hd), "layers.%d.self_attn.k_norm_und_for_gen.weight", i);
+        if (c->und_k_norm_for_gen)
+            tl_add(l, SH(hd), "layers.%d.self_attn.k_norm_und_for_gen.weight", i);
         tl_add(l, SH(hd), "layers.%d.self_attn.norm_added_q.weight", i);
         tl_add(l, SH(hd), "layers.%d.self_attn.norm_added_k.weight", i);
     }
@@ -117,12 +124,14 @@ static int preset_tconfig(const c3_mkmodel_preset *p, int layers, c3_tconfig *t)
     json_object_set_new(j, "intermediate_size", json_integer(p->inter));
     json_object_set_new(j, "vocab_size", json_integer(p->vocab));
     json_object_set_new(j, "hidden_act", json_string(p->gated ? "silu" : "relu2"));
-    if (p->nemotron) json_object_set_new(j, "backbone_type", json_string("cosmos3_edge_nemotron_dense"));
+    if (p->nemotron)
+        json_object_set_new(j, "backbone_type", json_string("cosmos3_edge_nemotron_dense"));
     json_object_set_new(j, "qk_norm_for_text", json_boolean(!p->nemotron));
     json_object_set_new(j, "use_und_k_norm_for_gen", json_boolean(p->nemotron));
     json_object_set_new(j, "rms_norm_eps", json_real(p->eps));
     json_object_set_new(j, "rope_theta", json_real(p->theta));
-    for (int i = 0; i < 3; i++) json_array_append_new(ms, json_integer(p->mrope[i]));
+    for (int i = 0; i < 3; i++)
+        json_array_append_new(ms, json_integer(p->mrope[i]));
     json_object_set_new(rs, "mrope_section", ms);
     json_object_set_new(rs, "mrope_interleaved", json_true());
     json_object_set_new(j, "rope_scaling", rs);
@@ -158,7 +167,8 @@ static int mem_ckpt_make(mem_ckpt *mc, const c3_mkmodel_preset *p, int layers) {
     tlist l = {0};
     list_transformer(&l, &mc->ck.t);
     size_t big = 0;
-    for (int i = 0; i < l.n; i++) big = C3_MAX(big, l.t[i].nbytes);
+    for (int i = 0; i < l.n; i++)
+        big = C3_MAX(big, l.t[i].nbytes);
     int64_t n = (int64_t)(big / sizeof(uint16_t));
     mc->buf = xmalloc(big);
     const float amp = (float)BENCH_WEIGHT_AMPLITUDE;
@@ -167,7 +177,8 @@ static int mem_ckpt_make(mem_ckpt *mc, const c3_mkmodel_preset *p, int layers) {
         double u = (double)(mix64((uint64_t)i) >> 11) * 0x1.0p-53; /* [0, 1) */
         mc->buf[i] = c3_f32_to_bf16((float)(2.0 * u - 1.0) * amp);
     }
-    for (int i = 0; i < l.n; i++) l.t[i].data = mc->buf;
+    for (int i = 0; i < l.n; i++)
+        l.t[i].data = mc->buf;
     mc->shard.path = xstrdup("(bench: random weights in memory)");
     mc->shard.t = l.t;
     mc->shard.n = l.n;
@@ -178,16 +189,19 @@ static int mem_ckpt_make(mem_ckpt *mc, const c3_mkmodel_preset *p, int layers) {
     mc->ck.shards = &mc->shard;
     mc->ck.nshards = 1;
     mc->ck.tens = xcalloc((size_t)l.n, sizeof *mc->ck.tens);
-    for (int i = 0; i < l.n; i++) mc->ck.tens[i] = (struct c3_tref){xstrdup(l.t[i].name), 0, &l.t[i]};
+    for (int i = 0; i < l.n; i++)
+        mc->ck.tens[i] = (struct c3_tref){xstrdup(l.t[i].name), 0, &l.t[i]};
     mc->ck.ntens = l.n;
     qsort(mc->ck.tens, (size_t)l.n, sizeof *mc->ck.tens, cmp_tref);
     return C3_OK;
 }
 
 static void mem_ckpt_free(mem_ckpt *mc) {
-    for (int i = 0; i < mc->ck.ntens; i++) free(mc->ck.tens[i].name);
+    for (int i = 0; i < mc->ck.ntens; i++)
+        free(mc->ck.tens[i].name);
     free(mc->ck.tens);
-    for (int i = 0; i < mc->shard.n; i++) free(mc->shard.t[i].name);
+    for (int i = 0; i < mc->shard.n; i++)
+        free(mc->shard.t[i].name);
     free(mc->shard.t);
     free(mc->shard.path);
     free(mc->ck.dir);
@@ -276,8 +290,8 @@ EV_WRAP(silu, OP_OTHER, (c3_backend * be, c3_tensor *y, const c3_tensor *x), (be
 EV_WRAP(rope, OP_OTHER, (c3_backend * be, c3_tensor *x, const c3_tensor *c, const c3_tensor *sn),
         (be, x, c, sn))
 
-static int wrap_linear(c3_backend *be, c3_tensor *y, const c3_tensor *x, const c3_tensor *w, const c3_tensor *bias,
-                       bool acc) {
+static int wrap_linear(c3_backend *be, c3_tensor *y, const c3_tensor *x, const c3_tensor *w,
+                       const c3_tensor *bias, bool acc) {
     bench_be *b = (bench_be *)be;
     if (!b->on) {
         int i = ev_begin(b, OP_LINEAR);
@@ -294,8 +308,8 @@ static int wrap_linear(c3_backend *be, c3_tensor *y, const c3_tensor *x, const c
     return C3_OK;
 }
 
-static int wrap_attention(c3_backend *be, c3_tensor *out, const c3_tensor *q, const c3_kvseg *kv, int nseg,
-                          bool causal, float scale) {
+static int wrap_attention(c3_backend *be, c3_tensor *out, const c3_tensor *q, const c3_kvseg *kv,
+                          int nseg, bool causal, float scale) {
     bench_be *b = (bench_be *)be;
     if (!b->on) {
         int i = ev_begin(b, OP_ATTENTION);
@@ -308,7 +322,8 @@ static int wrap_attention(c3_backend *be, c3_tensor *out, const c3_tensor *q, co
     b->s_attn += c3_now() - t0;
     /* q [Sq, Hq, D]: 2 flops x (QK^T + PV) per (query, key, head, dim); causal halves it */
     double keys = 0;
-    for (int i = 0; i < nseg; i++) keys += (double)kv[i].valid;
+    for (int i = 0; i < nseg; i++)
+        keys += (double)kv[i].valid;
     double f = 4.0 * (double)q->ne[0] * keys * (double)q->ne[1] * (double)q->ne[2];
     b->f_attn += causal ? f / 2 : f;
     b->n_attn++;
@@ -355,13 +370,15 @@ static void wrap_free(bench_be *b) {
 
 /* Weights applied per GEN token (linears of one GEN forward, per token). */
 static double gen_weights_per_token(const c3_tconfig *c) {
-    double D = c->hidden, I = c->inter, Q = (double)c->heads * c->head_dim, KV = (double)c->kv_heads * c->head_dim;
+    double D = c->hidden, I = c->inter, Q = (double)c->heads * c->head_dim,
+           KV = (double)c->kv_heads * c->head_dim;
     double layer = D * Q + 2 * D * KV + Q * D + (c->mlp_gated ? 3 : 2) * D * I;
     return c->layers * layer + 2.0 * D * c->patch_dim; /* + proj_in, proj_out */
 }
 /* UND: the same layer linears per text token (the last layer's are run too). */
 static double und_weights_per_token(const c3_tconfig *c) {
-    double D = c->hidden, I = c->inter, Q = (double)c->heads * c->head_dim, KV = (double)c->kv_heads * c->head_dim;
+    double D = c->hidden, I = c->inter, Q = (double)c->heads * c->head_dim,
+           KV = (double)c->kv_heads * c->head_dim;
     return c->layers * (D * Q + 2 * D * KV + Q * D + (c->mlp_gated ? 3 : 2) * D * I);
 }
 static double gen_attn_flops(const c3_tconfig *c, double S, double L) {
@@ -373,7 +390,8 @@ static double und_attn_flops(const c3_tconfig *c, double L) {
 
 /* ------------------------------------------------------------ helpers */
 
-#define BENCH_SPATIAL_SCALE 16 /* Wan2.2 pixels per latent (used when --skip-vae leaves no VAE config) */
+#define BENCH_SPATIAL_SCALE                                                                        \
+    16 /* Wan2.2 pixels per latent (used when --skip-vae leaves no VAE config) */
 #define BENCH_TEMPORAL_SCALE 4 /* Wan2.2 frames per latent frame after the first */
 
 static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
@@ -383,7 +401,9 @@ static int rm_entry(const char *path, const struct stat *st, int flag, struct FT
 
 static int find_tokenizer(char *out, size_t n) {
     if (ckpt_share_path("tokenizer/tokenizer.json", out, n)) return C3_OK;
-    return c3_fail(C3_EMODEL, "bench: the Qwen3 tokenizer files are missing (share/tokenizer); reinstall cosmos3");
+    return c3_fail(
+        C3_EMODEL,
+        "bench: the Qwen3 tokenizer files are missing (share/tokenizer); reinstall cosmos3");
 }
 
 static int open_backend(const c3_settings *s, c3_backend **be) {
@@ -398,8 +418,9 @@ static int open_backend(const c3_settings *s, c3_backend **be) {
 }
 
 /* One CFG step: the cond and the uncond GEN call on the same latents. */
-static int cfg_step(c3_model *m, const c3_undkv *kc, const c3_undkv *ku, const float *lat, const c3_latent_geom *g,
-                    float *vc, float *vu, double *t_cond, double *t_uncond) {
+static int cfg_step(c3_model *m, const c3_undkv *kc, const c3_undkv *ku, const float *lat,
+                    const c3_latent_geom *g, float *vc, float *vu, double *t_cond,
+                    double *t_uncond) {
     double t0 = c3_now();
     if (model_batches(m)) { /* one batch: half the time to each branch */
         const c3_undkv *kv[2] = {kc, ku};
@@ -428,8 +449,8 @@ typedef struct {
     int prof_n_linear, prof_n_attn;
     double t_tok, t_load, t_und_c, t_und_u, t_vae_load, t_vae, t_png;
     bool vae;
-    bool offload;      /* block weights streamed from pinned host memory */
-    bool cfg_batch;    /* cond and uncond as one batch (model_gen_batch) */
+    bool offload;   /* block weights streamed from pinned host memory */
+    bool cfg_batch; /* cond and uncond as one batch (model_gen_batch) */
     /* the device-timed step (backends with timing events): per op kind */
     bool dev_timed;
     double dev_op_ms[OP_N], dev_span, dev_wall; /* ms, ms (first op start to last op end), s */
@@ -442,13 +463,16 @@ typedef struct {
 static void print_text(const bench_report *r) {
     const c3_tconfig *c = &r->c;
     double tf = r->flop_step / r->step_mean / TFLOP;
-    printf("cosmos3 bench: preset %s, %d layers per tower, hidden %d, heads %d/%d x %d, MLP %d %s\n", r->p->name,
-           c->layers, c->hidden, c->heads, c->kv_heads, c->head_dim, c->inter, c->mlp_gated ? "SwiGLU" : "ReLU^2");
+    printf(
+        "cosmos3 bench: preset %s, %d layers per tower, hidden %d, heads %d/%d x %d, MLP %d %s\n",
+        r->p->name, c->layers, c->hidden, c->heads, c->kv_heads, c->head_dim, c->inter,
+        c->mlp_gated ? "SwiGLU" : "ReLU^2");
     printf("device: %s\n", r->device);
-    printf("size: %dx%d, %d frame%s -> latent %dx%dx%d, GEN tokens S %d; prompt ids L cond %d, uncond %d\n", r->W,
-           r->H, r->F, r->F == 1 ? "" : "s", r->T, r->h, r->w, r->S, r->Lc, r->Lu);
-    printf("model FLOPs per CFG step: %.4g TFLOP (linear %.4g, attention %.4g)\n", r->flop_step / TFLOP,
-           r->flop_step_linear / TFLOP, r->flop_step_attn / TFLOP);
+    printf("size: %dx%d, %d frame%s -> latent %dx%dx%d, GEN tokens S %d; prompt ids L cond %d, "
+           "uncond %d\n",
+           r->W, r->H, r->F, r->F == 1 ? "" : "s", r->T, r->h, r->w, r->S, r->Lc, r->Lu);
+    printf("model FLOPs per CFG step: %.4g TFLOP (linear %.4g, attention %.4g)\n",
+           r->flop_step / TFLOP, r->flop_step_linear / TFLOP, r->flop_step_attn / TFLOP);
     if (r->cfg_batch)
         printf("CFG step (cond + uncond as one batch), mean of %d: %.2f ms (min %.2f, max %.2f)\n",
                r->steps, r->step_mean * 1e3, r->step_min * 1e3, r->step_max * 1e3);
@@ -460,7 +484,8 @@ static void print_text(const bench_report *r) {
     printf("achieved: %.4g TFLOP/s, MFU %.4f (of %.0f TFLOP/s)\n", tf, tf / C3_BENCH_PEAK_TFLOPS,
            C3_BENCH_PEAK_TFLOPS);
     double rest = r->prof_total - r->prof_linear - r->prof_attn;
-    printf("breakdown (one step, synchronised around every matrix product and attention call): total %.2f ms\n",
+    printf("breakdown (one step, synchronised around every matrix product and attention call): "
+           "total %.2f ms\n",
            r->prof_total * 1e3);
     printf("  matrix products %9.2f ms (%5.1f%%) %4d calls %8.4g TFLOP/s\n", r->prof_linear * 1e3,
            100 * r->prof_linear / r->prof_total, r->prof_n_linear,
@@ -487,22 +512,27 @@ static void print_text(const bench_report *r) {
             "offload: %.3g GB streamed host-to-device in %.3f s of copy-queue time (%.1f GB/s)\n",
             (double)r->h2d_bytes / 1e9, r->h2d_s,
             r->h2d_s > 0 ? (double)r->h2d_bytes / r->h2d_s / 1e9 : 0);
-    printf("outside the loop: tokenize %.2f ms, load %.2f s, UND cond %.2f ms + uncond %.2f ms (%.4g TFLOP/s)",
+    printf("outside the loop: tokenize %.2f ms, load %.2f s, UND cond %.2f ms + uncond %.2f ms "
+           "(%.4g TFLOP/s)",
            r->t_tok * 1e3, r->t_load, r->t_und_c * 1e3, r->t_und_u * 1e3,
            r->flop_und / (r->t_und_c + r->t_und_u) / TFLOP);
     if (r->vae)
-        printf(", VAE load %.2f s, VAE decode %.2f ms, PNG %.2f ms\n", r->t_vae_load, r->t_vae * 1e3, r->t_png * 1e3);
+        printf(", VAE load %.2f s, VAE decode %.2f ms, PNG %.2f ms\n", r->t_vae_load,
+               r->t_vae * 1e3, r->t_png * 1e3);
     else
         printf(", VAE skipped\n");
-    printf("peak memory (backend accounting): %.2f GiB (now: weights %.2f, K/V %.2f, activations %.2f GiB)",
+    printf("peak memory (backend accounting): %.2f GiB (now: weights %.2f, K/V %.2f, activations "
+           "%.2f GiB)",
            r->mem_peak / GIB, r->mem_w / GIB, r->mem_kv / GIB, r->mem_act / GIB);
-    if (r->dev_total > 0) printf("; device in use %.2f of %.2f GiB", r->dev_used / GIB, r->dev_total / GIB);
+    if (r->dev_total > 0)
+        printf("; device in use %.2f of %.2f GiB", r->dev_used / GIB, r->dev_total / GIB);
     printf("\n");
 }
 
 static void print_json(const bench_report *r) {
     const c3_tconfig *c = &r->c;
-    json_t *j = json_object(), *g = json_object(), *b = json_object(), *o = json_object(), *mm = json_object();
+    json_t *j = json_object(), *g = json_object(), *b = json_object(), *o = json_object(),
+           *mm = json_object();
     json_object_set_new(j, "preset", json_string(r->p->name));
     json_object_set_new(g, "layers", json_integer(c->layers));
     json_object_set_new(g, "hidden", json_integer(c->hidden));
@@ -534,11 +564,15 @@ static void print_json(const bench_report *r) {
     json_object_set_new(b, "total_ms", json_real(r->prof_total * 1e3));
     json_object_set_new(b, "matmul_ms", json_real(r->prof_linear * 1e3));
     json_object_set_new(b, "attention_ms", json_real(r->prof_attn * 1e3));
-    json_object_set_new(b, "rest_ms", json_real((r->prof_total - r->prof_linear - r->prof_attn) * 1e3));
+    json_object_set_new(b, "rest_ms",
+                        json_real((r->prof_total - r->prof_linear - r->prof_attn) * 1e3));
     json_object_set_new(b, "matmul_calls", json_integer(r->prof_n_linear));
     json_object_set_new(b, "attention_calls", json_integer(r->prof_n_attn));
-    json_object_set_new(b, "matmul_tflops", json_real(r->prof_linear > 0 ? r->prof_f_linear / r->prof_linear / TFLOP : 0));
-    json_object_set_new(b, "attention_tflops", json_real(r->prof_attn > 0 ? r->prof_f_attn / r->prof_attn / TFLOP : 0));
+    json_object_set_new(
+        b, "matmul_tflops",
+        json_real(r->prof_linear > 0 ? r->prof_f_linear / r->prof_linear / TFLOP : 0));
+    json_object_set_new(b, "attention_tflops",
+                        json_real(r->prof_attn > 0 ? r->prof_f_attn / r->prof_attn / TFLOP : 0));
     json_object_set_new(j, "breakdown", b);
     if (r->dev_timed) {
         json_t *d = json_object(), *ops = json_object();
@@ -619,7 +653,8 @@ static int bench_run(c3_settings *s, const c3_mkmodel_preset *p, bench_report *r
     r->vae = !s->skip_vae;
     if (r->vae) {
         const char *tmp = getenv("TMPDIR");
-        snprintf(vdir, sizeof vdir, "%s/cosmos3-bench-vae.%d", tmp && *tmp ? tmp : "/tmp", (int)getpid());
+        snprintf(vdir, sizeof vdir, "%s/cosmos3-bench-vae.%d", tmp && *tmp ? tmp : "/tmp",
+                 (int)getpid());
         char tdir[4096];
         snprintf(tdir, sizeof tdir, "%s", tokpath);
         *strrchr(tdir, '/') = 0;
@@ -646,12 +681,14 @@ static int bench_run(c3_settings *s, const c3_mkmodel_preset *p, bench_report *r
     r->H = s->height > 0 ? s->height : BENCH_DEFAULT_PX;
     r->F = s->frames > 0 ? s->frames : 1;
     if (r->W % sp || r->H % sp) {
-        rc = c3_fail(C3_EUSAGE, "bench: %dx%d is not a multiple of %d; pick -W and -H multiples of %d", r->W, r->H,
-                     sp, sp);
+        rc = c3_fail(C3_EUSAGE,
+                     "bench: %dx%d is not a multiple of %d; pick -W and -H multiples of %d", r->W,
+                     r->H, sp, sp);
         goto out;
     }
     if ((r->F - 1) % st) {
-        rc = c3_fail(C3_EUSAGE, "bench: --frames %d must be 1 + %d k (e.g. %d)", r->F, st, 1 + st * 23);
+        rc = c3_fail(C3_EUSAGE, "bench: --frames %d must be 1 + %d k (e.g. %d)", r->F, st,
+                     1 + st * 23);
         goto out;
     }
     r->T = (r->F - 1) / st + 1;
@@ -676,15 +713,25 @@ static int bench_run(c3_settings *s, const c3_mkmodel_preset *p, bench_report *r
     /* tokenize */
     double t0 = c3_now();
     B_TRY(tok_load(&tok, tokpath));
-    c3_prompt_opts po = {.system_prompt = p->system_prompt, .templates = true, .width = r->W, .height = r->H,
-                         .frames = r->F, .fps = s->fps > 0 ? s->fps : 24};
-    B_TRY(prompt_ids(tok, s->prompt && *s->prompt ? s->prompt : BENCH_DEFAULT_PROMPT, false, &po, &ids_c, &r->Lc));
+    c3_prompt_opts po = {.system_prompt = p->system_prompt,
+                         .templates = true,
+                         .width = r->W,
+                         .height = r->H,
+                         .frames = r->F,
+                         .fps = s->fps > 0 ? s->fps : 24};
+    B_TRY(prompt_ids(tok, s->prompt && *s->prompt ? s->prompt : BENCH_DEFAULT_PROMPT, false, &po,
+                     &ids_c, &r->Lc));
     B_TRY(prompt_ids(tok, BENCH_DEFAULT_NEGATIVE, true, &po, &ids_u, &r->Lu));
     r->t_tok = c3_now() - t0;
 
     /* load */
     t0 = c3_now();
-    c3_shard one = {.tp_size = 1, .sp_size = 1, .offload = s->offload && real->device >= 0};
+    c3_shard one = {.tp_size = 1,
+                    .sp_size = 1,
+                    .offload = s->offload && real->device >= 0,
+                    .precision = s->precision && !strcmp(s->precision, "fp8")    ? C3_PREC_FP8
+                                 : s->precision && !strcmp(s->precision, "bf16") ? C3_PREC_BF16
+                                                                                 : C3_PREC_AUTO};
     B_TRY(model_load(&m, &mc.ck, be, &one));
     r->offload = model_offloaded(m);
     r->cfg_batch = model_batches(m);
@@ -722,7 +769,8 @@ static int bench_run(c3_settings *s, const c3_mkmodel_preset *p, bench_report *r
     rng_normal(1, 0, lat, nlat);
     c3_latent_geom g = {.T = r->T, .h = r->h, .w = r->w, .fps = po.fps};
     double tc, tu;
-    for (int i = 0; i < BENCH_WARMUP_STEPS; i++) B_TRY(cfg_step(m, &kc, &ku, lat, &g, vc, vu, &tc, &tu));
+    for (int i = 0; i < BENCH_WARMUP_STEPS; i++)
+        B_TRY(cfg_step(m, &kc, &ku, lat, &g, vc, vu, &tc, &tu));
     r->step_min = INFINITY;
     double sum = 0, sc = 0, su = 0, h2d_s0 = 0;
     int64_t h2d_b0 = 0;
@@ -742,7 +790,9 @@ static int bench_run(c3_settings *s, const c3_mkmodel_preset *p, bench_report *r
     r->uncond_mean = su / r->steps;
     for (int64_t i = 0; i < nlat; i++)
         if (!isfinite(vc[i]) || !isfinite(vu[i])) {
-            rc = c3_fail(C3_EFAIL, "bench: the GEN output has a non-finite value at %lld (backend bug)", (long long)i);
+            rc = c3_fail(C3_EFAIL,
+                         "bench: the GEN output has a non-finite value at %lld (backend bug)",
+                         (long long)i);
             goto out;
         }
     /* the profiled step */
@@ -836,15 +886,21 @@ out:
 }
 
 int cmd_bench(c3_settings *s, char **pos, int npos) {
-    if (npos) return c3_fail(C3_EUSAGE, "bench: unexpected argument '%s'; see cosmos3 help bench", pos[0]);
+    if (npos)
+        return c3_fail(C3_EUSAGE, "bench: unexpected argument '%s'; see cosmos3 help bench",
+                       pos[0]);
     const c3_mkmodel_preset *p = mkmodel_preset(s->preset);
-    if (!p) return c3_fail(C3_EUSAGE, "bench: unknown --preset '%s' (tiny, edge, nano or super)", s->preset);
-    if (s->layers < 0 || s->layers > 1024) return c3_fail(C3_EUSAGE, "bench: --layers %d must be in 0..1024", s->layers);
+    if (!p)
+        return c3_fail(C3_EUSAGE, "bench: unknown --preset '%s' (tiny, edge, nano or super)",
+                       s->preset);
+    if (s->layers < 0 || s->layers > 1024)
+        return c3_fail(C3_EUSAGE, "bench: --layers %d must be in 0..1024", s->layers);
     if (s->tp != 1 || s->cfg_parallel != 1 || s->ulysses != 1)
-        return c3_fail(C3_EUSAGE,
-                       "bench: measures one rank (tp 1, cfg-parallel 1, ulysses 1) for now; drop --tp/--cfg-parallel/"
-                       "--ulysses, or time layouts with cosmos3 gen");
-    if (s->steps < 0 || s->steps > 10000) return c3_fail(C3_EUSAGE, "bench: --steps %d must be in 1..10000", s->steps);
+        return c3_fail(C3_EUSAGE, "bench: measures one rank (tp 1, cfg-parallel 1, ulysses 1) for "
+                                  "now; drop --tp/--cfg-parallel/"
+                                  "--ulysses, or time layouts with cosmos3 gen");
+    if (s->steps < 0 || s->steps > 10000)
+        return c3_fail(C3_EUSAGE, "bench: --steps %d must be in 1..10000", s->steps);
     bench_report r = {.p = p};
     C3_TRY(bench_run(s, p, &r));
     if (s->json)

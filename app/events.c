@@ -50,7 +50,8 @@ bool events_pop(c3_events *q, c3_event *e, double timeout) {
     pthread_mutex_lock(&q->mu);
     if (q->count == 0 && timeout != 0) {
         if (timeout < 0) {
-            while (q->count == 0) pthread_cond_wait(&q->cv, &q->mu);
+            while (q->count == 0)
+                pthread_cond_wait(&q->cv, &q->mu);
         } else {
             struct timespec ts;
             clock_gettime(CLOCK_REALTIME, &ts);

@@ -13,8 +13,8 @@ typedef enum {
     EV_PLAN,       /* text: the layout */
     EV_LOADED,     /* rank, bytes[] = weights/kv/act, seconds */
     EV_STAGE,      /* text: stage name ("tokenize", "und", "denoise", "vae", "write"), code:
-                      EV_STAGE_BEGIN,      EV_STAGE_END (seconds) or EV_STAGE_CHUNK (vae: step of steps latent
-                      frames done) */
+                      EV_STAGE_BEGIN,      EV_STAGE_END (seconds) or EV_STAGE_CHUNK (vae: step of steps
+                      latent      frames done) */
     EV_STEP_BEGIN, /* step, steps */
     EV_BRANCH,     /* step, branch (0 cond, 1 uncond), rank, group, seconds */
     EV_STEP_END,   /* step, steps, seconds, cond_s, uncond_s, combine_s, timestep */

@@ -766,7 +766,9 @@ static int cmd_mkmodel(c3_settings *s, char **pos, int npos) {
                          .seed = seed,
                          .out_dir = s->output,
                          .tokenizer_dir = NULL,
-                         .overwrite = s->overwrite};
+                         .overwrite = s->overwrite,
+                         .distilled = s->distilled,
+                         .fp8 = s->fp8};
     char tdir[4096], tj[4096];
     if (ckpt_share_path("tokenizer/tokenizer.json", tj, sizeof tj)) {
         snprintf(tdir, sizeof tdir, "%.*s", (int)(strlen(tj) - strlen("/tokenizer.json")), tj);

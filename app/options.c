@@ -103,6 +103,9 @@ const c3_option c3_options[] = {
     {"offload", 0, "enable-layerwise-offload", OPT_FLAG, NULL, NULL, NULL,
      "keep block weights in host memory and stream them layer by layer", CMD_PLAN, F(offload), false},
     {"threads", 't', NULL, OPT_INT, "0", NULL, "N", "CPU threads (0: all cores)", CMD_PLAN, F(threads), false},
+    {"precision", 0, NULL, OPT_ENUM, "auto", "auto|bf16|fp8", "P",
+     "matrix products: auto (as the checkpoint stores its weights), bf16 (FP8 weights dequantised at load), fp8 "
+     "(a bf16 checkpoint quantised to E4M3 at load)", CMD_PLAN, F(precision), false},
     {"check", 0, NULL, OPT_FLAG, NULL, NULL, NULL,
      "also scan every weight (dtypes, NaN/Inf) and load the model as gen does (time and memory of a load)",
      CMD_INFO, F(check), false},
@@ -117,6 +120,12 @@ const c3_option c3_options[] = {
      CMD_MKMODEL | CMD_BENCH, F(preset), false},
     {"layers", 0, NULL, OPT_INT, "0", NULL, "N", "layers per tower (0: the preset's)", CMD_MKMODEL | CMD_BENCH,
      F(layers), false},
+    {"distilled", 0, NULL, OPT_FLAG, NULL, NULL, NULL,
+     "a distilled checkpoint: the 4-step students' FlowMatch scheduler with fixed_step_sampler_config",
+     CMD_MKMODEL, F(distilled), false},
+    {"fp8", 0, NULL, OPT_FLAG, NULL, NULL, NULL,
+     "FP8 layer weights in NVIDIA ModelOpt's layout: E4M3 weights, weight_scale, input_scale and the "
+     "quantization_config block", CMD_MKMODEL, F(fp8), false},
     {"skip-vae", 0, NULL, OPT_FLAG, NULL, NULL, NULL,
      "do not time the VAE decode and PNG write (they need a random VAE written to $TMPDIR first)", CMD_BENCH,
      F(skip_vae), false},

@@ -87,6 +87,7 @@ typedef struct {
     char *gpus;
     bool offload;
     int threads;
+    char *precision; /* auto|bf16|fp8 */
     /* info */
     bool check;
     /* tokenize */
@@ -98,6 +99,7 @@ typedef struct {
     /* mkmodel */
     char *preset;
     int layers;
+    bool distilled, fp8; /* mkmodel --distilled, --fp8 */
     /* serve */
     char *host;
     int port;

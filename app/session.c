@@ -245,6 +245,7 @@ void session_open_params(const c3_settings *s, cosmos3_open_params *op) {
     op->cfg_parallel = s->cfg_parallel;
     op->ulysses = s->ulysses;
     op->offload = s->offload;
+    op->precision = s->precision;
     op->threads = s->threads;
 }
 
@@ -315,7 +316,7 @@ static int generate(c3_engine *e, const c3_settings *s, const c3_cond_frames *in
         return c3_fail(C3_EOUTPUT, "%s already exists; use --overwrite or another --save-latents",
                        s->save_latents);
     }
-    float *noise = NULL;
+    float *noise = NULL, *step_noise = NULL;
     if (s->noise) {
         size_t n;
         if (cosmos3_latents_read(s->noise, st.latent_shape, &noise, &n, err, sizeof err)) {
@@ -324,6 +325,16 @@ static int generate(c3_engine *e, const c3_settings *s, const c3_cond_frames *in
         }
         rq.noise = noise;
         rq.noise_len = n;
+        /* the fixed-step SDE sampler's re-noising draws, when the file has them */
+        if (!strcmp(st.schedule, "flowmatch4") &&
+            cosmos3_step_noise_read(s->noise, st.steps, st.latent_shape, &step_noise, &n, err,
+                                    sizeof err)) {
+            free(noise);
+            output_free(&o);
+            return c3_fail(C3_EINPUT, "--noise %s", err);
+        }
+        rq.step_noise = step_noise;
+        rq.step_noise_len = n;
     }
     rq.want_latents = s->save_latents != NULL;
     /* the conditioning picture or clip, read from its PNG files; first-last
@@ -361,6 +372,7 @@ static int generate(c3_engine *e, const c3_settings *s, const c3_cond_frames *in
         cond_file_free(&cb);
         free(fl_a);
         free(noise);
+        free(step_noise);
         output_free(&o);
         return rc;
     }
@@ -390,6 +402,7 @@ static int generate(c3_engine *e, const c3_settings *s, const c3_cond_frames *in
     uint64_t cf_hash = cf.hash;
     cond_file_free(&cf);
     free(noise);
+    free(step_noise);
     if (rc) {
         output_free(&o);
         return c3_fail(rc, "%s", err);

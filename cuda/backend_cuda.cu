@@ -154,6 +154,12 @@ int cu_as_bf16(c3_backend *be, const c3_tensor *t, void *buf, const __nv_bfloat1
 }
 
 static int cuda_upload(c3_backend *be, c3_tensor *dst, const void *src, c3_dtype st) {
+    if (dst->dtype == C3_F8E4M3 && st == C3_F8E4M3) { /* FP8 weight codes, as stored */
+        CU_ENTER(be);
+        CU_CHECK(cudaMemcpyAsync(dst->data, src, (size_t)c3_numel(dst), cudaMemcpyHostToDevice,
+                                 cu_of(be)->stream));
+        return C3_OK;
+    }
     C3_TRY(cu_check_float("upload", dst, "destination"));
     if (!cu_float_type(st))
         return c3_fail(C3_EFAIL, "cuda upload: host data of type %s; expected F32, BF16 or F16",

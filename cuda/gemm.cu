@@ -5,6 +5,7 @@
  * shape so a step's repeated calls skip the heuristic query. */
 #include "cuda_internal.h"
 
+#include <cuda_fp8.h>
 #include <stdlib.h>
 
 /* Plans kept per backend; the model has a handful of distinct shapes per
@@ -18,6 +19,8 @@ typedef struct {
     int64_t M, N, K;
     c3_dtype yt;
     bool bias, accumulate;
+    bool fp8; /* E4M3 x E4M3 operands (bf16 D, ld ldc) */
+    int64_t ldc;
     uint32_t align; /* smallest operand pointer alignment (bytes) the plan assumes */
     cublasLtMatmulDesc_t desc;
     cublasLtMatrixLayout_t la, lb, lc;
@@ -52,8 +55,8 @@ static cudaDataType_t cuda_type(c3_dtype t) {
 
 /* Build the plan for y[M,N] = x[M,K] . w[N,K]^T (+bias) (+y). In cuBLAS's
  * column-major terms: D (N x M, ld N) = op_T(w: K x N, ld K) . (x: K x M, ld K). */
-static int plan_make(c3_backend *be, cu_plan *p, int64_t M, int64_t N, int64_t K, c3_dtype yt, bool bias,
-                     bool accumulate, uint32_t align) {
+static int plan_make(c3_backend *be, cu_plan *p, int64_t M, int64_t N, int64_t K, c3_dtype yt,
+                     bool bias, bool accumulate, uint32_t align, bool fp8, int64_t ldc) {
     cu_ctx *c = cu_of(be);
     memset(p, 0, sizeof *p);
     CUBLAS_CHECK(cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
@@ -66,9 +69,10 @@ static int plan_make(c3_backend *be, cu_plan *p, int64_t M, int64_t N, int64_t K
         cudaDataType_t bt = cuda_type(yt);
         CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof bt));
     }
-    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->la, CUDA_R_16BF, (uint64_t)K, (uint64_t)N, K));
-    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->lb, CUDA_R_16BF, (uint64_t)K, (uint64_t)M, K));
-    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->lc, cuda_type(yt), (uint64_t)N, (uint64_t)M, N));
+    cudaDataType_t ab = fp8 ? CUDA_R_8F_E4M3 : CUDA_R_16BF;
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->la, ab, (uint64_t)K, (uint64_t)N, K));
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->lb, ab, (uint64_t)K, (uint64_t)M, K));
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->lc, cuda_type(yt), (uint64_t)N, (uint64_t)M, ldc));
     cublasLtMatmulPreference_t pref;
     CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
     size_t ws = CU_LT_WORKSPACE;
@@ -93,17 +97,20 @@ static int plan_make(c3_backend *be, cu_plan *p, int64_t M, int64_t N, int64_t K
     }
     p->algo = res.algo;
     p->M = M, p->N = N, p->K = K, p->yt = yt, p->bias = bias, p->accumulate = accumulate, p->align = align;
+    p->fp8 = fp8, p->ldc = ldc;
     return C3_OK;
 }
 
-static int plan_get(c3_backend *be, int64_t M, int64_t N, int64_t K, c3_dtype yt, bool bias, bool accumulate,
-                    uint32_t align, cu_plan **out) {
+static int plan_get(c3_backend *be, int64_t M, int64_t N, int64_t K, c3_dtype yt, bool bias,
+                    bool accumulate, uint32_t align, cu_plan **out, bool fp8 = false,
+                    int64_t ldc = 0) {
+    if (!ldc) ldc = N;
     cu_ctx *c = cu_of(be);
     if (!c->gemm) c->gemm = (struct cu_gemm_cache *)xcalloc(1, sizeof *c->gemm);
     for (int i = 0; i < CU_GEMM_PLANS; i++) {
         cu_plan *p = &c->gemm->plan[i];
         if (p->used && p->M == M && p->N == N && p->K == K && p->yt == yt && p->bias == bias &&
-            p->accumulate == accumulate && p->align == align) {
+            p->accumulate == accumulate && p->align == align && p->fp8 == fp8 && p->ldc == ldc) {
             *out = p;
             return C3_OK;
         }
@@ -111,13 +118,127 @@ static int plan_get(c3_backend *be, int64_t M, int64_t N, int64_t K, c3_dtype yt
     cu_plan *p = &c->gemm->plan[c->gemm->next];
     c->gemm->next = (c->gemm->next + 1) % CU_GEMM_PLANS;
     plan_release(p);
-    C3_TRY(plan_make(be, p, M, N, K, yt, bias, accumulate, align));
+    C3_TRY(plan_make(be, p, M, N, K, yt, bias, accumulate, align, fp8, ldc));
     *out = p;
+    return C3_OK;
+}
+
+/* ------------------------------------------------------------- FP8 weights */
+
+/* max |x| of n bf16 values into *amax (float bits; x >= 0 orders as uint). */
+__global__ void k_amax(const __nv_bfloat16 *x, int64_t n, unsigned *amax) {
+    float m = 0;
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x)
+        m = fmaxf(m, fabsf(__bfloat162float(x[i])));
+    for (int o = 16; o > 0; o >>= 1)
+        m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+    if ((threadIdx.x & 31) == 0) atomicMax(amax, __float_as_uint(m));
+}
+
+/* q = E4M3(x / s), saturating, s = the static scale, or max|x| / 448 from
+ * *amax; s is also left in *slot for the product's B scale. */
+__global__ void k_quant(const __nv_bfloat16 *x, int64_t n, __nv_fp8_storage_t *q, float xs,
+                        const unsigned *amax, float *slot) {
+    float s = xs;
+    if (amax) {
+        float a = __uint_as_float(*amax);
+        s = a > 0 ? a / 448.0f : 1.0f;
+    }
+    if (blockIdx.x == 0 && threadIdx.x == 0) *slot = s;
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x)
+        q[i] = __nv_cvt_float_to_fp8(__bfloat162float(x[i]) / s, __NV_SATFINITE, __NV_E4M3);
+}
+
+/* out[r, k] = bf16(code * wscale of row r's segment), rows [N, K]. */
+__global__ void k_dequant(const __nv_fp8_storage_t *w, __nv_bfloat16 *out, int64_t K, int64_t n,
+                          int64_t r1, int64_t r2, float s0, float s1, float s2) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        int64_t r = i / K;
+        float s = r < r1 ? s0 : r < r2 ? s1 : s2;
+        __nv_fp8_e4m3 v;
+        v.__x = w[i];
+        out[i] = __float2bfloat16_rn((float)v * s);
+    }
+}
+
+/* y = x . w^T (+y) with w E4M3 codes: FP8 x FP8 through cuBLASLt (each
+ * segment one product into its columns of y, alpha = its weight scale, the
+ * activations' scale as B's scale), or (be->fp8_act false) the dequantised
+ * bf16 weight through the bf16 product. */
+static int linear_fp8(c3_backend *be, c3_tensor *y, const c3_tensor *x, const c3_tensor *w,
+                      const c3_tensor *bias, bool accumulate) {
+    int64_t N = w->ne[0], K = w->ne[1];
+    if (w->ndim != 2 || K <= 0 || c3_numel(x) % K)
+        return c3_fail(C3_EFAIL,
+                       "cuda linear (fp8): weight [%lld, %lld] does not fit x of %lld elements",
+                       (long long)N, (long long)K, (long long)c3_numel(x));
+    int64_t M = c3_numel(x) / K;
+    if (x->dtype != C3_BF16 || y->dtype != C3_BF16 || c3_numel(y) != M * N || bias)
+        return c3_fail(C3_EFAIL, "cuda linear (fp8): needs bf16 x and y [%lld, %lld] and no bias",
+                       (long long)M, (long long)N);
+    const c3_fp8 *f = &w->fp8;
+    if (f->nseg < 1 || f->nseg > C3_FP8_MAX_SEG)
+        return c3_fail(C3_EFAIL, "cuda linear (fp8): the weight has no scales");
+    CU_ENTER(be);
+    if (M == 0 || N == 0) return C3_OK;
+    cu_ctx *c = cu_of(be);
+    int64_t r1 = f->rows[0], r2 = f->nseg > 1 ? r1 + f->rows[1] : N;
+    if (f->nseg == 1) r1 = r2 = N;
+    if (!be->fp8_act) { /* W8A16 */
+        void *wb;
+        C3_TRY(cu_scratch(be, (size_t)N * K * 2, &wb));
+        int64_t n = N * K;
+        k_dequant<<<cu_grid(be, n), CU_THREADS, 0, c->stream>>>(
+            (const __nv_fp8_storage_t *)w->data, (__nv_bfloat16 *)wb, K, n, r1, r2, f->wscale[0],
+            f->nseg > 1 ? f->wscale[1] : f->wscale[0], f->nseg > 2 ? f->wscale[2] : f->wscale[0]);
+        CU_CHECK(cudaGetLastError());
+        c3_tensor wd = *w;
+        wd.data = wb;
+        wd.dtype = C3_BF16;
+        memset(&wd.fp8, 0, sizeof wd.fp8);
+        return cu_linear(be, y, x, &wd, NULL, accumulate);
+    }
+    size_t qb = ((size_t)M * K + GEMM_MAX_ALIGN - 1) / GEMM_MAX_ALIGN * GEMM_MAX_ALIGN;
+    char *tmp;
+    C3_TRY(cu_scratch(be, qb + GEMM_MAX_ALIGN, (void **)&tmp));
+    __nv_fp8_storage_t *xq = (__nv_fp8_storage_t *)tmp;
+    float *slot = (float *)(tmp + qb);
+    unsigned *amax = (unsigned *)(tmp + qb + 16);
+    int64_t n = M * K;
+    if (!(f->xscale > 0)) {
+        CU_CHECK(cudaMemsetAsync(amax, 0, sizeof *amax, c->stream));
+        k_amax<<<cu_grid(be, n), CU_THREADS, 0, c->stream>>>((const __nv_bfloat16 *)x->data, n,
+                                                             amax);
+        CU_CHECK(cudaGetLastError());
+    }
+    k_quant<<<cu_grid(be, n), CU_THREADS, 0, c->stream>>>(
+        (const __nv_bfloat16 *)x->data, n, xq, f->xscale, f->xscale > 0 ? NULL : amax, slot);
+    CU_CHECK(cudaGetLastError());
+    int64_t r0 = 0;
+    for (int sgi = 0; sgi < f->nseg; sgi++) {
+        int64_t Ns = f->nseg == 1 ? N : f->rows[sgi];
+        const void *wa = (const uint8_t *)w->data + (size_t)r0 * K;
+        void *yd = (__nv_bfloat16 *)y->data + r0;
+        uintptr_t bits = (uintptr_t)wa | (uintptr_t)xq | (uintptr_t)yd | GEMM_MAX_ALIGN;
+        uint32_t align = (uint32_t)(bits & (~bits + 1));
+        cu_plan *p;
+        C3_TRY(plan_get(be, M, Ns, K, C3_BF16, false, accumulate, align, &p, true, N));
+        CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER,
+                                                    &slot, sizeof slot));
+        float alpha = f->wscale[sgi], beta = accumulate ? 1.0f : 0.0f;
+        CUBLAS_CHECK(cublasLtMatmul(c->lt, p->desc, &alpha, wa, p->la, xq, p->lb, &beta, yd, p->lc,
+                                    yd, p->lc, &p->algo, c->lt_ws, CU_LT_WORKSPACE, c->stream));
+        r0 += Ns;
+    }
     return C3_OK;
 }
 
 int cu_linear(c3_backend *be, c3_tensor *y, const c3_tensor *x, const c3_tensor *w, const c3_tensor *bias,
               bool accumulate) {
+    if (w->dtype == C3_F8E4M3) return linear_fp8(be, y, x, w, bias, accumulate);
     C3_TRY(cu_check_float("linear", y, "y"));
     C3_TRY(cu_check_float("linear", x, "x"));
     C3_TRY(cu_check_float("linear", w, "w"));

@@ -309,6 +309,12 @@ int cosmos3_latents_write(const char *path, const float *latents, const int shap
  * *out is malloc'd, n floats. */
 int cosmos3_latents_read(const char *path, const int want[5], float **out, size_t *n, char *err,
                          size_t errlen);
+/* The re-noising draws of the fixed-step SDE sampler from the same file:
+ * "step_noise" [steps, 1, C, T, h, w] with want = the latents' shape. A file
+ * without one gives *out NULL, n 0 and COSMOS3_OK; a wrong shape is
+ * COSMOS3_EINPUT. */
+int cosmos3_step_noise_read(const char *path, int steps, const int want[5], float **out, size_t *n,
+                            char *err, size_t errlen);
 
 /* ---------------------------------------------------------- inspecting */
 

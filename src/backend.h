@@ -27,6 +27,21 @@ typedef struct c3_backend c3_backend;
  * maintained by the backend for the event stream and `cosmos3 info`. */
 typedef enum { C3_MEM_WEIGHTS, C3_MEM_KV, C3_MEM_ACT, C3_MEM_NCAT } c3_memcat;
 
+/* An FP8 (E4M3) linear weight [N, K]: rows [r0, r0 + rows[i]) of segment i
+ * (the q, k, v or gate, up parts of a fused weight; 1 segment otherwise)
+ * dequantise as code * wscale[i]. Activations entering the product are
+ * quantised with xscale (the checkpoint's input_scale), or with a scale
+ * taken per call from their own max |x| / 448 when xscale is 0 (weights
+ * quantised at load, --precision fp8). Storage: the CPU backend holds the
+ * weight dequantised in F32, the CUDA backend the E4M3 codes. */
+#define C3_FP8_MAX_SEG 3
+typedef struct {
+    int nseg; /* 0: not an FP8 weight */
+    int64_t rows[C3_FP8_MAX_SEG];
+    float wscale[C3_FP8_MAX_SEG];
+    float xscale;
+} c3_fp8;
+
 typedef struct {
     c3_backend *be;
     void *data;      /* device pointer (host pointer on the CPU) */
@@ -35,6 +50,7 @@ typedef struct {
     int64_t ne[C3_MAX_DIMS];
     bool owned;      /* false for views */
     c3_memcat cat;   /* accounting category of owned storage */
+    c3_fp8 fp8;      /* FP8 weights only (views start without) */
 } c3_tensor;
 
 static inline int64_t c3_numel(const c3_tensor *t) {
@@ -75,6 +91,10 @@ struct c3_backend {
     const char *name; /* "cpu" or "cuda" */
     int device;       /* GPU ordinal; -1 on the CPU */
     c3_dtype weight_dtype, act_dtype;
+    /* products with FP8 weights: true quantises the activations (W8A8, FP8 x
+     * FP8); false multiplies the dequantised weights with 16-bit activations
+     * (W8A16). Set by the model per tower and step (the checkpoint's policy). */
+    bool fp8_act;
     void *ctx;        /* backend private state */
     int64_t mem[C3_MEM_NCAT], mem_peak;
 
@@ -95,7 +115,8 @@ struct c3_backend {
     int (*sync)(c3_backend *be);
 
     /* ---- transformer ---- */
-    /* y[M,N] = (accumulate ? y : 0) + x[M,K] . w[N,K]^T + bias[N] (bias may be NULL). */
+    /* y[M,N] = (accumulate ? y : 0) + x[M,K] . w[N,K]^T + bias[N] (bias may be NULL).
+     * w may be FP8 (w->fp8.nseg > 0): see c3_fp8 and fp8_act. */
     int (*linear)(c3_backend *be, c3_tensor *y, const c3_tensor *x, const c3_tensor *w,
                   const c3_tensor *bias, bool accumulate);
     /* Row RMSNorm over the last `dim` elements: y = w * x / sqrt(mean(x^2) + eps).

@@ -128,6 +128,45 @@ static int need_pos(int v, const char *k, const char *path) {
 
 /* ------------------------------------------------------------ the configs */
 
+/* transformer/config.json "quantization_config" (ModelOpt FP8). */
+static int parse_quant(c3_tconfig *t, json_t *j, const char *path) {
+    json_t *q = json_object_get(j, "quantization_config");
+    if (!q || json_is_null(q)) return C3_OK;
+    if (!json_is_object(q))
+        return c3_fail(C3_EMODEL, "%s: \"quantization_config\" must be an object", path);
+    json_t *m = json_object_get(q, "quant_method"), *a = json_object_get(q, "quant_algo");
+    const char *ms = json_is_string(m) ? json_string_value(m) : "",
+               *as = json_is_string(a) ? json_string_value(a) : "";
+    if (strcmp(ms, "modelopt") != 0 || strcmp(as, "FP8") != 0)
+        return c3_fail(
+            C3_EMODEL,
+            "%s: \"quantization_config\" is %s/%s; cosmos3 reads NVIDIA ModelOpt FP8 (quant_method "
+            "\"modelopt\", quant_algo \"FP8\")",
+            path, ms[0] ? ms : "?", as[0] ? as : "?");
+    t->fp8 = true;
+    json_t *p = json_object_get(json_object_get(q, "runtime"), "diffusion_step_policy");
+    if (!p || json_is_null(p)) return C3_OK;
+    json_t *ty = json_object_get(p, "type");
+    json_t *fs = json_object_get(p, "first_steps"), *ls = json_object_get(p, "last_steps");
+    json_t *fc = json_object_get(fs, "count"), *lc = json_object_get(ls, "count");
+    if (!json_is_string(ty) || strcmp(json_string_value(ty), "first_last_n") != 0 ||
+        !json_is_integer(fc) || !json_is_integer(lc) || json_integer_value(fc) < 0 ||
+        json_integer_value(lc) < 0)
+        return c3_fail(C3_EMODEL,
+                       "%s: \"quantization_config.runtime.diffusion_step_policy\" must be type "
+                       "\"first_last_n\" "
+                       "with first_steps.count and last_steps.count",
+                       path);
+    t->fp8_policy = true;
+    t->fp8_first = (int)json_integer_value(fc);
+    t->fp8_last = (int)json_integer_value(lc);
+    json_t *ov = json_object_get(p, "overlap"), *re = json_object_get(p, "reasoner");
+    t->fp8_overlap_a16 = !json_is_string(ov) || strcmp(json_string_value(ov), "native") != 0;
+    t->fp8_reasoner_a16 = json_is_string(re) && (!strcmp(json_string_value(re), "a16") ||
+                                                 !strcmp(json_string_value(re), "high_precision"));
+    return C3_OK;
+}
+
 int ckpt_parse_tconfig(c3_tconfig *t, const char *text, size_t len, const char *path) {
     memset(t, 0, sizeof *t);
     json_error_t e;
@@ -143,6 +182,7 @@ int ckpt_parse_tconfig(c3_tconfig *t, const char *text, size_t len, const char *
     bool qk_text = true;
 #define G(x)                                                                                       \
     if ((rc = (x)) != C3_OK) goto out
+    G(parse_quant(t, j, path));
     G(get_int(j, "hidden_size", 0, &t->hidden, path));
     G(get_int(j, "num_hidden_layers", 0, &t->layers, path));
     G(get_int(j, "num_attention_heads", 0, &t->heads, path));
@@ -400,6 +440,63 @@ out:
     return rc;
 }
 
+/* A distilled checkpoint's fixed-step sampler (vLLM-Omni's checks): the
+ * FlowMatch scheduler must carry fixed_step_sampler_config with sample_type
+ * "sde" and a non-empty t_list of sigmas in (0, 1]. */
+static int parse_fixed_step(c3_sconfig *s, json_t *j, const char *path) {
+    json_t *fc = json_object_get(j, "fixed_step_sampler_config");
+    if (!json_is_object(fc))
+        return c3_fail(
+            C3_EMODEL,
+            "%s: a FlowMatchEulerDiscreteScheduler needs \"fixed_step_sampler_config\" (the "
+            "distilled students' fixed-step sampler); this checkpoint has none",
+            path);
+    json_t *st = json_object_get(fc, "sample_type");
+    if (!json_is_string(st) || strcmp(json_string_value(st), "sde") != 0)
+        return c3_fail(
+            C3_EMODEL,
+            "%s: \"fixed_step_sampler_config.sample_type\" must be \"sde\" (the stochastic "
+            "step the distilled checkpoints were trained for)",
+            path);
+    json_t *tl = json_object_get(fc, "t_list");
+    size_t n = json_is_array(tl) ? json_array_size(tl) : 0;
+    if (n == 0)
+        return c3_fail(
+            C3_EMODEL,
+            "%s: \"fixed_step_sampler_config.t_list\" must be a non-empty list of sigmas", path);
+    if (n > C3_ARRAY_LEN(s->t_list))
+        return c3_fail(C3_EMODEL,
+                       "%s: \"fixed_step_sampler_config.t_list\" has %zu entries (at most %zu)",
+                       path, n, C3_ARRAY_LEN(s->t_list));
+    for (size_t i = 0; i < n; i++) {
+        json_t *v = json_array_get(tl, i);
+        double x = json_is_number(v) ? json_number_value(v) : -1;
+        if (!(x > 0 && x <= 1))
+            return c3_fail(
+                C3_EMODEL,
+                "%s: \"fixed_step_sampler_config.t_list\"[%zu] must be a sigma in (0, 1]", path, i);
+        s->t_list[i] = x;
+    }
+    json_t *nt = json_object_get(fc, "num_train_timesteps");
+    if (nt && !(json_is_number(nt) && json_number_value(nt) == s->num_train_timesteps))
+        return c3_fail(
+            C3_EMODEL,
+            "%s: \"fixed_step_sampler_config.num_train_timesteps\" must equal the scheduler's "
+            "num_train_timesteps (%d)",
+            path, s->num_train_timesteps);
+    bool dyn = false;
+    C3_TRY(get_bool(j, "use_dynamic_shifting", false, &dyn, path));
+    if (dyn)
+        return c3_fail(
+            C3_EMODEL,
+            "%s: \"use_dynamic_shifting\" true is not supported for the fixed-step sampler (it "
+            "needs a per-image mu); set it false",
+            path);
+    s->n_tlist = (int)n;
+    s->distilled = true;
+    return C3_OK;
+}
+
 static int parse_sconfig(c3_sconfig *s, json_t *j, const char *path) {
     memset(s, 0, sizeof *s);
     json_t *cn = json_object_get(j, "_class_name");
@@ -416,6 +513,8 @@ static int parse_sconfig(c3_sconfig *s, json_t *j, const char *path) {
     C3_TRY(get_int(j, "solver_order", 2, &s->solver_order, path));
     if (s->num_train_timesteps <= 0)
         return c3_fail(C3_EMODEL, "%s: num_train_timesteps must be positive", path);
+    if (strcmp(s->class_name, "FlowMatchEulerDiscreteScheduler") == 0)
+        C3_TRY(parse_fixed_step(s, j, path));
     return C3_OK;
 }
 
@@ -485,8 +584,9 @@ static void fmt_shape(char *buf, size_t n, int ndim, const int64_t *shape) {
 #define DT_FLOATS (DT(C3_F32) | DT(C3_BF16) | DT(C3_F16))
 
 /* What each stored tensor may be, by name suffix; the first row that
- * matches wins ("" matches all). An FP8 checkpoint adds its rows here (e.g.
- * ".weight" may be F8_E4M3 and ".weight_scale" F32). */
+ * matches wins ("" matches all). F8_E4M3 is checked before the table: the
+ * layer weights of a ModelOpt FP8 checkpoint (their weight_scale and
+ * input_scale are floats, as every other tensor). */
 static const struct {
     const char *suffix;
     unsigned allowed;
@@ -502,6 +602,16 @@ static bool ends_with(const char *s, const char *suffix) {
 
 int ckpt_check_dtype(const c3_ckpt *c, bool transformer, const char *where, const char *name,
                      c3_dtype dt) {
+    if (dt == C3_F8E4M3) { /* ModelOpt FP8: layer weights of a checkpoint that says so */
+        if (transformer && c->t.fp8 && strncmp(name, "layers.", 7) == 0 &&
+            ends_with(name, ".weight"))
+            return C3_OK;
+        return c3_fail(
+            C3_EMODEL,
+            "%s: tensor %s is F8_E4M3, which only the layer weights of a checkpoint with a "
+            "ModelOpt FP8 quantization_config may be; re-export the checkpoint",
+            where, name);
+    }
     unsigned allowed = 0;
     for (size_t i = 0; i < C3_ARRAY_LEN(dtype_rules); i++)
         if (ends_with(name, dtype_rules[i].suffix)) {

@@ -40,6 +40,15 @@ typedef struct {
     bool fps_modulation;
     int temporal_margin;     /* unified_3d_mrope_temporal_modality_margin */
     uint64_t config_hash;    /* FNV-1a of config.json bytes */
+    /* quantization_config (NVIDIA ModelOpt FP8: quant_method "modelopt",
+     * quant_algo "FP8") and its runtime.diffusion_step_policy ("first_last_n"):
+     * the first fp8_first and the last fp8_last denoising steps run W8A16
+     * (overlap: a16 when they overlap), the others FP8 x FP8; reasoner "a16":
+     * the UND tower W8A16. No policy: every step FP8 x FP8. */
+    bool fp8;
+    bool fp8_policy;
+    int fp8_first, fp8_last;
+    bool fp8_overlap_a16, fp8_reasoner_a16;
     int weight_dtype; /* "torch_dtype"/"dtype": C3_BF16, C3_F16, C3_F32, or -1 if not given */
 } c3_tconfig;
 
@@ -71,6 +80,12 @@ typedef struct {
     double sigma_min, sigma_max;
     int num_train_timesteps;
     int solver_order;
+    /* a distilled checkpoint: FlowMatchEulerDiscreteScheduler with
+     * fixed_step_sampler_config {sample_type "sde", t_list, num_train_timesteps};
+     * flow_shift holds the scheduler's "shift" */
+    bool distilled;
+    int n_tlist;
+    double t_list[64]; /* C3_MAX_TLIST */
 } c3_sconfig;
 
 /* The optional "cosmos3" object of model_index.json: what a checkpoint says

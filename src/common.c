@@ -1,6 +1,8 @@
 /* common.c - error messages, checked allocation, dtypes, files, time. */
 #include "common.h"
 
+#include <math.h>
+
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -69,8 +71,9 @@ static const struct {
     const char *name;
     size_t size;
 } dtypes[C3_NDTYPE] = {
-    [C3_F32] = {"F32", 4}, [C3_BF16] = {"BF16", 2}, [C3_F16] = {"F16", 2},
-    [C3_I64] = {"I64", 8}, [C3_I32] = {"I32", 4},   [C3_U8] = {"U8", 1},
+    [C3_F32] = {"F32", 4},        [C3_BF16] = {"BF16", 2}, [C3_F16] = {"F16", 2},
+    [C3_I64] = {"I64", 8},        [C3_I32] = {"I32", 4},   [C3_U8] = {"U8", 1},
+    [C3_F8E4M3] = {"F8_E4M3", 1},
 };
 size_t c3_dtype_size(c3_dtype t) { return (unsigned)t < C3_NDTYPE ? dtypes[t].size : 0; }
 const char *c3_dtype_name(c3_dtype t) { return (unsigned)t < C3_NDTYPE ? dtypes[t].name : "?"; }
@@ -127,6 +130,35 @@ uint16_t c3_f32_to_f16(float f) {
     return (uint16_t)half;
 }
 
+float c3_e4m3_to_f32(uint8_t v) {
+    int sign = v >> 7, exp = (v >> 3) & 0xf, man = v & 7;
+    if (exp == 0xf && man == 7) return NAN;
+    float m = exp ? ldexpf(1.0f + (float)man / 8.0f, exp - 7) : ldexpf((float)man / 8.0f, -6);
+    return sign ? -m : m;
+}
+
+uint8_t c3_f32_to_e4m3(float f) {
+    if (isnan(f)) return 0x7f;
+    uint8_t sign = signbit(f) ? 0x80 : 0;
+    float a = fabsf(f);
+    if (a >= C3_E4M3_MAX) return sign | 0x7e; /* saturate: 448 */
+    /* the quantum at a's binade: 2^(e-3) for normals (e >= -6), 2^-9 below */
+    int e;
+    (void)frexpf(a, &e); /* a = m 2^e, m in [0.5, 1) */
+    int ex = e - 1 < -6 ? -6 : e - 1;
+    float q = ldexpf(1.0f, ex - 3);
+    float k = rintf(a / q); /* ties to even (the default rounding mode) */
+    float r = k * q;
+    if (r >= C3_E4M3_MAX) return sign | 0x7e;
+    if (r == 0.0f) return sign;
+    /* encode r */
+    (void)frexpf(r, &e);
+    int be = e - 1 + 7;                                              /* biased exponent */
+    if (be <= 0) return sign | (uint8_t)(int)(r / ldexpf(1.0f, -9)); /* subnormal: man * 2^-9 */
+    int man = (int)(ldexpf(r, -(e - 1)) * 8.0f) - 8;
+    return sign | (uint8_t)(be << 3) | (uint8_t)man;
+}
+
 void c3_to_f32(float *dst, const void *src, c3_dtype t, size_t n) {
     switch (t) {
     case C3_F32: memcpy(dst, src, n * 4); break;
@@ -153,6 +185,12 @@ void c3_to_f32(float *dst, const void *src, c3_dtype t, size_t n) {
     case C3_U8: {
         const uint8_t *s = src;
         for (size_t i = 0; i < n; i++) dst[i] = (float)s[i];
+        break;
+    }
+    case C3_F8E4M3: {
+        const uint8_t *s = src;
+        for (size_t i = 0; i < n; i++)
+            dst[i] = c3_e4m3_to_f32(s[i]);
         break;
     }
     default: memset(dst, 0, n * 4);

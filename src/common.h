@@ -64,7 +64,8 @@ char *c3_xstrdup_(const char *s, const char *file, int line) __attribute__((retu
 #define xstrdup(s) c3_xstrdup_((s), __FILE__, __LINE__)
 
 /* Element types of stored tensors. */
-typedef enum { C3_F32, C3_BF16, C3_F16, C3_I64, C3_I32, C3_U8, C3_NDTYPE } c3_dtype;
+/* C3_F8E4M3: FP8 E4M3 ("F8_E4M3", torch.float8_e4m3fn: no infinities, max 448). */
+typedef enum { C3_F32, C3_BF16, C3_F16, C3_I64, C3_I32, C3_U8, C3_F8E4M3, C3_NDTYPE } c3_dtype;
 size_t c3_dtype_size(c3_dtype t);
 const char *c3_dtype_name(c3_dtype t);     /* safetensors spelling: "F32", "BF16", ... */
 int c3_dtype_parse(const char *s, c3_dtype *out); /* 0 on success */
@@ -83,6 +84,10 @@ static inline uint16_t c3_f32_to_bf16(float f) { /* round to nearest even */
     return (uint16_t)(u >> 16);
 }
 float c3_f16_to_f32(uint16_t h);
+/* FP8 E4M3 <-> float: round to nearest even, saturating to +-448 (NaN stays NaN). */
+float c3_e4m3_to_f32(uint8_t v);
+uint8_t c3_f32_to_e4m3(float f);
+#define C3_E4M3_MAX 448.0f
 uint16_t c3_f32_to_f16(float f);
 /* Convert n elements of `src` (type t) to float. */
 void c3_to_f32(float *dst, const void *src, c3_dtype t, size_t n);

@@ -25,7 +25,6 @@ void cpu_set_threads(int n) {
 
 int cpu_linear(c3_backend *be, c3_tensor *y, const c3_tensor *x, const c3_tensor *w,
                const c3_tensor *bias, bool accumulate) {
-    (void)be;
     if (w->ndim != 2) return c3_fail(C3_EFAIL, "cpu linear: weight has %d dimensions, expected 2", w->ndim);
     int64_t N = w->ne[0], K = w->ne[1];
     /* x is [M, K] whatever its shape (e.g. [S, H, hd] with K = H * hd) */
@@ -41,9 +40,30 @@ int cpu_linear(c3_backend *be, c3_tensor *y, const c3_tensor *x, const c3_tensor
                        (long long)c3_numel(bias), (long long)N);
     if (M == 0 || N == 0) return C3_OK;
     float *yd = y->data;
+    /* FP8 x FP8 (W8A8): the weight is held dequantised; the activations are
+     * quantised to E4M3 with the weight's input scale (or max|x| / 448 when
+     * it has none) and taken back to float: the products the GPU computes. */
+    const float *xd = x->data;
+    float *xq = NULL;
+    if (w->fp8.nseg && be->fp8_act) {
+        int64_t n = M * K;
+        float s = w->fp8.xscale;
+        if (!(s > 0)) {
+            float amax = 0;
+            for (int64_t i = 0; i < n; i++)
+                amax = fmaxf(amax, fabsf(xd[i]));
+            s = amax > 0 ? amax / C3_E4M3_MAX : 1.0f;
+        }
+        xq = xmalloc((size_t)n * sizeof(float));
+#pragma omp parallel for schedule(static) if (n > 65536)
+        for (int64_t i = 0; i < n; i++)
+            xq[i] = c3_e4m3_to_f32(c3_f32_to_e4m3(xd[i] / s)) * s;
+        xd = xq;
+    }
     /* y[M,N] = x[M,K] . w[N,K]^T */
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)M, (blasint)N, (blasint)K, 1.0f, x->data,
-                (blasint)K, w->data, (blasint)K, accumulate ? 1.0f : 0.0f, yd, (blasint)N);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)M, (blasint)N, (blasint)K, 1.0f,
+                xd, (blasint)K, w->data, (blasint)K, accumulate ? 1.0f : 0.0f, yd, (blasint)N);
+    free(xq);
     if (bias) {
         const float *b = bias->data;
 #pragma omp parallel for schedule(static) if (M * N > 65536)

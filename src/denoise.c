@@ -5,11 +5,12 @@
 #include <stdlib.h>
 
 #include "rng.h"
+#include "sampler.h"
 
 /* Fault injection for the tests: rank c3_inject_fail_rank fails at step 2. */
 int c3_inject_fail_rank = -1;
 
-static bool cfg_active(const cosmos3_settings *s, int64_t t) {
+static bool cfg_active(const cosmos3_settings *s, double t) {
     if (s->guidance == 1.0) return false;
     if (!s->guidance_interval) return true;
     return (double)t >= s->guidance_lo && (double)t <= s->guidance_hi;
@@ -73,7 +74,7 @@ static int rank_loop(c3_denoise *j, c3_rank *rk) {
     float *x = xmalloc((size_t)j->n * sizeof(float));        /* [C, T, h, w] */
     float *vbuf = xmalloc((size_t)j->n * 2 * sizeof(float)); /* [cond | uncond] */
     float *v = xmalloc((size_t)j->n * sizeof(float));
-    float *noise = sde ? xmalloc((size_t)j->n * sizeof(float)) : NULL;
+    float *noise = sde && !j->step_noise ? xmalloc((size_t)j->n * sizeof(float)) : NULL;
     memcpy(x, j->x_init, (size_t)j->n * sizeof(float));
     c3_sampler *smp =
         sampler_new(sde ? C3_SAMPLER_FLOWMATCH : C3_SAMPLER_UNIPC, s->steps, j->sigmas, j->n);
@@ -85,6 +86,7 @@ static int rank_loop(c3_denoise *j, c3_rank *rk) {
         cosmos3_event ev = {.kind = COSMOS3_EV_STAGE, .stage = "und", .begin = true};
         engine_emit(e, &ev);
     }
+    model_fp8_und_act(rk->model, !(e->ck.t.fp8_policy && e->ck.t.fp8_reasoner_a16));
     int rc = und_branches(j, rk, group, need_uncond, kv);
     if (rk->rank == 0) {
         j->t_und = c3_now() - t0;
@@ -104,8 +106,10 @@ static int rank_loop(c3_denoise *j, c3_rank *rk) {
             rc = c3_fail(C3_EFAIL, "rank %d: injected failure", rk->rank);
             break;
         }
-        int64_t t = j->timesteps[i];
+        double t = j->timesteps[i];
         bool cfg_on = cfg_active(s, t);
+        /* FP8 weights: this step's products, W8A8 or W8A16 (the checkpoint's policy) */
+        model_fp8_gen_act(rk->model, model_fp8_step_w8a8(&e->ck.t, i, s->steps));
         double ts = c3_now(), tc = 0, tu = 0;
         if (p->cfg == 1 && cfg_on && model_batches(rk->model)) {
             /* both branches as one batch: the step's time is theirs together,
@@ -150,8 +154,19 @@ static int rank_loop(c3_denoise *j, c3_rank *rk) {
             cfg_combine(v, vbuf, vbuf + j->n, (float)s->guidance, j->n);
         else
             memcpy(v, vbuf, (size_t)j->n * sizeof(float));
-        if (noise) rng_normal(s->seed + 1 + (uint64_t)i, 0, noise, j->n);
-        rc = sampler_step(smp, i, v, x, noise, NULL, NULL);
+        const float *eps = NULL;
+        if (sampler_needs_noise(smp, i)) {
+            /* step i's draw: the given one, or elements [(i+1) n, (i+2) n) of
+             * the seed's stream (the initial noise is [0, n)); every rank
+             * draws the same numbers */
+            if (j->step_noise) {
+                eps = j->step_noise + (size_t)i * (size_t)j->n;
+            } else {
+                rng_normal(s->seed, (uint64_t)(i + 1) * (uint64_t)j->n, noise, j->n);
+                eps = noise;
+            }
+        }
+        rc = sampler_step(smp, i, v, x, eps, NULL, NULL);
         if (rc == C3_OK && i == 0 && rk->rank == 0) /* cheap: one pass over the latents */
             rc = denoise_check_finite(x, j->n, "the latents after the first step", "transformer");
         if (rc == C3_OK) { /* this rank's memory, from our own accounting */
@@ -177,7 +192,7 @@ static int rank_loop(c3_denoise *j, c3_rank *rk) {
                                 .seconds = st,
                                 .cond_s = tc,
                                 .uncond_s = tu,
-                                .timestep = (double)t};
+                                .timestep = t};
             if (p->cfg == 2) ev.uncond_s = 0; /* the other group's COSMOS3_EV_BRANCH says it */
             engine_emit(e, &ev);
             j->step_sum += st;

@@ -16,11 +16,12 @@ typedef struct {
     int T, h, w; /* latent grid */
     int64_t n;   /* latent floats: C * T * h * w */
     const float *x_init;
-    double *sigmas;     /* [steps + 1] */
-    int64_t *timesteps; /* [steps] */
+    double *sigmas;    /* [steps + 1] */
+    double *timesteps; /* [steps]: integers for UniPC, fractional for the fixed-step SDE */
     c3_schedule sched;
-    float *x_final;        /* [n], written by rank 0 */
-    const uint8_t *pinned; /* [T]: latent frames the conditioning gives, or NULL */
+    float *x_final;          /* [n], written by rank 0 */
+    const uint8_t *pinned;   /* [T]: latent frames the conditioning gives, or NULL */
+    const float *step_noise; /* [steps, n]: the SDE's re-noising draws, or NULL: the seed's */
     double t_und, t_loop, step_sum, cond_sum, uncond_sum;
     int steps_run;
 } c3_denoise;

@@ -333,6 +333,7 @@ static int make_ranks(cosmos3_engine *e) {
                                .sp_size = p->sp,
                                .sp = p->sp > 1 ? rk->sp : NULL,
                                .offload = p->offload && p->cuda,
+                               .precision = e->precision,
                                .cancel = &e->cancel};
     }
     return C3_OK;
@@ -352,9 +353,12 @@ static int engine_open(const cosmos3_open_params *op, cosmos3_engine **out) {
         rc = c3_fail(C3_EUSAGE, "tp, cfg-parallel and ulysses must be at least 1");
     else if (op->threads < 0)
         rc = c3_fail(C3_EUSAGE, "threads %d must be 0 (all cores) or more", op->threads);
-    else if (op->precision && strcmp(op->precision, "auto") && strcmp(op->precision, "bf16"))
-        rc =
-            c3_fail(C3_EUSAGE, "precision '%s' is not supported yet (auto or bf16)", op->precision);
+    else if (op->precision && strcmp(op->precision, "auto") && strcmp(op->precision, "bf16") &&
+             strcmp(op->precision, "fp8"))
+        rc = c3_fail(C3_EUSAGE, "precision '%s' must be auto, bf16 or fp8", op->precision);
+    e->precision = !op->precision || !strcmp(op->precision, "auto") ? C3_PREC_AUTO
+                   : !strcmp(op->precision, "bf16")                 ? C3_PREC_BF16
+                                                                    : C3_PREC_FP8;
     if (rc) goto fail;
     cpu_set_threads(op->threads);
     char dir[4096];
@@ -372,6 +376,13 @@ static int engine_open(const cosmos3_open_params *op, cosmos3_engine **out) {
     cosmos3_settings st;
     rc = request_resolve(&rq, &e->ck, &st);
     if (rc) goto fail;
+    if (e->ck.s.distilled && cfg > 1) { /* vLLM-Omni refuses it too */
+        rc = c3_fail(C3_EUSAGE,
+                     "--cfg-parallel %d: this distilled checkpoint runs one forward per step (no "
+                     "unconditional branch); use --cfg-parallel 1 and --tp or --ulysses instead",
+                     cfg);
+        goto fail;
+    }
     c3_sizes sz;
     ckpt_sizes(&e->ck, &sz);
     rc = plan_make(&e->plan, &e->ck.t, &sz, tp, cfg, sp, op->device ? op->device : "auto", op->gpus,
@@ -587,9 +598,14 @@ static int generate(cosmos3_engine *e, const cosmos3_request *rq, cosmos3_result
     /* schedule */
     sched_parse(s.schedule, &j.sched);
     j.sigmas = xmalloc((size_t)(s.steps + 1) * sizeof(double));
-    j.timesteps = xmalloc((size_t)s.steps * sizeof(int64_t));
-    rc = sched_sigmas(j.sched, s.steps, s.shift, e->ck.s.sigma_min, e->ck.s.sigma_max, j.sigmas,
-                      j.timesteps);
+    j.timesteps = xmalloc((size_t)s.steps * sizeof(double));
+    j.step_noise = rq->step_noise;
+    if (e->ck.s.distilled) /* the checkpoint's t_list and shift */
+        rc = sched_fixed(e->ck.s.t_list, e->ck.s.n_tlist, e->ck.s.flow_shift,
+                         e->ck.s.num_train_timesteps, j.sigmas, j.timesteps);
+    else
+        rc = sched_sigmas(j.sched, s.steps, s.shift, e->ck.s.sigma_min, e->ck.s.sigma_max, j.sigmas,
+                          j.timesteps);
     if (rc) goto out;
     const c3_plan *p = &e->plan;
     int64_t h2d_bytes0 = 0;

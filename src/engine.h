@@ -49,6 +49,7 @@ struct cosmos3_engine {
     c3_vae *vae;
     c3_vae_enc *venc; /* the VAE encoder, loaded by the first conditioned request */
     volatile int cancel;
+    int precision; /* C3_PREC_* (model.h) */
     int busy; /* a generation is in flight (atomic) */
     /* events: the open's callback, the job's (one at a time, under ev_mu) */
     pthread_mutex_t ev_mu;

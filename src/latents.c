@@ -43,7 +43,8 @@ static int read_latents(const char *path, const int want[5], float **out, size_t
     st_close(&f);
     size_t bad = c3_first_nonfinite(*out, *n);
     if (bad < *n) {
-        int rc = c3_fail(C3_EINPUT, "%s: 'latents' holds %g at element %zu; noise must be finite numbers",
+        int rc = c3_fail(C3_EINPUT,
+                         "%s: 'latents' holds %g at element %zu; noise must be finite numbers",
                          path, (double)(*out)[bad], bad);
         free(*out);
         *out = NULL;
@@ -58,6 +59,35 @@ int cosmos3_latents_read(const char *path, const int want[5], float **out, size_
     *out = NULL;
     *n = 0;
     int rc = read_latents(path, want, out, n);
+    if (rc && err && errlen) snprintf(err, errlen, "%s", c3_errmsg());
+    return rc;
+}
+
+int cosmos3_step_noise_read(const char *path, int steps, const int want[5], float **out, size_t *n,
+                            char *err, size_t errlen) {
+    *out = NULL;
+    *n = 0;
+    st_file f;
+    int rc = st_open(&f, path);
+    if (rc) rc = c3_fail(C3_EINPUT, "%s", c3_errmsg());
+    const st_tensor *t = rc ? NULL : st_find(&f, "step_noise");
+    if (t) {
+        bool ok = t->ndim == 6 && t->shape[0] == steps;
+        for (int i = 0; ok && i < 5; i++)
+            ok = t->shape[i + 1] == want[i];
+        if (ok) {
+            *n = (size_t)st_numel(t);
+            *out = xmalloc(*n * sizeof(float));
+            c3_to_f32(*out, t->data, t->dtype, *n);
+        } else {
+            rc = c3_fail(
+                C3_EINPUT,
+                "%s: 'step_noise' must have shape [%d, %d, %d, %d, %d, %d] (steps, 1, C, T, "
+                "h, w) for this run",
+                path, steps, want[0], want[1], want[2], want[3], want[4]);
+        }
+    }
+    if (!rc || t) st_close(&f);
     if (rc && err && errlen) snprintf(err, errlen, "%s", c3_errmsg());
     return rc;
 }

@@ -18,6 +18,8 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include "scheduler.h"
+
 /* ------------------------------------------------------------- constants */
 
 /* Shared by every Cosmos3 variant (spec 1.1). */
@@ -247,6 +249,7 @@ typedef struct {
     int ndim;
     int64_t shape[5];
     double mean, std;
+    float qscale;    /* F8_E4M3: the dequantisation scale the codes are written for */
     int file;        /* shard index (transformer) */
     int64_t nbytes;
 } mk_tensor;
@@ -280,7 +283,7 @@ static mk_tensor *add(mk_list *l, c3_dtype dt, double mean, double std, int ndim
     t->mean = mean;
     t->std = std;
     t->ndim = ndim;
-    memcpy(t->shape, shape, (size_t)ndim * sizeof *shape);
+    if (ndim) memcpy(t->shape, shape, (size_t)ndim * sizeof *shape);
     t->nbytes = tnumel(t) * (int64_t)c3_dtype_size(dt);
     return t;
 }
@@ -303,7 +306,32 @@ typedef struct {
     const c3_mkmodel_preset *p;
     int layers, vocab;
     int vae_base, vae_decoder_base;
+    bool fp8, distilled;
 } mk_geom;
+
+/* --fp8 (NVIDIA ModelOpt's layout): each layer weight as E4M3 codes of its
+ * N(0, 1/fan_in) values, with weight_scale = FP8_W_SIGMAS sigma / 448 (the
+ * max |W| of a large Gaussian tensor is about 5 to 6 sigma; ModelOpt takes
+ * the true max) and a fixed input_scale (a calibrated one needs data; the
+ * towers' normed inputs stay well inside 448 input_scale). */
+#define FP8_W_SIGMAS 6.0
+#define FP8_INPUT_SCALE (16.0f / 448.0f)
+
+/* A layer weight: bf16, or with --fp8 its codes plus the two scales. */
+static void add_layer_w(mk_list *l, const mk_geom *g, const int64_t *shape, int ndim,
+                        const char *name) {
+    if (!g->fp8) {
+        add_w(l, C3_BF16, shape, ndim, name);
+        return;
+    }
+    mk_tensor *t = add_w(l, C3_F8E4M3, shape, ndim, name);
+    t->qscale = (float)(FP8_W_SIGMAS * t->std / 448.0);
+    char base[112];
+    size_t L = strlen(name);
+    snprintf(base, sizeof base, "%.*s", (int)(L > 7 ? L - 7 : L), name); /* less ".weight" */
+    add(l, C3_F32, t->qscale, 0.0, 0, NULL, "%s.weight_scale", base);
+    add(l, C3_F32, FP8_INPUT_SCALE, 0.0, 0, NULL, "%s.input_scale", base);
+}
 
 /* Transformer tensors in the flat diffusers layout (spec section 5). Not
  * written: lm_head, audio_* and action_* (never read by generation). */
@@ -324,12 +352,12 @@ static void plan_transformer(mk_list *l, const mk_geom *g) {
             const char *mlp = t ? "mlp_moe_gen" : "mlp";
             if (p->gated) {
                 snprintf(n, sizeof n, "layers.%d.%s.gate_proj.weight", i, mlp);
-                add_w(l, B, SHAPE(I, D), n);
+                add_layer_w(l, g, SHAPE(I, D), n);
             }
             snprintf(n, sizeof n, "layers.%d.%s.up_proj.weight", i, mlp);
-            add_w(l, B, SHAPE(I, D), n);
+            add_layer_w(l, g, SHAPE(I, D), n);
             snprintf(n, sizeof n, "layers.%d.%s.down_proj.weight", i, mlp);
-            add_w(l, B, SHAPE(D, I), n);
+            add_layer_w(l, g, SHAPE(D, I), n);
         }
         /* UND attention */
         static const char *const und[4] = {"to_q", "to_k", "to_v", "to_out"};
@@ -337,13 +365,13 @@ static void plan_transformer(mk_list *l, const mk_geom *g) {
         for (int t = 0; t < 2; t++) {
             const char *const *nm = t ? gen : und;
             snprintf(n, sizeof n, "layers.%d.self_attn.%s.weight", i, nm[0]);
-            add_w(l, B, SHAPE(Q, D), n);
+            add_layer_w(l, g, SHAPE(Q, D), n);
             snprintf(n, sizeof n, "layers.%d.self_attn.%s.weight", i, nm[1]);
-            add_w(l, B, SHAPE(KV, D), n);
+            add_layer_w(l, g, SHAPE(KV, D), n);
             snprintf(n, sizeof n, "layers.%d.self_attn.%s.weight", i, nm[2]);
-            add_w(l, B, SHAPE(KV, D), n);
+            add_layer_w(l, g, SHAPE(KV, D), n);
             snprintf(n, sizeof n, "layers.%d.self_attn.%s.weight", i, nm[3]);
-            add_w(l, B, SHAPE(D, Q), n);
+            add_layer_w(l, g, SHAPE(D, Q), n);
         }
         if (p->nemotron) { /* no UND QK-norm; GEN sees k_norm_und_for_gen(K_und) */
             snprintf(n, sizeof n, "layers.%d.self_attn.k_norm_und_for_gen.weight", i);
@@ -508,6 +536,8 @@ static int resolve(const c3_mkmodel_opts *o, mk_geom *g) {
     if (o->vae < MKMODEL_VAE_PRESET || o->vae > MKMODEL_VAE_FULL)
         return c3_fail(C3_EUSAGE, "mkmodel: vae choice %d is not preset (0), tiny (1) or full (2)", o->vae);
     g->layers = o->layers ? o->layers : g->p->layers;
+    g->fp8 = o->fp8;
+    g->distilled = o->distilled;
     g->vocab = o->vocab ? o->vocab : g->p->vocab;
     g->vae_base = o->vae == MKMODEL_VAE_TINY   ? WAN_TINY_BASE
                   : o->vae == MKMODEL_VAE_FULL ? WAN_FULL_BASE
@@ -573,12 +603,17 @@ static uint64_t chunk_key(uint64_t seed, const char *name, int64_t chunk) {
     return k ^ (h * 0x9e3779b97f4a7c15ull) ^ ((uint64_t)chunk * 0xd1b54a32d192ed03ull);
 }
 
-static void fill_chunk(void *dst, c3_dtype dt, int64_t n, double mean, double std, uint64_t key) {
+static void fill_chunk(void *dst, c3_dtype dt, int64_t n, double mean, double std, float qscale,
+                       uint64_t key) {
     rng256 r;
     rng_seed(&r, key);
     const float m = (float)mean, sd = (float)std;
     int64_t i = 0;
-    if (dt == C3_BF16) {
+    if (dt == C3_F8E4M3) {
+        uint8_t *p = dst;
+        for (; i < n; i++)
+            p[i] = c3_f32_to_e4m3((m + sd * zig_normal32(&r, (uint32_t)rng_next(&r))) / qscale);
+    } else if (dt == C3_BF16) {
         uint16_t *p = dst;
         for (; i + 1 < n; i += 2) {
             uint64_t b = rng_next(&r);
@@ -658,7 +693,7 @@ static int write_tensor_data(mk_writer *w, int fd, const mk_tensor *t, const cha
 #pragma omp parallel for schedule(dynamic, 1) if (cb > 1)
         for (int64_t k = 0; k < cb; k++) {
             int64_t start = (c0 + k) * GEN_CHUNK, n = C3_MIN((int64_t)GEN_CHUNK, numel - start);
-            fill_chunk(buf + (size_t)(k * GEN_CHUNK) * esz, t->dtype, n, t->mean, t->std,
+            fill_chunk(buf + (size_t)(k * GEN_CHUNK) * esz, t->dtype, n, t->mean, t->std, t->qscale,
                        chunk_key(w->o->seed, t->name, c0 + k));
         }
         C3_TRY(io_write(w, fd, buf, (size_t)count * esz, path));
@@ -755,6 +790,39 @@ static json_t *model_index_json(const mk_geom *g) {
     return j;
 }
 
+/* ModelOpt's quantization_config: FP8 with the published step policy (first
+ * and last 3 steps W8A16, the reasoner W8A16); the distilled checkpoints
+ * carry no policy (every step FP8 x FP8). */
+static json_t *quant_json(const mk_geom *g) {
+    json_t *q = json_object();
+    json_object_set_new(q, "quant_method", json_string("modelopt"));
+    json_object_set_new(q, "quant_algo", json_string("FP8"));
+    json_t *pr = json_object();
+    json_object_set_new(pr, "name", json_string("cosmos3 mkmodel"));
+    json_object_set_new(q, "producer", pr);
+    if (!g->distilled) {
+        json_t *p = json_object(), *sc = json_array(), *f = json_object(), *l = json_object();
+        json_object_set_new(p, "schema_version", json_integer(1));
+        json_object_set_new(p, "type", json_string("first_last_n"));
+        json_object_set_new(p, "index_space", json_string("denoising_loop_iteration"));
+        json_array_append_new(sc, json_string("transformer"));
+        json_object_set_new(p, "scope", sc);
+        json_object_set_new(p, "default_mode", json_string("native"));
+        json_object_set_new(f, "count", json_integer(3));
+        json_object_set_new(f, "mode", json_string("a16"));
+        json_object_set_new(l, "count", json_integer(3));
+        json_object_set_new(l, "mode", json_string("a16"));
+        json_object_set_new(p, "first_steps", f);
+        json_object_set_new(p, "last_steps", l);
+        json_object_set_new(p, "overlap", json_string("a16"));
+        json_object_set_new(p, "reasoner", json_string("a16"));
+        json_t *rt = json_object();
+        json_object_set_new(rt, "diffusion_step_policy", p);
+        json_object_set_new(q, "runtime", rt);
+    }
+    return q;
+}
+
 static json_t *transformer_json(const mk_geom *g, uint64_t seed) {
     const c3_mkmodel_preset *p = g->p;
     json_t *j = json_object();
@@ -811,6 +879,7 @@ static json_t *transformer_json(const mk_geom *g, uint64_t seed) {
     json_object_set_new(j, "use_und_k_norm_for_gen", json_boolean(p->nemotron));
     json_object_set_new(j, "video_temporal_causal", json_false());
     json_object_set_new(j, "vocab_size", json_integer(g->vocab));
+    if (g->fp8) json_object_set_new(j, "quantization_config", quant_json(g));
     return j;
 }
 
@@ -878,6 +947,31 @@ static json_t *scheduler_json(void) {
     json_object_set_new(j, "use_exponential_sigmas", json_false());
     json_object_set_new(j, "use_flow_sigmas", json_true());
     json_object_set_new(j, "use_karras_sigmas", json_true());
+    return j;
+}
+
+/* The distilled students' scheduler (Cosmos3-Super-*-4Step): FlowMatch Euler
+ * with the fixed-step SDE sampler config. */
+static json_t *distilled_scheduler_json(void) {
+    json_t *j = json_object();
+    json_object_set_new(j, "_class_name", json_string("FlowMatchEulerDiscreteScheduler"));
+    json_object_set_new(j, "_diffusers_version", json_string(DIFFUSERS_VERSION));
+    json_t *fc = json_object(), *tl = json_array();
+    json_object_set_new(fc, "num_train_timesteps", json_integer(1000));
+    json_object_set_new(fc, "sample_type", json_string("sde"));
+    for (int i = 0; i < C3_TLIST4_N; i++)
+        json_array_append_new(tl, json_real(c3_tlist4[i]));
+    json_object_set_new(fc, "t_list", tl);
+    json_object_set_new(j, "fixed_step_sampler_config", fc);
+    json_object_set_new(j, "invert_sigmas", json_false());
+    json_object_set_new(j, "num_train_timesteps", json_integer(1000));
+    json_object_set_new(j, "shift", json_real(1.0));
+    json_object_set_new(j, "shift_terminal", json_null());
+    json_object_set_new(j, "stochastic_sampling", json_true());
+    json_object_set_new(j, "use_beta_sigmas", json_false());
+    json_object_set_new(j, "use_dynamic_shifting", json_false());
+    json_object_set_new(j, "use_exponential_sigmas", json_false());
+    json_object_set_new(j, "use_karras_sigmas", json_false());
     return j;
 }
 
@@ -998,7 +1092,9 @@ static int write_tree(const c3_mkmodel_opts *o, const mk_geom *g, const char *ro
     if (rc == C3_OK) rc = write_json(root, "model_index.json", model_index_json(g));
     if (rc == C3_OK) rc = write_json(tdir, "config.json", transformer_json(g, o->seed));
     if (rc == C3_OK) rc = write_json(vdir, "config.json", vae_json(g));
-    if (rc == C3_OK) rc = write_json(sdir, "scheduler_config.json", scheduler_json());
+    if (rc == C3_OK)
+        rc = write_json(sdir, "scheduler_config.json",
+                        o->distilled ? distilled_scheduler_json() : scheduler_json());
     if (rc == C3_OK) {
         w.buf[0] = xmalloc((size_t)GEN_BATCH * GEN_CHUNK * sizeof(float));
         w.buf[1] = xmalloc((size_t)GEN_BATCH * GEN_CHUNK * sizeof(float));

@@ -82,6 +82,8 @@ typedef struct {
     int64_t shard_bytes;       /* max shard size; 0 = 5 GB (5e9 bytes, as save_pretrained) */
     int vocab;                 /* 0 = the preset's (for small test checkpoints) */
     int vae;                   /* MKMODEL_VAE_*; 0 = the preset's */
+    bool distilled; /* the 4-step students' FlowMatch scheduler (fixed_step_sampler_config) */
+    bool fp8;       /* ModelOpt FP8 layer weights (see mkmodel.c) */
     /* Called after each block of data is written (from the calling thread). */
     void (*progress)(void *user, int64_t done_bytes, int64_t total_bytes);
     void *progress_user;

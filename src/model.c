@@ -137,6 +137,8 @@ struct c3_model {
     tower_ring ring[2]; /* 0: UND, 1: GEN */
     gen_graphs gg;
     bool no_batch; /* model_batch(m, false) */
+    bool fp8_any;  /* some layer weight is FP8 */
+    bool gen_w8a8, und_w8a8; /* FP8 x FP8 products in the GEN / UND tower (else W8A16) */
     int64_t h2d_bytes;
     double h2d_seconds;
 };
@@ -177,9 +179,9 @@ static void host_convert(void *dst, c3_dtype dt, const void *src, c3_dtype st, s
 }
 
 /* A weight that lives in pinned host memory (offload): no backend owns it. */
-static int host_tensor(c3_model *m, c3_tensor *t, int ndim, const int64_t *ne) {
+static int host_tensor(c3_model *m, c3_tensor *t, c3_dtype dt, int ndim, const int64_t *ne) {
     memset(t, 0, sizeof *t);
-    t->dtype = m->be->weight_dtype;
+    t->dtype = dt;
     t->ndim = ndim;
     for (int i = 0; i < ndim; i++) t->ne[i] = ne[i];
     return m->be->host_alloc(m->be, &t->data, (size_t)c3_numel(t) * c3_dtype_size(t->dtype));
@@ -189,9 +191,66 @@ static int host_tensor(c3_model *m, c3_tensor *t, int ndim, const int64_t *ne) {
 typedef enum { SPLIT_NONE, SPLIT_ROWS, SPLIT_COLS } split_kind;
 
 /* A weight's storage: pinned host memory while loading for offload, else the backend's. */
-static int weight_alloc(c3_model *m, c3_tensor *dst, int ndim, const int64_t *ne) {
-    if (m->loading_host) return host_tensor(m, dst, ndim, ne);
-    return m->be->alloc(m->be, dst, m->be->weight_dtype, ndim, ne, C3_MEM_WEIGHTS);
+static int weight_alloc_dt(c3_model *m, c3_tensor *dst, c3_dtype dt, int ndim, const int64_t *ne) {
+    if (m->loading_host) return host_tensor(m, dst, dt, ndim, ne);
+    return m->be->alloc(m->be, dst, dt, ndim, ne, C3_MEM_WEIGHTS);
+}
+
+/* ------------------------------------------------------------ FP8 weights */
+
+/* How a layer weight stored as t loads: 0 16-bit (an FP8 one dequantised),
+ * 1 FP8 as stored, 2 quantised here (--precision fp8). */
+static int fp8_mode(const c3_model *m, const st_tensor *t) {
+    if (t->dtype == C3_F8E4M3) return m->shard.precision == C3_PREC_BF16 ? 0 : 1;
+    return m->shard.precision == C3_PREC_FP8 &&
+                   (t->dtype == C3_BF16 || t->dtype == C3_F16 || t->dtype == C3_F32)
+               ? 2
+               : 0;
+}
+/* Whether the backend keeps E4M3 codes (CUDA) or dequantised floats (CPU,
+ * and the CUDA fp32 check path). */
+static bool fp8_codes(const c3_model *m) {
+    return m->be->weight_dtype != C3_F32;
+}
+
+/* A ModelOpt scale beside weight `name` ("....weight" -> "....weight_scale"
+ * / "....input_scale"): one positive finite float, any float dtype. */
+static int fp8_scale(const c3_ckpt *ck, const char *name, const char *which, bool need,
+                     float *out) {
+    char nm[300];
+    size_t L = strlen(name);
+    if (L > 7 && !strcmp(name + L - 7, ".weight")) L -= 7;
+    snprintf(nm, sizeof nm, "%.*s.%s", (int)L, name, which);
+    const st_tensor *t = ckpt_find(ck, nm);
+    *out = 0;
+    if (!t)
+        return need ? c3_fail(C3_EMODEL, "transformer tensor %s: missing (an FP8 weight needs it)",
+                              nm)
+                    : C3_OK;
+    if (st_numel(t) != 1 || (t->dtype != C3_F32 && t->dtype != C3_BF16 && t->dtype != C3_F16))
+        return c3_fail(
+            C3_EMODEL,
+            "transformer tensor %s: expected one F32/BF16/F16 value (a per-tensor scale)", nm);
+    c3_to_f32(out, t->data, t->dtype, 1);
+    if (!(*out > 0) || !isfinite(*out))
+        return c3_fail(C3_EMODEL, "transformer tensor %s: %g is not a positive scale", nm,
+                       (double)*out);
+    return C3_OK;
+}
+
+/* max |v| over a whole stored tensor (the per-tensor scale of --precision fp8). */
+static float tensor_amax(const st_tensor *t) {
+    enum { CHUNK = 4096 };
+    float f[CHUNK], amax = 0;
+    int64_t n = st_numel(t);
+    size_t es = c3_dtype_size(t->dtype);
+    for (int64_t off = 0; off < n; off += CHUNK) {
+        int64_t k = C3_MIN((int64_t)CHUNK, n - off);
+        c3_to_f32(f, (const char *)t->data + (size_t)off * es, t->dtype, (size_t)k);
+        for (int64_t i = 0; i < k; i++)
+            amax = fmaxf(amax, fabsf(f[i]));
+    }
+    return amax;
 }
 
 /* The views of a tower's fused weights (wq, wk, wv in wqkv; gate, up in wgu). */
@@ -205,15 +264,76 @@ static void tower_views(const c3_model *m, tower_w *w) {
     bool g = m->c.mlp_gated;
     if (g) w->gate = c3_view(&w->wgu, 0, 2, ine);
     w->up = c3_view(&w->wgu, g ? I * D : 0, 2, ine);
+    /* FP8: each view carries its segment's scale */
+    const c3_fp8 *a = &w->wqkv.fp8, *b = &w->wgu.fp8;
+    c3_tensor *qkv[3] = {&w->wq, &w->wk, &w->wv}, *gu[2] = {&w->gate, &w->up};
+    for (int i = 0; i < a->nseg && i < 3; i++)
+        qkv[i]->fp8 = (c3_fp8){
+            .nseg = 1, .rows = {qkv[i]->ne[0]}, .wscale = {a->wscale[i]}, .xscale = a->xscale};
+    for (int i = 0; i < b->nseg && i < 2; i++)
+        gu[i + (g ? 0 : 1)]->fp8 = (c3_fp8){.nseg = 1,
+                                            .rows = {gu[i + (g ? 0 : 1)]->ne[0]},
+                                            .wscale = {b->wscale[i]},
+                                            .xscale = b->xscale};
+}
+
+/* The fused weight's segments from its parts' scales (all FP8 or none). */
+static int fuse_fp8(c3_tensor *fused, const c3_fp8 *parts, const int64_t *rows, int n,
+                    const char *what, int layer) {
+    memset(&fused->fp8, 0, sizeof fused->fp8);
+    int k = 0;
+    for (int i = 0; i < n; i++)
+        k += parts[i].nseg > 0;
+    if (k == 0) return C3_OK;
+    if (k != n)
+        return c3_fail(C3_EMODEL,
+                       "layer %d: the %s weights are partly FP8; all of them or none must be",
+                       layer, what);
+    fused->fp8.nseg = n;
+    for (int i = 0; i < n; i++) {
+        fused->fp8.rows[i] = rows[i];
+        fused->fp8.wscale[i] = parts[i].wscale[0];
+        /* one input for all parts: their calibrated scales agree; the largest covers them */
+        fused->fp8.xscale = fmaxf(fused->fp8.xscale, parts[i].xscale);
+    }
+    for (int i = 0; i < n; i++) /* dynamic for one part: dynamic for all */
+        if (parts[i].xscale == 0) fused->fp8.xscale = 0;
+    return C3_OK;
 }
 
 /* Upload `name` (full shape ndim/shape; a -1 entry accepts any size and is
  * returned in shape) into dst, keeping only this rank's slice. dst is
  * allocated here, or is already a view of that slice's size (fused weights). */
+static int load_weight(c3_model *m, const c3_ckpt *ck, c3_tensor *dst, const char *name, int ndim,
+                       int64_t *shape, split_kind split, c3_fp8 *fp8);
 static int load_tensor(c3_model *m, const c3_ckpt *ck, c3_tensor *dst, const char *name, int ndim,
                        int64_t *shape, split_kind split) {
+    return load_weight(m, ck, dst, name, ndim, shape, split, NULL);
+}
+
+/* load_tensor for a layer weight: with fp8 non-NULL an FP8 weight (or one
+ * --precision fp8 quantises) loads as E4M3 codes (CUDA) or dequantised
+ * floats (CPU), and fp8 gets its scale (one segment). */
+static int load_weight(c3_model *m, const c3_ckpt *ck, c3_tensor *dst, const char *name, int ndim,
+                       int64_t *shape, split_kind split, c3_fp8 *fp8) {
     const st_tensor *t = ckpt_get(ck, NULL, name, ndim, shape);
     if (!t) return C3_EMODEL;
+    int mode = fp8 ? fp8_mode(m, t) : 0;
+    if (t->dtype == C3_F8E4M3 && !fp8)
+        return c3_fail(C3_EMODEL,
+                       "transformer tensor %s: F8_E4M3 where only layer weights may be FP8", name);
+    float ws = 1, xs = 0;
+    if (t->dtype == C3_F8E4M3) C3_TRY(fp8_scale(ck, name, "weight_scale", true, &ws));
+    if (mode == 1) C3_TRY(fp8_scale(ck, name, "input_scale", false, &xs));
+    if (mode == 2) {
+        float amax = tensor_amax(t);
+        ws = amax > 0 ? amax / C3_E4M3_MAX : 1.0f;
+    }
+    bool codes = mode && fp8_codes(m);
+    if (fp8) {
+        memset(fp8, 0, sizeof *fp8);
+        if (mode) *fp8 = (c3_fp8){.nseg = 1, .rows = {0}, .wscale = {ws}, .xscale = xs};
+    }
     for (int i = 0; i < ndim; i++) shape[i] = t->shape[i];
     int tp = m->shard.tp_size, r = m->shard.tp_rank;
     int64_t ne[C3_MAX_DIMS];
@@ -226,7 +346,10 @@ static int load_tensor(c3_model *m, const c3_ckpt *ck, c3_tensor *dst, const cha
     if (sd >= 0) ne[sd] = shape[sd] / tp;
     int rc = C3_OK;
     if (!dst->data) {
-        rc = weight_alloc(m, dst, ndim, ne);
+        rc = weight_alloc_dt(m, dst, codes ? C3_F8E4M3 : m->be->weight_dtype, ndim, ne);
+    } else if ((dst->dtype == C3_F8E4M3) != codes) {
+        rc = c3_fail(C3_EMODEL, "transformer tensor %s: %s where the fused weight it joins is %s",
+                     name, codes ? "FP8" : "16-bit", codes ? "16-bit" : "FP8");
     } else {
         int64_t n = 1;
         for (int i = 0; i < ndim; i++)
@@ -251,10 +374,38 @@ static int load_tensor(c3_model *m, const c3_ckpt *ck, c3_tensor *dst, const cha
             memcpy(buf + (size_t)i * cols, (const char *)t->data + (size_t)i * row + (size_t)(r * ne[1]) * es, cols);
         src = buf;
     }
+    c3_dtype sdt = t->dtype;
+    void *conv = NULL;
+    if (t->dtype == C3_F8E4M3 || mode) { /* codes or dequantised floats, this rank's slice */
+        size_t n = (size_t)c3_numel(dst);
+        conv = xmalloc(n * (codes ? 1 : sizeof(float)));
+        enum { CHUNK = 4096 };
+        float f[CHUNK];
+        for (size_t off = 0; off < n; off += CHUNK) {
+            size_t k = C3_MIN((size_t)CHUNK, n - off);
+            const char *sp = (const char *)src + off * es;
+            if (t->dtype == C3_F8E4M3 && codes) {
+                memcpy((uint8_t *)conv + off, sp, k);
+                continue;
+            }
+            c3_to_f32(f, sp, t->dtype, k);
+            for (size_t i = 0; i < k; i++) {
+                if (t->dtype == C3_F8E4M3) /* f holds the codes' values */
+                    ((float *)conv)[off + i] = f[i] * ws;
+                else if (codes)
+                    ((uint8_t *)conv)[off + i] = c3_f32_to_e4m3(f[i] / ws);
+                else /* quantised, held dequantised */
+                    ((float *)conv)[off + i] = c3_e4m3_to_f32(c3_f32_to_e4m3(f[i] / ws)) * ws;
+            }
+        }
+        src = conv;
+        sdt = codes ? C3_F8E4M3 : C3_F32;
+    }
     if (m->loading_host)
-        host_convert(dst->data, dst->dtype, src, t->dtype, (size_t)c3_numel(dst));
+        host_convert(dst->data, dst->dtype, src, sdt, (size_t)c3_numel(dst));
     else
-        rc = m->be->upload(m->be, dst, src, t->dtype);
+        rc = m->be->upload(m->be, dst, src, sdt);
+    free(conv);
     free(buf);
     if (rc) return c3_context(rc, "uploading %s", name);
     return C3_OK;
@@ -327,28 +478,44 @@ static int load_tower(c3_model *m, const c3_ckpt *ck, int l, bool gen, tower_w *
         int64_t sh_[] = {__VA_ARGS__};                                                             \
         C3_TRY(load_tensor(m, ck, dst, nm, nd, sh_, split));                                       \
     } while (0)
-    /* the fused storage first; q/k/v and gate/up load into its views */
+#define LOADW(dst, f8, split, nd, ...)                                                             \
+    do {                                                                                           \
+        int64_t sh_[] = {__VA_ARGS__};                                                             \
+        C3_TRY(load_weight(m, ck, dst, nm, nd, sh_, split, f8));                                   \
+    } while (0)
+    /* the fused storage first (E4M3 codes when its parts are FP8 on a backend
+     * that keeps codes); q/k/v and gate/up load into its views */
     {
         int64_t qkv[] = {((int64_t)m->hq + 2 * m->hkv) * hd, D},
                 gu[] = {(c->mlp_gated ? 2 : 1) * (int64_t)m->inter, D};
-        int rc = weight_alloc(m, &w->wqkv, 2, qkv);
-        if (rc == C3_OK) rc = weight_alloc(m, &w->wgu, 2, gu);
+        snprintf(nm, sizeof nm, "layers.%d.self_attn.%s.weight", l, q_n);
+        const st_tensor *tq = ckpt_find(ck, nm);
+        snprintf(nm, sizeof nm, "layers.%d.%s.up_proj.weight", l, mlp);
+        const st_tensor *tu = ckpt_find(ck, nm);
+        c3_dtype dq = tq && fp8_mode(m, tq) && fp8_codes(m) ? C3_F8E4M3 : m->be->weight_dtype;
+        c3_dtype du = tu && fp8_mode(m, tu) && fp8_codes(m) ? C3_F8E4M3 : m->be->weight_dtype;
+        int rc = weight_alloc_dt(m, &w->wqkv, dq, 2, qkv);
+        if (rc == C3_OK) rc = weight_alloc_dt(m, &w->wgu, du, 2, gu);
         if (rc)
             return c3_context(rc, "layer %d: allocating the fused q/k/v and gate/up weights", l);
         tower_views(m, w);
     }
+    c3_fp8 f8[3], g8[2];
     snprintf(nm, sizeof nm, "layers.%d.%s.weight", l, in_n);
     LOAD(&w->in_norm, SPLIT_NONE, 1, D);
     snprintf(nm, sizeof nm, "layers.%d.%s.weight", l, post_n);
     LOAD(&w->post_norm, SPLIT_NONE, 1, D);
     snprintf(nm, sizeof nm, "layers.%d.self_attn.%s.weight", l, q_n);
-    LOAD(&w->wq, SPLIT_ROWS, 2, qw, D);
+    LOADW(&w->wq, &f8[0], SPLIT_ROWS, 2, qw, D);
     snprintf(nm, sizeof nm, "layers.%d.self_attn.%s.weight", l, k_n);
-    LOAD(&w->wk, SPLIT_ROWS, 2, kw, D);
+    LOADW(&w->wk, &f8[1], SPLIT_ROWS, 2, kw, D);
     snprintf(nm, sizeof nm, "layers.%d.self_attn.%s.weight", l, v_n);
-    LOAD(&w->wv, SPLIT_ROWS, 2, kw, D);
+    LOADW(&w->wv, &f8[2], SPLIT_ROWS, 2, kw, D);
     snprintf(nm, sizeof nm, "layers.%d.self_attn.%s.weight", l, o_n);
-    LOAD(&w->wo, SPLIT_COLS, 2, D, qw);
+    c3_fp8 o8, d8;
+    LOADW(&w->wo, &o8, SPLIT_COLS, 2, D, qw);
+    w->wo.fp8 = o8;
+    w->wo.fp8.rows[0] = w->wo.ne[0];
     w->has_qk_norm = gen || c->und_qk_norm;
     if (w->has_qk_norm) {
         snprintf(nm, sizeof nm, "layers.%d.self_attn.%s.weight", l, qn_n);
@@ -362,14 +529,23 @@ static int load_tower(c3_model *m, const c3_ckpt *ck, int l, bool gen, tower_w *
         if (!ckpt_find(ck, nm)) snprintf(nm, sizeof nm, "layers.%d.self_attn.k_norm_und_for_gen", l);
         LOAD(&w->k_norm_gen, SPLIT_NONE, 1, hd);
     }
+    int ng = 0;
     if (c->mlp_gated) {
         snprintf(nm, sizeof nm, "layers.%d.%s.gate_proj.weight", l, mlp);
-        LOAD(&w->gate, SPLIT_ROWS, 2, I, D);
+        LOADW(&w->gate, &g8[ng++], SPLIT_ROWS, 2, I, D);
     }
     snprintf(nm, sizeof nm, "layers.%d.%s.up_proj.weight", l, mlp);
-    LOAD(&w->up, SPLIT_ROWS, 2, I, D);
+    LOADW(&w->up, &g8[ng++], SPLIT_ROWS, 2, I, D);
     snprintf(nm, sizeof nm, "layers.%d.%s.down_proj.weight", l, mlp);
-    LOAD(&w->down, SPLIT_COLS, 2, D, I);
+    LOADW(&w->down, &d8, SPLIT_COLS, 2, D, I);
+    w->down.fp8 = d8;
+    w->down.fp8.rows[0] = w->down.ne[0];
+    const int64_t qkv_rows[3] = {w->wq.ne[0], w->wk.ne[0], w->wv.ne[0]},
+                  gu_rows[2] = {w->up.ne[0], w->up.ne[0]};
+    C3_TRY(fuse_fp8(&w->wqkv, f8, qkv_rows, 3, "q/k/v", l));
+    C3_TRY(fuse_fp8(&w->wgu, g8, gu_rows, ng, "gate/up", l));
+    tower_views(m, w);
+    m->fp8_any |= w->wqkv.fp8.nseg || w->wgu.fp8.nseg || w->wo.fp8.nseg || w->down.fp8.nseg;
     return C3_OK;
 }
 
@@ -400,7 +576,11 @@ static int ring_init(c3_model *m, tower_ring *g, tower_w *proto) {
         g->slot[s].has_k_norm_gen = proto->has_k_norm_gen;
         tower_list(&g->slot[s], dst);
         for (int i = 0; i < TOWER_NT; i++)
-            if (src[i]->data) C3_TRY(be->alloc(be, dst[i], src[i]->dtype, src[i]->ndim, src[i]->ne, C3_MEM_WEIGHTS));
+            if (src[i]->data) {
+                C3_TRY(
+                    be->alloc(be, dst[i], src[i]->dtype, src[i]->ndim, src[i]->ne, C3_MEM_WEIGHTS));
+                dst[i]->fp8 = src[i]->fp8;
+            }
         tower_views(m, &g->slot[s]);
         C3_TRY(be->event_new(be, &g->ready[s], false));
         C3_TRY(be->event_new(be, &g->used[s], false));
@@ -503,6 +683,23 @@ void model_graphs(c3_model *m, bool on) {
     m->gg.off = !on;
 }
 
+void model_fp8_gen_act(c3_model *m, bool w8a8) {
+    m->gen_w8a8 = w8a8;
+}
+void model_fp8_und_act(c3_model *m, bool w8a8) {
+    m->und_w8a8 = w8a8;
+}
+bool model_fp8(const c3_model *m) {
+    return m && m->fp8_any;
+}
+
+bool model_fp8_step_w8a8(const c3_tconfig *c, int i, int n) {
+    if (!c->fp8_policy || n <= 1) return true;
+    bool first = i < c->fp8_first, last = i >= n - c->fp8_last;
+    if (first && last) return !c->fp8_overlap_a16;
+    return !(first || last);
+}
+
 void model_offload_stats(const c3_model *m, int64_t *bytes, double *seconds) {
     *bytes = m && m->offload ? m->h2d_bytes : 0;
     *seconds = m && m->offload ? m->h2d_seconds : 0;
@@ -601,6 +798,7 @@ int model_load(c3_model **out, const c3_ckpt *ck, c3_backend *be, const c3_shard
     m->be = be;
     m->c = *c;
     m->shard = *shard;
+    m->gen_w8a8 = m->und_w8a8 = true; /* FP8 x FP8 unless a step policy says W8A16 */
     if (m->shard.sp_size < 1) m->shard.sp_size = 1;
     m->hq = c->heads / tp;
     m->hkv = c->kv_heads / tp;
@@ -904,6 +1102,7 @@ int model_und(c3_model *m, const int32_t *ids, int L, c3_undkv *kv) {
     int rc = C3_OK;
     c3_tensor x = {0}, q = {0}, kr = {0}, a = {0}, cs = {0}, sn = {0};
     mlp_scratch s = {0};
+    be->fp8_act = m->und_w8a8;
     kv->L = L;
     kv->layers = c->layers;
     kv->k = xcalloc((size_t)c->layers, sizeof *kv->k);
@@ -993,12 +1192,13 @@ done:
 
 /* ------------------------------------------------------------- GEN tower */
 
-/* The timestep's sinusoidal features (fp32, cos first): s = t * timestep_scale,
- * f_k = exp(-ln(10000) k / half), e = [cos(s f), sin(s f)]. The MLP runs on
- * the device (time_embed). */
-static void time_sinusoid(const c3_model *m, int64_t timestep, float *e) {
+/* The timestep's sinusoidal features (fp32, cos first): s = t * timestep_scale
+ * as upstream's float32 tensor times a Python float (both float32 operands;
+ * t is fractional for the fixed-step sampler), f_k = exp(-ln(10000) k / half),
+ * e = [cos(s f), sin(s f)]. The MLP runs on the device (time_embed). */
+static void time_sinusoid(const c3_model *m, double timestep, float *e) {
     int half = m->te_in / 2;
-    float s = (float)((double)timestep * m->c.timestep_scale);
+    float s = (float)timestep * (float)m->c.timestep_scale;
     float lmax = (float)log(10000.0);
     for (int k = 0; k < half; k++) {
         float f = expf(-lmax * (float)k / (float)half);
@@ -1176,14 +1376,15 @@ void model_batch(c3_model *m, bool on) {
 }
 
 int model_gen(c3_model *m, const c3_undkv *kv, const float *latents, const c3_latent_geom *g,
-              int64_t timestep, float *velocity) {
+              double timestep, float *velocity) {
     return model_gen_batch(m, 1, &kv, latents, g, timestep, &velocity);
 }
 
 int model_gen_batch(c3_model *m, int nb, const c3_undkv *const *kvs, const float *latents,
-                    const c3_latent_geom *g, int64_t timestep, float *const *velocity) {
+                    const c3_latent_geom *g, double timestep, float *const *velocity) {
     c3_backend *be = m->be;
     const c3_tconfig *c = &m->c;
+    be->fp8_act = m->gen_w8a8;
     if (nb < 1 || nb > GEN_MAX_BATCH)
         return c3_fail(C3_EFAIL, "GEN forward: %d branches (1 to %d)", nb, GEN_MAX_BATCH);
     for (int b = 0; b < nb; b++)
@@ -1310,7 +1511,7 @@ int model_gen_batch(c3_model *m, int nb, const c3_undkv *const *kvs, const float
     }
     int slot = -1;
     if (graphs) { /* replay, record, or (first sight of this key) run eagerly */
-        slot = gg_slot(m, gg_key(nb, kvs, cs, sn));
+        slot = gg_slot(m, gg_key(nb, kvs, cs, sn) ^ (m->gen_w8a8 ? 0x9e3779b97f4a7c15ull : 0));
         if (m->gg.slot[slot].state == 2) {
             TRY(be->graph_launch(be, m->gg.slot[slot].exec));
             goto layers_done;

@@ -27,7 +27,17 @@ typedef struct {
     c3_comm *sp;
     const volatile int *cancel; /* checked between layers; non-zero stops with C3_ECANCEL */
     bool offload;               /* layerwise offload (backends with the offload ops; else ignored) */
+    int precision;              /* C3_PREC_*: how FP8 and bf16 layer weights load */
 } c3_shard;
+
+/* Layer weights (q/k/v/o, gate/up/down of both towers) at load:
+ *   AUTO  as stored: ModelOpt FP8 weights (E4M3 + weight_scale, input_scale)
+ *         run FP8, others bf16;
+ *   BF16  FP8 weights dequantised at load (16-bit products throughout);
+ *   FP8   bf16 weights quantised at load to E4M3 with a per-tensor scale
+ *         max|W| / 448; their activations get a scale per call, max|x| / 448
+ *         (no calibration data: dynamic per-tensor scaling). */
+enum { C3_PREC_AUTO = 0, C3_PREC_BF16 = 1, C3_PREC_FP8 = 2 };
 
 typedef struct c3_model c3_model;
 
@@ -45,6 +55,16 @@ bool model_offloaded(const c3_model *m);
  * is queued one by one, as a profiler that times each op needs. */
 void model_graphs(c3_model *m, bool on);
 void model_offload_stats(const c3_model *m, int64_t *bytes, double *seconds);
+/* Products with FP8 weights in the GEN tower run W8A8 (true) or W8A16 (the
+ * step policy's first/last steps); the UND tower follows the policy's
+ * reasoner mode (model_und). Whether the model holds FP8 weights at all. */
+void model_fp8_gen_act(c3_model *m, bool w8a8);
+void model_fp8_und_act(c3_model *m, bool w8a8);
+bool model_fp8(const c3_model *m);
+/* The checkpoint's step policy: whether denoising step i of n runs FP8 x
+ * FP8 (true) or W8A16 (its first/last steps; a 1-step run stays FP8, as
+ * diffusers and vLLM-Omni). No policy: every step FP8 x FP8. */
+bool model_fp8_step_w8a8(const c3_tconfig *c, int i, int n);
 
 /* The UND K/V cache of one branch: per layer k, v [L, Hkv_local, head_dim]
  * (K after QK-norm and RoPE, or for Edge the k_norm_und_for_gen form GEN
@@ -69,16 +89,17 @@ typedef struct {
 } c3_latent_geom;
 
 /* One GEN forward: latents [C, T, h, w] (host floats, normalised space),
- * integer timestep t, the branch's UND cache (its L sets the GEN position
- * offset). velocity: host floats [C, T, h, w]. */
+ * timestep t (an integer for UniPC, fractional for the fixed-step
+ * sampler; scaled by timestep_scale in float32 as upstream), the branch's UND cache (its L sets the
+ * GEN position offset). velocity: host floats [C, T, h, w]. */
 int model_gen(c3_model *m, const c3_undkv *kv, const float *latents, const c3_latent_geom *g,
-              int64_t timestep, float *velocity);
+              double timestep, float *velocity);
 /* nb (1 or 2) GEN forwards on the same latents and timestep, one per UND
  * cache kvs[b], as one batch: every matrix product runs once over all the
  * branches' tokens (the weights are read once), attention per branch.
  * velocity[b] as model_gen's. Only without Ulysses (model_batches). */
 int model_gen_batch(c3_model *m, int nb, const c3_undkv *const *kvs, const float *latents,
-                    const c3_latent_geom *g, int64_t timestep, float *const *velocity);
+                    const c3_latent_geom *g, double timestep, float *const *velocity);
 /* Whether the CFG branches should run as one model_gen_batch: no Ulysses,
  * not turned off by model_batch(m, false) (the plan, when the doubled
  * activations do not fit) or COSMOS3_CFG_BATCH=0. */

@@ -24,6 +24,39 @@ static int size_fail(const char *what, int v, int m) {
                    v < m ? m : (v / m) * m);
 }
 
+/* A distilled checkpoint fixes what upstream fixes (diffusers'
+ * Cosmos3DistilledSetTimestepsStep, vLLM-Omni's distilled checks): the step
+ * count is its t_list's, guidance is baked in (1: one forward per step, no
+ * guidance interval), and the schedule is the fixed-step SDE one with the
+ * scheduler's own shift. Another step count, guidance or schedule is
+ * refused; the negative prompt and a shift are ignored (request_warnings). */
+static int distilled_resolve(const cosmos3_request *r, const c3_sconfig *sc, cosmos3_settings *s,
+                             const char **sch) {
+    int n = sc->n_tlist;
+    if (r->steps != COSMOS3_DEFAULT && r->steps != n)
+        return c3_fail(C3_EUSAGE,
+                       "steps %d: this distilled checkpoint samples exactly %d steps (its "
+                       "fixed_step_sampler_config.t_list); leave steps out or give --steps %d",
+                       r->steps, n, n);
+    if (r->guidance != COSMOS3_DEFAULT && r->guidance != 1.0)
+        return c3_fail(C3_EUSAGE,
+                       "guidance %g: this distilled checkpoint has guidance baked into its "
+                       "weights; leave guidance out or give --guidance 1",
+                       r->guidance);
+    if (r->schedule && strcmp(r->schedule, "flowmatch4") != 0)
+        return c3_fail(
+            C3_EUSAGE,
+            "schedule %s: this distilled checkpoint samples with its fixed t_list; leave "
+            "--schedule out (or give flowmatch4)",
+            r->schedule);
+    s->steps = n;
+    s->guidance = 1.0;
+    s->guidance_interval = false;
+    s->shift = sc->flow_shift;
+    *sch = "flowmatch4";
+    return C3_OK;
+}
+
 int request_resolve(const cosmos3_request *r, const c3_ckpt *ck, cosmos3_settings *s) {
     memset(s, 0, sizeof *s);
     const c3_model_card *k = ck ? &ck->card : NULL;
@@ -56,6 +89,7 @@ int request_resolve(const cosmos3_request *r, const c3_ckpt *ck, cosmos3_setting
                                                            : r->system_prompt != 0;
     s->templates = r->templates != 0; /* COSMOS3_DEFAULT: on */
     s->negative_prompt = r->negative_prompt ? r->negative_prompt : "";
+    if (ck && ck->s.distilled) C3_TRY(distilled_resolve(r, &ck->s, s, &sch));
 
     /* the latent grid: pixels per latent cell and frames per latent frame
      * from the VAE config (the Wan2.2 VAE's before a model is known) */
@@ -78,12 +112,12 @@ int request_resolve(const cosmos3_request *r, const c3_ckpt *ck, cosmos3_setting
     c3_schedule kind;
     if (sched_parse(sch, &kind) != 0)
         return c3_fail(C3_EUSAGE, "schedule '%s' is not native, linear, karras or flowmatch4", sch);
-    if (kind == C3_SCHED_FLOWMATCH4 && s->steps != 4)
+    if (kind == C3_SCHED_FLOWMATCH4 && s->steps != 4 && !(ck && ck->s.distilled))
         return c3_fail(C3_EUSAGE,
                        "schedule flowmatch4 is the distilled 4-step sampler; use steps 4");
     snprintf(s->schedule, sizeof s->schedule, "%s", sched_name(kind));
     snprintf(s->sampler, sizeof s->sampler, "%s",
-             kind == C3_SCHED_FLOWMATCH4 ? "FlowMatch Euler" : "UniPC");
+             kind == C3_SCHED_FLOWMATCH4 ? "FlowMatch Euler SDE" : "UniPC");
     if (s->seed_given && r->seed < 0)
         return c3_fail(C3_EUSAGE, "seed %lld must be in 0..2^63-1 (or COSMOS3_DEFAULT: random)",
                        (long long)r->seed);
@@ -99,13 +133,26 @@ int request_resolve(const cosmos3_request *r, const c3_ckpt *ck, cosmos3_setting
     if (r->condition_frames && !r->video)
         return c3_fail(C3_EUSAGE,
                        "condition frames apply to a video; an image always gives latent frame 0");
-    if (r->step_noise) return c3_fail(C3_EUSAGE, "step_noise is not supported yet");
     if (ck) {
         s->latent_shape[0] = 1;
         s->latent_shape[1] = ck->t.latent_ch;
         s->latent_shape[2] = (s->frames - 1) / st + 1;
         s->latent_shape[3] = s->height / ss;
         s->latent_shape[4] = s->width / ss;
+    }
+    if (r->step_noise) { /* the re-noising draws [steps, 1, C, T, h, w] */
+        if (kind != C3_SCHED_FLOWMATCH4)
+            return c3_fail(C3_EUSAGE, "step_noise is for the fixed-step SDE sampler (a distilled "
+                                      "checkpoint or schedule flowmatch4); this run uses UniPC");
+        size_t n = (size_t)s->steps;
+        for (int i = 1; ck && i < 5; i++)
+            n *= (size_t)s->latent_shape[i];
+        if (ck && r->step_noise_len != n)
+            return c3_fail(
+                C3_EINPUT,
+                "step_noise has %zu floats; this run needs [%d, 1, %d, %d, %d, %d] = %zu",
+                r->step_noise_len, s->steps, s->latent_shape[1], s->latent_shape[2],
+                s->latent_shape[3], s->latent_shape[4], n);
     }
     return C3_OK;
 }
@@ -116,6 +163,12 @@ void request_warnings(const char *prompt, const cosmos3_settings *s, const c3_ck
                       void (*warn)(void *ud, const char *line), void *ud) {
     const c3_model_card *k = &ck->card;
     char line[2048];
+    if (ck->s.distilled && s->negative_prompt && s->negative_prompt[0]) {
+        snprintf(line, sizeof line,
+                 "%s is distilled (no unconditional branch): the negative prompt is ignored",
+                 ck->model_id);
+        warn(ud, line);
+    }
     if (k->width && k->height && (s->width != k->width || s->height != k->height)) {
         snprintf(line, sizeof line,
                  "%s was trained at %dx%d only; at %dx%d it may not draw what the prompt says",

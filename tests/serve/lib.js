@@ -79,8 +79,9 @@ function request(base, opts) {
       const parts = [];
       res.on('data', (d) => parts.push(d));
       res.on('end', () => {
-        const buf = Buffer.concat(parts);
-        resolve({ status: res.statusCode, headers: res.headers, body: buf.toString('utf8'), buf });
+          const buf = Buffer.concat(parts);
+          resolve(
+              {status : res.statusCode, headers : res.headers, body : buf.toString('utf8'), buf});
       });
       res.on('error', reject);
     });

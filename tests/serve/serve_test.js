@@ -60,25 +60,40 @@ async function client() {
   }
   check(types.filter((t) => t === 'progress').length === 3, 'client stream: 3 progress events', types.join(','));
   check(img && readPng(Buffer.from(img.b64_json, 'base64')).width === 32, 'client stream: the image', types.join(','));
-  // the OpenAI client's own fields: quality and style accepted (and ignored), output_format jpeg / webp
-  const jr = await c.images.generate({ model, prompt: 'a fox', size: SIZE, num_inference_steps: 2, seed: 3,
-                                       quality: 'standard', style: 'vivid', output_format: 'jpeg' });
+  // the OpenAI client's own fields: quality and style accepted (and ignored), output_format jpeg /
+  // webp
+  const jr = await c.images.generate({
+      model,
+      prompt : 'a fox',
+      size : SIZE,
+      num_inference_steps : 2,
+      seed : 3,
+      quality : 'standard',
+      style : 'vivid',
+      output_format : 'jpeg'
+  });
   const jpg = Buffer.from(jr.data[0].b64_json, 'base64');
   check(jr.output_format === 'jpeg' && jpg[0] === 0xff && jpg[1] === 0xd8 && jpg[2] === 0xff,
         'images.generate quality standard, output_format jpeg: JPEG bytes', jr.output_format);
-  check(jpg.includes('cosmos3:settings') && jpg.includes('&quot;seed&quot;:3'), 'the JPEG carries its settings (XMP)');
-  const wr = await c.images.generate({ prompt: 'a fox', size: SIZE, num_inference_steps: 2, output_format: 'webp' });
+  check(jpg.includes('cosmos3:settings') && jpg.includes('&quot;seed&quot;:3'),
+        'the JPEG carries its settings (XMP)');
+  const wr = await c.images.generate(
+      {prompt : 'a fox', size : SIZE, num_inference_steps : 2, output_format : 'webp'});
   const wb = Buffer.from(wr.data[0].b64_json, 'base64');
-  check(wb.subarray(0, 4).toString() === 'RIFF' && wb.subarray(8, 12).toString() === 'WEBP', 'output_format webp');
+  check(wb.subarray(0, 4).toString() === 'RIFF' && wb.subarray(8, 12).toString() === 'WEBP',
+        'output_format webp');
   const mr = await c.models.retrieve(model);
   check(mr.id === model && mr.object === 'model', 'models.retrieve', JSON.stringify(mr));
   // streamed with partial_images: the OpenAI event names and fields
-  const st2 = await c.images.generate({ prompt: 'a fox', size: SIZE, num_inference_steps: 2, stream: true,
-                                        partial_images: 2 });
+  const st2 = await c.images.generate(
+      {prompt : 'a fox', size : SIZE, num_inference_steps : 2, stream : true, partial_images : 2});
   let done2 = null;
-  for await (const ev of st2) if (ev.type === 'image_generation.completed') done2 = ev;
+  for await (const ev of st2)
+      if (ev.type === 'image_generation.completed') done2 = ev;
   check(done2 && typeof done2.created_at === 'number' && done2.size === SIZE && done2.usage &&
-        done2.output_format === 'png', 'completed event: created_at, size, usage, output_format', JSON.stringify(done2 && { ...done2, b64_json: undefined }));
+            done2.output_format === 'png',
+        'completed event: created_at, size, usage, output_format',
+        JSON.stringify(done2 && {...done2, b64_json : undefined}));
   // an error comes back as the client's typed error, with the server's message
   try {
     await c.images.generate({ prompt: 'x', size: SIZE, true_cfg_scale: 4 });
@@ -92,45 +107,85 @@ async function errors() {
   const k400 = 'cosmos3_requests_total{endpoint="/v1/images/generations",code="400"}';
   const before = (await metrics(base))[k400] || 0;
   const cases = [
-    ['bad JSON', '{"prompt": "a fox",', 400, null, /not valid JSON/],
-    ['not an object', '[1, 2]', 400, null, /JSON object/],
-    ['no prompt', { size: SIZE }, 400, 'prompt', /required/],
-    ['empty prompt', { prompt: '' }, 400, 'prompt', /empty/],
-    ['prompt not a string', { prompt: 5 }, 400, 'prompt', /string/],
-    ['unknown model', { prompt: 'a', model: 'gpt-image-1' }, 400, 'model', /not loaded/],
-    ['size not WxH', { prompt: 'a', size: 'big' }, 400, 'size', /WIDTHxHEIGHT/],
-    ['size 32x', { prompt: 'a', size: '32x' }, 400, 'size', /WIDTHxHEIGHT/],
-    ['size with a sign', { prompt: 'a', size: '+32x32' }, 400, 'size', /WIDTHxHEIGHT/],
-    ['size 33x32', { prompt: 'a', size: '33x32' }, 400, 'size', /multiple of 16/],
-    ['size 0x32', { prompt: 'a', size: '0x32' }, 400, 'size', /multiple of 16/],
-    ['size over the server bound', { prompt: 'a', size: '4096x4096' }, 400, 'size', /larger than/],
-    ['size 99999x99999', { prompt: 'a', size: '99999x99999' }, 400, 'size', /WIDTHxHEIGHT|larger/],
-    ['true_cfg_scale', { prompt: 'a', true_cfg_scale: 4.0 }, 400, 'true_cfg_scale', /guidance_scale/],
-    ['response_format url', { prompt: 'a', response_format: 'url' }, 400, 'response_format', /b64_json/],
-    ['response_format other', { prompt: 'a', response_format: 'jpeg' }, 400, 'response_format', /b64_json/],
-    ['n 0', { prompt: 'a', n: 0 }, 400, 'n', /1\.\.10/],
-    ['n 11', { prompt: 'a', n: 11 }, 400, 'n', /1\.\.10/],
-    ['n 1.5', { prompt: 'a', n: 1.5 }, 400, 'n', /integer/],
-    ['steps 0', { prompt: 'a', num_inference_steps: 0 }, 400, 'num_inference_steps', /1\.\.1000/],
-    ['steps 1e6', { prompt: 'a', num_inference_steps: 1000000 }, 400, 'num_inference_steps', /1\.\.1000/],
-    ['steps "2"', { prompt: 'a', num_inference_steps: '2' }, 400, 'num_inference_steps', /integer/],
-    ['guidance -1', { prompt: 'a', guidance_scale: -1 }, 400, 'guidance_scale', /\[0, 100\]/],
-    ['guidance text', { prompt: 'a', guidance_scale: 'high' }, 400, 'guidance_scale', /number/],
-    ['flow_shift 0', { prompt: 'a', flow_shift: 0 }, 400, 'flow_shift', /shift/],
-    ['seed -1', { prompt: 'a', seed: -1 }, 400, 'seed', /non-negative/],
-    ['seed text', { prompt: 'a', seed: 'abc' }, 400, 'seed', /non-negative/],
-    ['stream text', { prompt: 'a', stream: 'yes' }, 400, 'stream', /true or false/],
-    ['schedule', { prompt: 'a', extra_params: { schedule: 'cosine' } }, 400, 'extra_params.schedule', /not one of/],
-    ['flowmatch4 needs 4 steps', { prompt: 'a', num_inference_steps: 2, extra_params: { schedule: 'flowmatch4' } },
-     400, 'extra_params.schedule', /4-step/],
-    ['guidance interval', { prompt: 'a', extra_params: { guidance_interval: [900, 100] } }, 400,
-     'extra_params.guidance_interval', /LO <= HI/],
-    ['extra_params key', { prompt: 'a', extra_params: { output: '/etc/passwd' } }, 400, 'extra_params.output',
-     /unknown/],
-    ['extra_params not an object', { prompt: 'a', extra_params: 3 }, 400, 'extra_params', /object/],
-    ['unknown field', { prompt: 'a', noise: '/etc/passwd' }, 400, 'noise', /unknown field/],
-    ['output_format gif', { prompt: 'a', output_format: 'gif' }, 400, 'output_format', /png, jpeg or webp/],
-    ['long prompt', { prompt: 'x'.repeat(40000) }, 400, 'prompt', /at most/],
+      [ 'bad JSON', '{"prompt": "a fox",', 400, null, /not valid JSON/],
+      [ 'not an object', '[1, 2]', 400, null, /JSON object/],
+      [ 'no prompt', {size : SIZE}, 400, 'prompt', /required/],
+      [ 'empty prompt', {prompt : ''}, 400, 'prompt', /empty/],
+      [ 'prompt not a string', {prompt : 5}, 400, 'prompt', /string/],
+      [ 'unknown model', {prompt : 'a', model : 'gpt-image-1'}, 400, 'model', /not loaded/],
+      [ 'size not WxH', {prompt : 'a', size : 'big'}, 400, 'size', /WIDTHxHEIGHT/],
+      [ 'size 32x', {prompt : 'a', size : '32x'}, 400, 'size', /WIDTHxHEIGHT/],
+      [ 'size with a sign', {prompt : 'a', size : '+32x32'}, 400, 'size', /WIDTHxHEIGHT/],
+      [ 'size 33x32', {prompt : 'a', size : '33x32'}, 400, 'size', /multiple of 16/],
+      [ 'size 0x32', {prompt : 'a', size : '0x32'}, 400, 'size', /multiple of 16/],
+      [
+          'size over the server bound', {prompt : 'a', size : '4096x4096'}, 400, 'size',
+          /larger than/
+      ],
+      [
+          'size 99999x99999', {prompt : 'a', size : '99999x99999'}, 400, 'size',
+          /WIDTHxHEIGHT|larger/
+      ],
+      [
+          'true_cfg_scale', {prompt : 'a', true_cfg_scale : 4.0}, 400, 'true_cfg_scale',
+          /guidance_scale/
+      ],
+      [
+          'response_format url', {prompt : 'a', response_format : 'url'}, 400, 'response_format',
+          /b64_json/
+      ],
+      [
+          'response_format other', {prompt : 'a', response_format : 'jpeg'}, 400, 'response_format',
+          /b64_json/
+      ],
+      [ 'n 0', {prompt : 'a', n : 0}, 400, 'n', /1\.\.10/],
+      [ 'n 11', {prompt : 'a', n : 11}, 400, 'n', /1\.\.10/],
+      [ 'n 1.5', {prompt : 'a', n : 1.5}, 400, 'n', /integer/],
+      [
+          'steps 0', {prompt : 'a', num_inference_steps : 0}, 400, 'num_inference_steps',
+          /1\.\.1000/
+      ],
+      [
+          'steps 1e6', {prompt : 'a', num_inference_steps : 1000000}, 400, 'num_inference_steps',
+          /1\.\.1000/
+      ],
+      [
+          'steps "2"', {prompt : 'a', num_inference_steps : '2'}, 400, 'num_inference_steps',
+          /integer/
+      ],
+      [ 'guidance -1', {prompt : 'a', guidance_scale : -1}, 400, 'guidance_scale', /\[0, 100\]/],
+      [ 'guidance text', {prompt : 'a', guidance_scale : 'high'}, 400, 'guidance_scale', /number/],
+      [ 'flow_shift 0', {prompt : 'a', flow_shift : 0}, 400, 'flow_shift', /shift/],
+      [ 'seed -1', {prompt : 'a', seed : -1}, 400, 'seed', /non-negative/],
+      [ 'seed text', {prompt : 'a', seed : 'abc'}, 400, 'seed', /non-negative/],
+      [ 'stream text', {prompt : 'a', stream : 'yes'}, 400, 'stream', /true or false/],
+      [
+          'schedule', {prompt : 'a', extra_params : {schedule : 'cosine'}}, 400,
+          'extra_params.schedule', /not one of/
+      ],
+      [
+          'flowmatch4 needs 4 steps',
+          {prompt : 'a', num_inference_steps : 2, extra_params : {schedule : 'flowmatch4'}}, 400,
+          'extra_params.schedule', /4-step/
+      ],
+      [
+          'guidance interval', {prompt : 'a', extra_params : {guidance_interval : [ 900, 100 ]}},
+          400, 'extra_params.guidance_interval', /LO <= HI/
+      ],
+      [
+          'extra_params key', {prompt : 'a', extra_params : {output : '/etc/passwd'}}, 400,
+          'extra_params.output', /unknown/
+      ],
+      [
+          'extra_params not an object', {prompt : 'a', extra_params : 3}, 400, 'extra_params',
+          /object/
+      ],
+      [ 'unknown field', {prompt : 'a', noise : '/etc/passwd'}, 400, 'noise', /unknown field/],
+      [
+          'output_format gif', {prompt : 'a', output_format : 'gif'}, 400, 'output_format',
+          /png, jpeg or webp/
+      ],
+      [ 'long prompt', {prompt : 'x'.repeat(40000)}, 400, 'prompt', /at most/],
   ];
   for (const [what, body, status, param, re] of cases) {
     const r = await post(body);
