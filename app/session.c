@@ -405,12 +405,14 @@ static int generate(c3_engine *e, const c3_settings *s, const c3_cond_frames *in
     free(step_noise);
     if (rc) {
         output_free(&o);
+        free(fl_a);
         return c3_fail(rc, "%s", err);
     }
     const cosmos3_result *r = res->out;
     if (s->save_latents && cosmos3_latents_write(s->save_latents, r->latents, r->latent_shape,
                                                  s->overwrite, err, sizeof err)) {
         output_free(&o);
+        free(fl_a);
         return c3_fail(C3_EOUTPUT, "%s", err);
     }
     res->seed = r->seed;
@@ -447,6 +449,7 @@ static int generate(c3_engine *e, const c3_settings *s, const c3_cond_frames *in
                        .last = fl_b,
                        .condition_hash = cf_hash};
     res->meta_json = metadata_json(r, &x);
+    free(fl_a); /* fl_b points into it */
     c3_media_meta m = {res->png_parameters, res->meta_json};
     if (write) rc = output_write(&o, r, &m, &res->paths, &res->npaths);
     output_free(&o);

@@ -51,7 +51,7 @@ out=${OUT:-/tmp/gpu}
 
 pack() {
     local build=${1:-build-gpu}
-    local opts=(-Dcuda=enabled -Dserve=disabled -Dtui=disabled -Dsixel=disabled)
+    local opts=(-Dcuda=enabled -Dserve=disabled -Dtui=disabled -Dsixel=disabled -Dmedia=disabled)
     # shellcheck disable=SC2206 # PACK_OPTS: words
     opts+=(${PACK_OPTS:-})
     if [ -d "$build" ]; then
