@@ -29,12 +29,12 @@ carry_pack() {
     shift 2
     rm -rf "$pk" && mkdir -p "$pk/lib" || return 1
     for f in "$@"; do cp "$build/$f" "$pk/" || return 1; done
-    ldd "$pk"/* 2>/dev/null | awk '/=> \//{print $3}' | sort -u |
+    ldd "$pk"/* "$build"/libcosmos3.so* 2>/dev/null | awk '/=> \//{print $3}' | sort -u |
         grep -v -E '/(libc|libm|libdl|libpthread|librt|libstdc\+\+|libgcc_s|ld-linux[^/]*)\.so|/libcu|/libnccl' |
         while read -r lib; do cp -L "$lib" "$pk/lib/"; done
     # the build's own libraries (libcosmos3.so.0): found through the build's
     # relative run paths, which do not hold in DIR
-    ldd "$pk"/* 2>/dev/null | awk '$2 == "=>" && $3 == "not" {print $1}' | sort -u |
+    ldd "$pk"/* "$build"/libcosmos3.so* 2>/dev/null | awk '$2 == "=>" && $3 == "not" {print $1}' | sort -u |
         while read -r lib; do
             [ -e "$build/$lib" ] || { echo "carry_pack: $lib not found" >&2; continue; }
             cp -L "$build/$lib" "$pk/lib/"
