@@ -1278,6 +1278,22 @@ static void sse_free(void *cls) {
     free(x);
 }
 
+/* A job can be taken only once the model is loaded and before shutdown:
+ * true (with the 503 sent in *out) when it cannot. */
+static bool refuse_unready(server *sv, struct MHD_Connection *c, req_ctx *r, enum MHD_Result *out) {
+    char ra[16];
+    pthread_mutex_lock(&sv->mu);
+    bool ready = sv->ready, draining = sv->draining;
+    pthread_mutex_unlock(&sv->mu);
+    snprintf(ra, sizeof ra, "%d", SERVE_LOAD_RETRY_S);
+    if (draining)
+        *out = send_error(sv, c, r, 503, NULL, "the server is shutting down", "Retry-After", ra);
+    else if (!ready)
+        *out = send_error(sv, c, r, 503, NULL, "the model is still loading; retry shortly",
+                          "Retry-After", ra);
+    return draining || !ready;
+}
+
 static enum MHD_Result post_generation(server *sv, struct MHD_Connection *c, req_ctx *r) {
     char msg[256], ra[16];
     if (r->too_big) {
@@ -1285,15 +1301,8 @@ static enum MHD_Result post_generation(server *sv, struct MHD_Connection *c, req
                  (unsigned)SERVE_MAX_BODY);
         return send_error(sv, c, r, 413, NULL, msg, NULL, NULL);
     }
-    pthread_mutex_lock(&sv->mu);
-    bool ready = sv->ready, draining = sv->draining;
-    pthread_mutex_unlock(&sv->mu);
-    snprintf(ra, sizeof ra, "%d", SERVE_LOAD_RETRY_S);
-    if (draining)
-        return send_error(sv, c, r, 503, NULL, "the server is shutting down", "Retry-After", ra);
-    if (!ready)
-        return send_error(sv, c, r, 503, NULL, "the model is still loading; retry shortly",
-                          "Retry-After", ra);
+    enum MHD_Result refused;
+    if (refuse_unready(sv, c, r, &refused)) return refused;
     job *j = xcalloc(1, sizeof *j);
     settings_copy(&j->s, &sv->base);
     req_error er = {0};
@@ -1745,15 +1754,8 @@ static enum MHD_Result post_video(server *sv, struct MHD_Connection *c, req_ctx 
                  (unsigned)SERVE_MAX_VIDEO_BODY);
         return send_error(sv, c, r, 413, NULL, msg, NULL, NULL);
     }
-    pthread_mutex_lock(&sv->mu);
-    bool ready = sv->ready, draining = sv->draining;
-    pthread_mutex_unlock(&sv->mu);
-    snprintf(ra, sizeof ra, "%d", SERVE_LOAD_RETRY_S);
-    if (draining)
-        return send_error(sv, c, r, 503, NULL, "the server is shutting down", "Retry-After", ra);
-    if (!ready)
-        return send_error(sv, c, r, 503, NULL, "the model is still loading; retry shortly",
-                          "Retry-After", ra);
+    enum MHD_Result refused;
+    if (refuse_unready(sv, c, r, &refused)) return refused;
     json_t *o = NULL;
     form_ctx f = {0};
     req_error er = {0};
