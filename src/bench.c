@@ -409,10 +409,6 @@ static double und_attn_flops(const c3_tconfig *c, double L) {
 
 /* ------------------------------------------------------------ helpers */
 
-#define BENCH_SPATIAL_SCALE                                                                        \
-    16 /* Wan2.2 pixels per latent (used when --skip-vae leaves no VAE config) */
-#define BENCH_TEMPORAL_SCALE 4 /* Wan2.2 frames per latent frame after the first */
-
 static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
     (void)st, (void)flag, (void)ftw;
     return remove(path) ? 0 : 0;
@@ -492,7 +488,8 @@ static int bench_run(const cosmos3_bench_params *s, const c3_mkmodel_preset *p,
     r->mlp_gated = c->mlp_gated;
 
     /* the VAE of the preset's geometry: a throw-away mkmodel folder */
-    int sp = BENCH_SPATIAL_SCALE, st = BENCH_TEMPORAL_SCALE;
+    /* the latent grid from the VAE config (the Wan2.2 factors when --skip-vae leaves none) */
+    int sp = C3_WAN_SCALE_SPATIAL, st = C3_WAN_SCALE_TEMPORAL;
     r->vae = !s->skip_vae;
     if (r->vae) {
         const char *tmp = getenv("TMPDIR");

@@ -63,13 +63,19 @@ typedef struct {
     bool temporal_down[8]; /* temperal_downsample */
     int n_tdown;
     int in_channels, out_channels, patch_size;
-    int scale_spatial, scale_temporal;
+    int scale_spatial, scale_temporal; /* scale_factor_*: pixels / frames per latent */
     bool is_residual;
     float latents_mean[64], latents_std[64];
     /* computed by ckpt_parse_vconfig for vae_load: the decoder's widths,
      * conv_in's output then each up block's (n_mult + 1 entries) */
     int dec_dims[9];
 } c3_vconfig;
+
+/* The Wan2.2 VAE's compression (scale_factor_spatial / _temporal), for what
+ * is made or checked before a model is known; a loaded model's own
+ * vae/config.json says its factors (c3_vconfig). */
+#define C3_WAN_SCALE_SPATIAL 16
+#define C3_WAN_SCALE_TEMPORAL 4
 
 /* Scheduler (scheduler/scheduler_config.json). */
 typedef struct {

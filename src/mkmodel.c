@@ -44,8 +44,6 @@
 #define WAN_Z_DIM 48
 #define WAN_IO_CHANNELS 12 /* 3 colours x patch 2 x 2 */
 #define WAN_PATCH 2
-#define WAN_SCALE_SPATIAL 16
-#define WAN_SCALE_TEMPORAL 4
 #define WAN_NUM_RES_BLOCKS 2
 #define WAN_FULL_BASE 160
 #define WAN_FULL_DECODER_BASE 256
@@ -906,8 +904,8 @@ static json_t *vae_json(const mk_geom *g) {
     json_object_set_new(j, "num_res_blocks", json_integer(WAN_NUM_RES_BLOCKS));
     json_object_set_new(j, "out_channels", json_integer(WAN_IO_CHANNELS));
     json_object_set_new(j, "patch_size", json_integer(WAN_PATCH));
-    json_object_set_new(j, "scale_factor_spatial", json_integer(WAN_SCALE_SPATIAL));
-    json_object_set_new(j, "scale_factor_temporal", json_integer(WAN_SCALE_TEMPORAL));
+    json_object_set_new(j, "scale_factor_spatial", json_integer(C3_WAN_SCALE_SPATIAL));
+    json_object_set_new(j, "scale_factor_temporal", json_integer(C3_WAN_SCALE_TEMPORAL));
     json_object_set_new(j, "temperal_downsample", td);
     json_object_set_new(j, "z_dim", json_integer(WAN_Z_DIM));
     return j;

@@ -17,10 +17,6 @@ typedef struct {
 } c3_task_defaults;
 
 extern const c3_task_defaults c3_image_defaults, c3_video_defaults;
-/* The Wan2.2 VAE's compression, for checks made before a model is known
- * (a loaded model's own vae/config.json says its factors). */
-#define C3_WAN_SCALE_SPATIAL 16
-#define C3_WAN_SCALE_TEMPORAL 4
 #define C3_DEFAULT_FPS 24.0
 #define C3_DEFAULT_SCHEDULE "linear"
 

@@ -14,9 +14,11 @@ int vae_load(c3_vae **out, const c3_ckpt *ck, c3_backend *be);
 void vae_free(c3_vae *v);
 /* z_norm: [C=z_dim, T, h, w] host floats in the normalised latent space.
  * De-normalises (z / (1/std) + mean, inv_std in fp32), decodes and clamps to
- * [-1, 1]. out: host floats [3, F, H, W] with F = 1 + 4 (T - 1), H = 16 h,
- * W = 16 w (xmalloc'd). The optional callback gets each latent frame's index
- * (for progress and cancellation: a non-zero return stops with that status). */
+ * [-1, 1]. out: host floats [3, F, H, W] with F = 1 + tf (T - 1), H = sf h,
+ * W = sf w (xmalloc'd), tf and sf the up blocks' factors (the config's
+ * scale_factor_temporal and _spatial: 4 and 16 for Wan2.2). The optional
+ * callback gets each latent frame's index (for progress and cancellation: a
+ * non-zero return stops with that status). */
 int vae_decode(c3_vae *v, const float *z_norm, int T, int h, int w, float **out, int *F, int *H,
                int *W, int (*on_frame)(void *ud, int t, int T), void *ud);
 
