@@ -15,31 +15,25 @@
  * event that has already been recorded, so a failed rank cannot leave work
  * hanging on the device. All-reduce sums the gathered copies in rank order in
  * fp32 (one rounding), so every rank gets bit-identical results.
- * Abort (a rank failed) wakes every host waiter, like comm_shm. */
+ * The host barriers, the slots and the abort are comm_shm's (rendezvous.h):
+ * an aborting rank also waits for the peers' read events. */
 #include "cuda_internal.h"
 
-#include <pthread.h>
 #include <stdlib.h>
 
 extern "C" {
 #include "comm_cuda.h"
+#include "rendezvous.h"
 }
 
-/* The four communicators of a rank, in c3_comm_set.get order. */
-#define DEV_NCOMM 4
+#define DEV_NCOMM RDV_NCOMM
 
-/* One communicator's shared state (all member ranks point at it). */
+/* One communicator's device side, beside its rendezvous (rdv->ud points here). */
 typedef struct {
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    int size, count;
-    unsigned gen;
-    const void **slot;    /* [size] published buffers */
-    cudaEvent_t *ready;   /* [size] each member's ready event */
-    cudaEvent_t *read;    /* [size] each member's read event */
-    int *dev;             /* [size] each member's device */
-    int readers;          /* ranks enqueueing copies from the slots right now */
-    volatile int *aborted;
+    c3_rdv *rdv;        /* the slots hold the published buffers */
+    cudaEvent_t *ready; /* [size] each member's ready event */
+    cudaEvent_t *read;  /* [size] each member's read event */
+    int *dev;           /* [size] each member's device */
 } dev_shared;
 
 typedef struct {
@@ -55,69 +49,31 @@ typedef struct {
 
 typedef struct {
     c3_comm_set pub;
-    volatile int aborted;
-    dev_shared *shared;
-    int nshared;
-    dev_comm *comms; /* [world * DEV_NCOMM] */
+    c3_rdv_set set;
+    dev_shared *shared; /* [set.n], beside set.r */
+    dev_comm *comms;    /* [world * DEV_NCOMM] */
 } dev_set;
 
 #define DC(c) ((dev_comm *)(c))
 
 static size_t bytes_of(const c3_tensor *t) { return (size_t)c3_numel(t) * c3_dtype_size(t->dtype); }
 
-static int cancelled(void) { return c3_fail(C3_ECANCEL, "stopped because another rank failed"); }
-
 /* An aborting rank leaves only after the peers' copies from its buffers are
- * done (its caller frees them once we return). */
-static void drain_readers(dev_shared *sh) {
-    while (sh->readers > 0) pthread_cond_wait(&sh->cv, &sh->mu);
-    for (int r = 0; r < sh->size; r++) (void)cudaEventSynchronize(sh->read[r]);
+ * done (its caller frees them once we return): after the host readers, the
+ * read events (rendezvous drain, mu held). */
+static void drain_reads(c3_rdv *r) {
+    dev_shared *sh = (dev_shared *)r->ud;
+    for (int k = 0; k < r->size; k++)
+        (void)cudaEventSynchronize(sh->read[k]);
     (void)cudaGetLastError();
-}
-
-static int barrier(dev_shared *sh) {
-    pthread_mutex_lock(&sh->mu);
-    if (*sh->aborted) {
-        drain_readers(sh);
-        pthread_mutex_unlock(&sh->mu);
-        return cancelled();
-    }
-    unsigned gen = sh->gen;
-    if (++sh->count == sh->size) {
-        sh->count = 0;
-        sh->gen++;
-        pthread_cond_broadcast(&sh->cv);
-    } else {
-        while (gen == sh->gen && !*sh->aborted) pthread_cond_wait(&sh->cv, &sh->mu);
-    }
-    int ab = *sh->aborted && gen == sh->gen;
-    if (ab) drain_readers(sh);
-    pthread_mutex_unlock(&sh->mu);
-    return ab ? cancelled() : C3_OK;
-}
-
-static int begin_read(dev_shared *sh) {
-    pthread_mutex_lock(&sh->mu);
-    int ab = *sh->aborted;
-    if (!ab) sh->readers++;
-    if (ab) drain_readers(sh);
-    pthread_mutex_unlock(&sh->mu);
-    return ab ? cancelled() : C3_OK;
-}
-
-static void end_read(dev_shared *sh) {
-    pthread_mutex_lock(&sh->mu);
-    sh->readers--;
-    pthread_cond_broadcast(&sh->cv);
-    pthread_mutex_unlock(&sh->mu);
 }
 
 /* Phase 1: buffer p is ready once this rank's queued work is done. */
 static int publish(dev_comm *c, const void *p) {
     CU_CHECK(cudaSetDevice(c->device));
     CU_CHECK(cudaEventRecord(c->ev_ready, c->stream));
-    c->sh->slot[c->pub.rank] = p;
-    return barrier(c->sh);
+    c->sh->rdv->slot[c->pub.rank] = p;
+    return rdv_barrier(c->sh->rdv);
 }
 
 /* Phase 2 copy: n bytes at offset `src_off` of member r's buffer -> dst. */
@@ -125,7 +81,7 @@ static int pull_from(dev_comm *c, int r, void *dst, size_t src_off, size_t n) {
     dev_shared *sh = c->sh;
     if (n == 0) return C3_OK;
     if (r != c->pub.rank) CU_CHECK(cudaStreamWaitEvent(c->stream, sh->ready[r], 0));
-    const char *src = (const char *)sh->slot[r] + src_off;
+    const char *src = (const char *)sh->rdv->slot[r] + src_off;
     CU_CHECK(cudaMemcpyPeerAsync(dst, c->device, src, sh->dev[r], n, c->stream));
     return C3_OK;
 }
@@ -136,11 +92,11 @@ static int finish(dev_comm *c, int rc) {
     if (rc == C3_OK && cudaEventRecord(c->ev_read, c->stream) != cudaSuccess)
         rc = c3_fail(C3_EFAIL, "device comm %s: cannot record an event: %s", c->pub.name,
                      cudaGetErrorString(cudaGetLastError()));
-    end_read(sh);
-    int rb = barrier(sh);
+    rdv_end_read(sh->rdv);
+    int rb = rdv_barrier(sh->rdv);
     if (rc) return rc;
     C3_TRY(rb);
-    for (int r = 0; r < sh->size; r++)
+    for (int r = 0; r < sh->rdv->size; r++)
         if (r != c->pub.rank) CU_CHECK(cudaStreamWaitEvent(c->stream, sh->read[r], 0));
     return C3_OK;
 }
@@ -175,7 +131,7 @@ static int dev_allreduce(c3_comm *cm, c3_tensor *t) {
     CU_CHECK(cudaSetDevice(c->device));
     C3_TRY(grow_stage(c, b * (size_t)cm->size));
     C3_TRY(publish(c, t->data));
-    C3_TRY(begin_read(c->sh));
+    C3_TRY(rdv_begin_read(c->sh->rdv));
     int rc = C3_OK;
     for (int r = 0; r < cm->size && rc == C3_OK; r++) rc = pull_from(c, r, (char *)c->stage + (size_t)r * b, 0, b);
     C3_TRY(finish(c, rc));
@@ -193,7 +149,7 @@ static int dev_allgather(c3_comm *cm, c3_tensor *out, const c3_tensor *in) {
         return c3_fail(C3_EFAIL, "device all-gather: output holds %zu bytes, need %zu", bytes_of(out),
                        b * (size_t)cm->size);
     C3_TRY(publish(c, in->data));
-    C3_TRY(begin_read(c->sh));
+    C3_TRY(rdv_begin_read(c->sh->rdv));
     int rc = C3_OK;
     for (int r = 0; r < cm->size && rc == C3_OK; r++) rc = pull_from(c, r, (char *)out->data + (size_t)r * b, 0, b);
     return finish(c, rc);
@@ -207,7 +163,7 @@ static int dev_alltoall(c3_comm *cm, c3_tensor *out, const c3_tensor *in) {
     if (out->data == in->data) return c3_fail(C3_EFAIL, "device all-to-all: in and out must differ");
     size_t chunk = b / (size_t)cm->size;
     C3_TRY(publish(c, in->data));
-    C3_TRY(begin_read(c->sh));
+    C3_TRY(rdv_begin_read(c->sh->rdv));
     int rc = C3_OK;
     for (int r = 0; r < cm->size && rc == C3_OK; r++)
         rc = pull_from(c, r, (char *)out->data + (size_t)r * chunk, (size_t)cm->rank * chunk, chunk);
@@ -218,7 +174,7 @@ static int dev_broadcast(c3_comm *cm, c3_tensor *t, int root) {
     dev_comm *c = DC(cm);
     if (root < 0 || root >= cm->size) return c3_fail(C3_EFAIL, "device broadcast: root %d of %d", root, cm->size);
     C3_TRY(publish(c, t->data));
-    C3_TRY(begin_read(c->sh));
+    C3_TRY(rdv_begin_read(c->sh->rdv));
     int rc = cm->rank == root ? C3_OK : pull_from(c, root, t->data, 0, bytes_of(t));
     return finish(c, rc);
 }
@@ -227,19 +183,12 @@ static int dev_barrier(c3_comm *cm) {
     dev_comm *c = DC(cm);
     CU_CHECK(cudaSetDevice(c->device));
     CU_CHECK(cudaStreamSynchronize(c->stream));
-    return barrier(c->sh);
+    return rdv_barrier(c->sh->rdv);
 }
 
 /* Host buffers: plain copies between the threads (no device work). */
 static int dev_allgather_host(c3_comm *cm, float *out, const float *in, int64_t n) {
-    dev_shared *sh = DC(cm)->sh;
-    size_t b = (size_t)n * sizeof(float);
-    sh->slot[cm->rank] = in;
-    C3_TRY(barrier(sh));
-    C3_TRY(begin_read(sh));
-    for (int r = 0; r < cm->size; r++) memcpy((char *)out + (size_t)r * b, sh->slot[r], b);
-    end_read(sh);
-    return barrier(sh);
+    return rdv_allgather_bytes(DC(cm)->sh->rdv, cm->rank, out, in, (size_t)n * sizeof(float));
 }
 
 static void dev_destroy(c3_comm *cm) { (void)cm; }
@@ -252,24 +201,11 @@ static c3_comm *set_get(c3_comm_set *s, int rank, int which) {
 }
 
 static void set_abort(c3_comm_set *s) {
-    dev_set *d = (dev_set *)s;
-    d->aborted = 1;
-    for (int i = 0; i < d->nshared; i++) {
-        pthread_mutex_lock(&d->shared[i].mu);
-        pthread_cond_broadcast(&d->shared[i].cv);
-        pthread_mutex_unlock(&d->shared[i].mu);
-    }
+    rdv_set_abort(&((dev_set *)s)->set);
 }
 
 static int set_reset(c3_comm_set *s) {
-    dev_set *d = (dev_set *)s;
-    for (int i = 0; i < d->nshared; i++) {
-        pthread_mutex_lock(&d->shared[i].mu);
-        d->shared[i].count = 0;
-        d->shared[i].readers = 0;
-        pthread_mutex_unlock(&d->shared[i].mu);
-    }
-    d->aborted = 0;
+    rdv_set_reset(&((dev_set *)s)->set);
     return C3_OK;
 }
 
@@ -287,14 +223,12 @@ static void set_destroy(c3_comm_set *s) {
             if (c->ev_read) (void)cudaEventDestroy(c->ev_read);
         }
     (void)cudaGetLastError();
-    for (int i = 0; i < d->nshared; i++) {
-        pthread_mutex_destroy(&d->shared[i].mu);
-        pthread_cond_destroy(&d->shared[i].cv);
-        free(d->shared[i].slot);
+    for (int i = 0; d->shared && i < d->set.n; i++) {
         free(d->shared[i].ready);
         free(d->shared[i].read);
         free(d->shared[i].dev);
     }
+    rdv_set_free(&d->set);
     free(d->shared);
     free(d->comms);
     free(d);
@@ -341,45 +275,39 @@ extern "C" int comm_dev_create(const c3_plan *p, c3_backend *const *bes, c3_comm
     dev_set *d = (dev_set *)xcalloc(1, sizeof *d);
     d->pub = (c3_comm_set){.kind = "device", .world = p->world, .get = set_get, .abort = set_abort,
                            .reset = set_reset, .destroy = set_destroy};
-    /* shared blocks: 1 world + cfg*sp tp-groups + cfg*tp sp-groups + tp*sp cfg-groups */
-    int nblocks = 1 + p->cfg * p->sp + p->cfg * p->tp + p->tp * p->sp;
-    d->shared = (dev_shared *)xcalloc((size_t)nblocks, sizeof *d->shared);
-    d->nshared = nblocks;
+    rdv_set_init(&d->set, p);
+    d->shared = (dev_shared *)xcalloc((size_t)d->set.n, sizeof *d->shared);
     d->comms = (dev_comm *)xcalloc((size_t)p->world * DEV_NCOMM, sizeof *d->comms);
-    dev_shared *world = &d->shared[0], *tpb = world + 1, *spb = tpb + p->cfg * p->sp, *cfb = spb + p->cfg * p->tp;
-    world->size = p->world;
-    for (int i = 0; i < p->cfg * p->sp; i++) tpb[i].size = p->tp;
-    for (int i = 0; i < p->cfg * p->tp; i++) spb[i].size = p->sp;
-    for (int i = 0; i < p->tp * p->sp; i++) cfb[i].size = p->cfg;
-    for (int i = 0; i < nblocks; i++) {
+    for (int i = 0; i < d->set.n; i++) {
         dev_shared *sh = &d->shared[i];
-        pthread_mutex_init(&sh->mu, NULL);
-        pthread_cond_init(&sh->cv, NULL);
-        sh->aborted = &d->aborted;
-        sh->slot = (const void **)xcalloc((size_t)sh->size, sizeof(void *));
-        sh->ready = (cudaEvent_t *)xcalloc((size_t)sh->size, sizeof(cudaEvent_t));
-        sh->read = (cudaEvent_t *)xcalloc((size_t)sh->size, sizeof(cudaEvent_t));
-        sh->dev = (int *)xcalloc((size_t)sh->size, sizeof(int));
+        c3_rdv *rv = &d->set.r[i];
+        sh->rdv = rv;
+        rv->drain = drain_reads;
+        rv->ud = sh;
+        sh->ready = (cudaEvent_t *)xcalloc((size_t)rv->size, sizeof(cudaEvent_t));
+        sh->read = (cudaEvent_t *)xcalloc((size_t)rv->size, sizeof(cudaEvent_t));
+        sh->dev = (int *)xcalloc((size_t)rv->size, sizeof(int));
     }
     enable_peers(p);
     static const char *const names[DEV_NCOMM] = {"world", "tp", "sp", "cfg"};
     int rc = C3_OK;
     for (int r = 0; r < p->world && rc == C3_OK; r++) {
-        int s = plan_sp_rank(p, r), t = plan_tp_rank(p, r), c = plan_cfg_rank(p, r);
-        dev_shared *blk[DEV_NCOMM] = {world, &tpb[c * p->sp + s], &spb[c * p->tp + t], &cfb[t * p->sp + s]};
-        int rk[DEV_NCOMM] = {r, t, s, c}, sz[DEV_NCOMM] = {p->world, p->tp, p->sp, p->cfg};
+        c3_rdv *rv[DEV_NCOMM];
+        int rk[DEV_NCOMM], sz[DEV_NCOMM];
+        rdv_set_rank(&d->set, p, r, rv, rk, sz);
         for (int k = 0; k < DEV_NCOMM && rc == C3_OK; k++) {
             dev_comm *m = &d->comms[r * DEV_NCOMM + k];
-            m->sh = blk[k];
+            dev_shared *blk = &d->shared[rv[k] - d->set.r];
+            m->sh = blk;
             m->pub = (c3_comm){.rank = rk[k], .size = sz[k], .name = names[k], .ctx = m,
                                .allreduce_sum = dev_allreduce, .allgather = dev_allgather,
                                .alltoall = dev_alltoall, .broadcast = dev_broadcast, .barrier = dev_barrier,
                                .allgather_host = dev_allgather_host, .destroy = dev_destroy};
             rc = init_comm(m, bes[r]);
             if (rc == C3_OK) {
-                blk[k]->ready[rk[k]] = m->ev_ready;
-                blk[k]->read[rk[k]] = m->ev_read;
-                blk[k]->dev[rk[k]] = m->device;
+                blk->ready[rk[k]] = m->ev_ready;
+                blk->read[rk[k]] = m->ev_read;
+                blk->dev[rk[k]] = m->device;
             }
         }
     }
