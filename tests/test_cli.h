@@ -21,18 +21,9 @@ extern char **environ;
 #define T_BF16_LATENTS_REL_L2 6e-2
 #define T_BF16_FRAME_MAX_LEVELS 32
 
-/* COSMOS3_TEST_DEVICE=cuda runs the pipeline with --device cuda (bf16). */
-static inline bool t_on_cuda(void) {
-    const char *d = getenv("COSMOS3_TEST_DEVICE");
-    return d && !strcmp(d, "cuda");
-}
+/* The --device of a run: cuda with COSMOS3_TEST_DEVICE=cuda (t_on_cuda). */
 static inline const char *t_device(void) {
     return t_on_cuda() ? "cuda" : "cpu";
-}
-/* COSMOS3_CUDA_FP32=1 puts the CUDA backend on its fp32 path: float32 bounds. */
-static inline bool t_cuda_fp32(void) {
-    const char *f = getenv("COSMOS3_CUDA_FP32");
-    return f && *f && strcmp(f, "0") != 0;
 }
 /* Whether the run is held to the bf16 bounds. */
 static inline bool t_bf16(void) {

@@ -575,15 +575,9 @@ int main(void) {
         fprintf(stderr, "FAIL: open %s: %s\n", dir, c3_errmsg());
         return 1;
     }
-    c3_backend *gbe = be;
-    const char *tdev = getenv("COSMOS3_TEST_DEVICE");
-    if (tdev && !strcmp(tdev, "cuda")) {
-        if (c3_backend_cuda(0, &gbe) != C3_OK) {
-            fprintf(stderr, "FAIL: COSMOS3_TEST_DEVICE=cuda: %s\n", c3_errmsg());
-            return 1;
-        }
-        const char *f32 = getenv("COSMOS3_CUDA_FP32");
-        bool fp32 = f32 && *f32 && strcmp(f32, "0") != 0;
+    c3_backend *gbe = t_golden_backend(be);
+    if (t_on_cuda()) {
+        bool fp32 = t_cuda_fp32();
         tol_enc = fp32 ? FP32_CHECK_REL_L2 : BF16_ENC_REL_L2;
         tol_vel = fp32 ? FP32_CHECK_REL_L2 : BF16_VEL_REL_L2;
         fprintf(stderr, "golden part on cuda: encoder rel L2 <= %.0e\n", tol_enc);

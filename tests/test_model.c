@@ -865,16 +865,10 @@ int main(void) {
         return 1;
     }
     /* COSMOS3_TEST_DEVICE=cuda: the golden comparisons on the GPU (bf16) */
-    const char *tdev = getenv("COSMOS3_TEST_DEVICE");
-    bool on_cuda = tdev && !strcmp(tdev, "cuda");
-    c3_backend *gbe = be;
+    bool on_cuda = t_on_cuda();
+    c3_backend *gbe = t_golden_backend(be);
     if (on_cuda) {
-        if (c3_backend_cuda(0, &gbe) != C3_OK) {
-            fprintf(stderr, "FAIL: COSMOS3_TEST_DEVICE=cuda: %s\n", c3_errmsg());
-            return 1;
-        }
-        const char *f32 = getenv("COSMOS3_CUDA_FP32"); /* the backend's fp32 check path */
-        bool fp32 = f32 && *f32 && strcmp(f32, "0") != 0;
+        bool fp32 = t_cuda_fp32(); /* the backend's fp32 check path */
         tol_l2 = fp32 ? TOL_L2_CUDA_F32 : TOL_L2_BF16;
         tol_maxrel = fp32 ? TOL_MAXREL_CUDA_F32 : TOL_MAXREL_BF16;
         fprintf(stderr, "golden part on cuda (%s): tolerances rel_l2 %.0e, max_rel %.0e\n", fp32 ? "fp32" : "bf16",

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "backend.h"
 #include "common.h"
 #include "safetensors.h"
 
@@ -30,6 +31,28 @@ static int t_failures, t_checks;
 static inline int t_done(const char *name) {
     fprintf(stderr, "%s: %d checks, %d failed\n", name, t_checks, t_failures);
     return t_failures ? 1 : 0;
+}
+
+/* COSMOS3_TEST_DEVICE=cuda: the golden parts run on the CUDA backend (bf16). */
+static inline bool t_on_cuda(void) {
+    const char *d = getenv("COSMOS3_TEST_DEVICE");
+    return d && !strcmp(d, "cuda");
+}
+/* COSMOS3_CUDA_FP32=1 puts the CUDA backend on its fp32 check path. */
+static inline bool t_cuda_fp32(void) {
+    const char *f = getenv("COSMOS3_CUDA_FP32");
+    return f && *f && strcmp(f, "0") != 0;
+}
+/* The backend a golden part runs on: cpu, or with COSMOS3_TEST_DEVICE=cuda
+ * CUDA device 0 (the test fails, exit 1, when it does not open). */
+static inline c3_backend *t_golden_backend(c3_backend *cpu) {
+    if (!t_on_cuda()) return cpu;
+    c3_backend *be = NULL;
+    if (c3_backend_cuda(0, &be) != C3_OK) {
+        fprintf(stderr, "FAIL: COSMOS3_TEST_DEVICE=cuda: %s\n", c3_errmsg());
+        exit(1);
+    }
+    return be;
 }
 
 /* The fixtures folder: the first folder of $COSMOS3_FIXTURES (a ':' list:

@@ -453,15 +453,9 @@ int main(void) {
         return 1;
     }
     c3_vae *v = NULL;
-    c3_backend *gbe = be;
-    const char *tdev = getenv("COSMOS3_TEST_DEVICE");
-    if (tdev && !strcmp(tdev, "cuda")) {
-        if (c3_backend_cuda(0, &gbe) != C3_OK) {
-            fprintf(stderr, "FAIL: COSMOS3_TEST_DEVICE=cuda: %s\n", c3_errmsg());
-            return 1;
-        }
-        const char *f32 = getenv("COSMOS3_CUDA_FP32"); /* the backend's fp32 check path: 1e-4 */
-        if (f32 && *f32 && strcmp(f32, "0") != 0) {
+    c3_backend *gbe = t_golden_backend(be);
+    if (t_on_cuda()) {
+        if (t_cuda_fp32()) { /* the backend's fp32 check path: 1e-4 */
             tol_dec = tol_trace = 1e-4;
             tol_trace_max = 1e-3;
         } else {
