@@ -195,6 +195,22 @@ static void aa_pass(const float *in, float *out, int planes, int outsz, int step
         }
 }
 
+/* One pass of the resize, insz -> outsz samples along the axis aa_pass's
+ * step and inner say: cur [3, in_plane] -> a new [3, out_plane] (cur freed). */
+static float *aa_axis(float *cur, int insz, int outsz, int step, int64_t in_plane,
+                      int64_t out_plane, int inner) {
+    int *lo = xmalloc(sizeof(int) * (size_t)outsz), *n = xmalloc(sizeof(int) * (size_t)outsz);
+    float *w;
+    int k = aa_weights(insz, outsz, lo, n, &w);
+    float *nx = xmalloc(sizeof(float) * (size_t)(IMG_CH * out_plane));
+    aa_pass(cur, nx, IMG_CH, outsz, step, in_plane, out_plane, inner, lo, n, w, k);
+    free(cur);
+    free(lo);
+    free(n);
+    free(w);
+    return nx;
+}
+
 void cond_resize_aa(const uint8_t *rgb, int sw, int sh, int rw, int rh, float *out) {
     int64_t sp = (int64_t)sw * sh;
     float *cur = xmalloc(sizeof(float) * (size_t)(IMG_CH * sp));
@@ -203,29 +219,11 @@ void cond_resize_aa(const uint8_t *rgb, int sw, int sh, int rw, int rh, float *o
             cur[c * sp + i] = (float)rgb[i * IMG_CH + c];
     int cw = sw, ch = sh;
     if (rw != sw) { /* width pass: [3, sh, sw] -> [3, sh, rw] */
-        int *lo = xmalloc(sizeof(int) * (size_t)rw), *n = xmalloc(sizeof(int) * (size_t)rw);
-        float *w;
-        int k = aa_weights(sw, rw, lo, n, &w);
-        float *nx = xmalloc(sizeof(float) * (size_t)(IMG_CH * (int64_t)sh * rw));
-        aa_pass(cur, nx, IMG_CH, rw, 1, (int64_t)sh * sw, (int64_t)sh * rw, sh, lo, n, w, k);
-        free(cur);
-        free(lo);
-        free(n);
-        free(w);
-        cur = nx;
+        cur = aa_axis(cur, sw, rw, 1, (int64_t)sh * sw, (int64_t)sh * rw, sh);
         cw = rw;
     }
     if (rh != sh) { /* height pass: [3, sh, cw] -> [3, rh, cw] */
-        int *lo = xmalloc(sizeof(int) * (size_t)rh), *n = xmalloc(sizeof(int) * (size_t)rh);
-        float *w;
-        int k = aa_weights(sh, rh, lo, n, &w);
-        float *nx = xmalloc(sizeof(float) * (size_t)(IMG_CH * (int64_t)rh * cw));
-        aa_pass(cur, nx, IMG_CH, rh, cw, (int64_t)sh * cw, (int64_t)rh * cw, cw, lo, n, w, k);
-        free(cur);
-        free(lo);
-        free(n);
-        free(w);
-        cur = nx;
+        cur = aa_axis(cur, sh, rh, cw, (int64_t)sh * cw, (int64_t)rh * cw, cw);
         ch = rh;
     }
     memcpy(out, cur, sizeof(float) * (size_t)(IMG_CH * (int64_t)ch * cw));
