@@ -37,6 +37,15 @@ static void fmt_ne(char *buf, size_t n, int ndim, const int64_t *ne) {
     if (o < n) snprintf(buf + o, n - o, "]");
 }
 
+/* C3_OK when y has the shape want[ndim], else the error naming op and both shapes. */
+static int out_shape(const char *op, const c3_tensor *y, int ndim, const int64_t *want) {
+    if (shape_is(y, ndim, want)) return C3_OK;
+    char a[96], b[96];
+    fmt_ne(a, sizeof a, y->ndim, y->ne);
+    fmt_ne(b, sizeof b, ndim, want);
+    return c3_fail(C3_EFAIL, "cpu %s: output has shape %s, expected %s", op, a, b);
+}
+
 /* y[M, n] (row stride ldy) = w[M, K] . b[K, n] (row stride ldb), split over
  * columns among OpenMP threads when OpenBLAS itself is single-threaded. */
 static void gemm_cols(int64_t M, int64_t n, int64_t K, const float *w, const float *b, int64_t ldb,
@@ -78,12 +87,7 @@ int cpu_conv3d(c3_backend *be, c3_tensor *y, const c3_tensor *x, const c3_tensor
                        (long long)Cin, (long long)T, (long long)H, (long long)W, (long long)kt, (long long)kh,
                        (long long)kw);
     int64_t want[4] = {Cout, To, Ho, Wo};
-    if (!shape_is(y, 4, want)) {
-        char a[96], b[96];
-        fmt_ne(a, sizeof a, y->ndim, y->ne);
-        fmt_ne(b, sizeof b, 4, want);
-        return c3_fail(C3_EFAIL, "cpu conv3d: output has shape %s, expected %s", a, b);
-    }
+    C3_TRY(out_shape("conv3d", y, 4, want));
     if (bias && c3_numel(bias) != Cout)
         return c3_fail(C3_EFAIL, "cpu conv3d: bias holds %lld elements, expected %lld",
                        (long long)c3_numel(bias), (long long)Cout);
@@ -253,12 +257,7 @@ int cpu_upsample2x(c3_backend *be, c3_tensor *y, const c3_tensor *x) {
     if (x->ndim != 4) return c3_fail(C3_EFAIL, "cpu upsample2x: input has %d dimensions, expected [C, T, H, W]", x->ndim);
     int64_t C = x->ne[0], T = x->ne[1], H = x->ne[2], W = x->ne[3];
     int64_t want[4] = {C, T, 2 * H, 2 * W};
-    if (!shape_is(y, 4, want)) {
-        char a[96], b[96];
-        fmt_ne(a, sizeof a, y->ndim, y->ne);
-        fmt_ne(b, sizeof b, 4, want);
-        return c3_fail(C3_EFAIL, "cpu upsample2x: output has shape %s, expected %s", a, b);
-    }
+    C3_TRY(out_shape("upsample2x", y, 4, want));
     const float *xd = x->data;
     float *yd = y->data;
     int64_t rows = C * T * H;
@@ -301,12 +300,7 @@ int cpu_conv3d_strided(c3_backend *be, c3_tensor *y, const c3_tensor *x, const c
             (long long)Cin, (long long)T, (long long)H, (long long)W);
     int64_t To = (T - kt) / st + 1, Ho = (Hp - kh) / sh + 1, Wo = (Wp - kw) / sw + 1;
     int64_t want[4] = {Cout, To, Ho, Wo};
-    if (!shape_is(y, 4, want)) {
-        char a[96], b[96];
-        fmt_ne(a, sizeof a, y->ndim, y->ne);
-        fmt_ne(b, sizeof b, 4, want);
-        return c3_fail(C3_EFAIL, "cpu conv3d_strided: output has shape %s, expected %s", a, b);
-    }
+    C3_TRY(out_shape("conv3d_strided", y, 4, want));
     if (bias && c3_numel(bias) != Cout)
         return c3_fail(C3_EFAIL, "cpu conv3d_strided: bias holds %lld elements, expected %lld",
                        (long long)c3_numel(bias), (long long)Cout);
@@ -359,12 +353,7 @@ int cpu_avgdown3d(c3_backend *be, c3_tensor *y, const c3_tensor *x, int ft, int 
             (long long)Cin, (long long)H, (long long)W, ft, fs, fs, (long long)Cout);
     int64_t To = Tp / ft, Ho = H / fs, Wo = W / fs, G = Cin * F / Cout;
     int64_t want[4] = {Cout, To, Ho, Wo};
-    if (!shape_is(y, 4, want)) {
-        char a[96], b[96];
-        fmt_ne(a, sizeof a, y->ndim, y->ne);
-        fmt_ne(b, sizeof b, 4, want);
-        return c3_fail(C3_EFAIL, "cpu avgdown3d: output has shape %s, expected %s", a, b);
-    }
+    C3_TRY(out_shape("avgdown3d", y, 4, want));
     const float *xd = x->data;
     float *yd = y->data;
     int64_t n = Cout * To * Ho * Wo;
