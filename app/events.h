@@ -6,7 +6,7 @@
 #ifndef COSMOS3_EVENTS_H
 #define COSMOS3_EVENTS_H
 
-#include "common.h"
+#include "util.h"
 
 typedef enum {
     EV_LOG,        /* text: an informational line */

@@ -106,7 +106,7 @@ int repl_main(c3_settings *s, char **pos, int npos);
 void repl_init(c3_repl *r, const c3_settings *s);
 void repl_free(c3_repl *r);
 /* Run one line (a command, or a prompt that starts a generation in the
- * worker). Returns the command's status; a started generation returns C3_OK
+ * worker). Returns the command's status; a started generation returns COSMOS3_OK
  * and its result arrives through repl_pump. */
 int repl_exec(c3_repl *r, const char *line);
 /* Start loading the model (r->s.model) in the worker. */

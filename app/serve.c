@@ -25,9 +25,10 @@ int serve_main(c3_settings *s, char **pos, int npos) {
     (void)s;
     (void)pos;
     (void)npos;
-    return c3_fail(C3_EFAIL, "serve: this cosmos3 was built without libmicrohttpd; install it "
-                             "(Debian: apt-get install libmicrohttpd-dev) and rebuild (meson setup "
-                             "--reconfigure BUILD)");
+    return c3_fail(COSMOS3_EFAIL,
+                   "serve: this cosmos3 was built without libmicrohttpd; install it "
+                   "(Debian: apt-get install libmicrohttpd-dev) and rebuild (meson setup "
+                   "--reconfigure BUILD)");
 }
 
 #else
@@ -54,7 +55,6 @@ int serve_main(c3_settings *s, char **pos, int npos) {
 #include "media.h"
 #include "png_io.h"
 #include "session.h"
-#include "plan.h"
 
 /* ------------------------------------------------------------- limits */
 
@@ -427,14 +427,14 @@ static int run_image(server *sv, job *j, int i, json_t *data, json_t *acc) {
     c3_settings s;
     settings_copy(&s, &j->s);
     char seedtxt[32];
-    int rc = C3_OK;
+    int rc = COSMOS3_OK;
     if (j->seed_given) {
         snprintf(seedtxt, sizeof seedtxt, "%llu", (unsigned long long)(j->seed + (uint64_t)i));
         rc = settings_set(&s, "seed", seedtxt, CMD_SERVE);
     }
     c3_result r = {0};
     bool ran = false;
-    if (rc == C3_OK) {
+    if (rc == COSMOS3_OK) {
         rc = engine_generate_frames(sv->e, &s, &r);
         ran = true;
     }
@@ -451,7 +451,7 @@ static int run_image(server *sv, job *j, int i, json_t *data, json_t *acc) {
     pthread_mutex_unlock(&sv->mu);
     uint8_t *png = NULL;
     size_t len = 0;
-    if (rc == C3_OK) {
+    if (rc == COSMOS3_OK) {
         double tw = c3_now();
         c3_media_meta m = {r.png_parameters, r.meta_json};
         rc = output_encode(j->ofmt, r.out, &m, NULL, &png, &len);
@@ -459,7 +459,7 @@ static int run_image(server *sv, job *j, int i, json_t *data, json_t *acc) {
         r.t_total += r.t_write;
         if (rc) snprintf(err, sizeof err, "%s", c3_errmsg());
     }
-    if (rc == C3_OK) {
+    if (rc == COSMOS3_OK) {
         char *b64 = base64(png, len);
         json_t *item = json_pack("{s:s,s:I}", "b64_json", b64, "seed", (json_int_t)r.seed);
         free(b64);
@@ -516,14 +516,14 @@ static void run_job(server *sv, job *j) {
     json_t *acc = json_pack("{s:i,s:i,s:f,s:{}}", "images", 0, "steps", 0, "queue_seconds",
                             t0 - j->t_queued, "seconds");
     json_object_set_new(acc, "mem_peak_bytes", json_integer(0));
-    int rc = C3_OK;
-    for (int i = 0; i < j->n && rc == C3_OK; i++) {
+    int rc = COSMOS3_OK;
+    for (int i = 0; i < j->n && rc == COSMOS3_OK; i++) {
         pthread_mutex_lock(&sv->mu);
         j->index = i;
         bool stop = j->gone || sv->cancel_all;
         pthread_mutex_unlock(&sv->mu);
         if (stop) {
-            rc = c3_fail(C3_ECANCEL, "cancelled");
+            rc = c3_fail(COSMOS3_ECANCEL, "cancelled");
             break;
         }
         rc = run_image(sv, j, i, data, acc);
@@ -538,14 +538,14 @@ static void run_job(server *sv, job *j) {
     pthread_mutex_lock(&sv->mu);
     int status = 200;
     char *body = NULL;
-    if (rc == C3_ECANCEL && j->gone) {
+    if (rc == COSMOS3_ECANCEL && j->gone) {
         status = HTTP_CLIENT_GONE;
-    } else if (rc == C3_ECANCEL) {
+    } else if (rc == COSMOS3_ECANCEL) {
         status = 503;
         body = error_body(status, NULL,
                           "cancelled: the server is shutting down; send the request again later");
     } else if (rc) {
-        status = rc == C3_EUSAGE || rc == C3_EINPUT ? 400 : 500;
+        status = rc == COSMOS3_EUSAGE || rc == COSMOS3_EINPUT ? 400 : 500;
         body = error_body(status, NULL, err);
     } else {
         json_t *o = json_pack("{s:I,s:O,s:s,s:O}", "created", (json_int_t)time(NULL), "data", data,
@@ -559,10 +559,10 @@ static void run_job(server *sv, job *j) {
             sse_event(j, "done",
                       json_pack("{s:s,s:i,s:O}", "type", "done", "images", j->n, "metrics", acc));
         else if (status != HTTP_CLIENT_GONE)
-            sse_event(
-                j, "error",
-                error_object(status, NULL,
-                             rc == C3_ECANCEL ? "cancelled: the server is shutting down" : err));
+            sse_event(j, "error",
+                      error_object(status, NULL,
+                                   rc == COSMOS3_ECANCEL ? "cancelled: the server is shutting down"
+                                                         : err));
         if (status == 200) sb_add(&j->sse, "data: [DONE]\n\n", 14);
     }
     j->status = status;
@@ -613,7 +613,7 @@ static void run_video(server *sv, job *j) {
     pthread_mutex_unlock(&sv->mu);
     uint8_t *mp4 = NULL;
     size_t len = 0;
-    if (rc == C3_OK) {
+    if (rc == COSMOS3_OK) {
         double tw = c3_now();
         c3_media_meta m = {r.png_parameters, r.meta_json};
         c3_media_opts o = {.crf = j->s.crf, .quality = -1};
@@ -623,7 +623,7 @@ static void run_video(server *sv, job *j) {
     }
     pthread_mutex_lock(&sv->mu);
     int status = 200;
-    if (rc == C3_OK) {
+    if (rc == COSMOS3_OK) {
         j->mp4 = mp4;
         j->mp4_len = len;
         j->vframes_seed = r.seed;
@@ -633,12 +633,12 @@ static void run_video(server *sv, job *j) {
             sv->stage_s[k] += st[k];
     } else {
         free(mp4);
-        status = rc == C3_ECANCEL && j->gone          ? HTTP_CLIENT_GONE
-                 : rc == C3_ECANCEL                   ? 503
-                 : rc == C3_EUSAGE || rc == C3_EINPUT ? 400
-                                                      : 500;
-        j->verr = xstrdup(rc == C3_ECANCEL ? "cancelled" : err);
-        j->body = error_body(status, NULL, rc == C3_ECANCEL ? "cancelled" : err);
+        status = rc == COSMOS3_ECANCEL && j->gone               ? HTTP_CLIENT_GONE
+                 : rc == COSMOS3_ECANCEL                        ? 503
+                 : rc == COSMOS3_EUSAGE || rc == COSMOS3_EINPUT ? 400
+                                                                : 500;
+        j->verr = xstrdup(rc == COSMOS3_ECANCEL ? "cancelled" : err);
+        j->body = error_body(status, NULL, rc == COSMOS3_ECANCEL ? "cancelled" : err);
     }
     j->status = status;
     sv->jobs++;
@@ -795,7 +795,7 @@ __attribute__((format(printf, 4, 5))) static bool bad(req_error *er, int status,
  * a failure names the request field. */
 static bool apply(server *sv, c3_settings *s, const char *field, const char *name,
                   const char *value, req_error *er) {
-    if (settings_set(s, name, value, CMD_SERVE) != C3_OK)
+    if (settings_set(s, name, value, CMD_SERVE) != COSMOS3_OK)
         return bad(er, 400, field, "%s: %s", field, c3_errmsg());
     c3_settings t;
     settings_copy(&t, s);
@@ -1456,7 +1456,7 @@ static bool take_reference(job *j, const uint8_t *data, size_t n, const char *fi
                    "%s: give one of input_reference, image_reference and video_reference", field);
     c3_media_limits lim = {.min_frames = 1, .max_frames = clip ? SERVE_MAX_REF_FRAMES : 1};
     c3_media_frames m;
-    if (media_decode_mem(data, n, field, &lim, &m) != C3_OK)
+    if (media_decode_mem(data, n, field, &lim, &m) != COSMOS3_OK)
         return bad(er, 400, field, "%s", c3_errmsg());
     j->cond_rgb = m.rgb;
     j->cond = (c3_cond_frames){.rgb = m.rgb,
@@ -2215,18 +2215,19 @@ static void drain(server *sv, const sigset_t *sigs) {
 
 int serve_main(c3_settings *s, char **pos, int npos) {
     if (npos)
-        return c3_fail(C3_EUSAGE, "serve: unexpected argument '%s'; prompts come in the requests",
-                       pos[0]);
+        return c3_fail(COSMOS3_EUSAGE,
+                       "serve: unexpected argument '%s'; prompts come in the requests", pos[0]);
     if (s->port < 0 || s->port > 65535)
-        return c3_fail(C3_EUSAGE, "--port %d must be in 0..65535 (0: any free port)", s->port);
+        return c3_fail(COSMOS3_EUSAGE, "--port %d must be in 0..65535 (0: any free port)", s->port);
     if (s->queue < 0 || s->queue > SERVE_MAX_QUEUE)
-        return c3_fail(C3_EUSAGE, "--queue %d must be in 0..%d", s->queue, SERVE_MAX_QUEUE);
-    if (s->frames != 1) return c3_fail(C3_EUSAGE, "serve answers image requests; drop --frames");
+        return c3_fail(COSMOS3_EUSAGE, "--queue %d must be in 0..%d", s->queue, SERVE_MAX_QUEUE);
+    if (s->frames != 1)
+        return c3_fail(COSMOS3_EUSAGE, "serve answers image requests; drop --frames");
     if (s->given[option_index(option_find("output"))])
-        return c3_fail(C3_EUSAGE,
+        return c3_fail(COSMOS3_EUSAGE,
                        "serve: --output is not used (images go back in the answers); drop it");
     if (s->max_cost < 1)
-        return c3_fail(C3_EUSAGE, "--max-cost %d must be at least 1 (one 1024x1024 step)",
+        return c3_fail(COSMOS3_EUSAGE, "--max-cost %d must be at least 1 (one 1024x1024 step)",
                        s->max_cost);
     const char *env_key = getenv("COSMOS3_API_KEY");
     if (!s->api_key && env_key) s->api_key = xstrdup(env_key);
@@ -2234,11 +2235,11 @@ int serve_main(c3_settings *s, char **pos, int npos) {
         const char *from =
             s->given[option_index(option_find("api-key"))] ? "--api-key" : "COSMOS3_API_KEY";
         if (!s->api_key[0])
-            return c3_fail(C3_EUSAGE, "%s is empty; give a key (e.g. from 'openssl rand -hex 32')",
-                           from);
+            return c3_fail(COSMOS3_EUSAGE,
+                           "%s is empty; give a key (e.g. from 'openssl rand -hex 32')", from);
         for (const char *k = s->api_key; *k; k++)
             if (*k <= ' ' || *k > '~')
-                return c3_fail(C3_EUSAGE,
+                return c3_fail(COSMOS3_EUSAGE,
                                "%s holds a space or a character outside printable ASCII; a key "
                                "is a token such as one from 'openssl rand -hex 32'",
                                from);
@@ -2257,13 +2258,14 @@ int serve_main(c3_settings *s, char **pos, int npos) {
     snprintf(portstr, sizeof portstr, "%d", s->port);
     int g = getaddrinfo(s->host, portstr, &hints, &ai);
     if (g)
-        return c3_fail(C3_EUSAGE, "--host %s: %s; give an address such as 127.0.0.1 or 0.0.0.0",
-                       s->host, gai_strerror(g));
+        return c3_fail(COSMOS3_EUSAGE,
+                       "--host %s: %s; give an address such as 127.0.0.1 or 0.0.0.0", s->host,
+                       gai_strerror(g));
     struct sockaddr_storage ss = {0};
     memcpy(&ss, ai->ai_addr, C3_MIN((size_t)ai->ai_addrlen, sizeof ss));
     freeaddrinfo(ai);
     if (!is_loopback(&ss) && !s->api_key)
-        return c3_fail(C3_EUSAGE,
+        return c3_fail(COSMOS3_EUSAGE,
                        "--host %s is reachable from other hosts: give clients a key with "
                        "--api-key KEY or COSMOS3_API_KEY (they send 'Authorization: Bearer KEY')",
                        s->host);
@@ -2304,7 +2306,7 @@ int serve_main(c3_settings *s, char **pos, int npos) {
     bool have_worker = false;
     struct MHD_Daemon *d = NULL;
     if (pthread_create(&pump, NULL, pump_main, sv) != 0) {
-        rc = c3_fail(C3_EFAIL, "serve: cannot start the event thread");
+        rc = c3_fail(COSMOS3_EFAIL, "serve: cannot start the event thread");
         goto out_nopump;
     }
     unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
@@ -2319,7 +2321,7 @@ int serve_main(c3_settings *s, char **pos, int npos) {
                          MHD_OPTION_EXTERNAL_LOGGER, mhd_log, sv, MHD_OPTION_END);
     if (!d) {
         rc = c3_fail(
-            C3_EFAIL,
+            COSMOS3_EFAIL,
             "serve: cannot listen on %s port %d (%s); is the port in use? pick another with --port",
             s->host, s->port, sv->mhd_log[0] ? sv->mhd_log : strerror(errno));
         goto out;
@@ -2336,7 +2338,7 @@ int serve_main(c3_settings *s, char **pos, int npos) {
         fprintf(stderr, "cosmos3 serve: requests need 'Authorization: Bearer KEY' (GET /health "
                         "does not)\n");
     if (pthread_create(&worker, NULL, worker_main, sv) != 0) {
-        rc = c3_fail(C3_EFAIL, "serve: cannot start the worker thread");
+        rc = c3_fail(COSMOS3_EFAIL, "serve: cannot start the worker thread");
         goto out;
     }
     have_worker = true;
@@ -2384,8 +2386,9 @@ out:
     pthread_mutex_unlock(&sv->mu);
     pthread_join(pump, NULL);
 out_nopump:
-    if (rc == C3_OK && sv->load_done && sv->load_rc) rc = c3_fail(sv->load_rc, "%s", sv->load_err);
-    if (rc == C3_OK) fprintf(stderr, "cosmos3 serve: stopped\n");
+    if (rc == COSMOS3_OK && sv->load_done && sv->load_rc)
+        rc = c3_fail(sv->load_rc, "%s", sv->load_err);
+    if (rc == COSMOS3_OK) fprintf(stderr, "cosmos3 serve: stopped\n");
     engine_close(sv->e);
     while (sv->store) { /* the videos kept */
         job *j = sv->store;

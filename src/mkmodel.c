@@ -1215,6 +1215,8 @@ static int mkmodel_call(const cosmos3_mkmodel_params *p) {
                          .overwrite = p->overwrite,
                          .shard_bytes = p->shard_bytes,
                          .vocab = p->vocab,
+                         .distilled = p->distilled,
+                         .fp8 = p->fp8,
                          .progress = p->progress,
                          .progress_user = p->progress_user};
     char tdir[4096], tj[4096];

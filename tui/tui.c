@@ -10,9 +10,10 @@ int tui_main(c3_settings *s, char **pos, int npos) {
     (void)s;
     (void)pos;
     (void)npos;
-    return c3_fail(C3_EUSAGE,
-                   "this cosmos3 was built without ncurses and readline; install libncurses-dev and "
-                   "libreadline-dev and rebuild, or use 'cosmos3 repl'");
+    return c3_fail(
+        COSMOS3_EUSAGE,
+        "this cosmos3 was built without ncurses and readline; install libncurses-dev and "
+        "libreadline-dev and rebuild, or use 'cosmos3 repl'");
 }
 
 #else
@@ -29,7 +30,6 @@ int tui_main(c3_settings *s, char **pos, int npos) {
 #include <time.h>
 #include <unistd.h>
 
-#include "plan.h"
 #include "png_io.h"
 #include "repl.h"
 
@@ -791,9 +791,13 @@ static void restore_terminal(void) {
 /* ---------------------------------------------------------------- main */
 
 int tui_main(c3_settings *s, char **pos, int npos) {
-    if (npos) return c3_fail(C3_EUSAGE, "tui: unexpected argument '%s'; give the prompt with -p", pos[0]);
+    if (npos)
+        return c3_fail(COSMOS3_EUSAGE, "tui: unexpected argument '%s'; give the prompt with -p",
+                       pos[0]);
     if (!isatty(0) || !isatty(1))
-        return c3_fail(C3_EUSAGE, "tui: needs a terminal on standard input and output; use 'cosmos3 repl' in scripts");
+        return c3_fail(
+            COSMOS3_EUSAGE,
+            "tui: needs a terminal on standard input and output; use 'cosmos3 repl' in scripts");
     tui *t = xcalloc(1, sizeof *t);
     g_tui = t;
     repl_init(&t->r, s);
@@ -818,7 +822,7 @@ int tui_main(c3_settings *s, char **pos, int npos) {
     if (!initscr()) {
         repl_free(&t->r);
         free(t);
-        return c3_fail(C3_EFAIL, "tui: cannot initialise the terminal (is TERM set?)");
+        return c3_fail(COSMOS3_EFAIL, "tui: cannot initialise the terminal (is TERM set?)");
     }
     g_curses_on = true;
     /* keys typed while the terminal was probed go first (ungetch is a stack) */
@@ -856,7 +860,7 @@ int tui_main(c3_settings *s, char **pos, int npos) {
     rl_callback_handler_install(REPL_PROMPT, tui_on_line);
 
     log_add(t, 2, "loading the model ...");
-    if (repl_load_start(&t->r) != C3_OK) log_add(t, 1, c3_errmsg());
+    if (repl_load_start(&t->r) != COSMOS3_OK) log_add(t, 1, c3_errmsg());
     bool start_prompt = s->prompt && *s->prompt;
     tui_layout(t);
     int loaded_ranks = -1;
@@ -924,7 +928,7 @@ int tui_main(c3_settings *s, char **pos, int npos) {
         rl_outstream = stdout;
         fclose(devnull);
     }
-    int rc = g_exit130 || t->quit_cancelled ? C3_ECANCEL : C3_OK;
+    int rc = g_exit130 || t->quit_cancelled ? COSMOS3_ECANCEL : COSMOS3_OK;
     if (g_exit130 || g_term || t->quit_cancelled) repl_cancel(&t->r);
     free(t->pending);
     /* the last few log lines stay on the terminal after the screen closes */
