@@ -20,6 +20,7 @@
 #include "docs.h"
 #include "events.h"
 #include "metadata.h"
+#include "monitor.h"
 #include "media.h"
 #include "options.h"
 #include "output.h"
@@ -260,8 +261,10 @@ static int run_generation(c3_settings *s) {
         events_free(ev);
         return c3_fail(COSMOS3_EFAIL, "cannot start the generation thread");
     }
-    double t_first = c3_now();
-    double uncond_last = 0;
+    c3_monitor *mon = xmalloc(sizeof *mon);
+    monitor_init(mon);
+    monitor_engine(mon, engine_layout(e));
+    mon->t_first_step = c3_now();
     /* the terminal's one progress line: open (no newline yet), and whether it is the step line */
     bool open = false, steps_line = false;
     for (;;) {
@@ -289,15 +292,14 @@ static int run_generation(c3_settings *s) {
                 steps_line = false;
             }
         }
-        if (x.kind == EV_STEP_BEGIN && x.step == 1) t_first = c3_now();
-        if (x.kind == EV_BRANCH && x.branch == 1) uncond_last = x.seconds;
+        monitor_event(mon, &x); /* the step's uncond time as drawn, the first step's start */
         if (x.kind == EV_STEP_END && tty) {
-            if (e && engine_layout(e)->cfg_parallel == 2) x.uncond_s = uncond_last;
-            progress_line(&x, t_first, engine_layout(e)->cfg_parallel);
+            progress_line(&x, mon->t_first_step, mon->cfg_parallel);
             open = steps_line = true;
         }
     }
     pthread_join(th, NULL);
+    free(mon);
     if (open)
         fputs(steps_line ? "\n" : "\r\033[K", stderr); /* a phase's line gives way to the outcome */
     g_engine = NULL;

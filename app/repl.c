@@ -246,8 +246,7 @@ static void finish_job(c3_repl *r) {
             if (r->e) engine_close(r->e);
             r->e = r->e_next;
             r->e_next = NULL;
-            r->nranks = 0;
-            memset(r->dev, 0, sizeof r->dev);
+            monitor_engine(&r->mon, engine_layout(r->e));
             free(r->prev_model);
             r->prev_model = NULL;
             r->load_seconds = c3_now() - r->job_t0;
@@ -297,50 +296,8 @@ static void finish_job(c3_repl *r) {
 bool repl_pump(c3_repl *r, c3_event *out, double timeout) {
     c3_event x;
     if (!events_pop(r->ev, &x, timeout)) return false;
+    monitor_event(&r->mon, &x);
     switch (x.kind) {
-    case EV_LOADED:
-    case EV_MEMORY:
-        if (x.rank >= 0 && x.rank < COSMOS3_MAX_RANKS) {
-            c3_repl_dev *d = &r->dev[x.rank];
-            d->valid = true;
-            d->device = x.device;
-            for (int c = 0; c < 3; c++) d->bytes[c] = x.bytes[c];
-            if (x.dev_total > 0) {
-                d->driver_valid = true;
-                d->dev_total = x.dev_total;
-                d->dev_free = x.dev_free;
-            }
-            if (x.kind == EV_LOADED) snprintf(d->name, sizeof d->name, "%.63s", x.text);
-            if (x.rank + 1 > r->nranks) r->nranks = x.rank + 1;
-        }
-        break;
-    case EV_STEP_BEGIN:
-        r->steps = x.steps;
-        if (x.step == 1) r->t_first_step = c3_now();
-        break;
-    case EV_BRANCH:
-        if (x.step >= 1 && x.step <= REPL_MAX_STEPS) {
-            c3_repl_step *s = &r->st[x.step];
-            if (x.branch == 0) {
-                s->cond_s = x.seconds;
-                s->cond_group = x.group;
-            } else {
-                s->uncond_s = x.seconds;
-                s->uncond_group = x.group;
-            }
-        }
-        break;
-    case EV_STEP_END:
-        r->step = x.step;
-        r->steps = x.steps;
-        if (x.step >= 1 && x.step <= REPL_MAX_STEPS) {
-            c3_repl_step *s = &r->st[x.step];
-            s->seconds = x.seconds;
-            s->combine_s = x.combine_s;
-            if (x.cond_s > 0) s->cond_s = x.cond_s;
-            if (x.uncond_s > 0) s->uncond_s = x.uncond_s;
-        }
-        break;
     case EV_LOG:
         if (x.rank == FINISHED_RANK) finish_job(r);
         break;
@@ -477,10 +434,7 @@ static int generate(c3_repl *r, const char *prompt, bool new_seed) {
     if (rc) return rc;
     free(r->run_prompt);
     r->run_prompt = xstrdup(prompt);
-    r->step = 0;
-    r->steps = r->job_s.steps;
-    memset(r->st, 0, sizeof r->st);
-    for (int i = 0; i <= REPL_MAX_STEPS; i++) r->st[i].cond_group = r->st[i].uncond_group = -1;
+    monitor_run(&r->mon, r->job_s.steps);
     return start_job(r, false);
 }
 
@@ -691,8 +645,8 @@ static int cmd_gpus(c3_repl *r, const char *arg) {
         repl_print(r, 0, "cpu: %ld cores, this process %.0f%% (of one core)  memory used %s / %s, free %s", ncpu,
                    util, a, b, c);
     }
-    for (int k = 0; k < r->nranks; k++) {
-        const c3_repl_dev *dv = &r->dev[k];
+    for (int k = 0; k < r->mon.nranks; k++) {
+        const c3_mon_dev *dv = &r->mon.dev[k];
         if (!dv->valid) continue;
         c3_bytes_text(dv->bytes[0], a, sizeof a);
         c3_bytes_text(dv->bytes[1], b, sizeof b);
@@ -978,6 +932,7 @@ char **repl_complete(const char *line, int start, const char *text, bool *want_p
 
 void repl_init(c3_repl *r, const c3_settings *s) {
     memset(r, 0, sizeof *r);
+    monitor_init(&r->mon);
     settings_copy(&r->s, s);
     r->ev = events_new(4096);
     pipeline_model_dir(&r->s, r->model_dir, sizeof r->model_dir);
@@ -1032,12 +987,12 @@ static void on_sigint(int sig) {
 }
 
 static void progress(c3_repl *r, bool tty) {
-    if (!tty || r->step < 1) return;
-    double el = c3_now() - r->t_first_step;
-    double per = el / r->step;
-    const c3_repl_step *s = &r->st[r->step];
-    fprintf(stderr, "\r\033[Kstep %d/%d  %.2f s/step  ETA %.0fs  cond %.2fs  uncond ", r->step, r->steps, s->seconds,
-            per * (r->steps - r->step), s->cond_s);
+    if (!tty || r->mon.step < 1) return;
+    double el = c3_now() - r->mon.t_first_step;
+    double per = el / r->mon.step;
+    const c3_mon_step *s = &r->mon.st[r->mon.step];
+    fprintf(stderr, "\r\033[Kstep %d/%d  %.2f s/step  ETA %.0fs  cond %.2fs  uncond ", r->mon.step,
+            r->mon.steps, s->seconds, per * (r->mon.steps - r->mon.step), s->cond_s);
     if (s->uncond_group >= 0)
         fprintf(stderr, "%.2fs", s->uncond_s);
     else

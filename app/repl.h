@@ -17,29 +17,13 @@
 #include <pthread.h>
 
 #include "options.h"
+#include "monitor.h"
 #include "session.h"
 #include "preview.h"
 
-#define REPL_MAX_STEPS 1000 /* step timings kept per run (the --steps limit) */
 #define REPL_PROMPT "cosmos3 > "
 
 typedef enum { REPL_IDLE, REPL_LOADING, REPL_RUNNING } c3_repl_job;
-
-/* One denoising step as the frontends show it. */
-typedef struct {
-    double seconds, cond_s, uncond_s, combine_s;
-    int cond_group, uncond_group; /* rank group that ran the branch (-1: not run) */
-} c3_repl_step;
-
-/* Memory of one rank's device: our accounting and the driver's view. Each
- * field has a valid bit: missing data shows as N/A, not as a wrong number. */
-typedef struct {
-    bool valid, driver_valid;
-    int device;
-    char name[64];
-    int64_t bytes[3]; /* weights, K/V cache, activations (our accounting) */
-    int64_t dev_total, dev_free;
-} c3_repl_dev;
 
 typedef struct c3_repl c3_repl;
 /* Output of commands: level 0 normal, 1 error, 2 progress/info. */
@@ -64,9 +48,6 @@ struct c3_repl {
     double job_t0;
     /* the run in flight (or the last one) */
     char *run_prompt;
-    int step, steps;
-    double t_first_step;
-    c3_repl_step st[REPL_MAX_STEPS + 1]; /* 1-based */
     /* the last finished run */
     bool have_last;
     int last_rc;
@@ -80,9 +61,8 @@ struct c3_repl {
     int last_img_w, last_img_h;
     uint8_t *job_img; /* the same for the run in flight (set by the worker) */
     int job_img_w, job_img_h;
-    /* devices, per rank */
-    int nranks;
-    c3_repl_dev dev[COSMOS3_MAX_RANKS];
+    /* devices per rank and the steps of the run in flight (or the last one) */
+    c3_monitor mon;
     double load_seconds;
     /* history */
     char **hist;

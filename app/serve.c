@@ -54,6 +54,7 @@ int serve_main(c3_settings *s, char **pos, int npos) {
 #include "events.h"
 #include "media.h"
 #include "png_io.h"
+#include "monitor.h"
 #include "session.h"
 
 /* ------------------------------------------------------------- limits */
@@ -224,18 +225,12 @@ typedef struct {
     int queued, queue_cap;
     int conns;                                 /* connections holding a job */
     uint64_t terminal_seen, terminal_expected; /* DONE/ERROR/CANCELLED events */
-    double uncond_last;
     /* metrics */
     uint64_t requests[EPS][HTTP_CODES];
     uint64_t images, cancelled, jobs;
     double job_s, queue_s;
     double stage_s[STAGES];
-    uint64_t steps;
-    double step_s, cond_s, uncond_s, last_step_s;
-    bool mem_valid[COSMOS3_MAX_RANKS];
-    int mem_device[COSMOS3_MAX_RANKS];
-    int64_t mem_bytes[COSMOS3_MAX_RANKS][3], dev_free[COSMOS3_MAX_RANKS],
-        dev_total[COSMOS3_MAX_RANKS];
+    c3_monitor mon; /* steps and memory per rank (the pump's, under mu) */
     char mhd_log[512];
     const char *api_key; /* sv->base.api_key, or NULL: no authentication */
     int max_cost;        /* --max-cost */
@@ -671,6 +666,7 @@ static void *worker_main(void *arg) {
     const cosmos3_layout *p = engine_layout(e);
     snprintf(sv->device, sizeof sv->device, "%s", !strcmp(p->device, "cuda") ? "cuda" : "cpu");
     sv->cfg_parallel = p->cfg_parallel;
+    monitor_engine(&sv->mon, p);
     sv->created = time(NULL);
     sv->ready = true;
     pthread_cond_broadcast(&sv->cv);
@@ -721,17 +717,10 @@ static void *pump_main(void *arg) {
         job *j = sv->current;
         /* a cancel can land before engine_generate resets its flag: repeat it */
         bool cancel = j && (j->gone || sv->cancel_all);
+        monitor_event(&sv->mon, &x);
         switch (x.kind) {
-        case EV_BRANCH:
-            if (x.branch == 1) sv->uncond_last = x.seconds;
-            break;
         case EV_STEP_END: {
-            double unc = sv->cfg_parallel == 2 ? sv->uncond_last : x.uncond_s;
-            sv->steps++;
-            sv->step_s += x.seconds;
-            sv->cond_s += x.cond_s;
-            sv->uncond_s += unc;
-            sv->last_step_s = x.seconds;
+            double unc = x.uncond_s; /* the monitor's: the branch's with --cfg-parallel 2 */
             if (j && j->video) {
                 j->step = x.step;
                 j->steps = x.steps;
@@ -746,17 +735,6 @@ static void *pump_main(void *arg) {
             }
             break;
         }
-        case EV_LOADED:
-        case EV_MEMORY:
-            if (x.rank >= 0 && x.rank < COSMOS3_MAX_RANKS) {
-                sv->mem_valid[x.rank] = true;
-                sv->mem_device[x.rank] = x.device;
-                for (int k = 0; k < 3; k++)
-                    sv->mem_bytes[x.rank][k] = x.bytes[k];
-                sv->dev_free[x.rank] = x.dev_free;
-                sv->dev_total[x.rank] = x.dev_total;
-            }
-            break;
         case EV_DONE:
         case EV_ERROR:
         case EV_CANCELLED:
@@ -1199,12 +1177,13 @@ static void metrics_text(server *sv, sbuf *b) {
               "cosmos3_branch_seconds_total{branch=\"uncond\"} %.6f\n"
               "# HELP cosmos3_last_step_seconds Seconds of the last denoising step.\n"
               "# TYPE cosmos3_last_step_seconds gauge\ncosmos3_last_step_seconds %.6f\n",
-              sv->step_s, (unsigned long long)sv->steps, sv->cond_s, sv->uncond_s, sv->last_step_s);
+              sv->mon.step_s, (unsigned long long)sv->mon.steps_total, sv->mon.cond_s,
+              sv->mon.uncond_s, sv->mon.last_step_s);
     static const char *const kinds[3] = {"weights", "kv", "activations"};
     char dev[COSMOS3_MAX_RANKS][24];
     for (int r = 0; r < COSMOS3_MAX_RANKS; r++) {
-        if (sv->mem_device[r] >= 0 && !strcmp(sv->device, "cuda"))
-            snprintf(dev[r], sizeof dev[r], "cuda:%d", sv->mem_device[r]);
+        if (sv->mon.dev[r].device >= 0 && !strcmp(sv->device, "cuda"))
+            snprintf(dev[r], sizeof dev[r], "cuda:%d", sv->mon.dev[r].device);
         else
             snprintf(dev[r], sizeof dev[r], "%s", sv->device[0] ? sv->device : "cpu");
     }
@@ -1212,21 +1191,21 @@ static void metrics_text(server *sv, sbuf *b) {
               "# HELP cosmos3_memory_bytes Memory the engine holds per rank and device, by kind.\n"
               "# TYPE cosmos3_memory_bytes gauge\n");
     for (int r = 0; r < COSMOS3_MAX_RANKS; r++)
-        for (int k = 0; k < 3 && sv->mem_valid[r]; k++)
+        for (int k = 0; k < 3 && sv->mon.dev[r].valid; k++)
             sb_printf(b, "cosmos3_memory_bytes{rank=\"%d\",device=\"%s\",kind=\"%s\"} %lld\n", r,
-                      dev[r], kinds[k], (long long)sv->mem_bytes[r][k]);
+                      dev[r], kinds[k], (long long)sv->mon.dev[r].bytes[k]);
     sb_printf(b, "# HELP cosmos3_device_free_bytes Free memory of each rank's device.\n"
                  "# TYPE cosmos3_device_free_bytes gauge\n");
     for (int r = 0; r < COSMOS3_MAX_RANKS; r++)
-        if (sv->mem_valid[r] && sv->dev_total[r] > 0)
+        if (sv->mon.dev[r].valid && sv->mon.dev[r].dev_total > 0)
             sb_printf(b, "cosmos3_device_free_bytes{rank=\"%d\",device=\"%s\"} %lld\n", r, dev[r],
-                      (long long)sv->dev_free[r]);
+                      (long long)sv->mon.dev[r].dev_free);
     sb_printf(b, "# HELP cosmos3_device_total_bytes Total memory of each rank's device.\n"
                  "# TYPE cosmos3_device_total_bytes gauge\n");
     for (int r = 0; r < COSMOS3_MAX_RANKS; r++)
-        if (sv->mem_valid[r] && sv->dev_total[r] > 0)
+        if (sv->mon.dev[r].valid && sv->mon.dev[r].dev_total > 0)
             sb_printf(b, "cosmos3_device_total_bytes{rank=\"%d\",device=\"%s\"} %lld\n", r, dev[r],
-                      (long long)sv->dev_total[r]);
+                      (long long)sv->mon.dev[r].dev_total);
     pthread_mutex_unlock(&sv->mu);
 }
 
@@ -2271,6 +2250,7 @@ int serve_main(c3_settings *s, char **pos, int npos) {
                        s->host);
 
     server *sv = xcalloc(1, sizeof *sv);
+    monitor_init(&sv->mon);
     pthread_mutex_init(&sv->mu, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);

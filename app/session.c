@@ -163,8 +163,8 @@ static void push_text(c3_events *q, c3_event_kind kind, const char *prefix, cons
 }
 
 /* The engine's events as the queue's; the terminal ones are the session's
- * (pushed after the frames are written). The memory of a GPU is polled here,
- * once per step and rank. */
+ * (pushed after the frames are written). A GPU's memory now is the
+ * monitor's poll (monitor.h), on the thread that draws. */
 static void on_event(const cosmos3_event *ev, void *user) {
     c3_engine *s = user;
     c3_event x = {.rank = ev->rank,
@@ -221,13 +221,6 @@ static void on_event(const cosmos3_event *ev, void *user) {
         break;
     case COSMOS3_EV_MEMORY:
         x.kind = EV_MEMORY;
-        if (!strcmp(s->layout.device, "cuda")) {
-            int64_t fr, tot;
-            if (cosmos3_device_memory(ev->device, &fr, &tot) == COSMOS3_OK) {
-                x.dev_free = fr;
-                x.dev_total = tot;
-            }
-        }
         break;
     default:
         return; /* VAE chunks; the job's end is the session's */
