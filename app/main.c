@@ -28,6 +28,7 @@
 #include "png_io.h"
 #include "repl.h"
 #include "serve.h"
+#include "task.h"
 #include "tui/tui.h"
 #include "config.h"
 /* cmd_info alone still reads the checkpoint and the plan through the
@@ -182,18 +183,11 @@ typedef struct {
     c3_engine *e;
     c3_settings *s;
     c3_result r;
-    int rc;
-    c3_events *ev;
-    bool done;
-    char err[1024];
 } gen_job;
 
-static void *gen_thread(void *arg) {
+static int gen_call(void *arg) {
     gen_job *j = arg;
-    j->rc = engine_generate(j->e, j->s, &j->r);
-    if (j->rc) snprintf(j->err, sizeof j->err, "%s", c3_errmsg());
-    events_emit(j->ev, EV_LOG, -1, "__finished__");
-    return NULL;
+    return engine_generate(j->e, j->s, &j->r);
 }
 
 static void progress_line(const c3_event *ev, double t_first, int cfgp) {
@@ -253,9 +247,9 @@ static int run_generation(c3_settings *s) {
         return rc;
     }
     g_engine = e;
-    gen_job j = {.e = e, .s = s, .ev = ev};
-    pthread_t th;
-    if (pthread_create(&th, NULL, gen_thread, &j) != 0) {
+    gen_job j = {.e = e, .s = s};
+    c3_task task;
+    if (task_start(&task, gen_call, &j, ev) != COSMOS3_OK) {
         g_engine = NULL;
         engine_close(e);
         events_free(ev);
@@ -272,7 +266,7 @@ static int run_generation(c3_settings *s) {
         /* a Ctrl-C can land before engine_generate clears its cancel flag: repeat it */
         if (g_sigint) engine_cancel(e);
         if (!events_pop(ev, &x, 0.2)) continue;
-        if (x.kind == EV_LOG && strcmp(x.text, "__finished__") == 0) break;
+        if (x.kind == EV_FINISHED) break;
         /* the engine's notes and warnings, one line each on stderr (-q keeps the warnings) */
         /* the seed at the start is for the terminal: a script reads it in the last line (or --json)
          */
@@ -298,14 +292,13 @@ static int run_generation(c3_settings *s) {
             open = steps_line = true;
         }
     }
-    pthread_join(th, NULL);
+    rc = task_join(&task);
     free(mon);
     if (open)
         fputs(steps_line ? "\n" : "\r\033[K", stderr); /* a phase's line gives way to the outcome */
     g_engine = NULL;
-    rc = j.rc;
     if (rc) {
-        c3_fail(rc, "%s", j.err);
+        /* the message is the task's (task_join) */
     } else if (s->json) {
         json_t *o = json_object(), *paths = json_array(), *t = json_object();
         for (int i = 0; i < j.r.npaths; i++) json_array_append_new(paths, json_string(j.r.paths[i]));

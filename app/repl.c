@@ -24,7 +24,6 @@
 #include <readline/readline.h>
 #endif
 
-#define FINISHED_RANK (-2)          /* EV_LOG from the worker: the job returned */
 #define DOUBLE_CTRL_C_S 1.0         /* two Ctrl-C within this many seconds exit */
 #define POLL_MS 100                 /* the prompt loop's only wait */
 #define HISTORY_KEEP 1000           /* lines kept in the history file */
@@ -154,46 +153,33 @@ void repl_history_add(c3_repl *r, const char *text) {
 
 /* ------------------------------------------------------------- worker */
 
-typedef struct {
-    c3_repl *r;
-    bool load;
-} job_arg;
+static int job_load(void *arg) {
+    c3_repl *r = arg;
+    return engine_open(&r->e_next, &r->job_s, r->ev);
+}
 
-static void *worker(void *arg) {
-    job_arg *a = arg;
-    c3_repl *r = a->r;
-    if (a->load) {
-        r->job_rc = engine_open(&r->e_next, &r->job_s, r->ev);
-    } else {
-        r->job_rc = engine_generate(r->e, &r->job_s, &r->job_r);
-        cosmos3_result *out = r->job_r.out;
-        if (r->job_rc == COSMOS3_OK && out && out->rgb) { /* keep a preview, not every frame */
-            media_strip(out->rgb, out->width, out->height, out->frames, &r->job_img, &r->job_img_w);
-            r->job_img_h = out->height;
-            free(out->rgb);
-            out->rgb = NULL;
-        }
+static int job_run(void *arg) {
+    c3_repl *r = arg;
+    int rc = engine_generate(r->e, &r->job_s, &r->job_r);
+    cosmos3_result *out = r->job_r.out;
+    if (rc == COSMOS3_OK && out && out->rgb) { /* keep a preview, not every frame */
+        media_strip(out->rgb, out->width, out->height, out->frames, &r->job_img, &r->job_img_w);
+        r->job_img_h = out->height;
+        free(out->rgb);
+        out->rgb = NULL;
     }
-    if (r->job_rc) snprintf(r->job_err, sizeof r->job_err, "%s", c3_errmsg());
-    free(a);
-    c3_event ev = {.kind = EV_LOG, .rank = FINISHED_RANK};
-    events_push(r->ev, &ev);
-    return NULL;
+    return rc;
 }
 
 static int start_job(c3_repl *r, bool load) {
-    job_arg *a = xmalloc(sizeof *a);
-    *a = (job_arg){r, load};
     r->job = load ? REPL_LOADING : REPL_RUNNING;
     r->job_rc = 0;
     r->job_err[0] = 0;
     r->job_t0 = c3_now();
-    if (pthread_create(&r->th, NULL, worker, a) != 0) {
-        free(a);
+    if (task_start(&r->task, load ? job_load : job_run, r, r->ev) != COSMOS3_OK) {
         r->job = REPL_IDLE;
         return c3_fail(COSMOS3_EFAIL, "cannot start the worker thread");
     }
-    r->th_live = true;
     return COSMOS3_OK;
 }
 
@@ -213,9 +199,9 @@ void repl_cancel(c3_repl *r) {
 }
 
 static void finish_job(c3_repl *r) {
-    if (r->th_live) {
-        pthread_join(r->th, NULL);
-        r->th_live = false;
+    if (r->task.live) {
+        r->job_rc = task_join(&r->task);
+        snprintf(r->job_err, sizeof r->job_err, "%s", r->job_rc ? r->task.err : "");
     }
     c3_repl_job was = r->job;
     r->job = REPL_IDLE;
@@ -298,8 +284,8 @@ bool repl_pump(c3_repl *r, c3_event *out, double timeout) {
     if (!events_pop(r->ev, &x, timeout)) return false;
     monitor_event(&r->mon, &x);
     switch (x.kind) {
-    case EV_LOG:
-        if (x.rank == FINISHED_RANK) finish_job(r);
+    case EV_FINISHED:
+        finish_job(r);
         break;
     default: break;
     }
@@ -941,9 +927,10 @@ void repl_init(c3_repl *r, const c3_settings *s) {
 }
 
 void repl_free(c3_repl *r) {
-    if (r->th_live) {
+    if (r->task.live) {
         repl_cancel(r);
-        while (r->th_live) repl_pump(r, NULL, 0.1);
+        while (r->task.live)
+            repl_pump(r, NULL, 0.1);
     }
     if (r->e) engine_close(r->e);
     if (r->e_next) engine_close(r->e_next);
@@ -1012,7 +999,7 @@ static void wait_job(c3_repl *r) {
             progress(r, tty);
             shown = tty;
         }
-        if (x.kind == EV_LOG && x.rank == FINISHED_RANK) break;
+        if (x.kind == EV_FINISHED) break;
         if (x.kind == EV_LOG) repl_print(r, 2, "%s", x.text); /* the engine's notes and warnings */
         /* repl_pump printed the outcome; the newline goes before it */
     }

@@ -19,6 +19,7 @@
 #include "options.h"
 #include "monitor.h"
 #include "session.h"
+#include "task.h"
 #include "preview.h"
 
 #define REPL_PROMPT "cosmos3 > "
@@ -37,11 +38,10 @@ struct c3_repl {
     char model_dir[4096];
     char prev_model_dir[4096]; /* the model before a load, back if the load fails */
     char *prev_model;          /* r->s.model before a load (owned) */
-    /* the worker */
-    pthread_t th;
-    bool th_live;
+    /* the worker: a load or a run on a thread of its own */
+    c3_task task;
     c3_repl_job job;
-    int job_rc;
+    int job_rc; /* its outcome, once finished */
     char job_err[1024];
     c3_settings job_s;
     c3_result job_r;
