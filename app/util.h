@@ -2,11 +2,13 @@
  * that never returns NULL, files and paths, time, bytes as text.
  *
  * The status codes are cosmos3.h's (COSMOS3_OK, COSMOS3_EUSAGE, ...: also
- * the exit statuses). The calls keep the spelling of the library's own
- * helpers (c3_fail, xmalloc, c3_now ...), but libcosmos3.so exports only
- * cosmos3_*, so the applications carry their own definitions (app/util.c).
- * A program that links the static library's internals instead (the tests)
- * gets the same calls from there; the declarations below agree with them.
+ * the exit statuses). The calls are a subset of the library's own helpers
+ * (src/common.h, whose declarations these agree with: a test that includes
+ * both compiles). libcosmos3.so exports only cosmos3_*, so the build
+ * compiles src/common.c once more into the applications' helper archive
+ * (meson.build: app_util_lib); a program that links the static library
+ * instead (the tests of internals) gets them from there. No application
+ * file includes a src/ header.
  *
  * Errors: a function that can fail returns a status and records a one-line
  * message with c3_fail() (thread-local); one place prints it. A library call
