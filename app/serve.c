@@ -1273,6 +1273,45 @@ static bool refuse_unready(server *sv, struct MHD_Connection *c, req_ctx *r, enu
     return draining || !ready;
 }
 
+/* Queue job j (new, server mutex held) behind the others for the worker.
+ * false: it is in the FIFO with two references (the queue's and the
+ * caller's), the mutex still held. true: refused while draining (503) or
+ * with the queue full (429, Retry-After from the mean job time); the job is
+ * freed, the mutex released and the answer queued into *out. */
+static bool enqueue_locked(server *sv, struct MHD_Connection *c, req_ctx *r, job *j,
+                           enum MHD_Result *out) {
+    if (sv->draining || sv->queued >= sv->queue_cap) {
+        char msg[256], ra[16];
+        bool full = !sv->draining;
+        int wait_s = full ? retry_after_locked(sv) : SERVE_LOAD_RETRY_S;
+        int waiting = sv->queued;
+        j->refs = 1;
+        job_unref_locked(j);
+        pthread_mutex_unlock(&sv->mu);
+        snprintf(ra, sizeof ra, "%d", wait_s);
+        if (!full) {
+            *out =
+                send_error(sv, c, r, 503, NULL, "the server is shutting down", "Retry-After", ra);
+            return true;
+        }
+        snprintf(msg, sizeof msg,
+                 "the queue is full (%d waiting behind the one running); retry after %d s", waiting,
+                 wait_s);
+        *out = send_error(sv, c, r, 429, NULL, msg, "Retry-After", ra);
+        return true;
+    }
+    j->refs = 2;
+    j->state = JOB_QUEUED;
+    j->t_queued = c3_now();
+    if (sv->tail)
+        sv->tail->next = j;
+    else
+        sv->head = j;
+    sv->tail = j;
+    sv->queued++;
+    return false;
+}
+
 static enum MHD_Result post_generation(server *sv, struct MHD_Connection *c, req_ctx *r) {
     char msg[256], ra[16];
     if (r->too_big) {
@@ -1294,31 +1333,8 @@ static enum MHD_Result post_generation(server *sv, struct MHD_Connection *c, req
         MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
     j->fd = ci ? ci->connect_fd : -1;
     pthread_mutex_lock(&sv->mu);
-    if (sv->draining || sv->queued >= sv->queue_cap) {
-        bool full = !sv->draining;
-        int wait_s = full ? retry_after_locked(sv) : SERVE_LOAD_RETRY_S;
-        int waiting = sv->queued;
-        pthread_mutex_unlock(&sv->mu);
-        settings_free(&j->s);
-        free(j);
-        snprintf(ra, sizeof ra, "%d", wait_s);
-        if (!full)
-            return send_error(sv, c, r, 503, NULL, "the server is shutting down", "Retry-After",
-                              ra);
-        snprintf(msg, sizeof msg,
-                 "the queue is full (%d waiting behind the one running); retry after %d s", waiting,
-                 wait_s);
-        return send_error(sv, c, r, 429, NULL, msg, "Retry-After", ra);
-    }
-    j->refs = 2; /* this connection and the queue (then the worker) */
-    j->state = JOB_QUEUED;
-    j->t_queued = c3_now();
-    if (sv->tail)
-        sv->tail->next = j;
-    else
-        sv->head = j;
-    sv->tail = j;
-    sv->queued++;
+    if (enqueue_locked(sv, c, r, j, &refused)) return refused;
+    /* refs: this connection and the queue (then the worker) */
     sv->conns++;
     r->job = j;
     if (j->stream) j->refs++; /* the SSE response */
@@ -1727,7 +1743,7 @@ static job *store_find_locked(server *sv, const char *id) {
 
 static enum MHD_Result post_video(server *sv, struct MHD_Connection *c, req_ctx *r, bool sync,
                                   bool form) {
-    char msg[256], ra[16];
+    char msg[256];
     if (r->too_big) {
         snprintf(msg, sizeof msg, "the request body is larger than %u bytes",
                  (unsigned)SERVE_MAX_VIDEO_BODY);
@@ -1781,32 +1797,9 @@ static enum MHD_Result post_video(server *sv, struct MHD_Connection *c, req_ctx 
     pthread_mutex_lock(&sv->mu);
     snprintf(j->vid, sizeof j->vid, "video_%016llx%04llx", (unsigned long long)rnd,
              (unsigned long long)(sv->jobs + (uint64_t)sv->queued) & 0xffff);
-    if (sv->draining || sv->queued >= sv->queue_cap) {
-        bool full = !sv->draining;
-        int wait_s = full ? retry_after_locked(sv) : SERVE_LOAD_RETRY_S;
-        int waiting = sv->queued;
-        j->refs = 1;
-        job_unref_locked(j);
-        pthread_mutex_unlock(&sv->mu);
-        snprintf(ra, sizeof ra, "%d", wait_s);
-        if (!full)
-            return send_error(sv, c, r, 503, NULL, "the server is shutting down", "Retry-After",
-                              ra);
-        snprintf(msg, sizeof msg,
-                 "the queue is full (%d waiting behind the one running); retry after %d s", waiting,
-                 wait_s);
-        return send_error(sv, c, r, 429, NULL, msg, "Retry-After", ra);
-    }
-    j->refs = 2; /* the queue (then the worker), and the store or this connection */
-    j->state = JOB_QUEUED;
-    j->t_queued = c3_now();
+    if (enqueue_locked(sv, c, r, j, &refused)) return refused;
+    /* refs: the queue (then the worker), and the store or this connection */
     j->created_at = time(NULL);
-    if (sv->tail)
-        sv->tail->next = j;
-    else
-        sv->head = j;
-    sv->tail = j;
-    sv->queued++;
     if (!sync) {
         job **pp = &sv->store;
         while (*pp)
