@@ -230,8 +230,11 @@ static int linear_fp8(c3_backend *be, c3_tensor *y, const c3_tensor *x, const c3
                        "cuda linear (fp8): weight [%lld, %lld] does not fit x of %lld elements",
                        (long long)N, (long long)K, (long long)c3_numel(x));
     int64_t M = c3_numel(x) / K;
-    if (x->dtype != C3_BF16 || y->dtype != C3_BF16 || c3_numel(y) != M * N || bias)
-        return c3_fail(C3_EFAIL, "cuda linear (fp8): needs bf16 x and y [%lld, %lld] and no bias",
+    /* y F32: the row-parallel partial sums of TP (linear_rowpar) */
+    if (x->dtype != C3_BF16 || (y->dtype != C3_BF16 && y->dtype != C3_F32) ||
+        c3_numel(y) != M * N || bias)
+        return c3_fail(C3_EFAIL,
+                       "cuda linear (fp8): needs bf16 x, bf16 or f32 y [%lld, %lld] and no bias",
                        (long long)M, (long long)N);
     const c3_fp8 *f = &w->fp8;
     if (f->nseg < 1 || f->nseg > C3_FP8_MAX_SEG)
@@ -281,11 +284,11 @@ static int linear_fp8(c3_backend *be, c3_tensor *y, const c3_tensor *x, const c3
     for (int sgi = 0; sgi < f->nseg; sgi++) {
         int64_t Ns = f->nseg == 1 ? N : f->rows[sgi];
         const void *wa = (const uint8_t *)w->data + (size_t)r0 * K;
-        void *yd = (__nv_bfloat16 *)y->data + r0;
+        void *yd = (char *)y->data + (size_t)r0 * c3_dtype_size(y->dtype);
         uintptr_t bits = (uintptr_t)wa | (uintptr_t)xq | (uintptr_t)yd | GEMM_MAX_ALIGN;
         uint32_t align = (uint32_t)(bits & (~bits + 1));
         cu_plan *p;
-        C3_TRY(plan_get(be, M, Ns, K, C3_BF16, false, accumulate, align, &p, true, N));
+        C3_TRY(plan_get(be, M, Ns, K, y->dtype, false, accumulate, align, &p, true, N));
         CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER,
                                                     &slot, sizeof slot));
         float alpha = f->wscale[sgi], beta = accumulate ? 1.0f : 0.0f;

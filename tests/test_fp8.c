@@ -17,6 +17,9 @@
 #include <spawn.h>
 #include <sys/wait.h>
 
+#include "backend_cpu.h"
+#include "model.h"
+#include "plan.h"
 #include "test_util.h"
 
 extern char **environ;
@@ -154,6 +157,88 @@ static float *gen(const char *bin, const char *model, const char *prec, const ch
     return rc ? NULL : latents(lat, n);
 }
 
+/* The transformer's stored bytes that go to a device: every tensor but the
+ * ModelOpt scales (host-side floats) and the unused audio/action/lm_head. */
+static int64_t stored_bytes(const c3_ckpt *ck) {
+    int64_t b = 0;
+    for (int i = 0; i < ck->ntens; i++) {
+        const char *n = ck->tens[i].name;
+        size_t L = strlen(n);
+        if ((L > 6 && !strcmp(n + L - 6, "_scale")) || !strncmp(n, "audio_", 6) ||
+            !strncmp(n, "action_", 7) || !strncmp(n, "lm_head", 7))
+            continue;
+        b += (int64_t)ck->tens[i].t->nbytes;
+    }
+    return b;
+}
+
+/* The plan's weight bytes (issue 23: FP8 at one byte) against the stored
+ * bytes of an FP8 checkpoint and its bf16 twin, for every precision, and
+ * against what the CPU backend really allocates. */
+static void test_plan_bytes(const char *f8, const char *b16) {
+    c3_ckpt a, b;
+    if (ckpt_open(&a, f8, false) != C3_OK || ckpt_open(&b, b16, false) != C3_OK) {
+        T_CHECK(0, "ckpt_open: %s", c3_errmsg());
+        return;
+    }
+    c3_sizes sa, sb;
+    ckpt_sizes(&a, &sa);
+    ckpt_sizes(&b, &sb);
+    T_CHECK(sa.fp8_params > 0 && sa.fp8_params == sa.lin_params && sb.fp8_params == 0 &&
+                sb.lin_params == sa.lin_params,
+            "linear weights: fp8 %lld of %lld, bf16 twin %lld of %lld", (long long)sa.fp8_params,
+            (long long)sa.lin_params, (long long)sb.fp8_params, (long long)sb.lin_params);
+    int64_t st8 = stored_bytes(&a), st16 = stored_bytes(&b);
+    int64_t g8 = plan_weight_bytes(&a.t, &sa, true, C3_PREC_AUTO, 1, false);
+    T_CHECK(g8 == st8, "GPU plan of the FP8 checkpoint %lld bytes, stored %lld", (long long)g8,
+            (long long)st8);
+    T_CHECK(st8 < st16 && st16 - st8 == sa.lin_params,
+            "the FP8 checkpoint saves one byte per linear weight: %lld vs %lld (%lld weights)",
+            (long long)st8, (long long)st16, (long long)sa.lin_params);
+    int64_t g16 = plan_weight_bytes(&b.t, &sb, true, C3_PREC_AUTO, 1, false);
+    T_CHECK(g16 == st16, "GPU plan of the bf16 twin %lld, stored %lld", (long long)g16,
+            (long long)st16);
+    int64_t q = plan_weight_bytes(&b.t, &sb, true, C3_PREC_FP8, 1, false);
+    T_CHECK(q == g8, "--precision fp8 on the bf16 twin: %lld, the FP8 checkpoint %lld",
+            (long long)q, (long long)g8);
+    int64_t d = plan_weight_bytes(&a.t, &sa, true, C3_PREC_BF16, 1, false);
+    T_CHECK(d == g16, "--precision bf16 on the FP8 checkpoint: %lld, the bf16 twin %lld",
+            (long long)d, (long long)g16);
+    /* TP 2: the replicated part whole, the layers halved */
+    int64_t t2 = plan_weight_bytes(&a.t, &sa, true, C3_PREC_AUTO, 2, false);
+    int64_t rep = sa.shared_bytes + 2 * sa.embed_params;
+    T_CHECK(t2 == rep + (g8 - rep) / 2, "tp 2: %lld, expected %lld", (long long)t2,
+            (long long)(rep + (g8 - rep) / 2));
+    /* offload: the two ring slots of each tower hold 4 of 2 x layers layer-towers */
+    int64_t off = plan_weight_bytes(&a.t, &sa, true, C3_PREC_AUTO, 1, true);
+    T_CHECK(off == rep + 4 * (g8 - rep) / (2 * a.t.layers), "offload: %lld, expected %lld",
+            (long long)off, (long long)(rep + 4 * (g8 - rep) / (2 * a.t.layers)));
+    /* the CPU holds every weight as F32, and allocates what the plan says */
+    int64_t c8 = plan_weight_bytes(&a.t, &sa, false, C3_PREC_AUTO, 1, false);
+    T_CHECK(c8 == 2 * st16, "CPU plan of the FP8 checkpoint %lld, 4 bytes a value %lld",
+            (long long)c8, (long long)(2 * st16));
+    c3_backend *cpu = c3_backend_cpu();
+    c3_model *m = NULL;
+    c3_shard sh = {.tp_size = 1, .sp_size = 1};
+    T_CHECK(model_load(&m, &a, cpu, &sh) == C3_OK, "load %s: %s", f8, c3_errmsg());
+    /* the plan also counts the UND tower's final norm.weight, which no
+     * forward reads and the model does not load (hidden floats) */
+    int64_t unread = 4 * (int64_t)a.t.hidden;
+    if (m)
+        T_CHECK(cpu->mem[C3_MEM_WEIGHTS] == c8 - unread,
+                "CPU weights allocated %lld, plan %lld less the unread norm's %lld",
+                (long long)cpu->mem[C3_MEM_WEIGHTS], (long long)c8, (long long)unread);
+    fprintf(stderr,
+            "plan weights: fp8 checkpoint %lld B on a GPU (stored %lld), bf16 twin %lld, CPU %lld "
+            "(allocated %lld)\n",
+            (long long)g8, (long long)st8, (long long)g16, (long long)c8,
+            (long long)cpu->mem[C3_MEM_WEIGHTS]);
+    model_free(m);
+    c3_backend_destroy(cpu);
+    ckpt_close(&a);
+    ckpt_close(&b);
+}
+
 int main(void) {
     test_e4m3();
     const char *bin = getenv("COSMOS3_BIN");
@@ -196,6 +281,7 @@ int main(void) {
                 "quantization_config in %s", p);
         free(cfg);
     }
+    test_plan_bytes(f8, b16);
     int64_t n1 = 0, n2 = 0, n3 = 0, n4 = 0;
     float *a = gen(bin, f8, "auto", tmpd, "f8_auto", &n1);
     float *b = gen(bin, f8, "bf16", tmpd, "f8_bf16", &n2);

@@ -162,7 +162,7 @@ static void check_linear_view(int64_t M, int64_t K, int64_t N) {
  * per-call max|x| / 448 of --precision fp8. x has a few large entries, as
  * real activations do, so the scale is not the bulk's. */
 static void check_linear_fp8(int64_t M, int64_t K, std::vector<int64_t> segs, float xs_frac, bool act,
-                             bool acc) {
+                             bool acc, c3_dtype ydt = C3_BF16) {
     int64_t N = 0;
     for (auto r : segs) N += r;
     std::vector<float> hx = randv(M * K), hw = randv(N * K, 1.0f / sqrtf((float)K));
@@ -187,7 +187,7 @@ static void check_linear_fp8(int64_t M, int64_t K, std::vector<int64_t> segs, fl
         }
         r0 += segs[sgi];
     }
-    pair x = mk({M, K}, hx), y = mkr({M, N});
+    pair x = mk({M, K}, hx), y = mkr({M, N}, 1.0f, ydt);
     c3_tensor wc, wg;
     OK(cpu->alloc(cpu, &wc, C3_F32, 2, std::vector<int64_t>{N, K}.data(), C3_MEM_WEIGHTS));
     OK(cpu->upload(cpu, &wc, deq.data(), C3_F32));
@@ -200,8 +200,9 @@ static void check_linear_fp8(int64_t M, int64_t K, std::vector<int64_t> segs, fl
     });
     cpu->fp8_act = gpu->fp8_act = false;
     char sh[96];
-    snprintf(sh, sizeof sh, "[%lld,%lld]x[%lld,%lld]^T %dseg %s%s", (long long)M, (long long)K, (long long)N,
-             (long long)K, f8.nseg, !act ? "W8A16" : xs_frac > 0 ? "xs" : "amax", acc ? " +=" : "");
+    snprintf(sh, sizeof sh, "[%lld,%lld]x[%lld,%lld]^T %dseg %s%s%s", (long long)M, (long long)K, (long long)N,
+             (long long)K, f8.nseg, !act ? "W8A16" : xs_frac > 0 ? "xs" : "amax", acc ? " +=" : "",
+             ydt == C3_F32 ? " y f32" : "");
     cmp("linear fp8", sh, y);
     drop(x), drop(y);
     c3_free(&wc), c3_free(&wg);
@@ -696,6 +697,9 @@ int main(int argc, char **argv) {
     check_linear_fp8(256, 4096, {4096, 1024, 1024}, 0, true, false);
     check_linear_fp8(256, 4096, {2048, 2048}, 1.0f, true, true);
     check_linear_fp8(64, 1024, {256, 256}, 0, false, true);
+    /* f32 y: the TP row-parallel partial sums (to_out, down) */
+    check_linear_fp8(49, 128, {64}, 0, true, false, C3_F32);
+    check_linear_fp8(49, 128, {64}, 0, false, false, C3_F32);
     check_rmsnorm(257, 1024, false);
     check_rmsnorm(257, 1024, true);
     check_rmsnorm(300 * 8, 128, false);
