@@ -32,7 +32,9 @@ typedef struct {
  * device slot (the max over those calls); later calls quantise with the slot
  * as a static scale and skip the amax pass. Unset or 0: every call its own
  * max|x| / 448. A weight is known by its storage and its scale (offload
- * reuses storage for other layers). */
+ * reuses storage for other layers). The GEN layer graph is recorded on the
+ * second step, so with graphs N = 1 is what freezes the scale (N > 1 would
+ * record the calibrating amax and keep raising the scale on every replay). */
 #define CU_CALIB_MAX 8192
 typedef struct {
     const void *w;
