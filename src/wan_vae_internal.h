@@ -1,5 +1,6 @@
 /* wan_vae_internal.h - what the Wan2.2 VAE decoder (wan_vae.c) shares with
- * its encoder (wan_vae_encode.c): the layer types and their functions.
+ * its encoder (wan_vae_encode.c): the layer types and their functions, and
+ * the time-chunk walk both run (vae_walk_chunks).
  *
  * A c3_vae is also the context the layers run in: its backend and the list
  * of every conv loaded through it (reset_history clears their causal
