@@ -2,8 +2,6 @@
  * tensor a model needs with the preset's geometry, follow the init
  * distributions, are deterministic per seed (and independent of sharding),
  * and are written atomically without clobbering anything. */
-#include <dirent.h>
-#include <ftw.h>
 #include <sys/stat.h>
 
 #include "checkpoint.h"
@@ -12,23 +10,6 @@
 
 #define SMALL_SHARD (4LL << 20) /* forces several shards for the tiny preset */
 #define EDGE_TEST_VOCAB 1024
-
-static int rm_entry(const char *p, const struct stat *st, int fl, struct FTW *f) {
-    (void)st, (void)fl, (void)f;
-    return remove(p);
-}
-static void rm_tree(const char *p) { nftw(p, rm_entry, 16, FTW_DEPTH | FTW_PHYS); }
-
-static int count_entries(const char *dir, const char *part) {
-    DIR *d = opendir(dir);
-    if (!d) return -1;
-    int k = 0;
-    struct dirent *e;
-    while ((e = readdir(d)))
-        if (strstr(e->d_name, part)) k++;
-    closedir(d);
-    return k;
-}
 
 static bool same_file(const char *a, const char *b) {
     char *x, *y;
@@ -361,7 +342,8 @@ int main(void) {
     T_CHECK(write_model("tiny", -1, 1, p2, tok, false, 0, 0, 0) == C3_EUSAGE, "negative layers");
     T_CHECK(write_model("tiny", 0, 1, p2, base, false, 0, 0, 0) == C3_EINPUT, "no tokenizer.json: %s", c3_errmsg());
     T_CHECK(!c3_file_exists(p2), "nothing left after a failed write");
-    T_CHECK(count_entries(base, ".tmp.") == 0 && count_entries(base, ".old.") == 0, "temporary folders left");
+    T_CHECK(t_count_entries(base, ".tmp.") == 0 && t_count_entries(base, ".old.") == 0,
+            "temporary folders left");
 
     /* 6. Edge layout (1 layer, small vocab, tiny VAE): ReLU^2, no UND QK-norm */
     t0 = c3_now();
@@ -388,6 +370,6 @@ int main(void) {
         T_CHECK(0, "open edge: %s", c3_errmsg());
     }
 
-    rm_tree(base);
+    (void)t_rm_tree(base);
     return t_done("mkmodel");
 }

@@ -2,7 +2,6 @@
  * and destination checks, atomic writes, video folders replaced as a whole,
  * and nothing half-written after SIGTERM / SIGHUP during a write or when
  * the file-size limit (SIGXFSZ -> EFBIG) cuts it. */
-#include <dirent.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -20,18 +19,6 @@ static const char *tp(const char *name) {
     char *p = b[k++ & 7];
     snprintf(p, 600, "%s/%s", tmpdir, name);
     return p;
-}
-
-/* Entries of dir whose name contains part (-1: no such folder). */
-static int count(const char *dir, const char *part) {
-    DIR *d = opendir(dir);
-    if (!d) return -1;
-    int k = 0;
-    struct dirent *e;
-    while ((e = readdir(d)))
-        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") && strstr(e->d_name, part)) k++;
-    closedir(d);
-    return k;
 }
 
 static cosmos3_result *fake_result(int W, int H, int F) {
@@ -145,21 +132,24 @@ static void test_folder_replace(void) {
     char **p;
     int n;
     int rc = write_out(tp("vid"), false, r17, &p, &n);
-    T_CHECK(rc == C3_OK && n == 17 && count(tp("vid"), "frame_") == 17, "17 frames: %s",
+    T_CHECK(rc == C3_OK && n == 17 && t_count_entries(tp("vid"), "frame_") == 17, "17 frames: %s",
             c3_errmsg());
     if (rc == C3_OK) free_paths(p, n);
     rc = write_out(tp("vid"), false, r9, &p, &n);
-    T_CHECK(rc == C3_EOUTPUT && count(tp("vid"), "frame_") == 17,
+    T_CHECK(rc == C3_EOUTPUT && t_count_entries(tp("vid"), "frame_") == 17,
             "no --overwrite keeps the old: %s", c3_errmsg());
     rc = write_out(tp("vid"), true, r9, &p, &n);
-    T_CHECK(rc == C3_OK && count(tp("vid"), "frame_") == 9, "replaced as a whole: %d frames (%s)",
-            count(tp("vid"), "frame_"), c3_errmsg());
+    T_CHECK(rc == C3_OK && t_count_entries(tp("vid"), "frame_") == 9,
+            "replaced as a whole: %d frames (%s)", t_count_entries(tp("vid"), "frame_"),
+            c3_errmsg());
     if (rc == C3_OK) free_paths(p, n);
-    T_CHECK(count(tmpdir, ".tmp.") == 0, "temporary names left: %d", count(tmpdir, ".tmp."));
+    T_CHECK(t_count_entries(tmpdir, ".tmp.") == 0, "temporary names left: %d",
+            t_count_entries(tmpdir, ".tmp."));
     /* a pattern: all frames placed */
     mkdir(tp("shots"), 0755);
     rc = write_out(tp("shots/s%03d.png"), false, r9, &p, &n);
-    T_CHECK(rc == C3_OK && count(tp("shots"), "s0") == 9 && count(tp("shots"), "tmp") == 0,
+    T_CHECK(rc == C3_OK && t_count_entries(tp("shots"), "s0") == 9 &&
+                t_count_entries(tp("shots"), "tmp") == 0,
             "pattern: %s", c3_errmsg());
     if (rc == C3_OK) free_paths(p, n);
     /* an MP4 and its default name */
@@ -188,7 +178,7 @@ static void test_signal(int sig, const char *out, const char *tmp_part) {
     }
     bool seen = false;
     for (int i = 0; i < 200000 && !seen; i++) {
-        seen = count(tmpdir, tmp_part) > 0;
+        seen = t_count_entries(tmpdir, tmp_part) > 0;
         if (!seen) usleep(200);
     }
     if (seen) kill(pid, sig);
@@ -196,8 +186,8 @@ static void test_signal(int sig, const char *out, const char *tmp_part) {
     waitpid(pid, &st, 0);
     T_CHECK(seen, "signal %d: the write's temporary never showed", sig);
     T_CHECK(WIFSIGNALED(st) && WTERMSIG(st) == sig, "signal %d: child status %d", sig, st);
-    T_CHECK(count(tmpdir, tmp_part) == 0, "signal %d: %d temporary entries left", sig,
-            count(tmpdir, tmp_part));
+    T_CHECK(t_count_entries(tmpdir, tmp_part) == 0, "signal %d: %d temporary entries left", sig,
+            t_count_entries(tmpdir, tmp_part));
     struct stat sb;
     T_CHECK(stat(out, &sb) != 0, "signal %d: %s exists after the signal", sig, out);
 }
@@ -221,9 +211,10 @@ static void test_fsize(void) {
     int st;
     waitpid(pid, &st, 0);
     T_CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "file-size limit: child status %d", st);
-    T_CHECK(count(tp("vid"), "frame_") == 9, "the old folder survives: %d frames",
-            count(tp("vid"), "frame_"));
-    T_CHECK(count(tmpdir, ".tmp.") == 0 && !c3_file_exists(tp("big.mp4")), "nothing half-written");
+    T_CHECK(t_count_entries(tp("vid"), "frame_") == 9, "the old folder survives: %d frames",
+            t_count_entries(tp("vid"), "frame_"));
+    T_CHECK(t_count_entries(tmpdir, ".tmp.") == 0 && !c3_file_exists(tp("big.mp4")),
+            "nothing half-written");
 }
 
 int main(void) {

@@ -1,7 +1,6 @@
 /* test_png.c - PNG writer/reader: pixel and text round trips, chunk types,
  * refusal to overwrite, unwritable folders, libpng errors as values, and no
  * temporary file left behind. */
-#include <dirent.h>
 #include <sys/stat.h>
 
 #include "png_io.h"
@@ -28,18 +27,6 @@ static const unsigned char *find_chunk(const unsigned char *buf, size_t n, const
         pos += 12 + cl;
     }
     return NULL;
-}
-
-/* Count the entries of dir whose name contains `part`. */
-static int count_entries(const char *dir, const char *part) {
-    DIR *d = opendir(dir);
-    if (!d) return -1;
-    int k = 0;
-    struct dirent *e;
-    while ((e = readdir(d)))
-        if (strstr(e->d_name, part)) k++;
-    closedir(d);
-    return k;
 }
 
 static const char *lookup(char **keys, char **vals, int n, const char *key) {
@@ -178,7 +165,7 @@ int main(void) {
     T_CHECK(strstr(c3_errmsg(), "trunc.png") != NULL, "message names the file: %s", c3_errmsg());
 
     /* 7. no temporary file left behind by any of the above */
-    T_CHECK(count_entries(dir, ".tmp") == 0, "temporary files left in %s", dir);
+    T_CHECK(t_count_entries(dir, ".tmp") == 0, "temporary files left in %s", dir);
 
     unlink(path);
     snprintf(path2, sizeof path2, "%s/not.png", dir);

@@ -3,6 +3,7 @@
 #ifndef COSMOS3_TEST_UTIL_H
 #define COSMOS3_TEST_UTIL_H
 
+#include <dirent.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -127,6 +128,18 @@ static inline float *t_read_latents(const char *path, int64_t *n) {
     if (t) *n = st_numel(t);
     st_close(&f);
     return x;
+}
+
+/* The entries of dir whose name contains part (-1: no such folder). */
+static inline int t_count_entries(const char *dir, const char *part) {
+    DIR *d = opendir(dir);
+    if (!d) return -1;
+    int k = 0;
+    struct dirent *e;
+    while ((e = readdir(d)))
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") && strstr(e->d_name, part)) k++;
+    closedir(d);
+    return k;
 }
 
 /* rm -rf dir (the test's own mkdtemp folder); whether it went. */
