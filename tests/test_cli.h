@@ -62,6 +62,73 @@ static inline int t_run(char *const argv[], const char *errf) {
     return t_run_io(argv, NULL, errf);
 }
 
+/* One golden run through `cosmos3 gen`: a manifest case's settings and the
+ * files of the run. */
+typedef struct {
+    const char *prompt, *negative, *schedule;
+    long long width, height, frames, steps;
+    double fps, guidance, shift;
+    const char *noise, *latents, *out; /* --noise, --save-latents, -o */
+} t_gen;
+/* The numbers of a t_gen as argv text. */
+typedef struct {
+    char W[24], H[24], F[24], steps[24], fps[32], gs[32], shift[32];
+} t_gen_text;
+#define T_GEN_ARGC 36 /* what t_gen_argv writes */
+
+/* argv[0, T_GEN_ARGC) = bin gen -m model, g's settings and files (the CFG
+ * interval off), --overwrite -q --device t_device(); the caller appends its
+ * own flags and the NULL. */
+static inline int t_gen_argv(char **argv, t_gen_text *tx, const char *bin, const char *model,
+                             const t_gen *g) {
+    snprintf(tx->W, sizeof tx->W, "%lld", g->width);
+    snprintf(tx->H, sizeof tx->H, "%lld", g->height);
+    snprintf(tx->F, sizeof tx->F, "%lld", g->frames);
+    snprintf(tx->steps, sizeof tx->steps, "%lld", g->steps);
+    snprintf(tx->fps, sizeof tx->fps, "%g", g->fps);
+    snprintf(tx->gs, sizeof tx->gs, "%g", g->guidance);
+    snprintf(tx->shift, sizeof tx->shift, "%g", g->shift);
+    char *const v[T_GEN_ARGC] = {(char *)bin,
+                                 "gen",
+                                 "-m",
+                                 (char *)model,
+                                 "-p",
+                                 (char *)g->prompt,
+                                 "-n",
+                                 (char *)g->negative,
+                                 "-W",
+                                 tx->W,
+                                 "-H",
+                                 tx->H,
+                                 "--frames",
+                                 tx->F,
+                                 "--fps",
+                                 tx->fps,
+                                 "--steps",
+                                 tx->steps,
+                                 "-g",
+                                 tx->gs,
+                                 "--shift",
+                                 tx->shift,
+                                 "--schedule",
+                                 (char *)g->schedule,
+                                 "--guidance-interval",
+                                 "none",
+                                 "--noise",
+                                 (char *)g->noise,
+                                 "--save-latents",
+                                 (char *)g->latents,
+                                 "-o",
+                                 (char *)g->out,
+                                 "--overwrite",
+                                 "-q",
+                                 "--device",
+                                 (char *)t_device()};
+    for (int i = 0; i < T_GEN_ARGC; i++)
+        argv[i] = v[i];
+    return T_GEN_ARGC;
+}
+
 /* A file's text ("" when unreadable); free it. */
 static inline char *t_slurp(const char *path) {
     char *d = NULL;

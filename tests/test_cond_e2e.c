@@ -50,19 +50,24 @@ static void run_case(json_t *c, const char *name) {
     t_golden_noise(&g, key, noise);
     snprintf(input, sizeof input, "%s%s", t_path("tiny-a/cond/inputs/"), picture ? picture : clip);
     int frames = (int)json_integer_value(json_object_get(c, "num_frames"));
-    char W[16], H[16], F[16], fps[32], steps[16], gs[32], shift[32] = "1", idx[64] = "";
-    snprintf(W, sizeof W, "%lld", (long long)json_integer_value(json_object_get(c, "width")));
-    snprintf(H, sizeof H, "%lld", (long long)json_integer_value(json_object_get(c, "height")));
-    snprintf(F, sizeof F, "%d", frames);
-    snprintf(fps, sizeof fps, "%g", json_number_value(json_object_get(c, "fps")));
-    snprintf(steps, sizeof steps, "%lld",
-             (long long)json_integer_value(json_object_get(c, "steps")));
-    snprintf(gs, sizeof gs, "%g", json_number_value(json_object_get(c, "guidance_scale")));
+    char idx[64] = "";
     json_t *ov = json_object_get(c, "scheduler_overrides");
-    const char *sched =
-        json_is_false(json_object_get(ov, "use_karras_sigmas")) ? "linear" : "karras";
-    if (json_object_get(ov, "flow_shift"))
-        snprintf(shift, sizeof shift, "%g", json_number_value(json_object_get(ov, "flow_shift")));
+    t_gen gc = {.prompt = json_string_value(json_object_get(c, "prompt")),
+                .negative = json_string_value(json_object_get(c, "negative_prompt")),
+                .schedule =
+                    json_is_false(json_object_get(ov, "use_karras_sigmas")) ? "linear" : "karras",
+                .width = (long long)json_integer_value(json_object_get(c, "width")),
+                .height = (long long)json_integer_value(json_object_get(c, "height")),
+                .frames = frames,
+                .steps = (long long)json_integer_value(json_object_get(c, "steps")),
+                .fps = json_number_value(json_object_get(c, "fps")),
+                .guidance = json_number_value(json_object_get(c, "guidance_scale")),
+                .shift = json_object_get(ov, "flow_shift")
+                             ? json_number_value(json_object_get(ov, "flow_shift"))
+                             : 1.0,
+                .noise = noise,
+                .latents = lat,
+                .out = out};
     size_t i;
     json_t *v;
     json_array_foreach(json_object_get(c, "condition_frame_indexes_vision"), i, v) {
@@ -78,52 +83,13 @@ static void run_case(json_t *c, const char *name) {
     for (int l = 0; l < nlayouts; l++) {
         snprintf(lat, sizeof lat, "%s/%s.%d.out.safetensors", tmpd, name, l);
         snprintf(out, sizeof out, "%s/%s_%d_frames", tmpd, name, l);
-        char *argv[64];
-        int a = 0;
-        char *base[] = {(char *)bin,
-                        "gen",
-                        "-m",
-                        (char *)model,
-                        "-p",
-                        (char *)json_string_value(json_object_get(c, "prompt")),
-                        "-n",
-                        (char *)json_string_value(json_object_get(c, "negative_prompt")),
-                        "-W",
-                        W,
-                        "-H",
-                        H,
-                        "--frames",
-                        F,
-                        "--fps",
-                        fps,
-                        "--steps",
-                        steps,
-                        "-g",
-                        gs,
-                        "--schedule",
-                        (char *)sched,
-                        "--shift",
-                        shift,
-                        "--guidance-interval",
-                        "none",
-                        "--noise",
-                        noise,
-                        "--save-latents",
-                        lat,
-                        "-o",
-                        out,
-                        "--overwrite",
-                        "-q",
-                        "--device",
-                        (char *)t_device(),
-                        "--tp",
-                        (char *)layouts[l][0],
-                        "--cfg-parallel",
-                        (char *)layouts[l][1],
-                        "--ulysses",
-                        (char *)layouts[l][2]};
-        for (size_t k = 0; k < C3_ARRAY_LEN(base); k++)
-            argv[a++] = base[k];
+        char *argv[T_GEN_ARGC + 16];
+        t_gen_text tx;
+        int a = t_gen_argv(argv, &tx, bin, model, &gc);
+        const char *lay[] = {"--tp",        layouts[l][0], "--cfg-parallel",
+                             layouts[l][1], "--ulysses",   layouts[l][2]};
+        for (size_t k = 0; k < C3_ARRAY_LEN(lay); k++)
+            argv[a++] = (char *)lay[k];
         argv[a++] = picture ? "--image" : "--video";
         argv[a++] = input;
         if (clip) {

@@ -39,59 +39,35 @@ int main(void) {
             snprintf(png, sizeof png, "%s/%s_frames", tmpd, name);
         else
             snprintf(png, sizeof png, "%s/%s.png", tmpd, name);
-        char W[16], H[16], F[16], fps[32], steps[16], gs[32], shift[32];
-        snprintf(W, sizeof W, "%lld", (long long)json_integer_value(json_object_get(fl, "width")));
-        snprintf(H, sizeof H, "%lld", (long long)json_integer_value(json_object_get(fl, "height")));
-        snprintf(F, sizeof F, "%d", frames);
-        snprintf(fps, sizeof fps, "%g", json_number_value(json_object_get(fl, "fps")));
-        snprintf(steps, sizeof steps, "%lld", (long long)json_integer_value(json_object_get(fl, "num_inference_steps")));
-        snprintf(gs, sizeof gs, "%g", json_number_value(json_object_get(fl, "guidance_scale")));
-        snprintf(shift, sizeof shift, "%g", json_number_value(json_object_get(fl, "flow_shift")));
         bool karras = json_is_true(json_object_get(fl, "use_karras_sigmas"));
         bool native = json_is_true(json_object_get(fl, "use_native_flow_schedule"));
-        const char *sched = karras ? "karras" : native ? "native" : "linear";
         const char *sys = json_is_false(json_object_get(fl, "use_system_prompt")) ? "off" : "on";
-        const char *tmpl = json_is_false(json_object_get(fl, "add_resolution_template")) ? "--no-templates" : "--templates";
-        char *argv[] = {(char *)bin,
-                        "gen",
-                        "-m",
-                        model,
-                        "-p",
-                        (char *)json_string_value(json_object_get(fl, "prompt")),
-                        "-n",
-                        (char *)json_string_value(json_object_get(fl, "negative_prompt")),
-                        "-W",
-                        W,
-                        "-H",
-                        H,
-                        "--frames",
-                        F,
-                        "--fps",
-                        fps,
-                        "--steps",
-                        steps,
-                        "-g",
-                        gs,
-                        "--shift",
-                        shift,
-                        "--schedule",
-                        (char *)sched,
-                        "--guidance-interval",
-                        "none",
-                        "--system-prompt",
-                        (char *)sys,
-                        (char *)tmpl,
-                        "--noise",
-                        noise,
-                        "--save-latents",
-                        lat,
-                        "-o",
-                        png,
-                        "--overwrite",
-                        "-q",
-                        "--device",
-                        (char *)t_device(),
-                        NULL};
+        const char *tmpl = json_is_false(json_object_get(fl, "add_resolution_template"))
+                               ? "--no-templates"
+                               : "--templates";
+        t_gen gc = {.prompt = json_string_value(json_object_get(fl, "prompt")),
+                    .negative = json_string_value(json_object_get(fl, "negative_prompt")),
+                    .schedule = karras   ? "karras"
+                                : native ? "native"
+                                         : "linear",
+                    .width = (long long)json_integer_value(json_object_get(fl, "width")),
+                    .height = (long long)json_integer_value(json_object_get(fl, "height")),
+                    .frames = frames,
+                    .steps =
+                        (long long)json_integer_value(json_object_get(fl, "num_inference_steps")),
+                    .fps = json_number_value(json_object_get(fl, "fps")),
+                    .guidance = json_number_value(json_object_get(fl, "guidance_scale")),
+                    .shift = json_number_value(json_object_get(fl, "flow_shift")),
+                    .noise = noise,
+                    .latents = lat,
+                    .out = png};
+        char *argv[T_GEN_ARGC + 4];
+        t_gen_text tx;
+        int a = t_gen_argv(argv, &tx, bin, model, &gc);
+        argv[a++] = "--system-prompt";
+        argv[a++] = (char *)sys;
+        argv[a++] = (char *)tmpl;
+        argv[a] = NULL;
         double t0 = c3_now();
         int rc = t_run(argv, NULL);
         T_CHECK(rc == 0, "%s: cosmos3 gen exited %d", name, rc);
