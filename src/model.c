@@ -1,4 +1,4 @@
-/* model.c - the Cosmos3 MoT transformer (spec section 3) on the backend table.
+/* model.c - the Cosmos3 MoT transformer's forward (spec section 3) on the backend table.
  *
  * UND tower: embed ids, per layer pre-norm causal GQA attention with text RoPE
  * and a SwiGLU/ReLU^2 MLP; each layer's K (post-norm, post-RoPE; Edge: the

@@ -1,4 +1,4 @@
-/* rendezvous.c - see rendezvous.h. */
+/* rendezvous.c - the host barrier, slots and abort of the thread communicators (rendezvous.h). */
 #include "rendezvous.h"
 
 #include <stdlib.h>
