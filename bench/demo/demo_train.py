@@ -1125,6 +1125,8 @@ def stage_check(a, dev):
                       f"{'' if lim is None else (' ok' if ok else ' FAIL (tol %.0e)' % lim)}", flush=True)
     # clips: text-, image- and video-to-video (pinned latent frames), the engine's
     # --image / --video DIR against this script's sampler from the same pixels
+    # (bf16 CUDA: its encoder's x0 is in the pinned frames too, the goldens' 6e-2)
+    tolc = {"cpu": 1e-4, "cuda": 6e-2}
     gd_def = float(json.load(open(os.path.join(a.ckpt, "model_index.json")))["cosmos3"]["defaults"]["guidance"])
     for i, (task, (sh, col, bg), mo) in enumerate((("i2v", HELD_OUT[0], 1), ("v2v", HELD_OUT[6], 3),
                                                    ("t2v", HELD_OUT[3], 2))):
@@ -1164,7 +1166,7 @@ def stage_check(a, dev):
                                check=True)
                 got = R.st_load(out)["latents"].float()
                 e = R.rel_l2(got, want)
-                lim = tol1[cdev] if steps == 1 else None
+                lim = tolc[cdev] if steps == 1 else None
                 ok = lim is None or e <= lim
                 bad += not ok
                 rows.append(dict(prompt=text, task=task, device=cdev, steps=steps, guidance=gd, rel_l2=e))
