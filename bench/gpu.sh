@@ -319,21 +319,32 @@ for name in ("t2i", "480p", "720p"):
 PY
 }
 
+# What comes back from a device call is at most 8 files of at most 16 MiB
+# each: train writes six to $out (gpu.log, scores.json, the shipped
+# transformer and VAE safetensors, ship-meta.tgz with the configs, and
+# train-logs.tgz with every other log); the rest stays in /tmp/demo_work.
 sec_train() {
+    local w=/tmp/demo_work
+    rm -rf "$w/logs" && mkdir -p "$w/logs"
+    train_run "$w" "$w/logs"
+    tar czf "$out/train-logs.tgz" -C "$w" logs
+}
+
+train_run() {
     section "train: bench/demo/demo_train.py --smoke (every stage, a few steps), then every stage, the C engine's check and its judged clips"
-    local w=/tmp/demo_work sm=/tmp/demo_smoke
+    local w=$1 lg=$2 sm=/tmp/demo_smoke
     # TRAIN_PY: the trainer to run (a carried copy; torch_ref.py beside it in ../reference)
     local py=${TRAIN_PY:-bench/demo/demo_train.py}
     local t="python3 $py --cosmos3 $bin --judge $pk/libdemojudge.so"
     mkdir -p "$w" "$sm"
     local t0
     t0=$(date +%s)
-    $t all --smoke --work "$sm" --to "$sm/ship" >"$out/smoke.log" 2>&1 &&
-        $t check --smoke --work "$sm" --ckpt "$sm/ship" --c-devices cpu >>"$out/smoke.log" 2>&1
+    $t all --smoke --work "$sm" --to "$sm/ship" >"$lg/smoke.log" 2>&1 &&
+        $t check --smoke --work "$sm" --ckpt "$sm/ship" --c-devices cpu >>"$lg/smoke.log" 2>&1
     local rc=$?
-    tail -4 "$out/smoke.log"
+    tail -4 "$lg/smoke.log"
     counted "train smoke ($(( $(date +%s) - t0 )) s)" $rc
-    [ $rc = 0 ] || { tail -40 "$out/smoke.log"; return; }
+    [ $rc = 0 ] || { tail -40 "$lg/smoke.log"; return; }
     t0=$(date +%s)
     # one process for vae, dit, score and pack (TRAIN_ARGS: trainer options)
     # shellcheck disable=SC2086 # the *_ARGS are words
@@ -344,7 +355,7 @@ sec_train() {
     cp "$w/ship/vae/diffusion_pytorch_model.safetensors" "$out/ship-vae.safetensors"
     tar czf "$out/ship-meta.tgz" -C "$w" ship/model_index.json ship/transformer/config.json ship/vae/config.json \
         ship/scheduler
-    python3 - "$w" "$out/train_meta.json" <<'PY'
+    python3 - "$w" "$lg/train_meta.json" <<'PY'
 import json, sys, torch
 w = sys.argv[1]
 v, d = torch.load(w + "/vae.pt"), torch.load(w + "/dit.pt")
@@ -352,14 +363,14 @@ json.dump(dict(vae=dict(steps=v["steps"], seconds=v["seconds"], psnr=v["psnr"], 
                         psnr_clips=v.get("psnr_clips"), judged_clips=v.get("judged_clips"), log=v["log"]),
                dit=dict(steps=d["steps"], seconds=d["seconds"], log=d["log"])), open(sys.argv[2], "w"), indent=1)
 PY
-    $t check --work "$w" --ckpt "$w/ship" --c-devices cpu,cuda --json-out "$out/check.json"
+    $t check --work "$w" --ckpt "$w/ship" --c-devices cpu,cuda --json-out "$lg/check.json"
     counted "train check (C engine vs the trainer's forward)" $?
     # the C engine's clips and pictures from the new model, judged (PNG frames: no FFmpeg here)
-    COSMOS3_DEMO_MODEL=$w/ship COSMOS3_TEST_DEVICE=cuda "$pk/test_demo_motion" >"$out/motion_cuda.txt"
+    COSMOS3_DEMO_MODEL=$w/ship COSMOS3_TEST_DEVICE=cuda "$pk/test_demo_motion" >"$lg/motion_cuda.txt"
     counted "demo_motion cuda" $?
-    COSMOS3_DEMO_MODEL=$w/ship "$pk/test_demo_motion" >"$out/motion_cpu.txt"
+    COSMOS3_DEMO_MODEL=$w/ship "$pk/test_demo_motion" >"$lg/motion_cpu.txt"
     counted "demo_motion cpu" $?
-    COSMOS3_DEMO_MODEL=$w/ship "$pk/test_demo" >"$out/demo_cpu.txt"
+    COSMOS3_DEMO_MODEL=$w/ship "$pk/test_demo" >"$lg/demo_cpu.txt"
     counted "demo cpu (T2I)" $?
 }
 
