@@ -46,6 +46,14 @@ extern "C" {
 #endif
 
 #define COSMOS3_API_VERSION 1
+
+/* Every call below is exported from libcosmos3.so; nothing else is (the
+ * library is built with -fvisibility=hidden). */
+#if defined(__GNUC__)
+#define COSMOS3_API __attribute__((visibility("default")))
+#else
+#define COSMOS3_API
+#endif
 #define COSMOS3_MAX_RANKS 64 /* ranks of one engine at most */
 
 /* Status codes; they are also the command line's exit statuses. */
@@ -61,9 +69,9 @@ typedef enum {
 } cosmos3_status;
 
 /* "0.1.0" */
-const char *cosmos3_version(void);
+COSMOS3_API const char *cosmos3_version(void);
 /* The features built in, space-separated: "cuda nccl" (library side). */
-const char *cosmos3_features(void);
+COSMOS3_API const char *cosmos3_features(void);
 
 typedef struct cosmos3_engine cosmos3_engine;
 
@@ -123,18 +131,19 @@ typedef struct {
     void *user;
 } cosmos3_open_params;
 
-void cosmos3_open_params_init(cosmos3_open_params *p);
+COSMOS3_API void cosmos3_open_params_init(cosmos3_open_params *p);
 
 /* Check the plan (devices, divisibility, memory) before any weight is read,
  * then load. On failure *out is NULL. */
-int cosmos3_open(const cosmos3_open_params *p, cosmos3_engine **out, char *err, size_t errlen);
-void cosmos3_close(cosmos3_engine *e);
+COSMOS3_API int cosmos3_open(const cosmos3_open_params *p, cosmos3_engine **out, char *err,
+                             size_t errlen);
+COSMOS3_API void cosmos3_close(cosmos3_engine *e);
 
 /* The model folder a name stands for: a folder that exists is itself; a
  * name without '/' is looked up as a built-in model (the user's data folder
  * $XDG_DATA_HOME/cosmos3/models, the installed data folder, the source
  * tree's share/models); NULL: $COSMOS3_MODEL, else "demo". Returns buf. */
-const char *cosmos3_model_dir(const char *model, char *buf, size_t n);
+COSMOS3_API const char *cosmos3_model_dir(const char *model, char *buf, size_t n);
 
 /* What a loaded model is (valid until cosmos3_close). */
 typedef struct {
@@ -159,7 +168,7 @@ typedef struct {
     int64_t parameters, parameter_bytes; /* as stored, both towers and the VAE */
 } cosmos3_model_info;
 
-void cosmos3_model(const cosmos3_engine *e, cosmos3_model_info *out);
+COSMOS3_API void cosmos3_model(const cosmos3_engine *e, cosmos3_model_info *out);
 
 /* The layout the engine runs on. */
 typedef struct {
@@ -177,13 +186,19 @@ typedef struct {
     } ranks[COSMOS3_MAX_RANKS];
 } cosmos3_layout;
 
-void cosmos3_layout_get(const cosmos3_engine *e, cosmos3_layout *out);
+COSMOS3_API void cosmos3_layout_get(const cosmos3_engine *e, cosmos3_layout *out);
 /* The layout as text lines (ranks, devices, bytes per rank), as `cosmos3
  * info` shows it; malloc'd. */
-char *cosmos3_layout_text(const cosmos3_engine *e);
+COSMOS3_API char *cosmos3_layout_text(const cosmos3_engine *e);
 /* A GPU's memory now (the one poll a monitor makes): COSMOS3_OK, or
  * COSMOS3_ERESOURCE without CUDA or that device. */
-int cosmos3_device_memory(int device, int64_t *free_bytes, int64_t *total_bytes);
+COSMOS3_API int cosmos3_device_memory(int device, int64_t *free_bytes, int64_t *total_bytes);
+/* The GPUs this process sees (0 without CUDA or a usable driver). */
+COSMOS3_API int cosmos3_device_count(void);
+/* One GPU's name and memory now: COSMOS3_ERESOURCE (naming why) for a device
+ * that is not there or that the driver cannot query. */
+COSMOS3_API int cosmos3_device_info(int device, char *name, size_t n, int64_t *free_bytes,
+                                    int64_t *total_bytes, char *err, size_t errlen);
 
 /* ------------------------------------------------------------- requests */
 
@@ -230,7 +245,7 @@ typedef struct {
     void *user;
 } cosmos3_request;
 
-void cosmos3_request_init(cosmos3_request *r);
+COSMOS3_API void cosmos3_request_init(cosmos3_request *r);
 
 /* The settings a request resolves to on an engine (NULL: without a model,
  * the upstream task defaults only). */
@@ -253,8 +268,20 @@ typedef struct {
 /* Fill the defaults of r (the model card, else the task's) and check every
  * value, without generating: COSMOS3_EUSAGE with a one-line message naming
  * the field and the fix. The prompt is not required here. */
-int cosmos3_resolve(const cosmos3_engine *e, const cosmos3_request *r, cosmos3_settings *out,
-                    char *err, size_t errlen);
+COSMOS3_API int cosmos3_resolve(const cosmos3_engine *e, const cosmos3_request *r,
+                                cosmos3_settings *out, char *err, size_t errlen);
+
+/* First-last conditioning: a clip of frames x height x width (frames 1 + k
+ * vae_temporal, k >= 1) whose leading frames come from start and trailing
+ * frames from end (a picture or a clip each), preprocessed as upstream's
+ * conditioning frames; pass it as the request's video with condition_frames
+ * = idx[0..n) (at most max) and COSMOS3_KEEP_FIRST. *rgb (malloc'd) holds
+ * its [frames, height, width, 3] bytes. COSMOS3_EUSAGE when the two ends
+ * overlap on the latent timeline. */
+COSMOS3_API int cosmos3_first_last(const cosmos3_frames *start, const cosmos3_frames *end,
+                                   int frames, int width, int height, int vae_temporal,
+                                   uint8_t **rgb, int *idx, int max, int *n, char *err,
+                                   size_t errlen);
 
 /* ------------------------------------------------------------- results */
 
@@ -296,25 +323,26 @@ typedef struct {
 
 /* Run one generation. *out is NULL on failure; COSMOS3_ECANCEL when
  * cancelled (the engine stays usable). */
-int cosmos3_generate(cosmos3_engine *e, const cosmos3_request *r, cosmos3_result **out, char *err, size_t errlen);
+COSMOS3_API int cosmos3_generate(cosmos3_engine *e, const cosmos3_request *r, cosmos3_result **out,
+                                 char *err, size_t errlen);
 /* Ask the generation in flight to stop (async-signal-safe; no effect when idle). */
-void cosmos3_cancel(cosmos3_engine *e);
-void cosmos3_result_free(cosmos3_result *r);
+COSMOS3_API void cosmos3_cancel(cosmos3_engine *e);
+COSMOS3_API void cosmos3_result_free(cosmos3_result *r);
 
 /* Latents as a safetensors file with one tensor "latents" [1, C, T, h, w]
  * (float32): written atomically, an existing file kept unless overwrite. */
-int cosmos3_latents_write(const char *path, const float *latents, const int shape[5],
-                          bool overwrite, char *err, size_t errlen);
+COSMOS3_API int cosmos3_latents_write(const char *path, const float *latents, const int shape[5],
+                                      bool overwrite, char *err, size_t errlen);
 /* Read one: shape must match want (COSMOS3_EINPUT naming both otherwise);
  * *out is malloc'd, n floats. */
-int cosmos3_latents_read(const char *path, const int want[5], float **out, size_t *n, char *err,
-                         size_t errlen);
+COSMOS3_API int cosmos3_latents_read(const char *path, const int want[5], float **out, size_t *n,
+                                     char *err, size_t errlen);
 /* The re-noising draws of the fixed-step SDE sampler from the same file:
  * "step_noise" [steps, 1, C, T, h, w] with want = the latents' shape. A file
  * without one gives *out NULL, n 0 and COSMOS3_OK; a wrong shape is
  * COSMOS3_EINPUT. */
-int cosmos3_step_noise_read(const char *path, int steps, const int want[5], float **out, size_t *n,
-                            char *err, size_t errlen);
+COSMOS3_API int cosmos3_step_noise_read(const char *path, int steps, const int want[5], float **out,
+                                        size_t *n, char *err, size_t errlen);
 
 /* ---------------------------------------------------------- inspecting */
 
@@ -340,17 +368,17 @@ typedef struct {
 } cosmos3_checkpoint_details;
 
 /* p->model names the folder (as cosmos3_open); the rest is for the plan. */
-int cosmos3_checkpoint_open(const cosmos3_open_params *p, cosmos3_checkpoint **out, char *err,
-                            size_t errlen);
-void cosmos3_checkpoint_close(cosmos3_checkpoint *c);
+COSMOS3_API int cosmos3_checkpoint_open(const cosmos3_open_params *p, cosmos3_checkpoint **out,
+                                        char *err, size_t errlen);
+COSMOS3_API void cosmos3_checkpoint_close(cosmos3_checkpoint *c);
 /* Valid until cosmos3_checkpoint_close; details may be NULL. */
-void cosmos3_checkpoint_model(const cosmos3_checkpoint *c, cosmos3_model_info *out,
-                              cosmos3_checkpoint_details *details);
+COSMOS3_API void cosmos3_checkpoint_model(const cosmos3_checkpoint *c, cosmos3_model_info *out,
+                                          cosmos3_checkpoint_details *details);
 /* The plan p (devices, ranks, offload) gives for W x H x frames, checked as
  * cosmos3_open checks it; *text (malloc'd, may be NULL) as cosmos3_layout_text. */
-int cosmos3_checkpoint_plan(const cosmos3_checkpoint *c, const cosmos3_open_params *p, int width,
-                            int height, int frames, cosmos3_layout *out, char **text, char *err,
-                            size_t errlen);
+COSMOS3_API int cosmos3_checkpoint_plan(const cosmos3_checkpoint *c, const cosmos3_open_params *p,
+                                        int width, int height, int frames, cosmos3_layout *out,
+                                        char **text, char *err, size_t errlen);
 
 /* ------------------------------------------------------------ tokenizer */
 
@@ -368,20 +396,21 @@ typedef struct {
     double fps;
 } cosmos3_tokenize_params;
 
-void cosmos3_tokenize_params_init(cosmos3_tokenize_params *p);
+COSMOS3_API void cosmos3_tokenize_params_init(cosmos3_tokenize_params *p);
 /* model: a folder or a built-in name (cosmos3_model_dir). */
-int cosmos3_tokenizer_open(const char *model, cosmos3_tokenizer **out, char *err, size_t errlen);
-void cosmos3_tokenizer_close(cosmos3_tokenizer *t);
+COSMOS3_API int cosmos3_tokenizer_open(const char *model, cosmos3_tokenizer **out, char *err,
+                                       size_t errlen);
+COSMOS3_API void cosmos3_tokenizer_close(cosmos3_tokenizer *t);
 /* The ids that reach the transformer for text (len bytes); *ids malloc'd. */
-int cosmos3_tokenize(const cosmos3_tokenizer *t, const cosmos3_tokenize_params *p, const char *text,
-                     size_t len, int32_t **ids, int *n, char *err, size_t errlen);
+COSMOS3_API int cosmos3_tokenize(const cosmos3_tokenizer *t, const cosmos3_tokenize_params *p,
+                                 const char *text, size_t len, int32_t **ids, int *n, char *err,
+                                 size_t errlen);
 
 /* ------------------------------------------------------------- mkmodel */
 
 /* A random-weight checkpoint in the Diffusers layout (for tests, benchmarks
  * and plan checks): written into out_dir atomically (a temporary folder
- * renamed at the end). Fields a later version adds (e.g. distilled, fp8)
- * keep zero = the preset's. */
+ * renamed at the end). A field left at zero is the preset's. */
 typedef struct {
     const char *preset;        /* "tiny", "demo", "edge", "nano", "super" */
     int layers;                /* 0 = the preset's */
@@ -391,13 +420,87 @@ typedef struct {
     bool overwrite;            /* replace an existing checkpoint (or empty folder) */
     int64_t shard_bytes;       /* 0 = 5 GB */
     int vocab;                 /* 0 = the preset's */
+    bool distilled; /* the 4-step students' FlowMatch scheduler (fixed_step_sampler_config) */
+    bool fp8;       /* ModelOpt FP8 layer weights (float8_e4m3fn + per-tensor scales) */
     void (*progress)(void *user, int64_t done_bytes, int64_t total_bytes);
     void *progress_user;
 } cosmos3_mkmodel_params;
 
-void cosmos3_mkmodel_params_init(cosmos3_mkmodel_params *p);
+COSMOS3_API void cosmos3_mkmodel_params_init(cosmos3_mkmodel_params *p);
 /* COSMOS3_EUSAGE (preset, values), COSMOS3_EINPUT (tokenizer), COSMOS3_EOUTPUT. */
-int cosmos3_mkmodel(const cosmos3_mkmodel_params *p, char *err, size_t errlen);
+COSMOS3_API int cosmos3_mkmodel(const cosmos3_mkmodel_params *p, char *err, size_t errlen);
+
+/* --------------------------------------------------------------- bench */
+
+/* Time the GEN CFG step of a mkmodel preset's geometry on random weights held
+ * in memory (no checkpoint on disk): what `cosmos3 bench` prints. One rank.
+ * FLOPs are counted as ../shared/PERF-TARGETS.md says (2 x weights applied
+ * per token x tokens for the linears, 4 x S x (L + S) x Hq x head_dim per GEN
+ * layer for attention). Unless skip_vae, a random VAE of the preset's
+ * geometry is written by mkmodel into a temporary folder under $TMPDIR
+ * (removed before the call returns) and decodes the last latents once. */
+#define COSMOS3_BENCH_PEAK_TFLOPS 989.0 /* H200 dense bf16 peak (MFU's denominator) */
+#define COSMOS3_BENCH_NOPS 11           /* op kinds of the device-timed step */
+
+typedef struct {
+    const char *preset;    /* "tiny", "demo", "edge", "nano", "super" (NULL: "tiny") */
+    int layers;            /* 0 = the preset's */
+    const char *device;    /* "auto" (NULL), "cpu" or "cuda" */
+    const char *gpus;      /* the first ordinal is used (NULL: 0) */
+    bool offload;          /* stream block weights from pinned host memory (CUDA) */
+    const char *precision; /* "auto" (NULL), "bf16" or "fp8" */
+    int width, height;     /* 0 = 1024 */
+    int frames;            /* 0 = 1 */
+    double fps;            /* 0 = 24 */
+    int steps;             /* timed CFG steps; 0 = 3 */
+    const char *prompt;    /* NULL: a built-in prompt */
+    bool skip_vae;
+} cosmos3_bench_params;
+
+typedef struct {
+    char preset[16];
+    /* geometry (per tower) */
+    int layers, hidden, heads, kv_heads, head_dim, intermediate;
+    bool mlp_gated; /* SwiGLU; false: ReLU^2 */
+    char device[96]; /* "cpu", "cuda:0 NVIDIA H200" */
+    int width, height, frames;
+    int latent_t, latent_h, latent_w, gen_tokens, L_cond, L_uncond;
+    int steps; /* timed */
+    /* model FLOPs per CFG step and of the UND calls */
+    double flop_step, flop_step_linear, flop_step_attn, flop_und;
+    /* seconds per CFG step (cond + uncond) and per branch */
+    double step_mean, step_min, step_max, cond_mean, uncond_mean;
+    /* the profiled step (synchronised around every matrix product and attention call) */
+    double prof_total, prof_linear, prof_attn; /* seconds */
+    double prof_flop_linear, prof_flop_attn;   /* FLOPs those calls executed */
+    int prof_n_linear, prof_n_attn;
+    /* the device-timed step (backends with timing events): per op kind */
+    bool dev_timed;
+    double dev_op_ms[COSMOS3_BENCH_NOPS];
+    int dev_op_n[COSMOS3_BENCH_NOPS];
+    double dev_span_ms; /* first op start to last op end */
+    double dev_wall;    /* seconds */
+    /* outside the loop, seconds */
+    double t_tokenize, t_load, t_und_cond, t_und_uncond, t_vae_load, t_vae;
+    bool vae, offload, cfg_batch;
+    int64_t h2d_bytes; /* streamed during the timed steps (offload) */
+    double h2d_seconds;
+    int64_t mem_peak, mem_weights, mem_kv, mem_act; /* bytes, the backend's accounting */
+    int64_t dev_used, dev_total;                    /* bytes; dev_total 0 when unknown */
+    /* the decoded first frame (vae): [frame_height, frame_width, 3] uint8 RGB, malloc'd */
+    uint8_t *frame_rgb;
+    int frame_width, frame_height;
+} cosmos3_bench_result;
+
+COSMOS3_API void cosmos3_bench_params_init(cosmos3_bench_params *p);
+/* COSMOS3_EUSAGE (preset, layers 0..1024, steps 0..10000, size not a multiple
+ * of the VAE's, frames not 1 + 4k); *out is zeroed first and owns frame_rgb
+ * on success (cosmos3_bench_result_free). */
+COSMOS3_API int cosmos3_bench(const cosmos3_bench_params *p, cosmos3_bench_result *out, char *err,
+                              size_t errlen);
+COSMOS3_API void cosmos3_bench_result_free(cosmos3_bench_result *r);
+/* The name of device-timed op kind i ("matrix products", "attention", ...). */
+COSMOS3_API const char *cosmos3_bench_op_name(int i);
 
 #ifdef __cplusplus
 }
