@@ -16,6 +16,15 @@ one in bench/reference/torch_ref.py (imported, not restated).
   python3 bench/demo/demo_train.py bench --work DIR          PyTorch sampler: s per 64x64 image (batch 1)
   python3 bench/demo/demo_train.py check --work DIR          the C engine vs this forward on the shipped weights
 
+Pictures and 9-frame clips (tests/demo_world.md "Clips": five motions): the
+VAE learns both (the clips through the causal time chunks the engine runs);
+the transformer learns text-to-image, text-to-video, image-to-video (latent
+frame 0 pinned: clean, no timestep, its velocity zero in the loss, as the
+engine samples) and video-to-video (latent frames 0 and 1 pinned). `score`
+judges pictures and clips (tests/demo_judge.c, demo_judge_clip), `check`
+compares the C engine on pictures and on --image / --video clips. --smoke:
+every stage with a handful of steps and tiny batches (proves the code first).
+
 Each stage reads the previous one's file, so a failed command costs one stage.
 Needs: torch (CUDA for speed; the CPU works at toy step counts), the cosmos3
 binary (--cosmos3: mkmodel for the layout, tokenize for the prompt ids exactly
