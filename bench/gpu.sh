@@ -649,7 +649,7 @@ PY
     counted "regress within 5 %" $?
 }
 
-usage() { sed -n '2,54p' "$0"; exit 2; }
+usage() { sed -n '2,58p' "$0"; exit 2; }
 
 [ $# -ge 1 ] || usage
 case "$1" in
