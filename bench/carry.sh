@@ -6,9 +6,10 @@
 #                                  needed and build the targets
 #   carry_pack DIR BUILD FILE...   here: copy the built FILEs into DIR, with the
 #                                  libraries the GPU machine lacks (libcosmos3,
-#                                  host libraries: libs.tar.xz), debug info
-#                                  stripped, and the compiled-in source dir
-#   carry_env DIR                  there: unpack the libraries, set
+#                                  host libraries), debug info stripped, all
+#                                  in one solid pack.tar.xz, and the
+#                                  compiled-in source dir
+#   carry_env DIR                  there: unpack the programs and libraries, set
 #                                  LD_LIBRARY_PATH (+ CUDA's), link the
 #                                  compiled-in source dir to this checkout
 
@@ -41,7 +42,13 @@ carry_pack() {
         done
     # the debug info is most of a -g build's bytes; symbols stay for backtraces
     for f in "$pk"/* "$pk"/lib/*; do [ -f "$f" ] && strip --strip-debug "$f" 2>/dev/null; done
-    tar -C "$pk/lib" -cJf "$pk/libs.tar.xz" . && rm -rf "${pk:?}/lib"
+    # one solid archive: the test programs link the static library (only
+    # cosmos3_* is exported by libcosmos3.so), so each carries the same few MB
+    # of engine code that xz stores once
+    local names=()
+    for f in "$@"; do names+=("$(basename "$f")"); done
+    tar -C "$pk" -cf - "${names[@]}" lib | xz -9 -T2 >"$pk/pack.tar.xz" &&
+        (cd "$pk" && rm -rf lib "${names[@]}")
     sed -n 's/^#define COSMOS3_SRCDIR "\(.*\)"$/\1/p' "$build/config.h" >"$pk/srcdir"
 }
 
@@ -49,7 +56,12 @@ carry_env() {
     local pk=$1 here
     here=$(pwd)
     local libs=/tmp/c3libs
-    mkdir -p "$libs" && tar -C "$libs" -xJf "$pk/libs.tar.xz"
+    mkdir -p "$libs"
+    if [ -f "$pk/pack.tar.xz" ]; then
+        tar -C "$pk" -xJf "$pk/pack.tar.xz" && cp -a "$pk"/lib/. "$libs"/ && rm -rf "$pk/lib" "$pk/pack.tar.xz"
+    else
+        tar -C "$libs" -xJf "$pk/libs.tar.xz"
+    fi
     local cudalib=/usr/local/cuda/lib64
     [ -e "$cudalib/libcublasLt.so.13" ] || cudalib=$(dirname "$(find / -name 'libcublasLt.so.13' -print -quit 2>/dev/null)")
     export LD_LIBRARY_PATH="$libs:$cudalib:${LD_LIBRARY_PATH:-}"

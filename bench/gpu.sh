@@ -31,7 +31,10 @@
 #     all      check goldens layouts demo speed (about 8-10 minutes on an H200: if
 #              the call limit is 10 minutes, run "check goldens layouts demo" and
 #              "speed" as two calls)
-#     train    bench/demo/demo_train.py, every stage (not in all: ~8 minutes)
+#     train    bench/demo/demo_train.py --smoke, then every stage, its check of the
+#              C engine (pictures and conditioned clips) and the C engine's judged
+#              clips (tests/test_demo_motion) on the new model (not in all: ~9 minutes;
+#              TRAIN_ARGS adds trainer options; NO_NANO=1 skips the nano model setup makes)
 #     cond     (pack with WITH_COND=1) test_cond and test_cond_e2e on CUDA bf16 and
 #              fp32; the i2v case with --offload, --cfg-parallel 2 and --ulysses 2
 #              (ranks sharing GPU 0) vs world 1; an i2v run at 832x480/93f on the
@@ -55,15 +58,17 @@
 # Exit status: the number of failing checks (0: every section passed).
 # shellcheck disable=SC2317 # the sections are called as sec_$name
 set -u -o pipefail
+# GPU_ROOT: the checkout to run in (a copy of this script carried in a
+# folder of its own runs from the repo root it names); GPU_PACK: the pack
 sdir=$(cd "$(dirname "$0")" && pwd)
-here=$(cd "$sdir/.." && pwd)
+here=${GPU_ROOT:-$(cd "$sdir/.." && pwd)}
 cd "$here" || exit 1
 pk=${GPU_PACK:-carry/gpu}
 fxa=${GPU_FX:-carry/fixtures.txz}
 # shellcheck source=bench/carry.sh
 if [ -f "$sdir/carry.sh" ]; then . "$sdir/carry.sh"; else . bench/carry.sh; fi
 files=(cosmos3 tests/test_model tests/test_vae tests/test_e2e
-    tests/test_backends tests/test_gpu_ranks tests/test_demo tests/libdemojudge.so
+    tests/test_backends tests/test_gpu_ranks tests/test_demo tests/test_demo_motion tests/libdemojudge.so
     ${WITH_COND:+tests/test_cond tests/test_cond_e2e})
 [ -n "${NO_OPS:-}" ] || files+=(cuda/lab/ops_check)
 fails=0
@@ -120,7 +125,8 @@ setup() {
     export OMP_NUM_THREADS=${OMP_NUM_THREADS:-8} OPENBLAS_NUM_THREADS=1
     bin=$pk/cosmos3
     nano=/tmp/c3nano2
-    [ -f "$nano/model_index.json" ] ||
+    [ -n "${NO_NANO:-}" ] && nano=
+    [ -z "$nano" ] || [ -f "$nano/model_index.json" ] ||
         timeout 60 "$bin" mkmodel --preset nano --layers 2 --seed 3 -o "$nano" --overwrite -q || nano=
     export COSMOS3_NANO2=$nano
 }
@@ -334,25 +340,59 @@ for name in ("t2i", "480p", "720p"):
 PY
 }
 
+# What comes back from a device call is at most 8 files of at most 16 MiB
+# each: train writes six to $out (gpu.log, scores.json, the shipped
+# transformer and VAE safetensors, ship-meta.tgz with the configs, and
+# train-logs.tgz with every other log); the rest stays in /tmp/demo_work.
 sec_train() {
-    section "train: every stage of bench/demo/demo_train.py, then the PyTorch sampler's time per image"
     local w=/tmp/demo_work
-    mkdir -p "$w"
-    local t="python3 bench/demo/demo_train.py --work $w --cosmos3 $bin --judge $pk/libdemojudge.so"
+    rm -rf "$w/logs" && mkdir -p "$w/logs"
+    train_run "$w" "$w/logs"
+    tar czf "$out/train-logs.tgz" -C "$w" logs
+}
+
+train_run() {
+    section "train: bench/demo/demo_train.py --smoke (every stage, a few steps), then every stage, the C engine's check and its judged clips"
+    local w=$1 lg=$2 sm=/tmp/demo_smoke
+    # TRAIN_PY: the trainer to run (a carried copy; torch_ref.py beside it in ../reference)
+    local py=${TRAIN_PY:-bench/demo/demo_train.py}
+    local t="python3 $py --cosmos3 $bin --judge $pk/libdemojudge.so"
+    mkdir -p "$w" "$sm"
+    local t0
+    t0=$(date +%s)
+    $t all --smoke --work "$sm" --to "$sm/ship" >"$lg/smoke.log" 2>&1 &&
+        $t check --smoke --work "$sm" --ckpt "$sm/ship" --c-devices cpu >>"$lg/smoke.log" 2>&1
+    local rc=$?
+    tail -4 "$lg/smoke.log"
+    counted "train smoke ($(( $(date +%s) - t0 )) s)" $rc
+    [ $rc = 0 ] || { tail -40 "$lg/smoke.log"; return; }
+    t0=$(date +%s)
+    # one process for vae, dit, score and pack (TRAIN_ARGS: trainer options)
     # shellcheck disable=SC2086 # the *_ARGS are words
-    $t vae ${VAE_ARGS:-} || { counted "train vae" 1; return; }
-    cp "$w/vae.pt" "$out/"
-    # shellcheck disable=SC2086
-    $t dit ${DIT_ARGS:-} || { counted "train dit" 1; return; }
-    # shellcheck disable=SC2086
-    $t score ${SCORE_ARGS:-}
+    $t all --work "$w" --to "$w/ship" ${TRAIN_ARGS:-} || { counted "train" 1; return; }
+    echo "vae + dit + score + pack: $(( $(date +%s) - t0 )) s"
     cp "$w/scores.json" "$out/"
-    $t pack --to "$w/ship" || { counted "train pack" 1; return; }
     cp "$w/ship/transformer/diffusion_pytorch_model.safetensors" "$out/ship-transformer.safetensors"
     cp "$w/ship/vae/diffusion_pytorch_model.safetensors" "$out/ship-vae.safetensors"
     tar czf "$out/ship-meta.tgz" -C "$w" ship/model_index.json ship/transformer/config.json ship/vae/config.json \
         ship/scheduler
-    $t bench --ckpt "$w/ship" --json-out "$out/bench_torch.json"
+    python3 - "$w" "$lg/train_meta.json" <<'PY'
+import json, sys, torch
+w = sys.argv[1]
+v, d = torch.load(w + "/vae.pt"), torch.load(w + "/dit.pt")
+json.dump(dict(vae=dict(steps=v["steps"], seconds=v["seconds"], psnr=v["psnr"], judged=v["judged"],
+                        psnr_clips=v.get("psnr_clips"), judged_clips=v.get("judged_clips"), log=v["log"]),
+               dit=dict(steps=d["steps"], seconds=d["seconds"], log=d["log"])), open(sys.argv[2], "w"), indent=1)
+PY
+    $t check --work "$w" --ckpt "$w/ship" --c-devices cpu,cuda --json-out "$lg/check.json"
+    counted "train check (C engine vs the trainer's forward)" $?
+    # the C engine's clips and pictures from the new model, judged (PNG frames: no FFmpeg here)
+    COSMOS3_DEMO_MODEL=$w/ship COSMOS3_TEST_DEVICE=cuda "$pk/test_demo_motion" >"$lg/motion_cuda.txt"
+    counted "demo_motion cuda" $?
+    COSMOS3_DEMO_MODEL=$w/ship "$pk/test_demo_motion" >"$lg/motion_cpu.txt"
+    counted "demo_motion cpu" $?
+    COSMOS3_DEMO_MODEL=$w/ship "$pk/test_demo" >"$lg/demo_cpu.txt"
+    counted "demo cpu (T2I)" $?
 }
 
 # secs FILE.json...: the phases of gen --json runs, one line each
@@ -609,7 +649,7 @@ PY
     counted "regress within 5 %" $?
 }
 
-usage() { sed -n '2,54p' "$0"; exit 2; }
+usage() { sed -n '2,58p' "$0"; exit 2; }
 
 [ $# -ge 1 ] || usage
 case "$1" in
