@@ -681,18 +681,29 @@ static int cmd_last(c3_repl *r, const char *arg) {
         repl_print(r, 0, "outcome: %s", r->last_rc == COSMOS3_ECANCEL ? "cancelled" : r->last_err);
         return COSMOS3_OK;
     }
+    /* the report gen --json and serve's metrics give (result_json) */
+    json_t *o = result_json(x), *t = json_object_get(o, "seconds");
+#define NUM(obj, key) json_number_value(json_object_get(obj, key))
+    int frames = (int)NUM(o, "frames");
     repl_print(r, 0, "seed %llu, %dx%d, %d frame%s, %d steps, guidance %g, shift %g, schedule %s",
-               (unsigned long long)x->seed, x->width, x->height, x->frames, x->frames == 1 ? "" : "s", x->steps,
-               x->guidance, x->shift, x->schedule);
+               (unsigned long long)json_integer_value(json_object_get(o, "seed")),
+               (int)NUM(o, "width"), (int)NUM(o, "height"), frames, frames == 1 ? "" : "s",
+               (int)NUM(o, "steps"), NUM(o, "guidance"), NUM(o, "shift"),
+               json_string_value(json_object_get(o, "schedule")));
     for (int i = 0; i < x->npaths && i < 3; i++) repl_print(r, 0, "wrote %s", x->paths[i]);
     if (x->npaths > 3) repl_print(r, 0, "... %d files", x->npaths);
     repl_print(r, 0,
-               "seconds: tokenize %.3f, und %.3f, denoise %.3f (%.3f s/step: cond %.3f, uncond %.3f), vae %.3f, "
+               "seconds: tokenize %.3f, und %.3f, denoise %.3f (%.3f s/step: cond %.3f, uncond "
+               "%.3f), vae %.3f, "
                "write %.3f, total %.3f",
-               x->t_tokenize, x->t_und, x->t_denoise, x->t_step_mean, x->t_cond_mean, x->t_uncond_mean, x->t_vae,
-               x->t_write, x->t_total);
-    c3_bytes_text(x->mem_peak, a, sizeof a);
-    repl_print(r, 0, "memory peak (rank 0): %s; prompt tokens cond %d, uncond %d", a, x->L_cond, x->L_uncond);
+               NUM(t, "tokenize"), NUM(t, "und"), NUM(t, "denoise"), NUM(t, "step_mean"),
+               NUM(t, "cond_mean"), NUM(t, "uncond_mean"), NUM(t, "vae"), NUM(t, "write"),
+               NUM(t, "total"));
+    c3_bytes_text((int64_t)json_integer_value(json_object_get(o, "mem_peak_bytes")), a, sizeof a);
+    repl_print(r, 0, "memory peak (rank 0): %s; prompt tokens cond %d, uncond %d", a,
+               (int)NUM(o, "L_cond"), (int)NUM(o, "L_uncond"));
+#undef NUM
+    json_decref(o);
     return COSMOS3_OK;
 }
 

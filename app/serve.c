@@ -458,22 +458,25 @@ static int run_image(server *sv, job *j, int i, json_t *data, json_t *acc) {
         char *b64 = base64(png, len);
         json_t *item = json_pack("{s:s,s:I}", "b64_json", b64, "seed", (json_int_t)r.seed);
         free(b64);
-        double st[STAGES] = {r.t_tokenize, r.t_und, r.t_denoise, r.t_vae, r.t_write, r.t_total};
+        /* the metrics: this image's report (result_json) added to the job's */
+        json_t *rj = result_json(&r), *rs = json_object_get(rj, "seconds");
         json_t *secs = json_object_get(acc, "seconds");
+        double st[STAGES];
         for (int k = 0; k < STAGES; k++) {
+            st[k] = json_real_value(json_object_get(rs, stage_names[k]));
             json_t *v = json_object_get(secs, stage_names[k]);
             json_object_set_new(secs, stage_names[k], json_real(json_real_value(v) + st[k]));
         }
-        json_object_set_new(acc, "steps", json_integer(r.steps));
-        json_object_set_new(acc, "step_mean", json_real(r.t_step_mean));
-        json_object_set_new(acc, "cond_mean", json_real(r.t_cond_mean));
-        json_object_set_new(acc, "uncond_mean", json_real(r.t_uncond_mean));
-        json_t *peak = json_object_get(acc, "mem_peak_bytes");
-        if (r.mem_peak > json_integer_value(peak))
-            json_object_set_new(acc, "mem_peak_bytes", json_integer(r.mem_peak));
-        json_object_set_new(acc, "guidance", json_real(r.guidance));
-        json_object_set_new(acc, "shift", json_real(r.shift));
-        json_object_set_new(acc, "schedule", json_string(r.schedule));
+        static const char *const last[] = {"steps", "guidance", "shift", "schedule"};
+        for (size_t k = 0; k < C3_ARRAY_LEN(last); k++)
+            json_object_set(acc, last[k], json_object_get(rj, last[k]));
+        static const char *const means[] = {"step_mean", "cond_mean", "uncond_mean"};
+        for (size_t k = 0; k < C3_ARRAY_LEN(means); k++)
+            json_object_set(acc, means[k], json_object_get(rs, means[k]));
+        json_t *peak = json_object_get(rj, "mem_peak_bytes");
+        if (json_integer_value(peak) > json_integer_value(json_object_get(acc, "mem_peak_bytes")))
+            json_object_set(acc, "mem_peak_bytes", peak);
+        json_decref(rj);
         pthread_mutex_lock(&sv->mu);
         sv->images++;
         for (int k = 0; k < STAGES; k++)
@@ -623,9 +626,10 @@ static void run_video(server *sv, job *j) {
         j->mp4_len = len;
         j->vframes_seed = r.seed;
         sv->videos++;
-        double st[STAGES] = {r.t_tokenize, r.t_und, r.t_denoise, r.t_vae, r.t_write, r.t_total};
+        json_t *rj = result_json(&r), *rs = json_object_get(rj, "seconds");
         for (int k = 0; k < STAGES; k++)
-            sv->stage_s[k] += st[k];
+            sv->stage_s[k] += json_real_value(json_object_get(rs, stage_names[k]));
+        json_decref(rj);
     } else {
         free(mp4);
         status = rc == COSMOS3_ECANCEL && j->gone               ? HTTP_CLIENT_GONE
