@@ -56,6 +56,7 @@ int serve_main(c3_settings *s, char **pos, int npos) {
 #include "png_io.h"
 #include "monitor.h"
 #include "session.h"
+#include "strbuf.h"
 
 /* ------------------------------------------------------------- limits */
 
@@ -88,45 +89,8 @@ int serve_main(c3_settings *s, char **pos, int npos) {
 
 /* ------------------------------------------------------------ strings */
 
-typedef struct {
-    char *p;
-    size_t len, cap;
-} sbuf;
-
-static void sb_add(sbuf *b, const char *s, size_t n) {
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (b->len + n + 1 > cap)
-            cap *= 2;
-        b->p = xrealloc(b->p, cap);
-        b->cap = cap;
-    }
-    memcpy(b->p + b->len, s, n);
-    b->len += n;
-    b->p[b->len] = 0;
-}
-
-__attribute__((format(printf, 2, 3))) static void sb_printf(sbuf *b, const char *fmt, ...) {
-    char small[512];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(small, sizeof small, fmt, ap);
-    va_end(ap);
-    if (n < 0) return;
-    if ((size_t)n < sizeof small) {
-        sb_add(b, small, (size_t)n);
-        return;
-    }
-    char *big = xmalloc((size_t)n + 1);
-    va_start(ap, fmt);
-    vsnprintf(big, (size_t)n + 1, fmt, ap);
-    va_end(ap);
-    sb_add(b, big, (size_t)n);
-    free(big);
-}
-
 /* A Prometheus label value: backslash, quote and newline escaped. */
-static void sb_label(sbuf *b, const char *v) {
+static void sb_label(c3_sbuf *b, const char *v) {
     for (; *v; v++) {
         if (*v == '\\' || *v == '"')
             sb_printf(b, "\\%c", *v);
@@ -180,7 +144,7 @@ typedef struct job {
     int status;
     char *body;
     /* SSE bytes produced and not yet sent */
-    sbuf sse;
+    c3_sbuf sse;
     size_t sse_sent;
     c3_media_format ofmt; /* images: output_format */
     /* a video job (/v1/videos): in the store while async */
@@ -1103,7 +1067,7 @@ static int retry_after_locked(server *sv) {
     return s < 1 ? 1 : s > SERVE_RETRY_MAX_S ? SERVE_RETRY_MAX_S : (int)s;
 }
 
-static void metrics_text(server *sv, sbuf *b) {
+static void metrics_text(server *sv, c3_sbuf *b) {
     pthread_mutex_lock(&sv->mu);
     sb_printf(b,
               "# HELP cosmos3_ready 1 when the model is loaded and requests are taken.\n"
@@ -1674,7 +1638,7 @@ static bool parse_video(server *sv, json_t *o, const uint8_t *file, size_t nfile
 /* A multipart form's parts: text fields as JSON strings, one file. */
 typedef struct {
     json_t *fields;
-    sbuf file;
+    c3_sbuf file;
     bool has_file, bad_file;
     char file_key[64];
 } form_ctx;
@@ -1696,7 +1660,7 @@ static enum MHD_Result on_form(void *cls, enum MHD_ValueKind kind, const char *k
         return MHD_YES;
     }
     json_t *old = json_object_get(f->fields, key);
-    sbuf b = {0};
+    c3_sbuf b = {0};
     if (old && off > 0) sb_add(&b, json_string_value(old), json_string_length(old));
     sb_add(&b, data, size);
     json_object_set_new(f->fields, key, json_stringn(b.p ? b.p : "", b.len));
@@ -2097,7 +2061,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
                                    sv->model_id, "object", "model", "created",
                                    (json_int_t)sv->created, "owned_by", "cosmos3"));
     }
-    sbuf b = {0};
+    c3_sbuf b = {0};
     metrics_text(sv, &b);
     return send_text(sv, c, r, 200, "text/plain; version=0.0.4; charset=utf-8", b.p, NULL, NULL);
 }
