@@ -571,8 +571,8 @@ static int cmd_info(c3_settings *s, char **pos, int npos) {
                                 ? "the model's default size; -W, -H and --frames plan another"
                                 : "the default size; -W, -H and --frames plan another";
     c3_plan p;
-    int rc = plan_make(&p, t, &sz, s->tp, s->cfg_parallel, s->ulysses, s->device, s->gpus, s->offload, W, H,
-                       s->frames);
+    int rc = plan_make(&p, t, &sz, s->tp, s->cfg_parallel, s->ulysses, s->device, s->gpus,
+                       s->offload, plan_precision(s->precision), W, H, s->frames);
     char a[32], b[32], c[32], d[32];
     if (s->json) {
         json_t *o = json_pack("{s:s,s:i,s:i,s:i,s:i,s:i,s:s,s:i,s:i,s:i,s:i}", "model", ck.model_id, "layers",

@@ -89,6 +89,8 @@ int main(void) {
     settings_set(&s, "prompt", "a red circle on a blue background", CMD_GEN);
     settings_set(&s, "overwrite", "on", CMD_GEN);
     if (dev && *dev) settings_set(&s, "device", dev, CMD_GEN);
+    const char *prec = getenv("COSMOS3_TEST_PRECISION"); /* fp8: the demo judged in FP8 */
+    if (prec && *prec) settings_set(&s, "precision", prec, CMD_GEN);
     c3_events *ev = events_new(1 << 20);
     c3_engine *e = NULL;
     double t0 = c3_now();
