@@ -300,17 +300,14 @@ static int run_generation(c3_settings *s) {
     if (rc) {
         /* the message is the task's (task_join) */
     } else if (s->json) {
-        json_t *o = json_object(), *paths = json_array(), *t = json_object();
-        for (int i = 0; i < j.r.npaths; i++) json_array_append_new(paths, json_string(j.r.paths[i]));
+        json_t *o = json_object(), *paths = json_array();
+        for (int i = 0; i < j.r.npaths; i++)
+            json_array_append_new(paths, json_string(j.r.paths[i]));
         json_object_set_new(o, "paths", paths);
-        json_object_set_new(o, "seed", json_integer((json_int_t)j.r.seed));
-        json_object_set_new(o, "width", json_integer(j.r.width));
-        json_object_set_new(o, "height", json_integer(j.r.height));
-        json_object_set_new(o, "frames", json_integer(j.r.frames));
-        json_object_set_new(o, "steps", json_integer(j.r.steps));
-        json_object_set_new(o, "guidance", json_real(j.r.guidance));
-        json_object_set_new(o, "shift", json_real(j.r.shift));
-        json_object_set_new(o, "schedule", json_string(j.r.schedule));
+        json_t *res = result_json(&j.r);
+        if (!s->offload) json_object_del(res, "offload");
+        json_object_update(o, res);
+        json_decref(res);
         json_object_set_new(o, "model", json_string(engine_model(e)->id));
         const cosmos3_layout *p = engine_layout(e);
         json_object_set_new(o, "layout",
@@ -318,20 +315,6 @@ static int run_generation(c3_settings *s) {
                                       p->cfg_parallel, "ulysses", p->ulysses, "device",
                                       !strcmp(p->device, "cuda") ? "cuda" : "cpu", "device_note",
                                       p->device_note));
-        json_object_set_new(t, "tokenize", json_real(j.r.t_tokenize));
-        json_object_set_new(t, "und", json_real(j.r.t_und));
-        json_object_set_new(t, "denoise", json_real(j.r.t_denoise));
-        json_object_set_new(t, "step_mean", json_real(j.r.t_step_mean));
-        json_object_set_new(t, "cond_mean", json_real(j.r.t_cond_mean));
-        json_object_set_new(t, "uncond_mean", json_real(j.r.t_uncond_mean));
-        json_object_set_new(t, "vae", json_real(j.r.t_vae));
-        json_object_set_new(t, "write", json_real(j.r.t_write));
-        json_object_set_new(t, "total", json_real(j.r.t_total));
-        json_object_set_new(o, "seconds", t);
-        json_object_set_new(o, "mem_peak_bytes", json_integer(j.r.mem_peak));
-        if (s->offload)
-            json_object_set_new(o, "offload", json_pack("{s:I,s:f,s:f}", "h2d_bytes", (json_int_t)j.r.h2d_bytes,
-                                                        "h2d_seconds", j.r.h2d_seconds, "h2d_gbps", j.r.h2d_gbps));
         char *txt = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
         printf("%s\n", txt);
         free(txt);

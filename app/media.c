@@ -29,6 +29,7 @@
 
 #include "config.h"
 #include "png_io.h"
+#include "strbuf.h"
 
 #if COSMOS3_HAVE_FFMPEG
 #include <libavcodec/avcodec.h>
@@ -224,74 +225,51 @@ static int mem_io_close(AVFormatContext *s, AVIOContext *pb) {
 
 /* --------------------------------------------------------------- XMP */
 
-static void xml_escape(char **buf, size_t *n, size_t *cap, const char *s) {
+static void xml_escape(c3_sbuf *b, const char *s) {
     for (; *s; s++) {
-        const char *r = NULL;
-        char one[2] = {*s, 0};
         switch (*s) {
         case '<':
-            r = "&lt;";
+            sb_puts(b, "&lt;");
             break;
         case '>':
-            r = "&gt;";
+            sb_puts(b, "&gt;");
             break;
         case '&':
-            r = "&amp;";
+            sb_puts(b, "&amp;");
             break;
         case '"':
-            r = "&quot;";
+            sb_puts(b, "&quot;");
             break;
         default:
-            r = one;
+            sb_add(b, s, 1);
         }
-        size_t k = strlen(r);
-        if (*n + k + 1 > *cap) {
-            *cap = (*n + k + 1) * 2;
-            *buf = xrealloc(*buf, *cap);
-        }
-        memcpy(*buf + *n, r, k);
-        *n += k;
-        (*buf)[*n] = 0;
     }
-}
-
-static void xml_add(char **buf, size_t *n, size_t *cap, const char *s) {
-    size_t k = strlen(s);
-    if (*n + k + 1 > *cap) {
-        *cap = (*n + k + 1) * 2;
-        *buf = xrealloc(*buf, *cap);
-    }
-    memcpy(*buf + *n, s, k + 1);
-    *n += k;
 }
 
 /* An XMP packet holding both texts (cosmos3:parameters, cosmos3:settings)
  * and the parameters as dc:description for general readers. */
 static char *xmp_packet(const c3_media_meta *m, bool with_parameters) {
-    size_t n = 0, cap = 1024;
-    char *b = xmalloc(cap);
-    b[0] = 0;
-    xml_add(
-        &b, &n, &cap,
-        "<?xpacket begin=\"\xef\xbb\xbf\" id=\"W5M0MpCehiHzreSzNTczkc9d\"?>"
-        "<x:xmpmeta xmlns:x=\"adobe:ns:meta/\"><rdf:RDF "
-        "xmlns:rdf=\"http://www.w3.org/1999/02/22-rdf-syntax-ns#\"><rdf:Description rdf:about=\"\" "
-        "xmlns:dc=\"http://purl.org/dc/elements/1.1/\" "
-        "xmlns:cosmos3=\"https://cosmos3.invalid/ns/1.0/\">");
+    c3_sbuf b = {0};
+    sb_puts(&b, "<?xpacket begin=\"\xef\xbb\xbf\" id=\"W5M0MpCehiHzreSzNTczkc9d\"?>"
+                "<x:xmpmeta xmlns:x=\"adobe:ns:meta/\"><rdf:RDF "
+                "xmlns:rdf=\"http://www.w3.org/1999/02/22-rdf-syntax-ns#\"><rdf:Description "
+                "rdf:about=\"\" "
+                "xmlns:dc=\"http://purl.org/dc/elements/1.1/\" "
+                "xmlns:cosmos3=\"https://cosmos3.invalid/ns/1.0/\">");
     if (m->parameters && with_parameters) {
-        xml_add(&b, &n, &cap, "<dc:description><rdf:Alt><rdf:li xml:lang=\"x-default\">");
-        xml_escape(&b, &n, &cap, m->parameters);
-        xml_add(&b, &n, &cap, "</rdf:li></rdf:Alt></dc:description><cosmos3:parameters>");
-        xml_escape(&b, &n, &cap, m->parameters);
-        xml_add(&b, &n, &cap, "</cosmos3:parameters>");
+        sb_puts(&b, "<dc:description><rdf:Alt><rdf:li xml:lang=\"x-default\">");
+        xml_escape(&b, m->parameters);
+        sb_puts(&b, "</rdf:li></rdf:Alt></dc:description><cosmos3:parameters>");
+        xml_escape(&b, m->parameters);
+        sb_puts(&b, "</cosmos3:parameters>");
     }
     if (m->json) {
-        xml_add(&b, &n, &cap, "<cosmos3:settings>");
-        xml_escape(&b, &n, &cap, m->json);
-        xml_add(&b, &n, &cap, "</cosmos3:settings>");
+        sb_puts(&b, "<cosmos3:settings>");
+        xml_escape(&b, m->json);
+        sb_puts(&b, "</cosmos3:settings>");
     }
-    xml_add(&b, &n, &cap, "</rdf:Description></rdf:RDF></x:xmpmeta><?xpacket end=\"w\"?>");
-    return b;
+    sb_puts(&b, "</rdf:Description></rdf:RDF></x:xmpmeta><?xpacket end=\"w\"?>");
+    return b.p;
 }
 
 /* The text of <tag>...</tag> in an XMP packet, unescaped (xmalloc'd) or NULL. */

@@ -272,6 +272,24 @@ void engine_close(c3_engine *e) {
     free(e);
 }
 
+json_t *result_json(const c3_result *r) {
+    json_t *o = json_pack("{s:I,s:i,s:i,s:i,s:i,s:f,s:f,s:s,s:i,s:i}", "seed", (json_int_t)r->seed,
+                          "width", r->width, "height", r->height, "frames", r->frames, "steps",
+                          r->steps, "guidance", r->guidance, "shift", r->shift, "schedule",
+                          r->schedule, "L_cond", r->L_cond, "L_uncond", r->L_uncond);
+    json_object_set_new(o, "seconds",
+                        json_pack("{s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f}", "tokenize",
+                                  r->t_tokenize, "und", r->t_und, "denoise", r->t_denoise,
+                                  "step_mean", r->t_step_mean, "cond_mean", r->t_cond_mean,
+                                  "uncond_mean", r->t_uncond_mean, "vae", r->t_vae, "write",
+                                  r->t_write, "total", r->t_total));
+    json_object_set_new(o, "mem_peak_bytes", json_integer(r->mem_peak));
+    json_object_set_new(o, "offload",
+                        json_pack("{s:I,s:f,s:f}", "h2d_bytes", (json_int_t)r->h2d_bytes,
+                                  "h2d_seconds", r->h2d_seconds, "h2d_gbps", r->h2d_gbps));
+    return o;
+}
+
 void result_free(c3_result *r) {
     for (int i = 0; i < r->npaths; i++)
         free(r->paths[i]);

@@ -8,6 +8,8 @@
 #ifndef COSMOS3_SESSION_H
 #define COSMOS3_SESSION_H
 
+#include <jansson.h>
+
 #include "cosmos3.h"
 #include "events.h"
 #include "options.h"
@@ -35,6 +37,13 @@ typedef struct {
     cosmos3_result *out;  /* the engine's result: frames in memory, the settings used */
 } c3_result;
 void result_free(c3_result *r);
+/* What a finished generation reports, the one shape gen --json, serve's
+ * metrics and the REPL's `last` use: {seed, width, height, frames, steps,
+ * guidance, shift, schedule, L_cond, L_uncond, seconds: {tokenize, und,
+ * denoise, step_mean, cond_mean, uncond_mean, vae, write, total},
+ * mem_peak_bytes, offload: {h2d_bytes, h2d_seconds, h2d_gbps}} (the weights
+ * streamed, --offload). A new reference. */
+json_t *result_json(const c3_result *r);
 
 /* The built-in default model (share/models/demo, installed with cosmos3). */
 #define C3_DEFAULT_MODEL "demo"

@@ -54,18 +54,14 @@ int main(void) {
         x.step = i;
         x.steps = 3;
         monitor_event(m, &x);
-        x = ev(EV_BRANCH);
-        x.step = i;
-        x.branch = 0;
-        x.group = 0;
-        x.seconds = 0.25 * i;
-        monitor_event(m, &x);
-        x = ev(EV_BRANCH);
-        x.step = i;
-        x.branch = 1;
-        x.group = 1;
-        x.seconds = 0.5 * i;
-        monitor_event(m, &x);
+        for (int b = 0; b < 2; b++) { /* cond on group 0 (0.25 i s), uncond on group 1 (0.5 i s) */
+            x = (c3_event){.kind = EV_BRANCH,
+                           .step = i,
+                           .branch = b,
+                           .group = b,
+                           .seconds = (b ? 0.5 : 0.25) * i};
+            monitor_event(m, &x);
+        }
         x = ev(EV_STEP_END);
         x.step = i;
         x.steps = 3;
