@@ -172,6 +172,46 @@ variant v; rm v/$TS
 "$bin" mkmodel --preset tiny --layers 1 -o one -q
 cp one/$TS v/$TS
 expect 3 "is missing" -- info -m v --check
+# plain info (no --check) runs gen's load checks: gen's exit code and gen's one-line message
+info_like_gen() { # VARIANT SUBSTRING
+    expect 3 "$2" -- info -m "$1" || return
+    [ ! -s out ] && ok || bad "info -m $1 printed before failing: $(head -3 out)"
+    local msg; msg=$(grep '^cosmos3: ' err)
+    expect 3 "$2" -- gen -m "$1" -p "$P" -W 64 -H 64 --steps 2 -o v.png || return
+    [ "$msg" = "$(grep '^cosmos3: ' err)" ] && ok ||
+        bad "info and gen differ on $1: '$msg' vs '$(grep '^cosmos3: ' err)'"
+}
+info_like_gen v "tensor layers.1.input_layernorm.weight is missing (expected shape [128])"
+variant v; st_header v/$TS 's/("layers.0.mlp.gate_proj.weight":\{"dtype":"BF16","shape":)\[256,128\]/$1\[128,256\]/ or die'
+info_like_gen v "layers.0.mlp.gate_proj.weight has shape [128, 256], expected [256, 128]"
+variant v; st_header v/$TS 's/("layers.1.self_attn.to_k.weight":\{"dtype":)"BF16"/$1"F16" / or die'
+info_like_gen v "layers.1.self_attn.to_k.weight is F16 but config.json's torch_dtype says BF16"
+variant v; st_header v/$TS 's/"BF16"/"F16" /g'
+info_like_gen v "but config.json's torch_dtype says BF16"
+variant v; st_header v/$VS 's/("decoder.conv_out.weight":\{"dtype":)"F32"/$1"I32"/ or die'
+info_like_gen v "decoder.conv_out.weight is I32, which a weight cannot be"
+variant v; st_header v/$VS 's/("decoder.conv_out.weight":\{"dtype":"F32","shape":\[)12,/${1}13,/ or die'
+info_like_gen v "decoder.conv_out.weight"
+variant v; replace v/text_tokenizer/tokenizer.json '{"model":{"type":"BPE","vocab":{"a":0},"merges":[]}'
+info_like_gen v "tokenizer.json"
+# an FP8 checkpoint: its quantization line, FP8 weights counted at one byte each
+"$bin" mkmodel --preset tiny --fp8 -o f8 -q
+expect 0 "" -- info -m f8
+grep -qx "weights: fp8 e4m3 (ModelOpt, per-tensor scales), step policy: first 3 / last 3 steps 16-bit" out &&
+    ok || bad "info on an FP8 checkpoint: no quantization line: $(cat out)"
+expect 0 "" -- info -m base
+grep -q "^weights: fp8" out && bad "a bf16 checkpoint shows a quantization line" || ok
+expect 0 "" -- info -m f8 --json
+jb() { sed -n "s/.*\"bytes\":{\"und\":\([0-9]*\),\"gen\":\([0-9]*\).*/\1 \2/p" out; }
+read -r fu fg < <(jb)
+expect 0 "" -- info -m base --json
+read -r bu bg < <(jb)
+read -r nt fp < <("$bin" info -m f8 --json | sed -n 's/.*"fp8_tensors":\([0-9]*\),"fp8_params":\([0-9]*\).*/\1 \2/p')
+# the same geometry: each FP8 weight is one byte where bf16 takes two, plus its two F32 scales
+[ -n "$fp" ] && [ "$fp" -gt 0 ] && [ $((bu + bg - fu - fg)) = $((fp - 8 * nt)) ] && ok ||
+    bad "FP8 bytes: bf16 $bu+$bg, fp8 $fu+$fg, $fp FP8 weights in $nt tensors"
+"$bin" info -m f8 --json | grep -q '"step_policy":{"first_16bit":3,"last_16bit":3}' && ok ||
+    bad "info --json lacks the FP8 step policy"
 
 # ---------------------------------------------------------------- D5: Ctrl-C while the model loads
 COSMOS3_TEST_LOAD_DELAY=3 "$bin" gen -p "$P" -o cc.png 2> cc.err & pid=$!
