@@ -7,6 +7,7 @@
 /* _GNU_SOURCE (set by meson) provides nftw. */
 #include <fcntl.h>
 #include <ftw.h>
+#include <jansson.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -463,6 +464,58 @@ static void test_tokenizer_files(void) {
     free(v);
 }
 
+/* A vocabulary crafted so that every string shares its low 14 bits of
+ * FNV-1a (the tokenizer's old, unkeyed hash): 6,000 entries in one probe
+ * chain of the 16,384-slot table, 18 M probes to load. With the per-process
+ * key the inserts probe about 1.8 slots each (linear probing at 38% full);
+ * the bound is 4 per entry. */
+static void test_tokenizer_collisions(void) {
+    const char *src = getenv("COSMOS3_SRCDIR");
+    char path[4096];
+    snprintf(path, sizeof path, "%s/tests/fuzz/corpus/tokload/regress_collide.json",
+             src ? src : ".");
+    json_error_t je;
+    json_t *root = json_load_file(path, 0, &je);
+    T_CHECK(root != NULL, "%s: %s", path, je.text);
+    if (!root) return;
+    json_t *vocab = json_object_get(json_object_get(root, "model"), "vocab");
+    const char *k;
+    json_t *v;
+    int n = 0, crafted = 0, colliding = 0;
+    const char *probe_word = NULL;
+    json_int_t probe_id = -1;
+    json_object_foreach(vocab, k, v) {
+        n++;
+        if (json_integer_value(v) < 256) continue;
+        crafted++;
+        colliding += (c3_fnv1a(k, strlen(k), C3_FNV_INIT) & 0x3fff) == 0;
+        probe_word = k, probe_id = json_integer_value(v);
+    }
+    T_CHECK(n == 6256 && crafted == 6000 && colliding == crafted,
+            "the crafted vocabulary: %d entries, %d crafted, %d colliding under FNV-1a", n, crafted,
+            colliding);
+    c3_tokenizer *t = NULL;
+    double t0 = c3_now();
+    int rc = tok_load(&t, path);
+    double dt = c3_now() - t0;
+    T_CHECK(rc == C3_OK, "the colliding vocabulary does not load: %s", c3_errmsg());
+    if (rc == C3_OK) {
+        int64_t probes = tok_load_probes(t);
+        fprintf(stderr, "  tokenizer colliding      -> %d entries, %lld probes in %.4f s\n", n,
+                (long long)probes, dt);
+        T_CHECK(tok_vocab_size(t) == n, "vocab size %d, want %d", tok_vocab_size(t), n);
+        T_CHECK(probes >= n && probes <= 4 * (int64_t)n,
+                "%lld probes to insert %d entries (linear: at most %d)", (long long)probes, n,
+                4 * n);
+        T_CHECK(probe_word && tok_id(t, probe_word) == probe_id, "lookup of '%s': %d, want %lld",
+                probe_word ? probe_word : "?", probe_word ? tok_id(t, probe_word) : -1,
+                (long long)probe_id);
+        T_CHECK(tok_id(t, "zzzzzzz") == -1, "an absent word is found");
+    }
+    tok_free(t);
+    json_decref(root);
+}
+
 /* ------------------------------------------------------------ checkpoint folder */
 
 static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw) {
@@ -742,6 +795,7 @@ int main(void) {
     test_safetensors();
     test_config_parsers();
     test_tokenizer_files();
+    test_tokenizer_collisions();
     test_files();
     const char *fx = t_fixtures();
     if (fx) test_checkpoint(fx);
