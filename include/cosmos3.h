@@ -305,14 +305,16 @@ void cosmos3_result_free(cosmos3_result *r);
  * (float32): written atomically, an existing file kept unless overwrite. */
 int cosmos3_latents_write(const char *path, const float *latents, const int shape[5],
                           bool overwrite, char *err, size_t errlen);
-/* Read one: shape must match want (COSMOS3_EINPUT naming both otherwise);
+/* Read one: shape must match want (COSMOS3_EUSAGE naming both otherwise:
+ * the request's size does not fit the file), F32 with every value finite
+ * (COSMOS3_EINPUT naming the dtype, or the first bad element's index);
  * *out is malloc'd, n floats. */
 int cosmos3_latents_read(const char *path, const int want[5], float **out, size_t *n, char *err,
                          size_t errlen);
 /* The re-noising draws of the fixed-step SDE sampler from the same file:
  * "step_noise" [steps, 1, C, T, h, w] with want = the latents' shape. A file
  * without one gives *out NULL, n 0 and COSMOS3_OK; a wrong shape is
- * COSMOS3_EINPUT. */
+ * COSMOS3_EUSAGE, a dtype or value as for the latents COSMOS3_EINPUT. */
 int cosmos3_step_noise_read(const char *path, int steps, const int want[5], float **out, size_t *n,
                             char *err, size_t errlen);
 

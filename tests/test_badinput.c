@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <jansson.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +17,7 @@
 #include <unistd.h>
 
 #include "checkpoint.h"
+#include "cosmos3.h"
 #include "test_util.h"
 #include "tokenizer.h"
 
@@ -516,6 +518,92 @@ static void test_tokenizer_collisions(void) {
     json_decref(root);
 }
 
+/* ------------------------------------------------------------ noise files */
+
+/* A one-tensor safetensors file at tmpdir/label.st. */
+static void noise_file(const char *label, const char *name, c3_dtype dt, int ndim,
+                       const int64_t *shape, const void *data, char *path, size_t pn) {
+    snprintf(path, pn, "%s/%s.st", tmpdir, label);
+    st_wtensor wt = {.name = name, .dtype = dt, .ndim = ndim, .data = data};
+    for (int i = 0; i < ndim; i++)
+        wt.shape[i] = shape[i];
+    T_CHECK(st_write(path, &wt, 1, NULL, 0, true) == C3_OK, "writing %s: %s", path, c3_errmsg());
+}
+
+/* cosmos3_latents_read / cosmos3_step_noise_read: a shape the request's size
+ * does not fit is COSMOS3_EUSAGE naming both shapes (the CLI adds -W/-H/
+ * --frames only then); a dtype other than F32 is COSMOS3_EINPUT naming it and
+ * F32; a NaN/Inf is COSMOS3_EINPUT naming the tensor and the first bad
+ * element by its index. */
+static void test_noise_files(void) {
+    const int want[5] = {1, 48, 2, 3, 4};
+    const int64_t sh[5] = {1, 48, 2, 3, 4}, sh6[6] = {2, 1, 48, 2, 3, 4};
+    enum { N = 48 * 2 * 3 * 4 };
+    static float f[2 * N];
+    static uint16_t h[N];
+    static int64_t i64[N];
+    static uint8_t u8[N];
+    for (int i = 0; i < 2 * N; i++)
+        f[i] = (float)(i % 7) - 3.0f;
+    char path[600], err[1024];
+    float *out = NULL;
+    size_t n = 0;
+    noise_file("good", "latents", C3_F32, 5, sh, f, path, sizeof path);
+    int rc = cosmos3_latents_read(path, want, &out, &n, err, sizeof err);
+    T_CHECK(rc == COSMOS3_OK && n == N && out && out[5] == f[5], "good noise: %d %s", rc, err);
+    free(out);
+    /* the step draws of the same file: absent is fine */
+    rc = cosmos3_step_noise_read(path, 2, want, &out, &n, err, sizeof err);
+    T_CHECK(rc == COSMOS3_OK && !out && n == 0, "no step_noise: %d %s", rc, err);
+    const int other[5] = {1, 48, 2, 4, 4};
+    rc = cosmos3_latents_read(path, other, &out, &n, err, sizeof err);
+    T_CHECK(rc == COSMOS3_EUSAGE && !out && strstr(err, "has shape [1, 48, 2, 3, 4]") &&
+                strstr(err, "needs [1, 48, 2, 4, 4]") && one_line(err),
+            "a shape mismatch: %d %s", rc, err);
+    struct {
+        const char *dt_name;
+        c3_dtype dt;
+        const void *data;
+    } bad[] = {{"BF16", C3_BF16, h}, {"F16", C3_F16, h}, {"I64", C3_I64, i64}, {"U8", C3_U8, u8}};
+    for (size_t k = 0; k < C3_ARRAY_LEN(bad); k++) {
+        noise_file(bad[k].dt_name, "latents", bad[k].dt, 5, sh, bad[k].data, path, sizeof path);
+        rc = cosmos3_latents_read(path, want, &out, &n, err, sizeof err);
+        char is[64];
+        snprintf(is, sizeof is, "tensor 'latents' is %s; it must be F32", bad[k].dt_name);
+        T_CHECK(rc == COSMOS3_EINPUT && !out && strstr(err, is) && !strstr(err, "shape") &&
+                    one_line(err),
+                "%s noise: %d %s", bad[k].dt_name, rc, err);
+    }
+    /* NaN at [0, 1, 0, 2, 3] = element ((1 * 2 + 0) * 3 + 2) * 4 + 3 = 35 */
+    f[35] = NAN;
+    noise_file("nan", "latents", C3_F32, 5, sh, f, path, sizeof path);
+    rc = cosmos3_latents_read(path, want, &out, &n, err, sizeof err);
+    T_CHECK(rc == COSMOS3_EINPUT && !out &&
+                strstr(err, "tensor 'latents' holds nan at [0, 1, 0, 2, 3] (element 35)"),
+            "NaN noise: %d %s", rc, err);
+    f[35] = 0;
+    /* step_noise: the same rules, its own name and shape */
+    f[N + 4] = INFINITY; /* [1, 0, 0, 0, 1, 0]: step 1, element 4 of it */
+    noise_file("step_inf", "step_noise", C3_F32, 6, sh6, f, path, sizeof path);
+    rc = cosmos3_step_noise_read(path, 2, want, &out, &n, err, sizeof err);
+    T_CHECK(rc == COSMOS3_EINPUT && !out &&
+                strstr(err, "tensor 'step_noise' holds inf at [1, 0, 0, 0, 1, 0]"),
+            "Inf step noise: %d %s", rc, err);
+    rc = cosmos3_step_noise_read(path, 3, want, &out, &n, err, sizeof err);
+    T_CHECK(rc == COSMOS3_EUSAGE && !out && strstr(err, "needs [3, 1, 48, 2, 3, 4]"),
+            "step noise for 3 steps: %d %s", rc, err);
+    f[N + 4] = 0;
+    noise_file("step_ok", "step_noise", C3_F32, 6, sh6, f, path, sizeof path);
+    rc = cosmos3_step_noise_read(path, 2, want, &out, &n, err, sizeof err);
+    T_CHECK(rc == COSMOS3_OK && n == 2 * N && out && out[N + 5] == f[N + 5], "step noise: %d %s",
+            rc, err);
+    free(out);
+    noise_file("step_bf16", "step_noise", C3_BF16, 6, sh6, i64, path, sizeof path);
+    rc = cosmos3_step_noise_read(path, 2, want, &out, &n, err, sizeof err);
+    T_CHECK(rc == COSMOS3_EINPUT && !out && strstr(err, "'step_noise' is BF16; it must be F32"),
+            "BF16 step noise: %d %s", rc, err);
+}
+
 /* ------------------------------------------------------------ checkpoint folder */
 
 static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw) {
@@ -796,6 +884,7 @@ int main(void) {
     test_config_parsers();
     test_tokenizer_files();
     test_tokenizer_collisions();
+    test_noise_files();
     test_files();
     const char *fx = t_fixtures();
     if (fx) test_checkpoint(fx);

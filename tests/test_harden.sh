@@ -123,6 +123,12 @@ cp lat.st nan.st; st_poke nan.st latents 0000c07f
 expect 4 "noise must be finite" -- gen -p "$P" --noise nan.st -o n.png
 expect 0 "" -- gen -p "$P" --noise lat.st -o n.png -q
 [ -f n.png ] && ok || bad "F32 noise: no image"
+# only a shape the size decides names -W/-H/--frames; a dtype or a NaN names what is wrong
+expect 4 "is I32; it must be F32" -- gen -p "$P" --noise i32.st -o n2.png
+grep -q -- "-W/-H" err && bad "a dtype error blames -W/-H/--frames: $(cat err)" || ok
+expect 4 "tensor 'latents' holds nan at [0, 0, 0, 0, 0] (element 0)" -- gen -p "$P" --noise nan.st -o n2.png
+grep -q -- "-W/-H" err && bad "a NaN error blames -W/-H/--frames: $(cat err)" || ok
+expect 4 "this size needs [1, 48, 1, 8, 4] (1, C, T, h, w); check -W/-H/--frames" -- gen -p "$P" --noise lat.st -H 128 -o n2.png
 
 # ---------------------------------------------------------------- D14: temporary files
 echo "important data" > victim
