@@ -34,15 +34,15 @@ static int read_noise(const st_file *f, const char *path, const char *name, int 
     char want[160], got[160];
     shape_text(want, sizeof want, ndim, shape);
     if (!t)
-        return c3_fail(C3_EUSAGE, "%s: no tensor '%s' (shape %s %s for this size)", path, name,
-                       want, dims);
+        return c3_fail(C3_EUSAGE, "%s: needs a tensor '%s' of shape %s %s for this size; it has none",
+                       path, name, want, dims);
     bool ok = t->ndim == ndim;
     for (int i = 0; ok && i < ndim; i++)
         ok = t->shape[i] == shape[i];
     if (!ok) {
         shape_text(got, sizeof got, t->ndim, t->shape);
-        return c3_fail(C3_EUSAGE, "%s: tensor '%s' has shape %s; this size needs %s %s", path, name,
-                       got, want, dims);
+        return c3_fail(C3_EUSAGE, "%s: needs a tensor '%s' of shape %s %s for this size; it has %s",
+                       path, name, want, dims, got);
     }
     if (t->dtype != C3_F32)
         return c3_fail(C3_EINPUT,

@@ -557,8 +557,8 @@ static void test_noise_files(void) {
     T_CHECK(rc == COSMOS3_OK && !out && n == 0, "no step_noise: %d %s", rc, err);
     const int other[5] = {1, 48, 2, 4, 4};
     rc = cosmos3_latents_read(path, other, &out, &n, err, sizeof err);
-    T_CHECK(rc == COSMOS3_EUSAGE && !out && strstr(err, "has shape [1, 48, 2, 3, 4]") &&
-                strstr(err, "needs [1, 48, 2, 4, 4]") && one_line(err),
+    T_CHECK(rc == COSMOS3_EUSAGE && !out && strstr(err, "it has [1, 48, 2, 3, 4]") &&
+                strstr(err, "needs a tensor 'latents' of shape [1, 48, 2, 4, 4]") && one_line(err),
             "a shape mismatch: %d %s", rc, err);
     struct {
         const char *dt_name;
@@ -590,7 +590,7 @@ static void test_noise_files(void) {
                 strstr(err, "tensor 'step_noise' holds inf at [1, 0, 0, 0, 1, 0]"),
             "Inf step noise: %d %s", rc, err);
     rc = cosmos3_step_noise_read(path, 3, want, &out, &n, err, sizeof err);
-    T_CHECK(rc == COSMOS3_EUSAGE && !out && strstr(err, "needs [3, 1, 48, 2, 3, 4]"),
+    T_CHECK(rc == COSMOS3_EUSAGE && !out && strstr(err, "of shape [3, 1, 48, 2, 3, 4]"),
             "step noise for 3 steps: %d %s", rc, err);
     f[N + 4] = 0;
     noise_file("step_ok", "step_noise", C3_F32, 6, sh6, f, path, sizeof path);

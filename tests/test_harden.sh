@@ -128,7 +128,7 @@ expect 4 "is I32; it must be F32" -- gen -p "$P" --noise i32.st -o n2.png
 grep -q -- "-W/-H" err && bad "a dtype error blames -W/-H/--frames: $(cat err)" || ok
 expect 4 "tensor 'latents' holds nan at [0, 0, 0, 0, 0] (element 0)" -- gen -p "$P" --noise nan.st -o n2.png
 grep -q -- "-W/-H" err && bad "a NaN error blames -W/-H/--frames: $(cat err)" || ok
-expect 4 "this size needs [1, 48, 1, 8, 4] (1, C, T, h, w); check -W/-H/--frames" -- gen -p "$P" --noise lat.st -H 128 -o n2.png
+expect 4 "shape [1, 48, 1, 8, 4] (1, C, T, h, w) for this size; it has [1, 48, 1, 4, 4]; check -W/-H/--frames" -- gen -p "$P" --noise lat.st -H 128 -o n2.png
 
 # ---------------------------------------------------------------- D14: temporary files
 echo "important data" > victim
