@@ -1,476 +1,27 @@
-/* bench.c - `cosmos3 bench` (see bench.h). */
+/* bench.c - `cosmos3 bench` (see bench.h): the options, the report as text
+ * or JSON; the measurement is the library's cosmos3_bench. */
 #include "bench.h"
 
 #include <jansson.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <ftw.h>
-#include <unistd.h>
 
-#include "backend.h"
-#include "checkpoint.h"
-#include "mkmodel.h"
-#include "model.h"
-#include "plan.h"
 #include "png_io.h"
-#include "prompt.h"
-#include "rng.h"
-#include "tokenizer.h"
-#include "wan_vae.h"
-#include "config.h"
 
-#define BENCH_DEFAULT_PX 1024 /* -W/-H when not given: the T2I size */
-#define BENCH_DEFAULT_STEPS 3 /* timed CFG steps when --steps is not given */
-#define BENCH_WARMUP_STEPS 2  /* untimed CFG steps first (plans, caches; graphs: seen, recorded) */
-#define BENCH_TIMESTEP 500    /* integer timestep of the timed GEN calls */
-#define BENCH_WEIGHT_AMPLITUDE 0.03 /* random weights are uniform in +-this */
-#define BENCH_VAE_VOCAB 64 /* vocab of the throw-away mkmodel checkpoint that carries the VAE */
-#define BENCH_VAE_LAYERS 1
-#define BENCH_FULL_VAE_BASE 256 /* decoder_base_dim of the full Wan2.2 VAE (nano, super, edge) */
-#define BENCH_DEFAULT_PROMPT                                                                       \
-    "A red fox jumps over a frozen creek at dawn, low sun behind snowy pines, breath visible in "  \
-    "the "                                                                                         \
-    "cold air, shallow depth of field, cinematic lighting."
-#define BENCH_DEFAULT_NEGATIVE                                                                     \
-    "blurry, low quality, distorted, watermark, text overlay, jpeg artifacts."
-#define BENCH_TIME_FREQ_DIM 256 /* timestep features: 128 frequencies, cos | sin (spec section 3)  \
-                                 */
 #define TFLOP 1e12
 #define GIB (1024.0 * 1024.0 * 1024.0)
 
-/* ------------------------------------------------- in-memory checkpoint */
-
-typedef struct {
-    st_tensor *t;
-    int n, cap;
-} tlist;
-
-static void tl_add(tlist *l, int ndim, const int64_t *shape, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static void tl_add(tlist *l, int ndim, const int64_t *shape, const char *fmt, ...) {
-    if (l->n == l->cap) {
-        l->cap = l->cap ? 2 * l->cap : 256;
-        l->t = xrealloc(l->t, (size_t)l->cap * sizeof *l->t);
-    }
-    st_tensor *t = &l->t[l->n++];
-    memset(t, 0, sizeof *t);
-    char name[256];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(name, sizeof name, fmt, ap);
-    va_end(ap);
-    t->name = xstrdup(name);
-    t->dtype = C3_BF16;
-    t->ndim = ndim;
-    int64_t n = 1;
-    for (int i = 0; i < ndim; i++)
-        n *= (t->shape[i] = shape[i]);
-    t->nbytes = (size_t)n * c3_dtype_size(C3_BF16);
-}
-#define SH(...)                                                                                    \
-    (int)(sizeof((const int64_t[]){__VA_ARGS__}) / sizeof(int64_t)),                               \
-        ((const int64_t[]){__VA_ARGS__})
-
-/* Every transformer tensor generation reads, in the flat diffusers layout
- * (spec section 5), for the geometry c. */
-static void list_transformer(tlist *l, const c3_tconfig *c) {
-    const int64_t D = c->hidden, I = c->inter, hd = c->head_dim, Q = (int64_t)c->heads * hd,
-                  KV = (int64_t)c->kv_heads * hd, P = c->patch_dim;
-    tl_add(l, SH(c->vocab, D), "embed_tokens.weight");
-    for (int i = 0; i < c->layers; i++) {
-        for (int gen = 0; gen < 2; gen++) {
-            const char *sfx = gen ? "_moe_gen" : "", *mlp = gen ? "mlp_moe_gen" : "mlp";
-            tl_add(l, SH(D), "layers.%d.input_layernorm%s.weight", i, sfx);
-            tl_add(l, SH(D), "layers.%d.post_attention_layernorm%s.weight", i, sfx);
-            if (c->mlp_gated) tl_add(l, SH(I, D), "layers.%d.%s.gate_proj.weight", i, mlp);
-            tl_add(l, SH(I, D), "layers.%d.%s.up_proj.weight", i, mlp);
-            tl_add(l, SH(D, I), "layers.%d.%s.down_proj.weight", i, mlp);
-            tl_add(l, SH(Q, D), "layers.%d.self_attn.%s.weight", i, gen ? "add_q_proj" : "to_q");
-            tl_add(l, SH(KV, D), "layers.%d.self_attn.%s.weight", i, gen ? "add_k_proj" : "to_k");
-            tl_add(l, SH(KV, D), "layers.%d.self_attn.%s.weight", i, gen ? "add_v_proj" : "to_v");
-            tl_add(l, SH(D, Q), "layers.%d.self_attn.%s.weight", i, gen ? "to_add_out" : "to_out");
-        }
-        if (c->und_qk_norm) {
-            tl_add(l, SH(hd), "layers.%d.self_attn.norm_q.weight", i);
-            tl_add(l, SH(hd), "layers.%d.self_attn.norm_k.weight", i);
-        }
-        if (c->und_k_norm_for_gen)
-            tl_add(l, SH(hd), "layers.%d.self_attn.k_norm_und_for_gen.weight", i);
-        tl_add(l, SH(hd), "layers.%d.self_attn.norm_added_q.weight", i);
-        tl_add(l, SH(hd), "layers.%d.self_attn.norm_added_k.weight", i);
-    }
-    tl_add(l, SH(D), "norm.weight");
-    tl_add(l, SH(D), "norm_moe_gen.weight");
-    tl_add(l, SH(D, P), "proj_in.weight");
-    tl_add(l, SH(D), "proj_in.bias");
-    tl_add(l, SH(P, D), "proj_out.weight");
-    tl_add(l, SH(P), "proj_out.bias");
-    tl_add(l, SH(D, BENCH_TIME_FREQ_DIM), "time_embedder.linear_1.weight");
-    tl_add(l, SH(D), "time_embedder.linear_1.bias");
-    tl_add(l, SH(D, D), "time_embedder.linear_2.weight");
-    tl_add(l, SH(D), "time_embedder.linear_2.bias");
-}
-
-/* The preset's transformer/config.json, parsed by the checkpoint reader so
- * every derived field is what a folder on disk would give. */
-static int preset_tconfig(const c3_mkmodel_preset *p, int layers, c3_tconfig *t) {
-    json_t *j = json_object(), *rs = json_object(), *ms = json_array();
-    json_object_set_new(j, "hidden_size", json_integer(p->hidden));
-    json_object_set_new(j, "num_hidden_layers", json_integer(layers ? layers : p->layers));
-    json_object_set_new(j, "num_attention_heads", json_integer(p->heads));
-    json_object_set_new(j, "num_key_value_heads", json_integer(p->kv_heads));
-    json_object_set_new(j, "head_dim", json_integer(p->head_dim));
-    json_object_set_new(j, "intermediate_size", json_integer(p->inter));
-    json_object_set_new(j, "vocab_size", json_integer(p->vocab));
-    json_object_set_new(j, "hidden_act", json_string(p->gated ? "silu" : "relu2"));
-    if (p->nemotron)
-        json_object_set_new(j, "backbone_type", json_string("cosmos3_edge_nemotron_dense"));
-    json_object_set_new(j, "qk_norm_for_text", json_boolean(!p->nemotron));
-    json_object_set_new(j, "use_und_k_norm_for_gen", json_boolean(p->nemotron));
-    json_object_set_new(j, "rms_norm_eps", json_real(p->eps));
-    json_object_set_new(j, "rope_theta", json_real(p->theta));
-    for (int i = 0; i < 3; i++)
-        json_array_append_new(ms, json_integer(p->mrope[i]));
-    json_object_set_new(rs, "mrope_section", ms);
-    json_object_set_new(rs, "mrope_interleaved", json_true());
-    json_object_set_new(j, "rope_scaling", rs);
-    char *text = json_dumps(j, JSON_COMPACT);
-    json_decref(j);
-    int rc = ckpt_parse_tconfig(t, text, strlen(text), "(bench preset config)");
-    free(text);
-    return rc;
-}
-
-static uint64_t mix64(uint64_t x) { /* splitmix64 finaliser */
-    x += 0x9E3779B97F4A7C15ull;
-    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-    return x ^ (x >> 31);
-}
-
-/* A checkpoint with no files: configs from the preset, every tensor's data
- * in `buf` (one random bf16 buffer as large as the largest tensor). */
-typedef struct {
-    c3_ckpt ck;
-    st_file shard;
-    uint16_t *buf;
-} mem_ckpt;
-
-static int cmp_tref(const void *a, const void *b) {
-    return strcmp(((const struct c3_tref *)a)->name, ((const struct c3_tref *)b)->name);
-}
-
-static int mem_ckpt_make(mem_ckpt *mc, const c3_mkmodel_preset *p, int layers) {
-    memset(mc, 0, sizeof *mc);
-    C3_TRY(preset_tconfig(p, layers, &mc->ck.t));
-    tlist l = {0};
-    list_transformer(&l, &mc->ck.t);
-    size_t big = 0;
-    for (int i = 0; i < l.n; i++)
-        big = C3_MAX(big, l.t[i].nbytes);
-    int64_t n = (int64_t)(big / sizeof(uint16_t));
-    mc->buf = xmalloc(big);
-    const float amp = (float)BENCH_WEIGHT_AMPLITUDE;
-#pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < n; i++) {
-        double u = (double)(mix64((uint64_t)i) >> 11) * 0x1.0p-53; /* [0, 1) */
-        mc->buf[i] = c3_f32_to_bf16((float)(2.0 * u - 1.0) * amp);
-    }
-    for (int i = 0; i < l.n; i++)
-        l.t[i].data = mc->buf;
-    mc->shard.path = xstrdup("(bench: random weights in memory)");
-    mc->shard.t = l.t;
-    mc->shard.n = l.n;
-    mc->ck.dir = xstrdup("(bench: no checkpoint on disk)");
-    mc->ck.model_id = xstrdup(p->name);
-    mc->ck.default_system_prompt = p->system_prompt;
-    mc->ck.native_flow_schedule = p->native_schedule;
-    mc->ck.shards = &mc->shard;
-    mc->ck.nshards = 1;
-    mc->ck.tens = xcalloc((size_t)l.n, sizeof *mc->ck.tens);
-    for (int i = 0; i < l.n; i++)
-        mc->ck.tens[i] = (struct c3_tref){xstrdup(l.t[i].name), 0, &l.t[i]};
-    mc->ck.ntens = l.n;
-    qsort(mc->ck.tens, (size_t)l.n, sizeof *mc->ck.tens, cmp_tref);
-    return C3_OK;
-}
-
-static void mem_ckpt_free(mem_ckpt *mc) {
-    for (int i = 0; i < mc->ck.ntens; i++)
-        free(mc->ck.tens[i].name);
-    free(mc->ck.tens);
-    for (int i = 0; i < mc->shard.n; i++)
-        free(mc->shard.t[i].name);
-    free(mc->shard.t);
-    free(mc->shard.path);
-    free(mc->ck.dir);
-    free(mc->ck.model_id);
-    free(mc->buf);
-    memset(mc, 0, sizeof *mc);
-}
-
-/* ------------------------------------------------ timing wrapper backend */
-
-/* The ops the device-time breakdown names (the rest are counted under "other"). */
-enum {
-    OP_LINEAR,
-    OP_ATTENTION,
-    OP_RMSNORM,
-    OP_QKV_ROPE,
-    OP_GLU,
-    OP_ADD,
-    OP_COPY,
-    OP_PERMUTE,
-    OP_UPLOAD,
-    OP_DOWNLOAD,
-    OP_OTHER,
-    OP_N
-};
-static const char *const op_names[OP_N] = {
-    "matrix products", "attention", "rmsnorm",  "qkv_rope", "glu", "add", "copy",
-    "permute",         "upload",    "download", "other"};
-/* Event pairs one event-timed step may record (a Nano step queues ~450 ops). */
-#define BENCH_EV_MAX 4096
-
-/* Forwards every op to the real backend; while `on`, synchronises around
- * linear and attention calls and adds their wall time and executed FLOPs;
- * while `ev_on`, records a timing event before and after every op. */
-typedef struct {
-    c3_backend w; /* first: the table the model sees (a copy of the real one) */
-    c3_backend *real;
-    c3_backend ops; /* the real table's ops, called with the wrapper as `be` */
-    bool on;        /* host-synchronised timing of linear and attention */
-    double s_linear, s_attn, f_linear, f_attn;
-    int n_linear, n_attn;
-    /* device-time timing: an event before and after every op, no host syncs */
-    bool ev_on;
-    void *ev[2 * BENCH_EV_MAX];
-    int ev_op[BENCH_EV_MAX], nev, ev_cap, ev_made;
-} bench_be;
-
-/* Before op `op` while device-timing: record the opening event; -1 when off. */
-static int ev_begin(bench_be *b, int op) {
-    if (!b->ev_on || b->nev >= b->ev_cap) return -1;
-    int i = b->nev++;
-    b->ev_op[i] = op;
-    if (b->ops.event_record(&b->w, b->ev[2 * i], C3_Q_COMPUTE) != C3_OK) return b->nev--, -1;
-    return i;
-}
-static int ev_end(bench_be *b, int i, int rc) {
-    if (i >= 0 && b->ops.event_record(&b->w, b->ev[2 * i + 1], C3_Q_COMPUTE) != C3_OK)
-        b->ev_op[i] = -1;
-    return rc;
-}
-#define EV_WRAP(op, OPID, params, args)                                                            \
-    static int wrap_##op params {                                                                  \
-        bench_be *b = (bench_be *)be;                                                              \
-        int i_ = ev_begin(b, OPID);                                                                \
-        return ev_end(b, i_, b->ops.op args);                                                      \
-    }
-EV_WRAP(rmsnorm, OP_RMSNORM,
-        (c3_backend * be, c3_tensor *y, const c3_tensor *x, const c3_tensor *w, int dim, float eps,
-         bool m),
-        (be, y, x, w, dim, eps, m))
-EV_WRAP(qkv_rope, OP_QKV_ROPE,
-        (c3_backend * be, c3_tensor *q, c3_tensor *k, c3_tensor *v, const c3_tensor *qkv,
-         const c3_tensor *qn, const c3_tensor *kn, const c3_tensor *cs, const c3_tensor *sn,
-         float eps, bool m),
-        (be, q, k, v, qkv, qn, kn, cs, sn, eps, m))
-EV_WRAP(glu, OP_GLU, (c3_backend * be, c3_tensor *out, const c3_tensor *gu, c3_act act),
-        (be, out, gu, act))
-EV_WRAP(add, OP_ADD, (c3_backend * be, c3_tensor *y, const c3_tensor *x), (be, y, x))
-EV_WRAP(copy, OP_COPY, (c3_backend * be, c3_tensor *y, const c3_tensor *x), (be, y, x))
-EV_WRAP(permute, OP_PERMUTE, (c3_backend * be, c3_tensor *y, const c3_tensor *x, const int *perm),
-        (be, y, x, perm))
-EV_WRAP(upload, OP_UPLOAD, (c3_backend * be, c3_tensor *dst, const void *src, c3_dtype st),
-        (be, dst, src, st))
-EV_WRAP(download, OP_DOWNLOAD, (c3_backend * be, float *dst, const c3_tensor *src), (be, dst, src))
-EV_WRAP(silu, OP_OTHER, (c3_backend * be, c3_tensor *y, const c3_tensor *x), (be, y, x))
-EV_WRAP(rope, OP_OTHER, (c3_backend * be, c3_tensor *x, const c3_tensor *c, const c3_tensor *sn),
-        (be, x, c, sn))
-
-static int wrap_linear(c3_backend *be, c3_tensor *y, const c3_tensor *x, const c3_tensor *w,
-                       const c3_tensor *bias, bool acc) {
-    bench_be *b = (bench_be *)be;
-    if (!b->on) {
-        int i = ev_begin(b, OP_LINEAR);
-        return ev_end(b, i, b->ops.linear(be, y, x, w, bias, acc));
-    }
-    C3_TRY(be->sync(be));
-    double t0 = c3_now();
-    C3_TRY(b->ops.linear(be, y, x, w, bias, acc));
-    C3_TRY(be->sync(be));
-    b->s_linear += c3_now() - t0;
-    int64_t N = w->ne[0], K = w->ne[1], M = c3_numel(x) / K; /* x [M, K] . w [N, K]^T */
-    b->f_linear += 2.0 * (double)M * (double)N * (double)K;
-    b->n_linear++;
-    return C3_OK;
-}
-
-static int wrap_attention(c3_backend *be, c3_tensor *out, const c3_tensor *q, const c3_kvseg *kv,
-                          int nseg, bool causal, float scale) {
-    bench_be *b = (bench_be *)be;
-    if (!b->on) {
-        int i = ev_begin(b, OP_ATTENTION);
-        return ev_end(b, i, b->ops.attention(be, out, q, kv, nseg, causal, scale));
-    }
-    C3_TRY(be->sync(be));
-    double t0 = c3_now();
-    C3_TRY(b->ops.attention(be, out, q, kv, nseg, causal, scale));
-    C3_TRY(be->sync(be));
-    b->s_attn += c3_now() - t0;
-    /* q [Sq, Hq, D]: 2 flops x (QK^T + PV) per (query, key, head, dim); causal halves it */
-    double keys = 0;
-    for (int i = 0; i < nseg; i++)
-        keys += (double)kv[i].valid;
-    double f = 4.0 * (double)q->ne[0] * keys * (double)q->ne[1] * (double)q->ne[2];
-    b->f_attn += causal ? f / 2 : f;
-    b->n_attn++;
-    return C3_OK;
-}
-
-static bench_be *wrap_backend(c3_backend *real) {
-    bench_be *b = xcalloc(1, sizeof *b);
-    b->w = *real;
-    b->real = real;
-    b->ops = *real;
-    b->w.linear = wrap_linear;
-    b->w.attention = wrap_attention;
-    b->w.rmsnorm = wrap_rmsnorm;
-    b->w.qkv_rope = wrap_qkv_rope;
-    b->w.glu = wrap_glu;
-    b->w.add = wrap_add;
-    b->w.copy = wrap_copy;
-    b->w.permute = wrap_permute;
-    b->w.upload = wrap_upload;
-    b->w.download = wrap_download;
-    b->w.silu = wrap_silu;
-    b->w.rope = wrap_rope;
-    b->w.destroy = NULL; /* the real backend is destroyed through its own pointer */
-    /* device timing where the backend has timing events (CUDA) */
-    if (real->event_new && real->event_record && real->event_ms && real->event_free) {
-        int n = 0;
-        while (n < 2 * BENCH_EV_MAX && real->event_new(real, &b->ev[n], true) == C3_OK)
-            n++;
-        b->ev_made = n;
-        b->ev_cap = n / 2;
-    }
-    return b;
-}
-
-static void wrap_free(bench_be *b) {
-    if (!b) return;
-    for (int i = 0; i < b->ev_made; i++)
-        b->real->event_free(b->real, b->ev[i]);
-    free(b);
-}
-
-/* --------------------------------------------------------- FLOP counting */
-
-/* Weights applied per GEN token (linears of one GEN forward, per token). */
-static double gen_weights_per_token(const c3_tconfig *c) {
-    double D = c->hidden, I = c->inter, Q = (double)c->heads * c->head_dim,
-           KV = (double)c->kv_heads * c->head_dim;
-    double layer = D * Q + 2 * D * KV + Q * D + (c->mlp_gated ? 3 : 2) * D * I;
-    return c->layers * layer + 2.0 * D * c->patch_dim; /* + proj_in, proj_out */
-}
-/* UND: the same layer linears per text token (the last layer's are run too). */
-static double und_weights_per_token(const c3_tconfig *c) {
-    double D = c->hidden, I = c->inter, Q = (double)c->heads * c->head_dim,
-           KV = (double)c->kv_heads * c->head_dim;
-    return c->layers * (D * Q + 2 * D * KV + Q * D + (c->mlp_gated ? 3 : 2) * D * I);
-}
-static double gen_attn_flops(const c3_tconfig *c, double S, double L) {
-    return 4.0 * S * (L + S) * c->heads * c->head_dim * c->layers;
-}
-static double und_attn_flops(const c3_tconfig *c, double L) {
-    return 2.0 * L * L * c->heads * c->head_dim * c->layers;
-}
-
-/* ------------------------------------------------------------ helpers */
-
-#define BENCH_SPATIAL_SCALE                                                                        \
-    16 /* Wan2.2 pixels per latent (used when --skip-vae leaves no VAE config) */
-#define BENCH_TEMPORAL_SCALE 4 /* Wan2.2 frames per latent frame after the first */
-
-static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
-    (void)st, (void)flag, (void)ftw;
-    return remove(path) ? 0 : 0;
-}
-
-static int find_tokenizer(char *out, size_t n) {
-    if (ckpt_share_path("tokenizer/tokenizer.json", out, n)) return C3_OK;
-    return c3_fail(
-        C3_EMODEL,
-        "bench: the Qwen3 tokenizer files are missing (share/tokenizer); reinstall cosmos3");
-}
-
-static int open_backend(const c3_settings *s, c3_backend **be) {
-    int dev = 0;
-    if (s->gpus && *s->gpus) dev = atoi(s->gpus);
-    bool cuda = !strcmp(s->device, "cuda") || (!strcmp(s->device, "auto") && c3_gpu_count() > 0);
-    if (!cuda) {
-        *be = c3_backend_cpu();
-        return C3_OK;
-    }
-    return c3_backend_cuda(dev, be);
-}
-
-/* One CFG step: the cond and the uncond GEN call on the same latents. */
-static int cfg_step(c3_model *m, const c3_undkv *kc, const c3_undkv *ku, const float *lat,
-                    const c3_latent_geom *g, float *vc, float *vu, double *t_cond,
-                    double *t_uncond) {
-    double t0 = c3_now();
-    if (model_batches(m)) { /* one batch: half the time to each branch */
-        const c3_undkv *kv[2] = {kc, ku};
-        float *v[2] = {vc, vu};
-        C3_TRY(model_gen_batch(m, 2, kv, lat, g, BENCH_TIMESTEP, v));
-        *t_cond = *t_uncond = (c3_now() - t0) / 2;
-        return C3_OK;
-    }
-    C3_TRY(model_gen(m, kc, lat, g, BENCH_TIMESTEP, vc));
-    double t1 = c3_now();
-    C3_TRY(model_gen(m, ku, lat, g, BENCH_TIMESTEP, vu));
-    *t_cond = t1 - t0;
-    *t_uncond = c3_now() - t1;
-    return C3_OK;
-}
-
-/* Everything the report prints. */
-typedef struct {
-    const c3_mkmodel_preset *p;
-    c3_tconfig c;
-    char device[96];
-    int W, H, F, T, h, w, S, Lc, Lu, steps;
-    double flop_step, flop_step_linear, flop_step_attn, flop_und;
-    double step_mean, step_min, step_max, cond_mean, uncond_mean;
-    double prof_total, prof_linear, prof_attn, prof_f_linear, prof_f_attn;
-    int prof_n_linear, prof_n_attn;
-    double t_tok, t_load, t_und_c, t_und_u, t_vae_load, t_vae, t_png;
-    bool vae;
-    bool offload;   /* block weights streamed from pinned host memory */
-    bool cfg_batch; /* cond and uncond as one batch (model_gen_batch) */
-    /* the device-timed step (backends with timing events): per op kind */
-    bool dev_timed;
-    double dev_op_ms[OP_N], dev_span, dev_wall; /* ms, ms (first op start to last op end), s */
-    int dev_op_n[OP_N];
-    int64_t h2d_bytes; /* streamed during the timed steps */
-    double h2d_s;
-    int64_t mem_peak, mem_w, mem_kv, mem_act, dev_used, dev_total;
-} bench_report;
-
-static void print_text(const bench_report *r) {
-    const c3_tconfig *c = &r->c;
+static void print_text(const cosmos3_bench_result *r, double t_png) {
     double tf = r->flop_step / r->step_mean / TFLOP;
     printf(
         "cosmos3 bench: preset %s, %d layers per tower, hidden %d, heads %d/%d x %d, MLP %d %s\n",
-        r->p->name, c->layers, c->hidden, c->heads, c->kv_heads, c->head_dim, c->inter,
-        c->mlp_gated ? "SwiGLU" : "ReLU^2");
+        r->preset, r->layers, r->hidden, r->heads, r->kv_heads, r->head_dim, r->intermediate,
+        r->mlp_gated ? "SwiGLU" : "ReLU^2");
     printf("device: %s\n", r->device);
     printf("size: %dx%d, %d frame%s -> latent %dx%dx%d, GEN tokens S %d; prompt ids L cond %d, "
            "uncond %d\n",
-           r->W, r->H, r->F, r->F == 1 ? "" : "s", r->T, r->h, r->w, r->S, r->Lc, r->Lu);
+           r->width, r->height, r->frames, r->frames == 1 ? "" : "s", r->latent_t, r->latent_h,
+           r->latent_w, r->gen_tokens, r->L_cond, r->L_uncond);
     printf("model FLOPs per CFG step: %.4g TFLOP (linear %.4g, attention %.4g)\n",
            r->flop_step / TFLOP, r->flop_step_linear / TFLOP, r->flop_step_attn / TFLOP);
     if (r->cfg_batch)
@@ -481,73 +32,72 @@ static void print_text(const bench_report *r) {
                "uncond %.2f)\n",
                r->steps, r->step_mean * 1e3, r->step_min * 1e3, r->step_max * 1e3,
                r->cond_mean * 1e3, r->uncond_mean * 1e3);
-    printf("achieved: %.4g TFLOP/s, MFU %.4f (of %.0f TFLOP/s)\n", tf, tf / C3_BENCH_PEAK_TFLOPS,
-           C3_BENCH_PEAK_TFLOPS);
+    printf("achieved: %.4g TFLOP/s, MFU %.4f (of %.0f TFLOP/s)\n", tf,
+           tf / COSMOS3_BENCH_PEAK_TFLOPS, COSMOS3_BENCH_PEAK_TFLOPS);
     double rest = r->prof_total - r->prof_linear - r->prof_attn;
     printf("breakdown (one step, synchronised around every matrix product and attention call): "
            "total %.2f ms\n",
            r->prof_total * 1e3);
     printf("  matrix products %9.2f ms (%5.1f%%) %4d calls %8.4g TFLOP/s\n", r->prof_linear * 1e3,
            100 * r->prof_linear / r->prof_total, r->prof_n_linear,
-           r->prof_linear > 0 ? r->prof_f_linear / r->prof_linear / TFLOP : 0);
+           r->prof_linear > 0 ? r->prof_flop_linear / r->prof_linear / TFLOP : 0);
     printf("  attention       %9.2f ms (%5.1f%%) %4d calls %8.4g TFLOP/s\n", r->prof_attn * 1e3,
            100 * r->prof_attn / r->prof_total, r->prof_n_attn,
-           r->prof_attn > 0 ? r->prof_f_attn / r->prof_attn / TFLOP : 0);
+           r->prof_attn > 0 ? r->prof_flop_attn / r->prof_attn / TFLOP : 0);
     printf("  the rest        %9.2f ms (%5.1f%%)\n", rest * 1e3, 100 * rest / r->prof_total);
     if (r->dev_timed) {
         double busy = 0;
-        for (int i = 0; i < OP_N; i++)
+        for (int i = 0; i < COSMOS3_BENCH_NOPS; i++)
             busy += r->dev_op_ms[i];
         printf("device time by op (one step queued op by op, timing events around each op, no host "
                "syncs):\n"
                "  step %.2f ms wall, first op to last %.2f ms, inside the ops %.2f ms\n",
-               r->dev_wall * 1e3, r->dev_span, busy);
-        for (int i = 0; i < OP_N; i++)
+               r->dev_wall * 1e3, r->dev_span_ms, busy);
+        for (int i = 0; i < COSMOS3_BENCH_NOPS; i++)
             if (r->dev_op_n[i])
-                printf("  %-16s %9.3f ms (%5.1f%%) %4d calls\n", op_names[i], r->dev_op_ms[i],
-                       100 * r->dev_op_ms[i] / r->dev_span, r->dev_op_n[i]);
+                printf("  %-16s %9.3f ms (%5.1f%%) %4d calls\n", cosmos3_bench_op_name(i),
+                       r->dev_op_ms[i], 100 * r->dev_op_ms[i] / r->dev_span_ms, r->dev_op_n[i]);
     }
     if (r->offload)
         printf(
             "offload: %.3g GB streamed host-to-device in %.3f s of copy-queue time (%.1f GB/s)\n",
-            (double)r->h2d_bytes / 1e9, r->h2d_s,
-            r->h2d_s > 0 ? (double)r->h2d_bytes / r->h2d_s / 1e9 : 0);
+            (double)r->h2d_bytes / 1e9, r->h2d_seconds,
+            r->h2d_seconds > 0 ? (double)r->h2d_bytes / r->h2d_seconds / 1e9 : 0);
     printf("outside the loop: tokenize %.2f ms, load %.2f s, UND cond %.2f ms + uncond %.2f ms "
            "(%.4g TFLOP/s)",
-           r->t_tok * 1e3, r->t_load, r->t_und_c * 1e3, r->t_und_u * 1e3,
-           r->flop_und / (r->t_und_c + r->t_und_u) / TFLOP);
+           r->t_tokenize * 1e3, r->t_load, r->t_und_cond * 1e3, r->t_und_uncond * 1e3,
+           r->flop_und / (r->t_und_cond + r->t_und_uncond) / TFLOP);
     if (r->vae)
         printf(", VAE load %.2f s, VAE decode %.2f ms, PNG %.2f ms\n", r->t_vae_load,
-               r->t_vae * 1e3, r->t_png * 1e3);
+               r->t_vae * 1e3, t_png * 1e3);
     else
         printf(", VAE skipped\n");
     printf("peak memory (backend accounting): %.2f GiB (now: weights %.2f, K/V %.2f, activations "
            "%.2f GiB)",
-           r->mem_peak / GIB, r->mem_w / GIB, r->mem_kv / GIB, r->mem_act / GIB);
+           r->mem_peak / GIB, r->mem_weights / GIB, r->mem_kv / GIB, r->mem_act / GIB);
     if (r->dev_total > 0)
         printf("; device in use %.2f of %.2f GiB", r->dev_used / GIB, r->dev_total / GIB);
     printf("\n");
 }
 
-static void print_json(const bench_report *r) {
-    const c3_tconfig *c = &r->c;
+static void print_json(const cosmos3_bench_result *r, double t_png) {
     json_t *j = json_object(), *g = json_object(), *b = json_object(), *o = json_object(),
            *mm = json_object();
-    json_object_set_new(j, "preset", json_string(r->p->name));
-    json_object_set_new(g, "layers", json_integer(c->layers));
-    json_object_set_new(g, "hidden", json_integer(c->hidden));
-    json_object_set_new(g, "heads", json_integer(c->heads));
-    json_object_set_new(g, "kv_heads", json_integer(c->kv_heads));
-    json_object_set_new(g, "head_dim", json_integer(c->head_dim));
-    json_object_set_new(g, "intermediate", json_integer(c->inter));
+    json_object_set_new(j, "preset", json_string(r->preset));
+    json_object_set_new(g, "layers", json_integer(r->layers));
+    json_object_set_new(g, "hidden", json_integer(r->hidden));
+    json_object_set_new(g, "heads", json_integer(r->heads));
+    json_object_set_new(g, "kv_heads", json_integer(r->kv_heads));
+    json_object_set_new(g, "head_dim", json_integer(r->head_dim));
+    json_object_set_new(g, "intermediate", json_integer(r->intermediate));
     json_object_set_new(j, "geometry", g);
     json_object_set_new(j, "device", json_string(r->device));
-    json_object_set_new(j, "width", json_integer(r->W));
-    json_object_set_new(j, "height", json_integer(r->H));
-    json_object_set_new(j, "frames", json_integer(r->F));
-    json_object_set_new(j, "gen_tokens", json_integer(r->S));
-    json_object_set_new(j, "L_cond", json_integer(r->Lc));
-    json_object_set_new(j, "L_uncond", json_integer(r->Lu));
+    json_object_set_new(j, "width", json_integer(r->width));
+    json_object_set_new(j, "height", json_integer(r->height));
+    json_object_set_new(j, "frames", json_integer(r->frames));
+    json_object_set_new(j, "gen_tokens", json_integer(r->gen_tokens));
+    json_object_set_new(j, "L_cond", json_integer(r->L_cond));
+    json_object_set_new(j, "L_uncond", json_integer(r->L_uncond));
     json_object_set_new(j, "steps_timed", json_integer(r->steps));
     json_object_set_new(j, "tflop_per_step", json_real(r->flop_step / TFLOP));
     json_object_set_new(j, "tflop_per_step_linear", json_real(r->flop_step_linear / TFLOP));
@@ -559,8 +109,8 @@ static void print_json(const bench_report *r) {
     json_object_set_new(j, "uncond_ms", json_real(r->uncond_mean * 1e3));
     double tf = r->flop_step / r->step_mean / TFLOP;
     json_object_set_new(j, "tflops", json_real(tf));
-    json_object_set_new(j, "mfu", json_real(tf / C3_BENCH_PEAK_TFLOPS));
-    json_object_set_new(j, "peak_tflops", json_real(C3_BENCH_PEAK_TFLOPS));
+    json_object_set_new(j, "mfu", json_real(tf / COSMOS3_BENCH_PEAK_TFLOPS));
+    json_object_set_new(j, "peak_tflops", json_real(COSMOS3_BENCH_PEAK_TFLOPS));
     json_object_set_new(b, "total_ms", json_real(r->prof_total * 1e3));
     json_object_set_new(b, "matmul_ms", json_real(r->prof_linear * 1e3));
     json_object_set_new(b, "attention_ms", json_real(r->prof_attn * 1e3));
@@ -570,44 +120,45 @@ static void print_json(const bench_report *r) {
     json_object_set_new(b, "attention_calls", json_integer(r->prof_n_attn));
     json_object_set_new(
         b, "matmul_tflops",
-        json_real(r->prof_linear > 0 ? r->prof_f_linear / r->prof_linear / TFLOP : 0));
+        json_real(r->prof_linear > 0 ? r->prof_flop_linear / r->prof_linear / TFLOP : 0));
     json_object_set_new(b, "attention_tflops",
-                        json_real(r->prof_attn > 0 ? r->prof_f_attn / r->prof_attn / TFLOP : 0));
+                        json_real(r->prof_attn > 0 ? r->prof_flop_attn / r->prof_attn / TFLOP : 0));
     json_object_set_new(j, "breakdown", b);
     if (r->dev_timed) {
         json_t *d = json_object(), *ops = json_object();
         json_object_set_new(d, "wall_ms", json_real(r->dev_wall * 1e3));
-        json_object_set_new(d, "span_ms", json_real(r->dev_span));
-        for (int i = 0; i < OP_N; i++) {
+        json_object_set_new(d, "span_ms", json_real(r->dev_span_ms));
+        for (int i = 0; i < COSMOS3_BENCH_NOPS; i++) {
             if (!r->dev_op_n[i]) continue;
             json_t *o = json_object();
             json_object_set_new(o, "ms", json_real(r->dev_op_ms[i]));
             json_object_set_new(o, "calls", json_integer(r->dev_op_n[i]));
-            json_object_set_new(ops, op_names[i], o);
+            json_object_set_new(ops, cosmos3_bench_op_name(i), o);
         }
         json_object_set_new(d, "ops", ops);
         json_object_set_new(j, "device_ops", d);
     }
-    json_object_set_new(o, "tokenize_ms", json_real(r->t_tok * 1e3));
+    json_object_set_new(o, "tokenize_ms", json_real(r->t_tokenize * 1e3));
     json_object_set_new(o, "load_s", json_real(r->t_load));
-    json_object_set_new(o, "und_cond_ms", json_real(r->t_und_c * 1e3));
-    json_object_set_new(o, "und_uncond_ms", json_real(r->t_und_u * 1e3));
+    json_object_set_new(o, "und_cond_ms", json_real(r->t_und_cond * 1e3));
+    json_object_set_new(o, "und_uncond_ms", json_real(r->t_und_uncond * 1e3));
     json_object_set_new(o, "vae", json_boolean(r->vae));
     if (r->vae) {
         json_object_set_new(o, "vae_load_s", json_real(r->t_vae_load));
         json_object_set_new(o, "vae_decode_ms", json_real(r->t_vae * 1e3));
-        json_object_set_new(o, "png_ms", json_real(r->t_png * 1e3));
+        json_object_set_new(o, "png_ms", json_real(t_png * 1e3));
     }
     json_object_set_new(j, "outside_loop", o);
     json_object_set_new(j, "offload", json_boolean(r->offload));
     json_object_set_new(j, "cfg_batch", json_boolean(r->cfg_batch));
     if (r->offload) {
         json_object_set_new(j, "h2d_bytes", json_integer(r->h2d_bytes));
-        json_object_set_new(j, "h2d_gbps",
-                            json_real(r->h2d_s > 0 ? (double)r->h2d_bytes / r->h2d_s / 1e9 : 0));
+        json_object_set_new(
+            j, "h2d_gbps",
+            json_real(r->h2d_seconds > 0 ? (double)r->h2d_bytes / r->h2d_seconds / 1e9 : 0));
     }
     json_object_set_new(mm, "peak_bytes", json_integer(r->mem_peak));
-    json_object_set_new(mm, "weights_bytes", json_integer(r->mem_w));
+    json_object_set_new(mm, "weights_bytes", json_integer(r->mem_weights));
     json_object_set_new(mm, "kv_bytes", json_integer(r->mem_kv));
     json_object_set_new(mm, "act_bytes", json_integer(r->mem_act));
     if (r->dev_total > 0) {
@@ -623,290 +174,55 @@ static void print_json(const bench_report *r) {
 
 /* ------------------------------------------------------------ command */
 
-static int bench_run(c3_settings *s, const c3_mkmodel_preset *p, bench_report *r) {
-    int rc = C3_OK;
-    mem_ckpt mc = {0};
-    c3_ckpt vck;
-    bool have_vck = false;
-    c3_backend *real = NULL;
-    bench_be *b = NULL;
-    c3_model *m = NULL;
-    c3_vae *vae = NULL;
-    c3_tokenizer *tok = NULL;
-    c3_undkv kc = {0}, ku = {0};
-    int32_t *ids_c = NULL, *ids_u = NULL;
-    float *lat = NULL, *vc = NULL, *vu = NULL, *pix = NULL;
-    uint8_t *rgb = NULL;
-    char tokpath[4096], vdir[4096] = "", png[4200] = "";
-#define B_TRY(x)                                                                                   \
-    do {                                                                                           \
-        if ((rc = (x)) != C3_OK) goto out;                                                         \
-    } while (0)
-
-    B_TRY(find_tokenizer(tokpath, sizeof tokpath));
-    B_TRY(mem_ckpt_make(&mc, p, s->layers));
-    r->c = mc.ck.t;
-    const c3_tconfig *c = &mc.ck.t;
-
-    /* the VAE of the preset's geometry: a throw-away mkmodel folder */
-    int sp = BENCH_SPATIAL_SCALE, st = BENCH_TEMPORAL_SCALE;
-    r->vae = !s->skip_vae;
-    if (r->vae) {
-        const char *tmp = getenv("TMPDIR");
-        snprintf(vdir, sizeof vdir, "%s/cosmos3-bench-vae.%d", tmp && *tmp ? tmp : "/tmp",
-                 (int)getpid());
-        char tdir[4096];
-        snprintf(tdir, sizeof tdir, "%s", tokpath);
-        *strrchr(tdir, '/') = 0;
-        /* the preset's own VAE geometry (nano, super, edge: the full Wan2.2 VAE), carried by a
-         * small transformer: tiny's, or the preset's own where its VAE is not the full one */
-        bool full_vae = p->vae_decoder_base >= BENCH_FULL_VAE_BASE;
-        c3_mkmodel_opts o = {.preset = full_vae ? "tiny" : p->name,
-                             .layers = BENCH_VAE_LAYERS,
-                             .vocab = BENCH_VAE_VOCAB,
-                             .vae = full_vae ? MKMODEL_VAE_FULL : MKMODEL_VAE_PRESET,
-                             .seed = 1,
-                             .out_dir = vdir,
-                             .tokenizer_dir = tdir,
-                             .overwrite = true};
-        B_TRY(mkmodel_write(&o));
-        B_TRY(ckpt_open(&vck, vdir, true));
-        have_vck = true;
-        sp = vck.v.scale_spatial;
-        st = vck.v.scale_temporal;
-    }
-
-    /* size */
-    r->W = s->width > 0 ? s->width : BENCH_DEFAULT_PX;
-    r->H = s->height > 0 ? s->height : BENCH_DEFAULT_PX;
-    r->F = s->frames > 0 ? s->frames : 1;
-    if (r->W % sp || r->H % sp) {
-        rc = c3_fail(C3_EUSAGE,
-                     "bench: %dx%d is not a multiple of %d; pick -W and -H multiples of %d", r->W,
-                     r->H, sp, sp);
-        goto out;
-    }
-    if ((r->F - 1) % st) {
-        rc = c3_fail(C3_EUSAGE, "bench: --frames %d must be 1 + %d k (e.g. %d)", r->F, st,
-                     1 + st * 23);
-        goto out;
-    }
-    r->T = (r->F - 1) / st + 1;
-    r->h = r->H / sp;
-    r->w = r->W / sp;
-    r->S = r->T * ((r->h + c->patch - 1) / c->patch) * ((r->w + c->patch - 1) / c->patch);
-    r->steps = s->steps > 0 ? s->steps : BENCH_DEFAULT_STEPS;
-
-    /* backend (wrapped) */
-    B_TRY(open_backend(s, &real));
-    if (real->device >= 0) {
-        char nm[64] = "?";
-        int64_t tot = 0, fr = 0;
-        c3_gpu_info(real->device, nm, sizeof nm, &tot, &fr);
-        snprintf(r->device, sizeof r->device, "cuda:%d %s", real->device, nm);
-    } else {
-        snprintf(r->device, sizeof r->device, "cpu");
-    }
-    b = wrap_backend(real);
-    c3_backend *be = &b->w;
-
-    /* tokenize */
+/* The PNG of the first frame, encoded in memory (the time a gen's write
+ * spends in libpng; nothing touches the disk). */
+static int time_png(const cosmos3_bench_result *r, double *t) {
     double t0 = c3_now();
-    B_TRY(tok_load(&tok, tokpath));
-    c3_prompt_opts po = {.system_prompt = p->system_prompt,
-                         .templates = true,
-                         .width = r->W,
-                         .height = r->H,
-                         .frames = r->F,
-                         .fps = s->fps > 0 ? s->fps : 24};
-    B_TRY(prompt_ids(tok, s->prompt && *s->prompt ? s->prompt : BENCH_DEFAULT_PROMPT, false, &po,
-                     &ids_c, &r->Lc));
-    B_TRY(prompt_ids(tok, BENCH_DEFAULT_NEGATIVE, true, &po, &ids_u, &r->Lu));
-    r->t_tok = c3_now() - t0;
-
-    /* load */
-    t0 = c3_now();
-    c3_shard one = {.tp_size = 1,
-                    .sp_size = 1,
-                    .offload = s->offload && real->device >= 0,
-                    .precision = s->precision && !strcmp(s->precision, "fp8")    ? C3_PREC_FP8
-                                 : s->precision && !strcmp(s->precision, "bf16") ? C3_PREC_BF16
-                                                                                 : C3_PREC_AUTO};
-    B_TRY(model_load(&m, &mc.ck, be, &one));
-    r->offload = model_offloaded(m);
-    r->cfg_batch = model_batches(m);
-    B_TRY(be->sync(be));
-    r->t_load = c3_now() - t0;
-
-    /* UND, once per branch */
-    t0 = c3_now();
-    B_TRY(model_und(m, ids_c, r->Lc, &kc));
-    B_TRY(be->sync(be));
-    double t1 = c3_now();
-    B_TRY(model_und(m, ids_u, r->Lu, &ku));
-    B_TRY(be->sync(be));
-    r->t_und_c = t1 - t0;
-    r->t_und_u = c3_now() - t1;
-
-    /* FLOPs per CFG step */
-    double wt = gen_weights_per_token(c);
-    /* plus the timestep MLP (linear_1 D x te_in, linear_2 D x D), applied once
-     * per GEN call rather than per token: tiny, but executed on the device */
-    const st_tensor *te1 = ckpt_find(&mc.ck, "time_embedder.linear_1.weight");
-    double te_in = te1 && te1->ndim == 2 ? (double)te1->shape[1] : 256.0;
-    double temb = 2.0 * ((double)c->hidden * te_in + (double)c->hidden * (double)c->hidden);
-    r->flop_step_linear = 2.0 * wt * r->S * 2 + 2 * temb;
-    r->flop_step_attn = gen_attn_flops(c, r->S, r->Lc) + gen_attn_flops(c, r->S, r->Lu);
-    r->flop_step = r->flop_step_linear + r->flop_step_attn;
-    r->flop_und = 2.0 * und_weights_per_token(c) * (r->Lc + r->Lu) + und_attn_flops(c, r->Lc) +
-                  und_attn_flops(c, r->Lu);
-
-    /* the steps */
-    int64_t nlat = (int64_t)c->latent_ch * r->T * r->h * r->w;
-    lat = xmalloc((size_t)nlat * sizeof *lat);
-    vc = xmalloc((size_t)nlat * sizeof *vc);
-    vu = xmalloc((size_t)nlat * sizeof *vu);
-    rng_normal(1, 0, lat, nlat);
-    c3_latent_geom g = {.T = r->T, .h = r->h, .w = r->w, .fps = po.fps};
-    double tc, tu;
-    for (int i = 0; i < BENCH_WARMUP_STEPS; i++)
-        B_TRY(cfg_step(m, &kc, &ku, lat, &g, vc, vu, &tc, &tu));
-    r->step_min = INFINITY;
-    double sum = 0, sc = 0, su = 0, h2d_s0 = 0;
-    int64_t h2d_b0 = 0;
-    model_offload_stats(m, &h2d_b0, &h2d_s0);
-    for (int i = 0; i < r->steps; i++) {
-        B_TRY(cfg_step(m, &kc, &ku, lat, &g, vc, vu, &tc, &tu));
-        double t = tc + tu;
-        sum += t, sc += tc, su += tu;
-        r->step_min = C3_MIN(r->step_min, t);
-        r->step_max = C3_MAX(r->step_max, t);
-    }
-    r->step_mean = sum / r->steps;
-    model_offload_stats(m, &r->h2d_bytes, &r->h2d_s);
-    r->h2d_bytes -= h2d_b0;
-    r->h2d_s -= h2d_s0;
-    r->cond_mean = sc / r->steps;
-    r->uncond_mean = su / r->steps;
-    for (int64_t i = 0; i < nlat; i++)
-        if (!isfinite(vc[i]) || !isfinite(vu[i])) {
-            rc = c3_fail(C3_EFAIL,
-                         "bench: the GEN output has a non-finite value at %lld (backend bug)",
-                         (long long)i);
-            goto out;
-        }
-    /* the profiled step */
-    b->on = true; /* every op timed on its own: no graph replay */
-    model_graphs(m, false);
-    B_TRY(cfg_step(m, &kc, &ku, lat, &g, vc, vu, &tc, &tu));
-    b->on = false;
-    r->prof_total = tc + tu;
-    r->prof_linear = b->s_linear;
-    r->prof_attn = b->s_attn;
-    r->prof_f_linear = b->f_linear;
-    r->prof_f_attn = b->f_attn;
-    r->prof_n_linear = b->n_linear;
-    r->prof_n_attn = b->n_attn;
-    /* the device-timed step: events around every op, queued without host
-     * syncs (op by op, as the graph would run them) */
-    if (b->ev_cap > 0) {
-        b->ev_on = true;
-        b->nev = 0;
-        B_TRY(cfg_step(m, &kc, &ku, lat, &g, vc, vu, &tc, &tu));
-        b->ev_on = false;
-        r->dev_wall = tc + tu;
-        B_TRY(be->sync(be));
-        for (int i = 0; i < b->nev; i++) {
-            float ms = 0;
-            if (b->ev_op[i] < 0 ||
-                real->event_ms(real, b->ev[2 * i], b->ev[2 * i + 1], &ms) != C3_OK)
-                continue;
-            r->dev_op_ms[b->ev_op[i]] += ms;
-            r->dev_op_n[b->ev_op[i]]++;
-        }
-        float span = 0;
-        if (b->nev > 0 && real->event_ms(real, b->ev[0], b->ev[2 * b->nev - 1], &span) == C3_OK)
-            r->dev_span = span;
-        r->dev_timed = b->nev > 0 && b->nev < b->ev_cap;
-    }
-    if (real->device >= 0) {
-        char nm[64];
-        int64_t tot = 0, fr = 0;
-        if (c3_gpu_info(real->device, nm, sizeof nm, &tot, &fr) == C3_OK) {
-            r->dev_total = tot;
-            r->dev_used = tot - fr;
-        }
-    }
-    r->mem_w = be->mem[C3_MEM_WEIGHTS];
-    r->mem_kv = be->mem[C3_MEM_KV];
-    r->mem_act = be->mem[C3_MEM_ACT];
-
-    /* VAE decode of that size and a PNG of the first frame */
-    if (r->vae) {
-        t0 = c3_now();
-        B_TRY(vae_load(&vae, &vck, be));
-        B_TRY(be->sync(be));
-        r->t_vae_load = c3_now() - t0;
-        int F, H, W;
-        t0 = c3_now();
-        B_TRY(vae_decode(vae, lat, r->T, r->h, r->w, &pix, &F, &H, &W, NULL, NULL));
-        r->t_vae = c3_now() - t0;
-        t0 = c3_now();
-        rgb = xmalloc((size_t)H * W * 3);
-        int64_t plane = (int64_t)F * H * W; /* pix [3, F, H, W]; frame 0 */
-        for (int64_t i = 0; i < (int64_t)H * W; i++)
-            for (int ch = 0; ch < 3; ch++) {
-                float v = pix[ch * plane + i] * 0.5f + 0.5f;
-                v = v < 0 ? 0 : v > 1 ? 1 : v;
-                rgb[i * 3 + ch] = (uint8_t)lrintf(v * 255.0f);
-            }
-        snprintf(png, sizeof png, "%s/frame0.png", vdir);
-        c3_png_text txt = {.key = "parameters", .text = "cosmos3 bench (random weights)"};
-        B_TRY(png_write(png, rgb, W, H, &txt, 1, true));
-        r->t_png = c3_now() - t0;
-    }
-    r->mem_peak = be->mem_peak;
-
-out:
-    free(rgb);
-    free(pix);
-    vae_free(vae);
-    undkv_free(&kc);
-    undkv_free(&ku);
-    model_free(m);
-    free(lat), free(vc), free(vu), free(ids_c), free(ids_u);
-    tok_free(tok);
-    if (have_vck) ckpt_close(&vck);
-    if (*vdir) nftw(vdir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
-    wrap_free(b);
-    c3_backend_destroy(real);
-    mem_ckpt_free(&mc);
-    return rc;
-#undef B_TRY
+    c3_png_text txt = {.key = "parameters", .text = "cosmos3 bench (random weights)"};
+    uint8_t *png = NULL;
+    size_t n = 0;
+    C3_TRY(png_encode_mem(r->frame_rgb, r->frame_width, r->frame_height, &txt, 1, &png, &n));
+    free(png);
+    *t = c3_now() - t0;
+    return COSMOS3_OK;
 }
 
 int cmd_bench(c3_settings *s, char **pos, int npos) {
     if (npos)
-        return c3_fail(C3_EUSAGE, "bench: unexpected argument '%s'; see cosmos3 help bench",
+        return c3_fail(COSMOS3_EUSAGE, "bench: unexpected argument '%s'; see cosmos3 help bench",
                        pos[0]);
-    const c3_mkmodel_preset *p = mkmodel_preset(s->preset);
-    if (!p)
-        return c3_fail(C3_EUSAGE, "bench: unknown --preset '%s' (tiny, edge, nano or super)",
-                       s->preset);
-    if (s->layers < 0 || s->layers > 1024)
-        return c3_fail(C3_EUSAGE, "bench: --layers %d must be in 0..1024", s->layers);
     if (s->tp != 1 || s->cfg_parallel != 1 || s->ulysses != 1)
-        return c3_fail(C3_EUSAGE, "bench: measures one rank (tp 1, cfg-parallel 1, ulysses 1) for "
-                                  "now; drop --tp/--cfg-parallel/"
-                                  "--ulysses, or time layouts with cosmos3 gen");
-    if (s->steps < 0 || s->steps > 10000)
-        return c3_fail(C3_EUSAGE, "bench: --steps %d must be in 1..10000", s->steps);
-    bench_report r = {.p = p};
-    C3_TRY(bench_run(s, p, &r));
-    if (s->json)
-        print_json(&r);
-    else
-        print_text(&r);
-    fflush(stdout);
-    return C3_OK;
+        return c3_fail(COSMOS3_EUSAGE, "bench: measures one rank (tp 1, cfg-parallel 1, ulysses 1) "
+                                       "for now; drop --tp/--cfg-parallel/"
+                                       "--ulysses, or time layouts with cosmos3 gen");
+    cosmos3_bench_params p;
+    cosmos3_bench_params_init(&p);
+    p.preset = s->preset;
+    p.layers = s->layers;
+    p.device = s->device;
+    p.gpus = s->gpus;
+    p.offload = s->offload;
+    p.precision = s->precision;
+    p.width = s->width;
+    p.height = s->height;
+    p.frames = s->frames;
+    p.fps = s->fps;
+    p.steps = s->steps;
+    p.prompt = s->prompt && *s->prompt ? s->prompt : NULL;
+    p.skip_vae = s->skip_vae;
+    cosmos3_bench_result r;
+    char err[1024];
+    int rc = cosmos3_bench(&p, &r, err, sizeof err);
+    if (rc) return c3_fail(rc, "%s", err);
+    double t_png = 0;
+    if (r.vae) rc = time_png(&r, &t_png);
+    if (rc == COSMOS3_OK) {
+        if (s->json)
+            print_json(&r, t_png);
+        else
+            print_text(&r, t_png);
+        fflush(stdout);
+    }
+    cosmos3_bench_result_free(&r);
+    return rc;
 }

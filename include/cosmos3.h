@@ -417,6 +417,78 @@ void cosmos3_mkmodel_params_init(cosmos3_mkmodel_params *p);
 /* COSMOS3_EUSAGE (preset, values), COSMOS3_EINPUT (tokenizer), COSMOS3_EOUTPUT. */
 int cosmos3_mkmodel(const cosmos3_mkmodel_params *p, char *err, size_t errlen);
 
+/* --------------------------------------------------------------- bench */
+
+/* Time the GEN CFG step of a mkmodel preset's geometry on random weights held
+ * in memory (no checkpoint on disk): what `cosmos3 bench` prints. One rank.
+ * FLOPs are counted as ../shared/PERF-TARGETS.md says (2 x weights applied
+ * per token x tokens for the linears, 4 x S x (L + S) x Hq x head_dim per GEN
+ * layer for attention). Unless skip_vae, a random VAE of the preset's
+ * geometry is written by mkmodel into a temporary folder under $TMPDIR
+ * (removed before the call returns) and decodes the last latents once. */
+#define COSMOS3_BENCH_PEAK_TFLOPS 989.0 /* H200 dense bf16 peak (MFU's denominator) */
+#define COSMOS3_BENCH_NOPS 11           /* op kinds of the device-timed step */
+
+typedef struct {
+    const char *preset;    /* "tiny", "demo", "edge", "nano", "super" (NULL: "tiny") */
+    int layers;            /* 0 = the preset's */
+    const char *device;    /* "auto" (NULL), "cpu" or "cuda" */
+    const char *gpus;      /* the first ordinal is used (NULL: 0) */
+    bool offload;          /* stream block weights from pinned host memory (CUDA) */
+    const char *precision; /* "auto" (NULL), "bf16" or "fp8" */
+    int width, height;     /* 0 = 1024 */
+    int frames;            /* 0 = 1 */
+    double fps;            /* 0 = 24 */
+    int steps;             /* timed CFG steps; 0 = 3 */
+    const char *prompt;    /* NULL: a built-in prompt */
+    bool skip_vae;
+} cosmos3_bench_params;
+
+typedef struct {
+    char preset[16];
+    /* geometry (per tower) */
+    int layers, hidden, heads, kv_heads, head_dim, intermediate;
+    bool mlp_gated; /* SwiGLU; false: ReLU^2 */
+    char device[96]; /* "cpu", "cuda:0 NVIDIA H200" */
+    int width, height, frames;
+    int latent_t, latent_h, latent_w, gen_tokens, L_cond, L_uncond;
+    int steps; /* timed */
+    /* model FLOPs per CFG step and of the UND calls */
+    double flop_step, flop_step_linear, flop_step_attn, flop_und;
+    /* seconds per CFG step (cond + uncond) and per branch */
+    double step_mean, step_min, step_max, cond_mean, uncond_mean;
+    /* the profiled step (synchronised around every matrix product and attention call) */
+    double prof_total, prof_linear, prof_attn; /* seconds */
+    double prof_flop_linear, prof_flop_attn;   /* FLOPs those calls executed */
+    int prof_n_linear, prof_n_attn;
+    /* the device-timed step (backends with timing events): per op kind */
+    bool dev_timed;
+    double dev_op_ms[COSMOS3_BENCH_NOPS];
+    int dev_op_n[COSMOS3_BENCH_NOPS];
+    double dev_span_ms; /* first op start to last op end */
+    double dev_wall;    /* seconds */
+    /* outside the loop, seconds */
+    double t_tokenize, t_load, t_und_cond, t_und_uncond, t_vae_load, t_vae;
+    bool vae, offload, cfg_batch;
+    int64_t h2d_bytes; /* streamed during the timed steps (offload) */
+    double h2d_seconds;
+    int64_t mem_peak, mem_weights, mem_kv, mem_act; /* bytes, the backend's accounting */
+    int64_t dev_used, dev_total;                    /* bytes; dev_total 0 when unknown */
+    /* the decoded first frame (vae): [frame_height, frame_width, 3] uint8 RGB, malloc'd */
+    uint8_t *frame_rgb;
+    int frame_width, frame_height;
+} cosmos3_bench_result;
+
+void cosmos3_bench_params_init(cosmos3_bench_params *p);
+/* COSMOS3_EUSAGE (preset, layers 0..1024, steps 0..10000, size not a multiple
+ * of the VAE's, frames not 1 + 4k); *out is zeroed first and owns frame_rgb
+ * on success (cosmos3_bench_result_free). */
+int cosmos3_bench(const cosmos3_bench_params *p, cosmos3_bench_result *out, char *err,
+                  size_t errlen);
+void cosmos3_bench_result_free(cosmos3_bench_result *r);
+/* The name of device-timed op kind i ("matrix products", "attention", ...). */
+const char *cosmos3_bench_op_name(int i);
+
 #ifdef __cplusplus
 }
 #endif

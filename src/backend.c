@@ -7,7 +7,7 @@
 c3_tensor c3_view(const c3_tensor *t, int64_t offset, int ndim, const int64_t *ne) {
     c3_tensor v = *t;
     v.owned = false;
-    memset(&v.fp8, 0, sizeof v.fp8); /* a weight view gets its own scales (model.c) */
+    memset(&v.fp8, 0, sizeof v.fp8); /* a weight view gets its own scales (model_load.c) */
     v.data = (char *)t->data + (size_t)offset * c3_dtype_size(t->dtype);
     v.ndim = ndim;
     for (int i = 0; i < ndim; i++) v.ne[i] = ne[i];

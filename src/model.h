@@ -1,4 +1,6 @@
-/* model.h - the Cosmos3 MoT transformer (spec section 3) on the backend table.
+/* model.h - the Cosmos3 MoT transformer (spec section 3) on the backend table
+ * (model.c the forward, model_load.c the weights, model_offload.c and
+ * model_graphs.c; model_internal.h what they share).
  *
  * Two towers of the same geometry: UND reads the prompt ids with causal
  * attention and leaves each layer's K/V (the cache, once per CFG branch);
@@ -44,17 +46,18 @@ typedef struct c3_model c3_model;
 int model_load(c3_model **out, const c3_ckpt *ck, c3_backend *be, const c3_shard *shard);
 void model_free(c3_model *m);
 const c3_tconfig *model_config(const c3_model *m);
-/* Layerwise offload: block weights of both towers in pinned host memory,
- * a ring of two device slots per tower; layer l+1 is copied on the copy
- * queue while layer l computes (ordered by events). Totals so far of the
- * bytes streamed host -> device and the seconds the copies took (0, 0 when
- * the model is resident). */
+/* Layerwise offload (model_offload.c): block weights of both towers in
+ * pinned host memory, a ring of two device slots per tower; layer l+1 is
+ * copied on the copy queue while layer l computes (ordered by events).
+ * model_offload_stats: totals so far of the bytes streamed host -> device
+ * and the seconds the copies took (0, 0 when the model is resident). */
 bool model_offloaded(const c3_model *m);
-/* Replay the GEN layer loop as a recorded graph where the backend can (on
- * by default; COSMOS3_GRAPHS=0 turns it off for every model). Off: every op
- * is queued one by one, as a profiler that times each op needs. */
-void model_graphs(c3_model *m, bool on);
 void model_offload_stats(const c3_model *m, int64_t *bytes, double *seconds);
+/* Replay the GEN layer loop as a recorded graph where the backend can
+ * (model_graphs.c; on by default, COSMOS3_GRAPHS=0 turns it off for every
+ * model). Off: every op is queued one by one, as a profiler that times each
+ * op needs. */
+void model_graphs(c3_model *m, bool on);
 /* Products with FP8 weights in the GEN tower run W8A8 (true) or W8A16 (the
  * step policy's first/last steps); the UND tower follows the policy's
  * reasoner mode (model_und). Whether the model holds FP8 weights at all. */
