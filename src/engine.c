@@ -591,6 +591,7 @@ static int generate(cosmos3_engine *e, const cosmos3_request *rq, cosmos3_result
         if (rc) goto out;
         cond_mix(&cd, x0);
         j.pinned = cd.pinned;
+        j.cond = &cd; /* the distilled sampler re-anchors the pinned frames after each step */
         emit_stage(e, "encode", false, c3_now() - t0);
     }
     j.x_init = x0;
