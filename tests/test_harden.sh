@@ -228,5 +228,25 @@ sleep 1; kill -INT $pid; wait $pid; rc=$?
 printf 'load /nonexistent\n%s\n' "$P" | XDG_STATE_HOME="$tmp/state" timeout 60 "$bin" -o repl.png > r.out 2> r.err
 grep -q "kept .* loaded" r.err && [ -f repl.png ] && ok || bad "a failed REPL load dropped the model: $(cat r.err)"
 
+# ---------------------------------------------------------------- D20: SIGTERM stops the TUI's run: not exit 0
+if command -v tmux >/dev/null && "$bin" --version | grep -q "tui, line edit   yes"; then
+    sock=harden$$
+    tui_term() { # ARGS...: start the TUI, maybe a run, SIGTERM it; its exit status in tui.rc
+        rm -f tui.rc
+        tmux -L $sock new-session -d -x 120 -y 40 "cd '$tmp' && '$bin' tui $1; echo \$? > tui.rc; sleep 5"
+        local sh; sh=$(tmux -L $sock display -p '#{pane_pid}'); sleep 2.5
+        local pid; pid=$(pgrep -P "$sh")
+        if [ -n "$2" ]; then tmux -L $sock send-keys -l "$2"; tmux -L $sock send-keys Enter; sleep 2; fi
+        [ -n "$pid" ] && kill -TERM "$pid"
+        for i in $(seq 50); do [ -s tui.rc ] && break; sleep 0.1; done
+        tmux -L $sock kill-server 2>/dev/null
+    }
+    tui_term "--frames 201 -o tui_vid" "$P"
+    [ "$(cat tui.rc 2>/dev/null)" = 143 ] && [ -z "$(ls -a | grep tui_vid)" ] && ok ||
+        bad "SIGTERM during a TUI run: exit $(cat tui.rc 2>/dev/null), left: $(ls -a | grep tui_vid)"
+    tui_term "" ""
+    [ "$(cat tui.rc 2>/dev/null)" = 0 ] && ok || bad "SIGTERM on an idle TUI: exit $(cat tui.rc 2>/dev/null)"
+fi
+
 echo "harden: $pass passed, $fail failed"
 [ $fail -eq 0 ]
