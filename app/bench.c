@@ -181,7 +181,7 @@ static int time_png(const cosmos3_bench_result *r, double *t) {
     c3_png_text txt = {.key = "parameters", .text = "cosmos3 bench (random weights)"};
     uint8_t *png = NULL;
     size_t n = 0;
-    C3_TRY(png_encode_mem(r->frame_rgb, r->frame_width, r->frame_height, &txt, 1, &png, &n));
+    APP_TRY(png_encode_mem(r->frame_rgb, r->frame_width, r->frame_height, &txt, 1, &png, &n));
     free(png);
     *t = c3_now() - t0;
     return COSMOS3_OK;

@@ -18,19 +18,19 @@ enum { COND_MAX_FRAMES = 4097 };
 
 static int add_frame(c3_cond_file *f, const char *path) {
     if (f->media.frames >= COND_MAX_FRAMES)
-        return c3_fail(C3_EINPUT, "%s: a clip has at most %d frames", path, COND_MAX_FRAMES);
+        return c3_fail(COSMOS3_EINPUT, "%s: a clip has at most %d frames", path, COND_MAX_FRAMES);
     uint8_t *rgb;
     int W, H;
-    C3_TRY(png_read_rgb(path, &rgb, &W, &H));
+    APP_TRY(png_read_rgb(path, &rgb, &W, &H));
     if (f->media.frames && (W != f->media.width || H != f->media.height)) {
         free(rgb);
-        return c3_fail(C3_EINPUT,
+        return c3_fail(COSMOS3_EINPUT,
                        "%s is %dx%d; the clip's first frame is %dx%d (all frames need one size)",
                        path, W, H, f->media.width, f->media.height);
     }
     char *bytes;
     size_t len;
-    if (c3_read_file(path, &bytes, &len) == C3_OK) {
+    if (c3_read_file(path, &bytes, &len) == COSMOS3_OK) {
         f->hash = c3_fnv1a(bytes, len, f->hash);
         free(bytes);
     }
@@ -41,7 +41,7 @@ static int add_frame(c3_cond_file *f, const char *path) {
     f->media.width = W;
     f->media.height = H;
     f->media.frames++;
-    return C3_OK;
+    return COSMOS3_OK;
 }
 
 static int by_name(const void *a, const void *b) {
@@ -50,9 +50,9 @@ static int by_name(const void *a, const void *b) {
 
 static int read_folder(const char *dir, c3_cond_file *f) {
     DIR *d = opendir(dir);
-    if (!d) return c3_fail(C3_EINPUT, "%s: %s", dir, strerror(errno));
+    if (!d) return c3_fail(COSMOS3_EINPUT, "%s: %s", dir, strerror(errno));
     char **names = NULL;
-    int n = 0, rc = C3_OK;
+    int n = 0, rc = COSMOS3_OK;
     for (struct dirent *e; (e = readdir(d));) {
         size_t L = strlen(e->d_name);
         if (L > 4 && !strcasecmp(e->d_name + L - 4, ".png") && e->d_name[0] != '.') {
@@ -62,12 +62,13 @@ static int read_folder(const char *dir, c3_cond_file *f) {
     }
     closedir(d);
     if (n) qsort(names, (size_t)n, sizeof *names, by_name);
-    for (int i = 0; i < n && rc == C3_OK; i++)
+    for (int i = 0; i < n && rc == COSMOS3_OK; i++)
         rc = add_frame(f, names[i]);
     for (int i = 0; i < n; i++)
         free(names[i]);
     free(names);
-    if (rc == C3_OK && !n) rc = c3_fail(C3_EINPUT, "%s: no .png frames in this folder", dir);
+    if (rc == COSMOS3_OK && !n)
+        rc = c3_fail(COSMOS3_EINPUT, "%s: no .png frames in this folder", dir);
     return rc;
 }
 
@@ -80,7 +81,7 @@ static int add_media(c3_cond_file *f, const char *path, bool clip) {
     if (rc) return c3_context(rc, "--%s", clip ? "video" : "image");
     char *bytes;
     size_t len;
-    if (c3_read_file(path, &bytes, &len) == C3_OK) {
+    if (c3_read_file(path, &bytes, &len) == COSMOS3_OK) {
         f->hash = c3_fnv1a(bytes, len, f->hash);
         free(bytes);
     }
@@ -88,7 +89,7 @@ static int add_media(c3_cond_file *f, const char *path, bool clip) {
     f->media.width = m.width;
     f->media.height = m.height;
     f->media.frames = m.frames;
-    return C3_OK;
+    return COSMOS3_OK;
 }
 
 static bool is_png_file(const char *path) {
@@ -119,20 +120,21 @@ int cond_file_read(const char *path, bool clip, c3_cond_file *out) {
         int first = 0;
         snprintf(p, sizeof p, path, 0);
         if (access(p, R_OK) != 0) first = 1;
-        rc = C3_OK;
-        for (int i = first; rc == C3_OK; i++) {
+        rc = COSMOS3_OK;
+        for (int i = first; rc == COSMOS3_OK; i++) {
             snprintf(p, sizeof p, path, i);
             if (access(p, R_OK) != 0) break;
             rc = add_frame(out, p);
         }
-        if (rc == C3_OK && !out->media.frames)
-            rc = c3_fail(C3_EINPUT, "--video %s: no frame matches the pattern (tried 0 and 1)",
+        if (rc == COSMOS3_OK && !out->media.frames)
+            rc = c3_fail(COSMOS3_EINPUT, "--video %s: no frame matches the pattern (tried 0 and 1)",
                          path);
     } else if (stat(path, &st) != 0) {
-        rc = c3_fail(C3_EINPUT, "--%s %s: %s", clip ? "video" : "image", path, strerror(errno));
+        rc =
+            c3_fail(COSMOS3_EINPUT, "--%s %s: %s", clip ? "video" : "image", path, strerror(errno));
     } else if (S_ISDIR(st.st_mode)) {
         rc = clip ? read_folder(path, out)
-                  : c3_fail(C3_EINPUT,
+                  : c3_fail(COSMOS3_EINPUT,
                             "--image %s is a folder; give one picture, or a clip as --video", path);
     } else {
         rc = is_png_file(path) ? add_frame(out, path) : add_media(out, path, clip);
@@ -142,10 +144,37 @@ int cond_file_read(const char *path, bool clip, c3_cond_file *out) {
         return rc;
     }
     out->media.rgb = out->rgb;
-    return C3_OK;
+    return COSMOS3_OK;
 }
 
 void cond_file_free(c3_cond_file *f) {
     free(f->rgb);
     memset(f, 0, sizeof *f);
+}
+
+int cond_parse_frames(const char *text, int *idx, int max, int *n) {
+    *n = 0;
+    const char *p = text ? text : "";
+    for (;;) {
+        while (*p == ' ')
+            p++;
+        char *end;
+        errno = 0;
+        long v = strtol(p, &end, 10);
+        if (end == p || errno || v < 0 || v > 1 << 20)
+            return c3_fail(COSMOS3_EUSAGE,
+                           "condition frames '%s': expected latent frame indexes such as 0,1",
+                           text);
+        if (*n >= max)
+            return c3_fail(COSMOS3_EUSAGE, "condition frames '%s': at most %d indexes", text, max);
+        idx[(*n)++] = (int)v;
+        p = end;
+        while (*p == ' ')
+            p++;
+        if (!*p) return COSMOS3_OK;
+        if (*p++ != ',')
+            return c3_fail(COSMOS3_EUSAGE,
+                           "condition frames '%s': expected latent frame indexes such as 0,1",
+                           text);
+    }
 }

@@ -1,21 +1,27 @@
 /* cond_input.h - the conditioning picture or clip of `gen --image/--video`
- * read from PNG files into frames in memory (condition.h's c3_media), with
- * a hash of the files for the metadata. */
+ * read from PNG files (or any picture or clip media.c decodes) into frames
+ * in memory, with a hash of the files for the metadata; the --condition-frames
+ * list. */
 #ifndef COSMOS3_COND_INPUT_H
 #define COSMOS3_COND_INPUT_H
 
-#include "condition.h"
+#include "cosmos3.h"
+#include "util.h"
 
 typedef struct {
-    c3_media media;
+    cosmos3_frames media;
     uint8_t *rgb;  /* owned frames */
     uint64_t hash; /* FNV-1a over the files' bytes, in frame order */
 } c3_cond_file;
 
 /* A picture (clip false: one PNG) or a clip (a folder of *.png in name
  * order, a printf pattern with one %d counted from 0 or 1 until a file is
- * missing, or one PNG). C3_EINPUT with a one-line message naming the file. */
+ * missing, or one PNG). COSMOS3_EINPUT with a one-line message naming the file. */
 int cond_file_read(const char *path, bool clip, c3_cond_file *out);
 void cond_file_free(c3_cond_file *f);
+
+/* Parse latent frame indexes "0,1,2" (spaces allowed) into idx[max].
+ * COSMOS3_EUSAGE naming the bad part. */
+int cond_parse_frames(const char *text, int *idx, int max, int *n);
 
 #endif

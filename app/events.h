@@ -6,7 +6,7 @@
 #ifndef COSMOS3_EVENTS_H
 #define COSMOS3_EVENTS_H
 
-#include "common.h"
+#include "util.h"
 
 typedef enum {
     EV_LOG,        /* text: an informational line */
@@ -23,6 +23,7 @@ typedef enum {
     EV_DONE,       /* seconds */
     EV_ERROR,      /* code, text */
     EV_CANCELLED,
+    EV_FINISHED, /* a task's call returned (task.h) */
 } c3_event_kind;
 
 enum { EV_STAGE_END = 0, EV_STAGE_BEGIN = 1, EV_STAGE_CHUNK = 2 };

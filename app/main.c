@@ -17,23 +17,27 @@
 #include <unistd.h>
 
 #include "bench.h"
-#include "checkpoint.h"
 #include "docs.h"
 #include "events.h"
 #include "metadata.h"
+#include "monitor.h"
 #include "media.h"
-#include "mkmodel.h"
 #include "options.h"
 #include "output.h"
 #include "session.h"
-#include "plan.h"
 #include "png_io.h"
-#include "prompt.h"
 #include "repl.h"
 #include "serve.h"
-#include "tokenizer.h"
+#include "task.h"
 #include "tui/tui.h"
 #include "config.h"
+/* cmd_info alone still reads the checkpoint and the plan through the
+ * library's internals (it moves onto cosmos3_checkpoint_*); until then the
+ * cosmos3 program links the static library. */
+#include "checkpoint.h"
+#include "common.h"
+#include "plan.h"
+#include "tokenizer.h"
 
 typedef struct {
     const char *name;
@@ -168,7 +172,7 @@ static void on_sigint(int sig) {
     g_sigint++;
     if (g_sigint >= 2) { /* nothing half-written stays */
         output_abort();
-        _exit(C3_ECANCEL);
+        _exit(COSMOS3_ECANCEL);
     }
     if (g_engine) engine_cancel(g_engine);
 }
@@ -179,18 +183,11 @@ typedef struct {
     c3_engine *e;
     c3_settings *s;
     c3_result r;
-    int rc;
-    c3_events *ev;
-    bool done;
-    char err[1024];
 } gen_job;
 
-static void *gen_thread(void *arg) {
+static int gen_call(void *arg) {
     gen_job *j = arg;
-    j->rc = engine_generate(j->e, j->s, &j->r);
-    if (j->rc) snprintf(j->err, sizeof j->err, "%s", c3_errmsg());
-    events_emit(j->ev, EV_LOG, -1, "__finished__");
-    return NULL;
+    return engine_generate(j->e, j->s, &j->r);
 }
 
 static void progress_line(const c3_event *ev, double t_first, int cfgp) {
@@ -240,25 +237,28 @@ static int run_generation(c3_settings *s) {
     if (delay && atof(delay) > 0) usleep((useconds_t)(atof(delay) * 1e6));
     int rc = engine_open(&e, s, ev);
     if (tty) fputs("\r\033[K", stderr);
-    if (rc == C3_OK && g_sigint) { /* Ctrl-C while loading: nothing to cancel yet, so stop here */
+    /* Ctrl-C while loading: nothing to cancel yet, so stop here */
+    if (rc == COSMOS3_OK && g_sigint) {
         engine_close(e);
-        rc = c3_fail(C3_ECANCEL, "cancelled while the model loaded");
+        rc = c3_fail(COSMOS3_ECANCEL, "cancelled while the model loaded");
     }
     if (rc) {
         events_free(ev);
         return rc;
     }
     g_engine = e;
-    gen_job j = {.e = e, .s = s, .ev = ev};
-    pthread_t th;
-    if (pthread_create(&th, NULL, gen_thread, &j) != 0) {
+    gen_job j = {.e = e, .s = s};
+    c3_task task;
+    if (task_start(&task, gen_call, &j, ev) != COSMOS3_OK) {
         g_engine = NULL;
         engine_close(e);
         events_free(ev);
-        return c3_fail(C3_EFAIL, "cannot start the generation thread");
+        return c3_fail(COSMOS3_EFAIL, "cannot start the generation thread");
     }
-    double t_first = c3_now();
-    double uncond_last = 0;
+    c3_monitor *mon = xmalloc(sizeof *mon);
+    monitor_init(mon);
+    monitor_engine(mon, engine_layout(e));
+    mon->t_first_step = c3_now();
     /* the terminal's one progress line: open (no newline yet), and whether it is the step line */
     bool open = false, steps_line = false;
     for (;;) {
@@ -266,7 +266,7 @@ static int run_generation(c3_settings *s) {
         /* a Ctrl-C can land before engine_generate clears its cancel flag: repeat it */
         if (g_sigint) engine_cancel(e);
         if (!events_pop(ev, &x, 0.2)) continue;
-        if (x.kind == EV_LOG && strcmp(x.text, "__finished__") == 0) break;
+        if (x.kind == EV_FINISHED) break;
         /* the engine's notes and warnings, one line each on stderr (-q keeps the warnings) */
         /* the seed at the start is for the terminal: a script reads it in the last line (or --json)
          */
@@ -286,21 +286,19 @@ static int run_generation(c3_settings *s) {
                 steps_line = false;
             }
         }
-        if (x.kind == EV_STEP_BEGIN && x.step == 1) t_first = c3_now();
-        if (x.kind == EV_BRANCH && x.branch == 1) uncond_last = x.seconds;
+        monitor_event(mon, &x); /* the step's uncond time as drawn, the first step's start */
         if (x.kind == EV_STEP_END && tty) {
-            if (e && engine_layout(e)->cfg_parallel == 2) x.uncond_s = uncond_last;
-            progress_line(&x, t_first, engine_layout(e)->cfg_parallel);
+            progress_line(&x, mon->t_first_step, mon->cfg_parallel);
             open = steps_line = true;
         }
     }
-    pthread_join(th, NULL);
+    rc = task_join(&task);
+    free(mon);
     if (open)
         fputs(steps_line ? "\n" : "\r\033[K", stderr); /* a phase's line gives way to the outcome */
     g_engine = NULL;
-    rc = j.rc;
     if (rc) {
-        c3_fail(rc, "%s", j.err);
+        /* the message is the task's (task_join) */
     } else if (s->json) {
         json_t *o = json_object(), *paths = json_array(), *t = json_object();
         for (int i = 0; i < j.r.npaths; i++) json_array_append_new(paths, json_string(j.r.paths[i]));
@@ -372,11 +370,11 @@ static int read_stdin(char **out) {
         size_t at = (size_t)(nul - b);
         free(b);
         return c3_fail(
-            C3_EINPUT,
+            COSMOS3_EINPUT,
             "the prompt on standard input holds a NUL byte at offset %zu; a prompt is text", at);
     }
     *out = b;
-    return C3_OK;
+    return COSMOS3_OK;
 }
 
 static int cmd_gen(c3_settings *s, char **pos, int npos) {
@@ -385,12 +383,16 @@ static int cmd_gen(c3_settings *s, char **pos, int npos) {
         pos++;
         npos--;
     }
-    if (npos > 0) return c3_fail(C3_EUSAGE, "gen: unexpected argument '%s'; quote the prompt: -p \"...\"", pos[0]);
-    if (!s->prompt) return c3_fail(C3_EUSAGE, "gen: no prompt; give one with -p \"a red fox in the snow\"");
+    if (npos > 0)
+        return c3_fail(COSMOS3_EUSAGE,
+                       "gen: unexpected argument '%s'; quote the prompt: -p \"...\"", pos[0]);
+    if (!s->prompt)
+        return c3_fail(COSMOS3_EUSAGE,
+                       "gen: no prompt; give one with -p \"a red fox in the snow\"");
     if (strcmp(s->prompt, "-") == 0) {
         free(s->prompt);
         s->prompt = NULL;
-        C3_TRY(read_stdin(&s->prompt));
+        APP_TRY(read_stdin(&s->prompt));
     }
     /* validate everything that needs no model before loading it, the output's
      * format and destination included */
@@ -398,20 +400,21 @@ static int cmd_gen(c3_settings *s, char **pos, int npos) {
     settings_copy(&tmp, s);
     int rc = settings_resolve(&tmp, NULL);
     c3_output out;
-    if (rc == C3_OK) rc = output_plan(&tmp, tmp.frames, tmp.width, tmp.height, -1, &out);
+    if (rc == COSMOS3_OK) rc = output_plan(&tmp, tmp.frames, tmp.width, tmp.height, -1, &out);
     settings_free(&tmp);
     if (rc) return rc;
     bool to_stdout = out.kind == OUT_STDOUT;
     output_free(&out);
     if (to_stdout && s->json)
-        return c3_fail(C3_EUSAGE, "-o - and --json both write to standard output; drop one");
+        return c3_fail(COSMOS3_EUSAGE, "-o - and --json both write to standard output; drop one");
     return run_generation(s);
 }
 
 /* ------------------------------------------------------------- tokenize */
 
 static int cmd_tokenize(c3_settings *s, char **pos, int npos) {
-    if (npos != 1) return c3_fail(C3_EUSAGE, "tokenize: give exactly one TEXT (or - for standard input)");
+    if (npos != 1)
+        return c3_fail(COSMOS3_EUSAGE, "tokenize: give exactly one TEXT (or - for standard input)");
     char *text;
     size_t len;
     if (strcmp(pos[0], "-") == 0) {
@@ -422,45 +425,26 @@ static int cmd_tokenize(c3_settings *s, char **pos, int npos) {
         text = xstrdup(pos[0]);
         len = strlen(text);
     }
-    char dir[4096];
+    char dir[4096], err[1024];
     pipeline_model_dir(s, dir, sizeof dir);
-    char *mi = c3_path_join(dir, "model_index.json"), *tj = NULL;
-    int rc = C3_OK;
-    c3_tokenizer *tok = NULL;
-    c3_model_card card;
-    if (!c3_file_exists(mi)) {
-        rc = c3_fail(C3_EMODEL, "%s: missing; is %s a Diffusers-format Cosmos3 folder?", mi, dir);
-        goto out;
+    cosmos3_tokenizer *tok = NULL;
+    int rc = cosmos3_tokenizer_open(dir, &tok, err, sizeof err);
+    if (rc) {
+        free(text);
+        return c3_fail(rc, "%s", err);
     }
-    rc = ckpt_read_card(dir, &card);
-    if (rc) goto out;
-    tj = ckpt_tokenizer_json(dir, &card);
-    ckpt_card_free(&card);
-    rc = tok_load(&tok, tj);
-    if (rc) goto out;
-    /* the checkpoint's default for the system prompt */
-    bool sys = true;
-    if (!strcmp(s->system_prompt, "auto")) {
-        char *txt;
-        if (c3_read_file(mi, &txt, NULL) == C3_OK) {
-            json_t *j = json_loads(txt, 0, NULL);
-            json_t *v = j ? json_object_get(j, "default_use_system_prompt") : NULL;
-            if (json_is_boolean(v)) sys = json_is_true(v);
-            json_decref(j);
-            free(txt);
-        }
-    } else {
-        sys = !strcmp(s->system_prompt, "on");
-    }
-    bool video = s->frames > 1;
-    c3_prompt_opts po = {.system_prompt = sys,
-                         .templates = s->templates,
-                         .width = s->width ? s->width : (video ? 1280 : 1024),
-                         .height = s->height ? s->height : (video ? 720 : 1024),
-                         .frames = s->frames,
-                         .fps = s->fps};
+    cosmos3_tokenize_params tp;
+    cosmos3_tokenize_params_init(&tp);
+    tp.raw = s->raw;
+    tp.negative = s->negative_flag;
+    tp.system_prompt = !strcmp(s->system_prompt, "auto") ? -1 : !strcmp(s->system_prompt, "on");
+    tp.templates = s->templates;
+    tp.width = s->width;
+    tp.height = s->height;
+    tp.frames = s->frames;
+    tp.fps = s->fps;
     /* one prompt, or (--lines) one per line of the text */
-    for (char *line = text, *next; rc == C3_OK && line; line = next) {
+    for (char *line = text, *next; rc == COSMOS3_OK && line; line = next) {
         size_t n_line = s->lines ? strcspn(line, "\n") : len;
         next = s->lines && line[n_line] ? line + n_line + 1 : NULL;
         if (s->lines && !next && n_line == 0)
@@ -468,19 +452,17 @@ static int cmd_tokenize(c3_settings *s, char **pos, int npos) {
         line[n_line] = 0;
         int32_t *ids = NULL;
         int n = 0;
-        rc = s->raw ? tok_encode(tok, line, n_line, &ids, &n)
-                    : prompt_ids(tok, line, s->negative_flag, &po, &ids, &n);
-        if (rc == C3_OK) {
+        rc = cosmos3_tokenize(tok, &tp, line, n_line, &ids, &n, err, sizeof err);
+        if (rc == COSMOS3_OK) {
             for (int i = 0; i < n; i++)
                 printf(i ? " %d" : "%d", ids[i]);
             printf("\n");
+        } else {
+            c3_fail(rc, "%s", err);
         }
         free(ids);
     }
-out:
-    tok_free(tok);
-    free(tj);
-    free(mi);
+    cosmos3_tokenizer_close(tok);
     free(text);
     return rc;
 }
@@ -718,9 +700,9 @@ static void print_text(const char *t) {
 }
 
 static int cmd_meta(c3_settings *s, char **pos, int npos) {
-    if (npos != 1) return c3_fail(C3_EUSAGE, "meta: give one file cosmos3 wrote");
+    if (npos != 1) return c3_fail(COSMOS3_EUSAGE, "meta: give one file cosmos3 wrote");
     char *js_buf, *params_buf;
-    C3_TRY(metadata_read(pos[0], &js_buf, &params_buf));
+    APP_TRY(metadata_read(pos[0], &js_buf, &params_buf));
     const char *js = js_buf, *params = params_buf;
     if (s->json) {
         printf("%s\n", js ? js : "{}");
@@ -777,47 +759,45 @@ static int cmd_meta(c3_settings *s, char **pos, int npos) {
     }
     free(js_buf);
     free(params_buf);
-    return C3_OK;
+    return COSMOS3_OK;
 }
 
 /* -------------------------------------------------------------- mkmodel */
 
 static int cmd_mkmodel(c3_settings *s, char **pos, int npos) {
-    if (npos) return c3_fail(C3_EUSAGE, "mkmodel: unexpected argument '%s'", pos[0]);
-    if (!s->output) return c3_fail(C3_EUSAGE, "mkmodel: give the folder to write with -o DIR");
-    if (s->layers < 0 || s->layers > 1024) return c3_fail(C3_EUSAGE, "--layers %d must be in 0..1024", s->layers);
+    if (npos) return c3_fail(COSMOS3_EUSAGE, "mkmodel: unexpected argument '%s'", pos[0]);
+    if (!s->output) return c3_fail(COSMOS3_EUSAGE, "mkmodel: give the folder to write with -o DIR");
+    if (s->layers < 0 || s->layers > 1024)
+        return c3_fail(COSMOS3_EUSAGE, "--layers %d must be in 0..1024", s->layers);
     uint64_t seed = 0;
     if (strcmp(s->seed, "random") != 0) {
         char *end;
         seed = strtoull(s->seed, &end, 10);
-        if (*end) return c3_fail(C3_EUSAGE, "--seed '%s' must be a non-negative integer", s->seed);
+        if (*end)
+            return c3_fail(COSMOS3_EUSAGE, "--seed '%s' must be a non-negative integer", s->seed);
     }
-    c3_mkmodel_opts o = {.preset = s->preset,
-                         .layers = s->layers,
-                         .seed = seed,
-                         .out_dir = s->output,
-                         .tokenizer_dir = NULL,
-                         .overwrite = s->overwrite,
-                         .distilled = s->distilled,
-                         .fp8 = s->fp8};
-    char tdir[4096], tj[4096];
-    if (ckpt_share_path("tokenizer/tokenizer.json", tj, sizeof tj)) {
-        snprintf(tdir, sizeof tdir, "%.*s", (int)(strlen(tj) - strlen("/tokenizer.json")), tj);
-        o.tokenizer_dir = tdir;
-    }
-    if (!o.tokenizer_dir)
-        return c3_fail(C3_EMODEL, "the Qwen3 tokenizer files are missing (share/tokenizer); reinstall cosmos3");
+    cosmos3_mkmodel_params o;
+    cosmos3_mkmodel_params_init(&o);
+    o.preset = s->preset;
+    o.layers = s->layers;
+    o.seed = seed;
+    o.out_dir = s->output;
+    o.overwrite = s->overwrite;
+    o.distilled = s->distilled;
+    o.fp8 = s->fp8;
     double t0 = c3_now();
-    C3_TRY(mkmodel_write(&o));
+    char err[1024];
+    int rc = cosmos3_mkmodel(&o, err, sizeof err);
+    if (rc) return c3_fail(rc, "%s", err);
     if (!s->quiet) fprintf(stderr, "wrote %s (%s, %.1f s)\n", s->output, s->preset, c3_now() - t0);
-    return C3_OK;
+    return COSMOS3_OK;
 }
 
 /* ----------------------------------------------------------------- main */
 
 static int finish(int rc) {
-    if (rc && rc != C3_ECANCEL) fprintf(stderr, "cosmos3: %s\n", c3_errmsg());
-    if (rc == C3_ECANCEL) fprintf(stderr, "cosmos3: cancelled\n");
+    if (rc && rc != COSMOS3_ECANCEL) fprintf(stderr, "cosmos3: %s\n", c3_errmsg());
+    if (rc == COSMOS3_ECANCEL) fprintf(stderr, "cosmos3: cancelled\n");
     return rc;
 }
 
@@ -878,12 +858,13 @@ int main(int argc, char **argv) {
             strncat(names, " ", sizeof names - strlen(names) - 1);
             strncat(names, commands[i].name, sizeof names - strlen(names) - 1);
         }
-        return finish(c3_fail(C3_EUSAGE, "help: no command '%s'; commands:%s", argv[2], names));
+        return finish(
+            c3_fail(COSMOS3_EUSAGE, "help: no command '%s'; commands:%s", argv[2], names));
     }
     const c3_command *c = NULL;
     for (size_t i = 0; i < C3_ARRAY_LEN(commands); i++)
         if (!strcmp(cmd, commands[i].name)) c = &commands[i];
-    if (!c) return finish(c3_fail(C3_EUSAGE, "unknown command '%s'; see cosmos3 --help", cmd));
+    if (!c) return finish(c3_fail(COSMOS3_EUSAGE, "unknown command '%s'; see cosmos3 --help", cmd));
     for (int i = 2; i < argc; i++)
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             command_help(stdout, c);
@@ -899,7 +880,7 @@ int main(int argc, char **argv) {
     char **pos;
     int npos;
     int rc = settings_parse(&s, c->bit, argc - 2, argv + 2, &pos, &npos);
-    if (rc == C3_OK) rc = c->run(&s, pos, npos);
+    if (rc == COSMOS3_OK) rc = c->run(&s, pos, npos);
     free(pos);
     settings_free(&s);
     free(repl_argv);

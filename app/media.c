@@ -68,7 +68,7 @@ static int av_fail(int code, int e, const char *name, const char *call) {
 #define AV_NEW(ptr, call)                                                                          \
     do {                                                                                           \
         if (((ptr) = (call)) == NULL) {                                                            \
-            rc = c3_fail(C3_EFAIL, "%s: %s: out of memory", name, #call);                          \
+            rc = c3_fail(COSMOS3_EFAIL, "%s: %s: out of memory", name, #call);                     \
             goto done;                                                                             \
         }                                                                                          \
     } while (0)
@@ -87,7 +87,7 @@ static void media_quiet(void) {}
  * JPEG out, PNG in; the rest says how to get it. */
 static int no_ffmpeg(const char *what) {
     return c3_fail(
-        C3_EUSAGE,
+        COSMOS3_EUSAGE,
         "%s needs FFmpeg's libraries, and this cosmos3 was built without them (-Dmedia=disabled); "
         "use .png or .jpg, or rebuild with libavformat-dev libavcodec-dev libswscale-dev "
         "libavutil-dev",
@@ -366,7 +366,7 @@ static int encode_video(c3_media_format f, const uint8_t *rgb, int W, int H, int
                         const c3_media_meta *meta, const c3_media_opts *opts, uint8_t **out,
                         size_t *n) {
     const char *name = f == MEDIA_MP4 ? "MP4" : "WebM";
-    int rc = C3_OK, fail_code = C3_EFAIL;
+    int rc = COSMOS3_OK, fail_code = COSMOS3_EFAIL;
     AVFormatContext *oc = NULL;
     AVCodecContext *cc = NULL;
     AVFrame *fr = NULL;
@@ -376,15 +376,16 @@ static int encode_video(c3_media_format f, const uint8_t *rgb, int W, int H, int
     membuf mb = {0};
     memview mv = {&mb, 0};
     if (W % 2 || H % 2)
-        return c3_fail(C3_EUSAGE, "%s: %dx%d: yuv420p video needs an even width and height", name,
-                       W, H);
-    if (!(fps > 0)) return c3_fail(C3_EUSAGE, "%s: the frame rate %g must be positive", name, fps);
+        return c3_fail(COSMOS3_EUSAGE, "%s: %dx%d: yuv420p video needs an even width and height",
+                       name, W, H);
+    if (!(fps > 0))
+        return c3_fail(COSMOS3_EUSAGE, "%s: the frame rate %g must be positive", name, fps);
     AV_TRY(avformat_alloc_output_context2(&oc, NULL, f == MEDIA_MP4 ? "mp4" : "webm", NULL));
     const char *enc = f == MEDIA_MP4 ? "libx264" : "libvpx-vp9";
     const AVCodec *codec = avcodec_find_encoder_by_name(enc);
     if (!codec) {
-        rc = c3_fail(C3_EFAIL, "%s: this FFmpeg has no %s encoder (Debian's libavcodec59 has it)",
-                     name, enc);
+        rc = c3_fail(COSMOS3_EFAIL,
+                     "%s: this FFmpeg has no %s encoder (Debian's libavcodec59 has it)", name, enc);
         goto done;
     }
     AVStream *st;
@@ -471,7 +472,7 @@ done:
 static int encode_webp(const uint8_t *rgb, int W, int H, const c3_media_meta *meta,
                        const c3_media_opts *opts, uint8_t **out, size_t *n) {
     const char *name = "WebP";
-    int rc = C3_OK, fail_code = C3_EFAIL;
+    int rc = COSMOS3_OK, fail_code = COSMOS3_EFAIL;
     AVCodecContext *cc = NULL;
     AVFrame *fr = NULL;
     AVPacket *pkt = NULL;
@@ -482,7 +483,7 @@ static int encode_webp(const uint8_t *rgb, int W, int H, const c3_media_meta *me
     char *xmp = NULL;
     const AVCodec *codec = avcodec_find_encoder_by_name("libwebp");
     if (!codec)
-        return c3_fail(C3_EFAIL,
+        return c3_fail(COSMOS3_EFAIL,
                        "WebP: this FFmpeg has no libwebp encoder (Debian's libavcodec59 has it)");
     AV_NEW(cc, avcodec_alloc_context3(codec));
     cc->width = W;
@@ -514,7 +515,7 @@ static int encode_webp(const uint8_t *rgb, int W, int H, const c3_media_meta *me
     WebPData img = {pkt->data, (size_t)pkt->size};
     mux = WebPMuxCreate(&img, 1);
     if (!mux) {
-        rc = c3_fail(C3_EFAIL, "WebP: WebPMuxCreate: cannot parse the encoder's output");
+        rc = c3_fail(COSMOS3_EFAIL, "WebP: WebPMuxCreate: cannot parse the encoder's output");
         goto done;
     }
     if (meta && (meta->parameters || meta->json)) {
@@ -522,13 +523,13 @@ static int encode_webp(const uint8_t *rgb, int W, int H, const c3_media_meta *me
         WebPData x = {(const uint8_t *)xmp, strlen(xmp)};
         WebPMuxError me = WebPMuxSetChunk(mux, "XMP ", &x, 1);
         if (me != WEBP_MUX_OK) {
-            rc = c3_fail(C3_EFAIL, "WebP: WebPMuxSetChunk(XMP): error %d", (int)me);
+            rc = c3_fail(COSMOS3_EFAIL, "WebP: WebPMuxSetChunk(XMP): error %d", (int)me);
             goto done;
         }
     }
     WebPMuxError me = WebPMuxAssemble(mux, &assembled);
     if (me != WEBP_MUX_OK) {
-        rc = c3_fail(C3_EFAIL, "WebP: WebPMuxAssemble: error %d", (int)me);
+        rc = c3_fail(COSMOS3_EFAIL, "WebP: WebPMuxAssemble: error %d", (int)me);
         goto done;
     }
     *out = xmalloc(assembled.size);
@@ -592,7 +593,7 @@ static int encode_jpeg(const uint8_t *rgb, int W, int H, const c3_media_meta *me
         if (strlen(xmp) > MEDIA_XMP_MAX) {
             free(xmp);
             return c3_fail(
-                C3_EUSAGE,
+                COSMOS3_EUSAGE,
                 "JPEG: the settings (%zu bytes with this prompt) do not fit JPEG metadata "
                 "(64 KiB); use .png or .webp",
                 strlen(meta->json ? meta->json : ""));
@@ -610,7 +611,7 @@ static int encode_jpeg(const uint8_t *rgb, int W, int H, const c3_media_meta *me
         free(buf);
         free(xmp);
         free(xmp_seg);
-        return c3_fail(C3_EFAIL, "JPEG encoding failed: %s", err.msg);
+        return c3_fail(COSMOS3_EFAIL, "JPEG encoding failed: %s", err.msg);
     }
     jpeg_create_compress(&c);
     jpeg_mem_dest(&c, (unsigned char **)&buf, &len);
@@ -639,7 +640,7 @@ static int encode_jpeg(const uint8_t *rgb, int W, int H, const c3_media_meta *me
     /* libjpeg's memory destination uses malloc: hand it over as is */
     *out = buf;
     *n = len;
-    return C3_OK;
+    return COSMOS3_OK;
 }
 
 /* The XMP packet of a JPEG (its APP1 segment), via libjpeg's marker saver. */
@@ -652,7 +653,7 @@ static int jpeg_read_xmp(const uint8_t *data, size_t n, const char *name, char *
     err.pub.emit_message = on_jpeg_message;
     if (setjmp(err.jb)) {
         jpeg_destroy_decompress(&d);
-        return c3_fail(C3_EINPUT, "%s: invalid JPEG: %s", name, err.msg);
+        return c3_fail(COSMOS3_EINPUT, "%s: invalid JPEG: %s", name, err.msg);
     }
     jpeg_create_decompress(&d);
     jpeg_mem_src(&d, data, (unsigned long)n);
@@ -667,7 +668,7 @@ static int jpeg_read_xmp(const uint8_t *data, size_t n, const char *name, char *
         }
     }
     jpeg_destroy_decompress(&d);
-    return C3_OK;
+    return COSMOS3_OK;
 }
 
 /* ------------------------------------------------------------- encode */
@@ -678,11 +679,11 @@ int media_encode(c3_media_format f, const uint8_t *rgb, int W, int H, int frames
     *out = NULL;
     *n = 0;
     if (W < 1 || H < 1 || W > MEDIA_MAX_SIDE || H > MEDIA_MAX_SIDE || frames < 1)
-        return c3_fail(C3_EUSAGE, "%s: %d frames of %dx%d cannot be encoded", media_format_name(f),
-                       frames, W, H);
+        return c3_fail(COSMOS3_EUSAGE, "%s: %d frames of %dx%d cannot be encoded",
+                       media_format_name(f), frames, W, H);
     if (!media_format_is_video(f) && frames != 1)
         return c3_fail(
-            C3_EUSAGE,
+            COSMOS3_EUSAGE,
             "%s holds one picture, not %d frames; use .mp4, .webm, a folder or a pattern",
             media_format_name(f), frames);
     switch (f) {
@@ -702,7 +703,7 @@ int media_encode(c3_media_format f, const uint8_t *rgb, int W, int H, int frames
         return png_encode_mem(rgb, W, H, t, nt, out, n);
     }
     default:
-        return c3_fail(C3_EUSAGE, "unknown media format %d", (int)f);
+        return c3_fail(COSMOS3_EUSAGE, "unknown media format %d", (int)f);
     }
 }
 
@@ -725,12 +726,12 @@ static int acc_add(frame_acc *a, const char *name, const uint8_t *rgb, int W, in
         lim && lim->max_pixels > 0 ? lim->max_pixels : (int64_t)MEDIA_MAX_SIDE * MEDIA_MAX_SIDE;
     if (a->F == 0) {
         if (W < 1 || H < 1 || W > MEDIA_MAX_SIDE || H > MEDIA_MAX_SIDE || (int64_t)W * H > maxpx)
-            return c3_fail(C3_EINPUT, "%s: %dx%d pictures are too large (at most %lld pixels)",
+            return c3_fail(COSMOS3_EINPUT, "%s: %dx%d pictures are too large (at most %lld pixels)",
                            name, W, H, (long long)maxpx);
         a->W = W;
         a->H = H;
     } else if (W != a->W || H != a->H) {
-        return c3_fail(C3_EINPUT,
+        return c3_fail(COSMOS3_EINPUT,
                        "%s: frame %d is %dx%d, the first is %dx%d; every frame must be one size",
                        name, a->F + 1, W, H, a->W, a->H);
     }
@@ -741,7 +742,7 @@ static int acc_add(frame_acc *a, const char *name, const uint8_t *rgb, int W, in
     }
     memcpy(a->rgb + fb * (size_t)a->F, rgb, fb);
     a->F++;
-    return C3_OK;
+    return COSMOS3_OK;
 }
 
 static bool acc_full(const frame_acc *a, const c3_media_limits *lim) {
@@ -753,18 +754,18 @@ static int acc_finish(frame_acc *a, const char *name, double fps, const c3_media
     int minf = lim && lim->min_frames > 0 ? lim->min_frames : 1;
     if (a->F == 0) {
         free(a->rgb);
-        return c3_fail(C3_EINPUT, "%s holds no frames (an empty or unreadable picture or clip)",
-                       name);
+        return c3_fail(COSMOS3_EINPUT,
+                       "%s holds no frames (an empty or unreadable picture or clip)", name);
     }
     if (a->F < minf) {
         int F = a->F;
         free(a->rgb);
-        return c3_fail(C3_EINPUT, "%s has %d frame%s; at least %d are needed", name, F,
+        return c3_fail(COSMOS3_EINPUT, "%s has %d frame%s; at least %d are needed", name, F,
                        F == 1 ? "" : "s", minf);
     }
     *out =
         (c3_media_frames){.rgb = a->rgb, .width = a->W, .height = a->H, .frames = a->F, .fps = fps};
-    return C3_OK;
+    return COSMOS3_OK;
 }
 
 /* Animated WebP (libwebpdemux): every frame composed on the canvas. */
@@ -772,27 +773,27 @@ static int decode_webp_anim(const uint8_t *data, size_t n, const char *name,
                             const c3_media_limits *lim, c3_media_frames *out) {
     WebPAnimDecoderOptions o;
     if (!WebPAnimDecoderOptionsInit(&o))
-        return c3_fail(C3_EFAIL, "%s: WebPAnimDecoderOptionsInit failed", name);
+        return c3_fail(COSMOS3_EFAIL, "%s: WebPAnimDecoderOptionsInit failed", name);
     o.color_mode = MODE_RGBA;
     o.use_threads = 0;
     WebPData wd = {data, n};
     WebPAnimDecoder *dec = WebPAnimDecoderNew(&wd, &o);
-    if (!dec) return c3_fail(C3_EINPUT, "%s: not a readable animated WebP", name);
+    if (!dec) return c3_fail(COSMOS3_EINPUT, "%s: not a readable animated WebP", name);
     WebPAnimInfo info;
     frame_acc a = {0};
-    int rc = C3_OK, last_ts = 0;
+    int rc = COSMOS3_OK, last_ts = 0;
     uint8_t *rgb = NULL;
     if (!WebPAnimDecoderGetInfo(dec, &info)) {
-        rc = c3_fail(C3_EINPUT, "%s: WebPAnimDecoderGetInfo failed", name);
+        rc = c3_fail(COSMOS3_EINPUT, "%s: WebPAnimDecoderGetInfo failed", name);
         goto done;
     }
     rgb = xmalloc((size_t)info.canvas_width * info.canvas_height * 3);
-    while (rc == C3_OK && WebPAnimDecoderHasMoreFrames(dec) && !acc_full(&a, lim)) {
+    while (rc == COSMOS3_OK && WebPAnimDecoderHasMoreFrames(dec) && !acc_full(&a, lim)) {
         uint8_t *rgba;
         int ts;
         if (!WebPAnimDecoderGetNext(dec, &rgba, &ts)) {
-            rc = c3_fail(C3_EINPUT, "%s: frame %d of the animated WebP cannot be decoded", name,
-                         a.F + 1);
+            rc = c3_fail(COSMOS3_EINPUT, "%s: frame %d of the animated WebP cannot be decoded",
+                         name, a.F + 1);
             break;
         }
         for (size_t i = 0; i < (size_t)info.canvas_width * info.canvas_height; i++)
@@ -821,7 +822,7 @@ static bool is_anim_webp(const uint8_t *d, size_t n) {
 /* Decode every video frame of a container (libavformat + libavcodec). */
 static int decode_av(AVFormatContext *ic, const char *name, const c3_media_limits *lim,
                      c3_media_frames *out) {
-    int rc = C3_OK, fail_code = C3_EINPUT;
+    int rc = COSMOS3_OK, fail_code = COSMOS3_EINPUT;
     AVCodecContext *dc = NULL;
     AVFrame *fr = NULL;
     AVPacket *pkt = NULL;
@@ -834,7 +835,7 @@ static int decode_av(AVFormatContext *ic, const char *name, const c3_media_limit
     const AVCodec *codec = NULL;
     int si = av_find_best_stream(ic, AVMEDIA_TYPE_VIDEO, -1, -1, &codec, 0);
     if (si < 0) {
-        rc = c3_fail(C3_EINPUT, "%s holds no picture or video stream", name);
+        rc = c3_fail(COSMOS3_EINPUT, "%s holds no picture or video stream", name);
         goto done;
     }
     AVStream *st = ic->streams[si];
@@ -906,7 +907,7 @@ done:
 
 static int open_input_mem(const uint8_t *data, size_t n, const char *name, AVFormatContext **ic,
                           memview *mv, membuf *mb) {
-    int rc = C3_OK, fail_code = C3_EINPUT;
+    int rc = COSMOS3_OK, fail_code = COSMOS3_EINPUT;
     AVIOContext *pb = NULL; /* ours: libavformat never frees a custom pb */
     *mb = (membuf){.data = (uint8_t *)data, .len = n, .cap = n};
     *mv = (memview){mb, 0};
@@ -915,7 +916,7 @@ static int open_input_mem(const uint8_t *data, size_t n, const char *name, AVFor
     (*ic)->pb = pb;
     (*ic)->flags |= AVFMT_FLAG_CUSTOM_IO;
     AV_TRY(avformat_open_input(ic, NULL, NULL, NULL)); /* frees *ic on failure */
-    return C3_OK;
+    return COSMOS3_OK;
 done:
     avformat_free_context(*ic);
     *ic = NULL;
@@ -938,7 +939,7 @@ static int decode_av_mem(const uint8_t *data, size_t n, const char *name,
     int rc = open_input_mem(data, n, name, &ic, &mv, &mb);
     if (rc)
         return c3_fail(
-            C3_EINPUT,
+            COSMOS3_EINPUT,
             "%s is not a picture or clip cosmos3 can read (PNG, JPEG, WebP, MP4, WebM, MOV)", name);
     rc = decode_av(ic, name, lim, out);
     close_input(&ic);
@@ -956,13 +957,13 @@ int media_decode_mem(const uint8_t *data, size_t n, const char *name, const c3_m
                      c3_media_frames *out) {
     media_quiet();
     memset(out, 0, sizeof *out);
-    if (n == 0) return c3_fail(C3_EINPUT, "%s is empty (0 bytes)", name);
+    if (n == 0) return c3_fail(COSMOS3_EINPUT, "%s is empty (0 bytes)", name);
     if (is_anim_webp(data, n)) return decode_webp_anim(data, n, name, lim, out);
     if (n >= 8 && !memcmp(data, "\x89PNG\r\n\x1a\n", 8)) { /* libpng: the settings' own format */
         frame_acc a = {0};
         uint8_t *rgb;
         int W, H;
-        C3_TRY(png_read_rgb_mem(data, n, name, &rgb, &W, &H));
+        APP_TRY(png_read_rgb_mem(data, n, name, &rgb, &W, &H));
         int rc = acc_add(&a, name, rgb, W, H, lim);
         free(rgb);
         if (rc) return rc;
@@ -979,19 +980,19 @@ static int cmp_str(const void *a, const void *b) {
 static int decode_png_list(char **paths, size_t np, const char *name, const c3_media_limits *lim,
                            c3_media_frames *out) {
     frame_acc a = {0};
-    int rc = C3_OK;
+    int rc = COSMOS3_OK;
     double fps = 0;
-    for (size_t i = 0; i < np && rc == C3_OK && !acc_full(&a, lim); i++) {
+    for (size_t i = 0; i < np && rc == COSMOS3_OK && !acc_full(&a, lim); i++) {
         uint8_t *rgb;
         int W, H;
         rc = png_read_rgb(paths[i], &rgb, &W, &H);
-        if (rc == C3_OK) {
+        if (rc == COSMOS3_OK) {
             rc = acc_add(&a, name, rgb, W, H, lim);
             free(rgb);
         }
-        if (rc == C3_OK && i == 0) { /* the fps cosmos3 wrote with the frames */
+        if (rc == COSMOS3_OK && i == 0) { /* the fps cosmos3 wrote with the frames */
             char *p = NULL, *js = NULL;
-            if (media_read_meta(paths[0], &p, &js) == C3_OK && js) {
+            if (media_read_meta(paths[0], &p, &js) == COSMOS3_OK && js) {
                 json_t *o = json_loads(js, 0, NULL);
                 json_t *v = json_object_get(json_object_get(o, "settings"), "fps");
                 if (json_is_number(v)) fps = json_number_value(v);
@@ -1016,11 +1017,12 @@ static int list_frames(const char *path, bool is_dir, char ***out, size_t *np) {
     char *pat = is_dir ? c3_path_join(path, "*.[pP][nN][gG]") : xstrdup(path);
     int e = glob(pat, 0, NULL, &g);
     free(pat);
-    if (e == GLOB_NOMATCH) return C3_OK;
-    if (e != 0) return c3_fail(C3_EINPUT, "%s: cannot list the frames (glob error %d)", path, e);
+    if (e == GLOB_NOMATCH) return COSMOS3_OK;
+    if (e != 0)
+        return c3_fail(COSMOS3_EINPUT, "%s: cannot list the frames (glob error %d)", path, e);
     if (g.gl_pathc > MEDIA_MAX_GLOB) {
         globfree(&g);
-        return c3_fail(C3_EINPUT, "%s: more than %d files", path, MEDIA_MAX_GLOB);
+        return c3_fail(COSMOS3_EINPUT, "%s: more than %d files", path, MEDIA_MAX_GLOB);
     }
     char **v = xcalloc(g.gl_pathc + 1, sizeof *v);
     for (size_t i = 0; i < g.gl_pathc; i++)
@@ -1029,7 +1031,7 @@ static int list_frames(const char *path, bool is_dir, char ***out, size_t *np) {
     *np = g.gl_pathc;
     *out = v;
     globfree(&g);
-    return C3_OK;
+    return COSMOS3_OK;
 }
 
 static void free_list(char **v, size_t n) {
@@ -1049,21 +1051,21 @@ int media_decode(const char *path, const c3_media_limits *lim, c3_media_frames *
     if ((exists && S_ISDIR(st.st_mode)) || (!exists && has_glob(path))) {
         char **v;
         size_t np;
-        C3_TRY(list_frames(path, exists, &v, &np));
+        APP_TRY(list_frames(path, exists, &v, &np));
         if (np == 0) {
             free_list(v, np);
-            return c3_fail(C3_EINPUT, "%s: no PNG frames %s", path,
+            return c3_fail(COSMOS3_EINPUT, "%s: no PNG frames %s", path,
                            exists ? "in this folder" : "match");
         }
         int rc = decode_png_list(v, np, path, lim, out);
         free_list(v, np);
         return rc;
     }
-    if (!exists) return c3_fail(C3_EINPUT, "cannot read %s: %s", path, strerror(errno));
-    if (!S_ISREG(st.st_mode)) return c3_fail(C3_EINPUT, "%s is not a regular file", path);
+    if (!exists) return c3_fail(COSMOS3_EINPUT, "cannot read %s: %s", path, strerror(errno));
+    if (!S_ISREG(st.st_mode)) return c3_fail(COSMOS3_EINPUT, "%s is not a regular file", path);
     char *data;
     size_t n;
-    C3_TRY(c3_read_file(path, &data, &n));
+    APP_TRY(c3_read_file(path, &data, &n));
     int rc = media_decode_mem((const uint8_t *)data, n, path, lim, out);
     free(data);
     return rc;
@@ -1073,7 +1075,7 @@ int media_decode(const char *path, const c3_media_limits *lim, c3_media_frames *
 
 #if COSMOS3_HAVE_FFMPEG
 static int probe_av(const uint8_t *data, size_t n, const char *path, c3_media_info *info) {
-    int rc = C3_OK, fail_code = C3_EINPUT;
+    int rc = COSMOS3_OK, fail_code = COSMOS3_EINPUT;
     const char *name = path;
     AVFormatContext *ic = NULL;
     memview mv;
@@ -1081,14 +1083,14 @@ static int probe_av(const uint8_t *data, size_t n, const char *path, c3_media_in
     rc = open_input_mem(data, n, path, &ic, &mv, &mb);
     if (rc) {
         rc = c3_fail(
-            C3_EINPUT,
+            COSMOS3_EINPUT,
             "%s is not a picture or clip cosmos3 can read (PNG, JPEG, WebP, MP4, WebM, MOV)", path);
         goto done;
     }
     AV_TRY(avformat_find_stream_info(ic, NULL));
     int si = av_find_best_stream(ic, AVMEDIA_TYPE_VIDEO, -1, -1, NULL, 0);
     if (si < 0) {
-        rc = c3_fail(C3_EINPUT, "%s holds no picture or video stream", path);
+        rc = c3_fail(COSMOS3_EINPUT, "%s holds no picture or video stream", path);
         goto done;
     }
     AVStream *s = ic->streams[si];
@@ -1139,10 +1141,10 @@ int media_probe(const char *path, c3_media_info *info) {
     memset(info, 0, sizeof *info);
     struct stat st;
     if (stat(path, &st) != 0)
-        return c3_fail(C3_EINPUT, "cannot read %s: %s", path, strerror(errno));
+        return c3_fail(COSMOS3_EINPUT, "cannot read %s: %s", path, strerror(errno));
     if (S_ISDIR(st.st_mode)) {
         c3_media_frames m;
-        C3_TRY(media_decode(path, NULL, &m));
+        APP_TRY(media_decode(path, NULL, &m));
         snprintf(info->container, sizeof info->container, "folder");
         snprintf(info->codec, sizeof info->codec, "png");
         info->width = m.width;
@@ -1151,17 +1153,17 @@ int media_probe(const char *path, c3_media_info *info) {
         info->fps = m.fps;
         info->seconds = m.fps > 0 ? m.frames / m.fps : 0;
         media_frames_free(&m);
-        return C3_OK;
+        return COSMOS3_OK;
     }
     char *data;
     size_t n;
-    C3_TRY(c3_read_file(path, &data, &n));
+    APP_TRY(c3_read_file(path, &data, &n));
     info->bytes = (int64_t)n;
-    int rc = C3_OK;
+    int rc = COSMOS3_OK;
     if (is_anim_webp((const uint8_t *)data, n)) {
         c3_media_frames m;
         rc = decode_webp_anim((const uint8_t *)data, n, path, NULL, &m);
-        if (rc == C3_OK) {
+        if (rc == COSMOS3_OK) {
             snprintf(info->container, sizeof info->container, "webp");
             snprintf(info->codec, sizeof info->codec, "webp (animated)");
             info->width = m.width;
@@ -1188,16 +1190,16 @@ static int meta_av(const uint8_t *data, size_t n, const char *name, char **param
     AVFormatContext *ic = NULL;
     memview mv;
     membuf mb;
-    if (open_input_mem(data, n, name, &ic, &mv, &mb) != C3_OK)
+    if (open_input_mem(data, n, name, &ic, &mv, &mb) != COSMOS3_OK)
         return c3_fail(
-            C3_EINPUT,
+            COSMOS3_EINPUT,
             "%s is not a picture or clip cosmos3 can read (PNG, JPEG, WebP, MP4, WebM, MOV)", name);
     const AVDictionaryEntry *c = av_dict_get(ic->metadata, "comment", NULL, 0);
     const AVDictionaryEntry *d = av_dict_get(ic->metadata, "description", NULL, 0);
     if (c) *parameters = xstrdup(c->value);
     if (d) *json = xstrdup(d->value);
     close_input(&ic);
-    return C3_OK;
+    return COSMOS3_OK;
 }
 #else
 static int meta_av(const uint8_t *data, size_t n, const char *name, char **parameters,
@@ -1214,7 +1216,7 @@ int media_read_meta_mem(const uint8_t *data, size_t n, const char *name, char **
     if (n >= 8 && !memcmp(data, "\x89PNG\r\n\x1a\n", 8)) {
         char **keys, **vals;
         int nk;
-        C3_TRY(png_read_texts_mem(data, n, name, &keys, &vals, &nk));
+        APP_TRY(png_read_texts_mem(data, n, name, &keys, &vals, &nk));
         for (int i = 0; i < nk; i++) {
             if (!strcmp(keys[i], "parameters") && !*parameters) *parameters = xstrdup(vals[i]);
             if (!strcmp(keys[i], "cosmos3") && !*json) *json = xstrdup(vals[i]);
@@ -1223,19 +1225,19 @@ int media_read_meta_mem(const uint8_t *data, size_t n, const char *name, char **
         }
         free(keys);
         free(vals);
-        return C3_OK;
+        return COSMOS3_OK;
     }
     if (n >= 3 && data[0] == 0xff && data[1] == 0xd8 && data[2] == 0xff)
         return jpeg_read_xmp(data, n, name, parameters, json);
     if (n >= 12 && !memcmp(data, "RIFF", 4) && !memcmp(data + 8, "WEBP", 4)) {
         WebPData wd = {data, n};
         WebPMux *mux = WebPMuxCreate(&wd, 0);
-        if (!mux) return c3_fail(C3_EINPUT, "%s: not a readable WebP file", name);
+        if (!mux) return c3_fail(COSMOS3_EINPUT, "%s: not a readable WebP file", name);
         WebPData x;
         if (WebPMuxGetChunk(mux, "XMP ", &x) == WEBP_MUX_OK)
             xmp_read((const char *)x.bytes, x.size, parameters, json);
         WebPMuxDelete(mux);
-        return C3_OK;
+        return COSMOS3_OK;
     }
     return meta_av(data, n, name, parameters, json);
 }
@@ -1244,21 +1246,21 @@ int media_read_meta(const char *path, char **parameters, char **json) {
     *parameters = *json = NULL;
     struct stat st;
     if (stat(path, &st) != 0)
-        return c3_fail(C3_EINPUT, "cannot read %s: %s", path, strerror(errno));
+        return c3_fail(COSMOS3_EINPUT, "cannot read %s: %s", path, strerror(errno));
     if (S_ISDIR(st.st_mode)) { /* a frame folder: its first frame */
         char **v;
         size_t np;
-        C3_TRY(list_frames(path, true, &v, &np));
+        APP_TRY(list_frames(path, true, &v, &np));
         int rc = np ? media_read_meta(v[0], parameters, json)
-                    : c3_fail(C3_EINPUT, "%s: no PNG frames in this folder", path);
+                    : c3_fail(COSMOS3_EINPUT, "%s: no PNG frames in this folder", path);
         free_list(v, np);
         return rc;
     }
     char *data;
     size_t n;
-    C3_TRY(c3_read_file(path, &data, &n));
+    APP_TRY(c3_read_file(path, &data, &n));
     int rc = n ? media_read_meta_mem((const uint8_t *)data, n, path, parameters, json)
-               : c3_fail(C3_EINPUT, "%s is empty (0 bytes)", path);
+               : c3_fail(COSMOS3_EINPUT, "%s is empty (0 bytes)", path);
     free(data);
     return rc;
 }

@@ -20,7 +20,7 @@
 #ifndef COSMOS3_MEDIA_H
 #define COSMOS3_MEDIA_H
 
-#include "common.h"
+#include "util.h"
 
 typedef enum {
     MEDIA_PNG,
@@ -75,7 +75,7 @@ typedef struct {
 } c3_media_limits;
 
 /* Decode a picture or clip: a file, a folder of PNG frames, or a glob such
- * as shots/frame_*.png. C3_EINPUT with one line for an unreadable, empty or
+ * as shots/frame_*.png. COSMOS3_EINPUT with one line for an unreadable, empty or
  * too-short input. */
 int media_decode(const char *path, const c3_media_limits *lim, c3_media_frames *out);
 /* The same from bytes in memory (name is for messages: "image_reference"). */
@@ -96,7 +96,7 @@ typedef struct {
 int media_probe(const char *path, c3_media_info *info);
 
 /* Read the stored settings of any format above (and of a frame folder: its
- * first frame). Each out string is xmalloc'd or NULL; C3_EINPUT when the
+ * first frame). Each out string is xmalloc'd or NULL; COSMOS3_EINPUT when the
  * file is unreadable or not a format listed. */
 int media_read_meta(const char *path, char **parameters, char **json);
 int media_read_meta_mem(const uint8_t *data, size_t n, const char *name, char **parameters,

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common.h"
+#include "util.h"
 #include "options.h"
 #include "png_io.h"
 
@@ -93,16 +93,17 @@ char *metadata_json(const cosmos3_result *r, const c3_meta_extra *x) {
 
 int metadata_read(const char *path, char **json, char **parameters) {
     *json = *parameters = NULL;
-    C3_TRY(media_read_meta(path, parameters, json)); /* every format cosmos3 writes */
+    APP_TRY(media_read_meta(path, parameters, json)); /* every format cosmos3 writes */
     if (!*json && !*parameters)
-        return c3_fail(C3_EINPUT, "%s: no cosmos3 metadata (was it written by cosmos3?)", path);
-    return C3_OK;
+        return c3_fail(COSMOS3_EINPUT, "%s: no cosmos3 metadata (was it written by cosmos3?)",
+                       path);
+    return COSMOS3_OK;
 }
 
 /* One stored setting (JSON key, value) into s as option `name`. */
 static int apply_one(c3_settings *s, const char *name, json_t *v, unsigned cmds, const char *path) {
     const c3_option *o = option_find_for(name, cmds);
-    if (!o || !(option_cli_cmds(o) & cmds)) return C3_OK; /* not this command's */
+    if (!o || !(option_cli_cmds(o) & cmds)) return COSMOS3_OK; /* not this command's */
     char buf[64];
     const char *text = buf;
     if (json_is_string(v))
@@ -114,31 +115,32 @@ static int apply_one(c3_settings *s, const char *name, json_t *v, unsigned cmds,
     else if (json_is_boolean(v))
         snprintf(buf, sizeof buf, "%s", json_is_true(v) ? "on" : "off");
     else
-        return C3_OK;
-    if (settings_set(s, o->name, text, cmds) != C3_OK) {
+        return COSMOS3_OK;
+    if (settings_set(s, o->name, text, cmds) != COSMOS3_OK) {
         char why[512];
         snprintf(why, sizeof why, "%s", c3_errmsg());
-        return c3_fail(C3_EINPUT, "--from %s: the stored %s: %s", path, name, why);
+        return c3_fail(COSMOS3_EINPUT, "--from %s: the stored %s: %s", path, name, why);
     }
-    return C3_OK;
+    return COSMOS3_OK;
 }
 
 int metadata_apply(const char *path, c3_settings *s, unsigned cmds) {
     char *js, *params;
-    C3_TRY(metadata_read(path, &js, &params));
+    APP_TRY(metadata_read(path, &js, &params));
     free(params);
     if (!js)
-        return c3_fail(C3_EINPUT, "--from %s: only an A1111 'parameters' text, no cosmos3 settings",
-                       path);
+        return c3_fail(COSMOS3_EINPUT,
+                       "--from %s: only an A1111 'parameters' text, no cosmos3 settings", path);
     json_error_t err;
     json_t *o = json_loads(js, 0, &err);
     free(js);
     json_t *st = o ? json_object_get(o, "settings") : NULL;
     if (!json_is_object(st)) {
         json_decref(o);
-        return c3_fail(C3_EINPUT, "--from %s: the cosmos3 metadata has no settings object", path);
+        return c3_fail(COSMOS3_EINPUT, "--from %s: the cosmos3 metadata has no settings object",
+                       path);
     }
-    int rc = C3_OK;
+    int rc = COSMOS3_OK;
     /* the model, when it is the built-in one (a checkpoint's folder is not stored: give -m) */
     json_t *m = json_object_get(o, "model");
     const char *id = json_string_value(json_object_get(m, "id"));

@@ -27,7 +27,7 @@ char *metadata_json(const cosmos3_result *r, const c3_meta_extra *x);
 /* The texts cosmos3 stored in a file it wrote: the "cosmos3" JSON and the
  * "parameters" line (each malloc'd, or NULL when absent). PNG today; each
  * output format's reader plugs in here, and `meta` and `gen --from` follow.
- * C3_EINPUT (with the file named) when neither is there. */
+ * COSMOS3_EINPUT (with the file named) when neither is there. */
 int metadata_read(const char *path, char **json, char **parameters);
 
 /* gen --from FILE: the settings stored in FILE (metadata_read) set into s as

@@ -172,10 +172,10 @@ static const struct {
 static int refused(unsigned cmd, const c3_option *o) {
     for (size_t i = 0; i < C3_ARRAY_LEN(cli_refused); i++)
         if (!strcmp(cli_refused[i].name, o->name) && (cli_refused[i].cmds & cmd))
-            return c3_fail(C3_EUSAGE, "%s: --%s is not used (%s); drop --%s", cmd_name(cmd),
+            return c3_fail(COSMOS3_EUSAGE, "%s: --%s is not used (%s); drop --%s", cmd_name(cmd),
                            o->name, cli_refused[i].why, o->name);
-    return c3_fail(C3_EUSAGE, "%s: --%s is not taken here; see 'cosmos3 help %s'", cmd_name(cmd),
-                   o->name, cmd_name(cmd));
+    return c3_fail(COSMOS3_EUSAGE, "%s: --%s is not taken here; see 'cosmos3 help %s'",
+                   cmd_name(cmd), o->name, cmd_name(cmd));
 }
 
 unsigned option_cli_cmds(const c3_option *o) {
@@ -266,27 +266,28 @@ static int set_value(c3_settings *s, const c3_option *o, const char *v) {
     case OPT_STR:
     case OPT_ENUM:
         if (o->type == OPT_ENUM && !enum_ok(o->values, v))
-            return c3_fail(C3_EUSAGE, "--%s: '%s' is not one of %s", o->name, v, o->values);
+            return c3_fail(COSMOS3_EUSAGE, "--%s: '%s' is not one of %s", o->name, v, o->values);
         free(*(char **)field);
         *(char **)field = xstrdup(v);
         break;
     case OPT_INT: {
         long long x;
         if (parse_int(v, -(1ll << 31) + 1, (1ll << 31) - 1, &x) != 0)
-            return c3_fail(C3_EUSAGE, "--%s: '%s' is not an integer", o->name, v);
+            return c3_fail(COSMOS3_EUSAGE, "--%s: '%s' is not an integer", o->name, v);
         *(int *)field = (int)x;
         break;
     }
     case OPT_U64: {
         long long x;
         if (parse_int(v, 0, INT64_MAX, &x) != 0)
-            return c3_fail(C3_EUSAGE, "--%s: '%s' is not a non-negative integer", o->name, v);
+            return c3_fail(COSMOS3_EUSAGE, "--%s: '%s' is not a non-negative integer", o->name, v);
         *(uint64_t *)field = (uint64_t)x;
         break;
     }
     case OPT_FLOAT: {
         double x;
-        if (parse_double(v, &x) != 0) return c3_fail(C3_EUSAGE, "--%s: '%s' is not a number", o->name, v);
+        if (parse_double(v, &x) != 0)
+            return c3_fail(COSMOS3_EUSAGE, "--%s: '%s' is not a number", o->name, v);
         *(double *)field = x;
         break;
     }
@@ -297,7 +298,7 @@ static int set_value(c3_settings *s, const c3_option *o, const char *v) {
         else if (!strcmp(v, "off") || !strcmp(v, "false") || !strcmp(v, "0") || !strcmp(v, "no"))
             b = false;
         else
-            return c3_fail(C3_EUSAGE, "--%s: '%s' is not on or off", o->name, v);
+            return c3_fail(COSMOS3_EUSAGE, "--%s: '%s' is not on or off", o->name, v);
         *(bool *)field = b;
         break;
     }
@@ -310,13 +311,16 @@ static int set_value(c3_settings *s, const c3_option *o, const char *v) {
         const char *comma = strchr(v, ',');
         char a[64], b[64];
         if (!comma || (size_t)(comma - v) >= sizeof a || strlen(comma + 1) >= sizeof b)
-            return c3_fail(C3_EUSAGE, "--%s: '%s' is not LO,HI (e.g. 400,1000) or none", o->name, v);
+            return c3_fail(COSMOS3_EUSAGE, "--%s: '%s' is not LO,HI (e.g. 400,1000) or none",
+                           o->name, v);
         memcpy(a, v, (size_t)(comma - v));
         a[comma - v] = 0;
         strcpy(b, comma + 1);
         double lo, hi;
         if (parse_double(a, &lo) || parse_double(b, &hi) || lo > hi)
-            return c3_fail(C3_EUSAGE, "--%s: '%s' is not LO,HI with LO <= HI (e.g. 400,1000) or none", o->name, v);
+            return c3_fail(COSMOS3_EUSAGE,
+                           "--%s: '%s' is not LO,HI with LO <= HI (e.g. 400,1000) or none", o->name,
+                           v);
         r->lo = lo;
         r->hi = hi;
         r->on = true;
@@ -324,7 +328,7 @@ static int set_value(c3_settings *s, const c3_option *o, const char *v) {
     }
     }
     s->given[option_index(o)] = true;
-    return C3_OK;
+    return COSMOS3_OK;
 }
 
 char *settings_get(const c3_settings *s, const c3_option *o) {
@@ -384,7 +388,7 @@ void settings_copy(c3_settings *dst, const c3_settings *src) {
 
 int settings_set(c3_settings *s, const char *name, const char *value, unsigned cmd) {
     const c3_option *o = option_find_for(name, cmd);
-    if (!o) return c3_fail(C3_EUSAGE, "unknown option '%s'; 'help' lists them", name);
+    if (!o) return c3_fail(COSMOS3_EUSAGE, "unknown option '%s'; 'help' lists them", name);
     return set_value(s, o, value);
 }
 
@@ -422,13 +426,13 @@ int settings_parse(c3_settings *s, unsigned cmd, int argc, char **argv, char ***
             if (!o && strncmp(name, "no-", 3) == 0) {
                 const c3_option *f = option_find_for(name + 3, cmd);
                 if (f && f->type == OPT_FLAG && (option_cli_cmds(f) & cmd)) {
-                    C3_TRY(set_value(s, f, "off"));
+                    APP_TRY(set_value(s, f, "off"));
                     continue;
                 }
             }
             if (!o)
-                return c3_fail(C3_EUSAGE, "%s: unknown option --%s; see 'cosmos3 help %s'", cmd_name(cmd),
-                               name, cmd_name(cmd));
+                return c3_fail(COSMOS3_EUSAGE, "%s: unknown option --%s; see 'cosmos3 help %s'",
+                               cmd_name(cmd), name, cmd_name(cmd));
         } else {
             for (int k = 0; k < c3_noptions; k++)
                 if (c3_options[k].short_name == a[1] && (c3_options[k].cmds & cmd)) {
@@ -437,35 +441,36 @@ int settings_parse(c3_settings *s, unsigned cmd, int argc, char **argv, char ***
                     o = &c3_options[k];
                 }
             if (!o)
-                return c3_fail(C3_EUSAGE, "%s: unknown option -%c; see 'cosmos3 help %s'", cmd_name(cmd), a[1],
-                               cmd_name(cmd));
+                return c3_fail(COSMOS3_EUSAGE, "%s: unknown option -%c; see 'cosmos3 help %s'",
+                               cmd_name(cmd), a[1], cmd_name(cmd));
             snprintf(name, sizeof name, "%s", o->name);
             if (a[2]) val = a + 2;
         }
         if (o->type == OPT_FLAG) {
-            C3_TRY(set_value(s, o, val));
+            APP_TRY(set_value(s, o, val));
             continue;
         }
         if (!val) {
             if (i + 1 >= argc)
-                return c3_fail(C3_EUSAGE, "--%s needs a value (%s)", o->name, o->metavar ? o->metavar : "VALUE");
+                return c3_fail(COSMOS3_EUSAGE, "--%s needs a value (%s)", o->name,
+                               o->metavar ? o->metavar : "VALUE");
             val = argv[++i];
         }
         char *pair = NULL;
         if (option_takes_two(o)) { /* "A B": the next word is the second value */
             if (i + 1 >= argc || (argv[i + 1][0] == '-' && argv[i + 1][1]))
-                return c3_fail(C3_EUSAGE, "--%s needs two values (%s)", o->name, o->metavar);
+                return c3_fail(COSMOS3_EUSAGE, "--%s needs two values (%s)", o->name, o->metavar);
             pair = xmalloc(strlen(val) + strlen(argv[i + 1]) + 2);
             sprintf(pair, "%s\n%s", val, argv[++i]);
             val = pair;
         }
         int rc = set_value(s, o, val);
         free(pair);
-        C3_TRY(rc);
+        APP_TRY(rc);
         /* --from FILE: the stored settings, here, so the options after it override them */
-        if (!strcmp(o->name, "from")) C3_TRY(metadata_apply(val, s, cmd));
+        if (!strcmp(o->name, "from")) APP_TRY(metadata_apply(val, s, cmd));
     }
-    return C3_OK;
+    return COSMOS3_OK;
 }
 
 void options_usage(FILE *f, unsigned cmd) {

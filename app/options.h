@@ -10,7 +10,7 @@
 
 #include <stdio.h>
 
-#include "common.h"
+#include "util.h"
 
 typedef enum { OPT_STR, OPT_INT, OPT_U64, OPT_FLOAT, OPT_FLAG, OPT_ENUM, OPT_RANGE } c3_opt_type;
 
@@ -121,7 +121,7 @@ void settings_defaults(c3_settings *s);
 void settings_free(c3_settings *s);
 void settings_copy(c3_settings *dst, const c3_settings *src);
 /* Parse argv[i..] for subcommand `cmd` into s; positional arguments are
- * returned in pos (xmalloc'd array of pointers into argv). C3_EUSAGE on a
+ * returned in pos (xmalloc'd array of pointers into argv). COSMOS3_EUSAGE on a
  * bad option with a one-line message naming it and the fix. */
 /* An option whose metavar names two values ("START END") takes the next two
  * words; the field holds them joined by a newline. */

@@ -82,7 +82,7 @@ static const char *io_hint(int e) {
 }
 
 static int io_fail(const char *path, int e) {
-    return c3_fail(C3_EOUTPUT, "cannot write %s: %s%s", path, strerror(e), io_hint(e));
+    return c3_fail(COSMOS3_EOUTPUT, "cannot write %s: %s%s", path, strerror(e), io_hint(e));
 }
 
 static int write_all(int fd, const void *data, size_t n) {
@@ -143,29 +143,29 @@ static int place(const char *tmp, const char *path, bool overwrite) {
 
 int output_write_file(const char *path, const void *data, size_t n, bool overwrite) {
     if (!overwrite && c3_file_exists(path))
-        return c3_fail(C3_EOUTPUT, "%s already exists; use --overwrite or another -o", path);
+        return c3_fail(COSMOS3_EOUTPUT, "%s already exists; use --overwrite or another -o", path);
     if (snprintf(g_fly.tmp_file, sizeof g_fly.tmp_file, "%s.tmp.XXXXXX", path) >=
         (int)sizeof g_fly.tmp_file)
-        return c3_fail(C3_EOUTPUT, "%s: the path is too long", path);
+        return c3_fail(COSMOS3_EOUTPUT, "%s: the path is too long", path);
     g_fly.has_tmp_file = 1;
     int fd = mkstemp(g_fly.tmp_file); /* O_CREAT | O_EXCL, mode 0600 */
     if (fd < 0) {
         g_fly.has_tmp_file = 0;
         return io_fail(path, errno);
     }
-    int rc = C3_OK;
+    int rc = COSMOS3_OK;
     if (write_all(fd, data, n) != 0 || fsync(fd) != 0 || fchmod(fd, OUT_MODE_FILE) != 0)
         rc = io_fail(path, errno);
-    if (close(fd) != 0 && rc == C3_OK) rc = io_fail(path, errno);
-    if (rc == C3_OK && place(g_fly.tmp_file, path, overwrite) != 0) {
+    if (close(fd) != 0 && rc == COSMOS3_OK) rc = io_fail(path, errno);
+    if (rc == COSMOS3_OK && place(g_fly.tmp_file, path, overwrite) != 0) {
         if (errno == EEXIST)
-            rc = c3_fail(C3_EOUTPUT, "%s already exists; use --overwrite or another -o", path);
+            rc = c3_fail(COSMOS3_EOUTPUT, "%s already exists; use --overwrite or another -o", path);
         else
             rc = io_fail(path, errno);
     }
-    if (rc != C3_OK) unlink(g_fly.tmp_file);
+    if (rc != COSMOS3_OK) unlink(g_fly.tmp_file);
     g_fly.has_tmp_file = 0;
-    if (rc == C3_OK) {
+    if (rc == COSMOS3_OK) {
         char *d = dir_of(path);
         fsync_dir(d);
         free(d);
@@ -177,9 +177,9 @@ int output_write_file(const char *path, const void *data, size_t n, bool overwri
 static int write_new(const char *path, const void *data, size_t n) {
     int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, OUT_MODE_FILE);
     if (fd < 0) return io_fail(path, errno);
-    int rc = C3_OK;
+    int rc = COSMOS3_OK;
     if (write_all(fd, data, n) != 0 || fsync(fd) != 0) rc = io_fail(path, errno);
-    if (close(fd) != 0 && rc == C3_OK) rc = io_fail(path, errno);
+    if (close(fd) != 0 && rc == COSMOS3_OK) rc = io_fail(path, errno);
     return rc;
 }
 
@@ -209,7 +209,7 @@ static int folder_state(const char *dir, int *frames, bool *other) {
     *frames = 0;
     *other = false;
     DIR *d = opendir(dir);
-    if (!d) return c3_fail(C3_EOUTPUT, "cannot read the folder %s: %s", dir, strerror(errno));
+    if (!d) return c3_fail(COSMOS3_EOUTPUT, "cannot read the folder %s: %s", dir, strerror(errno));
     struct dirent *e;
     while ((e = readdir(d))) {
         if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
@@ -219,7 +219,7 @@ static int folder_state(const char *dir, int *frames, bool *other) {
             *other = true;
     }
     closedir(d);
-    return C3_OK;
+    return COSMOS3_OK;
 }
 
 /* The nearest folder that exists at or above dir (xmalloc'd). */
@@ -250,13 +250,13 @@ static int64_t estimate_bytes(const c3_output *o) {
 /* The folder is writable and has room for the output. */
 static int check_room(const c3_output *o, const char *dir) {
     char *d = existing_ancestor(dir);
-    int rc = C3_OK;
+    int rc = COSMOS3_OK;
     struct stat st;
     if (stat(d, &st) != 0 || !S_ISDIR(st.st_mode)) {
-        rc = c3_fail(C3_EOUTPUT, "cannot write into %s: it is not a folder", d);
+        rc = c3_fail(COSMOS3_EOUTPUT, "cannot write into %s: it is not a folder", d);
     } else if (access(d, W_OK | X_OK) != 0) {
-        rc = c3_fail(C3_EOUTPUT, "cannot write into %s: %s (pick a writable folder with -o)", d,
-                     strerror(errno));
+        rc = c3_fail(COSMOS3_EOUTPUT, "cannot write into %s: %s (pick a writable folder with -o)",
+                     d, strerror(errno));
     } else {
         struct statvfs vs;
         int64_t need = estimate_bytes(o);
@@ -264,7 +264,7 @@ static int check_room(const c3_output *o, const char *dir) {
             char a[32], b[32];
             c3_bytes_text(need, a, sizeof a);
             c3_bytes_text((int64_t)vs.f_bavail * (int64_t)vs.f_frsize, b, sizeof b);
-            rc = c3_fail(C3_EOUTPUT,
+            rc = c3_fail(COSMOS3_EOUTPUT,
                          "not enough room in %s: this output needs about %s, %s are free (ENOSPC "
                          "ahead; free some "
                          "space or pick another -o)",
@@ -304,7 +304,7 @@ static int plan(const c3_settings *s, int frames, int width, int height, int64_t
     o->media.crf = s->crf;
     o->media.quality = -1;
     if (s->crf < 0 || s->crf > 63)
-        return c3_fail(C3_EUSAGE,
+        return c3_fail(COSMOS3_EUSAGE,
                        "--crf %d must be in 0..51 for MP4 (H.264) or 0..63 for WebM (VP9)", s->crf);
     o->frames = frames;
     o->width = width;
@@ -314,7 +314,7 @@ static int plan(const c3_settings *s, int frames, int width, int height, int64_t
     if (p && !strcmp(p, "-")) {
         o->kind = OUT_STDOUT;
         o->fmt = video ? MEDIA_MP4 : MEDIA_PNG;
-        return C3_OK;
+        return COSMOS3_OK;
     }
     o->kind = OUT_FILE;
     o->fmt = video ? MEDIA_MP4 : MEDIA_PNG;
@@ -322,7 +322,8 @@ static int plan(const c3_settings *s, int frames, int width, int height, int64_t
         char name[64];
         default_name(o, name, sizeof name);
         if (seed >= 0 && !o->overwrite && c3_file_exists(name))
-            return c3_fail(C3_EOUTPUT, "%s already exists; use --overwrite or another -o", name);
+            return c3_fail(COSMOS3_EOUTPUT, "%s already exists; use --overwrite or another -o",
+                           name);
         return check_room(o, ".");
     }
     o->path = xstrdup(p);
@@ -335,19 +336,20 @@ static int plan(const c3_settings *s, int frames, int width, int height, int64_t
     c3_media_format f;
     bool known = media_format_from_path(base, &f);
     free(base);
-    int rc = C3_OK;
+    int rc = COSMOS3_OK;
     if (strchr(p, '%')) {
         if (!pattern_ok(p))
             return c3_fail(
-                C3_EUSAGE,
+                COSMOS3_EUSAGE,
                 "-o '%s': a frame pattern takes one %%d conversion in the file name (e.g. "
                 "shots/%%04d.png)",
                 p);
         if (!known || (video && f != MEDIA_PNG))
-            return c3_fail(C3_EUSAGE, "-o '%s': frames by pattern are %s (e.g. shots/%%04d.png)", p,
+            return c3_fail(COSMOS3_EUSAGE,
+                           "-o '%s': frames by pattern are %s (e.g. shots/%%04d.png)", p,
                            video ? "PNG" : "pictures (.png, .jpg, .jpeg, .webp)");
         if (!known || media_format_is_video(f))
-            return c3_fail(C3_EUSAGE,
+            return c3_fail(COSMOS3_EUSAGE,
                            "-o '%s': a pattern names pictures (.png, .jpg, .jpeg, .webp)", p);
         o->fmt = f;
         o->kind = video ? OUT_PATTERN : OUT_FILE;
@@ -359,12 +361,12 @@ static int plan(const c3_settings *s, int frames, int width, int height, int64_t
     if (known) {
         if (video && !media_format_is_video(f)) {
             if (f == MEDIA_PNG)
-                return c3_fail(C3_EUSAGE,
+                return c3_fail(COSMOS3_EUSAGE,
                                "-o %s: a video needs .mp4 or .webm, or PNG frames: a folder or a "
                                "pattern such as "
                                "frames/%%04d.png",
                                p);
-            return c3_fail(C3_EUSAGE,
+            return c3_fail(COSMOS3_EUSAGE,
                            "-o %s: %s holds one picture; a video goes to .mp4 or .webm (or PNG "
                            "frames: a folder or a "
                            "pattern such as frames/%%04d.png)",
@@ -372,14 +374,14 @@ static int plan(const c3_settings *s, int frames, int width, int height, int64_t
         }
         if (isdir)
             return c3_fail(
-                C3_EOUTPUT,
+                COSMOS3_EOUTPUT,
                 "-o %s is a folder, and a %s file is meant; remove it or pick another -o", p,
                 media_format_name(f));
         o->fmt = f;
         if (f == MEDIA_MP4 && s->crf > 51)
-            return c3_fail(C3_EUSAGE, "--crf %d must be in 0..51 for MP4 (H.264)", s->crf);
+            return c3_fail(COSMOS3_EUSAGE, "--crf %d must be in 0..51 for MP4 (H.264)", s->crf);
         if (exists && !o->overwrite)
-            return c3_fail(C3_EOUTPUT, "%s already exists; use --overwrite or another -o", p);
+            return c3_fail(COSMOS3_EOUTPUT, "%s already exists; use --overwrite or another -o", p);
         char *d = dir_of(p);
         rc = check_room(o, d);
         free(d);
@@ -387,7 +389,8 @@ static int plan(const c3_settings *s, int frames, int width, int height, int64_t
     }
     if (isdir || ends_with_slash(p) || (video && !dot)) {
         if (!video) { /* a picture into a folder: FOLDER/cosmos3-SEED.png */
-            if (exists && !isdir) return c3_fail(C3_EOUTPUT, "-o %s: %s is not a folder", p, p);
+            if (exists && !isdir)
+                return c3_fail(COSMOS3_EOUTPUT, "-o %s: %s is not a folder", p, p);
             o->kind = OUT_FILE;
             o->fmt = MEDIA_PNG;
             return check_room(o, p);
@@ -395,23 +398,23 @@ static int plan(const c3_settings *s, int frames, int width, int height, int64_t
         o->kind = OUT_FOLDER;
         if (exists && !isdir)
             return c3_fail(
-                C3_EOUTPUT,
+                COSMOS3_EOUTPUT,
                 "-o %s exists and is not a folder; use --overwrite with a file name such as "
                 "clip.mp4, or another -o",
                 p);
         if (isdir) {
             int nf;
             bool other;
-            C3_TRY(folder_state(p, &nf, &other));
+            APP_TRY(folder_state(p, &nf, &other));
             if (other)
-                return c3_fail(C3_EOUTPUT,
+                return c3_fail(COSMOS3_EOUTPUT,
                                "-o %s holds other files than frames; a video folder is replaced as "
                                "a whole, so pick a "
                                "new or empty folder, or a file such as clip.mp4",
                                p);
             if (nf && !o->overwrite)
-                return c3_fail(C3_EOUTPUT, "%s already holds frames; use --overwrite or another -o",
-                               p);
+                return c3_fail(COSMOS3_EOUTPUT,
+                               "%s already holds frames; use --overwrite or another -o", p);
         }
         char *d = dir_of(p);
         rc = check_room(o, d);
@@ -421,14 +424,14 @@ static int plan(const c3_settings *s, int frames, int width, int height, int64_t
     if (!dot) { /* a picture under a name without an extension: PNG, as before */
         o->fmt = MEDIA_PNG;
         if (exists && !o->overwrite)
-            return c3_fail(C3_EOUTPUT, "%s already exists; use --overwrite or another -o", p);
+            return c3_fail(COSMOS3_EOUTPUT, "%s already exists; use --overwrite or another -o", p);
         char *d = dir_of(p);
         rc = check_room(o, d);
         free(d);
         return rc;
     }
     return c3_fail(
-        C3_EUSAGE,
+        COSMOS3_EUSAGE,
         "-o %s: cosmos3 cannot write %s files; use one of %s (video frames: a folder or a "
         "pattern such as frames/%%04d.png)",
         p, dot, media_extensions());
@@ -448,7 +451,7 @@ typedef struct {
 
 int output_encode(c3_media_format f, const cosmos3_result *r, const c3_media_meta *m,
                   const c3_media_opts *opts, uint8_t **out, size_t *n) {
-    if (!r->rgb) return c3_fail(C3_EFAIL, "the result holds no frames");
+    if (!r->rgb) return c3_fail(COSMOS3_EFAIL, "the result holds no frames");
     return media_encode(f, r->rgb, r->width, r->height, r->frames, r->fps > 0 ? r->fps : 24, m,
                         opts, out, n);
 }
@@ -461,14 +464,14 @@ static void add_path(path_list *l, const char *p) {
 static int write_stdout(const uint8_t *d, size_t n) {
     if (isatty(1))
         return c3_fail(
-            C3_EUSAGE,
+            COSMOS3_EUSAGE,
             "-o -: standard output is a terminal; redirect it (-o - > clip.mp4) or pipe it");
     if (write_all(1, d, n) != 0) {
         int e = errno;
-        return c3_fail(C3_EOUTPUT, "cannot write to standard output: %s%s", strerror(e),
+        return c3_fail(COSMOS3_EOUTPUT, "cannot write to standard output: %s%s", strerror(e),
                        e == EPIPE ? " (the reader went away)" : io_hint(e));
     }
-    return C3_OK;
+    return COSMOS3_OK;
 }
 
 /* PNG bytes of frame f with its settings (every frame carries them). */
@@ -517,16 +520,17 @@ static int frames_to_tmp(const cosmos3_result *r, const c3_media_meta *m, const 
     }
     g_fly.dir_files = paths;
     g_fly.ndir_files = r->frames;
-    for (int f = 0; f < r->frames && rc == C3_OK; f++) {
+    for (int f = 0; f < r->frames && rc == COSMOS3_OK; f++) {
         uint8_t *png;
         size_t n;
         rc = frame_png(r, m, f, &png, &n);
-        if (rc == C3_OK) {
+        if (rc == COSMOS3_OK) {
             rc = write_new(paths[f], png, n);
             free(png);
         }
     }
-    if (chmod(g_fly.tmp_dir, OUT_MODE_DIR) != 0 && rc == C3_OK) rc = io_fail(g_fly.tmp_dir, errno);
+    if (chmod(g_fly.tmp_dir, OUT_MODE_DIR) != 0 && rc == COSMOS3_OK)
+        rc = io_fail(g_fly.tmp_dir, errno);
     if (rc) {
         remove_frames(g_fly.tmp_dir, paths, r->frames);
         forget_dir();
@@ -536,7 +540,7 @@ static int frames_to_tmp(const cosmos3_result *r, const c3_media_meta *m, const 
         return rc;
     }
     *tmp_paths = paths;
-    return C3_OK;
+    return COSMOS3_OK;
 }
 
 static void free_paths(char **p, int n) {
@@ -557,7 +561,7 @@ static int write_folder(const c3_output *o, const cosmos3_result *r, const c3_me
         free(target);
         return rc0;
     }
-    int rc = C3_OK;
+    int rc = COSMOS3_OK;
     struct stat st;
     if (stat(target, &st) != 0) {
         if (place(g_fly.tmp_dir, target, false) != 0) rc = io_fail(target, errno);
@@ -566,16 +570,16 @@ static int write_folder(const c3_output *o, const cosmos3_result *r, const c3_me
         int nf;
         bool other;
         rc = folder_state(target, &nf, &other);
-        if (rc == C3_OK && other)
-            rc = c3_fail(C3_EOUTPUT, "%s holds other files than frames now; nothing was replaced",
+        if (rc == COSMOS3_OK && other)
+            rc = c3_fail(COSMOS3_EOUTPUT,
+                         "%s holds other files than frames now; nothing was replaced", target);
+        if (rc == COSMOS3_OK && nf && !o->overwrite)
+            rc = c3_fail(COSMOS3_EOUTPUT, "%s already holds frames; use --overwrite or another -o",
                          target);
-        if (rc == C3_OK && nf && !o->overwrite)
-            rc = c3_fail(C3_EOUTPUT, "%s already holds frames; use --overwrite or another -o",
-                         target);
-        if (rc == C3_OK &&
+        if (rc == COSMOS3_OK &&
             renameat2(AT_FDCWD, g_fly.tmp_dir, AT_FDCWD, target, RENAME_EXCHANGE) != 0)
             rc = io_fail(target, errno);
-        if (rc == C3_OK) { /* the temporary name now holds the old frames */
+        if (rc == COSMOS3_OK) { /* the temporary name now holds the old frames */
             DIR *d = opendir(g_fly.tmp_dir);
             struct dirent *e;
             while (d && (e = readdir(d)))
@@ -591,7 +595,7 @@ static int write_folder(const c3_output *o, const cosmos3_result *r, const c3_me
     if (rc) remove_frames(g_fly.tmp_dir, tmp, r->frames);
     forget_dir();
     free_paths(tmp, r->frames);
-    if (rc == C3_OK) {
+    if (rc == COSMOS3_OK) {
         char *d = dir_of(target);
         fsync_dir(d);
         free(d);
@@ -623,21 +627,22 @@ static int write_pattern(const c3_output *o, const cosmos3_result *r, const c3_m
     char **final = xcalloc((size_t)F, sizeof *final);
     for (int f = 0; f < F; f++)
         final[f] = pattern_path(o->path, f);
-    int rc = C3_OK;
+    int rc = COSMOS3_OK;
     for (int f = 0; f < F && !o->overwrite; f++)
         if (c3_file_exists(final[f])) {
-            rc = c3_fail(C3_EOUTPUT, "%s already exists; use --overwrite or another -o", final[f]);
+            rc = c3_fail(COSMOS3_EOUTPUT, "%s already exists; use --overwrite or another -o",
+                         final[f]);
             break;
         }
     char **tmp = NULL;
-    if (rc == C3_OK) rc = frames_to_tmp(r, m, final[0], &tmp);
-    if (rc == C3_OK) {
+    if (rc == COSMOS3_OK) rc = frames_to_tmp(r, m, final[0], &tmp);
+    if (rc == COSMOS3_OK) {
         g_fly.placed = final;
-        for (int f = 0; f < F && rc == C3_OK; f++) {
+        for (int f = 0; f < F && rc == COSMOS3_OK; f++) {
             if (place(tmp[f], final[f], o->overwrite) != 0)
                 rc = errno == EEXIST
-                         ? c3_fail(C3_EOUTPUT, "%s already exists; use --overwrite or another -o",
-                                   final[f])
+                         ? c3_fail(COSMOS3_EOUTPUT,
+                                   "%s already exists; use --overwrite or another -o", final[f])
                          : io_fail(final[f], errno);
             else
                 g_fly.nplaced = f + 1;
@@ -651,7 +656,7 @@ static int write_pattern(const c3_output *o, const cosmos3_result *r, const c3_m
         forget_dir();
         free_paths(tmp, F);
     }
-    if (rc == C3_OK) {
+    if (rc == COSMOS3_OK) {
         char *d = dir_of(final[0]);
         fsync_dir(d);
         free(d);
@@ -667,8 +672,8 @@ int output_write(const c3_output *o, const cosmos3_result *r, const c3_media_met
     path_list out = {0};
     *paths = NULL;
     *npaths = 0;
-    int rc = C3_OK;
-    if (!r->rgb) return c3_fail(C3_EFAIL, "the result holds no frames to write");
+    int rc = COSMOS3_OK;
+    if (!r->rgb) return c3_fail(COSMOS3_EFAIL, "the result holds no frames to write");
     if (o->kind == OUT_FOLDER) {
         rc = write_folder(o, r, m, &out);
     } else if (o->kind == OUT_PATTERN) {
@@ -677,10 +682,10 @@ int output_write(const c3_output *o, const cosmos3_result *r, const c3_media_met
         uint8_t *data = NULL;
         size_t n = 0;
         rc = output_encode(o->fmt, r, m, &o->media, &data, &n);
-        if (rc == C3_OK && o->kind == OUT_STDOUT) {
+        if (rc == COSMOS3_OK && o->kind == OUT_STDOUT) {
             rc = write_stdout(data, n);
-            if (rc == C3_OK) add_path(&out, "-");
-        } else if (rc == C3_OK) {
+            if (rc == COSMOS3_OK) add_path(&out, "-");
+        } else if (rc == COSMOS3_OK) {
             char *path = NULL, name[64];
             struct stat st;
             c3_output d = *o;
@@ -702,8 +707,8 @@ int output_write(const c3_output *o, const cosmos3_result *r, const c3_media_met
             } else {
                 path = xstrdup(o->path);
             }
-            if (rc == C3_OK) rc = output_write_file(path, data, n, o->overwrite);
-            if (rc == C3_OK) add_path(&out, path);
+            if (rc == COSMOS3_OK) rc = output_write_file(path, data, n, o->overwrite);
+            if (rc == COSMOS3_OK) add_path(&out, path);
             free(path);
         }
         free(data);
@@ -716,5 +721,5 @@ int output_write(const c3_output *o, const cosmos3_result *r, const c3_media_met
     }
     *paths = out.v;
     *npaths = out.n;
-    return C3_OK;
+    return COSMOS3_OK;
 }

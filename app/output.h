@@ -46,8 +46,8 @@ typedef struct {
 /* Decide the format from -o (s->output) and check the destination for a
  * result of frames x width x height (seed: -1 when not drawn yet): the
  * extension, a folder where a file is meant, an existing file without
- * --overwrite, a writable folder, room for the estimated bytes. C3_EUSAGE
- * (format) or C3_EOUTPUT with one line. */
+ * --overwrite, a writable folder, room for the estimated bytes. COSMOS3_EUSAGE
+ * (format) or COSMOS3_EOUTPUT with one line. */
 int output_plan(const c3_settings *s, int frames, int width, int height, int64_t seed,
                 c3_output *o);
 void output_free(c3_output *o);

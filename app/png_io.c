@@ -85,17 +85,18 @@ static bool is_utf8(const char *str) {
 static int check_key(const char *key) {
     size_t n = key ? strlen(key) : 0;
     if (n == 0 || n > PNG_KEY_MAX)
-        return c3_fail(C3_EINPUT, "PNG text key \"%s\" must be 1 to %d characters", key ? key : "",
-                       PNG_KEY_MAX);
+        return c3_fail(COSMOS3_EINPUT, "PNG text key \"%s\" must be 1 to %d characters",
+                       key ? key : "", PNG_KEY_MAX);
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)key[i];
         if (c < 0x20 || c > 0x7e || (c == ' ' && (i == 0 || i == n - 1 || key[i + 1] == ' ')))
-            return c3_fail(C3_EINPUT,
-                           "PNG text key \"%s\" must be printable ASCII without leading, trailing or "
-                           "double spaces",
-                           key);
+            return c3_fail(
+                COSMOS3_EINPUT,
+                "PNG text key \"%s\" must be printable ASCII without leading, trailing or "
+                "double spaces",
+                key);
     }
-    return C3_OK;
+    return COSMOS3_OK;
 }
 
 /* ----------------------------------------------------------------- writing */
@@ -131,11 +132,12 @@ static int encode_png(FILE *fp, png_mem *mem, const char *path, const uint8_t *r
                       const c3_png_text *texts, int ntexts) {
     png_errctx err = {{0}};
     png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, &err, on_png_error, on_png_warning);
-    if (!png) return c3_fail(C3_EFAIL, "%s: cannot create the PNG writer (out of memory?)", path);
+    if (!png)
+        return c3_fail(COSMOS3_EFAIL, "%s: cannot create the PNG writer (out of memory?)", path);
     png_infop info = png_create_info_struct(png);
     if (!info) {
         png_destroy_write_struct(&png, NULL);
-        return c3_fail(C3_EFAIL, "%s: cannot create the PNG info (out of memory?)", path);
+        return c3_fail(COSMOS3_EFAIL, "%s: cannot create the PNG info (out of memory?)", path);
     }
     /* allocated before setjmp so a longjmp cannot leak them */
     png_text *pt = xcalloc((size_t)(ntexts > 0 ? ntexts : 1), sizeof *pt);
@@ -144,7 +146,7 @@ static int encode_png(FILE *fp, png_mem *mem, const char *path, const uint8_t *r
         png_destroy_write_struct(&png, &info);
         free(pt);
         free(rows);
-        return c3_fail(C3_EOUTPUT, "%s: PNG encoding failed: %s", path, err.msg);
+        return c3_fail(COSMOS3_EOUTPUT, "%s: PNG encoding failed: %s", path, err.msg);
     }
     if (mem)
         png_set_write_fn(png, mem, mem_write, mem_flush);
@@ -180,7 +182,7 @@ static int encode_png(FILE *fp, png_mem *mem, const char *path, const uint8_t *r
     png_destroy_write_struct(&png, &info);
     free(pt);
     free(rows);
-    return C3_OK;
+    return COSMOS3_OK;
 }
 
 /* rename tmp -> path; without overwrite never replace an existing file. */
@@ -196,21 +198,22 @@ static int place_file(const char *tmp, const char *path, bool overwrite) {
 
 static int check_args(const char *path, int W, int H, const c3_png_text *texts, int ntexts) {
     if (W <= 0 || H <= 0 || W > PNG_READ_MAX_SIDE || H > PNG_READ_MAX_SIDE)
-        return c3_fail(C3_EINPUT, "%s: image size %dx%d is out of range (1..%d per side)", path, W, H,
-                       PNG_READ_MAX_SIDE);
+        return c3_fail(COSMOS3_EINPUT, "%s: image size %dx%d is out of range (1..%d per side)",
+                       path, W, H, PNG_READ_MAX_SIDE);
     if (ntexts < 0 || (ntexts > 0 && !texts))
-        return c3_fail(C3_EINPUT, "%s: bad text chunk list", path);
+        return c3_fail(COSMOS3_EINPUT, "%s: bad text chunk list", path);
     for (int i = 0; i < ntexts; i++) {
-        C3_TRY(check_key(texts[i].key));
+        APP_TRY(check_key(texts[i].key));
         if (texts[i].text && !is_utf8(texts[i].text))
-            return c3_fail(C3_EINPUT, "%s: text for PNG key \"%s\" is not valid UTF-8", path, texts[i].key);
+            return c3_fail(COSMOS3_EINPUT, "%s: text for PNG key \"%s\" is not valid UTF-8", path,
+                           texts[i].key);
     }
-    return C3_OK;
+    return COSMOS3_OK;
 }
 
 int png_encode_mem(const uint8_t *rgb, int W, int H, const c3_png_text *texts, int ntexts,
                    uint8_t **out, size_t *n) {
-    C3_TRY(check_args("PNG", W, H, texts, ntexts));
+    APP_TRY(check_args("PNG", W, H, texts, ntexts));
     png_mem m = {0};
     int rc = encode_png(NULL, &m, "PNG", rgb, W, H, texts, ntexts);
     if (rc) {
@@ -219,46 +222,47 @@ int png_encode_mem(const uint8_t *rgb, int W, int H, const c3_png_text *texts, i
     }
     *out = m.data;
     *n = m.len;
-    return C3_OK;
+    return COSMOS3_OK;
 }
 
 int png_write(const char *path, const uint8_t *rgb, int W, int H, const c3_png_text *texts,
               int ntexts, bool overwrite) {
-    C3_TRY(check_args(path, W, H, texts, ntexts));
+    APP_TRY(check_args(path, W, H, texts, ntexts));
     if (!overwrite && c3_file_exists(path))
-        return c3_fail(C3_EOUTPUT, "%s exists; use --overwrite to replace it", path);
+        return c3_fail(COSMOS3_EOUTPUT, "%s exists; use --overwrite to replace it", path);
 
     size_t n = strlen(path) + 16;
     char *tmp = xmalloc(n);
     snprintf(tmp, n, "%s.tmp.XXXXXX", path);
     int fd = mkstemp(tmp);
     if (fd < 0) {
-        int rc = c3_fail(C3_EOUTPUT, "cannot write %s: %s (is the folder there and writable?)", path,
-                         strerror(errno));
+        int rc = c3_fail(COSMOS3_EOUTPUT, "cannot write %s: %s (is the folder there and writable?)",
+                         path, strerror(errno));
         free(tmp);
         return rc;
     }
     FILE *fp = fdopen(fd, "wb");
     if (!fp) {
-        int rc = c3_fail(C3_EOUTPUT, "cannot write %s: %s", path, strerror(errno));
+        int rc = c3_fail(COSMOS3_EOUTPUT, "cannot write %s: %s", path, strerror(errno));
         close(fd);
         unlink(tmp);
         free(tmp);
         return rc;
     }
     int rc = encode_png(fp, NULL, path, rgb, W, H, texts, ntexts);
-    if (rc == C3_OK && (fflush(fp) != 0 || ferror(fp) || fsync(fd) != 0))
-        rc = c3_fail(C3_EOUTPUT, "cannot write %s: %s", path, strerror(errno));
-    if (rc == C3_OK && fchmod(fd, PNG_MODE_FILE) != 0)
-        rc = c3_fail(C3_EOUTPUT, "cannot write %s: chmod: %s", path, strerror(errno));
-    if (fclose(fp) != 0 && rc == C3_OK) rc = c3_fail(C3_EOUTPUT, "cannot write %s: %s", path, strerror(errno));
-    if (rc == C3_OK && place_file(tmp, path, overwrite) != 0) {
+    if (rc == COSMOS3_OK && (fflush(fp) != 0 || ferror(fp) || fsync(fd) != 0))
+        rc = c3_fail(COSMOS3_EOUTPUT, "cannot write %s: %s", path, strerror(errno));
+    if (rc == COSMOS3_OK && fchmod(fd, PNG_MODE_FILE) != 0)
+        rc = c3_fail(COSMOS3_EOUTPUT, "cannot write %s: chmod: %s", path, strerror(errno));
+    if (fclose(fp) != 0 && rc == COSMOS3_OK)
+        rc = c3_fail(COSMOS3_EOUTPUT, "cannot write %s: %s", path, strerror(errno));
+    if (rc == COSMOS3_OK && place_file(tmp, path, overwrite) != 0) {
         if (errno == EEXIST)
-            rc = c3_fail(C3_EOUTPUT, "%s exists; use --overwrite to replace it", path);
+            rc = c3_fail(COSMOS3_EOUTPUT, "%s exists; use --overwrite to replace it", path);
         else
-            rc = c3_fail(C3_EOUTPUT, "cannot write %s: %s", path, strerror(errno));
+            rc = c3_fail(COSMOS3_EOUTPUT, "cannot write %s: %s", path, strerror(errno));
     }
-    if (rc != C3_OK) unlink(tmp);
+    if (rc != COSMOS3_OK) unlink(tmp);
     free(tmp);
     return rc;
 }
@@ -290,19 +294,19 @@ static void free_decoded(png_decoded *d) {
 static int decode_png(const char *path, const uint8_t *data, size_t len, png_decoded *volatile out,
                       bool want_pixels) {
     if (len < 8 || png_sig_cmp(data, 0, 8) != 0)
-        return c3_fail(C3_EINPUT, "%s is not a PNG file", path);
+        return c3_fail(COSMOS3_EINPUT, "%s is not a PNG file", path);
     png_errctx err = {{0}};
     png_mem m = {.data = (uint8_t *)data, .len = len, .pos = 8};
     png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &err, on_png_error, on_png_warning);
     png_infop info = png ? png_create_info_struct(png) : NULL;
     if (!info) {
         if (png) png_destroy_read_struct(&png, NULL, NULL);
-        return c3_fail(C3_EFAIL, "%s: cannot create the PNG reader (out of memory?)", path);
+        return c3_fail(COSMOS3_EFAIL, "%s: cannot create the PNG reader (out of memory?)", path);
     }
     if (setjmp(png_jmpbuf(png))) {
         png_destroy_read_struct(&png, &info, NULL);
         free_decoded((png_decoded *)out);
-        return c3_fail(C3_EINPUT, "%s: invalid or truncated PNG: %s", path, err.msg);
+        return c3_fail(COSMOS3_EINPUT, "%s: invalid or truncated PNG: %s", path, err.msg);
     }
     png_set_read_fn(png, &m, mem_read);
     png_set_sig_bytes(png, 8);
@@ -315,7 +319,8 @@ static int decode_png(const char *path, const uint8_t *data, size_t len, png_dec
         int ch = png_get_channels(png, info);
         if (ch != 3 || png_get_bit_depth(png, info) != 8) {
             png_destroy_read_struct(&png, &info, NULL);
-            return c3_fail(C3_EINPUT, "%s: cannot convert this PNG to 8-bit RGB (%d channels)", path, ch);
+            return c3_fail(COSMOS3_EINPUT, "%s: cannot convert this PNG to 8-bit RGB (%d channels)",
+                           path, ch);
         }
         png_bytepp rows = png_get_rows(png, info);
         uint8_t *rgb = xmalloc((size_t)W * (size_t)H * 3);
@@ -341,13 +346,13 @@ static int decode_png(const char *path, const uint8_t *data, size_t len, png_dec
         out->n = nt;
     }
     png_destroy_read_struct(&png, &info, NULL);
-    return C3_OK;
+    return COSMOS3_OK;
 }
 
 static int decode_png_file(const char *path, png_decoded *d, bool want_pixels) {
     char *data;
     size_t len;
-    C3_TRY(c3_read_file(path, &data, &len));
+    APP_TRY(c3_read_file(path, &data, &len));
     int rc = decode_png(path, (const uint8_t *)data, len, d, want_pixels);
     free(data);
     return rc;
@@ -364,37 +369,37 @@ static void take_texts(png_decoded *d, char ***keys, char ***vals, int *n) {
 int png_read_texts_mem(const uint8_t *data, size_t len, const char *name, char ***keys,
                        char ***vals, int *n) {
     png_decoded d = {0};
-    C3_TRY(decode_png(name, data, len, &d, false));
+    APP_TRY(decode_png(name, data, len, &d, false));
     take_texts(&d, keys, vals, n);
-    return C3_OK;
+    return COSMOS3_OK;
 }
 
 int png_read_rgb_mem(const uint8_t *data, size_t len, const char *name, uint8_t **rgb, int *W,
                      int *H) {
     png_decoded d = {0};
-    C3_TRY(decode_png(name, data, len, &d, true));
+    APP_TRY(decode_png(name, data, len, &d, true));
     *rgb = d.rgb;
     *W = d.W;
     *H = d.H;
     d.rgb = NULL;
     free_decoded(&d);
-    return C3_OK;
+    return COSMOS3_OK;
 }
 
 int png_read_texts(const char *path, char ***keys, char ***vals, int *n) {
     png_decoded d = {0};
-    C3_TRY(decode_png_file(path, &d, false));
+    APP_TRY(decode_png_file(path, &d, false));
     take_texts(&d, keys, vals, n);
-    return C3_OK;
+    return COSMOS3_OK;
 }
 
 int png_read_rgb(const char *path, uint8_t **rgb, int *W, int *H) {
     png_decoded d = {0};
-    C3_TRY(decode_png_file(path, &d, true));
+    APP_TRY(decode_png_file(path, &d, true));
     *rgb = d.rgb;
     *W = d.W;
     *H = d.H;
     d.rgb = NULL;
     free_decoded(&d);
-    return C3_OK;
+    return COSMOS3_OK;
 }

@@ -4,7 +4,7 @@
 #ifndef COSMOS3_PNG_IO_H
 #define COSMOS3_PNG_IO_H
 
-#include "common.h"
+#include "util.h"
 
 typedef struct {
     const char *key;   /* e.g. "parameters", "cosmos3" */

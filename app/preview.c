@@ -240,7 +240,7 @@ int preview_sixel(const uint8_t *rgb, int w, int h, bool tmux_wrap, char **out, 
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
-    if (!f) return c3_fail(C3_EFAIL, "preview: open_memstream: %s", strerror(errno));
+    if (!f) return c3_fail(COSMOS3_EFAIL, "preview: open_memstream: %s", strerror(errno));
     sixel_output_t *o = NULL;
     sixel_dither_t *d = NULL;
     /* libsixel does not change the pixels it is given, but its API is not const */
@@ -258,7 +258,8 @@ int preview_sixel(const uint8_t *rgb, int w, int h, bool tmux_wrap, char **out, 
     fclose(f);
     if (SIXEL_FAILED(st)) {
         free(buf);
-        return c3_fail(C3_EFAIL, "preview: libsixel could not encode a %dx%d image (status 0x%x)", w, h,
+        return c3_fail(COSMOS3_EFAIL,
+                       "preview: libsixel could not encode a %dx%d image (status 0x%x)", w, h,
                        (unsigned)st);
     }
     if (tmux_wrap) {
@@ -268,13 +269,14 @@ int preview_sixel(const uint8_t *rgb, int w, int h, bool tmux_wrap, char **out, 
         *out = buf;
         *n = len;
     }
-    return C3_OK;
+    return COSMOS3_OK;
 #else
     (void)rgb;
     (void)w;
     (void)h;
     (void)tmux_wrap;
-    return c3_fail(C3_EFAIL, "this cosmos3 was built without libsixel; use 'set preview blocks'");
+    return c3_fail(COSMOS3_EFAIL,
+                   "this cosmos3 was built without libsixel; use 'set preview blocks'");
 #endif
 }
 
@@ -282,7 +284,7 @@ int preview_blocks(const uint8_t *rgb, int w, int h, bool color, char **out, siz
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
-    if (!f) return c3_fail(C3_EFAIL, "preview: open_memstream: %s", strerror(errno));
+    if (!f) return c3_fail(COSMOS3_EFAIL, "preview: open_memstream: %s", strerror(errno));
     const int nramp = (int)sizeof ascii_ramp - 1;
     for (int y = 0; y < h; y += 2) {
         for (int x = 0; x < w; x++) {
@@ -307,7 +309,7 @@ int preview_blocks(const uint8_t *rgb, int w, int h, bool color, char **out, siz
     fclose(f);
     *out = buf;
     *n = len;
-    return C3_OK;
+    return COSMOS3_OK;
 }
 
 /* ---------------------------------------------------------------- show */
@@ -317,16 +319,16 @@ static int write_all(int fd, const char *s, size_t n) {
         ssize_t k = write(fd, s, n);
         if (k < 0) {
             if (errno == EINTR) continue;
-            return c3_fail(C3_EOUTPUT, "preview: write: %s", strerror(errno));
+            return c3_fail(COSMOS3_EOUTPUT, "preview: write: %s", strerror(errno));
         }
         s += k;
         n -= (size_t)k;
     }
-    return C3_OK;
+    return COSMOS3_OK;
 }
 
 int preview_show_rgb(const uint8_t *rgb, int W, int H, const c3_term *t, int fd) {
-    if (t->kind == C3_PREVIEW_OFF) return C3_OK;
+    if (t->kind == C3_PREVIEW_OFF) return COSMOS3_OK;
     int rows = t->rows * PREVIEW_HEIGHT_NUM / PREVIEW_HEIGHT_DEN;
     if (rows < 1) rows = 1;
     int w, h;
@@ -347,9 +349,9 @@ int preview_show_rgb(const uint8_t *rgb, int W, int H, const c3_term *t, int fd)
     else
         rc = preview_blocks(px, w, h, t->color, &txt, &n);
     free(px);
-    if (rc == C3_OK) {
+    if (rc == COSMOS3_OK) {
         rc = write_all(fd, txt, n);
-        if (rc == C3_OK && t->kind == C3_PREVIEW_SIXEL) rc = write_all(fd, "\n", 1);
+        if (rc == COSMOS3_OK && t->kind == C3_PREVIEW_SIXEL) rc = write_all(fd, "\n", 1);
     }
     free(txt);
     return rc;

@@ -14,7 +14,7 @@
 #ifndef COSMOS3_PREVIEW_H
 #define COSMOS3_PREVIEW_H
 
-#include "common.h"
+#include "util.h"
 
 typedef enum { C3_PREVIEW_OFF, C3_PREVIEW_SIXEL, C3_PREVIEW_BLOCKS } c3_preview_kind;
 
@@ -55,7 +55,7 @@ void preview_fit(int W, int H, int bw, int bh, int *w, int *h);
 void preview_resize(const uint8_t *src, int W, int H, uint8_t *dst, int w, int h);
 
 /* Sixel text for rgb [h, w, 3] (DCS ... ST), wrapped for tmux when asked.
- * C3_EFAIL when built without libsixel. *out is xmalloc'd. */
+ * COSMOS3_EFAIL when built without libsixel. *out is xmalloc'd. */
 int preview_sixel(const uint8_t *rgb, int w, int h, bool tmux_wrap, char **out, size_t *n);
 /* Half-block text for rgb [h, w, 3]: ceil(h/2) lines of w cells, each line
  * ending in "\033[0m\n" (colour) or "\n" (ASCII ramp). */
@@ -64,7 +64,7 @@ int preview_blocks(const uint8_t *rgb, int w, int h, bool color, char **out, siz
 char *preview_tmux_wrap(const char *s, size_t n, size_t *out_n);
 
 /* Fit pixels (W x H x 3 in memory) to the terminal (width, and 3/4 of the
- * height) and write them to fd as t->kind says. C3_OK and nothing written
+ * height) and write them to fd as t->kind says. COSMOS3_OK and nothing written
  * when off. */
 int preview_show_rgb(const uint8_t *rgb, int W, int H, const c3_term *t, int fd);
 

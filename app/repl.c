@@ -17,7 +17,6 @@
 #include "media.h"
 #include "output.h"
 #include "cond_input.h"
-#include "plan.h"
 #include "config.h"
 
 #ifdef COSMOS3_HAVE_TUI
@@ -25,7 +24,6 @@
 #include <readline/readline.h>
 #endif
 
-#define FINISHED_RANK (-2)          /* EV_LOG from the worker: the job returned */
 #define DOUBLE_CTRL_C_S 1.0         /* two Ctrl-C within this many seconds exit */
 #define POLL_MS 100                 /* the prompt loop's only wait */
 #define HISTORY_KEEP 1000           /* lines kept in the history file */
@@ -138,7 +136,7 @@ void repl_history_add(c3_repl *r, const char *text) {
     char *slash = strrchr(dir, '/');
     if (slash) {
         *slash = 0;
-        if (c3_mkdir_p(dir) != C3_OK) return; /* history is a convenience: no error */
+        if (c3_mkdir_p(dir) != COSMOS3_OK) return; /* history is a convenience: no error */
     }
     /* the prompts are the user's own: 0600, and an older file is made so too */
     int fd = open(r->hist_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
@@ -155,51 +153,39 @@ void repl_history_add(c3_repl *r, const char *text) {
 
 /* ------------------------------------------------------------- worker */
 
-typedef struct {
-    c3_repl *r;
-    bool load;
-} job_arg;
+static int job_load(void *arg) {
+    c3_repl *r = arg;
+    return engine_open(&r->e_next, &r->job_s, r->ev);
+}
 
-static void *worker(void *arg) {
-    job_arg *a = arg;
-    c3_repl *r = a->r;
-    if (a->load) {
-        r->job_rc = engine_open(&r->e_next, &r->job_s, r->ev);
-    } else {
-        r->job_rc = engine_generate(r->e, &r->job_s, &r->job_r);
-        cosmos3_result *out = r->job_r.out;
-        if (r->job_rc == C3_OK && out && out->rgb) { /* keep a preview, not every frame */
-            media_strip(out->rgb, out->width, out->height, out->frames, &r->job_img, &r->job_img_w);
-            r->job_img_h = out->height;
-            free(out->rgb);
-            out->rgb = NULL;
-        }
+static int job_run(void *arg) {
+    c3_repl *r = arg;
+    int rc = engine_generate(r->e, &r->job_s, &r->job_r);
+    cosmos3_result *out = r->job_r.out;
+    if (rc == COSMOS3_OK && out && out->rgb) { /* keep a preview, not every frame */
+        media_strip(out->rgb, out->width, out->height, out->frames, &r->job_img, &r->job_img_w);
+        r->job_img_h = out->height;
+        free(out->rgb);
+        out->rgb = NULL;
     }
-    if (r->job_rc) snprintf(r->job_err, sizeof r->job_err, "%s", c3_errmsg());
-    free(a);
-    c3_event ev = {.kind = EV_LOG, .rank = FINISHED_RANK};
-    events_push(r->ev, &ev);
-    return NULL;
+    return rc;
 }
 
 static int start_job(c3_repl *r, bool load) {
-    job_arg *a = xmalloc(sizeof *a);
-    *a = (job_arg){r, load};
     r->job = load ? REPL_LOADING : REPL_RUNNING;
     r->job_rc = 0;
     r->job_err[0] = 0;
     r->job_t0 = c3_now();
-    if (pthread_create(&r->th, NULL, worker, a) != 0) {
-        free(a);
+    if (task_start(&r->task, load ? job_load : job_run, r, r->ev) != COSMOS3_OK) {
         r->job = REPL_IDLE;
-        return c3_fail(C3_EFAIL, "cannot start the worker thread");
+        return c3_fail(COSMOS3_EFAIL, "cannot start the worker thread");
     }
-    r->th_live = true;
-    return C3_OK;
+    return COSMOS3_OK;
 }
 
 int repl_load_start(c3_repl *r) {
-    if (r->job != REPL_IDLE) return c3_fail(C3_EUSAGE, "busy: wait for the run to finish or press c to cancel");
+    if (r->job != REPL_IDLE)
+        return c3_fail(COSMOS3_EUSAGE, "busy: wait for the run to finish or press c to cancel");
     /* the loaded model stays until the new one is ready (finish_job swaps) */
     snprintf(r->prev_model_dir, sizeof r->prev_model_dir, "%s", r->model_dir);
     settings_free(&r->job_s);
@@ -213,15 +199,15 @@ void repl_cancel(c3_repl *r) {
 }
 
 static void finish_job(c3_repl *r) {
-    if (r->th_live) {
-        pthread_join(r->th, NULL);
-        r->th_live = false;
+    if (r->task.live) {
+        r->job_rc = task_join(&r->task);
+        snprintf(r->job_err, sizeof r->job_err, "%s", r->job_rc ? r->task.err : "");
     }
     c3_repl_job was = r->job;
     r->job = REPL_IDLE;
     int rc = r->job_rc;
     if (rc) r->status = rc;
-    if (was == REPL_LOADING && rc == C3_ERESOURCE && r->e) {
+    if (was == REPL_LOADING && rc == COSMOS3_ERESOURCE && r->e) {
         /* no room for two models: give the old one up and try again */
         repl_print(r, 2, "%s; unloading %s to make room", r->job_err, r->prev_model_dir);
         engine_close(r->e);
@@ -246,8 +232,7 @@ static void finish_job(c3_repl *r) {
             if (r->e) engine_close(r->e);
             r->e = r->e_next;
             r->e_next = NULL;
-            r->nranks = 0;
-            memset(r->dev, 0, sizeof r->dev);
+            monitor_engine(&r->mon, engine_layout(r->e));
             free(r->prev_model);
             r->prev_model = NULL;
             r->load_seconds = c3_now() - r->job_t0;
@@ -265,7 +250,7 @@ static void finish_job(c3_repl *r) {
     r->last_rc = rc;
     snprintf(r->last_err, sizeof r->last_err, "%s", r->job_err);
     r->have_last = true;
-    if (rc == C3_ECANCEL) {
+    if (rc == COSMOS3_ECANCEL) {
         repl_print(r, 2, "cancelled; the model is still loaded");
     } else if (rc) {
         repl_print(r, 1, "%s", r->job_err);
@@ -297,52 +282,10 @@ static void finish_job(c3_repl *r) {
 bool repl_pump(c3_repl *r, c3_event *out, double timeout) {
     c3_event x;
     if (!events_pop(r->ev, &x, timeout)) return false;
+    monitor_event(&r->mon, &x);
     switch (x.kind) {
-    case EV_LOADED:
-    case EV_MEMORY:
-        if (x.rank >= 0 && x.rank < C3_MAX_RANKS) {
-            c3_repl_dev *d = &r->dev[x.rank];
-            d->valid = true;
-            d->device = x.device;
-            for (int c = 0; c < 3; c++) d->bytes[c] = x.bytes[c];
-            if (x.dev_total > 0) {
-                d->driver_valid = true;
-                d->dev_total = x.dev_total;
-                d->dev_free = x.dev_free;
-            }
-            if (x.kind == EV_LOADED) snprintf(d->name, sizeof d->name, "%.63s", x.text);
-            if (x.rank + 1 > r->nranks) r->nranks = x.rank + 1;
-        }
-        break;
-    case EV_STEP_BEGIN:
-        r->steps = x.steps;
-        if (x.step == 1) r->t_first_step = c3_now();
-        break;
-    case EV_BRANCH:
-        if (x.step >= 1 && x.step <= REPL_MAX_STEPS) {
-            c3_repl_step *s = &r->st[x.step];
-            if (x.branch == 0) {
-                s->cond_s = x.seconds;
-                s->cond_group = x.group;
-            } else {
-                s->uncond_s = x.seconds;
-                s->uncond_group = x.group;
-            }
-        }
-        break;
-    case EV_STEP_END:
-        r->step = x.step;
-        r->steps = x.steps;
-        if (x.step >= 1 && x.step <= REPL_MAX_STEPS) {
-            c3_repl_step *s = &r->st[x.step];
-            s->seconds = x.seconds;
-            s->combine_s = x.combine_s;
-            if (x.cond_s > 0) s->cond_s = x.cond_s;
-            if (x.uncond_s > 0) s->uncond_s = x.uncond_s;
-        }
-        break;
-    case EV_LOG:
-        if (x.rank == FINISHED_RANK) finish_job(r);
+    case EV_FINISHED:
+        finish_job(r);
         break;
     default: break;
     }
@@ -425,9 +368,10 @@ static const char *near_cmd(const char *w, size_t n) {
 static bool settable(const c3_option *o) { return o && o->repl && (o->cmds & (CMD_RUN | CMD_GEN)); }
 
 static int need_engine(c3_repl *r) {
-    if (r->job == REPL_LOADING) return c3_fail(C3_EUSAGE, "the model is still loading; wait a moment");
-    if (!r->e) return c3_fail(C3_EMODEL, "no model loaded; 'load DIR' loads one");
-    return C3_OK;
+    if (r->job == REPL_LOADING)
+        return c3_fail(COSMOS3_EUSAGE, "the model is still loading; wait a moment");
+    if (!r->e) return c3_fail(COSMOS3_EMODEL, "no model loaded; 'load DIR' loads one");
+    return COSMOS3_OK;
 }
 
 /* For images, an -o pattern with %d takes the next number that is free. */
@@ -452,8 +396,9 @@ static void expand_output(c3_repl *r, c3_settings *s) {
 }
 
 static int generate(c3_repl *r, const char *prompt, bool new_seed) {
-    C3_TRY(need_engine(r));
-    if (r->job != REPL_IDLE) return c3_fail(C3_EUSAGE, "a generation is running; wait, or cancel it first");
+    APP_TRY(need_engine(r));
+    if (r->job != REPL_IDLE)
+        return c3_fail(COSMOS3_EUSAGE, "a generation is running; wait, or cancel it first");
     settings_free(&r->job_s);
     settings_copy(&r->job_s, &r->s);
     free(r->job_s.prompt);
@@ -468,17 +413,14 @@ static int generate(c3_repl *r, const char *prompt, bool new_seed) {
     settings_copy(&tmp, &r->job_s);
     int rc = settings_resolve(&tmp, r->e);
     c3_output out;
-    if (rc == C3_OK &&
-        (rc = output_plan(&tmp, tmp.frames, tmp.width, tmp.height, -1, &out)) == C3_OK)
+    if (rc == COSMOS3_OK &&
+        (rc = output_plan(&tmp, tmp.frames, tmp.width, tmp.height, -1, &out)) == COSMOS3_OK)
         output_free(&out);
     settings_free(&tmp);
     if (rc) return rc;
     free(r->run_prompt);
     r->run_prompt = xstrdup(prompt);
-    r->step = 0;
-    r->steps = r->job_s.steps;
-    memset(r->st, 0, sizeof r->st);
-    for (int i = 0; i <= REPL_MAX_STEPS; i++) r->st[i].cond_group = r->st[i].uncond_group = -1;
+    monitor_run(&r->mon, r->job_s.steps);
     return start_job(r, false);
 }
 
@@ -487,18 +429,22 @@ static int generate(c3_repl *r, const char *prompt, bool new_seed) {
 static int cmd_set(c3_repl *r, const char *arg) {
     arg = skip_ws(arg);
     const char *sp = strpbrk(arg, " \t");
-    if (!*arg || !sp) return c3_fail(C3_EUSAGE, "set NAME VALUE (e.g. set steps 30); 'show' lists the names");
+    if (!*arg || !sp)
+        return c3_fail(COSMOS3_EUSAGE,
+                       "set NAME VALUE (e.g. set steps 30); 'show' lists the names");
     char name[128];
     snprintf(name, sizeof name, "%.*s", (int)(sp - arg), arg);
     const c3_option *o = option_find_for(name, CMD_REPL);
-    if (!o) return c3_fail(C3_EUSAGE, "set: unknown option '%s'; 'show' lists them", name);
+    if (!o) return c3_fail(COSMOS3_EUSAGE, "set: unknown option '%s'; 'show' lists them", name);
     if (!settable(o))
-        return c3_fail(C3_EUSAGE, "set: %s cannot change in a session; start cosmos3 with --%s", name, o->name);
+        return c3_fail(COSMOS3_EUSAGE,
+                       "set: %s cannot change in a session; start cosmos3 with --%s", name,
+                       o->name);
     char *v = unquote(sp);
     c3_settings keep;
     settings_copy(&keep, &r->s);
     int rc = settings_set(&r->s, o->name, v, o->cmds);
-    if (rc == C3_OK) {
+    if (rc == COSMOS3_OK) {
         c3_settings tmp;
         settings_copy(&tmp, &r->s);
         rc = settings_resolve(&tmp, r->e);
@@ -524,11 +470,11 @@ static int cmd_show(c3_repl *r, const char *arg) {
     c3_settings eff;
     settings_copy(&eff, &r->s);
     settings_resolve(&eff, r->e);
-    int rc = C3_OK;
+    int rc = COSMOS3_OK;
     if (*name) {
         const c3_option *o = option_find_for(name, CMD_REPL);
         if (!o || !settable(o)) {
-            rc = c3_fail(C3_EUSAGE, "show: unknown option '%s'; 'show' lists them", name);
+            rc = c3_fail(COSMOS3_EUSAGE, "show: unknown option '%s'; 'show' lists them", name);
         } else {
             char *v = settings_get(&eff, o);
             repl_print(r, 0, "%s = %s", o->name, v);
@@ -551,7 +497,7 @@ static int cmd_show(c3_repl *r, const char *arg) {
 
 static int cmd_seed(c3_repl *r, const char *arg) {
     char *v = unquote(arg);
-    int rc = C3_OK;
+    int rc = COSMOS3_OK;
     if (!*v) {
         repl_print(r, 0, "seed = %s", r->s.seed);
     } else {
@@ -569,7 +515,7 @@ static int cmd_neg(c3_repl *r, const char *arg) {
     r->s.negative = v;
     r->s.given[option_index(option_find("negative-prompt"))] = true;
     repl_print(r, 0, *v ? "negative prompt = %s" : "negative prompt cleared%s", v);
-    return C3_OK;
+    return COSMOS3_OK;
 }
 
 /* The conditioning of the next prompts: one of image, video, first-last. */
@@ -590,7 +536,7 @@ static int set_condition(c3_repl *r, const char *arg, bool clip) {
     char *path = unquote(arg);
     if (!*path) {
         free(path);
-        return c3_fail(C3_EUSAGE,
+        return c3_fail(COSMOS3_EUSAGE,
                        "%s %s: give a %s; 'clear' drops the conditioning (quote a prompt that "
                        "starts with '%s')",
                        what, clip ? "FILE|DIR" : "FILE", clip ? "clip" : "picture", what);
@@ -617,7 +563,7 @@ static int set_condition(c3_repl *r, const char *arg, bool clip) {
     if (r->s.frames <= 1)
         repl_print(r, 0, "note: frames is %d; conditioning makes a video: set frames 9 (1 + 4k)",
                    r->s.frames);
-    return C3_OK;
+    return COSMOS3_OK;
 }
 
 static int cmd_image(c3_repl *r, const char *arg) {
@@ -634,12 +580,13 @@ static int cmd_clear(c3_repl *r, const char *arg) {
     repl_print(r, 0,
                had ? "conditioning cleared: the next prompts start from noise"
                    : "no conditioning to clear");
-    return C3_OK;
+    return COSMOS3_OK;
 }
 
 static int cmd_again(c3_repl *r, const char *arg) {
     (void)arg;
-    if (!r->have_last || !r->last_s.prompt) return c3_fail(C3_EUSAGE, "again: nothing ran yet; type a prompt");
+    if (!r->have_last || !r->last_s.prompt)
+        return c3_fail(COSMOS3_EUSAGE, "again: nothing ran yet; type a prompt");
     char *p = xstrdup(r->last_s.prompt);
     int rc = generate(r, p, true);
     free(p);
@@ -656,12 +603,12 @@ static double cpu_seconds(void) {
 static int cmd_gpus(c3_repl *r, const char *arg) {
     (void)arg;
     char a[32], b[32], c[32], d[32];
-    int n = c3_gpu_count();
+    int n = cosmos3_device_count();
     for (int g = 0; g < n; g++) {
-        char name[64];
+        char name[64], err[512];
         int64_t total = 0, fr = 0;
-        if (c3_gpu_info(g, name, sizeof name, &total, &fr) != C3_OK) {
-            repl_print(r, 0, "GPU %d: N/A (%s)", g, c3_errmsg());
+        if (cosmos3_device_info(g, name, sizeof name, &fr, &total, err, sizeof err) != COSMOS3_OK) {
+            repl_print(r, 0, "GPU %d: N/A (%s)", g, err);
             continue;
         }
         c3_bytes_text(total - fr, a, sizeof a);
@@ -684,8 +631,8 @@ static int cmd_gpus(c3_repl *r, const char *arg) {
         repl_print(r, 0, "cpu: %ld cores, this process %.0f%% (of one core)  memory used %s / %s, free %s", ncpu,
                    util, a, b, c);
     }
-    for (int k = 0; k < r->nranks; k++) {
-        const c3_repl_dev *dv = &r->dev[k];
+    for (int k = 0; k < r->mon.nranks; k++) {
+        const c3_mon_dev *dv = &r->mon.dev[k];
         if (!dv->valid) continue;
         c3_bytes_text(dv->bytes[0], a, sizeof a);
         c3_bytes_text(dv->bytes[1], b, sizeof b);
@@ -703,7 +650,7 @@ static int cmd_gpus(c3_repl *r, const char *arg) {
         c3_bytes_text(r->last_r.mem_peak, a, sizeof a);
         repl_print(r, 0, "  peak of the last run on rank 0: %s", a);
     }
-    return C3_OK;
+    return COSMOS3_OK;
 }
 
 static void plan_to(FILE *f, const void *text) {
@@ -712,16 +659,16 @@ static void plan_to(FILE *f, const void *text) {
 
 static int cmd_plan(c3_repl *r, const char *arg) {
     (void)arg;
-    C3_TRY(need_engine(r));
+    APP_TRY(need_engine(r));
     char *text = cosmos3_layout_text(engine_library(r->e));
     print_stream(r, plan_to, text);
     free(text);
-    return C3_OK;
+    return COSMOS3_OK;
 }
 
 static int cmd_last(c3_repl *r, const char *arg) {
     (void)arg;
-    if (!r->have_last) return c3_fail(C3_EUSAGE, "last: nothing ran yet; type a prompt");
+    if (!r->have_last) return c3_fail(COSMOS3_EUSAGE, "last: nothing ran yet; type a prompt");
     const c3_settings *s = &r->last_s;
     const c3_result *x = &r->last_r;
     char a[32];
@@ -731,8 +678,8 @@ static int cmd_last(c3_repl *r, const char *arg) {
                    s->image ? s->image : s->video);
     if (s->negative && *s->negative) repl_print(r, 0, "negative: %s", s->negative);
     if (r->last_rc) {
-        repl_print(r, 0, "outcome: %s", r->last_rc == C3_ECANCEL ? "cancelled" : r->last_err);
-        return C3_OK;
+        repl_print(r, 0, "outcome: %s", r->last_rc == COSMOS3_ECANCEL ? "cancelled" : r->last_err);
+        return COSMOS3_OK;
     }
     repl_print(r, 0, "seed %llu, %dx%d, %d frame%s, %d steps, guidance %g, shift %g, schedule %s",
                (unsigned long long)x->seed, x->width, x->height, x->frames, x->frames == 1 ? "" : "s", x->steps,
@@ -746,18 +693,18 @@ static int cmd_last(c3_repl *r, const char *arg) {
                x->t_write, x->t_total);
     c3_bytes_text(x->mem_peak, a, sizeof a);
     repl_print(r, 0, "memory peak (rank 0): %s; prompt tokens cond %d, uncond %d", a, x->L_cond, x->L_uncond);
-    return C3_OK;
+    return COSMOS3_OK;
 }
 
 static int cmd_load(c3_repl *r, const char *arg) {
     char *dir = unquote(arg);
     if (!*dir) {
         free(dir);
-        return c3_fail(C3_EUSAGE, "load DIR: give a Diffusers-format Cosmos3 folder");
+        return c3_fail(COSMOS3_EUSAGE, "load DIR: give a Diffusers-format Cosmos3 folder");
     }
     if (r->job != REPL_IDLE) {
         free(dir);
-        return c3_fail(C3_EUSAGE, "busy: wait for the run to finish or cancel it first");
+        return c3_fail(COSMOS3_EUSAGE, "busy: wait for the run to finish or cancel it first");
     }
     free(r->prev_model);
     r->prev_model = r->s.model; /* back if the load fails */
@@ -770,16 +717,16 @@ static int cmd_history(c3_repl *r, const char *arg) {
     (void)arg;
     int from = r->nhist > 50 ? r->nhist - 50 : 0;
     for (int i = from; i < r->nhist; i++) repl_print(r, 0, "%5d  %s", i + 1, r->hist[i]);
-    return C3_OK;
+    return COSMOS3_OK;
 }
 
 static int cmd_help(c3_repl *r, const char *arg) {
     char *name = unquote(arg);
-    int rc = C3_OK;
+    int rc = COSMOS3_OK;
     if (*name) {
         const c3_repl_cmd *c = find_cmd(name, strlen(name));
         if (!c) {
-            rc = c3_fail(C3_EUSAGE, "help: no command '%s'; 'help' lists them", name);
+            rc = c3_fail(COSMOS3_EUSAGE, "help: no command '%s'; 'help' lists them", name);
         } else {
             repl_print(r, 0, "%s %s\n  %s", c->name, c->args, c->help);
             if (c->complete == COMPLETE_OPTION || c->complete == COMPLETE_OPTION_VALUE) {
@@ -824,7 +771,7 @@ static int cmd_help(c3_repl *r, const char *arg) {
 static int cmd_quit(c3_repl *r, const char *arg) {
     (void)arg;
     r->quit = true;
-    return C3_OK;
+    return COSMOS3_OK;
 }
 
 const c3_repl_cmd c3_repl_cmds[] = {
@@ -854,7 +801,7 @@ int repl_exec(c3_repl *r, const char *line) {
     const char *p = skip_ws(line);
     size_t n = strlen(p);
     while (n && (p[n - 1] == ' ' || p[n - 1] == '\t' || p[n - 1] == '\n' || p[n - 1] == '\r')) n--;
-    if (n == 0 || p[0] == '#') return C3_OK;
+    if (n == 0 || p[0] == '#') return COSMOS3_OK;
     char *txt = xmalloc(n + 1);
     memcpy(txt, p, n);
     txt[n] = 0;
@@ -866,19 +813,19 @@ int repl_exec(c3_repl *r, const char *line) {
     if (c) {
         rc = c->run(r, txt + w);
     } else if (txt[0] != '"' && near && !one_word) { /* a typo of a command: nothing generates */
-        rc = c3_fail(C3_EUSAGE,
+        rc = c3_fail(COSMOS3_EUSAGE,
                      "'%.*s' is not a command; did you mean '%s%s'? (a prompt that starts so needs "
                      "a \" first)",
                      (int)w, txt, near, txt + w);
     } else if (txt[0] != '"' && one_word) {
         if (near)
-            rc = c3_fail(C3_EUSAGE,
+            rc = c3_fail(COSMOS3_EUSAGE,
                          "'%s' is not a command; did you mean '%s'? (a one-word prompt needs "
                          "quotes: \"%s\")",
                          txt, near, txt);
         else
             rc = c3_fail(
-                C3_EUSAGE,
+                COSMOS3_EUSAGE,
                 "'%s' is not a command ('help' lists them); a one-word prompt needs quotes: \"%s\"",
                 txt, txt);
     } else {
@@ -971,6 +918,7 @@ char **repl_complete(const char *line, int start, const char *text, bool *want_p
 
 void repl_init(c3_repl *r, const c3_settings *s) {
     memset(r, 0, sizeof *r);
+    monitor_init(&r->mon);
     settings_copy(&r->s, s);
     r->ev = events_new(4096);
     pipeline_model_dir(&r->s, r->model_dir, sizeof r->model_dir);
@@ -979,9 +927,10 @@ void repl_init(c3_repl *r, const c3_settings *s) {
 }
 
 void repl_free(c3_repl *r) {
-    if (r->th_live) {
+    if (r->task.live) {
         repl_cancel(r);
-        while (r->th_live) repl_pump(r, NULL, 0.1);
+        while (r->task.live)
+            repl_pump(r, NULL, 0.1);
     }
     if (r->e) engine_close(r->e);
     if (r->e_next) engine_close(r->e_next);
@@ -1025,12 +974,12 @@ static void on_sigint(int sig) {
 }
 
 static void progress(c3_repl *r, bool tty) {
-    if (!tty || r->step < 1) return;
-    double el = c3_now() - r->t_first_step;
-    double per = el / r->step;
-    const c3_repl_step *s = &r->st[r->step];
-    fprintf(stderr, "\r\033[Kstep %d/%d  %.2f s/step  ETA %.0fs  cond %.2fs  uncond ", r->step, r->steps, s->seconds,
-            per * (r->steps - r->step), s->cond_s);
+    if (!tty || r->mon.step < 1) return;
+    double el = c3_now() - r->mon.t_first_step;
+    double per = el / r->mon.step;
+    const c3_mon_step *s = &r->mon.st[r->mon.step];
+    fprintf(stderr, "\r\033[Kstep %d/%d  %.2f s/step  ETA %.0fs  cond %.2fs  uncond ", r->mon.step,
+            r->mon.steps, s->seconds, per * (r->mon.steps - r->mon.step), s->cond_s);
     if (s->uncond_group >= 0)
         fprintf(stderr, "%.2fs", s->uncond_s);
     else
@@ -1050,7 +999,7 @@ static void wait_job(c3_repl *r) {
             progress(r, tty);
             shown = tty;
         }
-        if (x.kind == EV_LOG && x.rank == FINISHED_RANK) break;
+        if (x.kind == EV_FINISHED) break;
         if (x.kind == EV_LOG) repl_print(r, 2, "%s", x.text); /* the engine's notes and warnings */
         /* repl_pump printed the outcome; the newline goes before it */
     }
@@ -1060,7 +1009,7 @@ static void wait_job(c3_repl *r) {
 static void show_preview(c3_repl *r, int serial_before) {
     if (r->image_serial == serial_before || !r->last_img || r->term.kind == C3_PREVIEW_OFF) return;
     fflush(stdout);
-    if (preview_show_rgb(r->last_img, r->last_img_w, r->last_img_h, &r->term, 1) != C3_OK)
+    if (preview_show_rgb(r->last_img, r->last_img_w, r->last_img_h, &r->term, 1) != COSMOS3_OK)
         repl_print(r, 1, "preview: %s", c3_errmsg());
 }
 
@@ -1166,7 +1115,7 @@ static int loop_readline(c3_repl *r) {
         if (k > 0 && (p.revents & (POLLIN | POLLHUP))) rl_callback_read_char();
     }
     rl_callback_handler_remove();
-    return g_exit130 ? C3_ECANCEL : C3_OK;
+    return g_exit130 ? COSMOS3_ECANCEL : COSMOS3_OK;
 }
 #endif
 
@@ -1194,12 +1143,14 @@ static int loop_plain(c3_repl *r, bool interactive) {
         run_line(r, line);
     }
     free(line);
-    if (g_exit130) return C3_ECANCEL;
-    return interactive ? C3_OK : r->status;
+    if (g_exit130) return COSMOS3_ECANCEL;
+    return interactive ? COSMOS3_OK : r->status;
 }
 
 int repl_main(c3_settings *s, char **pos, int npos) {
-    if (npos) return c3_fail(C3_EUSAGE, "repl: unexpected argument '%s'; type prompts at the prompt", pos[0]);
+    if (npos)
+        return c3_fail(COSMOS3_EUSAGE, "repl: unexpected argument '%s'; type prompts at the prompt",
+                       pos[0]);
     c3_repl *r = xmalloc(sizeof *r);
     repl_init(r, s);
     r->interactive = isatty(0);
@@ -1215,9 +1166,9 @@ int repl_main(c3_settings *s, char **pos, int npos) {
      * an interactive session prints it and still takes `load DIR` */
     r->quiet_load_error = !r->interactive;
     int rc = repl_load_start(r);
-    if (rc == C3_OK) {
+    if (rc == COSMOS3_OK) {
         wait_job(r);
-        rc = r->e ? C3_OK : r->job_rc;
+        rc = r->e ? COSMOS3_OK : r->job_rc;
     }
     r->quiet_load_error = false;
     if (rc && !g_exit130 && !r->interactive) {
@@ -1234,15 +1185,15 @@ int repl_main(c3_settings *s, char **pos, int npos) {
         rc = loop_readline(r);
     else
 #endif
-        rc = g_exit130 ? C3_ECANCEL : loop_plain(r, r->interactive);
+        rc = g_exit130 ? COSMOS3_ECANCEL : loop_plain(r, r->interactive);
     if (g_exit130) {
         repl_cancel(r);
-        rc = C3_ECANCEL;
+        rc = COSMOS3_ECANCEL;
     }
     g_repl = NULL;
     repl_free(r);
     free(r);
-    if (rc == C3_ECANCEL) return C3_ECANCEL;
+    if (rc == COSMOS3_ECANCEL) return COSMOS3_ECANCEL;
     if (rc) return c3_fail(rc, "the last failing line ended with status %d", rc);
-    return C3_OK;
+    return COSMOS3_OK;
 }

@@ -17,29 +17,14 @@
 #include <pthread.h>
 
 #include "options.h"
+#include "monitor.h"
 #include "session.h"
+#include "task.h"
 #include "preview.h"
 
-#define REPL_MAX_STEPS 1000 /* step timings kept per run (the --steps limit) */
 #define REPL_PROMPT "cosmos3 > "
 
 typedef enum { REPL_IDLE, REPL_LOADING, REPL_RUNNING } c3_repl_job;
-
-/* One denoising step as the frontends show it. */
-typedef struct {
-    double seconds, cond_s, uncond_s, combine_s;
-    int cond_group, uncond_group; /* rank group that ran the branch (-1: not run) */
-} c3_repl_step;
-
-/* Memory of one rank's device: our accounting and the driver's view. Each
- * field has a valid bit: missing data shows as N/A, not as a wrong number. */
-typedef struct {
-    bool valid, driver_valid;
-    int device;
-    char name[64];
-    int64_t bytes[3]; /* weights, K/V cache, activations (our accounting) */
-    int64_t dev_total, dev_free;
-} c3_repl_dev;
 
 typedef struct c3_repl c3_repl;
 /* Output of commands: level 0 normal, 1 error, 2 progress/info. */
@@ -53,20 +38,16 @@ struct c3_repl {
     char model_dir[4096];
     char prev_model_dir[4096]; /* the model before a load, back if the load fails */
     char *prev_model;          /* r->s.model before a load (owned) */
-    /* the worker */
-    pthread_t th;
-    bool th_live;
+    /* the worker: a load or a run on a thread of its own */
+    c3_task task;
     c3_repl_job job;
-    int job_rc;
+    int job_rc; /* its outcome, once finished */
     char job_err[1024];
     c3_settings job_s;
     c3_result job_r;
     double job_t0;
     /* the run in flight (or the last one) */
     char *run_prompt;
-    int step, steps;
-    double t_first_step;
-    c3_repl_step st[REPL_MAX_STEPS + 1]; /* 1-based */
     /* the last finished run */
     bool have_last;
     int last_rc;
@@ -80,9 +61,8 @@ struct c3_repl {
     int last_img_w, last_img_h;
     uint8_t *job_img; /* the same for the run in flight (set by the worker) */
     int job_img_w, job_img_h;
-    /* devices, per rank */
-    int nranks;
-    c3_repl_dev dev[COSMOS3_MAX_RANKS];
+    /* devices per rank and the steps of the run in flight (or the last one) */
+    c3_monitor mon;
     double load_seconds;
     /* history */
     char **hist;
@@ -106,7 +86,7 @@ int repl_main(c3_settings *s, char **pos, int npos);
 void repl_init(c3_repl *r, const c3_settings *s);
 void repl_free(c3_repl *r);
 /* Run one line (a command, or a prompt that starts a generation in the
- * worker). Returns the command's status; a started generation returns C3_OK
+ * worker). Returns the command's status; a started generation returns COSMOS3_OK
  * and its result arrives through repl_pump. */
 int repl_exec(c3_repl *r, const char *line);
 /* Start loading the model (r->s.model) in the worker. */

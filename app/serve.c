@@ -25,9 +25,10 @@ int serve_main(c3_settings *s, char **pos, int npos) {
     (void)s;
     (void)pos;
     (void)npos;
-    return c3_fail(C3_EFAIL, "serve: this cosmos3 was built without libmicrohttpd; install it "
-                             "(Debian: apt-get install libmicrohttpd-dev) and rebuild (meson setup "
-                             "--reconfigure BUILD)");
+    return c3_fail(COSMOS3_EFAIL,
+                   "serve: this cosmos3 was built without libmicrohttpd; install it "
+                   "(Debian: apt-get install libmicrohttpd-dev) and rebuild (meson setup "
+                   "--reconfigure BUILD)");
 }
 
 #else
@@ -53,8 +54,8 @@ int serve_main(c3_settings *s, char **pos, int npos) {
 #include "events.h"
 #include "media.h"
 #include "png_io.h"
+#include "monitor.h"
 #include "session.h"
-#include "plan.h"
 
 /* ------------------------------------------------------------- limits */
 
@@ -224,18 +225,12 @@ typedef struct {
     int queued, queue_cap;
     int conns;                                 /* connections holding a job */
     uint64_t terminal_seen, terminal_expected; /* DONE/ERROR/CANCELLED events */
-    double uncond_last;
     /* metrics */
     uint64_t requests[EPS][HTTP_CODES];
     uint64_t images, cancelled, jobs;
     double job_s, queue_s;
     double stage_s[STAGES];
-    uint64_t steps;
-    double step_s, cond_s, uncond_s, last_step_s;
-    bool mem_valid[COSMOS3_MAX_RANKS];
-    int mem_device[COSMOS3_MAX_RANKS];
-    int64_t mem_bytes[COSMOS3_MAX_RANKS][3], dev_free[COSMOS3_MAX_RANKS],
-        dev_total[COSMOS3_MAX_RANKS];
+    c3_monitor mon; /* steps and memory per rank (the pump's, under mu) */
     char mhd_log[512];
     const char *api_key; /* sv->base.api_key, or NULL: no authentication */
     int max_cost;        /* --max-cost */
@@ -427,14 +422,14 @@ static int run_image(server *sv, job *j, int i, json_t *data, json_t *acc) {
     c3_settings s;
     settings_copy(&s, &j->s);
     char seedtxt[32];
-    int rc = C3_OK;
+    int rc = COSMOS3_OK;
     if (j->seed_given) {
         snprintf(seedtxt, sizeof seedtxt, "%llu", (unsigned long long)(j->seed + (uint64_t)i));
         rc = settings_set(&s, "seed", seedtxt, CMD_SERVE);
     }
     c3_result r = {0};
     bool ran = false;
-    if (rc == C3_OK) {
+    if (rc == COSMOS3_OK) {
         rc = engine_generate_frames(sv->e, &s, &r);
         ran = true;
     }
@@ -451,7 +446,7 @@ static int run_image(server *sv, job *j, int i, json_t *data, json_t *acc) {
     pthread_mutex_unlock(&sv->mu);
     uint8_t *png = NULL;
     size_t len = 0;
-    if (rc == C3_OK) {
+    if (rc == COSMOS3_OK) {
         double tw = c3_now();
         c3_media_meta m = {r.png_parameters, r.meta_json};
         rc = output_encode(j->ofmt, r.out, &m, NULL, &png, &len);
@@ -459,7 +454,7 @@ static int run_image(server *sv, job *j, int i, json_t *data, json_t *acc) {
         r.t_total += r.t_write;
         if (rc) snprintf(err, sizeof err, "%s", c3_errmsg());
     }
-    if (rc == C3_OK) {
+    if (rc == COSMOS3_OK) {
         char *b64 = base64(png, len);
         json_t *item = json_pack("{s:s,s:I}", "b64_json", b64, "seed", (json_int_t)r.seed);
         free(b64);
@@ -516,14 +511,14 @@ static void run_job(server *sv, job *j) {
     json_t *acc = json_pack("{s:i,s:i,s:f,s:{}}", "images", 0, "steps", 0, "queue_seconds",
                             t0 - j->t_queued, "seconds");
     json_object_set_new(acc, "mem_peak_bytes", json_integer(0));
-    int rc = C3_OK;
-    for (int i = 0; i < j->n && rc == C3_OK; i++) {
+    int rc = COSMOS3_OK;
+    for (int i = 0; i < j->n && rc == COSMOS3_OK; i++) {
         pthread_mutex_lock(&sv->mu);
         j->index = i;
         bool stop = j->gone || sv->cancel_all;
         pthread_mutex_unlock(&sv->mu);
         if (stop) {
-            rc = c3_fail(C3_ECANCEL, "cancelled");
+            rc = c3_fail(COSMOS3_ECANCEL, "cancelled");
             break;
         }
         rc = run_image(sv, j, i, data, acc);
@@ -538,14 +533,14 @@ static void run_job(server *sv, job *j) {
     pthread_mutex_lock(&sv->mu);
     int status = 200;
     char *body = NULL;
-    if (rc == C3_ECANCEL && j->gone) {
+    if (rc == COSMOS3_ECANCEL && j->gone) {
         status = HTTP_CLIENT_GONE;
-    } else if (rc == C3_ECANCEL) {
+    } else if (rc == COSMOS3_ECANCEL) {
         status = 503;
         body = error_body(status, NULL,
                           "cancelled: the server is shutting down; send the request again later");
     } else if (rc) {
-        status = rc == C3_EUSAGE || rc == C3_EINPUT ? 400 : 500;
+        status = rc == COSMOS3_EUSAGE || rc == COSMOS3_EINPUT ? 400 : 500;
         body = error_body(status, NULL, err);
     } else {
         json_t *o = json_pack("{s:I,s:O,s:s,s:O}", "created", (json_int_t)time(NULL), "data", data,
@@ -559,10 +554,10 @@ static void run_job(server *sv, job *j) {
             sse_event(j, "done",
                       json_pack("{s:s,s:i,s:O}", "type", "done", "images", j->n, "metrics", acc));
         else if (status != HTTP_CLIENT_GONE)
-            sse_event(
-                j, "error",
-                error_object(status, NULL,
-                             rc == C3_ECANCEL ? "cancelled: the server is shutting down" : err));
+            sse_event(j, "error",
+                      error_object(status, NULL,
+                                   rc == COSMOS3_ECANCEL ? "cancelled: the server is shutting down"
+                                                         : err));
         if (status == 200) sb_add(&j->sse, "data: [DONE]\n\n", 14);
     }
     j->status = status;
@@ -613,7 +608,7 @@ static void run_video(server *sv, job *j) {
     pthread_mutex_unlock(&sv->mu);
     uint8_t *mp4 = NULL;
     size_t len = 0;
-    if (rc == C3_OK) {
+    if (rc == COSMOS3_OK) {
         double tw = c3_now();
         c3_media_meta m = {r.png_parameters, r.meta_json};
         c3_media_opts o = {.crf = j->s.crf, .quality = -1};
@@ -623,7 +618,7 @@ static void run_video(server *sv, job *j) {
     }
     pthread_mutex_lock(&sv->mu);
     int status = 200;
-    if (rc == C3_OK) {
+    if (rc == COSMOS3_OK) {
         j->mp4 = mp4;
         j->mp4_len = len;
         j->vframes_seed = r.seed;
@@ -633,12 +628,12 @@ static void run_video(server *sv, job *j) {
             sv->stage_s[k] += st[k];
     } else {
         free(mp4);
-        status = rc == C3_ECANCEL && j->gone          ? HTTP_CLIENT_GONE
-                 : rc == C3_ECANCEL                   ? 503
-                 : rc == C3_EUSAGE || rc == C3_EINPUT ? 400
-                                                      : 500;
-        j->verr = xstrdup(rc == C3_ECANCEL ? "cancelled" : err);
-        j->body = error_body(status, NULL, rc == C3_ECANCEL ? "cancelled" : err);
+        status = rc == COSMOS3_ECANCEL && j->gone               ? HTTP_CLIENT_GONE
+                 : rc == COSMOS3_ECANCEL                        ? 503
+                 : rc == COSMOS3_EUSAGE || rc == COSMOS3_EINPUT ? 400
+                                                                : 500;
+        j->verr = xstrdup(rc == COSMOS3_ECANCEL ? "cancelled" : err);
+        j->body = error_body(status, NULL, rc == COSMOS3_ECANCEL ? "cancelled" : err);
     }
     j->status = status;
     sv->jobs++;
@@ -671,6 +666,7 @@ static void *worker_main(void *arg) {
     const cosmos3_layout *p = engine_layout(e);
     snprintf(sv->device, sizeof sv->device, "%s", !strcmp(p->device, "cuda") ? "cuda" : "cpu");
     sv->cfg_parallel = p->cfg_parallel;
+    monitor_engine(&sv->mon, p);
     sv->created = time(NULL);
     sv->ready = true;
     pthread_cond_broadcast(&sv->cv);
@@ -721,17 +717,10 @@ static void *pump_main(void *arg) {
         job *j = sv->current;
         /* a cancel can land before engine_generate resets its flag: repeat it */
         bool cancel = j && (j->gone || sv->cancel_all);
+        monitor_event(&sv->mon, &x);
         switch (x.kind) {
-        case EV_BRANCH:
-            if (x.branch == 1) sv->uncond_last = x.seconds;
-            break;
         case EV_STEP_END: {
-            double unc = sv->cfg_parallel == 2 ? sv->uncond_last : x.uncond_s;
-            sv->steps++;
-            sv->step_s += x.seconds;
-            sv->cond_s += x.cond_s;
-            sv->uncond_s += unc;
-            sv->last_step_s = x.seconds;
+            double unc = x.uncond_s; /* the monitor's: the branch's with --cfg-parallel 2 */
             if (j && j->video) {
                 j->step = x.step;
                 j->steps = x.steps;
@@ -746,17 +735,6 @@ static void *pump_main(void *arg) {
             }
             break;
         }
-        case EV_LOADED:
-        case EV_MEMORY:
-            if (x.rank >= 0 && x.rank < COSMOS3_MAX_RANKS) {
-                sv->mem_valid[x.rank] = true;
-                sv->mem_device[x.rank] = x.device;
-                for (int k = 0; k < 3; k++)
-                    sv->mem_bytes[x.rank][k] = x.bytes[k];
-                sv->dev_free[x.rank] = x.dev_free;
-                sv->dev_total[x.rank] = x.dev_total;
-            }
-            break;
         case EV_DONE:
         case EV_ERROR:
         case EV_CANCELLED:
@@ -795,7 +773,7 @@ __attribute__((format(printf, 4, 5))) static bool bad(req_error *er, int status,
  * a failure names the request field. */
 static bool apply(server *sv, c3_settings *s, const char *field, const char *name,
                   const char *value, req_error *er) {
-    if (settings_set(s, name, value, CMD_SERVE) != C3_OK)
+    if (settings_set(s, name, value, CMD_SERVE) != COSMOS3_OK)
         return bad(er, 400, field, "%s: %s", field, c3_errmsg());
     c3_settings t;
     settings_copy(&t, s);
@@ -1199,12 +1177,13 @@ static void metrics_text(server *sv, sbuf *b) {
               "cosmos3_branch_seconds_total{branch=\"uncond\"} %.6f\n"
               "# HELP cosmos3_last_step_seconds Seconds of the last denoising step.\n"
               "# TYPE cosmos3_last_step_seconds gauge\ncosmos3_last_step_seconds %.6f\n",
-              sv->step_s, (unsigned long long)sv->steps, sv->cond_s, sv->uncond_s, sv->last_step_s);
+              sv->mon.step_s, (unsigned long long)sv->mon.steps_total, sv->mon.cond_s,
+              sv->mon.uncond_s, sv->mon.last_step_s);
     static const char *const kinds[3] = {"weights", "kv", "activations"};
     char dev[COSMOS3_MAX_RANKS][24];
     for (int r = 0; r < COSMOS3_MAX_RANKS; r++) {
-        if (sv->mem_device[r] >= 0 && !strcmp(sv->device, "cuda"))
-            snprintf(dev[r], sizeof dev[r], "cuda:%d", sv->mem_device[r]);
+        if (sv->mon.dev[r].device >= 0 && !strcmp(sv->device, "cuda"))
+            snprintf(dev[r], sizeof dev[r], "cuda:%d", sv->mon.dev[r].device);
         else
             snprintf(dev[r], sizeof dev[r], "%s", sv->device[0] ? sv->device : "cpu");
     }
@@ -1212,21 +1191,21 @@ static void metrics_text(server *sv, sbuf *b) {
               "# HELP cosmos3_memory_bytes Memory the engine holds per rank and device, by kind.\n"
               "# TYPE cosmos3_memory_bytes gauge\n");
     for (int r = 0; r < COSMOS3_MAX_RANKS; r++)
-        for (int k = 0; k < 3 && sv->mem_valid[r]; k++)
+        for (int k = 0; k < 3 && sv->mon.dev[r].valid; k++)
             sb_printf(b, "cosmos3_memory_bytes{rank=\"%d\",device=\"%s\",kind=\"%s\"} %lld\n", r,
-                      dev[r], kinds[k], (long long)sv->mem_bytes[r][k]);
+                      dev[r], kinds[k], (long long)sv->mon.dev[r].bytes[k]);
     sb_printf(b, "# HELP cosmos3_device_free_bytes Free memory of each rank's device.\n"
                  "# TYPE cosmos3_device_free_bytes gauge\n");
     for (int r = 0; r < COSMOS3_MAX_RANKS; r++)
-        if (sv->mem_valid[r] && sv->dev_total[r] > 0)
+        if (sv->mon.dev[r].valid && sv->mon.dev[r].dev_total > 0)
             sb_printf(b, "cosmos3_device_free_bytes{rank=\"%d\",device=\"%s\"} %lld\n", r, dev[r],
-                      (long long)sv->dev_free[r]);
+                      (long long)sv->mon.dev[r].dev_free);
     sb_printf(b, "# HELP cosmos3_device_total_bytes Total memory of each rank's device.\n"
                  "# TYPE cosmos3_device_total_bytes gauge\n");
     for (int r = 0; r < COSMOS3_MAX_RANKS; r++)
-        if (sv->mem_valid[r] && sv->dev_total[r] > 0)
+        if (sv->mon.dev[r].valid && sv->mon.dev[r].dev_total > 0)
             sb_printf(b, "cosmos3_device_total_bytes{rank=\"%d\",device=\"%s\"} %lld\n", r, dev[r],
-                      (long long)sv->dev_total[r]);
+                      (long long)sv->mon.dev[r].dev_total);
     pthread_mutex_unlock(&sv->mu);
 }
 
@@ -1294,6 +1273,45 @@ static bool refuse_unready(server *sv, struct MHD_Connection *c, req_ctx *r, enu
     return draining || !ready;
 }
 
+/* Queue job j (new, server mutex held) behind the others for the worker.
+ * false: it is in the FIFO with two references (the queue's and the
+ * caller's), the mutex still held. true: refused while draining (503) or
+ * with the queue full (429, Retry-After from the mean job time); the job is
+ * freed, the mutex released and the answer queued into *out. */
+static bool enqueue_locked(server *sv, struct MHD_Connection *c, req_ctx *r, job *j,
+                           enum MHD_Result *out) {
+    if (sv->draining || sv->queued >= sv->queue_cap) {
+        char msg[256], ra[16];
+        bool full = !sv->draining;
+        int wait_s = full ? retry_after_locked(sv) : SERVE_LOAD_RETRY_S;
+        int waiting = sv->queued;
+        j->refs = 1;
+        job_unref_locked(j);
+        pthread_mutex_unlock(&sv->mu);
+        snprintf(ra, sizeof ra, "%d", wait_s);
+        if (!full) {
+            *out =
+                send_error(sv, c, r, 503, NULL, "the server is shutting down", "Retry-After", ra);
+            return true;
+        }
+        snprintf(msg, sizeof msg,
+                 "the queue is full (%d waiting behind the one running); retry after %d s", waiting,
+                 wait_s);
+        *out = send_error(sv, c, r, 429, NULL, msg, "Retry-After", ra);
+        return true;
+    }
+    j->refs = 2;
+    j->state = JOB_QUEUED;
+    j->t_queued = c3_now();
+    if (sv->tail)
+        sv->tail->next = j;
+    else
+        sv->head = j;
+    sv->tail = j;
+    sv->queued++;
+    return false;
+}
+
 static enum MHD_Result post_generation(server *sv, struct MHD_Connection *c, req_ctx *r) {
     char msg[256], ra[16];
     if (r->too_big) {
@@ -1315,31 +1333,8 @@ static enum MHD_Result post_generation(server *sv, struct MHD_Connection *c, req
         MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
     j->fd = ci ? ci->connect_fd : -1;
     pthread_mutex_lock(&sv->mu);
-    if (sv->draining || sv->queued >= sv->queue_cap) {
-        bool full = !sv->draining;
-        int wait_s = full ? retry_after_locked(sv) : SERVE_LOAD_RETRY_S;
-        int waiting = sv->queued;
-        pthread_mutex_unlock(&sv->mu);
-        settings_free(&j->s);
-        free(j);
-        snprintf(ra, sizeof ra, "%d", wait_s);
-        if (!full)
-            return send_error(sv, c, r, 503, NULL, "the server is shutting down", "Retry-After",
-                              ra);
-        snprintf(msg, sizeof msg,
-                 "the queue is full (%d waiting behind the one running); retry after %d s", waiting,
-                 wait_s);
-        return send_error(sv, c, r, 429, NULL, msg, "Retry-After", ra);
-    }
-    j->refs = 2; /* this connection and the queue (then the worker) */
-    j->state = JOB_QUEUED;
-    j->t_queued = c3_now();
-    if (sv->tail)
-        sv->tail->next = j;
-    else
-        sv->head = j;
-    sv->tail = j;
-    sv->queued++;
+    if (enqueue_locked(sv, c, r, j, &refused)) return refused;
+    /* refs: this connection and the queue (then the worker) */
     sv->conns++;
     r->job = j;
     if (j->stream) j->refs++; /* the SSE response */
@@ -1456,7 +1451,7 @@ static bool take_reference(job *j, const uint8_t *data, size_t n, const char *fi
                    "%s: give one of input_reference, image_reference and video_reference", field);
     c3_media_limits lim = {.min_frames = 1, .max_frames = clip ? SERVE_MAX_REF_FRAMES : 1};
     c3_media_frames m;
-    if (media_decode_mem(data, n, field, &lim, &m) != C3_OK)
+    if (media_decode_mem(data, n, field, &lim, &m) != COSMOS3_OK)
         return bad(er, 400, field, "%s", c3_errmsg());
     j->cond_rgb = m.rgb;
     j->cond = (c3_cond_frames){.rgb = m.rgb,
@@ -1748,7 +1743,7 @@ static job *store_find_locked(server *sv, const char *id) {
 
 static enum MHD_Result post_video(server *sv, struct MHD_Connection *c, req_ctx *r, bool sync,
                                   bool form) {
-    char msg[256], ra[16];
+    char msg[256];
     if (r->too_big) {
         snprintf(msg, sizeof msg, "the request body is larger than %u bytes",
                  (unsigned)SERVE_MAX_VIDEO_BODY);
@@ -1802,32 +1797,9 @@ static enum MHD_Result post_video(server *sv, struct MHD_Connection *c, req_ctx 
     pthread_mutex_lock(&sv->mu);
     snprintf(j->vid, sizeof j->vid, "video_%016llx%04llx", (unsigned long long)rnd,
              (unsigned long long)(sv->jobs + (uint64_t)sv->queued) & 0xffff);
-    if (sv->draining || sv->queued >= sv->queue_cap) {
-        bool full = !sv->draining;
-        int wait_s = full ? retry_after_locked(sv) : SERVE_LOAD_RETRY_S;
-        int waiting = sv->queued;
-        j->refs = 1;
-        job_unref_locked(j);
-        pthread_mutex_unlock(&sv->mu);
-        snprintf(ra, sizeof ra, "%d", wait_s);
-        if (!full)
-            return send_error(sv, c, r, 503, NULL, "the server is shutting down", "Retry-After",
-                              ra);
-        snprintf(msg, sizeof msg,
-                 "the queue is full (%d waiting behind the one running); retry after %d s", waiting,
-                 wait_s);
-        return send_error(sv, c, r, 429, NULL, msg, "Retry-After", ra);
-    }
-    j->refs = 2; /* the queue (then the worker), and the store or this connection */
-    j->state = JOB_QUEUED;
-    j->t_queued = c3_now();
+    if (enqueue_locked(sv, c, r, j, &refused)) return refused;
+    /* refs: the queue (then the worker), and the store or this connection */
     j->created_at = time(NULL);
-    if (sv->tail)
-        sv->tail->next = j;
-    else
-        sv->head = j;
-    sv->tail = j;
-    sv->queued++;
     if (!sync) {
         job **pp = &sv->store;
         while (*pp)
@@ -2215,18 +2187,19 @@ static void drain(server *sv, const sigset_t *sigs) {
 
 int serve_main(c3_settings *s, char **pos, int npos) {
     if (npos)
-        return c3_fail(C3_EUSAGE, "serve: unexpected argument '%s'; prompts come in the requests",
-                       pos[0]);
+        return c3_fail(COSMOS3_EUSAGE,
+                       "serve: unexpected argument '%s'; prompts come in the requests", pos[0]);
     if (s->port < 0 || s->port > 65535)
-        return c3_fail(C3_EUSAGE, "--port %d must be in 0..65535 (0: any free port)", s->port);
+        return c3_fail(COSMOS3_EUSAGE, "--port %d must be in 0..65535 (0: any free port)", s->port);
     if (s->queue < 0 || s->queue > SERVE_MAX_QUEUE)
-        return c3_fail(C3_EUSAGE, "--queue %d must be in 0..%d", s->queue, SERVE_MAX_QUEUE);
-    if (s->frames != 1) return c3_fail(C3_EUSAGE, "serve answers image requests; drop --frames");
+        return c3_fail(COSMOS3_EUSAGE, "--queue %d must be in 0..%d", s->queue, SERVE_MAX_QUEUE);
+    if (s->frames != 1)
+        return c3_fail(COSMOS3_EUSAGE, "serve answers image requests; drop --frames");
     if (s->given[option_index(option_find("output"))])
-        return c3_fail(C3_EUSAGE,
+        return c3_fail(COSMOS3_EUSAGE,
                        "serve: --output is not used (images go back in the answers); drop it");
     if (s->max_cost < 1)
-        return c3_fail(C3_EUSAGE, "--max-cost %d must be at least 1 (one 1024x1024 step)",
+        return c3_fail(COSMOS3_EUSAGE, "--max-cost %d must be at least 1 (one 1024x1024 step)",
                        s->max_cost);
     const char *env_key = getenv("COSMOS3_API_KEY");
     if (!s->api_key && env_key) s->api_key = xstrdup(env_key);
@@ -2234,11 +2207,11 @@ int serve_main(c3_settings *s, char **pos, int npos) {
         const char *from =
             s->given[option_index(option_find("api-key"))] ? "--api-key" : "COSMOS3_API_KEY";
         if (!s->api_key[0])
-            return c3_fail(C3_EUSAGE, "%s is empty; give a key (e.g. from 'openssl rand -hex 32')",
-                           from);
+            return c3_fail(COSMOS3_EUSAGE,
+                           "%s is empty; give a key (e.g. from 'openssl rand -hex 32')", from);
         for (const char *k = s->api_key; *k; k++)
             if (*k <= ' ' || *k > '~')
-                return c3_fail(C3_EUSAGE,
+                return c3_fail(COSMOS3_EUSAGE,
                                "%s holds a space or a character outside printable ASCII; a key "
                                "is a token such as one from 'openssl rand -hex 32'",
                                from);
@@ -2257,18 +2230,20 @@ int serve_main(c3_settings *s, char **pos, int npos) {
     snprintf(portstr, sizeof portstr, "%d", s->port);
     int g = getaddrinfo(s->host, portstr, &hints, &ai);
     if (g)
-        return c3_fail(C3_EUSAGE, "--host %s: %s; give an address such as 127.0.0.1 or 0.0.0.0",
-                       s->host, gai_strerror(g));
+        return c3_fail(COSMOS3_EUSAGE,
+                       "--host %s: %s; give an address such as 127.0.0.1 or 0.0.0.0", s->host,
+                       gai_strerror(g));
     struct sockaddr_storage ss = {0};
     memcpy(&ss, ai->ai_addr, C3_MIN((size_t)ai->ai_addrlen, sizeof ss));
     freeaddrinfo(ai);
     if (!is_loopback(&ss) && !s->api_key)
-        return c3_fail(C3_EUSAGE,
+        return c3_fail(COSMOS3_EUSAGE,
                        "--host %s is reachable from other hosts: give clients a key with "
                        "--api-key KEY or COSMOS3_API_KEY (they send 'Authorization: Bearer KEY')",
                        s->host);
 
     server *sv = xcalloc(1, sizeof *sv);
+    monitor_init(&sv->mon);
     pthread_mutex_init(&sv->mu, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
@@ -2304,7 +2279,7 @@ int serve_main(c3_settings *s, char **pos, int npos) {
     bool have_worker = false;
     struct MHD_Daemon *d = NULL;
     if (pthread_create(&pump, NULL, pump_main, sv) != 0) {
-        rc = c3_fail(C3_EFAIL, "serve: cannot start the event thread");
+        rc = c3_fail(COSMOS3_EFAIL, "serve: cannot start the event thread");
         goto out_nopump;
     }
     unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
@@ -2319,7 +2294,7 @@ int serve_main(c3_settings *s, char **pos, int npos) {
                          MHD_OPTION_EXTERNAL_LOGGER, mhd_log, sv, MHD_OPTION_END);
     if (!d) {
         rc = c3_fail(
-            C3_EFAIL,
+            COSMOS3_EFAIL,
             "serve: cannot listen on %s port %d (%s); is the port in use? pick another with --port",
             s->host, s->port, sv->mhd_log[0] ? sv->mhd_log : strerror(errno));
         goto out;
@@ -2336,7 +2311,7 @@ int serve_main(c3_settings *s, char **pos, int npos) {
         fprintf(stderr, "cosmos3 serve: requests need 'Authorization: Bearer KEY' (GET /health "
                         "does not)\n");
     if (pthread_create(&worker, NULL, worker_main, sv) != 0) {
-        rc = c3_fail(C3_EFAIL, "serve: cannot start the worker thread");
+        rc = c3_fail(COSMOS3_EFAIL, "serve: cannot start the worker thread");
         goto out;
     }
     have_worker = true;
@@ -2384,8 +2359,9 @@ out:
     pthread_mutex_unlock(&sv->mu);
     pthread_join(pump, NULL);
 out_nopump:
-    if (rc == C3_OK && sv->load_done && sv->load_rc) rc = c3_fail(sv->load_rc, "%s", sv->load_err);
-    if (rc == C3_OK) fprintf(stderr, "cosmos3 serve: stopped\n");
+    if (rc == COSMOS3_OK && sv->load_done && sv->load_rc)
+        rc = c3_fail(sv->load_rc, "%s", sv->load_err);
+    if (rc == COSMOS3_OK) fprintf(stderr, "cosmos3 serve: stopped\n");
     engine_close(sv->e);
     while (sv->store) { /* the videos kept */
         job *j = sv->store;

@@ -41,14 +41,15 @@ const char *pipeline_model_dir(const c3_settings *s, char *buf, size_t n) {
 
 int settings_seed(const char *text, int64_t *seed) {
     *seed = -1;
-    if (!text || !strcmp(text, "random")) return C3_OK;
+    if (!text || !strcmp(text, "random")) return COSMOS3_OK;
     char *end;
     errno = 0;
     unsigned long long v = strtoull(text, &end, 10);
     if (errno || end == text || *end || text[0] == '-' || v > (unsigned long long)INT64_MAX)
-        return c3_fail(C3_EUSAGE, "--seed '%s' must be an integer in 0..2^63-1 or 'random'", text);
+        return c3_fail(COSMOS3_EUSAGE, "--seed '%s' must be an integer in 0..2^63-1 or 'random'",
+                       text);
     *seed = (int64_t)v;
-    return C3_OK;
+    return COSMOS3_OK;
 }
 
 /* -1 is the library's "default" (COSMOS3_DEFAULT): a user's -1 goes in as
@@ -75,7 +76,7 @@ void settings_request(const c3_settings *s, cosmos3_request *rq) {
         rq->guidance_hi = s->guidance_interval.hi;
     }
     int64_t seed;
-    if (settings_seed(s->seed, &seed) == C3_OK) rq->seed = seed;
+    if (settings_seed(s->seed, &seed) == COSMOS3_OK) rq->seed = seed;
     if (s->system_prompt && strcmp(s->system_prompt, "auto"))
         rq->system_prompt = !strcmp(s->system_prompt, "on");
     if (GIVEN(s, "templates")) rq->templates = s->templates;
@@ -124,16 +125,16 @@ static int option_fail(const c3_settings *s, const char *msg) {
         }
     }
     out[n] = 0;
-    return c3_fail(C3_EUSAGE, "%s", out);
+    return c3_fail(COSMOS3_EUSAGE, "%s", out);
 }
 
 int settings_resolve(c3_settings *s, const c3_engine *e) {
     int64_t seed;
-    C3_TRY(settings_seed(s->seed, &seed));
+    APP_TRY(settings_seed(s->seed, &seed));
     if (s->tp < 1 || s->cfg_parallel < 1 || s->ulysses < 1)
-        return c3_fail(C3_EUSAGE, "--tp, --cfg-parallel and --ulysses must be at least 1");
+        return c3_fail(COSMOS3_EUSAGE, "--tp, --cfg-parallel and --ulysses must be at least 1");
     if (s->threads < 0)
-        return c3_fail(C3_EUSAGE, "--threads %d must be 0 (all cores) or more", s->threads);
+        return c3_fail(COSMOS3_EUSAGE, "--threads %d must be 0 (all cores) or more", s->threads);
     cosmos3_request rq;
     settings_request(s, &rq);
     cosmos3_settings st;
@@ -150,7 +151,7 @@ int settings_resolve(c3_settings *s, const c3_engine *e) {
     s->guidance_interval.lo = st.guidance_lo;
     s->guidance_interval.hi = st.guidance_hi;
     s->templates = st.templates;
-    return C3_OK;
+    return COSMOS3_OK;
 }
 
 /* ------------------------------------------------------------- events */
@@ -162,8 +163,8 @@ static void push_text(c3_events *q, c3_event_kind kind, const char *prefix, cons
 }
 
 /* The engine's events as the queue's; the terminal ones are the session's
- * (pushed after the frames are written). The memory of a GPU is polled here,
- * once per step and rank. */
+ * (pushed after the frames are written). A GPU's memory now is the
+ * monitor's poll (monitor.h), on the thread that draws. */
 static void on_event(const cosmos3_event *ev, void *user) {
     c3_engine *s = user;
     c3_event x = {.rank = ev->rank,
@@ -220,13 +221,6 @@ static void on_event(const cosmos3_event *ev, void *user) {
         break;
     case COSMOS3_EV_MEMORY:
         x.kind = EV_MEMORY;
-        if (!strcmp(s->layout.device, "cuda")) {
-            int64_t fr, tot;
-            if (cosmos3_device_memory(ev->device, &fr, &tot) == COSMOS3_OK) {
-                x.dev_free = fr;
-                x.dev_total = tot;
-            }
-        }
         break;
     default:
         return; /* VAE chunks; the job's end is the session's */
@@ -269,7 +263,7 @@ int engine_open(c3_engine **out, const c3_settings *s, c3_events *ev) {
     cosmos3_layout_get(e->e, &e->layout);
     cosmos3_model(e->e, &e->model);
     *out = e;
-    return C3_OK;
+    return COSMOS3_OK;
 }
 
 void engine_close(c3_engine *e) {
@@ -301,19 +295,20 @@ static int generate(c3_engine *e, const c3_settings *s, const c3_cond_frames *in
                     double t_start, bool write) {
     cosmos3_request rq;
     settings_request(s, &rq);
-    C3_TRY(settings_seed(s->seed, &rq.seed));
+    APP_TRY(settings_seed(s->seed, &rq.seed));
     /* the seed is drawn here: it names the output before any work */
     if (rq.seed < 0) rq.seed = (int64_t)random_seed();
     cosmos3_settings st;
     char err[1024];
     int rc = cosmos3_resolve(e->e, &rq, &st, err, sizeof err);
     if (rc) return option_fail(s, err);
-    if (!s->prompt) return c3_fail(C3_EUSAGE, "no prompt; give one with -p TEXT");
+    if (!s->prompt) return c3_fail(COSMOS3_EUSAGE, "no prompt; give one with -p TEXT");
     c3_output o = {0};
-    if (write) C3_TRY(output_plan(s, st.frames, st.width, st.height, rq.seed, &o));
+    if (write) APP_TRY(output_plan(s, st.frames, st.width, st.height, rq.seed, &o));
     if (s->save_latents && !s->overwrite && c3_file_exists(s->save_latents)) {
         output_free(&o);
-        return c3_fail(C3_EOUTPUT, "%s already exists; use --overwrite or another --save-latents",
+        return c3_fail(COSMOS3_EOUTPUT,
+                       "%s already exists; use --overwrite or another --save-latents",
                        s->save_latents);
     }
     float *noise = NULL, *step_noise = NULL;
@@ -322,7 +317,7 @@ static int generate(c3_engine *e, const c3_settings *s, const c3_cond_frames *in
         int nrc = cosmos3_latents_read(s->noise, st.latent_shape, &noise, &n, err, sizeof err);
         if (nrc) { /* exit 4 for any bad noise; only a shape the size decides names the options */
             output_free(&o);
-            return c3_fail(C3_EINPUT, "--noise %s%s", err,
+            return c3_fail(COSMOS3_EINPUT, "--noise %s%s", err,
                            nrc == COSMOS3_EUSAGE ? "; check -W/-H/--frames" : "");
         }
         rq.noise = noise;
@@ -333,7 +328,7 @@ static int generate(c3_engine *e, const c3_settings *s, const c3_cond_frames *in
                                            err, sizeof err))) {
             free(noise);
             output_free(&o);
-            return c3_fail(C3_EINPUT, "--noise %s%s", err, /* the steps decide its first size */
+            return c3_fail(COSMOS3_EINPUT, "--noise %s%s", err, /* the steps decide its first size */
                            nrc == COSMOS3_EUSAGE ? "; check -W/-H/--frames and --steps" : "");
         }
         rq.step_noise = step_noise;
@@ -348,28 +343,30 @@ static int generate(c3_engine *e, const c3_settings *s, const c3_cond_frames *in
     bool cond_image = in ? !in->video : s->image != NULL,
          cond_video = in ? in->video : s->video != NULL;
     uint8_t *fl_rgb = NULL;
-    c3_media flm = {0};
     char *fl_a = s->first_last ? xstrdup(s->first_last) : NULL, *fl_b = NULL;
     if (fl_a && (fl_b = strchr(fl_a, '\n'))) *fl_b++ = 0;
     if (!!s->image + !!s->video + !!s->first_last > 1 || (in && (s->image || s->video || fl_a)))
-        rc = c3_fail(C3_EUSAGE, "%s and %s together; give one conditioning input, not both",
+        rc = c3_fail(COSMOS3_EUSAGE, "%s and %s together; give one conditioning input, not both",
                      s->image ? "--image" : "--video", s->first_last ? "--first-last" : "--video");
     else if (fl_a && !fl_b)
-        rc = c3_fail(C3_EUSAGE, "--first-last needs two values (START END)");
-    if (rc == C3_OK && in) { /* frames in memory (the server's decoded references) */
-        cf.media = (c3_media){
+        rc = c3_fail(COSMOS3_EUSAGE, "--first-last needs two values (START END)");
+    if (rc == COSMOS3_OK && in) { /* frames in memory (the server's decoded references) */
+        cf.media = (cosmos3_frames){
             .rgb = in->rgb, .width = in->width, .height = in->height, .frames = in->frames};
         cf.hash =
             c3_fnv1a(in->rgb, (size_t)in->width * in->height * 3 * (size_t)in->frames, C3_FNV_INIT);
-    } else if (rc == C3_OK && (s->image || s->video)) {
+    } else if (rc == COSMOS3_OK && (s->image || s->video)) {
         rc = cond_file_read(s->image ? s->image : s->video, s->video != NULL, &cf);
     }
-    if (rc == C3_OK && cond_video) rc = cond_parse_frames(s->condition_frames, cidx, 64, &ncidx);
-    if (rc == C3_OK && fl_a) rc = cond_file_read(fl_a, true, &cf);
-    if (rc == C3_OK && fl_a) rc = cond_file_read(fl_b, true, &cb);
-    if (rc == C3_OK && fl_a)
-        rc = cond_first_last(&cf.media, &cb.media, st.frames, st.width, st.height,
-                             e->model.vae_temporal, &fl_rgb, &flm, cidx, 64, &ncidx);
+    if (rc == COSMOS3_OK && cond_video)
+        rc = cond_parse_frames(s->condition_frames, cidx, 64, &ncidx);
+    if (rc == COSMOS3_OK && fl_a) rc = cond_file_read(fl_a, true, &cf);
+    if (rc == COSMOS3_OK && fl_a) rc = cond_file_read(fl_b, true, &cb);
+    if (rc == COSMOS3_OK && fl_a &&
+        (rc =
+             cosmos3_first_last(&cf.media, &cb.media, st.frames, st.width, st.height,
+                                e->model.vae_temporal, &fl_rgb, cidx, 64, &ncidx, err, sizeof err)))
+        rc = c3_fail(rc, "%s", err);
     if (rc) {
         cond_file_free(&cf);
         cond_file_free(&cb);
@@ -384,7 +381,8 @@ static int generate(c3_engine *e, const c3_settings *s, const c3_cond_frames *in
         cond_file_free(&cb);
         free(cf.rgb);
         cf.rgb = fl_rgb; /* freed with cf */
-        cf.media = flm;
+        cf.media = (cosmos3_frames){
+            .rgb = fl_rgb, .width = st.width, .height = st.height, .frames = st.frames};
     }
     if (cond_image || cond_video || fl_a) {
         media = (cosmos3_frames){.rgb = cf.media.rgb,
@@ -416,7 +414,7 @@ static int generate(c3_engine *e, const c3_settings *s, const c3_cond_frames *in
                                                  s->overwrite, err, sizeof err)) {
         output_free(&o);
         free(fl_a);
-        return c3_fail(C3_EOUTPUT, "%s", err);
+        return c3_fail(COSMOS3_EOUTPUT, "%s", err);
     }
     res->seed = r->seed;
     res->width = r->width;
@@ -456,7 +454,7 @@ static int generate(c3_engine *e, const c3_settings *s, const c3_cond_frames *in
     c3_media_meta m = {res->png_parameters, res->meta_json};
     if (write) rc = output_write(&o, r, &m, &res->paths, &res->npaths);
     output_free(&o);
-    for (int i = 0; rc == C3_OK && i < res->npaths; i++)
+    for (int i = 0; rc == COSMOS3_OK && i < res->npaths; i++)
         push_text(e->ev, EV_PREVIEW, "", res->paths[i]);
     res->t_write = c3_now() - t0;
     res->t_total = c3_now() - t_start;
@@ -467,7 +465,7 @@ static int generate_job(c3_engine *e, const c3_settings *s, const c3_cond_frames
                         c3_result *res, bool write) {
     memset(res, 0, sizeof *res);
     int rc = generate(e, s, in, res, c3_now(), write);
-    if (rc == C3_ECANCEL) {
+    if (rc == COSMOS3_ECANCEL) {
         c3_event x = {.kind = EV_CANCELLED};
         events_push(e->ev, &x);
     } else if (rc) {

@@ -69,13 +69,13 @@ int engine_generate_frames_with(c3_engine *e, const c3_settings *s, const c3_con
 /* Ask the generation in flight to stop (async-signal-safe). */
 void engine_cancel(c3_engine *e);
 
-/* The seed a setting names: -1 for "random", else 0..2^63-1 (C3_EUSAGE). */
+/* The seed a setting names: -1 for "random", else 0..2^63-1 (COSMOS3_EUSAGE). */
 int settings_seed(const char *text, int64_t *seed);
 /* The request settings s describe (strings point into s; noise not read). */
 void settings_request(const c3_settings *s, cosmos3_request *rq);
 /* Fill the task defaults (cosmos3_resolve on e, or without a model when
  * NULL) into s for the options the user did not give, and check every
- * value: C3_EUSAGE with a one-line message naming the option. */
+ * value: COSMOS3_EUSAGE with a one-line message naming the option. */
 int settings_resolve(c3_settings *s, const c3_engine *e);
 
 #endif

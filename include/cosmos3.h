@@ -46,6 +46,14 @@ extern "C" {
 #endif
 
 #define COSMOS3_API_VERSION 1
+
+/* Every call below is exported from libcosmos3.so; nothing else is (the
+ * library is built with -fvisibility=hidden). */
+#if defined(__GNUC__)
+#define COSMOS3_API __attribute__((visibility("default")))
+#else
+#define COSMOS3_API
+#endif
 #define COSMOS3_MAX_RANKS 64 /* ranks of one engine at most */
 
 /* Status codes; they are also the command line's exit statuses. */
@@ -61,9 +69,9 @@ typedef enum {
 } cosmos3_status;
 
 /* "0.1.0" */
-const char *cosmos3_version(void);
+COSMOS3_API const char *cosmos3_version(void);
 /* The features built in, space-separated: "cuda nccl" (library side). */
-const char *cosmos3_features(void);
+COSMOS3_API const char *cosmos3_features(void);
 
 typedef struct cosmos3_engine cosmos3_engine;
 
@@ -123,18 +131,19 @@ typedef struct {
     void *user;
 } cosmos3_open_params;
 
-void cosmos3_open_params_init(cosmos3_open_params *p);
+COSMOS3_API void cosmos3_open_params_init(cosmos3_open_params *p);
 
 /* Check the plan (devices, divisibility, memory) before any weight is read,
  * then load. On failure *out is NULL. */
-int cosmos3_open(const cosmos3_open_params *p, cosmos3_engine **out, char *err, size_t errlen);
-void cosmos3_close(cosmos3_engine *e);
+COSMOS3_API int cosmos3_open(const cosmos3_open_params *p, cosmos3_engine **out, char *err,
+                             size_t errlen);
+COSMOS3_API void cosmos3_close(cosmos3_engine *e);
 
 /* The model folder a name stands for: a folder that exists is itself; a
  * name without '/' is looked up as a built-in model (the user's data folder
  * $XDG_DATA_HOME/cosmos3/models, the installed data folder, the source
  * tree's share/models); NULL: $COSMOS3_MODEL, else "demo". Returns buf. */
-const char *cosmos3_model_dir(const char *model, char *buf, size_t n);
+COSMOS3_API const char *cosmos3_model_dir(const char *model, char *buf, size_t n);
 
 /* What a loaded model is (valid until cosmos3_close). */
 typedef struct {
@@ -159,7 +168,7 @@ typedef struct {
     int64_t parameters, parameter_bytes; /* as stored, both towers and the VAE */
 } cosmos3_model_info;
 
-void cosmos3_model(const cosmos3_engine *e, cosmos3_model_info *out);
+COSMOS3_API void cosmos3_model(const cosmos3_engine *e, cosmos3_model_info *out);
 
 /* The layout the engine runs on. */
 typedef struct {
@@ -177,13 +186,19 @@ typedef struct {
     } ranks[COSMOS3_MAX_RANKS];
 } cosmos3_layout;
 
-void cosmos3_layout_get(const cosmos3_engine *e, cosmos3_layout *out);
+COSMOS3_API void cosmos3_layout_get(const cosmos3_engine *e, cosmos3_layout *out);
 /* The layout as text lines (ranks, devices, bytes per rank), as `cosmos3
  * info` shows it; malloc'd. */
-char *cosmos3_layout_text(const cosmos3_engine *e);
+COSMOS3_API char *cosmos3_layout_text(const cosmos3_engine *e);
 /* A GPU's memory now (the one poll a monitor makes): COSMOS3_OK, or
  * COSMOS3_ERESOURCE without CUDA or that device. */
-int cosmos3_device_memory(int device, int64_t *free_bytes, int64_t *total_bytes);
+COSMOS3_API int cosmos3_device_memory(int device, int64_t *free_bytes, int64_t *total_bytes);
+/* The GPUs this process sees (0 without CUDA or a usable driver). */
+COSMOS3_API int cosmos3_device_count(void);
+/* One GPU's name and memory now: COSMOS3_ERESOURCE (naming why) for a device
+ * that is not there or that the driver cannot query. */
+COSMOS3_API int cosmos3_device_info(int device, char *name, size_t n, int64_t *free_bytes,
+                                    int64_t *total_bytes, char *err, size_t errlen);
 
 /* ------------------------------------------------------------- requests */
 
@@ -230,7 +245,7 @@ typedef struct {
     void *user;
 } cosmos3_request;
 
-void cosmos3_request_init(cosmos3_request *r);
+COSMOS3_API void cosmos3_request_init(cosmos3_request *r);
 
 /* The settings a request resolves to on an engine (NULL: without a model,
  * the upstream task defaults only). */
@@ -253,8 +268,20 @@ typedef struct {
 /* Fill the defaults of r (the model card, else the task's) and check every
  * value, without generating: COSMOS3_EUSAGE with a one-line message naming
  * the field and the fix. The prompt is not required here. */
-int cosmos3_resolve(const cosmos3_engine *e, const cosmos3_request *r, cosmos3_settings *out,
-                    char *err, size_t errlen);
+COSMOS3_API int cosmos3_resolve(const cosmos3_engine *e, const cosmos3_request *r,
+                                cosmos3_settings *out, char *err, size_t errlen);
+
+/* First-last conditioning: a clip of frames x height x width (frames 1 + k
+ * vae_temporal, k >= 1) whose leading frames come from start and trailing
+ * frames from end (a picture or a clip each), preprocessed as upstream's
+ * conditioning frames; pass it as the request's video with condition_frames
+ * = idx[0..n) (at most max) and COSMOS3_KEEP_FIRST. *rgb (malloc'd) holds
+ * its [frames, height, width, 3] bytes. COSMOS3_EUSAGE when the two ends
+ * overlap on the latent timeline. */
+COSMOS3_API int cosmos3_first_last(const cosmos3_frames *start, const cosmos3_frames *end,
+                                   int frames, int width, int height, int vae_temporal,
+                                   uint8_t **rgb, int *idx, int max, int *n, char *err,
+                                   size_t errlen);
 
 /* ------------------------------------------------------------- results */
 
@@ -296,27 +323,28 @@ typedef struct {
 
 /* Run one generation. *out is NULL on failure; COSMOS3_ECANCEL when
  * cancelled (the engine stays usable). */
-int cosmos3_generate(cosmos3_engine *e, const cosmos3_request *r, cosmos3_result **out, char *err, size_t errlen);
+COSMOS3_API int cosmos3_generate(cosmos3_engine *e, const cosmos3_request *r, cosmos3_result **out,
+                                 char *err, size_t errlen);
 /* Ask the generation in flight to stop (async-signal-safe; no effect when idle). */
-void cosmos3_cancel(cosmos3_engine *e);
-void cosmos3_result_free(cosmos3_result *r);
+COSMOS3_API void cosmos3_cancel(cosmos3_engine *e);
+COSMOS3_API void cosmos3_result_free(cosmos3_result *r);
 
 /* Latents as a safetensors file with one tensor "latents" [1, C, T, h, w]
  * (float32): written atomically, an existing file kept unless overwrite. */
-int cosmos3_latents_write(const char *path, const float *latents, const int shape[5],
-                          bool overwrite, char *err, size_t errlen);
+COSMOS3_API int cosmos3_latents_write(const char *path, const float *latents, const int shape[5],
+                                      bool overwrite, char *err, size_t errlen);
 /* Read one: shape must match want (COSMOS3_EUSAGE naming both otherwise:
  * the request's size does not fit the file), F32 with every value finite
  * (COSMOS3_EINPUT naming the dtype, or the first bad element's index);
  * *out is malloc'd, n floats. */
-int cosmos3_latents_read(const char *path, const int want[5], float **out, size_t *n, char *err,
-                         size_t errlen);
+COSMOS3_API int cosmos3_latents_read(const char *path, const int want[5], float **out, size_t *n,
+                                     char *err, size_t errlen);
 /* The re-noising draws of the fixed-step SDE sampler from the same file:
  * "step_noise" [steps, 1, C, T, h, w] with want = the latents' shape. A file
  * without one gives *out NULL, n 0 and COSMOS3_OK; a wrong shape is
  * COSMOS3_EUSAGE, a dtype or value as for the latents COSMOS3_EINPUT. */
-int cosmos3_step_noise_read(const char *path, int steps, const int want[5], float **out, size_t *n,
-                            char *err, size_t errlen);
+COSMOS3_API int cosmos3_step_noise_read(const char *path, int steps, const int want[5], float **out,
+                                        size_t *n, char *err, size_t errlen);
 
 /* ---------------------------------------------------------- inspecting */
 
@@ -350,25 +378,26 @@ typedef struct {
 } cosmos3_checkpoint_details;
 
 /* p->model names the folder (as cosmos3_open); the rest is for the plan. */
-int cosmos3_checkpoint_open(const cosmos3_open_params *p, cosmos3_checkpoint **out, char *err,
-                            size_t errlen);
-void cosmos3_checkpoint_close(cosmos3_checkpoint *c);
+COSMOS3_API int cosmos3_checkpoint_open(const cosmos3_open_params *p, cosmos3_checkpoint **out,
+                                        char *err, size_t errlen);
+COSMOS3_API void cosmos3_checkpoint_close(cosmos3_checkpoint *c);
 /* Valid until cosmos3_checkpoint_close; details may be NULL. */
-void cosmos3_checkpoint_model(const cosmos3_checkpoint *c, cosmos3_model_info *out,
-                              cosmos3_checkpoint_details *details);
+COSMOS3_API void cosmos3_checkpoint_model(const cosmos3_checkpoint *c, cosmos3_model_info *out,
+                                          cosmos3_checkpoint_details *details);
 /* What gen's load would refuse, with gen's code and one-line message: the
  * card's defaults as a request resolves them, every tensor gen loads (name,
  * shape, dtype, FP8 scales; the VAE's too) through the loader itself on a
  * backend that stores nothing, and the tokenizer. deep adds every stored
  * value (the dtype table, NaN/Inf; *tensors and *values say how many were
  * read, either may be NULL) and then the whole load cosmos3_open(p) does. */
-int cosmos3_checkpoint_check(const cosmos3_checkpoint *c, const cosmos3_open_params *p, bool deep,
-                             int64_t *tensors, int64_t *values, char *err, size_t errlen);
+COSMOS3_API int cosmos3_checkpoint_check(const cosmos3_checkpoint *c, const cosmos3_open_params *p,
+                                         bool deep, int64_t *tensors, int64_t *values, char *err,
+                                         size_t errlen);
 /* The plan p (devices, ranks, offload) gives for W x H x frames, checked as
  * cosmos3_open checks it; *text (malloc'd, may be NULL) as cosmos3_layout_text. */
-int cosmos3_checkpoint_plan(const cosmos3_checkpoint *c, const cosmos3_open_params *p, int width,
-                            int height, int frames, cosmos3_layout *out, char **text, char *err,
-                            size_t errlen);
+COSMOS3_API int cosmos3_checkpoint_plan(const cosmos3_checkpoint *c, const cosmos3_open_params *p,
+                                        int width, int height, int frames, cosmos3_layout *out,
+                                        char **text, char *err, size_t errlen);
 
 /* ------------------------------------------------------------ tokenizer */
 
@@ -386,20 +415,21 @@ typedef struct {
     double fps;
 } cosmos3_tokenize_params;
 
-void cosmos3_tokenize_params_init(cosmos3_tokenize_params *p);
+COSMOS3_API void cosmos3_tokenize_params_init(cosmos3_tokenize_params *p);
 /* model: a folder or a built-in name (cosmos3_model_dir). */
-int cosmos3_tokenizer_open(const char *model, cosmos3_tokenizer **out, char *err, size_t errlen);
-void cosmos3_tokenizer_close(cosmos3_tokenizer *t);
+COSMOS3_API int cosmos3_tokenizer_open(const char *model, cosmos3_tokenizer **out, char *err,
+                                       size_t errlen);
+COSMOS3_API void cosmos3_tokenizer_close(cosmos3_tokenizer *t);
 /* The ids that reach the transformer for text (len bytes); *ids malloc'd. */
-int cosmos3_tokenize(const cosmos3_tokenizer *t, const cosmos3_tokenize_params *p, const char *text,
-                     size_t len, int32_t **ids, int *n, char *err, size_t errlen);
+COSMOS3_API int cosmos3_tokenize(const cosmos3_tokenizer *t, const cosmos3_tokenize_params *p,
+                                 const char *text, size_t len, int32_t **ids, int *n, char *err,
+                                 size_t errlen);
 
 /* ------------------------------------------------------------- mkmodel */
 
 /* A random-weight checkpoint in the Diffusers layout (for tests, benchmarks
  * and plan checks): written into out_dir atomically (a temporary folder
- * renamed at the end). Fields a later version adds (e.g. distilled, fp8)
- * keep zero = the preset's. */
+ * renamed at the end). A field left at zero is the preset's. */
 typedef struct {
     const char *preset;        /* "tiny", "demo", "edge", "nano", "super" */
     int layers;                /* 0 = the preset's */
@@ -409,13 +439,15 @@ typedef struct {
     bool overwrite;            /* replace an existing checkpoint (or empty folder) */
     int64_t shard_bytes;       /* 0 = 5 GB */
     int vocab;                 /* 0 = the preset's */
+    bool distilled; /* the 4-step students' FlowMatch scheduler (fixed_step_sampler_config) */
+    bool fp8;       /* ModelOpt FP8 layer weights (float8_e4m3fn + per-tensor scales) */
     void (*progress)(void *user, int64_t done_bytes, int64_t total_bytes);
     void *progress_user;
 } cosmos3_mkmodel_params;
 
-void cosmos3_mkmodel_params_init(cosmos3_mkmodel_params *p);
+COSMOS3_API void cosmos3_mkmodel_params_init(cosmos3_mkmodel_params *p);
 /* COSMOS3_EUSAGE (preset, values), COSMOS3_EINPUT (tokenizer), COSMOS3_EOUTPUT. */
-int cosmos3_mkmodel(const cosmos3_mkmodel_params *p, char *err, size_t errlen);
+COSMOS3_API int cosmos3_mkmodel(const cosmos3_mkmodel_params *p, char *err, size_t errlen);
 
 /* --------------------------------------------------------------- bench */
 
@@ -479,15 +511,15 @@ typedef struct {
     int frame_width, frame_height;
 } cosmos3_bench_result;
 
-void cosmos3_bench_params_init(cosmos3_bench_params *p);
+COSMOS3_API void cosmos3_bench_params_init(cosmos3_bench_params *p);
 /* COSMOS3_EUSAGE (preset, layers 0..1024, steps 0..10000, size not a multiple
  * of the VAE's, frames not 1 + 4k); *out is zeroed first and owns frame_rgb
  * on success (cosmos3_bench_result_free). */
-int cosmos3_bench(const cosmos3_bench_params *p, cosmos3_bench_result *out, char *err,
-                  size_t errlen);
-void cosmos3_bench_result_free(cosmos3_bench_result *r);
+COSMOS3_API int cosmos3_bench(const cosmos3_bench_params *p, cosmos3_bench_result *out, char *err,
+                              size_t errlen);
+COSMOS3_API void cosmos3_bench_result_free(cosmos3_bench_result *r);
 /* The name of device-timed op kind i ("matrix products", "attention", ...). */
-const char *cosmos3_bench_op_name(int i);
+COSMOS3_API const char *cosmos3_bench_op_name(int i);
 
 #ifdef __cplusplus
 }

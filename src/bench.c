@@ -22,7 +22,6 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <ftw.h>
 #include <unistd.h>
 
 #include "backend.h"
@@ -413,11 +412,6 @@ static double und_attn_flops(const c3_tconfig *c, double L) {
     16 /* Wan2.2 pixels per latent (used when --skip-vae leaves no VAE config) */
 #define BENCH_TEMPORAL_SCALE 4 /* Wan2.2 frames per latent frame after the first */
 
-static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
-    (void)st, (void)flag, (void)ftw;
-    return remove(path) ? 0 : 0;
-}
-
 static int find_tokenizer(char *out, size_t n) {
     if (ckpt_share_path("tokenizer/tokenizer.json", out, n)) return C3_OK;
     return c3_fail(
@@ -720,7 +714,7 @@ out:
     free(lat), free(vc), free(vu), free(ids_c), free(ids_u);
     tok_free(tok);
     if (have_vck) ckpt_close(&vck);
-    if (*vdir) nftw(vdir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    if (*vdir) c3_rm_tree(vdir);
     wrap_free(b);
     c3_backend_destroy(real);
     mem_ckpt_free(&mc);

@@ -4,6 +4,7 @@
 #include <math.h>
 
 #include <fcntl.h>
+#include <ftw.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -373,6 +374,16 @@ int c3_mkdir_p(const char *path) {
         rc = c3_fail(C3_EOUTPUT, "cannot create folder %s: %s", p, strerror(errno));
     free(p);
     return rc;
+}
+
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
+    (void)st, (void)flag, (void)ftw;
+    remove(path); /* go on past what cannot be removed */
+    return 0;
+}
+
+void c3_rm_tree(const char *path) {
+    nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
 
 double c3_now(void) {

@@ -114,6 +114,9 @@ int c3_place_file(const char *tmp, const char *path, bool overwrite);
 bool c3_file_exists(const char *path);
 char *c3_path_join(const char *a, const char *b); /* xmalloc'd */
 int c3_mkdir_p(const char *path);
+/* Remove path and everything below it (links themselves, never what they
+ * point at); best effort: what cannot be removed stays. */
+void c3_rm_tree(const char *path);
 
 /* Time in seconds from a monotonic clock. */
 double c3_now(void);

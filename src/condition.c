@@ -21,33 +21,6 @@ enum { PIL_PRECISION_BITS = 32 - 8 - 2 };
 /* The latent frames a clip pins when the request names none (upstream's default). */
 static const int default_indexes[] = {0, 1};
 
-int cond_parse_frames(const char *text, int *idx, int max, int *n) {
-    *n = 0;
-    const char *p = text ? text : "";
-    for (;;) {
-        while (*p == ' ')
-            p++;
-        char *end;
-        errno = 0;
-        long v = strtol(p, &end, 10);
-        if (end == p || errno || v < 0 || v > 1 << 20)
-            return c3_fail(C3_EUSAGE,
-                           "condition frames '%s': expected latent frame indexes such as 0,1",
-                           text);
-        if (*n >= max)
-            return c3_fail(C3_EUSAGE, "condition frames '%s': at most %d indexes", text, max);
-        idx[(*n)++] = (int)v;
-        p = end;
-        while (*p == ' ')
-            p++;
-        if (!*p) return C3_OK;
-        if (*p++ != ',')
-            return c3_fail(C3_EUSAGE,
-                           "condition frames '%s': expected latent frame indexes such as 0,1",
-                           text);
-    }
-}
-
 bool cond_given(const c3_cond_input *in) {
     return in && (in->image || in->video);
 }

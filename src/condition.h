@@ -44,10 +44,6 @@ typedef struct {
     int npinned;
 } c3_condition;
 
-/* Parse latent frame indexes "0,1,2" (spaces allowed) into idx[max].
- * C3_EUSAGE naming the bad part. */
-int cond_parse_frames(const char *text, int *idx, int max, int *n);
-
 /* Whether `in` asks for any conditioning. */
 bool cond_given(const c3_cond_input *in);
 

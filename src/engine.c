@@ -213,6 +213,23 @@ int cosmos3_device_memory(int device, int64_t *free_bytes, int64_t *total_bytes)
     return rc ? C3_ERESOURCE : C3_OK;
 }
 
+int cosmos3_device_count(void) {
+    return c3_gpu_count();
+}
+
+int cosmos3_device_info(int device, char *name, size_t n, int64_t *free_bytes, int64_t *total_bytes,
+                        char *err, size_t errlen) {
+    char nm[64] = "";
+    int64_t tot = -1, fr = -1;
+    int rc = device >= 0 && device < c3_gpu_count()
+                 ? c3_gpu_info(device, nm, sizeof nm, &tot, &fr)
+                 : c3_fail(C3_ERESOURCE, "no GPU %d (%d visible)", device, c3_gpu_count());
+    if (name && n) snprintf(name, n, "%s", rc ? "" : nm);
+    if (free_bytes) *free_bytes = rc ? -1 : fr;
+    if (total_bytes) *total_bytes = rc ? -1 : tot;
+    return give_err(rc, err, errlen);
+}
+
 /* ------------------------------------------------------------- opening */
 
 void cosmos3_open_params_init(cosmos3_open_params *p) {
@@ -744,4 +761,25 @@ void cosmos3_result_free(cosmos3_result *r) {
         free(r->warnings[i]);
     free(r->warnings);
     free(r);
+}
+
+/* ------------------------------------------------------ first-last clip */
+
+int cosmos3_first_last(const cosmos3_frames *start, const cosmos3_frames *end, int frames,
+                       int width, int height, int vae_temporal, uint8_t **rgb, int *idx, int max,
+                       int *n, char *err, size_t errlen) {
+    if (!start || !end || !rgb || !idx || !n)
+        return give_err(c3_fail(C3_EUSAGE, "cosmos3_first_last: NULL argument"), err, errlen);
+    c3_media a = {.rgb = start->rgb,
+                  .width = start->width,
+                  .height = start->height,
+                  .frames = start->frames},
+             b = {.rgb = end->rgb,
+                  .width = end->width,
+                  .height = end->height,
+                  .frames = end->frames},
+             clip;
+    return give_err(
+        cond_first_last(&a, &b, frames, width, height, vae_temporal, rgb, &clip, idx, max, n), err,
+        errlen);
 }

@@ -7,7 +7,6 @@
 
 #include <dirent.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <jansson.h>
 #include <math.h>
 #include <pthread.h>
@@ -1039,14 +1038,6 @@ static int copy_tokenizer(const char *src_dir, const char *dst_dir) {
     return rc;
 }
 
-static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
-    (void)st;
-    (void)flag;
-    (void)ftw;
-    return remove(path);
-}
-static void rm_tree(const char *path) { nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS); }
-
 /* An existing out_dir may be replaced only if it is an empty folder or a
  * checkpoint (holds model_index.json). */
 static bool replaceable(const char *dir) {
@@ -1166,7 +1157,8 @@ int mkmodel_write(const c3_mkmodel_opts *o) {
     char *tmp = xmalloc(tn), *old = xmalloc(tn);
     snprintf(tmp, tn, "%s.tmp.%ld", out, (long)getpid());
     snprintf(old, tn, "%s.old.%ld", out, (long)getpid());
-    if (rc == C3_OK && c3_file_exists(tmp)) rm_tree(tmp); /* leftover of an earlier crash of this pid */
+    if (rc == C3_OK && c3_file_exists(tmp))
+        c3_rm_tree(tmp); /* leftover of an earlier crash of this pid */
     if (rc == C3_OK) rc = write_tree(o, &g, tmp, &tr, &va, nshards, total);
     if (rc == C3_OK) {
         if (exists) { /* move the old one aside, the new one in, then delete the old */
@@ -1176,7 +1168,7 @@ int mkmodel_write(const c3_mkmodel_opts *o) {
                 rc = c3_fail(C3_EOUTPUT, "cannot replace %s: %s", out, strerror(errno));
                 rename(old, out);
             } else {
-                rm_tree(old);
+                c3_rm_tree(old);
             }
         } else if (renameat2(AT_FDCWD, tmp, AT_FDCWD, out, RENAME_NOREPLACE) != 0) {
             if (errno == EEXIST || errno == ENOTEMPTY)
@@ -1187,7 +1179,7 @@ int mkmodel_write(const c3_mkmodel_opts *o) {
                 rc = c3_fail(C3_EOUTPUT, "cannot create %s: %s", out, strerror(errno));
         }
     }
-    if (rc != C3_OK) rm_tree(tmp);
+    if (rc != C3_OK) c3_rm_tree(tmp);
     free(tmp);
     free(old);
     free(parent);
@@ -1215,6 +1207,8 @@ static int mkmodel_call(const cosmos3_mkmodel_params *p) {
                          .overwrite = p->overwrite,
                          .shard_bytes = p->shard_bytes,
                          .vocab = p->vocab,
+                         .distilled = p->distilled,
+                         .fp8 = p->fp8,
                          .progress = p->progress,
                          .progress_user = p->progress_user};
     char tdir[4096], tj[4096];

@@ -569,35 +569,29 @@ out:
     return rc;
 }
 
+/* y += sc, the block's shortcut; what names the block in the error. */
+int add_shortcut(c3_vae *v, const char *what, c3_tensor *y, const c3_tensor *sc) {
+    if (c3_numel(sc) != c3_numel(y))
+        return c3_fail(C3_EFAIL, "%s: shortcut holds %lld elements, main path %lld", what,
+                       (long long)c3_numel(sc), (long long)c3_numel(y));
+    return v->be->add(v->be, y, sc);
+}
+
 static int up_fwd(c3_vae *v, vup *u, const c3_tensor *x, c3_tensor *y, bool first, bool keep) {
-    c3_tensor cur = {0}, nxt = {0}, sc = {0};
+    c3_tensor a = {0}, b = {0}, sc = {0};
     int rc = C3_OK;
-    const c3_tensor *in = x;
-    for (int r = 0; r < u->nres; r++) {
-        if ((rc = res_fwd(v, &u->res[r], in, &nxt, keep))) goto out;
-        c3_free(&cur);
-        cur = nxt;
-        nxt = (c3_tensor){0};
-        in = &cur;
-    }
+    for (int r = 0; r < u->nres; r++)
+        VAE_STEP(res_fwd(v, &u->res[r], r ? &a : x, &b, keep));
     if (u->mode != UP_NONE) {
-        if ((rc = upsample_fwd(v, u, &cur, &nxt, first, keep))) goto out;
-        c3_free(&cur);
-        cur = nxt;
-        nxt = (c3_tensor){0};
+        VAE_STEP(upsample_fwd(v, u, &a, &b, first, keep));
         if ((rc = dupup_fwd(v, u, x, &sc, first))) goto out;
-        if (c3_numel(&sc) != c3_numel(&cur)) {
-            rc = c3_fail(C3_EFAIL, "VAE up block: shortcut holds %lld elements, main path %lld",
-                         (long long)c3_numel(&sc), (long long)c3_numel(&cur));
-            goto out;
-        }
-        if ((rc = v->be->add(v->be, &cur, &sc))) goto out;
+        if ((rc = add_shortcut(v, "VAE up block", &a, &sc))) goto out;
     }
-    *y = cur;
-    cur = (c3_tensor){0};
+    *y = a;
+    a = (c3_tensor){0};
 out:
-    c3_free(&cur);
-    c3_free(&nxt);
+    c3_free(&a);
+    c3_free(&b);
     c3_free(&sc);
     return rc;
 }
@@ -608,22 +602,15 @@ static int decode_chunk(c3_vae *v, const c3_tensor *x, int chunk, bool keep, c3_
     bool first = chunk == 0;
     c3_tensor a = {0}, b = {0};
     int rc;
-#define STEP(call)                                                                                 \
-    do {                                                                                           \
-        if ((rc = (call))) goto out;                                                               \
-        c3_free(&a);                                                                               \
-        a = b;                                                                                     \
-        b = (c3_tensor){0};                                                                        \
-    } while (0)
     if ((rc = conv_fwd(v, &v->conv_in, x, &a, keep))) goto out;
     trace("decoder.conv_in", chunk, &a);
-    STEP(res_fwd(v, &v->mid[0], &a, &b, keep));
-    STEP(attn_fwd(v, &v->attn, &a, &b));
-    STEP(res_fwd(v, &v->mid[1], &a, &b, keep));
+    VAE_STEP(res_fwd(v, &v->mid[0], &a, &b, keep));
+    VAE_STEP(attn_fwd(v, &v->attn, &a, &b));
+    VAE_STEP(res_fwd(v, &v->mid[1], &a, &b, keep));
     trace("decoder.mid_block", chunk, &a);
     for (int i = 0; i < v->nup; i++) {
         char name[NAME_MAX_LEN];
-        STEP(up_fwd(v, &v->up[i], &a, &b, first, keep));
+        VAE_STEP(up_fwd(v, &v->up[i], &a, &b, first, keep));
         snprintf(name, sizeof name, "decoder.up_blocks.%d", i);
         trace(name, chunk, &a);
     }
@@ -631,7 +618,6 @@ static int decode_chunk(c3_vae *v, const c3_tensor *x, int chunk, bool keep, c3_
     if ((rc = be->silu(be, &a, &a))) goto out;
     if ((rc = conv_fwd(v, &v->conv_out, &a, y, keep))) goto out;
     trace("decoder.conv_out", chunk, y);
-#undef STEP
 out:
     c3_free(&a);
     c3_free(&b);
@@ -643,6 +629,49 @@ void reset_history(c3_vae *v) {
         c3_free(&v->convs[i]->hist);
         v->convs[i]->hist_live = false;
     }
+}
+
+int vae_walk_chunks(c3_backend *be, const vae_walk *w) {
+    c3_tensor y = {0};
+    float *host = NULL;
+    int64_t t0 = 0, P = w->plane;
+    int rc = C3_OK;
+    for (int c = 0; c < w->n && rc == C3_OK; c++) {
+        if ((rc = w->body(w->ud, c, c == 0, c + 1 < w->n, &y))) break;
+        int64_t tc = y.ne[1];
+        if (y.ndim != 4 || y.ne[0] != w->Cy || y.ne[2] * y.ne[3] != P || t0 + tc > w->T) {
+            rc = c3_fail(C3_EFAIL, "%s: chunk %d came out [%lld, %lld, %lld, %lld]", w->what, c,
+                         (long long)y.ne[0], (long long)y.ne[1], (long long)y.ne[2],
+                         (long long)y.ne[3]);
+            break;
+        }
+        host = xrealloc(host, sizeof(float) * (size_t)c3_numel(&y));
+        if ((rc = be->download(be, host, &y))) break;
+        c3_free(&y);
+        for (int64_t ch = 0; ch < w->C; ch++) { /* [Cy, tc, P] -> channels [0, C) at frame t0 */
+            float *dst = w->out + (ch * w->T + t0) * P;
+            const float *src = host + ch * tc * P;
+            if (!w->scale) {
+                memcpy(dst, src, sizeof(float) * (size_t)(tc * P));
+                continue;
+            }
+            float shift = w->shift[ch], scale = w->scale[ch];
+            for (int64_t i = 0; i < tc * P; i++)
+                dst[i] = (src[i] - shift) * scale;
+        }
+        t0 += tc;
+        if (w->on_chunk) {
+            int st = w->on_chunk(w->on_ud, c, w->n);
+            if (st != C3_OK)
+                rc = c3_fail(st, "%s stopped after latent frame %d of %d", w->what, c + 1, w->n);
+        }
+    }
+    if (rc == C3_OK && t0 != w->T)
+        rc = c3_fail(C3_EFAIL, "%s: %lld frames came out, expected %lld", w->what, (long long)t0,
+                     (long long)w->T);
+    c3_free(&y);
+    free(host);
+    return rc;
 }
 
 /* One latent frame, z [z_dim, 1, h, w] (raw latents) -> img [C, 1, Ho, Wo]
@@ -867,27 +896,21 @@ out:
 static int cl_up(c3_vae *v, vup *u, const c3_tensor *x, int T, int H, int W, bool first, bool keep,
                  c3_tensor *y, int *To) {
     c3_backend *be = v->be;
-    c3_tensor cur = {0}, nxt = {0}, tc = {0}, up = {0}, slot = {0};
+    c3_tensor a = {0}, b = {0}, tc = {0}, up = {0}, slot = {0};
     int rc = C3_OK;
-    const c3_tensor *in = x;
-    for (int r = 0; r < u->nres; r++) {
-        if ((rc = cl_res(v, &u->res[r], in, T, H, W, keep, &nxt))) goto out;
-        c3_free(&cur);
-        cur = nxt;
-        nxt = (c3_tensor){0};
-        in = &cur;
-    }
+    for (int r = 0; r < u->nres; r++)
+        VAE_STEP(cl_res(v, &u->res[r], r ? &a : x, T, H, W, keep, &b));
     if (u->mode == UP_NONE) {
-        *y = cur;
-        cur = (c3_tensor){0};
+        *y = a;
+        a = (c3_tensor){0};
         *To = T;
         goto out;
     }
-    const c3_tensor *src = &cur;
+    const c3_tensor *src = &a;
     bool il = u->mode == UP_3D && !first;
     if (il) {
         if ((rc = cl_slot(v, &u->time_conv, T, H, W, keep, &slot))) goto out;
-        if ((rc = be->copy(be, &slot, &cur))) goto out;
+        if ((rc = be->copy(be, &slot, &a))) goto out;
         if ((rc = cl_conv(v, &u->time_conv, &slot, T, H, W, keep, NULL, &tc))) goto out;
         src = &tc;
     }
@@ -901,7 +924,7 @@ static int cl_up(c3_vae *v, vup *u, const c3_tensor *x, int T, int H, int W, boo
     if ((rc = cl_alloc(v, &up, T2, (int64_t)H * VAE_UP_S, (int64_t)W * VAE_UP_S, C))) goto out;
     if ((rc = be->vcl_upsample(be, &up, src, T, H, W, C, il))) goto out;
     c3_free(&tc);
-    c3_free(&cur);
+    c3_free(&a);
     if ((rc = cl_conv(v, &u->resample, &up, T2, H * VAE_UP_S, W * VAE_UP_S, false, NULL, y)))
         goto out;
     if ((rc = be->vcl_dupup(be, y, x, T, H, W, u->cin, u->cout, u->ft, u->fs, trim))) goto out;
@@ -909,21 +932,93 @@ static int cl_up(c3_vae *v, vup *u, const c3_tensor *x, int T, int H, int W, boo
 out:
     if (slot.owned) c3_free(&slot);
     if (rc) c3_free(y);
-    c3_free(&cur);
-    c3_free(&nxt);
+    c3_free(&a);
+    c3_free(&b);
     c3_free(&tc);
     c3_free(&up);
     return rc;
 }
 
-/* The whole decode on the channels-last ops: zr [z_dim, T, h, w] raw
- * latents -> res [C, Fo, Ho, Wo] (host), chunk by chunk. */
-static int cl_decode(c3_vae *v, const float *zr, int T, int h, int w, float *res, int64_t Fo,
-                     int64_t Ho, int64_t Wo, int (*on_frame)(void *ud, int t, int T), void *ud) {
+/* The channels-last decode's state across chunks: pq [CACHE_T + T, h, w,
+ * z_dim], post_quant_conv of every latent frame behind CACHE_T zero frames. */
+typedef struct {
+    c3_vae *v;
+    c3_tensor pq;
+    int h, w;
+    int64_t Ho, Wo;
+} cl_walk;
+
+/* Chunk t of the channels-last decode (vae_walk body): latent frame t ->
+ * img [C, Tc, Ho, Wo] F32, unpatchified and clamped. */
+static int cl_chunk(void *ud, int t, bool first, bool keep, c3_tensor *img) {
+    cl_walk *cw = ud;
+    c3_vae *v = cw->v;
     c3_backend *be = v->be;
-    int Cz = v->z_dim, C = v->img_ch, p = v->patch, Co = v->dec_out;
-    c3_tensor z = {0}, zl = {0}, pq = {0}, a = {0}, b = {0}, o = {0}, img = {0}, slot = {0};
-    float *host = NULL;
+    int Cz = v->z_dim, C = v->img_ch, p = v->patch, Co = v->dec_out, h = cw->h, w = cw->w;
+    int64_t Ho = cw->Ho, Wo = cw->Wo;
+    c3_tensor a = {0}, b = {0}, o = {0}, slot = {0};
+    int rc;
+    int H = h, W = w, Tc = 1;
+    /* conv_in: frames [t, t + 3) of pq; the first chunk sees only its own frame */
+    c3_vcl_geom g = {.T = 1,
+                     .H = h,
+                     .W = w,
+                     .cin = Cz,
+                     .cout = v->conv_in.cout,
+                     .kt = 3,
+                     .ks = 3,
+                     .a0 = first ? VAE_CACHE_T : 0};
+    c3_tensor xin = c3_rows(&cw->pq, first ? VAE_CACHE_T : t, first ? 1 : VAE_CACHE_T + 1);
+    if ((rc = cl_alloc(v, &a, 1, h, w, v->conv_in.cout))) goto out;
+    if ((rc = be->vcl_conv(be, &a, &xin, &v->conv_in.wcl, &v->conv_in.b, NULL, &g))) goto out;
+    if ((rc = cl_trace(v, "decoder.conv_in", t, &a, 1, h, w, v->conv_in.cout))) goto out;
+    int C0 = v->conv_in.cout;
+    VAE_STEP(cl_res(v, &v->mid[0], &a, 1, H, W, keep, &b));
+    VAE_STEP(cl_attn(v, &a, 1, H, W, &b));
+    VAE_STEP(cl_res(v, &v->mid[1], &a, 1, H, W, keep, &b));
+    if ((rc = cl_trace(v, "decoder.mid_block", t, &a, 1, H, W, C0))) goto out;
+    for (int i = 0; i < v->nup; i++) {
+        vup *u = &v->up[i];
+        int To = Tc;
+        VAE_STEP(cl_up(v, u, &a, Tc, H, W, first, keep, &b, &To));
+        Tc = To;
+        if (u->mode != UP_NONE) H *= u->fs, W *= u->fs;
+        char name[NAME_MAX_LEN];
+        snprintf(name, sizeof name, "decoder.up_blocks.%d", i);
+        if ((rc = cl_trace(v, name, t, &a, Tc, H, W, u->cout))) goto out;
+    }
+    int Cl = v->conv_out.cin;
+    if (Tc != (first ? 1 : v->cl_tcap) || (int64_t)H * p != Ho || (int64_t)W * p != Wo) {
+        rc = c3_fail(C3_EFAIL,
+                     "VAE decode: chunk %d came out %d frames of %dx%d, expected %d of %lldx%lld",
+                     t, Tc, H, W, first ? 1 : v->cl_tcap, (long long)(Ho / p), (long long)(Wo / p));
+        goto out;
+    }
+    if ((rc = cl_slot(v, &v->conv_out, Tc, H, W, keep, &slot))) goto out;
+    if ((rc = be->vcl_norm(be, &slot, &a, &v->norm_out, (int64_t)Tc * (H + 2) * (W + 2), Cl, true)))
+        goto out;
+    c3_free(&a);
+    if ((rc = cl_conv(v, &v->conv_out, &slot, Tc, H, W, keep, NULL, &o))) goto out;
+    if ((rc = cl_trace(v, "decoder.conv_out", t, &o, Tc, H, W, Co))) goto out;
+    /* unpatchify + clamp into [C, Tc, Ho, Wo] */
+    if ((rc = c3_alloc(be, img, C3_F32, C3_MEM_ACT, 4, (int64_t)C, (int64_t)Tc, Ho, Wo))) goto out;
+    rc = be->vcl_layout(be, img, &o, Tc, H, W, Co, p, false, -1.0f, 1.0f);
+out:
+    if (slot.owned) c3_free(&slot);
+    c3_free(&a);
+    c3_free(&b);
+    c3_free(&o);
+    if (rc) c3_free(img);
+    return rc;
+}
+
+/* The channels-last decode before its chunks: zr [z_dim, T, h, w] raw
+ * latents -> cw->pq (cw's v, h, w, Ho, Wo set by the caller). */
+static int cl_prepare(cl_walk *cw, const float *zr, int T) {
+    c3_vae *v = cw->v;
+    c3_backend *be = v->be;
+    int Cz = v->z_dim, h = cw->h, w = cw->w;
+    c3_tensor z = {0}, zl = {0};
     int rc;
     v->cl_tcap = 1;
     for (int i = 0; i < v->nup; i++)
@@ -935,8 +1030,8 @@ static int cl_decode(c3_vae *v, const float *zr, int T, int h, int w, float *res
     c3_free(&z);
     /* pq [CACHE_T + T, h, w, z_dim]: post_quant_conv of every frame behind CACHE_T zero frames,
      * so conv_in reads frames [t, t + 3) for chunk t with no history copies */
-    if ((rc = cl_alloc(v, &pq, VAE_CACHE_T + T, h, w, Cz))) goto out;
-    c3_tensor pq0 = c3_rows(&pq, 0, VAE_CACHE_T), pqt = c3_rows(&pq, VAE_CACHE_T, T);
+    if ((rc = cl_alloc(v, &cw->pq, VAE_CACHE_T + T, h, w, Cz))) goto out;
+    c3_tensor pq0 = c3_rows(&cw->pq, 0, VAE_CACHE_T), pqt = c3_rows(&cw->pq, VAE_CACHE_T, T);
     if ((rc = be->vcl_zero(be, &pq0))) goto out;
     if ((rc = cl_conv(v, &v->post_quant, &zl, T, h, w, false, NULL, &pqt))) goto out;
     c3_free(&zl);
@@ -946,97 +1041,88 @@ static int cl_decode(c3_vae *v, const float *zr, int T, int h, int w, float *res
                      v->conv_in.kh);
         goto out;
     }
-    for (int t = 0, f0 = 0; t < T; t++) {
-        bool first = t == 0, keep = t + 1 < T;
-        int H = h, W = w, Tc = 1;
-        /* conv_in: frames [t, t + 3) of pq; the first chunk sees only its own frame */
-        c3_vcl_geom g = {.T = 1,
-                         .H = h,
-                         .W = w,
-                         .cin = Cz,
-                         .cout = v->conv_in.cout,
-                         .kt = 3,
-                         .ks = 3,
-                         .a0 = first ? VAE_CACHE_T : 0};
-        c3_tensor xin = c3_rows(&pq, first ? VAE_CACHE_T : t, first ? 1 : VAE_CACHE_T + 1);
-        if ((rc = cl_alloc(v, &a, 1, h, w, v->conv_in.cout))) goto out;
-        if ((rc = be->vcl_conv(be, &a, &xin, &v->conv_in.wcl, &v->conv_in.b, NULL, &g))) goto out;
-        if ((rc = cl_trace(v, "decoder.conv_in", t, &a, 1, h, w, v->conv_in.cout))) goto out;
-        int C0 = v->conv_in.cout;
-#define CL_STEP(call)                                                                              \
-    do {                                                                                           \
-        if ((rc = (call))) goto out;                                                               \
-        c3_free(&a);                                                                               \
-        a = b;                                                                                     \
-        b = (c3_tensor){0};                                                                        \
-    } while (0)
-        CL_STEP(cl_res(v, &v->mid[0], &a, 1, H, W, keep, &b));
-        CL_STEP(cl_attn(v, &a, 1, H, W, &b));
-        CL_STEP(cl_res(v, &v->mid[1], &a, 1, H, W, keep, &b));
-        if ((rc = cl_trace(v, "decoder.mid_block", t, &a, 1, H, W, C0))) goto out;
-        for (int i = 0; i < v->nup; i++) {
-            vup *u = &v->up[i];
-            int To = Tc;
-            CL_STEP(cl_up(v, u, &a, Tc, H, W, first, keep, &b, &To));
-            Tc = To;
-            if (u->mode != UP_NONE) H *= u->fs, W *= u->fs;
-            char name[NAME_MAX_LEN];
-            snprintf(name, sizeof name, "decoder.up_blocks.%d", i);
-            if ((rc = cl_trace(v, name, t, &a, Tc, H, W, u->cout))) goto out;
-        }
-#undef CL_STEP
-        int Cl = v->conv_out.cin;
-        if (Tc != (first ? 1 : v->cl_tcap) || (int64_t)H * p != Ho || (int64_t)W * p != Wo) {
-            rc = c3_fail(
-                C3_EFAIL,
-                "VAE decode: chunk %d came out %d frames of %dx%d, expected %d of %lldx%lld", t, Tc,
-                H, W, first ? 1 : v->cl_tcap, (long long)(Ho / p), (long long)(Wo / p));
-            goto out;
-        }
-        if ((rc = cl_slot(v, &v->conv_out, Tc, H, W, keep, &slot))) goto out;
-        if ((rc = be->vcl_norm(be, &slot, &a, &v->norm_out, (int64_t)Tc * (H + 2) * (W + 2), Cl,
-                               true)))
-            goto out;
-        c3_free(&a);
-        if ((rc = cl_conv(v, &v->conv_out, &slot, Tc, H, W, keep, NULL, &o))) goto out;
-        if ((rc = cl_trace(v, "decoder.conv_out", t, &o, Tc, H, W, Co))) goto out;
-        /* unpatchify + clamp into [C, Tc, Ho, Wo] */
-        if ((rc = c3_alloc(be, &img, C3_F32, C3_MEM_ACT, 4, (int64_t)C, (int64_t)Tc, Ho, Wo)))
-            goto out;
-        if ((rc = be->vcl_layout(be, &img, &o, Tc, H, W, Co, p, false, -1.0f, 1.0f))) goto out;
-        c3_free(&o);
-        int64_t fsz = Ho * Wo;
-        host = xrealloc(host, sizeof(float) * (size_t)(C * Tc * fsz));
-        if ((rc = be->download(be, host, &img))) goto out;
-        c3_free(&img);
-        for (int64_t c = 0; c < C; c++)
-            memcpy(res + (c * Fo + f0) * fsz, host + c * Tc * fsz,
-                   sizeof(float) * (size_t)(Tc * fsz));
-        f0 += Tc;
-        if (on_frame) {
-            int s = on_frame(ud, t, T);
-            if (s != C3_OK) {
-                rc = c3_fail(s, "VAE decode stopped after latent frame %d of %d", t + 1, T);
-                goto out;
-            }
-        }
-    }
 out:
-    if (slot.owned) c3_free(&slot);
     c3_free(&z);
     c3_free(&zl);
+    return rc;
+}
+
+/* The generic decode's state across chunks: frames [T, z_dim, h*w], the
+ * post_quant_conv output time-major (each latent frame contiguous). */
+typedef struct {
+    c3_vae *v;
+    c3_tensor frames;
+    int h, w;
+    int64_t tf, Ho, Wo; /* frames a later chunk yields; output size */
+} dec_walk;
+
+/* Chunk t of the generic decode (vae_walk body): latent frame t through the
+ * decoder -> img [C, Fc, Ho, Wo], unpatchified and clamped. */
+static int dec_chunk(void *ud, int t, bool first, bool keep, c3_tensor *img) {
+    dec_walk *dw = ud;
+    c3_vae *v = dw->v;
+    c3_backend *be = v->be;
+    int64_t Cz = v->z_dim, hw = (int64_t)dw->h * dw->w, C = v->img_ch, p = v->patch;
+    int64_t tf = dw->tf, Ho = dw->Ho, Wo = dw->Wo;
+    c3_tensor chunk = {0};
+    (void)first; /* decode_chunk knows the first chunk by its index */
+    c3_tensor xt =
+        view(&dw->frames, (int64_t)t * Cz * hw, 4, Cz, (int64_t)1, (int64_t)dw->h, (int64_t)dw->w);
+    int rc = decode_chunk(v, &xt, t, keep, &chunk);
+    if (rc) goto out;
+    int64_t Fc = chunk.ne[1], hc = chunk.ne[2], wc = chunk.ne[3];
+    if (chunk.ne[0] != C * p * p || Fc != (t ? tf : 1) || hc * p != Ho || wc * p != Wo) {
+        rc = c3_fail(C3_EFAIL,
+                     "VAE decode: chunk %d came out [%lld, %lld, %lld, %lld], expected [%lld, "
+                     "%lld, %lld, %lld]",
+                     t, (long long)chunk.ne[0], (long long)Fc, (long long)hc, (long long)wc,
+                     (long long)(C * p * p), (long long)(t ? tf : 1), (long long)(Ho / p),
+                     (long long)(Wo / p));
+        goto out;
+    }
+    /* unpatchify: channel c*p*p + r*p + q -> pixel (y*p + q, x*p + r) */
+    if ((rc = act4(v, img, C, Fc, Ho, Wo))) goto out;
+    c3_tensor c6 = view(&chunk, 0, 6, C, p, p, Fc, hc, wc);
+    c3_tensor i6 = view(img, 0, 6, C, Fc, hc, p, wc, p);
+    static const int unpatch[6] = {0, 3, 4, 2, 5, 1};
+    if ((rc = be->permute(be, &i6, &c6, unpatch))) goto out;
+    c3_free(&chunk);
+    rc = be->clamp(be, img, img, -1.0f, 1.0f);
+out:
+    c3_free(&chunk);
+    if (rc) c3_free(img);
+    return rc;
+}
+
+/* The generic decode before its chunks: zr [z_dim, T, h, w] raw latents ->
+ * dw->frames, post_quant_conv over all frames at once (dw's v, h, w, tf,
+ * Ho, Wo set by the caller). */
+static int dec_prepare(dec_walk *dw, const float *zr, int T) {
+    c3_vae *v = dw->v;
+    c3_backend *be = v->be;
+    int64_t Cz = v->z_dim, h = dw->h, w = dw->w, hw = h * w;
+    c3_tensor z = {0}, pq = {0};
+    int rc;
+    if ((rc = act4(v, &z, Cz, T, h, w))) goto out;
+    if ((rc = be->upload(be, &z, zr, C3_F32))) goto out;
+    if ((rc = conv_fwd(v, &v->post_quant, &z, &pq, false))) goto out;
+    trace("post_quant_conv", 0, &pq); /* one call over all frames: chunk 0 */
+    c3_free(&z);
+    /* time-major copy so each latent frame is a contiguous [z_dim, 1, h, w] */
+    if ((rc = c3_alloc(be, &dw->frames, be->act_dtype, C3_MEM_ACT, 3, (int64_t)T, Cz, hw)))
+        goto out;
+    c3_tensor pq3 = view(&pq, 0, 3, Cz, (int64_t)T, hw);
+    static const int swap01[3] = {1, 0, 2};
+    if ((rc = be->permute(be, &dw->frames, &pq3, swap01))) goto out;
     c3_free(&pq);
-    c3_free(&a);
-    c3_free(&b);
-    c3_free(&o);
-    c3_free(&img);
-    free(host);
+out:
+    c3_free(&z);
+    c3_free(&pq);
     return rc;
 }
 
 int vae_decode(c3_vae *v, const float *z_norm, int T, int h, int w, float **out, int *F, int *H,
                int *W, int (*on_frame)(void *ud, int t, int T), void *ud) {
-    c3_backend *be = v->be;
     *out = NULL;
     if (T < 1 || h < 1 || w < 1)
         return c3_fail(C3_EINPUT, "VAE decode: latent size %dx%dx%d must be positive", T, h, w);
@@ -1047,8 +1133,6 @@ int vae_decode(c3_vae *v, const float *z_norm, int T, int h, int w, float **out,
         float inv_std = 1.0f / v->cfg.latents_std[c], mean = v->cfg.latents_mean[c];
         for (int64_t i = 0; i < T * hw; i++) zr[c * T * hw + i] = z_norm[c * T * hw + i] / inv_std + mean;
     }
-    c3_tensor z = {0}, pq = {0}, frames = {0}, chunk = {0}, img = {0};
-    float *host = NULL, *res = NULL;
     int rc;
     /* output geometry: the first chunk yields one frame, later ones ft each */
     int64_t C = v->img_ch, p = v->patch, tf = 1, sf = 1;
@@ -1057,92 +1141,44 @@ int vae_decode(c3_vae *v, const float *z_norm, int T, int h, int w, float **out,
             tf *= v->up[i].ft;
             sf *= v->up[i].fs;
         }
-    int64_t Fo = 1 + tf * (T - 1), Ho = h * sf * p, Wo = w * sf * p, fsz = Ho * Wo;
-    res = xmalloc(sizeof(float) * (size_t)(C * Fo * fsz));
-    if (v->cl) {
-        reset_history(v);
-        rc = cl_decode(v, zr, T, h, w, res, Fo, Ho, Wo, on_frame, ud);
-        if (rc) goto out;
-        *out = res;
-        res = NULL;
-        *F = (int)Fo;
-        *H = (int)Ho;
-        *W = (int)Wo;
-        goto out;
-    }
-    if (T == 1 &&
-        graphs_on(v)) { /* an image: one recorded graph after the first decode of its size */
-        if ((rc = decode_image_graph(v, zr, h, w, Ho, Wo, res))) goto out;
-        if (on_frame && (rc = on_frame(ud, 0, 1)) != C3_OK) {
-            rc = c3_fail(rc, "VAE decode stopped after latent frame 1 of 1");
-            goto out;
-        }
-        *out = res;
-        res = NULL;
-        *F = 1;
-        *H = (int)Ho;
-        *W = (int)Wo;
-        goto out;
-    }
+    int64_t Fo = 1 + tf * (T - 1), Ho = h * sf * p, Wo = w * sf * p;
+    float *res = xmalloc(sizeof(float) * (size_t)(C * Fo * Ho * Wo));
+    /* one walk over the latent frames, by the channels-last or the generic chunk */
+    cl_walk cw = {.v = v, .h = h, .w = w, .Ho = Ho, .Wo = Wo};
+    dec_walk dw = {.v = v, .h = h, .w = w, .tf = tf, .Ho = Ho, .Wo = Wo};
+    vae_walk wk = {.what = "VAE decode",
+                   .n = T,
+                   .Cy = C,
+                   .C = C,
+                   .T = Fo,
+                   .plane = Ho * Wo,
+                   .out = res,
+                   .on_chunk = on_frame,
+                   .on_ud = ud};
     reset_history(v);
-    if ((rc = act4(v, &z, Cz, T, h, w))) goto out;
-    if ((rc = be->upload(be, &z, zr, C3_F32))) goto out;
-    if ((rc = conv_fwd(v, &v->post_quant, &z, &pq, false))) goto out;
-    trace("post_quant_conv", 0, &pq); /* one call over all frames: chunk 0 */
-    c3_free(&z);
-    /* time-major copy so each latent frame is a contiguous [z_dim, 1, h, w] */
-    if ((rc = c3_alloc(be, &frames, be->act_dtype, C3_MEM_ACT, 3, (int64_t)T, Cz, hw))) goto out;
-    c3_tensor pq3 = view(&pq, 0, 3, Cz, (int64_t)T, hw);
-    static const int swap01[3] = {1, 0, 2};
-    if ((rc = be->permute(be, &frames, &pq3, swap01))) goto out;
-    c3_free(&pq);
-
-    for (int t = 0, f0 = 0; t < T; t++) {
-        c3_tensor xt = view(&frames, (int64_t)t * Cz * hw, 4, Cz, (int64_t)1, (int64_t)h, (int64_t)w);
-        if ((rc = decode_chunk(v, &xt, t, t + 1 < T, &chunk))) goto out;
-        int64_t Fc = chunk.ne[1], hc = chunk.ne[2], wc = chunk.ne[3];
-        if (chunk.ne[0] != C * p * p || Fc != (t ? tf : 1) || hc * p != Ho || wc * p != Wo) {
-            rc = c3_fail(C3_EFAIL, "VAE decode: chunk %d came out [%lld, %lld, %lld, %lld], expected [%lld, %lld, %lld, %lld]",
-                         t, (long long)chunk.ne[0], (long long)Fc, (long long)hc, (long long)wc, (long long)(C * p * p),
-                         (long long)(t ? tf : 1), (long long)(Ho / p), (long long)(Wo / p));
-            goto out;
-        }
-        /* unpatchify: channel c*p*p + r*p + q -> pixel (y*p + q, x*p + r) */
-        if ((rc = act4(v, &img, C, Fc, Ho, Wo))) goto out;
-        c3_tensor c6 = view(&chunk, 0, 6, C, p, p, Fc, hc, wc);
-        c3_tensor i6 = view(&img, 0, 6, C, Fc, hc, p, wc, p);
-        static const int unpatch[6] = {0, 3, 4, 2, 5, 1};
-        if ((rc = be->permute(be, &i6, &c6, unpatch))) goto out;
-        c3_free(&chunk);
-        if ((rc = be->clamp(be, &img, &img, -1.0f, 1.0f))) goto out;
-        host = xrealloc(host, sizeof(float) * (size_t)(C * Fc * fsz));
-        if ((rc = be->download(be, host, &img))) goto out;
-        c3_free(&img);
-        for (int64_t c = 0; c < C; c++)
-            memcpy(res + (c * Fo + f0) * fsz, host + c * Fc * fsz, sizeof(float) * (size_t)(Fc * fsz));
-        f0 += (int)Fc;
-        if (on_frame) {
-            int s = on_frame(ud, t, T);
-            if (s != C3_OK) {
-                rc = c3_fail(s, "VAE decode stopped after latent frame %d of %d", t + 1, T);
-                goto out;
-            }
-        }
+    if (v->cl) {
+        rc = cl_prepare(&cw, zr, T);
+        wk.body = cl_chunk, wk.ud = &cw;
+    } else if (T == 1 && graphs_on(v)) { /* an image: one graph after its size's first decode */
+        rc = decode_image_graph(v, zr, h, w, Ho, Wo, res);
+        if (rc == C3_OK && on_frame && (rc = on_frame(ud, 0, 1)) != C3_OK)
+            rc = c3_fail(rc, "VAE decode stopped after latent frame 1 of 1");
+    } else {
+        rc = dec_prepare(&dw, zr, T);
+        wk.body = dec_chunk, wk.ud = &dw;
+    }
+    if (rc == C3_OK && wk.body) rc = vae_walk_chunks(v->be, &wk);
+    reset_history(v);
+    c3_free(&cw.pq);
+    c3_free(&dw.frames);
+    free(zr);
+    if (rc) {
+        free(res);
+        return rc;
     }
     *out = res;
-    res = NULL;
     *F = (int)Fo;
     *H = (int)Ho;
     *W = (int)Wo;
-out:
-    reset_history(v);
-    c3_free(&z);
-    c3_free(&pq);
-    c3_free(&frames);
-    c3_free(&chunk);
-    c3_free(&img);
-    free(zr);
-    free(host);
-    free(res);
-    return rc;
+    return C3_OK;
 }

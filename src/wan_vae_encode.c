@@ -245,69 +245,49 @@ static int down_fwd(c3_vae_enc *e, vdown *d, const c3_tensor *x, c3_tensor *y, b
                     bool keep) {
     c3_backend *be = e->be;
     c3_vae *v = e->ctx;
-    c3_tensor cur = {0}, nxt = {0}, sc = {0};
-    const c3_tensor *in = x;
+    c3_tensor a = {0}, b = {0}, sc = {0};
     int rc = C3_OK;
-    for (int r = 0; r < d->nres; r++) {
-        if ((rc = res_fwd(v, &d->res[r], in, &nxt, keep))) goto out;
-        c3_free(&cur);
-        cur = nxt;
-        nxt = (c3_tensor){0};
-        in = &cur;
-    }
+    for (int r = 0; r < d->nres; r++)
+        VAE_STEP(res_fwd(v, &d->res[r], r ? &a : x, &b, keep));
     if (d->mode != DOWN_NONE) {
         /* ZeroPad2d(0, 1, 0, 1) + Conv2d(3, stride 2) on every frame */
-        int64_t C = cur.ne[0], T = cur.ne[1], H = cur.ne[2], W = cur.ne[3];
+        int64_t C = a.ne[0], T = a.ne[1], H = a.ne[2], W = a.ne[3];
         static const int sstride[3] = {1, ENC_DOWN_S, ENC_DOWN_S}, rbpad[4] = {0, 1, 0, 1};
-        if ((rc = act4(e, &nxt, C, T, (H + 1 - 3) / ENC_DOWN_S + 1, (W + 1 - 3) / ENC_DOWN_S + 1)))
+        if ((rc = act4(e, &b, C, T, (H + 1 - 3) / ENC_DOWN_S + 1, (W + 1 - 3) / ENC_DOWN_S + 1)))
             goto out;
-        if ((rc = be->conv3d_strided(be, &nxt, &cur, &d->resample.w, &d->resample.b, sstride,
-                                     rbpad)))
-            goto out;
-        c3_free(&cur);
-        cur = nxt;
-        nxt = (c3_tensor){0};
+        VAE_STEP(be->conv3d_strided(be, &b, &a, &d->resample.w, &d->resample.b, sstride, rbpad));
         if (d->mode == DOWN_3D) {
-            int64_t HW = cur.ne[2] * cur.ne[3];
+            int64_t HW = a.ne[2] * a.ne[3];
             if (first) { /* the first chunk (one frame) passes; it is the next history */
-                if (cur.ne[1] != 1) {
+                if (a.ne[1] != 1) {
                     rc = c3_fail(C3_EFAIL,
                                  "VAE encoder: a first chunk must have one frame, found %lld",
-                                 (long long)cur.ne[1]);
+                                 (long long)a.ne[1]);
                     goto out;
                 }
                 c3_free(&d->last);
                 if ((rc = c3_alloc(be, &d->last, be->act_dtype, C3_MEM_ACT, 3, (int64_t)1, C, HW)))
                     goto out;
-                if ((rc = be->copy(be, &d->last, &cur))) goto out;
+                if ((rc = be->copy(be, &d->last, &a))) goto out;
                 d->last_live = true;
             } else {
                 if (!d->last_live) {
                     rc = c3_fail(C3_EFAIL, "VAE encoder: a later chunk came without the first");
                     goto out;
                 }
-                if ((rc = time_down(e, d, &cur, &nxt))) goto out;
-                c3_free(&cur);
-                cur = nxt;
-                nxt = (c3_tensor){0};
+                VAE_STEP(time_down(e, d, &a, &b));
             }
         }
     }
     int64_t Ts = (x->ne[1] + d->ft - 1) / d->ft;
     if ((rc = act4(e, &sc, d->cout, Ts, x->ne[2] / d->fs, x->ne[3] / d->fs))) goto out;
     if ((rc = be->avgdown3d(be, &sc, x, d->ft, d->fs))) goto out;
-    if (c3_numel(&sc) != c3_numel(&cur)) {
-        rc = c3_fail(C3_EFAIL,
-                     "VAE encoder down block: shortcut holds %lld elements, main path %lld",
-                     (long long)c3_numel(&sc), (long long)c3_numel(&cur));
-        goto out;
-    }
-    if ((rc = be->add(be, &cur, &sc))) goto out;
-    *y = cur;
-    cur = (c3_tensor){0};
+    if ((rc = add_shortcut(v, "VAE encoder down block", &a, &sc))) goto out;
+    *y = a;
+    a = (c3_tensor){0};
 out:
-    c3_free(&cur);
-    c3_free(&nxt);
+    c3_free(&a);
+    c3_free(&b);
     c3_free(&sc);
     return rc;
 }
@@ -318,24 +298,16 @@ static int encode_chunk(c3_vae_enc *e, const c3_tensor *x, bool first, bool keep
     c3_vae *v = e->ctx;
     c3_tensor a = {0}, b = {0};
     int rc;
-#define STEP(call)                                                                                 \
-    do {                                                                                           \
-        if ((rc = (call))) goto out;                                                               \
-        c3_free(&a);                                                                               \
-        a = b;                                                                                     \
-        b = (c3_tensor){0};                                                                        \
-    } while (0)
     if ((rc = conv_fwd(v, &e->conv_in, x, &a, keep))) goto out;
     for (int i = 0; i < e->ndown; i++)
-        STEP(down_fwd(e, &e->down[i], &a, &b, first, keep));
-    STEP(res_fwd(v, &e->mid[0], &a, &b, keep));
-    STEP(attn_fwd(v, &e->attn, &a, &b));
-    STEP(res_fwd(v, &e->mid[1], &a, &b, keep));
+        VAE_STEP(down_fwd(e, &e->down[i], &a, &b, first, keep));
+    VAE_STEP(res_fwd(v, &e->mid[0], &a, &b, keep));
+    VAE_STEP(attn_fwd(v, &e->attn, &a, &b));
+    VAE_STEP(res_fwd(v, &e->mid[1], &a, &b, keep));
     if ((rc = be->chan_rmsnorm(be, &a, &a, &e->norm_out, NULL))) goto out;
     if ((rc = be->silu(be, &a, &a))) goto out;
-    STEP(conv_fwd(v, &e->conv_out, &a, &b, keep));
+    VAE_STEP(conv_fwd(v, &e->conv_out, &a, &b, keep));
     rc = conv_fwd(v, &e->quant, &a, y, false);
-#undef STEP
 out:
     c3_free(&a);
     c3_free(&b);
@@ -350,70 +322,83 @@ static void drop_history(c3_vae_enc *e) {
     }
 }
 
+/* The encode's state across chunks: the pixels and the frames taken so far. */
+typedef struct {
+    c3_vae_enc *e;
+    const float *pixels; /* [3, F, H, W] */
+    int F, H, W, f0;
+    float *patched; /* one chunk's patchified frames (host) */
+} enc_walk;
+
+/* Chunk c of the encode (vae_walk body): frames [f0, f0 + fc) (the first
+ * frame, then ENC_CHUNK at a time) patchified -> y [2 z_dim, t, h, w]. */
+static int enc_chunk(void *ud, int c, bool first, bool keep, c3_tensor *y) {
+    enc_walk *ew = ud;
+    c3_vae_enc *e = ew->e;
+    c3_backend *be = e->be;
+    int p = e->patch, fc = first ? 1 : ENC_CHUNK, F = ew->F, W = ew->W, f0 = ew->f0;
+    int64_t Hp = ew->H / p, Wp = W / p, fplane = (int64_t)ew->H * W;
+    const float *pixels = ew->pixels;
+    (void)c;
+    /* patchify frames [f0, f0 + fc) on the host: [3 p p, fc, H/p, W/p] */
+    ew->patched = xrealloc(ew->patched, sizeof(float) * (size_t)(e->in_ch * fc * Hp * Wp));
+    for (int ch = 0; ch < ENC_IMG_CH; ch++)
+        for (int pw = 0; pw < p; pw++)
+            for (int ph = 0; ph < p; ph++) {
+                float *dst = ew->patched + (int64_t)((ch * p + pw) * p + ph) * fc * Hp * Wp;
+                for (int f = 0; f < fc; f++)
+                    for (int64_t yy = 0; yy < Hp; yy++)
+                        for (int64_t xx = 0; xx < Wp; xx++)
+                            dst[(f * Hp + yy) * Wp + xx] =
+                                pixels[((int64_t)ch * F + f0 + f) * fplane + (yy * p + ph) * W +
+                                       xx * p + pw];
+            }
+    ew->f0 += fc;
+    c3_tensor x = {0};
+    int rc = act4(e, &x, e->in_ch, fc, Hp, Wp);
+    if (rc == C3_OK) rc = be->upload(be, &x, ew->patched, C3_F32);
+    if (rc == C3_OK) rc = encode_chunk(e, &x, first, keep, y);
+    c3_free(&x);
+    return rc;
+}
+
 int vae_encode(c3_vae_enc *e, const float *pixels, int F, int H, int W, float **out, int *T, int *h,
                int *w) {
-    c3_backend *be = e->be;
     *out = NULL;
-    int s = e->spatial, p = e->patch;
+    int s = e->spatial;
     if (F < 1 || (F - 1) % ENC_CHUNK)
         return c3_fail(C3_EINPUT, "VAE encode: %d frames; the encoder takes 1 + %dk", F, ENC_CHUNK);
     if (H < s || W < s || H % s || W % s)
         return c3_fail(C3_EINPUT, "VAE encode: %dx%d pixels must be positive multiples of %d", W, H,
                        s);
-    int nchunks = 1 + (F - 1) / ENC_CHUNK;
-    int64_t Hp = H / p, Wp = W / p, hw = (int64_t)(H / s) * (W / s), Cz = e->z_dim;
-    int64_t Tl = 1 + (int64_t)(F - 1) / e->temporal, fplane = (int64_t)H * W;
+    int64_t hw = (int64_t)(H / s) * (W / s), Cz = e->z_dim;
+    int64_t Tl = 1 + (int64_t)(F - 1) / e->temporal;
     float *res = xcalloc((size_t)(Cz * Tl * hw), sizeof(float));
-    float *patched = NULL, *host = NULL;
-    c3_tensor x = {0}, y = {0};
-    int rc = C3_OK;
-    drop_history(e);
-    for (int c = 0, f0 = 0, t0 = 0; c < nchunks && rc == C3_OK; c++) {
-        int fc = c ? ENC_CHUNK : 1;
-        /* patchify frames [f0, f0 + fc) on the host: [3 p p, fc, H/p, W/p] */
-        patched = xrealloc(patched, sizeof(float) * (size_t)(e->in_ch * fc * Hp * Wp));
-        for (int ch = 0; ch < ENC_IMG_CH; ch++)
-            for (int pw = 0; pw < p; pw++)
-                for (int ph = 0; ph < p; ph++) {
-                    float *dst = patched + (int64_t)((ch * p + pw) * p + ph) * fc * Hp * Wp;
-                    for (int f = 0; f < fc; f++)
-                        for (int64_t yy = 0; yy < Hp; yy++)
-                            for (int64_t xx = 0; xx < Wp; xx++)
-                                dst[(f * Hp + yy) * Wp + xx] =
-                                    pixels[((int64_t)ch * F + f0 + f) * fplane + (yy * p + ph) * W +
-                                           xx * p + pw];
-                }
-        if ((rc = act4(e, &x, e->in_ch, fc, Hp, Wp))) break;
-        if ((rc = be->upload(be, &x, patched, C3_F32))) break;
-        if ((rc = encode_chunk(e, &x, c == 0, c + 1 < nchunks, &y))) break;
-        c3_free(&x);
-        int64_t tc = y.ne[1];
-        if (y.ne[0] != 2 * Cz || y.ne[2] * y.ne[3] != hw || t0 + tc > Tl) {
-            rc = c3_fail(C3_EFAIL, "VAE encode: chunk %d came out [%lld, %lld, %lld, %lld]", c,
-                         (long long)y.ne[0], (long long)y.ne[1], (long long)y.ne[2],
-                         (long long)y.ne[3]);
-            break;
-        }
-        host = xrealloc(host, sizeof(float) * (size_t)c3_numel(&y));
-        if ((rc = be->download(be, host, &y))) break;
-        c3_free(&y);
-        /* the mean (first z_dim channels), normalised as the pipeline does */
-        for (int64_t ch = 0; ch < Cz; ch++) {
-            float mean = e->cfg.latents_mean[ch], inv_std = 1.0f / e->cfg.latents_std[ch];
-            for (int64_t i = 0; i < tc * hw; i++)
-                res[(ch * Tl + t0) * hw + i] = (host[ch * tc * hw + i] - mean) * inv_std;
-        }
-        f0 += fc;
-        t0 += (int)tc;
-        if (c + 1 == nchunks && t0 != Tl)
-            rc = c3_fail(C3_EFAIL, "VAE encode: %d latent frames came out, expected %lld", t0,
-                         (long long)Tl);
+    /* the posterior's mean (the first z_dim channels), normalised as the pipeline does */
+    float *mean = xmalloc(sizeof(float) * (size_t)Cz),
+          *inv_std = xmalloc(sizeof(float) * (size_t)Cz);
+    for (int64_t ch = 0; ch < Cz; ch++) {
+        mean[ch] = e->cfg.latents_mean[ch];
+        inv_std[ch] = 1.0f / e->cfg.latents_std[ch];
     }
+    enc_walk ew = {.e = e, .pixels = pixels, .F = F, .H = H, .W = W};
+    vae_walk wk = {.what = "VAE encode",
+                   .n = 1 + (F - 1) / ENC_CHUNK,
+                   .Cy = 2 * Cz,
+                   .C = Cz,
+                   .T = Tl,
+                   .plane = hw,
+                   .out = res,
+                   .shift = mean,
+                   .scale = inv_std,
+                   .body = enc_chunk,
+                   .ud = &ew};
     drop_history(e);
-    c3_free(&x);
-    c3_free(&y);
-    free(patched);
-    free(host);
+    int rc = vae_walk_chunks(e->be, &wk);
+    drop_history(e);
+    free(ew.patched);
+    free(mean);
+    free(inv_std);
     if (rc) {
         free(res);
         return rc;

@@ -20,6 +20,7 @@
 #define res_fwd vae_res_fwd
 #define attn_fwd vae_attn_fwd
 #define reset_history vae_reset_history
+#define add_shortcut vae_add_shortcut
 
 /* A (causal) 3-D conv with its history. */
 typedef struct {
@@ -67,5 +68,38 @@ int res_fwd(c3_vae *v, vres *r, const c3_tensor *x, c3_tensor *y, bool keep);
 int attn_fwd(c3_vae *v, vattn *at, const c3_tensor *x, c3_tensor *y);
 /* Drop the history of every conv loaded through v. */
 void reset_history(c3_vae *v);
+/* y += sc, a block's shortcut of the same size; what names the block in the error. */
+int add_shortcut(c3_vae *v, const char *what, c3_tensor *y, const c3_tensor *sc);
+
+/* The forward chain of a chunk: run call, which writes b from a; b becomes a.
+ * Needs rc, a, b and an out label in scope. */
+#define VAE_STEP(call)                                                                             \
+    do {                                                                                           \
+        if ((rc = (call))) goto out;                                                               \
+        c3_free(&a);                                                                               \
+        a = b;                                                                                     \
+        b = (c3_tensor){0};                                                                        \
+    } while (0)
+
+/* The time-chunk walk the decoder and the encoder share. Chunk c of n
+ * (first: c == 0; keep: a later chunk follows, so every causal conv keeps
+ * its history) is made on the device by body as y [Cy, tc, ...] with plane
+ * elements per frame and channel; the walker downloads it and writes its
+ * channels [0, C) at frames [t0, t0 + tc) of out [C, T, plane] (t0: the
+ * frames so far), as (y - shift[ch]) * scale[ch] where scale is given, else
+ * as they are. After each chunk on_chunk(on_ud, c, n), when given, may stop
+ * the walk with its status. The walk must fill all T frames. */
+typedef struct {
+    const char *what; /* names the walk in its errors: "VAE decode" */
+    int n;
+    int64_t Cy, C, T, plane;
+    float *out;
+    const float *shift, *scale; /* [C] or NULL */
+    int (*body)(void *ud, int c, bool first, bool keep, c3_tensor *y);
+    void *ud;
+    int (*on_chunk)(void *ud, int c, int n);
+    void *on_ud;
+} vae_walk;
+int vae_walk_chunks(c3_backend *be, const vae_walk *w);
 
 #endif

@@ -2,7 +2,7 @@
  * includes only <cosmos3.h> (and the demo world's judge), links with
  * `pkg-config --cflags --libs cosmos3`; run by tests/test_install.sh.
  *
- *   api_outside MODEL_DIR
+ *   api_outside MODEL_DIR [WORK_DIR]
  *
  * Asserts: the demo model opens; "a red circle on a blue background, on the
  * right" at seed 3 comes back in memory as a 64x64 picture of a red object
@@ -10,7 +10,11 @@
  * through the callback; every event carries its job id; each stage begins
  * and ends; each job ends with exactly one terminal event; a second request
  * cancelled from its callback at step 5 returns COSMOS3_ECANCEL; the engine
- * then generates the first picture again, byte for byte. */
+ * then generates the first picture again, byte for byte. The tokenizer gives
+ * the known ids of "a red circle"; with WORK_DIR, cosmos3_mkmodel writes a
+ * one-layer distilled tiny checkpoint there that cosmos3_checkpoint_open reads
+ * back (geometry, FlowMatch scheduler), and cosmos3_bench times a 64x64 step
+ * of the tiny preset (4 GEN tokens, its FLOP count adds up, a 64x64 frame). */
 #include <cosmos3.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -224,6 +228,63 @@ int main(int argc, char **argv) {
     mp.out_dir = "/nonexistent-cosmos3-dir/x";
     rc = cosmos3_mkmodel(&mp, err, sizeof err);
     CHECK(rc == COSMOS3_EUSAGE && strstr(err, "huge"), "mkmodel bad preset: %d %s", rc, err);
+    if (argc > 2) {
+        /* mkmodel for real: one layer of tiny, the distilled scheduler, read back */
+        char dir[4096];
+        snprintf(dir, sizeof dir, "%s/tiny1", argv[2]);
+        cosmos3_mkmodel_params_init(&mp);
+        mp.preset = "tiny";
+        mp.layers = 1;
+        mp.vocab = 256;
+        mp.distilled = true;
+        mp.out_dir = dir;
+        rc = cosmos3_mkmodel(&mp, err, sizeof err);
+        CHECK(rc == COSMOS3_OK, "mkmodel tiny: %s", err);
+        cosmos3_open_params_init(&op);
+        op.model = dir;
+        op.device = "cpu";
+        rc = rc ? rc : cosmos3_checkpoint_open(&op, &ck, err, sizeof err);
+        CHECK(rc == COSMOS3_OK, "checkpoint_open of the mkmodel folder: %s", err);
+        if (rc == COSMOS3_OK) {
+            cosmos3_model_info ci;
+            cosmos3_checkpoint_details cd;
+            cosmos3_checkpoint_model(ck, &ci, &cd);
+            CHECK(ci.layers == 1 && ci.hidden == 128 && cd.vocab == 256 &&
+                      !strcmp(cd.scheduler, "FlowMatchEulerDiscreteScheduler"),
+                  "mkmodel tiny: %d layers, hidden %d, vocab %d, scheduler %s", ci.layers,
+                  ci.hidden, cd.vocab, cd.scheduler);
+            cosmos3_checkpoint_close(ck);
+        }
+        /* the benchmark as a call: numbers, nothing printed */
+        cosmos3_bench_params bp;
+        cosmos3_bench_params_init(&bp);
+        bp.preset = "tiny";
+        bp.layers = 1;
+        bp.device = "cpu";
+        bp.width = bp.height = 64;
+        bp.steps = 1;
+        cosmos3_bench_result br;
+        rc = cosmos3_bench(&bp, &br, err, sizeof err);
+        CHECK(rc == COSMOS3_OK, "bench: %s", err);
+        if (rc == COSMOS3_OK) {
+            double sum = br.flop_step_linear + br.flop_step_attn;
+            CHECK(br.gen_tokens == 4 && br.layers == 1 && br.L_cond > 10 && br.step_mean > 0 &&
+                      br.flop_step > 0 && br.flop_step - sum < 1e-9 * sum &&
+                      sum - br.flop_step < 1e-9 * sum && br.vae && br.frame_rgb &&
+                      br.frame_width == 64 && br.frame_height == 64 && br.mem_weights > 0,
+                  "bench numbers: S %d, layers %d, L %d, step %g s, %g FLOP, frame %dx%d",
+                  br.gen_tokens, br.layers, br.L_cond, br.step_mean, br.flop_step, br.frame_width,
+                  br.frame_height);
+            CHECK(!strcmp(cosmos3_bench_op_name(0), "matrix products"), "op 0 is %s",
+                  cosmos3_bench_op_name(0));
+            cosmos3_bench_result_free(&br);
+        }
+        bp.width = 100;
+        rc = cosmos3_bench(&bp, &br, err, sizeof err);
+        CHECK(rc == COSMOS3_EUSAGE && strstr(err, "multiple of 16"), "bench 100x64: %d %s", rc,
+              err);
+    }
+    CHECK(cosmos3_device_count() >= 0, "device count");
     if (!failures) printf("api_outside: all checks passed\n");
     return failures ? 1 : 0;
 }

@@ -1,12 +1,17 @@
-# cli_lib.sh - sourced by test_cli.sh and test_cli_fixtures.sh: a scratch
-# folder, the pass/fail counters and expect().
+# cli_lib.sh - sourced by the shell tests after their skip checks: $bin, a
+# scratch folder $tmp that becomes the working directory and is removed on
+# exit (after the test's own cleanup(), where it defines one: servers,
+# tmux sockets), the pass/fail counters, expect(), finish(), serve_start()
+# and same_pixels().
 bin=${COSMOS3_BIN:?}
 tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+trap '[ "$(type -t cleanup)" = function ] && cleanup; rm -rf "$tmp"' EXIT
 cd "$tmp"
 pass=0; fail=0
 ok()   { pass=$((pass + 1)); }
 bad()  { fail=$((fail + 1)); echo "FAIL: $*"; }
+# finish NAME: the counts; the status is the test's (0: nothing failed)
+finish() { echo "$1: $pass passed, $fail failed"; [ "$fail" -eq 0 ]; }
 
 # expect CODE SUBSTRING -- ARGS...: exit status, a one-line error containing SUBSTRING
 expect() {
@@ -17,6 +22,23 @@ expect() {
     if [ -n "$sub" ] && ! grep -qF -- "$sub" "$tmp/err"; then bad "cosmos3 $* -> '$(cat "$tmp/err")' lacks '$sub'"; return; fi
     if [ "$code" != 0 ] && [ "$(wc -l < "$tmp/err")" != 1 ]; then bad "cosmos3 $*: error is not one line: $(cat "$tmp/err")"; return; fi
     ok
+}
+
+# serve_start NAME ARGS...: `cosmos3 serve --port 0 ARGS` in the background,
+# output in NAME.out / NAME.err; sets $spid (also added to pids, which the
+# test's cleanup kills) and $port once it listens (10 s), else bad and 1
+serve_start() {
+    local name=$1; shift
+    "$bin" serve --port 0 "$@" > "$name.out" 2> "$name.err" &
+    spid=$!
+    pids+=("$spid")
+    port=
+    for _ in $(seq 100); do
+        port=$(sed -n 's/.*listening on http:\/\/127\.0\.0\.1:\([0-9]*\) .*/\1/p' "$name.err")
+        [ -n "$port" ] && break
+        sleep 0.1
+    done
+    [ -n "$port" ] || { bad "$name did not start: $(cat "$name.err")"; return 1; }
 }
 
 # same_pixels A.png B.png: the decompressed image data are equal (python3)

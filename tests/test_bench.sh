@@ -7,12 +7,8 @@
 # usage errors (exit 2).
 set -u
 bin=${COSMOS3_BIN:?}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+. "${COSMOS3_SRCDIR:?}/tests/cli_lib.sh"
 export TMPDIR=$tmp
-pass=0; fail=0
-ok()  { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
 command -v jq >/dev/null || { echo "SKIP: jq not installed (.ci/setup, or: apt-get install jq)"; exit 77; }
 
 # text report
@@ -94,5 +90,4 @@ expect_usage "multiple of 16" --preset tiny --device cpu -W 100 -H 64 --skip-vae
 expect_usage "--frames 6" --preset tiny --device cpu -W 64 -H 64 -F 6 --skip-vae
 expect_usage "one rank" --preset tiny --tp 2
 
-echo "bench: $pass passed, $fail failed"
-[ $fail = 0 ]
+finish bench

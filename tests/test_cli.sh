@@ -121,5 +121,4 @@ cp "$tmp/out" lines.out
 expect 0 "" -- tokenize -m demo --templates -W 64 -H 64 "a green square on a red background"
 [ "$(wc -l <lines.out)" = 2 ] && [ "$(sed -n 2p lines.out)" = "$(cat "$tmp/out")" ] && ok || bad "tokenize --lines: $(cat lines.out)"
 
-echo "cli: $pass passed, $fail failed"
-[ $fail -eq 0 ]
+finish cli

@@ -76,5 +76,4 @@ expect 0 "" -- meta n.png
 grep -qi "seed" "$tmp/out" && bad "--noise image claims a seed: $(cat "$tmp/out")" || ok
 grep -q "noise: lat.safetensors" "$tmp/out" && ok || bad "--noise file not in the metadata: $(cat "$tmp/out")"
 expect 4 "needs a tensor 'latents' of shape" -- gen -m "$model" -p "a cube" -W 64 -H 32 --steps 2 --noise lat.safetensors -o n2.png -q --device cpu
-echo "cli_fixtures: $pass passed, $fail failed"
-[ $fail -eq 0 ]
+finish cli_fixtures

@@ -8,60 +8,8 @@
  * and the combined TP 2 x CFG 2 and Ulysses 2 x CFG 2) give the same
  * latents. Then the refusals. */
 #include <jansson.h>
-#include <fcntl.h>
-#include <spawn.h>
-#include <sys/wait.h>
 
-#include "png_io.h"
-#include "test_util.h"
-
-extern char **environ;
-
-#define F32_LATENTS_REL_L2 1e-3
-#define BF16_LATENTS_REL_L2 6e-2
-#define BF16_FRAME_MAX_LEVELS 32
-static bool on_cuda(void) {
-    const char *d = getenv("COSMOS3_TEST_DEVICE");
-    return d && !strcmp(d, "cuda");
-}
-static bool cuda_fp32(void) {
-    const char *f = getenv("COSMOS3_CUDA_FP32");
-    return f && *f && strcmp(f, "0") != 0;
-}
-static double tol_latents(void) {
-    return on_cuda() && !cuda_fp32() ? BF16_LATENTS_REL_L2 : F32_LATENTS_REL_L2;
-}
-
-/* Run argv; stderr to errf (NULL: inherited). Returns the exit status. */
-static int run_argv(char *const argv[], const char *errf) {
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    if (errf) posix_spawn_file_actions_addopen(&fa, 2, errf, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    pid_t pid;
-    int ok = posix_spawn(&pid, argv[0], &fa, NULL, argv, environ);
-    posix_spawn_file_actions_destroy(&fa);
-    if (ok != 0) return -1;
-    int st;
-    waitpid(pid, &st, 0);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-}
-
-static void extract(const st_file *g, const char *key, const char *path) {
-    const st_tensor *t = st_find(g, key);
-    if (!t) {
-        fprintf(stderr, "FAIL: %s missing\n", key);
-        exit(1);
-    }
-    float *x = st_to_f32(t);
-    st_wtensor w = {.name = "latents", .dtype = C3_F32, .ndim = t->ndim, .data = x};
-    for (int i = 0; i < t->ndim; i++)
-        w.shape[i] = t->shape[i];
-    if (st_write(path, &w, 1, NULL, 0, true) != C3_OK) {
-        fprintf(stderr, "FAIL: %s\n", c3_errmsg());
-        exit(1);
-    }
-    free(x);
-}
+#include "test_cli.h"
 
 /* The input files of a conditioned case (the manifest does not name them). */
 static const struct {
@@ -79,21 +27,13 @@ static const char *bin, *model, *tmpd;
 
 /* Relative L2 of the latents saved at `lat` against the case's final latents. */
 static double latents_err(const char *name, const char *lat) {
-    st_file o;
-    if (st_open(&o, lat) != C3_OK) return INFINITY;
     char key[256];
     snprintf(key, sizeof key, "%s.latents_final", name);
-    int64_t n = 0;
-    float *ref = t_golden_f32(&g, key, &n);
-    const st_tensor *ot = st_find(&o, "latents");
-    double e = INFINITY;
-    if (ot && st_numel(ot) == n) {
-        float *x = st_to_f32(ot);
-        e = t_rel_l2(x, ref, n);
-        free(x);
-    }
+    int64_t n = 0, nx = 0;
+    float *ref = t_golden_f32(&g, key, &n), *x = t_read_latents(lat, &nx);
+    double e = x && nx == n ? t_rel_l2(x, ref, n) : INFINITY;
+    free(x);
     free(ref);
-    st_close(&o);
     return e;
 }
 
@@ -107,7 +47,7 @@ static void run_case(json_t *c, const char *name) {
     char key[256], noise[4200], lat[4200], out[4200], input[4200];
     snprintf(key, sizeof key, "%s.noise", name);
     snprintf(noise, sizeof noise, "%s/%s.noise.safetensors", tmpd, name);
-    extract(&g, key, noise);
+    t_golden_noise(&g, key, noise);
     snprintf(input, sizeof input, "%s%s", t_path("tiny-a/cond/inputs/"), picture ? picture : clip);
     int frames = (int)json_integer_value(json_object_get(c, "num_frames"));
     char W[16], H[16], F[16], fps[32], steps[16], gs[32], shift[32] = "1", idx[64] = "";
@@ -134,7 +74,7 @@ static void run_case(json_t *c, const char *name) {
     static const char *layouts[][3] = {
         {"1", "1", "1"}, {"1", "2", "1"}, {"2", "1", "1"}, {"1", "1", "2"},
         {"2", "2", "1"}, {"1", "2", "2"}}; /* tp 2 x ulysses 2: tiny-a has 2 KV heads */
-    int nlayouts = on_cuda() ? 1 : (int)C3_ARRAY_LEN(layouts);
+    int nlayouts = t_on_cuda() ? 1 : (int)C3_ARRAY_LEN(layouts);
     for (int l = 0; l < nlayouts; l++) {
         snprintf(lat, sizeof lat, "%s/%s.%d.out.safetensors", tmpd, name, l);
         snprintf(out, sizeof out, "%s/%s_%d_frames", tmpd, name, l);
@@ -175,7 +115,7 @@ static void run_case(json_t *c, const char *name) {
                         "--overwrite",
                         "-q",
                         "--device",
-                        on_cuda() ? "cuda" : "cpu",
+                        (char *)t_device(),
                         "--tp",
                         (char *)layouts[l][0],
                         "--cfg-parallel",
@@ -194,61 +134,19 @@ static void run_case(json_t *c, const char *name) {
         }
         argv[a] = NULL;
         double t0 = c3_now();
-        int rc = run_argv(argv, NULL);
+        int rc = t_run(argv, NULL);
         T_CHECK(rc == 0, "%s (tp %s cfg %s ulysses %s): cosmos3 gen exited %d", name, layouts[l][0],
                 layouts[l][1], layouts[l][2], rc);
         if (rc) continue;
         double e = latents_err(name, lat);
         fprintf(stderr, "%s (tp %s cfg %s ulysses %s): final latents rel L2 %.3e (%.1f s)\n", name,
                 layouts[l][0], layouts[l][1], layouts[l][2], e, c3_now() - t0);
-        T_CHECK(e <= tol_latents(), "%s: final latents rel L2 %.3e > %.0e", name, e, tol_latents());
+        T_CHECK(e <= t_tol_latents(), "%s: final latents rel L2 %.3e > %.0e", name, e,
+                t_tol_latents());
         if (l) continue; /* frames once */
         snprintf(key, sizeof key, "%s.frames_uint8", name);
-        const st_tensor *fr = st_find(&g, key);
-        T_CHECK(fr && fr->ndim == 4, "%s: golden frames", name);
-        if (!fr) continue;
-        int64_t nf = fr->shape[0], fh = fr->shape[1], fw = fr->shape[2], diff = 0, total = 0,
-                maxd = 0;
-        const uint8_t *gold = fr->data;
-        for (int64_t f = 0; f < nf; f++) {
-            char fp[4300];
-            snprintf(fp, sizeof fp, "%s/frame_%04lld.png", out, (long long)f);
-            uint8_t *rgb = NULL;
-            int w = 0, h = 0;
-            T_CHECK(png_read_rgb(fp, &rgb, &w, &h) == C3_OK, "%s: %s", name, c3_errmsg());
-            if (!rgb) continue;
-            T_CHECK(w == fw && h == fh, "%s: frame size %dx%d", name, w, h);
-            if (w == fw && h == fh)
-                for (int64_t k = 0; k < fh * fw * 3; k++) {
-                    int d = abs((int)rgb[k] - (int)gold[f * fh * fw * 3 + k]);
-                    diff += d != 0;
-                    maxd = d > maxd ? d : maxd;
-                    total++;
-                }
-            free(rgb);
-        }
-        double frac = total ? (double)diff / (double)total : 1;
-        fprintf(stderr, "%s: frames differ on %.4f %% of values, max %lld level(s)\n", name,
-                100 * frac, (long long)maxd);
-        if (on_cuda() && !cuda_fp32())
-            T_CHECK(total > 0 && maxd <= BF16_FRAME_MAX_LEVELS,
-                    "%s: frames differ by up to %lld levels", name, (long long)maxd);
-        else
-            T_CHECK(total > 0 && frac <= 1e-3 && maxd <= 1,
-                    "%s: frames differ on %.4f %% (max %lld)", name, 100 * frac, (long long)maxd);
+        t_check_frames(&g, key, name, out, true, t_bf16());
     }
-}
-
-/* Saved latents [1, C, T, h, w] as floats; *n values. */
-static float *read_latents(const char *path, int64_t *n) {
-    st_file o;
-    *n = 0;
-    if (st_open(&o, path) != C3_OK) return NULL;
-    const st_tensor *t = st_find(&o, "latents");
-    float *x = t ? st_to_f32(t) : NULL;
-    if (t) *n = st_numel(t);
-    st_close(&o);
-    return x;
 }
 
 /* cosmos3 gen with i2v_9f_64_resize's settings (9 frames of 64x64, its noise)
@@ -284,14 +182,14 @@ static int gen_9f(json_t *c, const char *noise, const char *lat, const char *out
                       "--overwrite",
                       "-q",
                       "--device",
-                      on_cuda() ? "cuda" : "cpu"};
+                      (char *)t_device()};
     int a = 0;
     while (argv[a])
         a++;
     for (int k = 0; cond[k]; k++)
         argv[a++] = cond[k];
     argv[a] = NULL;
-    return run_argv(argv, NULL);
+    return t_run(argv, NULL);
 }
 
 /* --first-last START END (vLLM-Omni's FL2V): with a picture at each end of 9
@@ -302,7 +200,7 @@ static int gen_9f(json_t *c, const char *noise, const char *lat, const char *out
 static void test_first_last(json_t *c) {
     char noise[4200], pic[4200], end[4200], lat_fl[4200], lat_v[4200], out[4200], clip[4300];
     snprintf(noise, sizeof noise, "%s/fl.noise.safetensors", tmpd);
-    extract(&g, "i2v_9f_64_resize.noise", noise);
+    t_golden_noise(&g, "i2v_9f_64_resize.noise", noise);
     snprintf(pic, sizeof pic, "%s", t_path("tiny-a/cond/inputs/i2v_picture_96x72.png"));
     snprintf(end, sizeof end, "%s", t_path("tiny-a/cond/inputs/v2v_clip_64_12.png"));
     snprintf(lat_fl, sizeof lat_fl, "%s/fl.out.safetensors", tmpd);
@@ -329,7 +227,7 @@ static void test_first_last(json_t *c) {
     int rc1 = gen_9f(c, noise, lat_fl, out, fl), rc2 = gen_9f(c, noise, lat_v, out, vid);
     T_CHECK(rc1 == 0 && rc2 == 0, "first-last: cosmos3 gen exited %d / %d", rc1, rc2);
     int64_t n1 = 0, n2 = 0, nx = 0;
-    float *a = read_latents(lat_fl, &n1), *b = read_latents(lat_v, &n2);
+    float *a = t_read_latents(lat_fl, &n1), *b = t_read_latents(lat_v, &n2);
     float *x0 = t_golden_f32(&g, "i2v_9f_64_resize.x0", &nx); /* [1, 48, 3, 4, 4] */
     T_CHECK(a && b && n1 == n2 && n1 == nx && nx == 48 * 3 * 16, "first-last: latents %lld %lld",
             (long long)n1, (long long)n2);
@@ -348,7 +246,7 @@ static void test_first_last(json_t *c) {
                 "against x0 %.3e\n",
                 same, e0);
         T_CHECK(same == 0, "first-last differs from the same clip as --video (rel L2 %.3e)", same);
-        T_CHECK(e0 <= (on_cuda() && !cuda_fp32() ? BF16_LATENTS_REL_L2 : 1e-5),
+        T_CHECK(e0 <= (t_bf16() ? T_BF16_LATENTS_REL_L2 : 1e-5),
                 "first-last: latent frame 0 rel L2 %.3e against x0", e0);
     }
     free(a);
@@ -373,7 +271,7 @@ static void refuse(const char *what, int code, const char *want, char *const ext
     for (int k = 0; extra[k]; k++)
         argv[a++] = extra[k];
     argv[a] = NULL;
-    int rc = run_argv(argv, errf);
+    int rc = t_run(argv, errf);
     char *text = NULL;
     size_t len = 0;
     c3_read_file(errf, &text, &len);
@@ -390,11 +288,7 @@ static void refuse(const char *what, int code, const char *want, char *const ext
 
 int main(void) {
     const char *fx = t_need_fixtures("cond_e2e");
-    bin = getenv("COSMOS3_BIN");
-    if (!bin) {
-        fprintf(stderr, "cond_e2e: SKIP: COSMOS3_BIN not set\n");
-        return T_SKIP;
-    }
+    bin = t_need_bin("cond_e2e");
     static char mdir[4096], tdir[] = "/tmp/c3_cond_XXXXXX";
     snprintf(mdir, sizeof mdir, "%s/tiny-a/model", fx);
     model = mdir;
@@ -442,8 +336,6 @@ int main(void) {
     refuse("missing picture", 4, "/nonexistent/picture.png", missing);
     st_close(&g);
     json_decref(man);
-    char cmd[4200];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", tmpd);
-    T_CHECK(system(cmd) == 0, "cleanup");
+    T_CHECK(t_rm_tree(tmpd), "cleanup");
     return t_done("cond_e2e");
 }

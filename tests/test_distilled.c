@@ -15,39 +15,9 @@
  * and scheduler configs without sample_type "sde" or with an empty t_list are
  * refused naming the key (exit 3). Skips (77) without fixtures. */
 #include <jansson.h>
-#include <fcntl.h>
-#include <spawn.h>
-#include <sys/wait.h>
-
-#include "png_io.h"
-#include "test_util.h"
-
-extern char **environ;
 
 #include "scheduler.h"
-
-#define LATENTS_REL_L2 1e-3 /* the fixtures README's float32 bound for the final latents */
-
-/* Run argv with stderr to errf (NULL: inherited); the exit status. */
-static int run_argv(char *const argv[], const char *errf) {
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    if (errf) posix_spawn_file_actions_addopen(&fa, 2, errf, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    pid_t pid;
-    int rc = posix_spawn(&pid, argv[0], &fa, NULL, argv, environ);
-    posix_spawn_file_actions_destroy(&fa);
-    if (rc != 0) return -1;
-    int st;
-    waitpid(pid, &st, 0);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-}
-
-static char *slurp(const char *path) {
-    char *d = NULL;
-    size_t n;
-    if (c3_read_file(path, &d, &n) != C3_OK) return xstrdup("");
-    return d;
-}
+#include "test_cli.h"
 
 static void write_text(const char *path, const char *text) {
     FILE *f = fopen(path, "w");
@@ -85,16 +55,6 @@ static void write_noise(const st_file *g, const char *path, bool with_steps, boo
     free(a), free(b);
 }
 
-static float *read_latents(const char *path, int64_t *n) {
-    st_file o;
-    if (st_open(&o, path) != C3_OK) return NULL;
-    const st_tensor *t = st_find(&o, "latents");
-    float *x = t ? st_to_f32(t) : NULL;
-    *n = t ? st_numel(t) : 0;
-    st_close(&o);
-    return x;
-}
-
 /* `mkmodel --distilled` writes a checkpoint detected as distilled: it runs
  * its 4 steps by default and refuses another step count. No fixtures. */
 static void test_mkmodel(const char *bin) {
@@ -107,20 +67,13 @@ static void test_mkmodel(const char *bin) {
     snprintf(js, sizeof js, "%s/out.json", tmpd);
     char *mk[] = {(char *)bin, "mkmodel", "--preset", "tiny", "--distilled", "--seed",
                   "3",         "-o",      model,      "-q",   NULL};
-    int rc = run_argv(mk, err);
+    int rc = t_run(mk, err);
     T_CHECK(rc == 0, "mkmodel --distilled exited %d", rc);
     char *gen[] = {(char *)bin, "gen", "-m", model, "-p",       "a cube", "-W",     "32", "-H",
                    "32",        "-o",  png,  "-q",  "--device", "cpu",    "--json", NULL};
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 1, js, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    pid_t pid;
-    int st = -1;
-    if (posix_spawn(&pid, bin, &fa, NULL, gen, environ) == 0) waitpid(pid, &st, 0);
-    posix_spawn_file_actions_destroy(&fa);
-    T_CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "gen on the distilled tiny model: status %d",
-            st);
-    char *out = slurp(js);
+    rc = t_run_io(gen, js, NULL);
+    T_CHECK(rc == 0, "gen on the distilled tiny model: exit %d", rc);
+    char *out = t_slurp(js);
     json_error_t je;
     json_t *o = json_loads(out, 0, &je);
     json_t *stp = json_object_get(o, "steps");
@@ -132,14 +85,12 @@ static void test_mkmodel(const char *bin) {
     char *bad[] = {(char *)bin,   "gen", "-m",       model,     "-p", "a cube", "-W",
                    "32",          "-H",  "32",       "--steps", "8",  "-o",     png,
                    "--overwrite", "-q",  "--device", "cpu",     NULL};
-    rc = run_argv(bad, err);
-    char *e = slurp(err);
+    rc = t_run(bad, err);
+    char *e = t_slurp(err);
     T_CHECK(rc == 2 && strstr(e, "--steps 4"),
             "--steps 8 on the distilled tiny model: exit %d, '%s'", rc, e);
     free(e);
-    char cmd[4200];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", tmpd);
-    T_CHECK(system(cmd) == 0, "cleanup");
+    T_CHECK(t_rm_tree(tmpd), "cleanup");
 }
 
 int main(void) {
@@ -214,12 +165,12 @@ int main(void) {
                         lat,         "-o",  png,       "--overwrite", "-q",
                         "--device",  "cpu", NULL};
         double t0 = c3_now();
-        int rc = run_argv(argv, err);
-        char *e = slurp(err);
+        int rc = t_run(argv, err);
+        char *e = t_slurp(err);
         T_CHECK(rc == 0, "cosmos3 gen exited %d: %s", rc, e);
         free(e);
         int64_t n = 0, nr = 0;
-        float *x = read_latents(lat, &n);
+        float *x = t_read_latents(lat, &n);
         float *ref = t_golden_f32(&g, "distilled_e2e_t2i_64.latents_final", &nr);
         T_CHECK(x && n == nr, "saved latents: %lld floats (golden %lld)", (long long)n,
                 (long long)nr);
@@ -227,30 +178,12 @@ int main(void) {
             double rel = t_rel_l2(x, ref, n);
             fprintf(stderr, "distilled_e2e_t2i_64: final latents rel L2 %.3e (%.1f s)\n", rel,
                     c3_now() - t0);
-            T_CHECK(rel <= LATENTS_REL_L2, "final latents rel L2 %.3e > %.0e", rel, LATENTS_REL_L2);
+            T_CHECK(rel <= T_F32_LATENTS_REL_L2, "final latents rel L2 %.3e > %.0e", rel,
+                    T_F32_LATENTS_REL_L2);
         }
         free(x), free(ref);
-        const st_tensor *fr = st_find(&g, "distilled_e2e_t2i_64.frames_uint8");
-        uint8_t *rgb = NULL;
-        int w = 0, h = 0;
-        T_CHECK(fr && png_read_rgb(png, &rgb, &w, &h) == C3_OK, "frame: %s", c3_errmsg());
-        if (fr && rgb && w == fr->shape[2] && h == fr->shape[1]) {
-            const uint8_t *gold = fr->data;
-            int64_t diff = 0, maxd = 0, total = (int64_t)w * h * 3;
-            for (int64_t i = 0; i < total; i++) {
-                int d = abs((int)rgb[i] - (int)gold[i]);
-                diff += d != 0;
-                maxd = d > maxd ? d : maxd;
-            }
-            fprintf(stderr,
-                    "distilled_e2e_t2i_64: frame differs on %.4f %% of values, max %lld level(s)\n",
-                    100.0 * (double)diff / (double)total, (long long)maxd);
-            T_CHECK(maxd <= 1 && diff * 1000 <= total, "frame differs on %lld values, max %lld",
-                    (long long)diff, (long long)maxd);
-        } else {
-            T_CHECK(0, "frame size %dx%d", w, h);
-        }
-        free(rgb);
+        t_check_frames(&g, "distilled_e2e_t2i_64.frames_uint8", "distilled_e2e_t2i_64", png, false,
+                       false);
     }
     /* 2. what upstream refuses */
     {
@@ -279,8 +212,8 @@ int main(void) {
                             "--device",
                             "cpu",
                             NULL};
-            int rc = run_argv(argv, err);
-            char *e = slurp(err);
+            int rc = t_run(argv, err);
+            char *e = t_slurp(err);
             T_CHECK(rc == 2 && strstr(e, want[i]) &&
                         !strchr(strchr(e, '\n') ? strchr(e, '\n') + 1 : "", '\n'),
                     "%s %s: exit %d, message '%s' (want 2 and '%s' on one line)", bad[i][0],
@@ -293,8 +226,8 @@ int main(void) {
         char *argv[] = {(char *)bin, "gen", "-m",      model, "-p", prompt, "-W",          W,
                         "-H",        H,     "--noise", badn,  "-o", png,    "--overwrite", "-q",
                         "--device",  "cpu", NULL};
-        int rc = run_argv(argv, err);
-        char *e = slurp(err);
+        int rc = t_run(argv, err);
+        char *e = t_slurp(err);
         T_CHECK(rc == 4 && strstr(e, "step_noise"), "step_noise of 3 steps: exit %d, '%s'", rc, e);
         free(e);
     }
@@ -327,14 +260,14 @@ int main(void) {
                             "--device",
                             "cpu",
                             NULL};
-            int rc = run_argv(argv, err);
-            char *e = slurp(err);
+            int rc = t_run(argv, err);
+            char *e = t_slurp(err);
             T_CHECK(rc == 0, "seed %s: exit %d: %s", seeds[r], rc, e);
             if (r == 0)
                 T_CHECK(strstr(e, "negative prompt is ignored") != NULL, "no warning for -n: '%s'",
                         e);
             free(e);
-            runs[r] = read_latents(lat, &n[r]);
+            runs[r] = t_read_latents(lat, &n[r]);
         }
         T_CHECK(runs[0] && runs[1] && runs[2] && n[0] == n[1] && n[1] == n[2], "seeded runs");
         if (runs[0] && runs[1] && runs[2] && n[0] == n[1] && n[1] == n[2]) {
@@ -356,8 +289,8 @@ int main(void) {
             char *argv[] = {(char *)bin,   "gen", "-m",       model, "-p", prompt,
                             "-W",          W,     "-H",       H,     "-o", png,
                             "--overwrite", "-q",  "--device", "cpu", NULL};
-            int rc = run_argv(argv, err);
-            char *e = slurp(err);
+            int rc = t_run(argv, err);
+            char *e = t_slurp(err);
             T_CHECK(rc == 3 && strstr(e, key[i]), "config %zu: exit %d, '%s' (want 3 naming %s)", i,
                     rc, e, key[i]);
             free(e);
@@ -365,8 +298,6 @@ int main(void) {
     }
     st_close(&g);
     json_decref(man);
-    char cmd[4200];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", tmpd);
-    T_CHECK(system(cmd) == 0, "cleanup");
+    T_CHECK(t_rm_tree(tmpd), "cleanup");
     return t_done("distilled");
 }

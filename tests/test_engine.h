@@ -1,6 +1,6 @@
 /* test_engine.h - what the engine-level tests share: the small generation
  * every layout test runs (80x48: a 3x5 latent grid, 6 GEN tokens, so
- * ulysses 4 pads) and reading back the latents a run saved. */
+ * ulysses 4 pads) and its tiny8 checkpoint. */
 #ifndef COSMOS3_TEST_ENGINE_H
 #define COSMOS3_TEST_ENGINE_H
 
@@ -33,17 +33,6 @@ static inline void t_engine_layout(c3_settings *s, int tp, int cfg, int sp) {
     settings_set(s, "cfg-parallel", v, CMD_GEN);
     snprintf(v, sizeof v, "%d", sp);
     settings_set(s, "ulysses", v, CMD_GEN);
-}
-
-/* The tensor "latents" of a --save-latents file as floats, or NULL. */
-static inline float *t_read_latents(const char *path, int64_t *n) {
-    st_file f;
-    if (st_open(&f, path) != C3_OK) return NULL;
-    const st_tensor *t = st_find(&f, "latents");
-    float *x = t ? st_to_f32(t) : NULL;
-    if (t) *n = st_numel(t);
-    st_close(&f);
-    return x;
 }
 
 /* A `mkmodel --preset tiny` checkpoint (8 KV heads, 2 layers) in dir/tiny8,

@@ -13,29 +13,11 @@
  *     at load, activation scales per call) is within ONLINE_VS_BF16 of it.
  * The bounds are the measured values (2.1e-2 and 9.5e-2 on x86-64) with
  * headroom; they bound random tiny weights at CFG 7 over 8 steps. */
-#include <fcntl.h>
-#include <spawn.h>
-#include <sys/wait.h>
-
-#include "test_util.h"
-
-extern char **environ;
+#include "test_cli.h"
 
 #define FP8_VS_BF16 5e-2    /* FP8 checkpoint: policy run vs W8A16 everywhere */
 #define ONLINE_VS_BF16 2e-1 /* bf16 checkpoint: --precision fp8 vs as stored */
 #define FP8_DIFFERS 1e-4    /* the W8A8 steps change the result at least this much */
-
-static int run_argv(char *const argv[]) {
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    pid_t pid;
-    int rc = posix_spawn(&pid, argv[0], &fa, NULL, argv, environ);
-    posix_spawn_file_actions_destroy(&fa);
-    if (rc != 0) return -1;
-    int st;
-    waitpid(pid, &st, 0);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-}
 
 static void test_e4m3(void) {
     int bad = 0;
@@ -68,16 +50,6 @@ static void test_e4m3(void) {
     T_CHECK(worst <= 1.0 / 16 + 1e-6, "worst relative rounding %.4g", worst);
 }
 
-static float *latents(const char *path, int64_t *n) {
-    st_file f;
-    if (st_open(&f, path) != C3_OK) return NULL;
-    const st_tensor *t = st_find(&f, "latents");
-    float *x = t ? st_to_f32(t) : NULL;
-    *n = t ? st_numel(t) : 0;
-    st_close(&f);
-    return x;
-}
-
 static float *gen(const char *bin, const char *model, const char *prec, const char *dir,
                   const char *tag, int64_t *n) {
     char lat[4200], png[4200];
@@ -108,9 +80,9 @@ static float *gen(const char *bin, const char *model, const char *prec, const ch
                     "--device",
                     "cpu",
                     NULL};
-    int rc = run_argv(argv);
+    int rc = t_run(argv, NULL);
     T_CHECK(rc == 0, "gen -m %s --precision %s exited %d", model, prec, rc);
-    return rc ? NULL : latents(lat, n);
+    return rc ? NULL : t_read_latents(lat, n);
 }
 
 int main(void) {
@@ -129,8 +101,8 @@ int main(void) {
                    "5",         "-o",      f8,         "-q",   NULL};
     char *mk2[] = {(char *)bin, "mkmodel", "--preset", "tiny", "--seed",
                    "5",         "-o",      b16,        "-q",   NULL};
-    T_CHECK(run_argv(mk1) == 0, "mkmodel --fp8");
-    T_CHECK(run_argv(mk2) == 0, "mkmodel");
+    T_CHECK(t_run(mk1, NULL) == 0, "mkmodel --fp8");
+    T_CHECK(t_run(mk2, NULL) == 0, "mkmodel");
     /* the layout: codes, both scales, the config block */
     {
         char p[4300];
@@ -175,8 +147,6 @@ int main(void) {
                 "--precision fp8 vs bf16: rel L2 %.3e (bound %.0e)", e, ONLINE_VS_BF16);
     }
     free(a), free(b), free(c), free(d);
-    char cmd[4200];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", tmpd);
-    T_CHECK(system(cmd) == 0, "cleanup");
+    T_CHECK(t_rm_tree(tmpd), "cleanup");
     return t_done("fp8");
 }

@@ -9,18 +9,14 @@
 set -u
 bin=${COSMOS3_BIN:?}
 command -v perl >/dev/null || { echo "SKIP: perl not found"; exit 77; }
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-cd "$tmp"
+. "${COSMOS3_SRCDIR:?}/tests/cli_lib.sh"
 unset COSMOS3_MODEL
-pass=0; fail=0
-ok()  { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
 P="a red circle on a blue background"
 TS=transformer/diffusion_pytorch_model.safetensors
 VS=vae/diffusion_pytorch_model.safetensors
 
-# expect CODE SUBSTRING -- ARGS...: exit status within 120 s, one line naming SUBSTRING
+# expect CODE SUBSTRING -- ARGS... (in place of cli_lib.sh's): exit status within 120 s,
+# one error line naming SUBSTRING (notes and warnings may come before it)
 expect() {
     local code=$1 sub=$2; shift 3
     timeout 120 "$bin" "$@" > out 2> err
@@ -248,5 +244,4 @@ if command -v tmux >/dev/null && "$bin" --version | grep -q "tui, line edit   ye
     [ "$(cat tui.rc 2>/dev/null)" = 0 ] && ok || bad "SIGTERM on an idle TUI: exit $(cat tui.rc 2>/dev/null)"
 fi
 
-echo "harden: $pass passed, $fail failed"
-[ $fail -eq 0 ]
+finish harden

@@ -9,22 +9,7 @@ set -u
 bin=${COSMOS3_BIN:?}
 command -v ffprobe >/dev/null && command -v ffmpeg >/dev/null ||
     { echo "SKIP: ffprobe/ffmpeg not installed (Debian package ffmpeg)"; exit 77; }
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-cd "$tmp"
-pass=0; fail=0
-ok()  { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
-# expect CODE SUBSTRING -- ARGS...: exit status and a one-line error with SUBSTRING
-expect() {
-    local code=$1 sub=$2; shift 3
-    "$bin" "$@" >out 2>err
-    local rc=$?
-    if [ "$rc" != "$code" ]; then bad "cosmos3 $* -> exit $rc, want $code: $(cat err)"; return; fi
-    if [ -n "$sub" ] && ! grep -qF -- "$sub" err; then bad "cosmos3 $* -> '$(cat err)' lacks '$sub'"; return; fi
-    if [ "$code" != 0 ] && [ "$(wc -l < err)" != 1 ]; then bad "cosmos3 $*: not one line: $(cat err)"; return; fi
-    ok
-}
+. "${COSMOS3_SRCDIR:?}/tests/cli_lib.sh"
 probe() { ffprobe -v error -select_streams v:0 -show_entries "stream=$2" -of default=nw=1:nk=1 "$1"; }
 tag() { ffprobe -v error -show_entries "format_tags=$2" -of default=nw=1:nk=1 "$1"; }
 
@@ -134,5 +119,4 @@ left=$(ls -A | grep -c "tmp\.")
 printf 'set frames 5\nset output r.mp4\nset seed 4\n%s\n' "$P" | "$bin" repl -m tiny -W 64 -H 64 --steps 2 >out 2>&1
 grep -q "wrote r.mp4 (5 frames, 24 fps, seed 4" out && [ "$(probe r.mp4 nb_frames)" = 5 ] && ok || bad "repl set output: $(cat out)"
 
-echo "output: $pass passed, $fail failed"
-[ $fail -eq 0 ]
+finish output

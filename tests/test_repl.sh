@@ -13,15 +13,10 @@ set -u
 bin=${COSMOS3_BIN:?}
 unset COSMOS3_MODEL
 model=demo
-tmp=$(mktemp -d)
 sock="c3repl$$"
-cleanup() { tmux -L "$sock" kill-server 2>/dev/null; tmux -L "${sock}b" kill-server 2>/dev/null; rm -rf "$tmp"; }
-trap cleanup EXIT
-cd "$tmp"
+cleanup() { tmux -L "$sock" kill-server 2>/dev/null; tmux -L "${sock}b" kill-server 2>/dev/null; }
+. "${COSMOS3_SRCDIR:?}/tests/cli_lib.sh"
 export XDG_STATE_HOME="$tmp/state"
-pass=0; fail=0
-ok()  { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
 has() { grep -qE -- "$2" "$1" && ok || bad "$3: '$2' not in: $(head -c 1500 "$1")"; }
 
 # ------------------------------------------------------------------ pipe
@@ -161,8 +156,7 @@ no_rl=0
 "$bin" tui < /dev/null 2>&1 | grep -q "built without ncurses and readline" && no_rl=1
 if ! command -v tmux > /dev/null || [ $no_rl = 1 ]; then
     echo "tmux not installed or built without readline: interactive part skipped"
-    echo "repl: $pass passed, $fail failed"
-    [ $fail = 0 ]
+    finish repl
     exit
 fi
 . "${COSMOS3_SRCDIR:?}/tests/tmux_screen.sh"
@@ -232,5 +226,4 @@ t send-keys C-c
 expect_screen '^EXIT=130$' "two Ctrl-C within a second exit 130" 10
 t kill-server 2>/dev/null
 
-echo "repl: $pass passed, $fail failed"
-[ $fail = 0 ]
+finish repl

@@ -21,33 +21,16 @@ command -v node >/dev/null || { echo "SKIP: node not installed (.ci/setup, or: a
 if "$bin" serve --port -1 2>&1 | grep -q "without libmicrohttpd"; then
     echo "SKIP: built without libmicrohttpd"; exit 77
 fi
-tmp=$(mktemp -d)
 pids=()
-cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done; rm -rf "$tmp"; }
-trap cleanup EXIT
-cd "$tmp"
+cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done; }
+. "${COSMOS3_SRCDIR:?}/tests/cli_lib.sh"
 # the server writes no file for an answer: TMPDIR is a plain (empty) file,
 # so any temporary file or folder made under it would fail
 : > "$tmp/tmpdir"
 export TMPDIR="$tmp/tmpdir"
-pass=0; fail=0
-ok()  { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
 
-# start NAME ARGS...: a server in the background; sets $port and $spid
-start() {
-    local name=$1; shift
-    "$bin" serve -m "$model" --port 0 "$@" > "$name.out" 2> "$name.err" &
-    spid=$!
-    pids+=("$spid")
-    port=
-    for _ in $(seq 100); do
-        port=$(sed -n 's/.*listening on http:\/\/127\.0\.0\.1:\([0-9]*\) .*/\1/p' "$name.err")
-        [ -n "$port" ] && break
-        sleep 0.1
-    done
-    [ -n "$port" ] || { bad "$name did not start: $(cat "$name.err")"; return 1; }
-}
+# start NAME ARGS...: a server of the fixture model (serve_start)
+start() { serve_start "$1" -m "$model" "${@:2}"; }
 health() { node -e "require('$js/lib.js').request('http://127.0.0.1:$1', {path: '/health'}).then(r => console.log(r.status, r.body), e => console.log('error', e.code))"; }
 wait_ready() {
     for _ in $(seq 200); do [ "$(health "$1" | cut -d' ' -f1)" = 200 ] && return 0; sleep 0.1; done
@@ -151,5 +134,4 @@ kill -TERM "$spid"; wait_exit "$spid" 10
 "$bin" serve -m "$model" -o x.png 2> s8.err
 [ $? = 2 ] && grep -q -e 'unknown option -o' -e 'drop --output' s8.err && ok || bad "serve -o: $(cat s8.err)"
 
-echo "serve: $pass passed, $fail failed"
-[ $fail -eq 0 ]
+finish serve

@@ -11,17 +11,12 @@ command -v node >/dev/null || { echo "SKIP: node not found"; exit 77; }
 if "$bin" serve --port -1 2>&1 | grep -q "without libmicrohttpd"; then
     echo "SKIP: built without libmicrohttpd"; exit 77
 fi
-tmp=$(mktemp -d)
 spid=
-cleanup() { [ -n "$spid" ] && kill -9 "$spid" 2>/dev/null; rm -rf "$tmp"; }
-trap cleanup EXIT
-cd "$tmp"
+cleanup() { [ -n "$spid" ] && kill -9 "$spid" 2>/dev/null; }
+. "${COSMOS3_SRCDIR:?}/tests/cli_lib.sh"
 mkdir "$tmp/tmpdir"
 export TMPDIR="$tmp/tmpdir"
 unset COSMOS3_MODEL COSMOS3_API_KEY
-pass=0; fail=0
-ok()  { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
 
 # refused before anything loads: exit 2, one line naming the fix
 refuse() { # SUBSTRING ARGS...
@@ -37,16 +32,8 @@ refuse "--api-key holds a space" --api-key "a b"
 refuse "--max-cost 0 must be at least 1" --max-cost 0
 
 key=k3y-$$-$RANDOM
-COSMOS3_TEST_SERVE_DEADLINE=2 COSMOS3_API_KEY=$key "$bin" serve --port 0 --max-cost 1 -W 64 -H 64 \
-    --steps 2 > s.out 2> s.err &
-spid=$!
-port=
-for _ in $(seq 100); do
-    port=$(sed -n 's/.*listening on http:\/\/127\.0\.0\.1:\([0-9]*\) .*/\1/p' s.err)
-    [ -n "$port" ] && break
-    sleep 0.1
-done
-[ -n "$port" ] || { bad "the server did not start: $(cat s.err)"; echo "serve_limits: $pass passed, $fail failed"; exit 1; }
+COSMOS3_TEST_SERVE_DEADLINE=2 COSMOS3_API_KEY=$key serve_start s --max-cost 1 -W 64 -H 64 --steps 2 ||
+    { finish serve_limits; exit 1; }
 grep -q "requests need 'Authorization: Bearer KEY'" s.err && ok || bad "no key line at start: $(cat s.err)"
 for _ in $(seq 300); do grep -q '^cosmos3 serve: ready' s.err && break; sleep 0.1; done
 grep -q '^cosmos3 serve: ready' s.err && ok || bad "the server never became ready: $(cat s.err)"
@@ -59,5 +46,4 @@ spid=
 left=$(ls -A "$tmp/tmpdir")
 [ -z "$left" ] && ok || bad "temporary files left behind: $left"
 
-echo "serve_limits: $pass passed, $fail failed"
-[ $fail -eq 0 ]
+finish serve_limits

@@ -15,28 +15,14 @@ command -v node >/dev/null || { echo "SKIP: node not found"; exit 77; }
 command -v ffmpeg >/dev/null && command -v ffprobe >/dev/null || { echo "SKIP: ffmpeg/ffprobe not installed"; exit 77; }
 "$bin" serve --port -1 2>&1 | grep -q "without libmicrohttpd" && { echo "SKIP: built without libmicrohttpd"; exit 77; }
 "$bin" gen -m nowhere -p x -o x.mp4 2>&1 | grep -q "media=disabled" && { echo "SKIP: built with -Dmedia=disabled"; exit 77; }
-tmp=$(mktemp -d)
 pids=()
-cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done; rm -rf "$tmp"; }
-trap cleanup EXIT
-cd "$tmp"
-pass=0; fail=0
-ok()  { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done; }
+. "${COSMOS3_SRCDIR:?}/tests/cli_lib.sh"
 "$bin" mkmodel --preset tiny -o tiny -q || { echo "FAIL: mkmodel"; exit 1; }
 
-start() { # NAME ARGS...: a server in the background; sets $port and $spid
-    local name=$1; shift
-    "$bin" serve -m tiny --port 0 --max-cost 100000 "$@" > "$name.out" 2> "$name.err" &
-    spid=$!
-    pids+=("$spid")
-    port=
-    for _ in $(seq 100); do
-        port=$(sed -n 's/.*listening on http:\/\/127\.0\.0\.1:\([0-9]*\) .*/\1/p' "$name.err")
-        [ -n "$port" ] && break
-        sleep 0.1
-    done
-    [ -n "$port" ] || { bad "$name did not start: $(cat "$name.err")"; return 1; }
+start() { # NAME ARGS...: a server of the tiny model (serve_start), once it is ready
+    local name=$1
+    serve_start "$name" -m tiny --max-cost 100000 "${@:2}" || return 1
     for _ in $(seq 200); do grep -q "ready:" "$name.err" && return 0; sleep 0.1; done
     bad "$name did not get ready: $(cat "$name.err")"; return 1
 }
@@ -72,5 +58,4 @@ n=$(ffprobe -v error -count_frames -select_streams v:0 -show_entries stream=nb_r
 start s2 --queue 1 && { run_js queue; stop "$spid"; }
 start s3 --keep-videos 2 && { run_js keep; stop "$spid"; }
 
-echo "serve_videos: $pass passed, $fail failed"
-[ $fail -eq 0 ]
+finish serve_videos

@@ -20,15 +20,10 @@ if "$bin" tui < /dev/null 2>&1 | grep -q "built without ncurses and readline"; t
     echo "SKIP: cosmos3 was built without ncurses and readline (apt-get install libncurses-dev libreadline-dev)"; exit 77
 fi
 unset COSMOS3_MODEL
-tmp=$(mktemp -d)
 sock="c3tui$$"
 socks=()
-cleanup() { for s in "${socks[@]}"; do tmux -L "$s" kill-server 2>/dev/null; done; rm -rf "$tmp"; }
-trap cleanup EXIT
-cd "$tmp"
-pass=0; fail=0
-ok()  { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+cleanup() { for s in "${socks[@]}"; do tmux -L "$s" kill-server 2>/dev/null; done; }
+. "${COSMOS3_SRCDIR:?}/tests/cli_lib.sh"
 . "${COSMOS3_SRCDIR:?}/tests/tmux_screen.sh"
 screen() { t capture-pane -p > "$tmp/screen" 2>/dev/null; }
 # start NAME COLS ROWS ARGS...: a fresh tmux server running the TUI
@@ -156,5 +151,4 @@ t capture-pane -p -e > "$tmp/screen-e"
 grep -qE $'\e\\[([0-9;]*;)?(37|97|2)(;[0-9;]*)?m' "$tmp/screen-e" && bad "light grey or dim text on screen" || ok
 t kill-server 2>/dev/null
 
-echo "tui: $pass passed, $fail failed"
-[ $fail = 0 ]
+finish tui

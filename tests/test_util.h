@@ -93,6 +93,26 @@ static inline float *t_golden_f32(const st_file *f, const char *key, int64_t *nu
     return st_to_f32(t);
 }
 
+/* The tensor "latents" of a --save-latents file as floats (*n of them), or
+ * NULL (*n 0). */
+static inline float *t_read_latents(const char *path, int64_t *n) {
+    st_file f;
+    *n = 0;
+    if (st_open(&f, path) != C3_OK) return NULL;
+    const st_tensor *t = st_find(&f, "latents");
+    float *x = t ? st_to_f32(t) : NULL;
+    if (t) *n = st_numel(t);
+    st_close(&f);
+    return x;
+}
+
+/* rm -rf dir (the test's own mkdtemp folder); whether it went. */
+static inline bool t_rm_tree(const char *dir) {
+    char cmd[4200];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    return system(cmd) == 0;
+}
+
 /* ||a-b|| / ||b|| */
 static inline double t_rel_l2(const float *a, const float *b, int64_t n) {
     double num = 0, den = 0;

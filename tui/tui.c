@@ -10,9 +10,10 @@ int tui_main(c3_settings *s, char **pos, int npos) {
     (void)s;
     (void)pos;
     (void)npos;
-    return c3_fail(C3_EUSAGE,
-                   "this cosmos3 was built without ncurses and readline; install libncurses-dev and "
-                   "libreadline-dev and rebuild, or use 'cosmos3 repl'");
+    return c3_fail(
+        COSMOS3_EUSAGE,
+        "this cosmos3 was built without ncurses and readline; install libncurses-dev and "
+        "libreadline-dev and rebuild, or use 'cosmos3 repl'");
 }
 
 #else
@@ -29,8 +30,6 @@ int tui_main(c3_settings *s, char **pos, int npos) {
 #include <time.h>
 #include <unistd.h>
 
-#include "plan.h"
-#include "png_io.h"
 #include "repl.h"
 
 /* ------------------------------------------------------------ constants */
@@ -117,25 +116,9 @@ static void tui_collect(tui *t) {
         if (x.kind == EV_CANCELLED) log_add(t, 2, "generation cancelled");
     }
     double now = c3_now();
-    if (now - t->t_driver >= DRIVER_POLL_S) {
+    if (now - t->t_driver >= DRIVER_POLL_S) { /* the driver's view between events */
         t->t_driver = now;
-        const cosmos3_layout *p = t->r.e ? engine_layout(t->r.e) : NULL;
-        for (int k = 0; k < t->r.nranks; k++) {
-            c3_repl_dev *d = &t->r.dev[k];
-            if (!d->valid) continue;
-            if (p && !strcmp(p->device, "cuda")) {
-                int64_t tot, fr;
-                if (cosmos3_device_memory(d->device, &fr, &tot) == COSMOS3_OK) {
-                    d->dev_total = tot;
-                    d->dev_free = fr;
-                    d->driver_valid = true;
-                }
-            } else {
-                d->dev_total = (int64_t)sysconf(_SC_PHYS_PAGES) * sysconf(_SC_PAGESIZE);
-                d->dev_free = (int64_t)sysconf(_SC_AVPHYS_PAGES) * sysconf(_SC_PAGESIZE);
-                d->driver_valid = d->dev_total > 0;
-            }
-        }
+        monitor_poll(&t->r.mon);
         t->dirty = true;
     }
     if (t->r.image_serial != t->img_serial && t->r.last_img) {
@@ -203,13 +186,13 @@ static int draw_devices(tui *t, WINDOW *w, int y) {
     const c3_repl *r = &t->r;
     int cols = getmaxx(w);
     const cosmos3_layout *p = r->e ? engine_layout(r->e) : NULL;
-    if (r->nranks == 0) {
+    if (r->mon.nranks == 0) {
         mvwprintw(w, y++, 0, "devices: %s", r->job == REPL_LOADING ? "loading the model ..." : "N/A (no model)");
         return y;
     }
     char a[32], b[32], c[32], d[32], e[32];
-    for (int k = 0; k < r->nranks; k++) {
-        const c3_repl_dev *dv = &r->dev[k];
+    for (int k = 0; k < r->mon.nranks; k++) {
+        const c3_mon_dev *dv = &r->mon.dev[k];
         if (!dv->valid) continue;
         /* ranks on the same device share one panel line: show each rank */
         int64_t ours = dv->bytes[0] + dv->bytes[1] + dv->bytes[2];
@@ -268,12 +251,13 @@ static void sparkline(tui *t, WINDOW *w, int width) {
     static const char *bars[] = {"\xe2\x96\x81", "\xe2\x96\x82", "\xe2\x96\x83", "\xe2\x96\x84",
                                  "\xe2\x96\x85", "\xe2\x96\x86", "\xe2\x96\x87", "\xe2\x96\x88"};
     static const char ascii[] = "_.-=+*#@";
-    int n = r->step;
+    int n = r->mon.step;
     int from = n > width ? n - width + 1 : 1;
     double hi = 0;
-    for (int i = from; i <= n; i++) hi = C3_MAX(hi, r->st[i].seconds);
+    for (int i = from; i <= n; i++)
+        hi = C3_MAX(hi, r->mon.st[i].seconds);
     for (int i = from; i <= n; i++) {
-        int k = hi > 0 ? (int)(r->st[i].seconds / hi * 7.0 + 0.5) : 0;
+        int k = hi > 0 ? (int)(r->mon.st[i].seconds / hi * 7.0 + 0.5) : 0;
         if (t->utf8)
             waddstr(w, bars[k]);
         else
@@ -316,11 +300,12 @@ static int draw_run(tui *t, WINDOW *w, int y) {
         mvwprintw(w, y++, 0, "layout: N/A");
     }
     /* progress */
-    int steps = r->steps > 0 ? r->steps : 0, step = r->step;
+    int steps = r->mon.steps > 0 ? r->mon.steps : 0, step = r->mon.step;
     double per = 0, eta = 0;
     if (step > 0) {
         double sum = 0;
-        for (int i = 1; i <= step; i++) sum += r->st[i].seconds;
+        for (int i = 1; i <= step; i++)
+            sum += r->mon.st[i].seconds;
         per = sum / step;
         eta = per * (steps - step);
     }
@@ -349,10 +334,10 @@ static int draw_branches(tui *t, WINDOW *w, int y, int rows) {
               : p && p->cfg_batch       ? "one batch"
                                         : "in sequence");
     wattroff(w, A_BOLD);
-    int from = r->step - rows + 1;
+    int from = r->mon.step - rows + 1;
     if (from < 1) from = 1;
-    for (int i = from; i <= r->step; i++) {
-        const c3_repl_step *s = &r->st[i];
+    for (int i = from; i <= r->mon.step; i++) {
+        const c3_mon_step *s = &r->mon.st[i];
         wmove(w, y++, 0);
         wprintw(w, "step %3d: cond %.3fs", i, s->cond_s);
         if (s->cond_group >= 0) wprintw(w, " (group %d)", s->cond_group);
@@ -362,7 +347,7 @@ static int draw_branches(tui *t, WINDOW *w, int y, int rows) {
             wprintw(w, "  uncond -");
         wprintw(w, "  gather+combine %.3fs", s->combine_s);
     }
-    if (r->step == 0) mvwprintw(w, y++, 0, "(no steps yet)");
+    if (r->mon.step == 0) mvwprintw(w, y++, 0, "(no steps yet)");
     return y;
 }
 
@@ -593,7 +578,7 @@ static void del_windows(tui *t) {
 static void tui_layout(tui *t) {
     del_windows(t);
     int rows = LINES, cols = COLS;
-    int ndev = t->r.nranks > 0 ? t->r.nranks : 1;
+    int ndev = t->r.mon.nranks > 0 ? t->r.mon.nranks : 1;
     int want_top = t->top_want > 0 ? t->top_want : 1 + 2 * ndev + 4 + 1 + BRANCH_ROWS_MAX;
     int top = C3_MIN(want_top, rows - 6); /* the log keeps 4 rows */
     if (top < 1) top = 1;
@@ -790,9 +775,13 @@ static void restore_terminal(void) {
 /* ---------------------------------------------------------------- main */
 
 int tui_main(c3_settings *s, char **pos, int npos) {
-    if (npos) return c3_fail(C3_EUSAGE, "tui: unexpected argument '%s'; give the prompt with -p", pos[0]);
+    if (npos)
+        return c3_fail(COSMOS3_EUSAGE, "tui: unexpected argument '%s'; give the prompt with -p",
+                       pos[0]);
     if (!isatty(0) || !isatty(1))
-        return c3_fail(C3_EUSAGE, "tui: needs a terminal on standard input and output; use 'cosmos3 repl' in scripts");
+        return c3_fail(
+            COSMOS3_EUSAGE,
+            "tui: needs a terminal on standard input and output; use 'cosmos3 repl' in scripts");
     tui *t = xcalloc(1, sizeof *t);
     g_tui = t;
     repl_init(&t->r, s);
@@ -817,7 +806,7 @@ int tui_main(c3_settings *s, char **pos, int npos) {
     if (!initscr()) {
         repl_free(&t->r);
         free(t);
-        return c3_fail(C3_EFAIL, "tui: cannot initialise the terminal (is TERM set?)");
+        return c3_fail(COSMOS3_EFAIL, "tui: cannot initialise the terminal (is TERM set?)");
     }
     g_curses_on = true;
     /* keys typed while the terminal was probed go first (ungetch is a stack) */
@@ -855,15 +844,15 @@ int tui_main(c3_settings *s, char **pos, int npos) {
     rl_callback_handler_install(REPL_PROMPT, tui_on_line);
 
     log_add(t, 2, "loading the model ...");
-    if (repl_load_start(&t->r) != C3_OK) log_add(t, 1, c3_errmsg());
+    if (repl_load_start(&t->r) != COSMOS3_OK) log_add(t, 1, c3_errmsg());
     bool start_prompt = s->prompt && *s->prompt;
     tui_layout(t);
     int loaded_ranks = -1;
     double t_frame = 0;
     while (!t->quit && !g_term && !g_exit130) {
         tui_collect(t);
-        if (t->r.nranks != loaded_ranks) {
-            loaded_ranks = t->r.nranks;
+        if (t->r.mon.nranks != loaded_ranks) {
+            loaded_ranks = t->r.mon.nranks;
             t->relayout = true;
         }
         if (start_prompt && t->r.e && t->r.job == REPL_IDLE) {
@@ -923,7 +912,7 @@ int tui_main(c3_settings *s, char **pos, int npos) {
         rl_outstream = stdout;
         fclose(devnull);
     }
-    int rc = g_exit130 || t->quit_cancelled ? C3_ECANCEL : C3_OK;
+    int rc = g_exit130 || t->quit_cancelled ? COSMOS3_ECANCEL : COSMOS3_OK;
     bool busy = t->r.job != REPL_IDLE; /* a signal that stops a job is not a success */
     if (g_exit130 || g_term || t->quit_cancelled) repl_cancel(&t->r);
     free(t->pending);

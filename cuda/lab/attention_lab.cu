@@ -34,14 +34,7 @@
 #include <string.h>
 #include <vector>
 
-#define OK(call)                                                                                         \
-    do {                                                                                                 \
-        cudaError_t e_ = (call);                                                                         \
-        if (e_ != cudaSuccess) {                                                                         \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_));       \
-            exit(2);                                                                                     \
-        }                                                                                                \
-    } while (0)
+#include "lab.h"
 
 #define ATT_MAX_SEG 4
 #define LOG2E 1.4426950408889634f
@@ -244,7 +237,7 @@ __global__ void __launch_bounds__(V1_WARPS * 32) v1_kernel(prob a) {
 }
 static bool run_v1(const prob &a, cudaStream_t st) {
     size_t smem = 2 * (size_t)V1_BK * (128 + V1_PAD) * sizeof(__nv_bfloat16);
-    OK(cudaFuncSetAttribute(v1_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    CK(cudaFuncSetAttribute(v1_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     dim3 grid((unsigned)((a.Sq + V1_BQ - 1) / V1_BQ), (unsigned)a.Hq);
     v1_kernel<<<grid, V1_WARPS * 32, smem, st>>>(a);
     return cudaGetLastError() == cudaSuccess;
@@ -268,7 +261,7 @@ static bool run_fa(const prob &a, cudaStream_t st) {
     }
     p.out = a.out, p.Sq = a.Sq, p.Hq = a.Hq, p.Hkv = a.Hkv, p.nseg = a.nseg, p.scale_log2 = a.scale * LOG2E;
     constexpr size_t smem = fa_smem_bytes<BK>();
-    OK(cudaFuncSetAttribute(att_wgmma<BK, PIPE, PP, MSPLIT>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    CK(cudaFuncSetAttribute(att_wgmma<BK, PIPE, PP, MSPLIT>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     dim3 grid((unsigned)((a.Sq + FA_BQ - 1) / FA_BQ), (unsigned)a.Hq);
     att_wgmma<BK, PIPE, PP, MSPLIT><<<grid, FA_THREADS, smem, st>>>(p);
     return cudaGetLastError() == cudaSuccess;
@@ -317,7 +310,7 @@ static problem make_problem(int64_t Sq, int Hq, int Hkv, std::vector<int64_t> n,
     a.Sq = Sq, a.Hq = Hq, a.Hkv = Hkv, a.D = 128, a.nseg = (int)n.size(), a.scale = 1.0f / sqrtf(128.0f);
     auto alloc = [&](int64_t elems) {
         void *p;
-        OK(cudaMalloc(&p, (size_t)std::max<int64_t>(elems, 1) * 2));
+        CK(cudaMalloc(&p, (size_t)std::max<int64_t>(elems, 1) * 2));
         fill_rand<<<1024, 256>>>((__nv_bfloat16 *)p, elems, g_seed++ * 0x1234567ull);
         P.bufs.push_back(p);
         return (__nv_bfloat16 *)p;
@@ -329,11 +322,11 @@ static problem make_problem(int64_t Sq, int Hq, int Hkv, std::vector<int64_t> n,
         a.v[s] = alloc(n[s] * Hkv * 128);
         a.n[s] = n[s], a.valid[s] = valid[s];
     }
-    OK(cudaDeviceSynchronize());
+    CK(cudaDeviceSynchronize());
     return P;
 }
 static void free_problem(problem &P) {
-    for (void *p : P.bufs) OK(cudaFree(p));
+    for (void *p : P.bufs) CK(cudaFree(p));
     P.bufs.clear();
 }
 
@@ -343,17 +336,17 @@ static std::vector<float> reference(const prob &a, const std::vector<int64_t> &r
     for (int s = 0; s < a.nseg; s++) total += a.valid[s];
     int64_t *drows;
     float *dout, *scr;
-    OK(cudaMalloc(&drows, rows.size() * 8));
-    OK(cudaMemcpy(drows, rows.data(), rows.size() * 8, cudaMemcpyHostToDevice));
-    OK(cudaMalloc(&dout, rows.size() * a.Hq * a.D * 4));
-    OK(cudaMalloc(&scr, rows.size() * a.Hq * std::max<int64_t>(total, 1) * 4));
+    CK(cudaMalloc(&drows, rows.size() * 8));
+    CK(cudaMemcpy(drows, rows.data(), rows.size() * 8, cudaMemcpyHostToDevice));
+    CK(cudaMalloc(&dout, rows.size() * a.Hq * a.D * 4));
+    CK(cudaMalloc(&scr, rows.size() * a.Hq * std::max<int64_t>(total, 1) * 4));
     ref_rows<<<dim3((unsigned)rows.size(), (unsigned)a.Hq), 256>>>(a, drows, dout, scr, total);
-    OK(cudaGetLastError());
+    CK(cudaGetLastError());
     std::vector<float> h(rows.size() * a.Hq * a.D);
-    OK(cudaMemcpy(h.data(), dout, h.size() * 4, cudaMemcpyDeviceToHost));
-    OK(cudaFree(drows));
-    OK(cudaFree(dout));
-    OK(cudaFree(scr));
+    CK(cudaMemcpy(h.data(), dout, h.size() * 4, cudaMemcpyDeviceToHost));
+    CK(cudaFree(drows));
+    CK(cudaFree(dout));
+    CK(cudaFree(scr));
     return h;
 }
 
@@ -362,7 +355,7 @@ static std::vector<float> reference(const prob &a, const std::vector<int64_t> &r
 static double check(const variant &v, const prob &a, const std::vector<int64_t> &rows, const std::vector<float> &ref,
                     unsigned long long *nbad) {
     const int64_t total = a.Sq * a.Hq * a.D;
-    OK(cudaMemset(a.out, 0xFF, total * 2)); /* bf16 0xFFFF is NaN */
+    CK(cudaMemset(a.out, 0xFF, total * 2)); /* bf16 0xFFFF is NaN */
     if (!v.fn(a, 0)) {
         cudaGetLastError();
         return INFINITY;
@@ -373,22 +366,22 @@ static double check(const variant &v, const prob &a, const std::vector<int64_t> 
         exit(3); /* the context is gone */
     }
     unsigned long long *dbad;
-    OK(cudaMalloc(&dbad, 8));
-    OK(cudaMemset(dbad, 0, 8));
+    CK(cudaMalloc(&dbad, 8));
+    CK(cudaMemset(dbad, 0, 8));
     count_bad<<<1024, 256>>>(a.out, total, dbad);
-    OK(cudaMemcpy(nbad, dbad, 8, cudaMemcpyDeviceToHost));
-    OK(cudaFree(dbad));
+    CK(cudaMemcpy(nbad, dbad, 8, cudaMemcpyDeviceToHost));
+    CK(cudaFree(dbad));
     int64_t *drows;
     float *dg;
     const int64_t rowlen = (int64_t)a.Hq * a.D;
-    OK(cudaMalloc(&drows, rows.size() * 8));
-    OK(cudaMemcpy(drows, rows.data(), rows.size() * 8, cudaMemcpyHostToDevice));
-    OK(cudaMalloc(&dg, rows.size() * rowlen * 4));
+    CK(cudaMalloc(&drows, rows.size() * 8));
+    CK(cudaMemcpy(drows, rows.data(), rows.size() * 8, cudaMemcpyHostToDevice));
+    CK(cudaMalloc(&dg, rows.size() * rowlen * 4));
     gather_rows<<<256, 256>>>(a.out, drows, (int)rows.size(), rowlen, dg);
     std::vector<float> got(rows.size() * rowlen);
-    OK(cudaMemcpy(got.data(), dg, got.size() * 4, cudaMemcpyDeviceToHost));
-    OK(cudaFree(drows));
-    OK(cudaFree(dg));
+    CK(cudaMemcpy(got.data(), dg, got.size() * 4, cudaMemcpyDeviceToHost));
+    CK(cudaFree(drows));
+    CK(cudaFree(dg));
     double num = 0, den = 0;
     for (size_t i = 0; i < got.size(); i++) {
         double d = (double)got[i] - ref[i];
@@ -400,24 +393,7 @@ static double check(const variant &v, const prob &a, const std::vector<int64_t> 
 }
 
 static double time_ms(const variant &v, const prob &a, int reps) {
-    cudaEvent_t e0, e1;
-    OK(cudaEventCreate(&e0));
-    OK(cudaEventCreate(&e1));
-    for (int i = 0; i < 2; i++) v.fn(a, 0);
-    std::vector<float> ts;
-    for (int i = 0; i < reps; i++) {
-        OK(cudaEventRecord(e0));
-        v.fn(a, 0);
-        OK(cudaEventRecord(e1));
-        OK(cudaEventSynchronize(e1));
-        float ms;
-        OK(cudaEventElapsedTime(&ms, e0, e1));
-        ts.push_back(ms);
-    }
-    OK(cudaEventDestroy(e0));
-    OK(cudaEventDestroy(e1));
-    std::sort(ts.begin(), ts.end());
-    return ts[ts.size() / 2];
+    return lab_median_ms(0, 2, reps, [&] { v.fn(a, 0); });
 }
 
 #define TOL 1e-2
@@ -430,7 +406,7 @@ int main(int argc, char **argv) {
         if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
     }
     cudaDeviceProp prop;
-    OK(cudaGetDeviceProperties(&prop, 0));
+    CK(cudaGetDeviceProperties(&prop, 0));
     printf("attention_lab: %s, %d SMs, cc %d.%d, smem optin %zu\n", prop.name, prop.multiProcessorCount, prop.major,
            prop.minor, prop.sharedMemPerBlockOptin);
     variant vs[] = {

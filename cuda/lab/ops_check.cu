@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "../cuda_internal.h"
+#include "lab.h"
 
 extern "C" {
 #include "backend_cpu.h"
@@ -31,27 +32,6 @@ extern "C" {
 
 static int failures, checks;
 static c3_backend *cpu, *gpu;
-
-#define DIE(...)                                                                                   \
-    do {                                                                                           \
-        fprintf(stderr, __VA_ARGS__);                                                              \
-        fputc('\n', stderr);                                                                       \
-        exit(1);                                                                                   \
-    } while (0)
-#define OK(call)                                                                                   \
-    do {                                                                                           \
-        if ((call) != C3_OK) DIE("%s:%d: %s: %s", __FILE__, __LINE__, #call, c3_errmsg());          \
-    } while (0)
-#define CK(call)                                                                                   \
-    do {                                                                                           \
-        cudaError_t e_ = (call);                                                                   \
-        if (e_ != cudaSuccess) DIE("%s:%d: %s: %s", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
-    } while (0)
-#define CB(call)                                                                                   \
-    do {                                                                                           \
-        cublasStatus_t s_ = (call);                                                                \
-        if (s_ != CUBLAS_STATUS_SUCCESS) DIE("%s:%d: %s: %s", __FILE__, __LINE__, #call, cublasGetStatusString(s_)); \
-    } while (0)
 
 /* ---- random data (xorshift64*, Box-Muller), rounded to bf16 ---- */
 static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
@@ -372,26 +352,8 @@ static void check_vae(void) {
 /* timing                                                                    */
 /* ======================================================================== */
 
-template <class F>
-static double time_ms(cudaStream_t s, F f) {
-    cudaEvent_t e0, e1;
-    CK(cudaEventCreate(&e0));
-    CK(cudaEventCreate(&e1));
-    for (int i = 0; i < TIME_WARMUP; i++) f();
-    std::vector<float> t;
-    for (int i = 0; i < TIME_REPS; i++) {
-        CK(cudaEventRecord(e0, s));
-        f();
-        CK(cudaEventRecord(e1, s));
-        CK(cudaEventSynchronize(e1));
-        float ms;
-        CK(cudaEventElapsedTime(&ms, e0, e1));
-        t.push_back(ms);
-    }
-    CK(cudaEventDestroy(e0));
-    CK(cudaEventDestroy(e1));
-    std::sort(t.begin(), t.end());
-    return t[t.size() / 2];
+template <class F> static double time_ms(cudaStream_t s, F f) {
+    return lab_median_ms(s, TIME_WARMUP, TIME_REPS, f);
 }
 
 /* rows of S (fp32, length n) -> P = softmax(scale * S) in bf16 */

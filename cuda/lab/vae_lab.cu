@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "../cuda_internal.h"
+#include "lab.h"
 
 #define TOL 1e-2
 #define REPS 7
@@ -36,23 +37,6 @@
 static int failures, checks;
 static bool all_variants;
 static c3_backend *gpu;
-
-#define DIE(...)                                                                                   \
-    do {                                                                                           \
-        fprintf(stderr, __VA_ARGS__);                                                              \
-        fputc('\n', stderr);                                                                       \
-        exit(1);                                                                                   \
-    } while (0)
-#define OK(call)                                                                                   \
-    do {                                                                                           \
-        if ((call) != C3_OK) DIE("%s:%d: %s: %s", __FILE__, __LINE__, #call, c3_errmsg());         \
-    } while (0)
-#define CK(call)                                                                                   \
-    do {                                                                                           \
-        cudaError_t e_ = (call);                                                                   \
-        if (e_ != cudaSuccess)                                                                     \
-            DIE("%s:%d: %s: %s", __FILE__, __LINE__, #call, cudaGetErrorString(e_));               \
-    } while (0)
 
 /* ---- hash-random values, the same on host and device ---- */
 static __host__ __device__ inline float hrand(uint64_t seed, uint64_t i) {
@@ -412,25 +396,7 @@ static void check_layout(void) {
 
 /* ---- part 3: real shapes ---- */
 static float time_ms(int (*fn)(void *), void *arg, int reps) {
-    cudaStream_t s = c3_cuda_stream(gpu);
-    OK(fn(arg)); /* warm up */
-    std::vector<float> ms;
-    cudaEvent_t a, b;
-    CK(cudaEventCreate(&a));
-    CK(cudaEventCreate(&b));
-    for (int i = 0; i < reps; i++) {
-        CK(cudaEventRecord(a, s));
-        OK(fn(arg));
-        CK(cudaEventRecord(b, s));
-        CK(cudaEventSynchronize(b));
-        float m;
-        CK(cudaEventElapsedTime(&m, a, b));
-        ms.push_back(m);
-    }
-    CK(cudaEventDestroy(a));
-    CK(cudaEventDestroy(b));
-    std::sort(ms.begin(), ms.end());
-    return ms[ms.size() / 2];
+    return lab_median_ms(c3_cuda_stream(gpu), 1, reps, [&] { OK(fn(arg)); });
 }
 static int run_conv(void *p) {
     return conv_run(*(conv_dev *)p);

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# The library's surface: libcosmos3.so exports the calls cosmos3.h declares
+# (COSMOS3_API) and nothing else, and the applications' archive reaches into
+# the library only through them (its other outside symbols are app/util.c's
+# helpers, which the shared library keeps hidden).
+set -u
+build=${COSMOS3_BUILDDIR:?}
+src=${COSMOS3_SRCDIR:?}
+command -v nm >/dev/null || { echo "SKIP: nm not installed (binutils)"; exit 77; }
+pass=0; fail=0
+ok()  { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+so=$build/libcosmos3.so
+[ -e "$so" ] || { echo "FAIL: no $so"; exit 1; }
+nm -D --defined-only "$so" | awk '{print $3}' | sort -u >"$tmp/exported"
+[ -s "$tmp/exported" ] && ok || bad "libcosmos3.so exports nothing"
+others=$(grep -v '^cosmos3_' "$tmp/exported" | head -5 | tr '\n' ' ')
+[ -z "$others" ] && ok || bad "libcosmos3.so exports more than cosmos3_*: $others"
+grep -o 'COSMOS3_API [^(]*(' "$src/include/cosmos3.h" | grep -o 'cosmos3_[a-z_0-9]*' | sort -u >"$tmp/declared"
+[ "$(wc -l <"$tmp/declared")" -ge 30 ] && ok || bad "cosmos3.h declares only $(wc -l <"$tmp/declared") calls"
+missing=$(comm -23 "$tmp/declared" "$tmp/exported" | tr '\n' ' ')
+[ -z "$missing" ] && ok || bad "declared in cosmos3.h but not exported: $missing"
+extra=$(comm -13 "$tmp/declared" "$tmp/exported" | tr '\n' ' ')
+[ -z "$extra" ] && ok || bad "exported but not declared with COSMOS3_API: $extra"
+
+# the applications: what they need from outside, that the library defines
+nm -u "$build/libcosmos3app.a" 2>/dev/null | awk '{print $2}' | sort -u >"$tmp/app_needs"
+nm --defined-only -g "$build/libcosmos3.a" 2>/dev/null | awk 'NF == 3 {print $3}' | sort -u >"$tmp/lib_has"
+nm --defined-only -g "$build/libcosmos3apputil.a" 2>/dev/null | awk 'NF == 3 {print $3}' | sort -u >"$tmp/util_has"
+[ -s "$tmp/app_needs" ] && [ -s "$tmp/lib_has" ] && ok || bad "cannot read the archives' symbols"
+reach=$(comm -12 "$tmp/app_needs" "$tmp/lib_has" | grep -v '^cosmos3_' | comm -23 - "$tmp/util_has" |
+        head -8 | tr '\n' ' ')
+[ -z "$reach" ] && ok || bad "app/ and tui/ call library internals: $reach"
+grep -q '^cosmos3_generate$' "$tmp/app_needs" && ok || bad "the applications do not call cosmos3_generate?"
+# and no app/ or tui/ source includes a src/ header
+hdrs=$(cd "$src/src" && ls ./*.h | sed 's|^\./||')
+found=""
+for h in $hdrs; do
+    f=$(grep -l "#include \"$h\"" "$src"/app/*.[ch] "$src"/tui/*.[ch] 2>/dev/null | grep -v '/app/main.c$' | head -1)
+    [ -n "$f" ] && found="$found $h($f)"
+done
+[ -z "$found" ] && ok || bad "src/ headers included by the applications:$found"
+
+echo "symbols: $pass passed, $fail failed"
+[ $fail = 0 ]
