@@ -184,6 +184,8 @@ info_like_gen() { # VARIANT SUBSTRING
         bad "info and gen differ on $1: '$msg' vs '$(grep '^cosmos3: ' err)'"
 }
 info_like_gen v "tensor layers.1.input_layernorm.weight is missing (expected shape [128])"
+variant v; st_header v/$TS 's/"layers\.0\.mlp\.up_proj\.weight"/"layers.0.mlp.uq_proj.weight"/ or die'
+info_like_gen v "tensor layers.0.mlp.up_proj.weight is missing"
 variant v; st_header v/$TS 's/("layers.0.mlp.gate_proj.weight":\{"dtype":"BF16","shape":)\[256,128\]/$1\[128,256\]/ or die'
 info_like_gen v "layers.0.mlp.gate_proj.weight has shape [128, 256], expected [256, 128]"
 variant v; st_header v/$TS 's/("layers.1.self_attn.to_k.weight":\{"dtype":)"BF16"/$1"F16" / or die'
