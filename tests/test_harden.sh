@@ -205,6 +205,10 @@ grep -qx "weights: fp8 e4m3 (ModelOpt, per-tensor scales), step policy: first 3 
     ok || bad "info on an FP8 checkpoint: no quantization line: $(cat out)"
 expect 0 "" -- info -m base
 grep -q "^weights: fp8" out && bad "a bf16 checkpoint shows a quantization line" || ok
+# an FP8 weight without its scale: the loader's scale check, in info as in gen
+rm -rf f8v; cp -al f8 f8v
+st_header f8v/$TS 's/"layers\.0\.self_attn\.to_q\.weight_scale"/"layers.0.self_attn.to_q.weight_scalf"/ or die'
+info_like_gen f8v "layers.0.self_attn.to_q.weight_scale: missing (an FP8 weight needs it)"
 expect 0 "" -- info -m f8 --json
 jb() { sed -n "s/.*\"bytes\":{\"und\":\([0-9]*\),\"gen\":\([0-9]*\).*/\1 \2/p" out; }
 read -r fu fg < <(jb)
