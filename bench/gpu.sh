@@ -31,19 +31,44 @@
 #     all      check goldens layouts demo speed (about 8-10 minutes on an H200: if
 #              the call limit is 10 minutes, run "check goldens layouts demo" and
 #              "speed" as two calls)
-#     train    bench/demo/demo_train.py, every stage (not in all: ~8 minutes)
+#     train    bench/demo/demo_train.py --smoke, then every stage, its check of the
+#              C engine (pictures and conditioned clips) and the C engine's judged
+#              clips (tests/test_demo_motion) on the new model (not in all: ~9 minutes;
+#              TRAIN_ARGS adds trainer options; NO_NANO=1 skips the nano model setup makes)
+#     cond     (pack with WITH_COND=1) test_cond and test_cond_e2e on CUDA bf16 and
+#              fp32; the i2v case with --offload, --cfg-parallel 2 and --ulysses 2
+#              (ranks sharing GPU 0) vs world 1; an i2v run at 832x480/93f on the
+#              Nano geometry (2 layers) beside the same t2v run (the encode's time)
+#     fp8      ops_check --fp8 (FP8 linear CUDA vs CPU, FP8 GEMM timings); one
+#              forward FP8 CUDA vs CPU (test_backends, nano 2 layers); a tiny
+#              mkmodel --fp8 checkpoint CUDA vs CPU, --offload and --tp 2 vs world
+#              1; Nano-2L --precision fp8 vs bf16 (1 and 20 steps, guidance 1 and
+#              CFG, CUDA and CPU; activation scales per call and calibrated on the
+#              first step: COSMOS3_FP8_CALIBRATE=1); the demo model in FP8 judged
+#     fp8speed FP8 vs bf16: Nano 720p/189f CFG step, Super T2I 1360x768 distilled
+#              (one forward per step, UND, VAE, PNG), Super 720p/189f one step
+#     regress  cosmos3 bench T2I 1024^2 and 480p/93f CFG step against the
+#              numbers before issue 18 (47.3 ms, 578 ms): within 5 %
+#
+# Overrides (for a copy run from a carried folder, e.g. .gpu-NAME/gpu.sh with
+# bench/carry.sh beside it): GPU_PACK (default carry/gpu), GPU_FX (default
+# carry/fixtures.txz). The repo root is the folder above the script's.
 #
 # With the device tool:  run(command="bash bench/gpu.sh all", carry=["carry/gpu", "carry/fixtures.txz"])
 # Exit status: the number of failing checks (0: every section passed).
 # shellcheck disable=SC2317 # the sections are called as sec_$name
 set -u -o pipefail
-here=$(cd "$(dirname "$0")/.." && pwd)
+# GPU_ROOT: the checkout to run in (a copy of this script carried in a
+# folder of its own runs from the repo root it names); GPU_PACK: the pack
+sdir=$(cd "$(dirname "$0")" && pwd)
+here=${GPU_ROOT:-$(cd "$sdir/.." && pwd)}
 cd "$here" || exit 1
-pk=carry/gpu
+pk=${GPU_PACK:-carry/gpu}
+fxa=${GPU_FX:-carry/fixtures.txz}
 # shellcheck source=bench/carry.sh
-. bench/carry.sh
+if [ -f "$sdir/carry.sh" ]; then . "$sdir/carry.sh"; else . bench/carry.sh; fi
 files=(cosmos3 tests/test_model tests/test_vae tests/test_e2e
-    tests/test_backends tests/test_gpu_ranks tests/test_demo tests/libdemojudge.so
+    tests/test_backends tests/test_gpu_ranks tests/test_demo tests/test_demo_motion tests/libdemojudge.so
     ${WITH_COND:+tests/test_cond tests/test_cond_e2e})
 [ -n "${NO_OPS:-}" ] || files+=(cuda/lab/ops_check)
 fails=0
@@ -61,16 +86,17 @@ pack() {
     fi
     carry_build "$build" "${files[@]}" || exit 1
     carry_pack "$pk" "$build" "${files[@]}" || exit 1
-    rm -f carry/fixtures.txz
+    rm -f "$fxa"
     if [ -z "${NO_FIXTURES:-}" ]; then
-        tar cJf carry/fixtures.txz --exclude=tiny-a/model/text_tokenizer ${FIXTURES_EXCLUDE:---exclude=tiny-a/cond} \
+        mkdir -p "$(dirname "$fxa")"
+        tar cJf "$fxa" --exclude=tiny-a/model/text_tokenizer ${FIXTURES_EXCLUDE:---exclude=tiny-a/cond} \
             -C "${COSMOS3_FIXTURES_SRC:-$here/../shared/fixtures}" tiny-a || exit 1
     fi
-    du -sh "$pk" carry/fixtures.txz 2>/dev/null
+    du -sh "$pk" "$fxa" 2>/dev/null
     # what travels: the tree (tracked and untracked-not-ignored files) and the carry
     local tree carried
     tree=$(git ls-files -z --cached --others --exclude-standard | du -cb --files0-from=- 2>/dev/null | tail -1 | cut -f1)
-    carried=$(du -cb "$pk" carry/fixtures.txz 2>/dev/null | tail -1 | cut -f1)
+    carried=$(du -cb "$pk" "$fxa" 2>/dev/null | tail -1 | cut -f1)
     awk -v t="$tree" -v c="$carried" 'BEGIN {
         printf "travels: tree %.1f MiB + carry %.1f MiB = %.1f MiB (limit 64 MiB)\n", t / 2^20, c / 2^20, (t + c) / 2^20
         if (t + c > 64 * 2^20) { print "gpu.sh pack: over the limit: NO_FIXTURES=1, or fewer files"; exit 1 } }'
@@ -89,8 +115,8 @@ setup() {
     mkdir -p "$out"
     carry_env "$pk"
     fx=/tmp/c3fx
-    if [ -e carry/fixtures.txz ]; then
-        mkdir -p "$fx" && tar -C "$fx" -xJf carry/fixtures.txz &&
+    if [ -e "$fxa" ]; then
+        mkdir -p "$fx" && tar -C "$fx" -xJf "$fxa" &&
             cp -r share/tokenizer "$fx/tiny-a/model/text_tokenizer"
     else
         fx=/nonexistent
@@ -99,7 +125,8 @@ setup() {
     export OMP_NUM_THREADS=${OMP_NUM_THREADS:-8} OPENBLAS_NUM_THREADS=1
     bin=$pk/cosmos3
     nano=/tmp/c3nano2
-    [ -f "$nano/model_index.json" ] ||
+    [ -n "${NO_NANO:-}" ] && nano=
+    [ -z "$nano" ] || [ -f "$nano/model_index.json" ] ||
         timeout 60 "$bin" mkmodel --preset nano --layers 2 --seed 3 -o "$nano" --overwrite -q || nano=
     export COSMOS3_NANO2=$nano
 }
@@ -116,7 +143,7 @@ def load(p):
 a, b = load(sys.argv[1]), load(sys.argv[2])
 r = np.linalg.norm(a - b) / np.linalg.norm(a)
 tol = float(sys.argv[3])
-print(f"{sys.argv[4]}: latents rel L2 cuda vs cpu {r:.3e} (tolerance {tol:.0e})")
+print(f"{sys.argv[4]}: latents rel L2 {r:.3e} (tolerance {tol:.0e})")
 sys.exit(0 if r <= tol else 1)
 PY
 }
@@ -140,7 +167,7 @@ sec_check() {
 sec_goldens() {
     section "goldens: tiny-a on CUDA bf16 (one forward <= 2e-2, six steps <= 6e-2) and fp32 (<= 1e-4)"
     local t rc
-    for t in model vae e2e ${WITH_COND:+cond cond_e2e}; do
+    for t in model vae e2e; do
         COSMOS3_TEST_DEVICE=cuda timeout 120 "$pk/test_$t" >"$out/test_${t}_bf16.txt" 2>&1
         rc=$?
         grep -v -E '^  (trace|ok)' "$out/test_${t}_bf16.txt" | tail -12
@@ -173,7 +200,7 @@ sec_layouts() {
                     --overwrite -q || counted "nano $dev $steps steps" 1
             done
             # the sampler output (x - sigma v cancels): 6e-2; the one-forward bound is in goldens
-            latents_rel "/tmp/nano_cpu_$steps.st" "/tmp/nano_cuda_$steps.st" 6e-2 "nano, $steps step(s)"
+            latents_rel "/tmp/nano_cpu_$steps.st" "/tmp/nano_cuda_$steps.st" 6e-2 "nano, $steps step(s), cuda vs cpu"
             counted "nano latents, $steps step(s)" $?
         done
     fi
@@ -313,28 +340,316 @@ for name in ("t2i", "480p", "720p"):
 PY
 }
 
+# What comes back from a device call is at most 8 files of at most 16 MiB
+# each: train writes six to $out (gpu.log, scores.json, the shipped
+# transformer and VAE safetensors, ship-meta.tgz with the configs, and
+# train-logs.tgz with every other log); the rest stays in /tmp/demo_work.
 sec_train() {
-    section "train: every stage of bench/demo/demo_train.py, then the PyTorch sampler's time per image"
     local w=/tmp/demo_work
-    mkdir -p "$w"
-    local t="python3 bench/demo/demo_train.py --work $w --cosmos3 $bin --judge $pk/libdemojudge.so"
+    rm -rf "$w/logs" && mkdir -p "$w/logs"
+    train_run "$w" "$w/logs"
+    tar czf "$out/train-logs.tgz" -C "$w" logs
+}
+
+train_run() {
+    section "train: bench/demo/demo_train.py --smoke (every stage, a few steps), then every stage, the C engine's check and its judged clips"
+    local w=$1 lg=$2 sm=/tmp/demo_smoke
+    # TRAIN_PY: the trainer to run (a carried copy; torch_ref.py beside it in ../reference)
+    local py=${TRAIN_PY:-bench/demo/demo_train.py}
+    local t="python3 $py --cosmos3 $bin --judge $pk/libdemojudge.so"
+    mkdir -p "$w" "$sm"
+    local t0
+    t0=$(date +%s)
+    $t all --smoke --work "$sm" --to "$sm/ship" >"$lg/smoke.log" 2>&1 &&
+        $t check --smoke --work "$sm" --ckpt "$sm/ship" --c-devices cpu >>"$lg/smoke.log" 2>&1
+    local rc=$?
+    tail -4 "$lg/smoke.log"
+    counted "train smoke ($(( $(date +%s) - t0 )) s)" $rc
+    [ $rc = 0 ] || { tail -40 "$lg/smoke.log"; return; }
+    t0=$(date +%s)
+    # one process for vae, dit, score and pack (TRAIN_ARGS: trainer options)
     # shellcheck disable=SC2086 # the *_ARGS are words
-    $t vae ${VAE_ARGS:-} || { counted "train vae" 1; return; }
-    cp "$w/vae.pt" "$out/"
-    # shellcheck disable=SC2086
-    $t dit ${DIT_ARGS:-} || { counted "train dit" 1; return; }
-    # shellcheck disable=SC2086
-    $t score ${SCORE_ARGS:-}
+    $t all --work "$w" --to "$w/ship" ${TRAIN_ARGS:-} || { counted "train" 1; return; }
+    echo "vae + dit + score + pack: $(( $(date +%s) - t0 )) s"
     cp "$w/scores.json" "$out/"
-    $t pack --to "$w/ship" || { counted "train pack" 1; return; }
     cp "$w/ship/transformer/diffusion_pytorch_model.safetensors" "$out/ship-transformer.safetensors"
     cp "$w/ship/vae/diffusion_pytorch_model.safetensors" "$out/ship-vae.safetensors"
     tar czf "$out/ship-meta.tgz" -C "$w" ship/model_index.json ship/transformer/config.json ship/vae/config.json \
         ship/scheduler
-    $t bench --ckpt "$w/ship" --json-out "$out/bench_torch.json"
+    python3 - "$w" "$lg/train_meta.json" <<'PY'
+import json, sys, torch
+w = sys.argv[1]
+v, d = torch.load(w + "/vae.pt"), torch.load(w + "/dit.pt")
+json.dump(dict(vae=dict(steps=v["steps"], seconds=v["seconds"], psnr=v["psnr"], judged=v["judged"],
+                        psnr_clips=v.get("psnr_clips"), judged_clips=v.get("judged_clips"), log=v["log"]),
+               dit=dict(steps=d["steps"], seconds=d["seconds"], log=d["log"])), open(sys.argv[2], "w"), indent=1)
+PY
+    $t check --work "$w" --ckpt "$w/ship" --c-devices cpu,cuda --json-out "$lg/check.json"
+    counted "train check (C engine vs the trainer's forward)" $?
+    # the C engine's clips and pictures from the new model, judged (PNG frames: no FFmpeg here)
+    COSMOS3_DEMO_MODEL=$w/ship COSMOS3_TEST_DEVICE=cuda "$pk/test_demo_motion" >"$lg/motion_cuda.txt"
+    counted "demo_motion cuda" $?
+    COSMOS3_DEMO_MODEL=$w/ship "$pk/test_demo_motion" >"$lg/motion_cpu.txt"
+    counted "demo_motion cpu" $?
+    COSMOS3_DEMO_MODEL=$w/ship "$pk/test_demo" >"$lg/demo_cpu.txt"
+    counted "demo cpu (T2I)" $?
 }
 
-usage() { sed -n '2,36p' "$0"; exit 2; }
+# secs FILE.json...: the phases of gen --json runs, one line each
+secs() {
+    python3 - "$@" <<'PY'
+import json, sys
+for p in sys.argv[1:]:
+    try:
+        s = json.load(open(p))["seconds"]
+    except Exception as e:
+        print(f"  {p}: no result ({e})"); continue
+    rest = s["total"] - sum(s[k] for k in ("tokenize", "und", "denoise", "vae", "write"))
+    print(f"  {p.rsplit('/', 1)[-1]:22s} total {s['total']:7.3f} s: tokenize {s['tokenize']:.3f} und {s['und']:.3f} "
+          f"denoise {s['denoise']:.3f} (step {s['step_mean'] * 1e3:.1f} ms) vae {s['vae']:.3f} write {s['write']:.3f} "
+          f"other (load, encode) {rest:.3f}")
+PY
+}
+
+sec_cond() {
+    section "cond: tiny-a/cond goldens on CUDA bf16 and on the fp32 check path"
+    local t rc
+    if [ ! -x "$pk/test_cond" ] || [ ! -d "$fx/tiny-a/cond" ]; then
+        echo "test_cond or tiny-a/cond not carried (pack with WITH_COND=1 FIXTURES_EXCLUDE=' '): skipped"
+        return
+    fi
+    for t in cond cond_e2e; do
+        COSMOS3_TEST_DEVICE=cuda timeout 150 "$pk/test_$t" >"$out/test_${t}_bf16.txt" 2>&1
+        rc=$?
+        grep -v -E '^  (trace|ok)' "$out/test_${t}_bf16.txt" | tail -14
+        counted "test_$t (cuda bf16)" "$rc"
+        COSMOS3_CUDA_FP32=1 COSMOS3_TEST_DEVICE=cuda timeout 150 "$pk/test_$t" >"$out/test_${t}_fp32.txt" 2>&1
+        rc=$?
+        grep -v -E '^  (trace|ok)' "$out/test_${t}_fp32.txt" | tail -14
+        counted "test_$t (cuda fp32)" "$rc"
+    done
+    section "cond: one i2v case (tiny-a, 64x64, 9 frames, 4 steps): --offload, --cfg-parallel 2, --ulysses 2 vs world 1"
+    local m=$fx/tiny-a/model pic=$fx/tiny-a/cond/inputs/i2v_picture_96x72.png w=/tmp/c3cond lay
+    mkdir -p "$w"
+    local a=(-m "$m" -p "a red cube on a wooden table" --image "$pic" -W 64 -H 64 -F 9 -s 4 -S 3 --device cuda)
+    timeout 60 "$bin" gen "${a[@]}" --save-latents "$w/one.st" -o "$w/one" --overwrite -q
+    counted "i2v world 1" $?
+    for lay in offload cfg ulysses; do
+        local extra=()
+        case $lay in
+        offload) extra=(--offload) ;;
+        cfg) extra=(--gpus "0,0" --cfg-parallel 2) ;;
+        ulysses) extra=(--gpus "0,0" --ulysses 2) ;;
+        esac
+        timeout 60 "$bin" gen "${a[@]}" "${extra[@]}" --save-latents "$w/$lay.st" -o "$w/$lay" --overwrite -q ||
+            { counted "i2v $lay" 1; continue; }
+        latents_rel "$w/one.st" "$w/$lay.st" 1e-2 "i2v ${extra[*]} vs world 1"
+        counted "i2v $lay vs world 1" $?
+    done
+    if [ -n "$nano" ]; then
+        section "cond: i2v vs t2v at 832x480, 93 frames, Nano geometry (2 layers, real VAE), 2 steps: the encode's time"
+        local b=(-m "$nano" -p "a red cube on a wooden table" -W 832 -H 480 -F 93 -s 2 -S 3 --device cuda)
+        timeout 150 "$bin" gen "${b[@]}" -o "$w/t2v480" --overwrite -q --json >"$w/t2v480.json"
+        counted "t2v 480p/93f" $?
+        timeout 150 "$bin" gen "${b[@]}" --image "$pic" -o "$w/i2v480" --overwrite -q --json >"$w/i2v480.json"
+        counted "i2v 480p/93f" $?
+        secs "$w/t2v480.json" "$w/i2v480.json"
+        python3 - "$w/t2v480.json" "$w/i2v480.json" <<'PY'
+import json, sys
+try:
+    t, i = (json.load(open(p))["seconds"] for p in sys.argv[1:3])
+    print(f"  encode (i2v total - t2v total) {i['total'] - t['total']:.3f} s; a Nano-2L CFG step "
+          f"{i['step_mean'] * 1e3:.1f} ms (36 layers: x18 ~ {i['step_mean'] * 18:.2f} s)")
+except Exception as e:
+    print(f"  no comparison ({e})")
+PY
+        cp "$w"/*.json "$out/" 2>/dev/null
+    fi
+}
+
+# benchj NAME ARGS...: cosmos3 bench --json (any preset) into $out/NAME.json
+benchj() {
+    local name=$1
+    shift
+    timeout 200 "$bin" bench --json -q "$@" >"$out/$name.json" 2>"$out/$name.err" ||
+        { tail -3 "$out/$name.err"; counted "bench $name" 1; return 1; }
+    # the numbers into the log too (only a few files come back from a device call)
+    python3 - "$out/$name.json" "$name" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+o = d["outside_loop"]
+print(f"  {sys.argv[2]}: step {d['step_ms']:.2f} ms (cond {d['cond_ms']:.2f}, uncond {d['uncond_ms']:.2f}), "
+      f"MFU {d['mfu']:.3f}, load {o['load_s']:.2f} s, UND cond {o['und_cond_ms']:.2f} ms (first call) "
+      f"uncond {o['und_uncond_ms']:.2f} ms, VAE {o.get('vae_decode_ms', 0):.1f} ms, PNG {o.get('png_ms', 0):.1f} ms, "
+      f"weights {d['memory']['weights_bytes'] / 2**30:.2f} GiB")
+PY
+}
+
+sec_fp8() {
+    local rc
+    section "fp8: ops_check --fp8 (FP8 linear CUDA vs the CPU reference, rel L2 <= 1e-2; FP8 GEMM timings)"
+    if [ -x "$pk/ops_check" ]; then
+        timeout 240 "$pk/ops_check" --fp8 >"$out/ops_check_fp8.log" 2>&1
+        rc=$?
+        grep -E 'fp8|FP8|checks|W8A16' "$out/ops_check_fp8.log"
+        counted "ops_check --fp8" "$rc"
+    else
+        echo "ops_check not carried (NO_OPS=1): skipped"
+    fi
+    section "fp8: one forward, FP8 CUDA vs the FP8 CPU reference, and FP8 vs 16-bit (test_backends; nano 2 layers)"
+    timeout 300 "$pk/test_backends" 2>&1 | tail -8
+    counted "test_backends (bf16 and fp8)" "${PIPESTATUS[0]}"
+
+    section "fp8: tiny mkmodel --fp8 (policy: W8A8 middle steps), 8 steps 64x64: CUDA vs CPU"
+    local t=/tmp/c3f8 p d s
+    mkdir -p "$t"
+    "$bin" mkmodel --preset tiny --fp8 --seed 5 -o "$t/f8" --overwrite -q || counted "mkmodel --fp8" 1
+    g8() { # model precision device steps tag W H [extra...]
+        local mm=$1 pr=$2 dv=$3 st=$4 tag=$5 W=$6 H=$7
+        shift 7
+        timeout 120 "$bin" gen -m "$mm" --precision "$pr" --device "$dv" -p "a red cube on a wooden table" -W "$W" \
+            -H "$H" --steps "$st" --seed 3 "$@" --save-latents "$t/$tag.st" -o "$t/$tag.png" --overwrite -q ||
+            counted "gen $tag" 1
+    }
+    for p in auto bf16; do
+        for d in cuda cpu; do g8 "$t/f8" "$p" "$d" 8 "f8_${p}_$d" 64 64; done
+    done
+    latents_rel "$t/f8_auto_cpu.st" "$t/f8_auto_cuda.st" 6e-2 "tiny fp8 (as stored) cuda vs cpu"
+    counted "tiny fp8 cuda vs cpu" $?
+    latents_rel "$t/f8_bf16_cpu.st" "$t/f8_bf16_cuda.st" 6e-2 "tiny fp8 --precision bf16 cuda vs cpu (the bf16 baseline)"
+    counted "tiny bf16 cuda vs cpu" $?
+    latents_rel "$t/f8_bf16_cpu.st" "$t/f8_auto_cpu.st" 1 "tiny: fp8 policy vs bf16, cpu (measured)"
+    latents_rel "$t/f8_bf16_cuda.st" "$t/f8_auto_cuda.st" 1 "tiny: fp8 policy vs bf16, cuda (measured)"
+    # offload: each layer's slot must carry that layer's scales (not the first layer's)
+    g8 "$t/f8" auto cuda 8 f8_auto_cuda_off 64 64 --offload
+    latents_rel "$t/f8_auto_cuda.st" "$t/f8_auto_cuda_off.st" 1e-5 "tiny fp8 cuda --offload vs resident"
+    counted "tiny fp8 offload vs resident" $?
+    g8 "$t/f8" auto cuda 8 f8_auto_cuda_tp2 64 64 --gpus 0,0 --tp 2
+    latents_rel "$t/f8_auto_cuda.st" "$t/f8_auto_cuda_tp2.st" 6e-2 "tiny fp8 cuda --tp 2 (GPU 0 twice) vs world 1"
+    counted "tiny fp8 tp 2 vs world 1" $?
+
+    if [ -n "$nano" ]; then
+        section "fp8: Nano geometry 2 layers, 256x256: --precision fp8 vs bf16, CUDA and CPU; guidance 1 (no CFG) and the default CFG"
+        for d in cuda cpu; do
+            g8 "$nano" auto "$d" 1 "n2_b16_${d}_1" 256 256
+            g8 "$nano" fp8 "$d" 1 "n2_f8_${d}_1" 256 256
+            latents_rel "$t/n2_b16_${d}_1.st" "$t/n2_f8_${d}_1.st" 1 "nano-2L 1 step CFG: fp8 vs bf16 on $d (measured)"
+        done
+        latents_rel "$t/n2_f8_cpu_1.st" "$t/n2_f8_cuda_1.st" 1 "nano-2L 1 step CFG: fp8 cuda vs fp8 cpu (measured)"
+        latents_rel "$t/n2_b16_cpu_1.st" "$t/n2_b16_cuda_1.st" 1 "nano-2L 1 step CFG: bf16 cuda vs cpu fp32 (measured)"
+        g8 "$nano" auto cuda 20 n2_b16_cuda_20 256 256
+        g8 "$nano" fp8 cuda 20 n2_f8_cuda_20 256 256
+        latents_rel "$t/n2_b16_cuda_20.st" "$t/n2_f8_cuda_20.st" 1 "nano-2L 20 steps CFG: fp8 vs bf16 on cuda (measured)"
+        for d in cuda cpu; do
+            g8 "$nano" auto "$d" 1 "n2_b16_${d}_g1" 256 256 -g 1
+            g8 "$nano" fp8 "$d" 1 "n2_f8_${d}_g1" 256 256 -g 1
+        done
+        latents_rel "$t/n2_b16_cuda_g1.st" "$t/n2_f8_cuda_g1.st" 1 "nano-2L 1 step, guidance 1: fp8 vs bf16 cuda (measured)"
+        latents_rel "$t/n2_b16_cpu_g1.st" "$t/n2_f8_cpu_g1.st" 1 "nano-2L 1 step, guidance 1: fp8 vs bf16 cpu (measured)"
+        latents_rel "$t/n2_f8_cpu_g1.st" "$t/n2_f8_cuda_g1.st" 1 "nano-2L 1 step, guidance 1: fp8 cuda vs fp8 cpu (measured)"
+        latents_rel "$t/n2_b16_cpu_g1.st" "$t/n2_b16_cuda_g1.st" 1 "nano-2L 1 step, guidance 1: bf16 cuda vs cpu (measured)"
+        g8 "$nano" fp8 cuda 1 n2_f8_cuda_1_off 256 256 --offload
+        latents_rel "$t/n2_f8_cuda_1.st" "$t/n2_f8_cuda_1_off.st" 1e-5 "nano-2L fp8 cuda --offload vs resident"
+        counted "nano-2L fp8 offload vs resident" $?
+        section "fp8: activation scales calibrated on the first step (COSMOS3_FP8_CALIBRATE=1) vs per call, 20 steps"
+        COSMOS3_FP8_CALIBRATE=1 g8 "$nano" fp8 cuda 20 n2_f8c_cuda_20 256 256
+        latents_rel "$t/n2_b16_cuda_20.st" "$t/n2_f8c_cuda_20.st" 1 "nano-2L 20 steps: fp8 calibrated vs bf16 on cuda (measured)"
+        COSMOS3_FP8_CALIBRATE=1 g8 "$nano" fp8 cuda 1 n2_f8c_cuda_g1 256 256 -g 1
+        COSMOS3_FP8_CALIBRATE=1 g8 "$nano" fp8 cpu 1 n2_f8c_cpu_g1 256 256 -g 1
+        latents_rel "$t/n2_f8c_cpu_g1.st" "$t/n2_f8c_cuda_g1.st" 1 "nano-2L 1 step, guidance 1: fp8 calibrated cuda vs cpu (measured)"
+    fi
+
+    section "fp8: the demo model with --precision fp8 (CUDA), judged, against CUDA bf16"
+    COSMOS3_TEST_DEVICE=cuda timeout 120 "$pk/test_demo" >"$out/verdicts_cuda_b16.txt" 2>"$out/demo_b16.err"
+    counted "test_demo cuda bf16" $?
+    COSMOS3_TEST_PRECISION=fp8 COSMOS3_TEST_DEVICE=cuda timeout 120 "$pk/test_demo" >"$out/verdicts_cuda_fp8.txt" \
+        2>"$out/demo_fp8.err"
+    counted "test_demo cuda fp8" $?
+    tail -n 3 "$out/demo_b16.err" "$out/demo_fp8.err"
+    python3 - "$out/verdicts_cuda_fp8.txt" "$out/verdicts_cuda_b16.txt" <<'PY'
+import sys
+a, b = (open(p).read().splitlines() for p in sys.argv[1:3])
+v = lambda l: "|".join(l.split("|")[:3])
+same = sum(v(x) == v(y) for x, y in zip(a, b))
+print(f"  fp8 vs bf16: {len(a)} pictures, the same verdict on {same}")
+for x, y in zip(a, b):
+    if v(x) != v(y):
+        print(f"    fp8:  {x}\n    bf16: {y}")
+PY
+}
+
+sec_fp8speed() {
+    section "fp8speed: FP8 vs bf16 in the same call (cosmos3 bench, random weights)"
+    for p in bf16 fp8; do
+        benchj "nano720_$p" --preset nano --layers 9 -W 1280 -H 720 -F 189 --steps 1 --skip-vae --precision $p
+        COSMOS3_CFG_BATCH=0 benchj "super_t2i_$p" --preset super --layers 16 -W 1360 -H 768 --steps 4 --skip-vae \
+            --precision $p
+        benchj "super720_$p" --preset super --layers 4 -W 1280 -H 720 -F 189 --steps 1 --skip-vae --precision $p
+    done
+    COSMOS3_FP8_CALIBRATE=1 benchj nano720_fp8cal --preset nano --layers 9 -W 1280 -H 720 -F 189 --steps 1 \
+        --skip-vae --precision fp8
+    benchj super_t2i_vae --preset super --layers 1 -W 1360 -H 768 --steps 1
+    python3 - "$out" <<'PY'
+import json, os, sys
+d = sys.argv[1]
+def ld(n):
+    try:
+        return json.load(open(os.path.join(d, n + ".json")))
+    except Exception:
+        return None
+def row(name, key, scale, what):
+    b, f = ld(name + "_bf16"), ld(name + "_fp8")
+    if not b or not f:
+        print(f"  {what}: missing"); return None, None
+    vb, vf = b[key] * scale, f[key] * scale
+    print(f"  {what}: bf16 {vb:9.2f} ms | fp8 {vf:9.2f} ms | fp8/bf16 {vf / vb:.3f} | load bf16 "
+          f"{b['outside_loop']['load_s']:.1f} s, fp8 {f['outside_loop']['load_s']:.1f} s")
+    return vb, vf, b, f
+r = row("nano720", "step_ms", 4, "Nano 720p/189f CFG step (9 layers x 4)")
+if r[0]:
+    print(f"    target <= 3600 ms in FP8: {'met' if r[1] <= 3600 else 'not met'}")
+c = ld("nano720_fp8cal")
+if c and r[0]:
+    print(f"    fp8 with static scales calibrated on the first step: {c['step_ms'] * 4:.2f} ms "
+          f"({c['step_ms'] * 4 / r[0]:.3f} of bf16)")
+r = row("super_t2i", "cond_ms", 4, "Super T2I 1360x768 one forward (16 layers x 4)")
+v = ld("super_t2i_vae")
+if r[0]:
+    b, f = r[2], r[3]
+    vae = v["outside_loop"].get("vae_decode_ms", float("nan")) if v else float("nan")
+    png = v["outside_loop"].get("png_ms", float("nan")) if v else float("nan")
+    for nm, fw, o in (("bf16", r[0], b), ("fp8", r[1], f)):
+        u = o["outside_loop"]["und_uncond_ms"] * 4  # the second UND call: warm
+        tot = 4 * fw + u + vae + png
+        print(f"    4-step distilled end to end ({nm}): 4 forwards {4 * fw:.1f} + UND {u:.1f} + VAE {vae:.1f} + "
+              f"PNG {png:.1f} = {tot:.1f} ms (target {700 if nm == 'bf16' else 500} ms: "
+              f"{'met' if tot <= (700 if nm == 'bf16' else 500) else 'not met'})")
+r = row("super720", "step_ms", 16, "Super 720p/189f CFG step (4 layers x 16)")
+if r[0]:
+    for nm, st, tg in (("bf16", r[0], 600), ("fp8", r[1], 450)):
+        print(f"    35 steps {nm}: {35 * st / 1e3:.1f} s (target {tg} s: {'met' if 35 * st / 1e3 <= tg else 'not met'})")
+PY
+}
+
+sec_regress() {
+    section "regress: T2I 1024^2 and 480p/93f CFG step against before issue 18 (47.3 ms, 578 ms): within 5 %"
+    BENCHES="t2i 480p" SKIP_TORCH=1 sec_speed
+    python3 - "$out" <<'PY'
+import json, os, sys
+bad = 0
+for n, before in (("t2i", 47.3), ("480p", 578.0)):
+    p = os.path.join(sys.argv[1], n + ".json")
+    if not os.path.exists(p):
+        print(f"  {n}: no result"); bad += 1; continue
+    s = json.load(open(p))["step_ms"]
+    print(f"  {n}: now {s:.2f} ms, before {before} ms, ratio {s / before:.3f}")
+    bad += s > before * 1.05
+sys.exit(bad)
+PY
+    counted "regress within 5 %" $?
+}
+
+usage() { sed -n '2,54p' "$0"; exit 2; }
 
 [ $# -ge 1 ] || usage
 case "$1" in
@@ -344,7 +659,7 @@ esac
 sections=()
 for s in "$@"; do
     case "$s" in
-    check | goldens | layouts | demo | speed | train) sections+=("$s") ;;
+    check | goldens | layouts | demo | speed | train | cond | fp8 | fp8speed | regress) sections+=("$s") ;;
     all) sections+=(check goldens layouts demo speed) ;;
     *) echo "gpu.sh: unknown section '$s'" >&2; usage ;;
     esac

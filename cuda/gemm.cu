@@ -27,10 +27,64 @@ typedef struct {
     cublasLtMatmulAlgo_t algo;
 } cu_plan;
 
+/* COSMOS3_FP8_CALIBRATE=N (--precision fp8, weights without an input_scale):
+ * the first N calls of each FP8 weight take max|x| into that weight's own
+ * device slot (the max over those calls); later calls quantise with the slot
+ * as a static scale and skip the amax pass. Unset or 0: every call its own
+ * max|x| / 448. A weight is known by its storage and its scale (offload
+ * reuses storage for other layers). The GEN layer graph is recorded on the
+ * second step, so with graphs N = 1 is what freezes the scale (N > 1 would
+ * record the calibrating amax and keep raising the scale on every replay). */
+#define CU_CALIB_MAX 8192
+typedef struct {
+    const void *w;
+    float ws;
+    int calls;
+} cu_calib;
+
 struct cu_gemm_cache {
     cu_plan plan[CU_GEMM_PLANS];
     int next;
+    cu_calib *cal; /* [ncal]; slot i is amax_dev[i] */
+    int ncal;
+    unsigned *amax_dev; /* [CU_CALIB_MAX], zeroed */
 };
+
+static int calib_calls(void) {
+    static int n = -1;
+    if (n < 0) {
+        const char *e = getenv("COSMOS3_FP8_CALIBRATE");
+        n = e && *e ? atoi(e) : 0;
+        if (n < 0) n = 0;
+    }
+    return n;
+}
+
+/* The calibration slot of w (NULL: calibration off, or no slot left) and
+ * whether its scale is frozen (the calibrating calls are done). */
+static int calib_slot(c3_backend *be, const c3_tensor *w, unsigned **slot, bool *frozen) {
+    *slot = NULL, *frozen = false;
+    int n = calib_calls();
+    if (n <= 0) return C3_OK;
+    cu_ctx *c = cu_of(be);
+    if (!c->gemm) c->gemm = (struct cu_gemm_cache *)xcalloc(1, sizeof *c->gemm);
+    struct cu_gemm_cache *g = c->gemm;
+    if (!g->amax_dev) {
+        CU_CHECK(cudaMalloc(&g->amax_dev, CU_CALIB_MAX * sizeof(unsigned)));
+        CU_CHECK(cudaMemsetAsync(g->amax_dev, 0, CU_CALIB_MAX * sizeof(unsigned), c->stream));
+        g->cal = (cu_calib *)xcalloc(CU_CALIB_MAX, sizeof *g->cal);
+    }
+    int i = 0;
+    while (i < g->ncal && !(g->cal[i].w == w->data && g->cal[i].ws == w->fp8.wscale[0])) i++;
+    if (i == g->ncal) {
+        if (g->ncal == CU_CALIB_MAX) return C3_OK;
+        g->cal[g->ncal++] = (cu_calib){w->data, w->fp8.wscale[0], 0};
+    }
+    *slot = g->amax_dev + i;
+    *frozen = g->cal[i].calls >= n;
+    g->cal[i].calls++;
+    return C3_OK;
+}
 
 static void plan_release(cu_plan *p) {
     if (!p->used) return;
@@ -45,6 +99,8 @@ void cu_gemm_cache_free(c3_backend *be) {
     cu_ctx *c = cu_of(be);
     if (!c->gemm) return;
     for (int i = 0; i < CU_GEMM_PLANS; i++) plan_release(&c->gemm->plan[i]);
+    if (c->gemm->amax_dev) (void)cudaFree(c->gemm->amax_dev);
+    free(c->gemm->cal);
     free(c->gemm);
     c->gemm = NULL;
 }
@@ -176,8 +232,11 @@ static int linear_fp8(c3_backend *be, c3_tensor *y, const c3_tensor *x, const c3
                        "cuda linear (fp8): weight [%lld, %lld] does not fit x of %lld elements",
                        (long long)N, (long long)K, (long long)c3_numel(x));
     int64_t M = c3_numel(x) / K;
-    if (x->dtype != C3_BF16 || y->dtype != C3_BF16 || c3_numel(y) != M * N || bias)
-        return c3_fail(C3_EFAIL, "cuda linear (fp8): needs bf16 x and y [%lld, %lld] and no bias",
+    /* y F32: the row-parallel partial sums of TP (linear_rowpar) */
+    if (x->dtype != C3_BF16 || (y->dtype != C3_BF16 && y->dtype != C3_F32) ||
+        c3_numel(y) != M * N || bias)
+        return c3_fail(C3_EFAIL,
+                       "cuda linear (fp8): needs bf16 x, bf16 or f32 y [%lld, %lld] and no bias",
                        (long long)M, (long long)N);
     const c3_fp8 *f = &w->fp8;
     if (f->nseg < 1 || f->nseg > C3_FP8_MAX_SEG)
@@ -209,10 +268,16 @@ static int linear_fp8(c3_backend *be, c3_tensor *y, const c3_tensor *x, const c3
     unsigned *amax = (unsigned *)(tmp + qb + 16);
     int64_t n = M * K;
     if (!(f->xscale > 0)) {
-        CU_CHECK(cudaMemsetAsync(amax, 0, sizeof *amax, c->stream));
-        k_amax<<<cu_grid(be, n), CU_THREADS, 0, c->stream>>>((const __nv_bfloat16 *)x->data, n,
-                                                             amax);
-        CU_CHECK(cudaGetLastError());
+        unsigned *cal;
+        bool frozen;
+        C3_TRY(calib_slot(be, w, &cal, &frozen));
+        if (cal) amax = cal; /* the max over the calibrating calls, then fixed */
+        else CU_CHECK(cudaMemsetAsync(amax, 0, sizeof *amax, c->stream));
+        if (!frozen) {
+            k_amax<<<cu_grid(be, n), CU_THREADS, 0, c->stream>>>((const __nv_bfloat16 *)x->data,
+                                                                 n, amax);
+            CU_CHECK(cudaGetLastError());
+        }
     }
     k_quant<<<cu_grid(be, n), CU_THREADS, 0, c->stream>>>(
         (const __nv_bfloat16 *)x->data, n, xq, f->xscale, f->xscale > 0 ? NULL : amax, slot);
@@ -221,11 +286,11 @@ static int linear_fp8(c3_backend *be, c3_tensor *y, const c3_tensor *x, const c3
     for (int sgi = 0; sgi < f->nseg; sgi++) {
         int64_t Ns = f->nseg == 1 ? N : f->rows[sgi];
         const void *wa = (const uint8_t *)w->data + (size_t)r0 * K;
-        void *yd = (__nv_bfloat16 *)y->data + r0;
+        void *yd = (char *)y->data + (size_t)r0 * c3_dtype_size(y->dtype);
         uintptr_t bits = (uintptr_t)wa | (uintptr_t)xq | (uintptr_t)yd | GEMM_MAX_ALIGN;
         uint32_t align = (uint32_t)(bits & (~bits + 1));
         cu_plan *p;
-        C3_TRY(plan_get(be, M, Ns, K, C3_BF16, false, accumulate, align, &p, true, N));
+        C3_TRY(plan_get(be, M, Ns, K, y->dtype, false, accumulate, align, &p, true, N));
         CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER,
                                                     &slot, sizeof slot));
         float alpha = f->wscale[sgi], beta = accumulate ? 1.0f : 0.0f;

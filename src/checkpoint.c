@@ -1079,6 +1079,13 @@ void ckpt_sizes(const c3_ckpt *c, c3_sizes *s) {
                             strcmp(n, "norm.weight") == 0);
         if (strncmp(n, "embed_tokens.", 13) == 0 && t->dtype != C3_I32 && t->dtype != C3_I64)
             s->embed_params += p;
+        size_t nl = strlen(n);
+        if (strncmp(n, "layers.", 7) == 0 &&
+            (t->ndim == 2 || (nl > 6 && strcmp(n + nl - 6, "_scale") == 0))) {
+            s->lin_params += t->ndim == 2 ? p : 0;
+            s->lin_bytes += b;
+            s->fp8_params += t->dtype == C3_F8E4M3 ? p : 0;
+        }
         bool other = strncmp(n, "audio_", 6) == 0 || strncmp(n, "action_", 7) == 0 ||
                      strncmp(n, "lm_head", 7) == 0;
         if (other) {

@@ -190,6 +190,10 @@ typedef struct {
     int64_t und_params, gen_params, shared_params, vae_params, other_params;
     int64_t embed_params; /* of und_params: the token embedding (its stored rows) */
     int64_t und_bytes, gen_bytes, shared_bytes, vae_bytes, other_bytes;
+    /* of und + gen: the layers' linear weights (2-D layers.* tensors, the
+     * ones FP8 may hold) and their ModelOpt scales (layers.*_scale): values
+     * and stored bytes; fp8_params of lin_params are stored as F8_E4M3 */
+    int64_t lin_params, lin_bytes, fp8_params;
     /* the VAE decoder's largest activation, in values per latent pixel and
      * frame: max over up blocks of channels x (its upsampling so far)^2 */
     int64_t vae_per_latent;

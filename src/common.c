@@ -139,25 +139,24 @@ float c3_e4m3_to_f32(uint8_t v) {
 }
 
 uint8_t c3_f32_to_e4m3(float f) {
-    if (isnan(f)) return 0x7f;
-    uint8_t sign = signbit(f) ? 0x80 : 0;
-    float a = fabsf(f);
-    if (a >= C3_E4M3_MAX) return sign | 0x7e; /* saturate: 448 */
-    /* the quantum at a's binade: 2^(e-3) for normals (e >= -6), 2^-9 below */
-    int e;
-    (void)frexpf(a, &e); /* a = m 2^e, m in [0.5, 1) */
-    int ex = e - 1 < -6 ? -6 : e - 1;
-    float q = ldexpf(1.0f, ex - 3);
-    float k = rintf(a / q); /* ties to even (the default rounding mode) */
-    float r = k * q;
-    if (r >= C3_E4M3_MAX) return sign | 0x7e;
-    if (r == 0.0f) return sign;
-    /* encode r */
-    (void)frexpf(r, &e);
-    int be = e - 1 + 7;                                              /* biased exponent */
-    if (be <= 0) return sign | (uint8_t)(int)(r / ldexpf(1.0f, -9)); /* subnormal: man * 2^-9 */
-    int man = (int)(ldexpf(r, -(e - 1)) * 8.0f) - 8;
-    return sign | (uint8_t)(be << 3) | (uint8_t)man;
+    /* on the float's bits (the load path quantises billions of values):
+     * round to nearest even at the E4M3 quantum, saturating to 448 */
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    uint8_t sign = (uint8_t)(u >> 24) & 0x80;
+    uint32_t a = u & 0x7fffffffu;
+    if (a > 0x7f800000u) return 0x7f;         /* NaN */
+    if (a >= 0x43e00000u) return sign | 0x7e; /* >= 448 (and inf): saturate */
+    if (a < 0x3c800000u) {                    /* below 2^-6: subnormal quanta of 2^-9 */
+        float v;
+        memcpy(&v, &a, sizeof v);
+        return sign | (uint8_t)(int)rintf(v * 512.0f); /* 8 is 2^-6 itself: code 0x08 */
+    }
+    /* normal: keep 3 of the 23 mantissa bits, ties to even; a carry moves the
+     * exponent up, as it should; rebias 127 -> 7 */
+    a += 0x7ffffu + ((a >> 20) & 1);
+    uint32_t c = (a >> 20) - ((127 - 7) << 3);
+    return sign | (uint8_t)(c > 0x7e ? 0x7e : c);
 }
 
 void c3_to_f32(float *dst, const void *src, c3_dtype t, size_t n) {

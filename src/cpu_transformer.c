@@ -9,6 +9,7 @@
 #include <cblas.h>
 #include <math.h>
 #include <omp.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -22,6 +23,52 @@ void cpu_set_threads(int n) {
 }
 
 /* ------------------------------------------------------------------ linear */
+
+/* COSMOS3_FP8_CALIBRATE=N, as on CUDA (cuda/gemm.cu): the first N calls of
+ * each FP8 weight without an input scale set its static activation scale
+ * (the max |x| over them); later calls use it. */
+#define CPU_CALIB_MAX 8192
+static struct {
+    pthread_mutex_t mu;
+    int n, ncal;
+    struct {
+        const void *w;
+        float ws, amax;
+        int calls;
+    } cal[CPU_CALIB_MAX];
+} cpu_calib = {.mu = PTHREAD_MUTEX_INITIALIZER, .n = -1};
+
+/* The calibrated scale of w for this call: *s > 0 when frozen; else
+ * *slot >= 0 is the entry that this call's amax must raise. */
+static void calib_scale(const c3_tensor *w, float *s, int *slot) {
+    *s = 0, *slot = -1;
+    pthread_mutex_lock(&cpu_calib.mu);
+    if (cpu_calib.n < 0) {
+        const char *e = getenv("COSMOS3_FP8_CALIBRATE");
+        cpu_calib.n = e && *e && atoi(e) > 0 ? atoi(e) : 0;
+    }
+    if (cpu_calib.n > 0) {
+        int i = 0;
+        while (i < cpu_calib.ncal &&
+               !(cpu_calib.cal[i].w == w->data && cpu_calib.cal[i].ws == w->fp8.wscale[0]))
+            i++;
+        if (i == cpu_calib.ncal && i < CPU_CALIB_MAX) {
+            cpu_calib.cal[i].w = w->data, cpu_calib.cal[i].ws = w->fp8.wscale[0];
+            cpu_calib.cal[i].amax = 0, cpu_calib.cal[i].calls = 0;
+            cpu_calib.ncal++;
+        }
+        if (i < cpu_calib.ncal) {
+            if (cpu_calib.cal[i].calls >= cpu_calib.n) {
+                float a = cpu_calib.cal[i].amax;
+                *s = a > 0 ? a / C3_E4M3_MAX : 1.0f;
+            } else {
+                *slot = i;
+            }
+            cpu_calib.cal[i].calls++;
+        }
+    }
+    pthread_mutex_unlock(&cpu_calib.mu);
+}
 
 int cpu_linear(c3_backend *be, c3_tensor *y, const c3_tensor *x, const c3_tensor *w,
                const c3_tensor *bias, bool accumulate) {
@@ -48,10 +95,17 @@ int cpu_linear(c3_backend *be, c3_tensor *y, const c3_tensor *x, const c3_tensor
     if (w->fp8.nseg && be->fp8_act) {
         int64_t n = M * K;
         float s = w->fp8.xscale;
+        int slot = -1;
+        if (!(s > 0)) calib_scale(w, &s, &slot);
         if (!(s > 0)) {
             float amax = 0;
             for (int64_t i = 0; i < n; i++)
                 amax = fmaxf(amax, fabsf(xd[i]));
+            if (slot >= 0) { /* calibrating: the max over the first calls */
+                pthread_mutex_lock(&cpu_calib.mu);
+                cpu_calib.cal[slot].amax = amax = fmaxf(cpu_calib.cal[slot].amax, amax);
+                pthread_mutex_unlock(&cpu_calib.mu);
+            }
             s = amax > 0 ? amax / C3_E4M3_MAX : 1.0f;
         }
         xq = xmalloc((size_t)n * sizeof(float));

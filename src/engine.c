@@ -403,7 +403,7 @@ static int engine_open(const cosmos3_open_params *op, cosmos3_engine **out) {
     c3_sizes sz;
     ckpt_sizes(&e->ck, &sz);
     rc = plan_make(&e->plan, &e->ck.t, &sz, tp, cfg, sp, op->device ? op->device : "auto", op->gpus,
-                   op->offload, st.width, st.height, st.frames);
+                   op->offload, e->precision, st.width, st.height, st.frames);
     if (rc) goto fail;
     /* which device runs and why: once, before anything loads (--device cpu: the user said so) */
     if (!op->device || strcmp(op->device, "cpu") != 0)

@@ -144,9 +144,10 @@ int cosmos3_checkpoint_plan(const cosmos3_checkpoint *c, const cosmos3_open_para
     c3_sizes sz;
     ckpt_sizes(&c->ck, &sz);
     c3_plan plan;
-    int rc = plan_make(&plan, &c->ck.t, &sz, p->tp ? p->tp : 1,
-                       p->cfg_parallel ? p->cfg_parallel : 1, p->ulysses ? p->ulysses : 1,
-                       p->device ? p->device : "auto", p->gpus, p->offload, width, height, frames);
+    int rc =
+        plan_make(&plan, &c->ck.t, &sz, p->tp ? p->tp : 1, p->cfg_parallel ? p->cfg_parallel : 1,
+                  p->ulysses ? p->ulysses : 1, p->device ? p->device : "auto", p->gpus, p->offload,
+                  plan_precision(p->precision), width, height, frames);
     if (rc) return give_err(rc, err, errlen);
     engine_plan_layout(&plan, out);
     if (text) *text = engine_plan_text(&plan);

@@ -100,10 +100,12 @@ static int fp8_scale(const c3_ckpt *ck, const char *name, const char *which, boo
 /* max |v| over a whole stored tensor (the per-tensor scale of --precision fp8). */
 static float tensor_amax(const st_tensor *t) {
     enum { CHUNK = 4096 };
-    float f[CHUNK], amax = 0;
+    float amax = 0;
     int64_t n = st_numel(t);
     size_t es = c3_dtype_size(t->dtype);
+#pragma omp parallel for schedule(static) reduction(max : amax) if (n > (1 << 20))
     for (int64_t off = 0; off < n; off += CHUNK) {
+        float f[CHUNK];
         int64_t k = C3_MIN((int64_t)CHUNK, n - off);
         c3_to_f32(f, (const char *)t->data + (size_t)off * es, t->dtype, (size_t)k);
         for (int64_t i = 0; i < k; i++)
@@ -240,8 +242,10 @@ static int load_weight(c3_model *m, const c3_ckpt *ck, c3_tensor *dst, const cha
         size_t n = (size_t)c3_numel(dst);
         conv = xmalloc(n * (codes ? 1 : sizeof(float)));
         enum { CHUNK = 4096 };
-        float f[CHUNK];
+        /* chunks in parallel: --precision fp8 quantises every layer weight here */
+#pragma omp parallel for schedule(static) if (n > (1 << 20))
         for (size_t off = 0; off < n; off += CHUNK) {
+            float f[CHUNK];
             size_t k = C3_MIN((size_t)CHUNK, n - off);
             const char *sp = (const char *)src + off * es;
             if (t->dtype == C3_F8E4M3 && codes) {

@@ -99,7 +99,16 @@ int tower_acquire(c3_model *m, int tower, int l, const tower_w **w) {
     tower_ring *g = &m->ring[tower];
     C3_TRY(be->event_wait(be, g->ready[l % 2], C3_Q_COMPUTE));
     if (l + 1 < m->c.layers) C3_TRY(ring_prefetch(m, tower, l + 1));
-    *w = &g->slot[l % 2];
+    tower_w *sl = &g->slot[l % 2];
+    if (m->fp8_any) { /* the slot holds layer l's codes now: its FP8 scales too */
+        c3_tensor *src[TOWER_NT], *dst[TOWER_NT];
+        tower_list(host_tower(m, tower, l), src);
+        tower_list(sl, dst);
+        for (int i = 0; i < TOWER_NT; i++)
+            if (src[i]->data) dst[i]->fp8 = src[i]->fp8;
+        tower_views(m, sl);
+    }
+    *w = sl;
     return C3_OK;
 }
 

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include "comm.h"
+#include "model.h"
 
 #define PLAN_VAE_BUFFERS 4                /* live activations of the decoder's largest block */
 #define PLAN_VAE_CHUNK_FRAMES 4           /* frames decoded at once (one latent frame) */
@@ -52,8 +53,36 @@ static int64_t plan_rank_free(const c3_plan *p, int r) {
     return p->dev_free[r] / sharing;
 }
 
+int plan_precision(const char *s) {
+    return !s || !strcmp(s, "auto") ? C3_PREC_AUTO
+           : !strcmp(s, "bf16")     ? C3_PREC_BF16
+           : !strcmp(s, "fp8")      ? C3_PREC_FP8
+                                    : -1;
+}
+
+int64_t plan_weight_bytes(const c3_tconfig *t, const c3_sizes *sz, bool cuda, int precision, int tp,
+                          bool offload) {
+    double stored = cuda ? 1.0 : 2.0; /* stored bf16 -> f32 on the CPU */
+    int64_t replicated = (int64_t)((double)sz->shared_bytes * stored);
+    /* embed_tokens, norms and proj/time MLP are replicated; layer weights split by tp */
+    int64_t embed = (int64_t)((double)sz->embed_params * (cuda ? 2.0 : 4.0));
+    /* the linear layer weights by what the device holds; their scales stay on the host */
+    int64_t e8 = sz->fp8_params, e16 = sz->lin_params - sz->fp8_params;
+    int64_t lin = !cuda                       ? 4 * sz->lin_params
+                  : precision == C3_PREC_FP8  ? sz->lin_params
+                  : precision == C3_PREC_BF16 ? 2 * sz->lin_params
+                                              : e8 + 2 * e16;
+    int64_t rest =
+        (int64_t)((double)(sz->und_bytes + sz->gen_bytes - sz->lin_bytes) * stored) - embed;
+    int64_t layer_bytes = C3_MAX(rest, (int64_t)0) + lin;
+    if (offload && cuda && t->layers > 0)
+        return replicated + embed + 4 * layer_bytes / ((int64_t)tp * 2 * t->layers);
+    return replicated + embed + layer_bytes / tp;
+}
+
 int plan_make(c3_plan *p, const c3_tconfig *t, const c3_sizes *sz, int tp, int cfg, int sp,
-              const char *device, const char *gpus, bool offload, int W, int H, int F) {
+              const char *device, const char *gpus, bool offload, int precision, int W, int H,
+              int F) {
     memset(p, 0, sizeof *p);
     p->tp = tp;
     p->cfg = cfg;
@@ -166,18 +195,11 @@ int plan_make(c3_plan *p, const c3_tconfig *t, const c3_sizes *sz, int tp, int c
             p->dev_free[r] = avail;
         }
     }
-    /* bytes per rank, as stored on the device (bf16 on GPUs, fp32 on the CPU) */
+    /* bytes per rank, as stored on the device (bf16 or FP8 on GPUs, fp32 on the CPU) */
     double esz = want_cuda ? 2.0 : 4.0;
-    int64_t per_tower_layers = (sz->und_bytes + sz->gen_bytes) / 2; /* stored bf16 */
-    (void)per_tower_layers;
-    double stored = want_cuda ? 1.0 : 2.0; /* stored bf16 -> f32 on the CPU */
-    int64_t replicated = (int64_t)((double)sz->shared_bytes * stored);
-    /* embed_tokens, norms and proj/time MLP are replicated; layer weights split by tp */
-    int64_t embed = (int64_t)((double)sz->embed_params * esz);
-    int64_t layer_bytes = (int64_t)((double)(sz->und_bytes + sz->gen_bytes) * stored) - embed;
-    if (layer_bytes < 0) layer_bytes = 0;
-    p->weights = replicated + embed + layer_bytes / tp;
-    if (offload && want_cuda) p->weights = replicated + embed + 4 * layer_bytes / (tp * 2 * t->layers);
+    if (precision < C3_PREC_AUTO || precision > C3_PREC_FP8)
+        return c3_fail(C3_EUSAGE, "precision must be auto, bf16 or fp8");
+    p->weights = plan_weight_bytes(t, sz, want_cuda, precision, tp, offload);
     /* text length estimate: the chat template + templates, ~ 64 ids, plus user text */
     p->L_est = 512;
     int T = (F - 1) / 4 + 1, h = (H / 16 + 1) / 2, w = (W / 16 + 1) / 2;

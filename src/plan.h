@@ -54,9 +54,21 @@ int c3_gpu_probe(char *why, size_t n);
 int c3_gpu_info(int dev, char *name, size_t n, int64_t *total, int64_t *free_b);
 
 /* Build and check a plan. device: "auto", "cpu" or "cuda"; gpus: NULL or a
- * comma list. W, H, F: the requested size (for K/V and activation bytes). */
+ * comma list; precision: C3_PREC_* (model.h: how the layer weights load, FP8
+ * at one byte on GPUs). W, H, F: the requested size (for K/V and activation
+ * bytes). */
 int plan_make(c3_plan *p, const c3_tconfig *t, const c3_sizes *sz, int tp, int cfg, int sp,
-              const char *device, const char *gpus, bool offload, int W, int H, int F);
+              const char *device, const char *gpus, bool offload, int precision, int W, int H,
+              int F);
+/* The bytes of one rank's weights on the device: embed and the replicated
+ * tensors whole, the layers' share for tp (with offload: the two slots of
+ * each tower's ring), the linear layer weights at 1 byte where they stay FP8
+ * on a GPU (an FP8 checkpoint but --precision bf16, or a 16-bit one with
+ * --precision fp8), 2 bytes where 16-bit on a GPU, 4 on the CPU (F32). */
+int64_t plan_weight_bytes(const c3_tconfig *t, const c3_sizes *sz, bool cuda, int precision, int tp,
+                          bool offload);
+/* "auto" (or NULL), "bf16", "fp8" as C3_PREC_*; -1 for anything else. */
+int plan_precision(const char *s);
 /* The plan as text lines (for `info`, `plan` and the log). */
 void plan_print(FILE *f, const c3_plan *p);
 

@@ -529,7 +529,7 @@ static void test_plan_encoder(const c3_ckpt *ck) {
     c3_sizes sz = {0};
     ckpt_sizes(ck, &sz);
     c3_plan p;
-    int rc = plan_make(&p, &ck->t, &sz, 1, 1, 1, "cpu", NULL, false, 64, 64, 9);
+    int rc = plan_make(&p, &ck->t, &sz, 1, 1, 1, "cpu", NULL, false, 0, 64, 64, 9);
     T_CHECK(rc == C3_OK, "plan_make: %s", c3_errmsg());
     c3_backend *be = c3_backend_cpu();
     int64_t w0 = be->mem[C3_MEM_WEIGHTS];

@@ -13,13 +13,57 @@
  *     at load, activation scales per call) is within ONLINE_VS_BF16 of it.
  * The bounds are the measured values (2.1e-2 and 9.5e-2 on x86-64) with
  * headroom; they bound random tiny weights at CFG 7 over 8 steps. */
+#include "backend_cpu.h"
+#include "model.h"
+#include "plan.h"
 #include "test_cli.h"
 
 #define FP8_VS_BF16 5e-2    /* FP8 checkpoint: policy run vs W8A16 everywhere */
 #define ONLINE_VS_BF16 2e-1 /* bf16 checkpoint: --precision fp8 vs as stored */
 #define FP8_DIFFERS 1e-4    /* the W8A8 steps change the result at least this much */
 
+/* The reference conversion (frexpf/ldexpf, the arithmetic spelled out)
+ * that c3_f32_to_e4m3's bit version must equal on every float. */
+static uint8_t e4m3_ref(float f) {
+    if (isnan(f)) return 0x7f;
+    uint8_t sign = signbit(f) ? 0x80 : 0;
+    float a = fabsf(f);
+    if (a >= C3_E4M3_MAX) return sign | 0x7e;
+    int e;
+    (void)frexpf(a, &e);
+    int ex = e - 1 < -6 ? -6 : e - 1;
+    float q = ldexpf(1.0f, ex - 3);
+    float r = rintf(a / q) * q;
+    if (r >= C3_E4M3_MAX) return sign | 0x7e;
+    if (r == 0.0f) return sign;
+    (void)frexpf(r, &e);
+    int be = e - 1 + 7;
+    if (be <= 0) return sign | (uint8_t)(int)(r / ldexpf(1.0f, -9));
+    int man = (int)(ldexpf(r, -(e - 1)) * 8.0f) - 8;
+    return sign | (uint8_t)(be << 3) | (uint8_t)man;
+}
+
 static void test_e4m3(void) {
+    /* every float whose low 12 bits are a fixed pattern (2^20 of them, all
+     * exponents and signs, the halfway points included), then random bits */
+    int diff = 0;
+    uint64_t st = 0x243f6a8885a308d3ull;
+    for (uint32_t i = 0; i < (1u << 21); i++) {
+        uint32_t u;
+        if (i < (1u << 20)) {
+            u = (i << 12) | (i & 1 ? 0x000u : 0x800u);
+        } else {
+            st ^= st << 13, st ^= st >> 7, st ^= st << 17;
+            u = (uint32_t)st;
+        }
+        float f;
+        memcpy(&f, &u, sizeof f);
+        uint8_t a = c3_f32_to_e4m3(f), b = e4m3_ref(f);
+        if (a != b && !(isnan(f) && (a & 0x7f) == 0x7f)) {
+            if (diff++ < 5) fprintf(stderr, "e4m3(%a): %#x, reference %#x\n", (double)f, a, b);
+        }
+    }
+    T_CHECK(diff == 0, "%d floats convert unlike the reference", diff);
     int bad = 0;
     for (int c = 0; c < 256; c++) {
         if ((c & 0x7f) == 0x7f) { /* NaN */
@@ -85,6 +129,88 @@ static float *gen(const char *bin, const char *model, const char *prec, const ch
     return rc ? NULL : t_read_latents(lat, n);
 }
 
+/* The transformer's stored bytes that go to a device: every tensor but the
+ * ModelOpt scales (host-side floats) and the unused audio/action/lm_head. */
+static int64_t stored_bytes(const c3_ckpt *ck) {
+    int64_t b = 0;
+    for (int i = 0; i < ck->ntens; i++) {
+        const char *n = ck->tens[i].name;
+        size_t L = strlen(n);
+        if ((L > 6 && !strcmp(n + L - 6, "_scale")) || !strncmp(n, "audio_", 6) ||
+            !strncmp(n, "action_", 7) || !strncmp(n, "lm_head", 7))
+            continue;
+        b += (int64_t)ck->tens[i].t->nbytes;
+    }
+    return b;
+}
+
+/* The plan's weight bytes (issue 23: FP8 at one byte) against the stored
+ * bytes of an FP8 checkpoint and its bf16 twin, for every precision, and
+ * against what the CPU backend really allocates. */
+static void test_plan_bytes(const char *f8, const char *b16) {
+    c3_ckpt a, b;
+    if (ckpt_open(&a, f8, false) != C3_OK || ckpt_open(&b, b16, false) != C3_OK) {
+        T_CHECK(0, "ckpt_open: %s", c3_errmsg());
+        return;
+    }
+    c3_sizes sa, sb;
+    ckpt_sizes(&a, &sa);
+    ckpt_sizes(&b, &sb);
+    T_CHECK(sa.fp8_params > 0 && sa.fp8_params == sa.lin_params && sb.fp8_params == 0 &&
+                sb.lin_params == sa.lin_params,
+            "linear weights: fp8 %lld of %lld, bf16 twin %lld of %lld", (long long)sa.fp8_params,
+            (long long)sa.lin_params, (long long)sb.fp8_params, (long long)sb.lin_params);
+    int64_t st8 = stored_bytes(&a), st16 = stored_bytes(&b);
+    int64_t g8 = plan_weight_bytes(&a.t, &sa, true, C3_PREC_AUTO, 1, false);
+    T_CHECK(g8 == st8, "GPU plan of the FP8 checkpoint %lld bytes, stored %lld", (long long)g8,
+            (long long)st8);
+    T_CHECK(st8 < st16 && st16 - st8 == sa.lin_params,
+            "the FP8 checkpoint saves one byte per linear weight: %lld vs %lld (%lld weights)",
+            (long long)st8, (long long)st16, (long long)sa.lin_params);
+    int64_t g16 = plan_weight_bytes(&b.t, &sb, true, C3_PREC_AUTO, 1, false);
+    T_CHECK(g16 == st16, "GPU plan of the bf16 twin %lld, stored %lld", (long long)g16,
+            (long long)st16);
+    int64_t q = plan_weight_bytes(&b.t, &sb, true, C3_PREC_FP8, 1, false);
+    T_CHECK(q == g8, "--precision fp8 on the bf16 twin: %lld, the FP8 checkpoint %lld",
+            (long long)q, (long long)g8);
+    int64_t d = plan_weight_bytes(&a.t, &sa, true, C3_PREC_BF16, 1, false);
+    T_CHECK(d == g16, "--precision bf16 on the FP8 checkpoint: %lld, the bf16 twin %lld",
+            (long long)d, (long long)g16);
+    /* TP 2: the replicated part whole, the layers halved */
+    int64_t t2 = plan_weight_bytes(&a.t, &sa, true, C3_PREC_AUTO, 2, false);
+    int64_t rep = sa.shared_bytes + 2 * sa.embed_params;
+    T_CHECK(t2 == rep + (g8 - rep) / 2, "tp 2: %lld, expected %lld", (long long)t2,
+            (long long)(rep + (g8 - rep) / 2));
+    /* offload: the two ring slots of each tower hold 4 of 2 x layers layer-towers */
+    int64_t off = plan_weight_bytes(&a.t, &sa, true, C3_PREC_AUTO, 1, true);
+    T_CHECK(off == rep + 4 * (g8 - rep) / (2 * a.t.layers), "offload: %lld, expected %lld",
+            (long long)off, (long long)(rep + 4 * (g8 - rep) / (2 * a.t.layers)));
+    /* the CPU holds every weight as F32, and allocates what the plan says */
+    int64_t c8 = plan_weight_bytes(&a.t, &sa, false, C3_PREC_AUTO, 1, false);
+    T_CHECK(c8 == 2 * st16, "CPU plan of the FP8 checkpoint %lld, 4 bytes a value %lld",
+            (long long)c8, (long long)(2 * st16));
+    c3_backend *cpu = c3_backend_cpu();
+    c3_model *m = NULL;
+    c3_shard sh = {.tp_size = 1, .sp_size = 1};
+    T_CHECK(model_load(&m, &a, cpu, &sh) == C3_OK, "load %s: %s", f8, c3_errmsg());
+    /* the plan also counts the UND tower's final norm.weight, which no
+     * forward reads and the model does not load (hidden floats) */
+    int64_t unread = 4 * (int64_t)a.t.hidden;
+    if (m)
+        T_CHECK(cpu->mem[C3_MEM_WEIGHTS] == c8 - unread,
+                "CPU weights allocated %lld, plan %lld less the unread norm's %lld",
+                (long long)cpu->mem[C3_MEM_WEIGHTS], (long long)c8, (long long)unread);
+    fprintf(stderr,
+            "plan weights: fp8 checkpoint %lld B on a GPU (stored %lld), bf16 twin %lld, CPU %lld "
+            "(allocated %lld)\n",
+            (long long)g8, (long long)st8, (long long)g16, (long long)c8,
+            (long long)cpu->mem[C3_MEM_WEIGHTS]);
+    model_free(m);
+    c3_backend_destroy(cpu);
+    ckpt_close(&a);
+    ckpt_close(&b);
+}
+
 int main(void) {
     test_e4m3();
     const char *bin = getenv("COSMOS3_BIN");
@@ -127,6 +253,7 @@ int main(void) {
                 "quantization_config in %s", p);
         free(cfg);
     }
+    test_plan_bytes(f8, b16);
     int64_t n1 = 0, n2 = 0, n3 = 0, n4 = 0;
     float *a = gen(bin, f8, "auto", tmpd, "f8_auto", &n1);
     float *b = gen(bin, f8, "bf16", tmpd, "f8_bf16", &n2);

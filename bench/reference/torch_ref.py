@@ -271,10 +271,14 @@ class Cosmos3:
         kvb = [(k[None], v[None]) for k, v in kv]
         return self.gen_batch(kvb, latents[None], torch.tensor([float(t)]), fps)[0]
 
-    def gen_batch(self, kv, latents, t, fps=24.0, lens=None, pos=None):
+    def gen_batch(self, kv, latents, t, fps=24.0, lens=None, pos=None, noisy=None):
         """latents [B, C, T, h, w], t [B], kv from und_batch ([B, L, Hkv, hd]
         per layer), lens [B] prompt lengths (None: all L) -> velocity
-        [B, C, T, h, w] fp32. pos: precomputed GEN positions [B, 3, S]."""
+        [B, C, T, h, w] fp32. pos: precomputed GEN positions [B, 3, S].
+        noisy [B, T] bool (None: every frame): the latent frames being
+        denoised; the others are pinned (image- / video-to-video): their
+        tokens enter clean without the timestep embedding and their velocity
+        is zero, as upstream's vision_noisy_frame_indexes and the C engine."""
         c = self.c
         B, C, T, h, w = latents.shape
         p = c.p
@@ -287,7 +291,11 @@ class Cosmos3:
         if lens is not None:
             und_ok = torch.arange(L, device=self.dev)[None, :] < lens.to(self.dev)[:, None]
             mask = torch.cat([und_ok, torch.ones(B, S, dtype=torch.bool, device=self.dev)], 1)
-        g = self.lin(tok.to(self.dt), "proj_in", bias=True) + self.temb(t).to(self.dt)[:, None, :]
+        te = self.temb(t).to(self.dt)[:, None, :]  # [B, 1, D]
+        if noisy is not None:  # [B, T] -> [B, S, 1]: the timestep on the noisy frames' tokens only
+            te = te * noisy.to(device=self.dev, dtype=self.dt)[:, :, None, None].expand(B, T, hp * wp, 1).reshape(
+                B, T * hp * wp, 1)
+        g = self.lin(tok.to(self.dt), "proj_in", bias=True) + te
         if pos is None:
             pos = self.gen_positions(lens if lens is not None else torch.full((B,), L), T, hp, wp, fps)
         cos, sin = rope_tables(c, pos, self.dt)
@@ -308,7 +316,10 @@ class Cosmos3:
         g = rmsnorm(g, self.w["norm_moe_gen.weight"], c.eps, mf)
         out = self.lin(g, "proj_out", bias=True).float()
         v = out.view(B, T, hp, wp, p, p, C).permute(0, 6, 1, 2, 4, 3, 5).reshape(B, C, T, hp * p, wp * p)
-        return v[:, :, :, :h, :w]
+        v = v[:, :, :, :h, :w]
+        if noisy is not None:  # the pinned frames' velocity is zero
+            v = v * noisy.to(device=self.dev, dtype=v.dtype)[:, None, :, None, None]
+        return v
 
 
 # -------------------------------------------------------------- sampler
@@ -726,8 +737,58 @@ def cmd_check(a):
     ok = tuple(mu.shape) == want and tuple(logvar.shape) == want and bool(torch.isfinite(mu).all())
     chk.bad += not ok
     print(f"  encode zeros [3, {Fr}, 64, 64] -> mu {tuple(mu.shape)} (want {want}), finite: {ok}")
+    cond_checks(a, chk, model, vae, vcfg, mdir, root, dev)
     print(f"check: {chk.bad} failed")
     return 1 if chk.bad else 0
+
+
+def tokenize(cosmos3, mdir, text, negative, W, H, F, fps):
+    """Prompt ids exactly as `cosmos3 gen` builds them (templates on)."""
+    import subprocess
+    cmd = [cosmos3, "tokenize", "-m", mdir, "--templates", "-W", str(W), "-H", str(H), "-F", str(F), "--fps",
+           str(fps)] + (["--negative"] if negative else []) + ["--", text]
+    return [int(x) for x in subprocess.run(cmd, capture_output=True, text=True, check=True).stdout.split()]
+
+
+def cond_checks(a, chk, model, vae, vcfg, mdir, root, dev):
+    """tiny-a/cond: the encoder (vae_enc_*, and x0 of every conditioned case
+    from its cond_pixels) and the first step's velocities with pinned latent
+    frames (i2v_*, v2v_*: latents_init, noisy frames only get the timestep,
+    pinned velocity zero)."""
+    cdir = os.path.join(root, "cond")
+    if not os.path.exists(os.path.join(cdir, "cond_manifest.json")):
+        print("cond: no tiny-a/cond goldens: skipped")
+        return
+    man = json.load(open(os.path.join(cdir, "cond_manifest.json")))
+    g = st_load(os.path.join(cdir, "cond.safetensors"))
+    mean = torch.tensor(vcfg["latents_mean"], device=dev)[:, None, None, None]
+    std = torch.tensor(vcfg["latents_std"], device=dev)[:, None, None, None]
+    norm = lambda mu: (mu - mean) / std
+    T1, T1M = 1e-5, 1e-4
+    print("cond: the Wan2.2 encoder (normalised mean) and pinned-frame forwards:")
+    for n, cs in man["cases"].items():
+        if cs.get("kind") == "vae_encode":
+            mu, _ = vae.encode(g[f"{n}.pixels"][0].to(dev))
+            chk(f"{n} encoder latents", norm(mu), g[f"{n}.latents"][0], T1, T1M)
+    have_bin = a.cosmos3 and os.path.exists(a.cosmos3)
+    for n, cs in man["cases"].items():
+        if cs.get("kind") not in ("i2v", "v2v"):
+            continue
+        mu, _ = vae.encode(g[f"{n}.cond_pixels"][0].to(dev))
+        chk(f"{n} x0 (encode of cond_pixels)", norm(mu), g[f"{n}.x0"][0], T1, T1M)
+        if not have_bin:
+            print(f"  {n} step-0 velocities: no --cosmos3 binary for the prompt ids: skipped")
+            continue
+        W, H, F, fps = cs["width"], cs["height"], cs["num_frames"], float(cs["fps"])
+        noisy = (g[f"{n}.mask"] < 0.5)[None].to(dev)  # [1, T]
+        lat = g[f"{n}.latents_init"].to(dev)
+        t0 = float(g[f"{n}.timesteps"][0])
+        for br, key, neg in (("cond", "prompt", False), ("uncond", "negative_prompt", True)):
+            ids = tokenize(a.cosmos3, mdir, cs.get(key) or "", neg, W, H, F, cs["fps"])
+            kv = model.und_batch(torch.tensor([ids], device=dev))
+            v = model.gen_batch(kv, lat, torch.tensor([t0], device=dev), fps, noisy=noisy)
+            chk(f"{n} step-0 {br} velocity (pinned {cs['conditioned_latent_frames']})", v[0],
+                g[f"{n}.step0_{br}_velocity"][0], T1, T1M)
 
 
 # ---------------------------------------------------------------- bench
@@ -877,6 +938,8 @@ def main():
     c = sub.add_parser("check", help="fp32 against every tiny-a golden")
     c.add_argument("--fixtures", default=os.environ.get("COSMOS3_FIXTURES", "../shared/fixtures"))
     c.add_argument("--device", default="cpu")
+    c.add_argument("--cosmos3", default=os.environ.get("COSMOS3_BIN", "build/cosmos3"),
+                   help="for the conditioned goldens' prompt ids (cosmos3 tokenize)")
     b = sub.add_parser("bench", help="bf16 Nano GEN CFG step + attention on the GPU")
     b.add_argument("--sizes", default="t2i,480p")
     b.add_argument("--layers", type=int, default=0)

@@ -10,6 +10,7 @@
  * Built by meson as build-NAME/cuda/lab/ops_check when CUDA is found. Run:
  *   ops_check            checks and timings
  *   ops_check --quick    checks only
+ *   ops_check --fp8      checks, then the FP8 linear timings only
  * Exit: 0 all pass, 1 a check failed, 77 no CUDA device (skip). */
 #include <math.h>
 #include <stdio.h>
@@ -130,6 +131,61 @@ static void check_linear_view(int64_t M, int64_t K, int64_t N) {
     snprintf(sh, sizeof sh, "rows 1.. of [%lld,%lld] -> %lld", (long long)M + 1, (long long)K, (long long)N);
     cmp("linear misaligned view", sh, y);
     drop(x), drop(w), drop(b), drop(y);
+}
+
+/* FP8 linear (issue 23): the same E4M3 weight codes and scales (one per
+ * segment, max|W_seg| / 448) and the same bf16-rounded x through the CUDA
+ * path (E4M3 x E4M3 cuBLASLt, per-segment alpha, the activation scale as B's
+ * scale; or, act false, the W8A16 dequantised bf16 product) and the CPU
+ * reference (dequantised F32 weight, x quantised and taken back to float).
+ * xs > 0: that static input scale (values past 448 xs saturate), 0: the
+ * per-call max|x| / 448 of --precision fp8. x has a few large entries, as
+ * real activations do, so the scale is not the bulk's. */
+static void check_linear_fp8(int64_t M, int64_t K, std::vector<int64_t> segs, float xs_frac, bool act,
+                             bool acc, c3_dtype ydt = C3_BF16) {
+    int64_t N = 0;
+    for (auto r : segs) N += r;
+    std::vector<float> hx = randv(M * K), hw = randv(N * K, 1.0f / sqrtf((float)K));
+    for (int64_t i = 0; i < M * K; i += 997) hx[(size_t)i] = bf(hx[(size_t)i] * 12.0f);
+    float amax_x = 0;
+    for (float v : hx) amax_x = fmaxf(amax_x, fabsf(v));
+    c3_fp8 f8 = {};
+    f8.nseg = (int)segs.size();
+    f8.xscale = xs_frac > 0 ? xs_frac * amax_x / C3_E4M3_MAX : 0.0f;
+    std::vector<uint8_t> codes((size_t)(N * K));
+    std::vector<float> deq((size_t)(N * K));
+    int64_t r0 = 0;
+    for (int sgi = 0; sgi < f8.nseg; sgi++) {
+        float amax = 0;
+        for (int64_t i = r0 * K; i < (r0 + segs[sgi]) * K; i++) amax = fmaxf(amax, fabsf(hw[(size_t)i]));
+        float ws = amax / C3_E4M3_MAX;
+        f8.rows[sgi] = segs[sgi];
+        f8.wscale[sgi] = ws;
+        for (int64_t i = r0 * K; i < (r0 + segs[sgi]) * K; i++) {
+            codes[(size_t)i] = c3_f32_to_e4m3(hw[(size_t)i] / ws);
+            deq[(size_t)i] = c3_e4m3_to_f32(codes[(size_t)i]) * ws;
+        }
+        r0 += segs[sgi];
+    }
+    pair x = mk({M, K}, hx), y = mkr({M, N}, 1.0f, ydt);
+    c3_tensor wc, wg;
+    OK(cpu->alloc(cpu, &wc, C3_F32, 2, std::vector<int64_t>{N, K}.data(), C3_MEM_WEIGHTS));
+    OK(cpu->upload(cpu, &wc, deq.data(), C3_F32));
+    OK(gpu->alloc(gpu, &wg, C3_F8E4M3, 2, std::vector<int64_t>{N, K}.data(), C3_MEM_WEIGHTS));
+    OK(gpu->upload(gpu, &wg, codes.data(), C3_F8E4M3));
+    wc.fp8 = wg.fp8 = f8;
+    cpu->fp8_act = gpu->fp8_act = act;
+    both("linear fp8", [&](c3_backend *be, int s) {
+        return be->linear(be, T(y, s), T(x, s), s ? &wg : &wc, NULL, acc);
+    });
+    cpu->fp8_act = gpu->fp8_act = false;
+    char sh[96];
+    snprintf(sh, sizeof sh, "[%lld,%lld]x[%lld,%lld]^T %dseg %s%s%s", (long long)M, (long long)K, (long long)N,
+             (long long)K, f8.nseg, !act ? "W8A16" : xs_frac > 0 ? "xs" : "amax", acc ? " +=" : "",
+             ydt == C3_F32 ? " y f32" : "");
+    cmp("linear fp8", sh, y);
+    drop(x), drop(y);
+    c3_free(&wc), c3_free(&wg);
 }
 
 static void check_rmsnorm(int64_t rows, int dim, bool mul_fp32) {
@@ -477,6 +533,37 @@ static void time_gemm(int64_t M, int64_t N, int64_t K, const char *what) {
     c3_free(&x), c3_free(&w), c3_free(&y), c3_free(&b);
 }
 
+/* FP8 x FP8 linear (the dynamic-scale path of --precision fp8: amax, quantise,
+ * one cuBLASLt product per segment) vs the bf16 linear on the same shape. */
+static void time_gemm_fp8(int64_t M, int64_t N, int64_t K, const char *what) {
+    cudaStream_t st = c3_cuda_stream(gpu);
+    c3_tensor x, w, w8, y;
+    OK(c3_alloc(gpu, &x, C3_BF16, C3_MEM_ACT, 2, M, K));
+    OK(c3_alloc(gpu, &w, C3_BF16, C3_MEM_WEIGHTS, 2, N, K));
+    OK(c3_alloc(gpu, &w8, C3_F8E4M3, C3_MEM_WEIGHTS, 2, N, K));
+    OK(c3_alloc(gpu, &y, C3_BF16, C3_MEM_ACT, 2, M, N));
+    std::vector<float> hx = randv(M * K), hw = randv(N * K, 0.02f);
+    std::vector<uint8_t> codes((size_t)(N * K));
+    for (size_t i = 0; i < codes.size(); i++) codes[i] = c3_f32_to_e4m3(hw[i] / (0.1f / C3_E4M3_MAX));
+    OK(gpu->upload(gpu, &x, hx.data(), C3_F32));
+    OK(gpu->upload(gpu, &w, hw.data(), C3_F32));
+    OK(gpu->upload(gpu, &w8, codes.data(), C3_F8E4M3));
+    w8.fp8.nseg = 1, w8.fp8.rows[0] = N, w8.fp8.wscale[0] = 0.1f / C3_E4M3_MAX;
+    double flop = 2.0 * M * N * K;
+    double t16 = time_ms(st, [&] { OK(gpu->linear(gpu, &y, &x, &w, NULL, false)); });
+    gpu->fp8_act = true;
+    double tdyn = time_ms(st, [&] { OK(gpu->linear(gpu, &y, &x, &w8, NULL, false)); });
+    w8.fp8.xscale = 4.0f / C3_E4M3_MAX;
+    double tsta = time_ms(st, [&] { OK(gpu->linear(gpu, &y, &x, &w8, NULL, false)); });
+    gpu->fp8_act = false;
+    double tw8 = time_ms(st, [&] { OK(gpu->linear(gpu, &y, &x, &w8, NULL, false)); });
+    printf("  %-14s M %5lld N %5lld K %5lld | bf16 %7.3f ms %6.1f TF/s | fp8 amax %7.3f ms %6.1f TF/s | "
+           "fp8 static %7.3f ms %6.1f TF/s | W8A16 (dequant) %7.3f ms\n",
+           what, (long long)M, (long long)N, (long long)K, t16, flop / t16 / 1e9, tdyn, flop / tdyn / 1e9, tsta,
+           flop / tsta / 1e9, tw8);
+    c3_free(&x), c3_free(&w), c3_free(&w8), c3_free(&y);
+}
+
 /* Issue 7 item 3: the linear layer (cuBLASLt, the heuristic's first choice,
  * as the model calls it: residual accumulate where the model fuses it) vs
  * every algorithm the heuristic offers for that shape (up to 32), each timed
@@ -546,6 +633,7 @@ static void time_gemm_algos(int64_t M, int64_t N, int64_t K, bool acc, const cha
 
 int main(int argc, char **argv) {
     bool quick = argc > 1 && !strcmp(argv[1], "--quick");
+    bool fp8_only = argc > 1 && !strcmp(argv[1], "--fp8"); /* checks, then only the FP8 timings */
     if (c3_backend_cuda(0, &gpu) != C3_OK) {
         printf("ops_check: SKIP: %s\n", c3_errmsg());
         return 77;
@@ -562,6 +650,18 @@ int main(int argc, char **argv) {
     check_linear(77, 1024, 256, false, false);
     check_linear(64, 320, 96, false, true);
     check_linear_view(50, 36, 20);
+    /* FP8: one segment, qkv-like 3 segments, gate/up 2; dynamic, static (some
+     * saturation), accumulate (the residual epilogue), W8A16 */
+    check_linear_fp8(300, 512, {768}, 0, true, false);
+    check_linear_fp8(300, 512, {768}, 0, true, true);
+    check_linear_fp8(300, 512, {768}, 0.8f, true, false);
+    check_linear_fp8(77, 1024, {512, 128, 128}, 0, true, false);
+    check_linear_fp8(256, 4096, {4096, 1024, 1024}, 0, true, false);
+    check_linear_fp8(256, 4096, {2048, 2048}, 1.0f, true, true);
+    check_linear_fp8(64, 1024, {256, 256}, 0, false, true);
+    /* f32 y: the TP row-parallel partial sums (to_out, down) */
+    check_linear_fp8(49, 128, {64}, 0, true, false, C3_F32);
+    check_linear_fp8(49, 128, {64}, 0, false, false, C3_F32);
     check_rmsnorm(257, 1024, false);
     check_rmsnorm(257, 1024, true);
     check_rmsnorm(300 * 8, 128, false);
@@ -587,6 +687,15 @@ int main(int argc, char **argv) {
     printf("memory: weights %lld, kv %lld, act %lld bytes; peak %lld\n", (long long)gpu->mem[C3_MEM_WEIGHTS],
            (long long)gpu->mem[C3_MEM_KV], (long long)gpu->mem[C3_MEM_ACT], (long long)gpu->mem_peak);
 
+    if (fp8_only) {
+        printf("linear FP8 vs bf16 (median of %d; amax: per-call scale, static: input_scale):\n", TIME_REPS);
+        time_gemm_fp8(4096, 6144, 4096, "nano qkv");
+        time_gemm_fp8(4096, 24576, 4096, "nano gate/up");
+        time_gemm_fp8(4096, 4096, 12288, "nano down");
+        time_gemm_fp8(18720, 24576, 4096, "480p gate/up");
+        time_gemm_fp8(8192, 51200, 5120, "super gate/up");
+        quick = true;
+    }
     if (!quick) {
         printf("attention timing (median of %d; flash = tensor-core kernel, 2 key segments):\n", TIME_REPS);
         time_attention(1024, 300, 32, 8, 128);
@@ -600,6 +709,12 @@ int main(int argc, char **argv) {
         time_gemm(4096, 4096, 12288, "nano down");
         time_gemm(300, 4096, 4096, "und L=300");
         time_gemm(4096, 25600, 5120, "super gate/up");
+        printf("linear FP8 vs bf16 (median of %d; amax: per-call scale, static: input_scale):\n", TIME_REPS);
+        time_gemm_fp8(4096, 6144, 4096, "nano qkv");
+        time_gemm_fp8(4096, 24576, 4096, "nano gate/up");
+        time_gemm_fp8(4096, 4096, 12288, "nano down");
+        time_gemm_fp8(18720, 24576, 4096, "480p gate/up");
+        time_gemm_fp8(8192, 51200, 5120, "super gate/up");
         printf("linear vs every cuBLASLt algorithm the heuristic offers (Nano GEN shapes; M = "
                "tokens of one or two\n"
                "CFG branches: T2I 1024^2 1,024 / 2,048, 480p 9,360 / 18,720):\n");
