@@ -453,28 +453,29 @@ static int cmd_tokenize(c3_settings *s, char **pos, int npos) {
 /* ----------------------------------------------------------------- info */
 
 /* What a checkpoint says about itself (model_index.json "cosmos3"). */
-static void print_card(const c3_model_card *k) {
+static void print_card(const cosmos3_model_info *k, const cosmos3_checkpoint_details *d) {
     if (k->about) printf("\nabout: %s\n", k->about);
     if (k->width || k->steps || k->guidance >= 0) {
         printf("its defaults:");
         if (k->width && k->height) printf(" %dx%d,", k->width, k->height);
         if (k->steps) printf(" %d steps,", k->steps);
         if (k->guidance >= 0) printf(" guidance %g,", k->guidance);
-        if (k->schedule[0]) printf(" schedule %s,", k->schedule);
+        if (k->schedule && k->schedule[0]) printf(" schedule %s,", k->schedule);
         if (k->shift >= 0) printf(" shift %g,", k->shift);
-        if (k->interval == 1) printf(" guidance interval %g,%g", k->interval_lo, k->interval_hi);
-        if (k->interval == 2) printf(" guidance on every step");
+        if (k->guidance_interval == 1)
+            printf(" guidance interval %g,%g", k->guidance_lo, k->guidance_hi);
+        if (k->guidance_interval == 2) printf(" guidance on every step");
         printf("\n");
     }
-    if (k->nvocab) {
-        printf("vocabulary (%d words; others draw nothing it knows):", k->nvocab);
-        for (int i = 0; i < k->nvocab; i++)
-            printf(i ? ", %s" : " %s", k->vocab[i]);
+    if (k->nvocabulary) {
+        printf("vocabulary (%d words; others draw nothing it knows):", k->nvocabulary);
+        for (int i = 0; i < k->nvocabulary; i++)
+            printf(i ? ", %s" : " %s", k->vocabulary[i]);
         printf("\n");
-        if (k->nfillers) {
+        if (d->nfillers) {
             printf("also read, changing nothing it draws:");
-            for (int i = 0; i < k->nfillers; i++)
-                printf(i ? ", %s" : " %s", k->fillers[i]);
+            for (int i = 0; i < d->nfillers; i++)
+                printf(i ? ", %s" : " %s", d->fillers[i]);
             printf("\n");
         }
     }
@@ -483,7 +484,7 @@ static void print_card(const c3_model_card *k) {
         for (int i = 0; i < k->nexamples; i++)
             printf("  cosmos3 gen -p \"%s\"\n", k->examples[i]);
     }
-    if (k->scores_json) printf("measured scores: %s\n", k->scores_json);
+    if (d->scores_json) printf("measured scores: %s\n", d->scores_json);
 }
 
 /* cosmos3 info FILE: what a picture or clip is. */
@@ -522,23 +523,22 @@ static int info_media(const c3_settings *s, const char *path) {
     return C3_OK;
 }
 
-/* What gen would refuse, before info prints anything: the tokenizer; with
- * --check also every weight (dtype table, NaN/Inf) and the whole load gen
- * does (every tensor's name and shape, the VAE), on the layout asked for. */
-static int info_validate(c3_settings *s, const c3_ckpt *ck, int64_t *ntensors, int64_t *nvalues) {
-    c3_tokenizer *tok = NULL;
-    int rc = tok_load(&tok, ck->tokenizer_json);
-    tok_free(tok);
-    if (rc || !s->check) return rc;
-    C3_TRY(ckpt_scan(ck, ntensors, nvalues));
-    c3_events *ev = events_new(4096);
-    c3_engine *e = NULL;
-    rc = engine_open(&e, s, ev);
-    engine_close(e);
-    events_free(ev);
-    return rc;
+/* An FP8 checkpoint's weights and step policy, one line (NULL: not FP8). */
+static const char *quant_text(const cosmos3_checkpoint_details *d, char *buf, size_t n) {
+    if (!d->fp8) return NULL;
+    char pol[96];
+    if (d->fp8_policy)
+        snprintf(pol, sizeof pol, "first %d / last %d steps 16-bit", d->fp8_first, d->fp8_last);
+    else
+        snprintf(pol, sizeof pol, "all steps fp8");
+    snprintf(buf, n, "fp8 e4m3 (ModelOpt, per-tensor scales), step policy: %s", pol);
+    return buf;
 }
 
+/* cosmos3 info -m DIR, on the public API: the checkpoint checked as gen's
+ * load checks it (exit with gen's code and message: nothing printed), then
+ * its geometry, sizes, plan and card. --check adds every stored value and
+ * the whole load. A plan that does not fit is printed around and returned. */
 static int cmd_info(c3_settings *s, char **pos, int npos) {
     if (npos == 1 && !s->given[option_index(option_find("model"))]) {
         char mi[4200];
@@ -548,50 +548,77 @@ static int cmd_info(c3_settings *s, char **pos, int npos) {
     if (npos)
         return c3_fail(C3_EUSAGE, "info: unexpected argument '%s' (a model goes with -m DIR)",
                        pos[0]);
-    char dir[4096];
-    pipeline_model_dir(s, dir, sizeof dir);
-    c3_ckpt ck;
-    C3_TRY(ckpt_open(&ck, dir, true));
-    int64_t ntensors = 0, nvalues = 0;
-    int vrc = info_validate(s, &ck, &ntensors, &nvalues);
-    if (vrc) {
-        ckpt_close(&ck);
-        return vrc;
-    }
-    c3_sizes sz;
-    ckpt_sizes(&ck, &sz);
-    const c3_tconfig *t = &ck.t;
+    cosmos3_open_params op;
+    session_open_params(s, &op);
+    char err[1024];
+    cosmos3_checkpoint *ck = NULL;
+    int rc = cosmos3_checkpoint_open(&op, &ck, err, sizeof err);
+    if (rc) return c3_fail(rc, "%s", err);
+    cosmos3_model_info mi;
+    cosmos3_checkpoint_details d;
+    cosmos3_checkpoint_model(ck, &mi, &d);
     /* the size planned for: the one given, else the model's own, else gen's default */
     bool video = s->frames > 1;
-    const c3_model_card *kc = &ck.card;
-    int W = s->width ? s->width : kc->width ? kc->width : (video ? 1280 : 1024);
-    int H = s->height ? s->height : kc->height ? kc->height : (video ? 720 : 1024);
+    int W = s->width ? s->width : mi.width ? mi.width : (video ? 1280 : 1024);
+    int H = s->height ? s->height : mi.height ? mi.height : (video ? 720 : 1024);
     const char *size_from = s->width || s->height ? "as given"
-                            : kc->width
+                            : mi.width
                                 ? "the model's default size; -W, -H and --frames plan another"
                                 : "the default size; -W, -H and --frames plan another";
-    c3_plan p;
-    int rc = plan_make(&p, t, &sz, s->tp, s->cfg_parallel, s->ulysses, s->device, s->gpus,
-                       s->offload, plan_precision(s->precision), W, H, s->frames);
-    char a[32], b[32], c[32], d[32];
+    op.plan_width = W;
+    op.plan_height = H;
+    op.plan_frames = s->frames;
+    cosmos3_layout p;
+    char *plan_text = NULL;
+    char plan_err[1024] = "";
+    int prc = cosmos3_checkpoint_plan(ck, &op, W, H, s->frames, &p, &plan_text, plan_err,
+                                      sizeof plan_err);
+    int64_t ntensors = 0, nvalues = 0;
+    if (prc == C3_OK) { /* gen plans first, then loads: a plan that fails is its error */
+        rc = cosmos3_checkpoint_check(ck, &op, s->check, &ntensors, &nvalues, err, sizeof err);
+        if (rc) {
+            free(plan_text);
+            cosmos3_checkpoint_close(ck);
+            return c3_fail(rc, "%s", err);
+        }
+    }
+    char a[32], b[32], c[32], e[32], q[160];
+    const char *quant = quant_text(&d, q, sizeof q);
     if (s->json) {
-        json_t *o = json_pack("{s:s,s:i,s:i,s:i,s:i,s:i,s:s,s:i,s:i,s:i,s:i}", "model", ck.model_id, "layers",
-                              t->layers, "hidden", t->hidden, "heads", t->heads, "kv_heads", t->kv_heads,
-                              "head_dim", t->head_dim, "mlp", t->mlp_gated ? "swiglu" : "relu2", "intermediate",
-                              t->inter, "vocab", t->vocab, "latent_channels", t->latent_ch, "patch", t->patch);
-        json_object_set_new(o, "params", json_pack("{s:I,s:I,s:I,s:I}", "und", (json_int_t)sz.und_params, "gen",
-                                                   (json_int_t)sz.gen_params, "vae", (json_int_t)sz.vae_params,
-                                                   "unused", (json_int_t)sz.other_params));
-        if (rc == C3_OK)
+        json_t *o =
+            json_pack("{s:s,s:i,s:i,s:i,s:i,s:i,s:s,s:i,s:i,s:i,s:i}", "model", mi.id, "layers",
+                      mi.layers, "hidden", mi.hidden, "heads", mi.heads, "kv_heads", mi.kv_heads,
+                      "head_dim", mi.head_dim, "mlp", d.mlp, "intermediate", d.intermediate,
+                      "vocab", d.vocab, "latent_channels", mi.latent_channels, "patch", mi.patch);
+        json_object_set_new(o, "params",
+                            json_pack("{s:I,s:I,s:I,s:I}", "und", (json_int_t)d.und_params, "gen",
+                                      (json_int_t)d.gen_params, "vae", (json_int_t)d.vae_params,
+                                      "unused", (json_int_t)d.unused_params));
+        json_object_set_new(o, "bytes",
+                            json_pack("{s:I,s:I,s:I,s:I}", "und", (json_int_t)d.und_bytes, "gen",
+                                      (json_int_t)d.gen_bytes, "vae", (json_int_t)d.vae_bytes,
+                                      "unused", (json_int_t)d.unused_bytes));
+        if (d.fp8) {
+            json_t *qj =
+                json_pack("{s:s,s:s,s:s,s:I,s:I}", "weights", "fp8_e4m3", "method", "modelopt",
+                          "scales", "per-tensor", "fp8_tensors", (json_int_t)d.fp8_tensors,
+                          "fp8_params", (json_int_t)d.fp8_params);
+            json_object_set_new(qj, "step_policy",
+                                d.fp8_policy ? json_pack("{s:i,s:i}", "first_16bit", d.fp8_first,
+                                                         "last_16bit", d.fp8_last)
+                                             : json_string("all_fp8"));
+            json_object_set_new(o, "quantization", qj);
+        }
+        if (prc == C3_OK)
             json_object_set_new(o, "plan",
                                 json_pack("{s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:s,s:s,s:I,s:I,s:I,s:I}",
                                           "width", W, "height", H, "frames", s->frames, "tp", p.tp,
-                                          "cfg_parallel", p.cfg, "ulysses", p.sp, "world", p.world,
-                                          "device", p.cuda ? "cuda" : "cpu", "device_note",
+                                          "cfg_parallel", p.cfg_parallel, "ulysses", p.ulysses,
+                                          "world", p.world, "device", p.device, "device_note",
                                           p.device_note, "weights_per_rank", (json_int_t)p.weights,
                                           "kv_per_rank", (json_int_t)p.kv, "act_per_rank",
                                           (json_int_t)p.act, "need_per_rank", (json_int_t)p.need));
-        if (s->check)
+        if (s->check && prc == C3_OK)
             json_object_set_new(o, "check",
                                 json_pack("{s:s,s:I,s:I}", "status", "ok", "tensors",
                                           (json_int_t)ntensors, "values", (json_int_t)nvalues));
@@ -600,39 +627,43 @@ static int cmd_info(c3_settings *s, char **pos, int npos) {
         free(txt);
         json_decref(o);
     } else {
-        printf("model: %s (%s)\n", ck.model_id, ck.dir);
-        printf("geometry: %d layers per tower, hidden %d, %d q heads, %d KV heads, head dim %d\n", t->layers,
-               t->hidden, t->heads, t->kv_heads, t->head_dim);
+        printf("model: %s (%s)\n", mi.id, mi.dir);
+        printf("geometry: %d layers per tower, hidden %d, %d q heads, %d KV heads, head dim %d\n",
+               mi.layers, mi.hidden, mi.heads, mi.kv_heads, mi.head_dim);
         printf("mlp: %s, intermediate %d; vocab %d; rms eps %g; rope theta %g, mrope [%d,%d,%d]\n",
-               t->mlp_gated ? "SwiGLU" : "ReLU^2", t->inter, t->vocab, (double)t->eps, t->rope_theta, t->mrope[0],
-               t->mrope[1], t->mrope[2]);
-        printf("latent: %d channels, patch %d (%d per token)%s%s\n", t->latent_ch, t->patch, t->patch_dim,
-               t->und_qk_norm ? "; UND QK-norm" : "; no UND QK-norm",
-               t->und_k_norm_for_gen ? ", k_norm_und_for_gen" : "");
-        c3_bytes_text(sz.und_bytes, a, sizeof a);
-        c3_bytes_text(sz.gen_bytes, b, sizeof b);
-        c3_bytes_text(sz.vae_bytes, c, sizeof c);
-        c3_bytes_text(sz.other_bytes, d, sizeof d);
-        printf("parameters: UND %.3f M (%s), GEN %.3f M (%s), VAE %.3f M (%s), unused heads %.3f M (%s)\n",
-               (double)sz.und_params / 1e6, a, (double)sz.gen_params / 1e6, b, (double)sz.vae_params / 1e6, c,
-               (double)sz.other_params / 1e6, d);
-        printf("system prompt by default: %s; scheduler: %s%s\n", ck.default_system_prompt ? "on" : "off",
-               ck.s.class_name, ck.s.use_karras_sigmas ? " (karras sigmas)" : "");
-        if (rc == C3_OK) {
+               strcmp(d.mlp, "swiglu") ? "ReLU^2" : "SwiGLU", d.intermediate, d.vocab, d.rms_eps,
+               d.rope_theta, d.mrope[0], d.mrope[1], d.mrope[2]);
+        printf("latent: %d channels, patch %d (%d per token)%s%s\n", mi.latent_channels, mi.patch,
+               d.patch_dim, d.und_qk_norm ? "; UND QK-norm" : "; no UND QK-norm",
+               d.und_k_norm_for_gen ? ", k_norm_und_for_gen" : "");
+        c3_bytes_text(d.und_bytes, a, sizeof a);
+        c3_bytes_text(d.gen_bytes, b, sizeof b);
+        c3_bytes_text(d.vae_bytes, c, sizeof c);
+        c3_bytes_text(d.unused_bytes, e, sizeof e);
+        printf("parameters: UND %.3f M (%s), GEN %.3f M (%s), VAE %.3f M (%s), unused heads %.3f "
+               "M (%s)\n",
+               (double)d.und_params / 1e6, a, (double)d.gen_params / 1e6, b,
+               (double)d.vae_params / 1e6, c, (double)d.unused_params / 1e6, e);
+        if (quant) printf("weights: %s\n", quant);
+        printf("system prompt by default: %s; scheduler: %s%s\n",
+               mi.default_system_prompt ? "on" : "off", d.scheduler,
+               d.karras_sigmas ? " (karras sigmas)" : "");
+        if (prc == C3_OK) {
             printf("%s\n", p.device_note);
             printf("plan for %dx%d, %d frame%s (%s):\n", W, H, s->frames, s->frames == 1 ? "" : "s",
                    size_from);
-            plan_print(stdout, &p);
+            fputs(plan_text ? plan_text : "", stdout);
         }
-        print_card(&ck.card);
-        if (s->check)
+        print_card(&mi, &d);
+        if (s->check && prc == C3_OK)
             printf(
                 "check: ok: %lld tensors with the dtypes they must have, %lld values all finite; "
                 "loads as gen loads it\n",
                 (long long)ntensors, (long long)nvalues);
     }
-    ckpt_close(&ck);
-    return rc;
+    free(plan_text);
+    cosmos3_checkpoint_close(ck);
+    return prc ? c3_fail(prc, "%s", plan_err) : C3_OK;
 }
 
 /* ----------------------------------------------------------------- meta */

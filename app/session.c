@@ -332,19 +332,22 @@ static int generate(c3_engine *e, const c3_settings *s, const c3_cond_frames *in
     float *noise = NULL, *step_noise = NULL;
     if (s->noise) {
         size_t n;
-        if (cosmos3_latents_read(s->noise, st.latent_shape, &noise, &n, err, sizeof err)) {
+        int nrc = cosmos3_latents_read(s->noise, st.latent_shape, &noise, &n, err, sizeof err);
+        if (nrc) { /* exit 4 for any bad noise; only a shape the size decides names the options */
             output_free(&o);
-            return c3_fail(COSMOS3_EINPUT, "--noise %s; check -W/-H/--frames", err);
+            return c3_fail(COSMOS3_EINPUT, "--noise %s%s", err,
+                           nrc == COSMOS3_EUSAGE ? "; check -W/-H/--frames" : "");
         }
         rq.noise = noise;
         rq.noise_len = n;
         /* the fixed-step SDE sampler's re-noising draws, when the file has them */
         if (!strcmp(st.schedule, "flowmatch4") &&
-            cosmos3_step_noise_read(s->noise, st.steps, st.latent_shape, &step_noise, &n, err,
-                                    sizeof err)) {
+            (nrc = cosmos3_step_noise_read(s->noise, st.steps, st.latent_shape, &step_noise, &n,
+                                           err, sizeof err))) {
             free(noise);
             output_free(&o);
-            return c3_fail(COSMOS3_EINPUT, "--noise %s", err);
+            return c3_fail(COSMOS3_EINPUT, "--noise %s%s", err, /* the steps decide its first size */
+                           nrc == COSMOS3_EUSAGE ? "; check -W/-H/--frames and --steps" : "");
         }
         rq.step_noise = step_noise;
         rq.step_noise_len = n;

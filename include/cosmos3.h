@@ -333,14 +333,16 @@ COSMOS3_API void cosmos3_result_free(cosmos3_result *r);
  * (float32): written atomically, an existing file kept unless overwrite. */
 COSMOS3_API int cosmos3_latents_write(const char *path, const float *latents, const int shape[5],
                                       bool overwrite, char *err, size_t errlen);
-/* Read one: shape must match want (COSMOS3_EINPUT naming both otherwise);
+/* Read one: shape must match want (COSMOS3_EUSAGE naming both otherwise:
+ * the request's size does not fit the file), F32 with every value finite
+ * (COSMOS3_EINPUT naming the dtype, or the first bad element's index);
  * *out is malloc'd, n floats. */
 COSMOS3_API int cosmos3_latents_read(const char *path, const int want[5], float **out, size_t *n,
                                      char *err, size_t errlen);
 /* The re-noising draws of the fixed-step SDE sampler from the same file:
  * "step_noise" [steps, 1, C, T, h, w] with want = the latents' shape. A file
  * without one gives *out NULL, n 0 and COSMOS3_OK; a wrong shape is
- * COSMOS3_EINPUT. */
+ * COSMOS3_EUSAGE, a dtype or value as for the latents COSMOS3_EINPUT. */
 COSMOS3_API int cosmos3_step_noise_read(const char *path, int steps, const int want[5], float **out,
                                         size_t *n, char *err, size_t errlen);
 
@@ -365,6 +367,14 @@ typedef struct {
     const char *const *fillers; /* words read that change nothing it draws */
     int nfillers;
     const char *scores_json;   /* the card's measured scores (compact JSON), or NULL */
+    /* NVIDIA ModelOpt FP8 (transformer/config.json quantization_config): E4M3
+     * layer weights with per-tensor scales, counted at 1 byte each above */
+    bool fp8;
+    int64_t fp8_tensors, fp8_params; /* the weights stored as F8_E4M3 */
+    /* its runtime.diffusion_step_policy: the first / last N steps run with
+     * 16-bit activations (the weights dequantised); none: every step FP8 */
+    bool fp8_policy;
+    int fp8_first, fp8_last;
 } cosmos3_checkpoint_details;
 
 /* p->model names the folder (as cosmos3_open); the rest is for the plan. */
@@ -374,6 +384,15 @@ COSMOS3_API void cosmos3_checkpoint_close(cosmos3_checkpoint *c);
 /* Valid until cosmos3_checkpoint_close; details may be NULL. */
 COSMOS3_API void cosmos3_checkpoint_model(const cosmos3_checkpoint *c, cosmos3_model_info *out,
                                           cosmos3_checkpoint_details *details);
+/* What gen's load would refuse, with gen's code and one-line message: the
+ * card's defaults as a request resolves them, every tensor gen loads (name,
+ * shape, dtype, FP8 scales; the VAE's too) through the loader itself on a
+ * backend that stores nothing, and the tokenizer. deep adds every stored
+ * value (the dtype table, NaN/Inf; *tensors and *values say how many were
+ * read, either may be NULL) and then the whole load cosmos3_open(p) does. */
+COSMOS3_API int cosmos3_checkpoint_check(const cosmos3_checkpoint *c, const cosmos3_open_params *p,
+                                         bool deep, int64_t *tensors, int64_t *values, char *err,
+                                         size_t errlen);
 /* The plan p (devices, ranks, offload) gives for W x H x frames, checked as
  * cosmos3_open checks it; *text (malloc'd, may be NULL) as cosmos3_layout_text. */
 COSMOS3_API int cosmos3_checkpoint_plan(const cosmos3_checkpoint *c, const cosmos3_open_params *p,

@@ -95,6 +95,8 @@ struct c3_backend {
      * FP8); false multiplies the dequantised weights with 16-bit activations
      * (W8A16). Set by the model per tower and step (the checkpoint's policy). */
     bool fp8_act;
+    /* c3_backend_meta: tensors without storage (a load that only checks) */
+    bool meta;
     void *ctx;        /* backend private state */
     int64_t mem[C3_MEM_NCAT], mem_peak;
 
@@ -248,6 +250,9 @@ enum { C3_Q_COMPUTE = 0, C3_Q_COPY = 1 };
 /* Backends. c3_backend_cpu never fails; c3_backend_cuda fails when CUDA is
  * absent (built without it, or no device `device`). */
 c3_backend *c3_backend_cpu(void);
+/* Stores nothing: alloc keeps dtype and shape, upload/copy/permute/sync
+ * accept and drop (src/backend_meta.c); for validating a load. */
+c3_backend *c3_backend_meta(void);
 int c3_backend_cuda(int device, c3_backend **out);
 void c3_backend_destroy(c3_backend *be);
 

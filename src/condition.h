@@ -12,7 +12,8 @@
  *
  * The pinned latent frames' tokens enter the GEN tower clean and carry no
  * timestep, and their velocity is zero (model_gen's c3_latent_geom.pinned),
- * so the sampler leaves them at x0. */
+ * so UniPC leaves them at x0; the distilled fixed-step SDE re-noises every
+ * position, and denoise.c sets them back to x0 (cond_mix) after each step. */
 #ifndef COSMOS3_CONDITION_H
 #define COSMOS3_CONDITION_H
 

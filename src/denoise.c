@@ -9,6 +9,7 @@
 
 /* Fault injection for the tests: rank c3_inject_fail_rank fails at step 2. */
 int c3_inject_fail_rank = -1;
+bool c3_denoise_reanchor = true;
 
 static bool cfg_active(const cosmos3_settings *s, double t) {
     if (s->guidance == 1.0) return false;
@@ -167,6 +168,10 @@ static int rank_loop(c3_denoise *j, c3_rank *rk) {
             }
         }
         rc = sampler_step(smp, i, v, x, eps, NULL, NULL);
+        /* the SDE step re-noised the pinned frames with the rest (their draws
+         * come from the stream too, as upstream's generator draws the whole
+         * tensor): back to the clean x0, mask * x0 + (1 - mask) * x */
+        if (rc == C3_OK && sde && j->cond && c3_denoise_reanchor) cond_mix(j->cond, x);
         if (rc == C3_OK && i == 0 && rk->rank == 0) /* cheap: one pass over the latents */
             rc = denoise_check_finite(x, j->n, "the latents after the first step", "transformer");
         if (rc == C3_OK) { /* this rank's memory, from our own accounting */

@@ -5,6 +5,7 @@
 #ifndef COSMOS3_DENOISE_H
 #define COSMOS3_DENOISE_H
 
+#include "condition.h"
 #include "engine.h"
 #include "scheduler.h"
 
@@ -21,6 +22,11 @@ typedef struct {
     c3_schedule sched;
     float *x_final;          /* [n], written by rank 0 */
     const uint8_t *pinned;   /* [T]: latent frames the conditioning gives, or NULL */
+    /* the conditioning (its clean x0 on the pinned frames), or NULL: the
+     * fixed-step SDE re-noises every position, so after each of its steps
+     * the pinned frames are set back to x0 (upstream's
+     * Cosmos3DistilledVisionLoopSchedulerStep); UniPC leaves them at x0 */
+    const c3_condition *cond;
     const float *step_noise; /* [steps, n]: the SDE's re-noising draws, or NULL: the seed's */
     double t_und, t_loop, step_sum, cond_sum, uncond_sum;
     int steps_run;
@@ -34,5 +40,7 @@ int denoise_run(c3_denoise *j);
  * latents"): the noise was checked before, so it came from the weights of
  * `stage` ("transformer", "VAE"); C3_EMODEL naming both, else C3_OK. */
 int denoise_check_finite(const float *x, int64_t n, const char *where, const char *stage);
+/* Tests only: false skips the re-anchoring above (default true). */
+extern bool c3_denoise_reanchor;
 
 #endif

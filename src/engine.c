@@ -284,8 +284,8 @@ int engine_run_ranks(cosmos3_engine *e, int (*fn)(cosmos3_engine *e, c3_rank *rk
         for (int r = 0; r < p->world; r++) {
             const c3_rank *rk = &e->ranks[r];
             if (rk->rc && (pass == 1 || rk->rc != C3_ECANCEL))
-                return prefix ? c3_fail(rk->rc, "rank %d: %s", r, rk->err)
-                              : c3_fail(rk->rc, "%s", rk->err);
+                return prefix && p->world > 1 ? c3_fail(rk->rc, "rank %d: %s", r, rk->err)
+                                              : c3_fail(rk->rc, "%s", rk->err);
         }
     return C3_OK;
 }
@@ -608,6 +608,7 @@ static int generate(cosmos3_engine *e, const cosmos3_request *rq, cosmos3_result
         if (rc) goto out;
         cond_mix(&cd, x0);
         j.pinned = cd.pinned;
+        j.cond = &cd; /* the distilled sampler re-anchors the pinned frames after each step */
         emit_stage(e, "encode", false, c3_now() - t0);
     }
     j.x_init = x0;

@@ -3,10 +3,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend.h"
 #include "checkpoint.h"
 #include "cosmos3.h"
 #include "engine.h"
+#include "model.h"
 #include "plan.h"
+#include "request.h"
+#include "tokenizer.h"
+#include "wan_vae.h"
 
 struct cosmos3_checkpoint {
     c3_ckpt ck;
@@ -71,6 +76,63 @@ void cosmos3_checkpoint_model(const cosmos3_checkpoint *c, cosmos3_model_info *o
     d->fillers = (const char *const *)ck->card.fillers;
     d->nfillers = ck->card.nfillers;
     d->scores_json = ck->card.scores_json;
+    d->fp8 = t->fp8;
+    for (int i = 0; i < ck->ntens; i++)
+        if (ck->tens[i].t->dtype == C3_F8E4M3) {
+            d->fp8_tensors++;
+            d->fp8_params += st_numel(ck->tens[i].t);
+        }
+    d->fp8 |= d->fp8_tensors > 0;
+    d->fp8_policy = t->fp8 && t->fp8_policy;
+    d->fp8_first = d->fp8_policy ? t->fp8_first : 0;
+    d->fp8_last = d->fp8_policy ? t->fp8_last : 0;
+}
+
+/* gen's load without its weights: the transformer and the VAE through their
+ * loaders onto the meta backend (every name, shape, dtype and scale check
+ * they make, in the order gen makes them), then the tokenizer. */
+static int check_load(const c3_ckpt *ck, const cosmos3_open_params *p) {
+    cosmos3_request rq;
+    cosmos3_request_init(&rq);
+    if (p->plan_width > 0) rq.width = p->plan_width;
+    if (p->plan_height > 0) rq.height = p->plan_height;
+    if (p->plan_frames > 0) rq.frames = p->plan_frames;
+    cosmos3_settings st;
+    C3_TRY(request_resolve(&rq, ck, &st));
+    c3_backend *be = c3_backend_meta();
+    c3_model *m = NULL;
+    int rc = model_load(&m, ck, be, NULL);
+    model_free(m);
+    if (rc == C3_OK) {
+        c3_vae *v = NULL;
+        rc = vae_load(&v, ck, be);
+        vae_free(v);
+    }
+    c3_backend_destroy(be);
+    if (rc) return rc;
+    c3_tokenizer *tok = NULL;
+    rc = tok_load(&tok, ck->tokenizer_json);
+    tok_free(tok);
+    return rc;
+}
+
+int cosmos3_checkpoint_check(const cosmos3_checkpoint *c, const cosmos3_open_params *p, bool deep,
+                             int64_t *tensors, int64_t *values, char *err, size_t errlen) {
+    if (tensors) *tensors = 0;
+    if (values) *values = 0;
+    if (!c || !p)
+        return give_err(c3_fail(C3_EUSAGE, "cosmos3_checkpoint_check: NULL argument"), err, errlen);
+    int rc = check_load(&c->ck, p);
+    if (rc || !deep) return give_err(rc, err, errlen);
+    int64_t nt = 0, nv = 0;
+    rc = ckpt_scan(&c->ck, &nt, &nv);
+    if (tensors) *tensors = nt;
+    if (values) *values = nv;
+    if (rc) return give_err(rc, err, errlen);
+    cosmos3_engine *e = NULL;
+    rc = cosmos3_open(p, &e, err, errlen);
+    cosmos3_close(e);
+    return rc;
 }
 
 int cosmos3_checkpoint_plan(const cosmos3_checkpoint *c, const cosmos3_open_params *p, int width,

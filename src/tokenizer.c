@@ -16,8 +16,12 @@
 #include "tokenizer.h"
 
 #include <jansson.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
 #include <utf8proc.h>
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
@@ -190,6 +194,7 @@ struct c3_tokenizer {
     bool ignore_merges;
     pcre2_code *re; /* the Split pattern */
     bool jit;
+    int64_t probes; /* slots the vocab and merge tables' inserts looked at (tok_load_probes) */
 };
 
 /* GPT-2's byte-level alphabet: printable Latin-1 bytes map to themselves,
@@ -202,16 +207,82 @@ static void byte_alphabet(uint32_t cp[BYTE_VALUES]) {
     }
 }
 
+/* The hash tables' key, drawn once per process: a tokenizer.json cannot be
+ * crafted so that its strings or merge pairs collide (an unkeyed hash let
+ * every entry land in one probe chain, and the load went quadratic). */
+static uint64_t hash_key[2];
+static pthread_once_t hash_key_once = PTHREAD_ONCE_INIT;
+
+static uint64_t splitmix64(uint64_t *x) {
+    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static void hash_key_init(void) {
+    /* the kernel's random bytes; without them (no getrandom, or its pool not
+     * ready) the clock, the process id and an address, mixed */
+    if (getrandom(hash_key, sizeof hash_key, GRND_NONBLOCK) == (ssize_t)sizeof hash_key) return;
+    struct timespec ts = {0};
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uint64_t x = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+    x ^= (uint64_t)getpid() << 32 ^ (uint64_t)(uintptr_t)&ts;
+    hash_key[0] = splitmix64(&x);
+    hash_key[1] = splitmix64(&x);
+}
+
+/* SipHash-1-3 (Aumasson and Bernstein; the variant Rust's and Python's
+ * hash tables use) of n bytes under hash_key. */
+#define SIP_ROTL(x, b) (uint64_t)(((x) << (b)) | ((x) >> (64 - (b))))
+#define SIP_ROUND                                                                                  \
+    do {                                                                                           \
+        v0 += v1;                                                                                  \
+        v1 = SIP_ROTL(v1, 13);                                                                     \
+        v1 ^= v0;                                                                                  \
+        v0 = SIP_ROTL(v0, 32);                                                                     \
+        v2 += v3;                                                                                  \
+        v3 = SIP_ROTL(v3, 16);                                                                     \
+        v3 ^= v2;                                                                                  \
+        v0 += v3;                                                                                  \
+        v3 = SIP_ROTL(v3, 21);                                                                     \
+        v3 ^= v0;                                                                                  \
+        v2 += v1;                                                                                  \
+        v1 = SIP_ROTL(v1, 17);                                                                     \
+        v1 ^= v2;                                                                                  \
+        v2 = SIP_ROTL(v2, 32);                                                                     \
+    } while (0)
+static uint64_t siphash13(const void *data, size_t n) {
+    const unsigned char *p = data;
+    uint64_t k0 = hash_key[0], k1 = hash_key[1];
+    uint64_t v0 = k0 ^ 0x736f6d6570736575ull, v1 = k1 ^ 0x646f72616e646f6dull,
+             v2 = k0 ^ 0x6c7967656e657261ull, v3 = k1 ^ 0x7465646279746573ull;
+    size_t full = n & ~(size_t)7;
+    for (size_t i = 0; i < full; i += 8) {
+        uint64_t m;
+        memcpy(&m, p + i, 8); /* little-endian hosts (x86-64, aarch64) */
+        v3 ^= m;
+        SIP_ROUND;
+        v0 ^= m;
+    }
+    uint64_t b = (uint64_t)n << 56;
+    for (size_t i = 0; i < (n & 7); i++)
+        b |= (uint64_t)p[full + i] << (8 * i);
+    v3 ^= b;
+    SIP_ROUND;
+    v0 ^= b;
+    v2 ^= 0xff;
+    SIP_ROUND;
+    SIP_ROUND;
+    SIP_ROUND;
+    return v0 ^ v1 ^ v2 ^ v3;
+}
+
 static uint64_t hash_bytes(const char *s, size_t n) {
-    return c3_fnv1a(s, n, C3_FNV_INIT);
+    return siphash13(s, n);
 }
 static uint64_t hash_pair(uint64_t k) {
-    k ^= k >> 33;
-    k *= 0xff51afd7ed558ccdull;
-    k ^= k >> 33;
-    k *= 0xc4ceb9fe1a85ec53ull;
-    k ^= k >> 33;
-    return k;
+    return siphash13(&k, sizeof k);
 }
 static size_t table_size(size_t n) {
     size_t s = 16;
@@ -482,7 +553,7 @@ static int build_vocab_hash(c3_tokenizer *t, const char *path) {
         uint64_t h = hs[id];
         uint32_t fp = (uint32_t)(h >> 32);
         size_t i = h & t->vmask;
-        for (; t->vhash[i].id >= 0; i = (i + 1) & t->vmask) {
+        for (t->probes++; t->vhash[i].id >= 0; i = (i + 1) & t->vmask, t->probes++) {
             const vocab_ent *e = &t->vhash[i];
             if (e->fp == fp && e->len == len && !memcmp(t->raw + e->off, str, len)) {
                 free(hs);
@@ -541,7 +612,7 @@ static int resolve_merges(c3_tokenizer *t, const scan *s, const char *arena, con
         uint64_t key = ((uint64_t)(uint32_t)ids[i][0] << 32) | (uint32_t)ids[i][1];
         size_t h = hash_pair(key) & t->mmask;
         bool seen = false;
-        for (; t->mhash[h].key != EMPTY_KEY; h = (h + 1) & t->mmask)
+        for (t->probes++; t->mhash[h].key != EMPTY_KEY; h = (h + 1) & t->mmask, t->probes++)
             if (t->mhash[h].key == key) {
                 seen = true; /* a repeated merge keeps its first (lower) rank */
                 break;
@@ -824,6 +895,8 @@ static int object_next(scan *s, sbuf *key, bool *first, bool *more) {
 
 int tok_load(c3_tokenizer **out, const char *path) {
     *out = NULL;
+    if (pthread_once(&hash_key_once, hash_key_init) != 0)
+        return c3_fail(C3_EFAIL, "tokenizer: cannot draw the hash key");
     char *text = NULL;
     size_t len = 0;
     if (c3_read_file(path, &text, &len) != C3_OK) {
@@ -977,6 +1050,10 @@ int32_t tok_id(const c3_tokenizer *t, const char *token) {
 const char *tok_piece(const c3_tokenizer *t, int32_t id) {
     if (id < 0 || id >= t->n_ids || t->dec_off[id] == SIZE_MAX) return NULL;
     return t->dec + t->dec_off[id];
+}
+
+int64_t tok_load_probes(const c3_tokenizer *t) {
+    return t->probes;
 }
 
 int tok_vocab_size(const c3_tokenizer *t) {

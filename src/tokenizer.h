@@ -22,6 +22,9 @@ int32_t tok_id(const c3_tokenizer *t, const char *token);
 /* Decoded text of one id (byte-level decoded), or NULL. Static per-tokenizer storage. */
 const char *tok_piece(const c3_tokenizer *t, int32_t id);
 int tok_vocab_size(const c3_tokenizer *t);
+/* The hash-table slots tok_load's inserts probed (vocab and merges): about
+ * 1.5 per entry with a keyed hash, whatever the file; for tests. */
+int64_t tok_load_probes(const c3_tokenizer *t);
 /* Offset of the first byte of s[0..len) that is not valid UTF-8 (overlong
  * forms, surrogates and code points above U+10FFFF are invalid), or len. */
 size_t tok_utf8_invalid(const char *s, size_t len);

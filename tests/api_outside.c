@@ -210,6 +210,11 @@ int main(int argc, char **argv) {
         CHECK(rc == COSMOS3_OK && lay.world == 1 && !strcmp(lay.device, "cpu") && lay.weights > 0 && text,
               "cpu plan: %s", err);
         free(text);
+        /* gen's load checks without the weights (what plain `cosmos3 info` runs) */
+        int64_t nt = -1, nv = -1;
+        rc = cosmos3_checkpoint_check(ck, &op, false, &nt, &nv, err, sizeof err);
+        CHECK(rc == COSMOS3_OK && nt == 0 && nv == 0 && !cd.fp8 && cd.fp8_tensors == 0,
+              "checkpoint_check: %d %s", rc, err);
         op.tp = 3; /* 8 heads do not split in 3 */
         rc = cosmos3_checkpoint_plan(ck, &op, 64, 64, 1, &lay, &text, err, sizeof err);
         CHECK(rc != COSMOS3_OK && text == NULL && err[0], "tp 3 refused: %d", rc);

@@ -7,6 +7,8 @@
 /* _GNU_SOURCE (set by meson) provides nftw. */
 #include <fcntl.h>
 #include <ftw.h>
+#include <jansson.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +17,7 @@
 #include <unistd.h>
 
 #include "checkpoint.h"
+#include "cosmos3.h"
 #include "test_util.h"
 #include "tokenizer.h"
 
@@ -463,6 +466,144 @@ static void test_tokenizer_files(void) {
     free(v);
 }
 
+/* A vocabulary crafted so that every string shares its low 14 bits of
+ * FNV-1a (the tokenizer's old, unkeyed hash): 6,000 entries in one probe
+ * chain of the 16,384-slot table, 18 M probes to load. With the per-process
+ * key the inserts probe about 1.8 slots each (linear probing at 38% full);
+ * the bound is 4 per entry. */
+static void test_tokenizer_collisions(void) {
+    const char *src = getenv("COSMOS3_SRCDIR");
+    char path[4096];
+    snprintf(path, sizeof path, "%s/tests/fuzz/corpus/tokload/regress_collide.json",
+             src ? src : ".");
+    json_error_t je;
+    json_t *root = json_load_file(path, 0, &je);
+    T_CHECK(root != NULL, "%s: %s", path, je.text);
+    if (!root) return;
+    json_t *vocab = json_object_get(json_object_get(root, "model"), "vocab");
+    const char *k;
+    json_t *v;
+    int n = 0, crafted = 0, colliding = 0;
+    const char *probe_word = NULL;
+    json_int_t probe_id = -1;
+    json_object_foreach(vocab, k, v) {
+        n++;
+        if (json_integer_value(v) < 256) continue;
+        crafted++;
+        colliding += (c3_fnv1a(k, strlen(k), C3_FNV_INIT) & 0x3fff) == 0;
+        probe_word = k, probe_id = json_integer_value(v);
+    }
+    T_CHECK(n == 6256 && crafted == 6000 && colliding == crafted,
+            "the crafted vocabulary: %d entries, %d crafted, %d colliding under FNV-1a", n, crafted,
+            colliding);
+    c3_tokenizer *t = NULL;
+    double t0 = c3_now();
+    int rc = tok_load(&t, path);
+    double dt = c3_now() - t0;
+    T_CHECK(rc == C3_OK, "the colliding vocabulary does not load: %s", c3_errmsg());
+    if (rc == C3_OK) {
+        int64_t probes = tok_load_probes(t);
+        fprintf(stderr, "  tokenizer colliding      -> %d entries, %lld probes in %.4f s\n", n,
+                (long long)probes, dt);
+        T_CHECK(tok_vocab_size(t) == n, "vocab size %d, want %d", tok_vocab_size(t), n);
+        T_CHECK(probes >= n && probes <= 4 * (int64_t)n,
+                "%lld probes to insert %d entries (linear: at most %d)", (long long)probes, n,
+                4 * n);
+        T_CHECK(probe_word && tok_id(t, probe_word) == probe_id, "lookup of '%s': %d, want %lld",
+                probe_word ? probe_word : "?", probe_word ? tok_id(t, probe_word) : -1,
+                (long long)probe_id);
+        T_CHECK(tok_id(t, "zzzzzzz") == -1, "an absent word is found");
+    }
+    tok_free(t);
+    json_decref(root);
+}
+
+/* ------------------------------------------------------------ noise files */
+
+/* A one-tensor safetensors file at tmpdir/label.st. */
+static void noise_file(const char *label, const char *name, c3_dtype dt, int ndim,
+                       const int64_t *shape, const void *data, char *path, size_t pn) {
+    snprintf(path, pn, "%s/%s.st", tmpdir, label);
+    st_wtensor wt = {.name = name, .dtype = dt, .ndim = ndim, .data = data};
+    for (int i = 0; i < ndim; i++)
+        wt.shape[i] = shape[i];
+    T_CHECK(st_write(path, &wt, 1, NULL, 0, true) == C3_OK, "writing %s: %s", path, c3_errmsg());
+}
+
+/* cosmos3_latents_read / cosmos3_step_noise_read: a shape the request's size
+ * does not fit is COSMOS3_EUSAGE naming both shapes (the CLI adds -W/-H/
+ * --frames only then); a dtype other than F32 is COSMOS3_EINPUT naming it and
+ * F32; a NaN/Inf is COSMOS3_EINPUT naming the tensor and the first bad
+ * element by its index. */
+static void test_noise_files(void) {
+    const int want[5] = {1, 48, 2, 3, 4};
+    const int64_t sh[5] = {1, 48, 2, 3, 4}, sh6[6] = {2, 1, 48, 2, 3, 4};
+    enum { N = 48 * 2 * 3 * 4 };
+    static float f[2 * N];
+    static uint16_t h[N];
+    static int64_t i64[N];
+    static uint8_t u8[N];
+    for (int i = 0; i < 2 * N; i++)
+        f[i] = (float)(i % 7) - 3.0f;
+    char path[600], err[1024];
+    float *out = NULL;
+    size_t n = 0;
+    noise_file("good", "latents", C3_F32, 5, sh, f, path, sizeof path);
+    int rc = cosmos3_latents_read(path, want, &out, &n, err, sizeof err);
+    T_CHECK(rc == COSMOS3_OK && n == N && out && out[5] == f[5], "good noise: %d %s", rc, err);
+    free(out);
+    /* the step draws of the same file: absent is fine */
+    rc = cosmos3_step_noise_read(path, 2, want, &out, &n, err, sizeof err);
+    T_CHECK(rc == COSMOS3_OK && !out && n == 0, "no step_noise: %d %s", rc, err);
+    const int other[5] = {1, 48, 2, 4, 4};
+    rc = cosmos3_latents_read(path, other, &out, &n, err, sizeof err);
+    T_CHECK(rc == COSMOS3_EUSAGE && !out && strstr(err, "it has [1, 48, 2, 3, 4]") &&
+                strstr(err, "needs a tensor 'latents' of shape [1, 48, 2, 4, 4]") && one_line(err),
+            "a shape mismatch: %d %s", rc, err);
+    struct {
+        const char *dt_name;
+        c3_dtype dt;
+        const void *data;
+    } bad[] = {{"BF16", C3_BF16, h}, {"F16", C3_F16, h}, {"I64", C3_I64, i64}, {"U8", C3_U8, u8}};
+    for (size_t k = 0; k < C3_ARRAY_LEN(bad); k++) {
+        noise_file(bad[k].dt_name, "latents", bad[k].dt, 5, sh, bad[k].data, path, sizeof path);
+        rc = cosmos3_latents_read(path, want, &out, &n, err, sizeof err);
+        char is[64];
+        snprintf(is, sizeof is, "tensor 'latents' is %s; it must be F32", bad[k].dt_name);
+        T_CHECK(rc == COSMOS3_EINPUT && !out && strstr(err, is) && !strstr(err, "shape") &&
+                    one_line(err),
+                "%s noise: %d %s", bad[k].dt_name, rc, err);
+    }
+    /* NaN at [0, 1, 0, 2, 3] = element ((1 * 2 + 0) * 3 + 2) * 4 + 3 = 35 */
+    f[35] = NAN;
+    noise_file("nan", "latents", C3_F32, 5, sh, f, path, sizeof path);
+    rc = cosmos3_latents_read(path, want, &out, &n, err, sizeof err);
+    T_CHECK(rc == COSMOS3_EINPUT && !out &&
+                strstr(err, "tensor 'latents' holds nan at [0, 1, 0, 2, 3] (element 35)"),
+            "NaN noise: %d %s", rc, err);
+    f[35] = 0;
+    /* step_noise: the same rules, its own name and shape */
+    f[N + 4] = INFINITY; /* [1, 0, 0, 0, 1, 0]: step 1, element 4 of it */
+    noise_file("step_inf", "step_noise", C3_F32, 6, sh6, f, path, sizeof path);
+    rc = cosmos3_step_noise_read(path, 2, want, &out, &n, err, sizeof err);
+    T_CHECK(rc == COSMOS3_EINPUT && !out &&
+                strstr(err, "tensor 'step_noise' holds inf at [1, 0, 0, 0, 1, 0]"),
+            "Inf step noise: %d %s", rc, err);
+    rc = cosmos3_step_noise_read(path, 3, want, &out, &n, err, sizeof err);
+    T_CHECK(rc == COSMOS3_EUSAGE && !out && strstr(err, "of shape [3, 1, 48, 2, 3, 4]"),
+            "step noise for 3 steps: %d %s", rc, err);
+    f[N + 4] = 0;
+    noise_file("step_ok", "step_noise", C3_F32, 6, sh6, f, path, sizeof path);
+    rc = cosmos3_step_noise_read(path, 2, want, &out, &n, err, sizeof err);
+    T_CHECK(rc == COSMOS3_OK && n == 2 * N && out && out[N + 5] == f[N + 5], "step noise: %d %s",
+            rc, err);
+    free(out);
+    noise_file("step_bf16", "step_noise", C3_BF16, 6, sh6, i64, path, sizeof path);
+    rc = cosmos3_step_noise_read(path, 2, want, &out, &n, err, sizeof err);
+    T_CHECK(rc == COSMOS3_EINPUT && !out && strstr(err, "'step_noise' is BF16; it must be F32"),
+            "BF16 step noise: %d %s", rc, err);
+}
+
 /* ------------------------------------------------------------ checkpoint folder */
 
 static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw) {
@@ -742,6 +883,8 @@ int main(void) {
     test_safetensors();
     test_config_parsers();
     test_tokenizer_files();
+    test_tokenizer_collisions();
+    test_noise_files();
     test_files();
     const char *fx = t_fixtures();
     if (fx) test_checkpoint(fx);

@@ -119,6 +119,12 @@ cp lat.st nan.st; st_poke nan.st latents 0000c07f
 expect 4 "noise must be finite" -- gen -p "$P" --noise nan.st -o n.png
 expect 0 "" -- gen -p "$P" --noise lat.st -o n.png -q
 [ -f n.png ] && ok || bad "F32 noise: no image"
+# only a shape the size decides names -W/-H/--frames; a dtype or a NaN names what is wrong
+expect 4 "is I32; it must be F32" -- gen -p "$P" --noise i32.st -o n2.png
+grep -q -- "-W/-H" err && bad "a dtype error blames -W/-H/--frames: $(cat err)" || ok
+expect 4 "tensor 'latents' holds nan at [0, 0, 0, 0, 0] (element 0)" -- gen -p "$P" --noise nan.st -o n2.png
+grep -q -- "-W/-H" err && bad "a NaN error blames -W/-H/--frames: $(cat err)" || ok
+expect 4 "shape [1, 48, 1, 8, 4] (1, C, T, h, w) for this size; it has [1, 48, 1, 4, 4]; check -W/-H/--frames" -- gen -p "$P" --noise lat.st -H 128 -o n2.png
 
 # ---------------------------------------------------------------- D14: temporary files
 echo "important data" > victim
@@ -168,6 +174,52 @@ variant v; rm v/$TS
 "$bin" mkmodel --preset tiny --layers 1 -o one -q
 cp one/$TS v/$TS
 expect 3 "is missing" -- info -m v --check
+# plain info (no --check) runs gen's load checks: gen's exit code and gen's one-line message
+info_like_gen() { # VARIANT SUBSTRING
+    expect 3 "$2" -- info -m "$1" || return
+    [ ! -s out ] && ok || bad "info -m $1 printed before failing: $(head -3 out)"
+    local msg; msg=$(grep '^cosmos3: ' err)
+    expect 3 "$2" -- gen -m "$1" -p "$P" -W 64 -H 64 --steps 2 -o v.png || return
+    [ "$msg" = "$(grep '^cosmos3: ' err)" ] && ok ||
+        bad "info and gen differ on $1: '$msg' vs '$(grep '^cosmos3: ' err)'"
+}
+info_like_gen v "tensor layers.1.input_layernorm.weight is missing (expected shape [128])"
+variant v; st_header v/$TS 's/"layers\.0\.mlp\.up_proj\.weight"/"layers.0.mlp.uq_proj.weight"/ or die'
+info_like_gen v "tensor layers.0.mlp.up_proj.weight is missing"
+variant v; st_header v/$TS 's/("layers.0.mlp.gate_proj.weight":\{"dtype":"BF16","shape":)\[256,128\]/$1\[128,256\]/ or die'
+info_like_gen v "layers.0.mlp.gate_proj.weight has shape [128, 256], expected [256, 128]"
+variant v; st_header v/$TS 's/("layers.1.self_attn.to_k.weight":\{"dtype":)"BF16"/$1"F16" / or die'
+info_like_gen v "layers.1.self_attn.to_k.weight is F16 but config.json's torch_dtype says BF16"
+variant v; st_header v/$TS 's/"BF16"/"F16" /g'
+info_like_gen v "but config.json's torch_dtype says BF16"
+variant v; st_header v/$VS 's/("decoder.conv_out.weight":\{"dtype":)"F32"/$1"I32"/ or die'
+info_like_gen v "decoder.conv_out.weight is I32, which a weight cannot be"
+variant v; st_header v/$VS 's/("decoder.conv_out.weight":\{"dtype":"F32","shape":\[)12,/${1}13,/ or die'
+info_like_gen v "decoder.conv_out.weight"
+variant v; replace v/text_tokenizer/tokenizer.json '{"model":{"type":"BPE","vocab":{"a":0},"merges":[]}'
+info_like_gen v "tokenizer.json"
+# an FP8 checkpoint: its quantization line, FP8 weights counted at one byte each
+"$bin" mkmodel --preset tiny --fp8 -o f8 -q
+expect 0 "" -- info -m f8
+grep -qx "weights: fp8 e4m3 (ModelOpt, per-tensor scales), step policy: first 3 / last 3 steps 16-bit" out &&
+    ok || bad "info on an FP8 checkpoint: no quantization line: $(cat out)"
+expect 0 "" -- info -m base
+grep -q "^weights: fp8" out && bad "a bf16 checkpoint shows a quantization line" || ok
+# an FP8 weight without its scale: the loader's scale check, in info as in gen
+rm -rf f8v; cp -al f8 f8v
+st_header f8v/$TS 's/"layers\.0\.self_attn\.to_q\.weight_scale"/"layers.0.self_attn.to_q.weight_scalf"/ or die'
+info_like_gen f8v "layers.0.self_attn.to_q.weight_scale: missing (an FP8 weight needs it)"
+expect 0 "" -- info -m f8 --json
+jb() { sed -n "s/.*\"bytes\":{\"und\":\([0-9]*\),\"gen\":\([0-9]*\).*/\1 \2/p" out; }
+read -r fu fg < <(jb)
+expect 0 "" -- info -m base --json
+read -r bu bg < <(jb)
+read -r nt fp < <("$bin" info -m f8 --json | sed -n 's/.*"fp8_tensors":\([0-9]*\),"fp8_params":\([0-9]*\).*/\1 \2/p')
+# the same geometry: each FP8 weight is one byte where bf16 takes two, plus its two F32 scales
+[ -n "$fp" ] && [ "$fp" -gt 0 ] && [ $((bu + bg - fu - fg)) = $((fp - 8 * nt)) ] && ok ||
+    bad "FP8 bytes: bf16 $bu+$bg, fp8 $fu+$fg, $fp FP8 weights in $nt tensors"
+"$bin" info -m f8 --json | grep -q '"step_policy":{"first_16bit":3,"last_16bit":3}' && ok ||
+    bad "info --json lacks the FP8 step policy"
 
 # ---------------------------------------------------------------- D5: Ctrl-C while the model loads
 COSMOS3_TEST_LOAD_DELAY=3 "$bin" gen -p "$P" -o cc.png 2> cc.err & pid=$!
@@ -177,5 +229,25 @@ sleep 1; kill -INT $pid; wait $pid; rc=$?
 # ---------------------------------------------------------------- D11: REPL load keeps the model
 printf 'load /nonexistent\n%s\n' "$P" | XDG_STATE_HOME="$tmp/state" timeout 60 "$bin" -o repl.png > r.out 2> r.err
 grep -q "kept .* loaded" r.err && [ -f repl.png ] && ok || bad "a failed REPL load dropped the model: $(cat r.err)"
+
+# ---------------------------------------------------------------- D20: SIGTERM stops the TUI's run: not exit 0
+if command -v tmux >/dev/null && "$bin" --version | grep -q "tui, line edit   yes"; then
+    sock=harden$$
+    tui_term() { # ARGS...: start the TUI, maybe a run, SIGTERM it; its exit status in tui.rc
+        rm -f tui.rc
+        tmux -L $sock new-session -d -x 120 -y 40 "cd '$tmp' && '$bin' tui $1; echo \$? > tui.rc; sleep 5"
+        local sh; sh=$(tmux -L $sock display -p '#{pane_pid}'); sleep 2.5
+        local pid; pid=$(pgrep -P "$sh")
+        if [ -n "$2" ]; then tmux -L $sock send-keys -l "$2"; tmux -L $sock send-keys Enter; sleep 2; fi
+        [ -n "$pid" ] && kill -TERM "$pid"
+        for i in $(seq 50); do [ -s tui.rc ] && break; sleep 0.1; done
+        tmux -L $sock kill-server 2>/dev/null
+    }
+    tui_term "--frames 201 -o tui_vid" "$P"
+    [ "$(cat tui.rc 2>/dev/null)" = 143 ] && [ -z "$(ls -a | grep tui_vid)" ] && ok ||
+        bad "SIGTERM during a TUI run: exit $(cat tui.rc 2>/dev/null), left: $(ls -a | grep tui_vid)"
+    tui_term "" ""
+    [ "$(cat tui.rc 2>/dev/null)" = 0 ] && ok || bad "SIGTERM on an idle TUI: exit $(cat tui.rc 2>/dev/null)"
+fi
 
 finish harden

@@ -761,8 +761,7 @@ static void on_sigint(int sig) {
 }
 
 static void on_term(int sig) {
-    (void)sig;
-    g_term = 1;
+    g_term = sig; /* SIGTERM or SIGHUP */
 }
 
 static bool g_curses_on;
@@ -914,6 +913,7 @@ int tui_main(c3_settings *s, char **pos, int npos) {
         fclose(devnull);
     }
     int rc = g_exit130 || t->quit_cancelled ? COSMOS3_ECANCEL : COSMOS3_OK;
+    bool busy = t->r.job != REPL_IDLE; /* a signal that stops a job is not a success */
     if (g_exit130 || g_term || t->quit_cancelled) repl_cancel(&t->r);
     free(t->pending);
     /* the last few log lines stay on the terminal after the screen closes */
@@ -925,6 +925,11 @@ int tui_main(c3_settings *s, char **pos, int npos) {
     for (int i = 0; i < t->nlog; i++) free(t->log[i].text);
     free(t->img);
     free(t);
+    if (g_term &&
+        busy) { /* as gen: the signal's own status (143 for SIGTERM), the screen restored */
+        signal(g_term, SIG_DFL);
+        raise(g_term);
+    }
     return rc;
 }
 
