@@ -110,7 +110,7 @@ expect 4 "" -- gen --from no-such-file.png -o from4.png -q
 [ ! -e from4.png ] && ok || bad "a refused --from wrote from4.png"
 rm -f from.png from2.png from3.png nometa.png
 expect 0 "" -- info -m demo
-grep -q "^vocabulary (22 words" "$tmp/out" && grep -qF 'cosmos3 gen -p "a red circle on a blue background, on the right"' "$tmp/out" && ok || bad "info -m demo: $(cat "$tmp/out")"
+grep -q "^vocabulary (27 words" "$tmp/out" && grep -qF 'cosmos3 gen -p "a red circle on a blue background, on the right"' "$tmp/out" && ok || bad "info -m demo: $(cat "$tmp/out")"
 grep -qF "plan for 64x64, 1 frame (the model's default size" "$tmp/out" && ok || bad "info -m demo does not say the size it planned for: $(cat "$tmp/out")"
 expect 0 "" -- info -m demo -W 128 -H 96
 grep -qF "plan for 128x96, 1 frame (as given)" "$tmp/out" && ok || bad "info -W -H: $(cat "$tmp/out")"

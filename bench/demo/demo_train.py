@@ -949,8 +949,8 @@ def stage_pack(a, dev):
     vocab = sorted({w for t in st["texts"] + st.get("vtexts", []) for w in t.replace(",", " ").split()})
     examples = [caption(SHAPES.index(s), COLOURS.index(col), COLOURS.index(b), p) for (s, col, b), p in
                 zip(HELD_OUT[:4], (2, -1, 3, 0))]
-    examples += [clip_caption(SHAPES.index(s), COLOURS.index(col), COLOURS.index(b), m) for (s, col, b), m in
-                 zip(HELD_OUT[4:6], (1, 3))]
+    # clip prompts stay out: `info` prints each as `cosmos3 gen -p "..."`, one picture; the about text
+    # and the model card say --frames 9
     about = ("the built-in demo model: Cosmos3's architecture at toy size, trained from scratch by "
              "bench/demo/demo_train.py on a synthetic world (tests/demo_world.md): 64x64 pictures of one circle, square "
              "or triangle (apex up, 10-15 px) in red, green, blue, yellow, purple, orange, white or black, on a "
