@@ -344,10 +344,15 @@ static int cuda_glu(c3_backend *be, c3_tensor *out, const c3_tensor *gu, c3_act 
     return C3_OK;
 }
 
+/* y and x: float tensors of the same element count (the elementwise ops). */
+static int same_floats(const char *op, const c3_tensor *y, const c3_tensor *x) {
+    C3_TRY(cu_check_float(op, y, "y"));
+    C3_TRY(cu_check_float(op, x, "x"));
+    return same_numel(op, y, x);
+}
+
 static int cuda_add(c3_backend *be, c3_tensor *y, const c3_tensor *x) {
-    C3_TRY(cu_check_float("add", y, "y"));
-    C3_TRY(cu_check_float("add", x, "x"));
-    C3_TRY(same_numel("add", y, x));
+    C3_TRY(same_floats("add", y, x));
     CU_ENTER(be);
     int64_t n = c3_numel(y);
     if (n == 0) return C3_OK;
@@ -357,9 +362,7 @@ static int cuda_add(c3_backend *be, c3_tensor *y, const c3_tensor *x) {
 }
 
 static int cuda_silu(c3_backend *be, c3_tensor *y, const c3_tensor *x) {
-    C3_TRY(cu_check_float("silu", y, "y"));
-    C3_TRY(cu_check_float("silu", x, "x"));
-    C3_TRY(same_numel("silu", y, x));
+    C3_TRY(same_floats("silu", y, x));
     CU_ENTER(be);
     int64_t n = c3_numel(y);
     if (n == 0) return C3_OK;
@@ -369,9 +372,7 @@ static int cuda_silu(c3_backend *be, c3_tensor *y, const c3_tensor *x) {
 }
 
 static int cuda_clamp(c3_backend *be, c3_tensor *y, const c3_tensor *x, float lo, float hi) {
-    C3_TRY(cu_check_float("clamp", y, "y"));
-    C3_TRY(cu_check_float("clamp", x, "x"));
-    C3_TRY(same_numel("clamp", y, x));
+    C3_TRY(same_floats("clamp", y, x));
     CU_ENTER(be);
     int64_t n = c3_numel(y);
     if (n == 0) return C3_OK;
@@ -383,9 +384,7 @@ static int cuda_clamp(c3_backend *be, c3_tensor *y, const c3_tensor *x, float lo
 
 static int cuda_affine(c3_backend *be, c3_tensor *y, const c3_tensor *x, const float *a, const float *b,
                        int C) {
-    C3_TRY(cu_check_float("affine", y, "y"));
-    C3_TRY(cu_check_float("affine", x, "x"));
-    C3_TRY(same_numel("affine", y, x));
+    C3_TRY(same_floats("affine", y, x));
     int64_t n = c3_numel(x);
     if (C <= 0 || n % C)
         return c3_fail(C3_EFAIL, "cuda affine: %lld elements do not split into %d channels", (long long)n, C);

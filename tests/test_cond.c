@@ -31,23 +31,6 @@ static double tol_vel = 1e-5;
 #define FP32_CHECK_REL_L2 1e-4
 
 static uint64_t rng_state = 0x2545f4914f6cdd1dull;
-static float frand(void) { /* uniform [-1, 1) */
-    rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
-    return (float)((rng_state >> 40) / (double)(1ull << 24)) * 2.0f - 1.0f;
-}
-
-static c3_tensor mk(c3_backend *be, int ndim, const int64_t *ne, bool fill) {
-    c3_tensor t;
-    if (be->alloc(be, &t, C3_F32, ndim, ne, C3_MEM_ACT) != C3_OK) {
-        fprintf(stderr, "FAIL: alloc: %s\n", c3_errmsg());
-        exit(1);
-    }
-    if (fill)
-        for (int64_t i = 0; i < c3_numel(&t); i++)
-            ((float *)t.data)[i] = frand();
-    return t;
-}
-
 /* ------------------------------------------------------------ op tests */
 
 static void test_strided(c3_backend *be, int Cin, int T, int H, int W, int Cout, int kt, int kh,
@@ -56,8 +39,8 @@ static void test_strided(c3_backend *be, int Cin, int T, int H, int W, int Cout,
     int To = (T - kt) / st[0] + 1, Ho = (Hp - kh) / st[1] + 1, Wo = (Wp - kw) / st[2] + 1;
     int64_t xn[4] = {Cin, T, H, W}, wn[5] = {Cout, Cin, kt, kh, kw}, bn[1] = {Cout},
             yn[4] = {Cout, To, Ho, Wo};
-    c3_tensor x = mk(be, 4, xn, true), w = mk(be, 5, wn, true), b = mk(be, 1, bn, true),
-              y = mk(be, 4, yn, false);
+    c3_tensor x = t_new_tensor(be, 4, xn, &rng_state), w = t_new_tensor(be, 5, wn, &rng_state),
+              b = t_new_tensor(be, 1, bn, &rng_state), y = t_new_tensor(be, 4, yn, NULL);
     int rc = be->conv3d_strided(be, &y, &x, &w, &b, st, pad);
     T_CHECK(rc == C3_OK, "conv3d_strided: %s", c3_errmsg());
     const float *xd = x.data, *wd = w.data, *bd = b.data;
@@ -98,7 +81,7 @@ static void test_strided(c3_backend *be, int Cin, int T, int H, int W, int Cout,
 static void test_avgdown(c3_backend *be, int Cin, int T, int H, int W, int Cout, int ft, int fs) {
     int pad = (ft - T % ft) % ft, Tp = T + pad, To = Tp / ft, F = ft * fs * fs, G = Cin * F / Cout;
     int64_t xn[4] = {Cin, T, H, W}, yn[4] = {Cout, To, H / fs, W / fs};
-    c3_tensor x = mk(be, 4, xn, true), y = mk(be, 4, yn, false);
+    c3_tensor x = t_new_tensor(be, 4, xn, &rng_state), y = t_new_tensor(be, 4, yn, NULL);
     int rc = be->avgdown3d(be, &y, &x, ft, fs);
     T_CHECK(rc == C3_OK, "avgdown3d: %s", c3_errmsg());
     const float *xd = x.data;

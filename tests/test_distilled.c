@@ -55,6 +55,29 @@ static void write_noise(const st_file *g, const char *path, bool with_steps, boo
     free(a), free(b);
 }
 
+/* A small run of the distilled copy: bin gen -m model -p prompt -W W -H H
+ * EXTRA... -o png --overwrite -q --device cpu, stderr to err; *text gets
+ * what it printed there (free it). The exit status. */
+typedef struct {
+    const char *bin, *model, *prompt, *W, *H, *png, *err;
+} small_run;
+static int run_small(const small_run *s, const char *const *extra, char **text) {
+    const char *head[] = {s->bin, "gen", "-m", s->model, "-p", s->prompt, "-W", s->W, "-H", s->H};
+    const char *tail[] = {"-o", s->png, "--overwrite", "-q", "--device", "cpu"};
+    char *argv[48];
+    int a = 0;
+    for (size_t k = 0; k < C3_ARRAY_LEN(head); k++)
+        argv[a++] = (char *)head[k];
+    for (int k = 0; extra[k] && a < 40; k++)
+        argv[a++] = (char *)extra[k];
+    for (size_t k = 0; k < C3_ARRAY_LEN(tail); k++)
+        argv[a++] = (char *)tail[k];
+    argv[a] = NULL;
+    int rc = t_run(argv, s->err);
+    *text = t_slurp(s->err);
+    return rc;
+}
+
 /* `mkmodel --distilled` writes a checkpoint detected as distilled: it runs
  * its 4 steps by default and refuses another step count. No fixtures. */
 static void test_mkmodel(const char *bin) {
@@ -185,6 +208,8 @@ int main(void) {
         t_check_frames(&g, "distilled_e2e_t2i_64.frames_uint8", "distilled_e2e_t2i_64", png, false,
                        false);
     }
+    small_run sr = {
+        .bin = bin, .model = model, .prompt = prompt, .W = W, .H = H, .png = png, .err = err};
     /* 2. what upstream refuses */
     {
         const char *bad[][2] = {{"--guidance", "7"},
@@ -193,27 +218,9 @@ int main(void) {
                                 {"--cfg-parallel", "2"}};
         const char *want[] = {"--guidance 1", "--steps 4", "--schedule out", "--cfg-parallel 1"};
         for (size_t i = 0; i < C3_ARRAY_LEN(bad); i++) {
-            char *argv[] = {(char *)bin,
-                            "gen",
-                            "-m",
-                            model,
-                            "-p",
-                            prompt,
-                            "-W",
-                            W,
-                            "-H",
-                            H,
-                            (char *)bad[i][0],
-                            (char *)bad[i][1],
-                            "-o",
-                            png,
-                            "--overwrite",
-                            "-q",
-                            "--device",
-                            "cpu",
-                            NULL};
-            int rc = t_run(argv, err);
-            char *e = t_slurp(err);
+            const char *extra[] = {bad[i][0], bad[i][1], NULL};
+            char *e;
+            int rc = run_small(&sr, extra, &e);
             T_CHECK(rc == 2 && strstr(e, want[i]) &&
                         !strchr(strchr(e, '\n') ? strchr(e, '\n') + 1 : "", '\n'),
                     "%s %s: exit %d, message '%s' (want 2 and '%s' on one line)", bad[i][0],
@@ -223,11 +230,9 @@ int main(void) {
         char badn[4300];
         snprintf(badn, sizeof badn, "%s/badnoise.safetensors", tmpd);
         write_noise(&g, badn, true, true);
-        char *argv[] = {(char *)bin, "gen", "-m",      model, "-p", prompt, "-W",          W,
-                        "-H",        H,     "--noise", badn,  "-o", png,    "--overwrite", "-q",
-                        "--device",  "cpu", NULL};
-        int rc = t_run(argv, err);
-        char *e = t_slurp(err);
+        const char *extra[] = {"--noise", badn, NULL};
+        char *e;
+        int rc = run_small(&sr, extra, &e);
         T_CHECK(rc == 4 && strstr(e, "step_noise"), "step_noise of 3 steps: exit %d, '%s'", rc, e);
         free(e);
     }
@@ -237,31 +242,10 @@ int main(void) {
         int64_t n[3] = {0, 0, 0};
         const char *seeds[3] = {"11", "11", "12"};
         for (int r = 0; r < 3; r++) {
-            char *argv[] = {(char *)bin,
-                            "gen",
-                            "-m",
-                            model,
-                            "-p",
-                            prompt,
-                            "-W",
-                            W,
-                            "-H",
-                            H,
-                            "--seed",
-                            (char *)seeds[r],
-                            "-n",
-                            "ignored",
-                            "--save-latents",
-                            lat,
-                            "-o",
-                            png,
-                            "--overwrite",
-                            "-q",
-                            "--device",
-                            "cpu",
-                            NULL};
-            int rc = t_run(argv, err);
-            char *e = t_slurp(err);
+            const char *extra[] = {"--seed",         seeds[r], "-n", "ignored",
+                                   "--save-latents", lat,      NULL};
+            char *e;
+            int rc = run_small(&sr, extra, &e);
             T_CHECK(rc == 0, "seed %s: exit %d: %s", seeds[r], rc, e);
             if (r == 0)
                 T_CHECK(strstr(e, "negative prompt is ignored") != NULL, "no warning for -n: '%s'",
@@ -286,11 +270,9 @@ int main(void) {
                              "fixed_step_sampler_config.t_list", "fixed_step_sampler_config"};
         for (size_t i = 0; i < C3_ARRAY_LEN(key); i++) {
             write_sched(model, fx_bad[i]);
-            char *argv[] = {(char *)bin,   "gen", "-m",       model, "-p", prompt,
-                            "-W",          W,     "-H",       H,     "-o", png,
-                            "--overwrite", "-q",  "--device", "cpu", NULL};
-            int rc = t_run(argv, err);
-            char *e = t_slurp(err);
+            const char *none[] = {NULL};
+            char *e;
+            int rc = run_small(&sr, none, &e);
             T_CHECK(rc == 3 && strstr(e, key[i]), "config %zu: exit %d, '%s' (want 3 naming %s)", i,
                     rc, e, key[i]);
             free(e);

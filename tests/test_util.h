@@ -56,6 +56,25 @@ static inline c3_backend *t_golden_backend(c3_backend *cpu) {
     return be;
 }
 
+/* A uniform value in [-1, 1) from the LCG state *s (each test seeds its own). */
+static inline float t_frand(uint64_t *s) {
+    *s = *s * 6364136223846793005ull + 1442695040888963407ull;
+    return (float)((*s >> 40) / (double)(1ull << 24)) * 2.0f - 1.0f;
+}
+/* A new F32 tensor [ne] on be, filled with t_frand(s) where s is given (else
+ * as allocated); exit 1 when it cannot be allocated. */
+static inline c3_tensor t_new_tensor(c3_backend *be, int ndim, const int64_t *ne, uint64_t *s) {
+    c3_tensor t;
+    if (be->alloc(be, &t, C3_F32, ndim, ne, C3_MEM_ACT) != C3_OK) {
+        fprintf(stderr, "FAIL: alloc: %s\n", c3_errmsg());
+        exit(1);
+    }
+    if (s)
+        for (int64_t i = 0; i < c3_numel(&t); i++)
+            ((float *)t.data)[i] = t_frand(s);
+    return t;
+}
+
 /* The fixtures folder: the first folder of $COSMOS3_FIXTURES (a ':' list:
  * the user's, then meson's -Dfixtures) that holds tiny-a, else NULL. */
 static inline const char *t_fixtures(void) {

@@ -24,22 +24,6 @@ static bool u8_exact = true; /* no uint8 value off by more than 1 */
 #define BF16_U8_MIN_EQUAL 0.2
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
-static float frand(void) { /* uniform [-1, 1) */
-    rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
-    return (float)((rng_state >> 40) / (double)(1ull << 24)) * 2.0f - 1.0f;
-}
-
-static c3_tensor mk(c3_backend *be, int ndim, const int64_t *ne, bool fill) {
-    c3_tensor t;
-    if (be->alloc(be, &t, C3_F32, ndim, ne, C3_MEM_ACT) != C3_OK) {
-        fprintf(stderr, "FAIL: alloc: %s\n", c3_errmsg());
-        exit(1);
-    }
-    if (fill)
-        for (int64_t i = 0; i < c3_numel(&t); i++) ((float *)t.data)[i] = frand();
-    return t;
-}
-
 /* ------------------------------------------------------------ op tests */
 
 static void test_conv(c3_backend *be, int Cin, int T, int H, int W, int Cout, int kt, int kh, int kw, int ph,
@@ -47,7 +31,8 @@ static void test_conv(c3_backend *be, int Cin, int T, int H, int W, int Cout, in
     int64_t xn[4] = {Cin, T, H, W}, wn[5] = {Cout, Cin, kt, kh, kw}, bn[1] = {Cout};
     int To = T - kt + 1, Ho = H + 2 * ph - kh + 1, Wo = W + 2 * pw - kw + 1;
     int64_t yn[4] = {Cout, To, Ho, Wo};
-    c3_tensor x = mk(be, 4, xn, true), w = mk(be, 5, wn, true), b = mk(be, 1, bn, true), y = mk(be, 4, yn, false);
+    c3_tensor x = t_new_tensor(be, 4, xn, &rng_state), w = t_new_tensor(be, 5, wn, &rng_state),
+              b = t_new_tensor(be, 1, bn, &rng_state), y = t_new_tensor(be, 4, yn, NULL);
     int rc = be->conv3d(be, &y, &x, &w, with_bias ? &b : NULL, ph, pw);
     T_CHECK(rc == C3_OK, "conv3d: %s", c3_errmsg());
     const float *xd = x.data, *wd = w.data, *bd = b.data, *yd = y.data;
@@ -82,7 +67,8 @@ static void test_conv(c3_backend *be, int Cin, int T, int H, int W, int Cout, in
 
 static void test_chan_rmsnorm(c3_backend *be, int C, int N, bool with_bias, bool in_place) {
     int64_t xn[2] = {C, N}, gn[1] = {C};
-    c3_tensor x = mk(be, 2, xn, true), g = mk(be, 1, gn, true), b = mk(be, 1, gn, true), y = mk(be, 2, xn, false);
+    c3_tensor x = t_new_tensor(be, 2, xn, &rng_state), g = t_new_tensor(be, 1, gn, &rng_state),
+              b = t_new_tensor(be, 1, gn, &rng_state), y = t_new_tensor(be, 2, xn, NULL);
     float *x0 = xmalloc(sizeof(float) * (size_t)(C * N));
     memcpy(x0, x.data, sizeof(float) * (size_t)(C * N));
     if (N > 1) /* one all-zero column: the 1e-12 norm floor gives zeros (+ bias) */
@@ -112,7 +98,7 @@ static void test_chan_rmsnorm(c3_backend *be, int C, int N, bool with_bias, bool
 static void test_permute(c3_backend *be, int nd, const int64_t *ne, const int *perm) {
     int64_t yn[C3_MAX_DIMS];
     for (int i = 0; i < nd; i++) yn[i] = ne[perm[i]];
-    c3_tensor x = mk(be, nd, ne, true), y = mk(be, nd, yn, false);
+    c3_tensor x = t_new_tensor(be, nd, ne, &rng_state), y = t_new_tensor(be, nd, yn, NULL);
     int rc = be->permute(be, &y, &x, perm);
     T_CHECK(rc == C3_OK, "permute: %s", c3_errmsg());
     int64_t xs[C3_MAX_DIMS], s = 1, n = c3_numel(&x), bad = 0;
@@ -135,7 +121,7 @@ static void test_permute(c3_backend *be, int nd, const int64_t *ne, const int *p
 
 static void test_upsample(c3_backend *be, int C, int T, int H, int W) {
     int64_t xn[4] = {C, T, H, W}, yn[4] = {C, T, 2 * H, 2 * W};
-    c3_tensor x = mk(be, 4, xn, true), y = mk(be, 4, yn, false);
+    c3_tensor x = t_new_tensor(be, 4, xn, &rng_state), y = t_new_tensor(be, 4, yn, NULL);
     T_CHECK(be->upsample2x(be, &y, &x) == C3_OK, "upsample2x: %s", c3_errmsg());
     int64_t bad = 0;
     const float *xd = x.data, *yd = y.data;
@@ -395,7 +381,7 @@ static void test_full_vae(c3_backend *gbe, const char *tokdir) {
     int64_t nz = (int64_t)Cz * T * h * w;
     float *z = xmalloc(sizeof(float) * (size_t)nz), *ob = NULL, *of = NULL;
     for (int64_t i = 0; i < nz; i++)
-        z[i] = frand() * 1.7f; /* roughly unit variance */
+        z[i] = t_frand(&rng_state) * 1.7f; /* roughly unit variance */
     int F1 = 0, H1 = 0, W1 = 0, F2 = 0, H2 = 0, W2 = 0;
     if (rc == C3_OK) {
         double t0 = c3_now();
