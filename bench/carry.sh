@@ -59,9 +59,9 @@ carry_env() {
     mkdir -p "$libs"
     if [ -f "$pk/pack.tar.xz" ]; then
         tar -C "$pk" -xJf "$pk/pack.tar.xz" && cp -a "$pk"/lib/. "$libs"/ && rm -rf "$pk/lib" "$pk/pack.tar.xz"
-    else
+    elif [ -f "$pk/libs.tar.xz" ]; then
         tar -C "$libs" -xJf "$pk/libs.tar.xz"
-    fi
+    fi # else: unpacked by an earlier gpu.sh of the same call
     local cudalib=/usr/local/cuda/lib64
     [ -e "$cudalib/libcublasLt.so.13" ] || cudalib=$(dirname "$(find / -name 'libcublasLt.so.13' -print -quit 2>/dev/null)")
     export LD_LIBRARY_PATH="$libs:$cudalib:${LD_LIBRARY_PATH:-}"
