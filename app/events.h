@@ -45,7 +45,7 @@ typedef struct c3_events c3_events;
 
 c3_events *events_new(int capacity);
 void events_free(c3_events *q);
-/* Push (never blocks: when full, the oldest non-terminal event is dropped). */
+/* Push (never blocks: when full, the oldest event is dropped). */
 void events_push(c3_events *q, const c3_event *e);
 /* Pop the next event, waiting up to timeout seconds (<0: forever). false on timeout. */
 bool events_pop(c3_events *q, c3_event *e, double timeout);

@@ -31,13 +31,6 @@
 #include "task.h"
 #include "tui/tui.h"
 #include "config.h"
-/* cmd_info alone still reads the checkpoint and the plan through the
- * library's internals (it moves onto cosmos3_checkpoint_*); until then the
- * cosmos3 program links the static library. */
-#include "checkpoint.h"
-#include "common.h"
-#include "plan.h"
-#include "tokenizer.h"
 
 typedef struct {
     const char *name;
@@ -490,9 +483,9 @@ static void print_card(const cosmos3_model_info *k, const cosmos3_checkpoint_det
 /* cosmos3 info FILE: what a picture or clip is. */
 static int info_media(const c3_settings *s, const char *path) {
     c3_media_info mi;
-    C3_TRY(media_probe(path, &mi));
+    APP_TRY(media_probe(path, &mi));
     char *params = NULL, *js = NULL;
-    bool meta = media_read_meta(path, &params, &js) == C3_OK && (params || js);
+    bool meta = media_read_meta(path, &params, &js) == COSMOS3_OK && (params || js);
     free(params);
     free(js);
     if (s->json) {
@@ -505,7 +498,7 @@ static int info_media(const c3_settings *s, const char *path) {
         printf("%s\n", txt);
         free(txt);
         json_decref(o);
-        return C3_OK;
+        return COSMOS3_OK;
     }
     printf("file: %s\n", path);
     printf("format: %s, %s%s%s\n", mi.container, mi.codec, mi.pix_fmt[0] ? " " : "", mi.pix_fmt);
@@ -520,7 +513,7 @@ static int info_media(const c3_settings *s, const char *path) {
         printf("bytes: %lld (%s)\n", (long long)mi.bytes, c3_bytes_text(mi.bytes, b, sizeof b));
     }
     printf("settings: %s\n", meta ? "stored (cosmos3 meta FILE prints them)" : "none");
-    return C3_OK;
+    return COSMOS3_OK;
 }
 
 /* An FP8 checkpoint's weights and step policy, one line (NULL: not FP8). */
@@ -546,7 +539,7 @@ static int cmd_info(c3_settings *s, char **pos, int npos) {
         if (!c3_file_exists(mi)) return info_media(s, pos[0]);
     }
     if (npos)
-        return c3_fail(C3_EUSAGE, "info: unexpected argument '%s' (a model goes with -m DIR)",
+        return c3_fail(COSMOS3_EUSAGE, "info: unexpected argument '%s' (a model goes with -m DIR)",
                        pos[0]);
     cosmos3_open_params op;
     session_open_params(s, &op);
@@ -574,7 +567,7 @@ static int cmd_info(c3_settings *s, char **pos, int npos) {
     int prc = cosmos3_checkpoint_plan(ck, &op, W, H, s->frames, &p, &plan_text, plan_err,
                                       sizeof plan_err);
     int64_t ntensors = 0, nvalues = 0;
-    if (prc == C3_OK) { /* gen plans first, then loads: a plan that fails is its error */
+    if (prc == COSMOS3_OK) { /* gen plans first, then loads: a plan that fails is its error */
         rc = cosmos3_checkpoint_check(ck, &op, s->check, &ntensors, &nvalues, err, sizeof err);
         if (rc) {
             free(plan_text);
@@ -609,7 +602,7 @@ static int cmd_info(c3_settings *s, char **pos, int npos) {
                                              : json_string("all_fp8"));
             json_object_set_new(o, "quantization", qj);
         }
-        if (prc == C3_OK)
+        if (prc == COSMOS3_OK)
             json_object_set_new(o, "plan",
                                 json_pack("{s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:s,s:s,s:I,s:I,s:I,s:I}",
                                           "width", W, "height", H, "frames", s->frames, "tp", p.tp,
@@ -618,7 +611,7 @@ static int cmd_info(c3_settings *s, char **pos, int npos) {
                                           p.device_note, "weights_per_rank", (json_int_t)p.weights,
                                           "kv_per_rank", (json_int_t)p.kv, "act_per_rank",
                                           (json_int_t)p.act, "need_per_rank", (json_int_t)p.need));
-        if (s->check && prc == C3_OK)
+        if (s->check && prc == COSMOS3_OK)
             json_object_set_new(o, "check",
                                 json_pack("{s:s,s:I,s:I}", "status", "ok", "tensors",
                                           (json_int_t)ntensors, "values", (json_int_t)nvalues));
@@ -648,14 +641,14 @@ static int cmd_info(c3_settings *s, char **pos, int npos) {
         printf("system prompt by default: %s; scheduler: %s%s\n",
                mi.default_system_prompt ? "on" : "off", d.scheduler,
                d.karras_sigmas ? " (karras sigmas)" : "");
-        if (prc == C3_OK) {
+        if (prc == COSMOS3_OK) {
             printf("%s\n", p.device_note);
             printf("plan for %dx%d, %d frame%s (%s):\n", W, H, s->frames, s->frames == 1 ? "" : "s",
                    size_from);
             fputs(plan_text ? plan_text : "", stdout);
         }
         print_card(&mi, &d);
-        if (s->check && prc == C3_OK)
+        if (s->check && prc == COSMOS3_OK)
             printf(
                 "check: ok: %lld tensors with the dtypes they must have, %lld values all finite; "
                 "loads as gen loads it\n",
@@ -663,7 +656,7 @@ static int cmd_info(c3_settings *s, char **pos, int npos) {
     }
     free(plan_text);
     cosmos3_checkpoint_close(ck);
-    return prc ? c3_fail(prc, "%s", plan_err) : C3_OK;
+    return prc ? c3_fail(prc, "%s", plan_err) : COSMOS3_OK;
 }
 
 /* ----------------------------------------------------------------- meta */

@@ -133,6 +133,30 @@ bool client_gone(int fd) {
 
 /* -------------------------------------------------------------- worker */
 
+/* After a generation that ran: wait until the pump has seen the engine's
+ * last event for it (the stream has every step before the answer); then,
+ * when rc is COSMOS3_OK, encode its frames in memory as f (the time is
+ * r->t_write, counted into r->t_total). A failure's message goes into err. */
+static int encode_result(server *sv, bool ran, int rc, c3_result *r, c3_media_format f,
+                         const c3_media_opts *o, uint8_t **out, size_t *len, char *err,
+                         size_t errlen) {
+    pthread_mutex_lock(&sv->mu);
+    if (ran) {
+        sv->terminal_expected++;
+        while (sv->terminal_seen < sv->terminal_expected)
+            cv_wait(sv, SERVE_POLL_S);
+    }
+    pthread_mutex_unlock(&sv->mu);
+    if (rc != COSMOS3_OK) return rc;
+    double tw = c3_now();
+    c3_media_meta m = {r->png_parameters, r->meta_json};
+    rc = output_encode(f, r->out, &m, o, out, len);
+    r->t_write = c3_now() - tw;
+    r->t_total += r->t_write;
+    if (rc) snprintf(err, errlen, "%s", c3_errmsg());
+    return rc;
+}
+
 /* Run one image of job j; append its data item to `data`. The PNG is
  * encoded in memory: a response never touches the disk. */
 static int run_image(server *sv, job *j, int i, json_t *data, json_t *acc) {
@@ -152,25 +176,9 @@ static int run_image(server *sv, job *j, int i, json_t *data, json_t *acc) {
     }
     char err[1024];
     snprintf(err, sizeof err, "%s", c3_errmsg());
-    /* the engine's last event for this image must be seen first, so that the
-     * stream has every step before the image */
-    pthread_mutex_lock(&sv->mu);
-    if (ran) {
-        sv->terminal_expected++;
-        while (sv->terminal_seen < sv->terminal_expected)
-            cv_wait(sv, SERVE_POLL_S);
-    }
-    pthread_mutex_unlock(&sv->mu);
     uint8_t *png = NULL;
     size_t len = 0;
-    if (rc == COSMOS3_OK) {
-        double tw = c3_now();
-        c3_media_meta m = {r.png_parameters, r.meta_json};
-        rc = output_encode(j->ofmt, r.out, &m, NULL, &png, &len);
-        r.t_write = c3_now() - tw;
-        r.t_total += r.t_write;
-        if (rc) snprintf(err, sizeof err, "%s", c3_errmsg());
-    }
+    rc = encode_result(sv, ran, rc, &r, j->ofmt, NULL, &png, &len, err, sizeof err);
     if (rc == COSMOS3_OK) {
         char *b64 = base64(png, len);
         json_t *item = json_pack("{s:s,s:I}", "b64_json", b64, "seed", (json_int_t)r.seed);
@@ -321,21 +329,10 @@ static void run_video(server *sv, job *j) {
     int rc = engine_generate_frames_with(sv->e, &j->s, j->cond.rgb ? &j->cond : NULL, &r);
     char err[1024];
     snprintf(err, sizeof err, "%s", c3_errmsg());
-    pthread_mutex_lock(&sv->mu);
-    sv->terminal_expected++;
-    while (sv->terminal_seen < sv->terminal_expected)
-        cv_wait(sv, SERVE_POLL_S);
-    pthread_mutex_unlock(&sv->mu);
     uint8_t *mp4 = NULL;
     size_t len = 0;
-    if (rc == COSMOS3_OK) {
-        double tw = c3_now();
-        c3_media_meta m = {r.png_parameters, r.meta_json};
-        c3_media_opts o = {.crf = j->s.crf, .quality = -1};
-        rc = output_encode(MEDIA_MP4, r.out, &m, &o, &mp4, &len);
-        r.t_write = c3_now() - tw;
-        if (rc) snprintf(err, sizeof err, "%s", c3_errmsg());
-    }
+    c3_media_opts o = {.crf = j->s.crf, .quality = -1};
+    rc = encode_result(sv, true, rc, &r, MEDIA_MP4, &o, &mp4, &len, err, sizeof err);
     pthread_mutex_lock(&sv->mu);
     int status = 200;
     if (rc == COSMOS3_OK) {

@@ -41,7 +41,7 @@ ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1 \
     LD_LIBRARY_PATH=$libdir TMPDIR=$tmp ./api_outside "$model" "$tmp" || fail "api_outside"
 ls -d "$tmp"/cosmos3-bench-vae.* >/dev/null 2>&1 && fail "cosmos3_bench left its VAE folder"
 # the installed command prints the ids the library gives the outside program
-ids=$("$(find "$tmp/root" -path '*/bin/cosmos3' -print -quit)" tokenize -m "$model" --raw "a red circle") ||
+ids=$(LD_LIBRARY_PATH=$libdir "$(find "$tmp/root" -path '*/bin/cosmos3' -print -quit)" tokenize -m "$model" --raw "a red circle") ||
     fail "cosmos3 tokenize"
 [ "$ids" = "64 2518 12671" ] || fail "cosmos3 tokenize --raw 'a red circle' printed '$ids', the library 64 2518 12671"
 echo "install: ok"

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The library's surface: libcosmos3.so exports the calls cosmos3.h declares
-# (COSMOS3_API) and nothing else, and the applications' archive reaches into
-# the library only through them (its other outside symbols are app/util.c's
-# helpers, which the shared library keeps hidden).
+# (COSMOS3_API) and nothing else; the applications' archive reaches into the
+# library only through them (its other outside symbols are app/util.h's
+# helpers, src/common.c compiled once more for them); no app/ or tui/ file
+# includes a src/ header; the cosmos3 program loads libcosmos3.so and holds
+# no engine code of its own.
 set -u
 build=${COSMOS3_BUILDDIR:?}
 src=${COSMOS3_SRCDIR:?}
@@ -39,10 +41,18 @@ grep -q '^cosmos3_generate$' "$tmp/app_needs" && ok || bad "the applications do 
 hdrs=$(cd "$src/src" && ls ./*.h | sed 's|^\./||')
 found=""
 for h in $hdrs; do
-    f=$(grep -l "#include \"$h\"" "$src"/app/*.[ch] "$src"/tui/*.[ch] 2>/dev/null | grep -v '/app/main.c$' | head -1)
+    f=$(grep -l "#include \"$h\"" "$src"/app/*.[ch] "$src"/tui/*.[ch] 2>/dev/null | head -1)
     [ -n "$f" ] && found="$found $h($f)"
 done
 [ -z "$found" ] && ok || bad "src/ headers included by the applications:$found"
+
+# the cosmos3 program is on the shared library (nothing else links it in)
+bin=${COSMOS3_BIN:-$build/cosmos3}
+if command -v readelf >/dev/null; then
+    readelf -d "$bin" | grep -q 'NEEDED.*libcosmos3\.so' && ok || bad "cosmos3 does not load libcosmos3.so"
+fi
+mine=$(nm --defined-only "$bin" 2>/dev/null | awk '{print $3}' | grep -xE 'model_load|plan_make|ckpt_open|denoise_run' | head -3 | tr '\n' ' ')
+[ -z "$mine" ] && ok || bad "cosmos3 carries library internals of its own: $mine"
 
 echo "symbols: $pass passed, $fail failed"
 [ $fail = 0 ]
