@@ -16,6 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "demo_card.h"
 #include "demo_judge.h"
 #include "demo_world.h"
 #include "events.h"
@@ -31,36 +32,6 @@
 #define MIN_PLACE 0.95
 #define MAX_HELD 64
 
-static int find_name(const char *const *names, int n, json_t *js) {
-    const char *s = json_string_value(js);
-    for (int i = 0; s && i < n; i++)
-        if (!strcmp(names[i], s)) return i;
-    return -1;
-}
-
-/* The held-out (shape, colour, background) triples the model card lists. */
-static int read_held_out(const char *model, int held[][3]) {
-    char path[4200];
-    snprintf(path, sizeof path, "%s/model_index.json", model);
-    json_error_t err;
-    json_t *j = json_load_file(path, 0, &err);
-    json_t *h = j ? json_object_get(json_object_get(j, "cosmos3"), "held_out") : NULL;
-    int n = 0;
-    size_t i;
-    json_t *x;
-    if (json_is_array(h)) json_array_foreach(h, i, x) {
-            if (n == MAX_HELD || json_array_size(x) != 3) break;
-            held[n][0] = find_name(demo_shape_names, DEMO_N_SHAPES, json_array_get(x, 0));
-            held[n][1] = find_name(demo_colour_names, DEMO_N_COLOURS, json_array_get(x, 1));
-            held[n][2] = find_name(demo_colour_names, DEMO_N_COLOURS, json_array_get(x, 2));
-            if (held[n][0] < 0 || held[n][1] < 0 || held[n][2] < 0 || held[n][1] == held[n][2])
-                break;
-            n++;
-        }
-    json_decref(j);
-    return n;
-}
-
 int main(void) {
     const char *src = getenv("COSMOS3_SRCDIR"), *alt = getenv("COSMOS3_DEMO_MODEL");
     char model[4096]; /* COSMOS3_DEMO_MODEL: a newly trained model, judged before it ships */
@@ -69,7 +40,7 @@ int main(void) {
     else
         snprintf(model, sizeof model, "%s/share/models/demo", src ? src : ".");
     int held[MAX_HELD][3];
-    int nheld = read_held_out(model, held);
+    int nheld = demo_card_held_out(model, held, MAX_HELD, NULL);
     T_CHECK(nheld >= 8, "%s: the model card lists %d held-out combinations (need >= 8)", model,
             nheld);
     if (nheld < 8) return t_done("demo");

@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "demo_card.h"
 #include "demo_judge.h"
 #include "demo_world.h"
 #include "events.h"
@@ -56,38 +57,6 @@ static const int cases[][3] = {
 };
 #define N_CASES ((int)(sizeof cases / sizeof cases[0]))
 
-static int find_name(const char *const *names, int n, json_t *js) {
-    const char *s = json_string_value(js);
-    for (int i = 0; s && i < n; i++)
-        if (!strcmp(names[i], s)) return i;
-    return -1;
-}
-
-/* The held-out (shape, colour, background) triples the model card lists;
- * *motion: whether the card states clip scores (a model trained on clips). */
-static int read_held_out(const char *model, int held[][3], int max, bool *motion) {
-    char path[4200];
-    snprintf(path, sizeof path, "%s/model_index.json", model);
-    json_error_t err;
-    json_t *j = json_load_file(path, 0, &err);
-    json_t *h = j ? json_object_get(json_object_get(j, "cosmos3"), "held_out") : NULL;
-    *motion = j && json_is_object(json_object_get(json_object_get(j, "cosmos3"), "clip_scores"));
-    int n = 0;
-    size_t i;
-    json_t *x;
-    if (json_is_array(h)) json_array_foreach(h, i, x) {
-            if (n == max || json_array_size(x) != 3) break;
-            held[n][0] = find_name(demo_shape_names, DEMO_N_SHAPES, json_array_get(x, 0));
-            held[n][1] = find_name(demo_colour_names, DEMO_N_COLOURS, json_array_get(x, 1));
-            held[n][2] = find_name(demo_colour_names, DEMO_N_COLOURS, json_array_get(x, 2));
-            if (held[n][0] < 0 || held[n][1] < 0 || held[n][2] < 0 || held[n][1] == held[n][2])
-                break;
-            n++;
-        }
-    json_decref(j);
-    return n;
-}
-
 static void rm_frames(const char *dir) {
     char p[4300];
     for (int f = 0; f < 64; f++) {
@@ -108,7 +77,7 @@ int main(void) {
         snprintf(model, sizeof model, "%s/share/models/demo", src ? src : ".");
     int held[16][3];
     bool claims = false;
-    int nheld = read_held_out(model, held, 16, &claims);
+    int nheld = demo_card_held_out(model, held, 16, &claims);
     const char *force = getenv("COSMOS3_DEMO_MOTION");
     if (!claims && !(force && !strcmp(force, "force"))) {
         fprintf(stderr,
