@@ -164,19 +164,24 @@ sec_check() {
     counted "ops_check" "${PIPESTATUS[0]}"
 }
 
+# cuda_pair NAME SECONDS LINES: tests/test_NAME on CUDA bf16 and on the fp32
+# check path, each log to $out, its last LINES lines (less trace/ok) shown
+cuda_pair() {
+    local t=$1 rc fp
+    for fp in "" 1; do
+        local tag=bf16
+        [ -n "$fp" ] && tag=fp32
+        COSMOS3_CUDA_FP32=$fp COSMOS3_TEST_DEVICE=cuda timeout "$2" "$pk/test_$t" >"$out/test_${t}_$tag.txt" 2>&1
+        rc=$?
+        grep -v -E '^  (trace|ok)' "$out/test_${t}_$tag.txt" | tail -"$3"
+        counted "test_$t (cuda $tag)" "$rc"
+    done
+}
+
 sec_goldens() {
     section "goldens: tiny-a on CUDA bf16 (one forward <= 2e-2, six steps <= 6e-2) and fp32 (<= 1e-4)"
     local t rc
-    for t in model vae e2e; do
-        COSMOS3_TEST_DEVICE=cuda timeout 120 "$pk/test_$t" >"$out/test_${t}_bf16.txt" 2>&1
-        rc=$?
-        grep -v -E '^  (trace|ok)' "$out/test_${t}_bf16.txt" | tail -12
-        counted "test_$t (cuda bf16)" "$rc"
-        COSMOS3_CUDA_FP32=1 COSMOS3_TEST_DEVICE=cuda timeout 120 "$pk/test_$t" >"$out/test_${t}_fp32.txt" 2>&1
-        rc=$?
-        grep -v -E '^  (trace|ok)' "$out/test_${t}_fp32.txt" | tail -12
-        counted "test_$t (cuda fp32)" "$rc"
-    done
+    for t in model vae e2e; do cuda_pair "$t" 120 12; done
     section "goldens: one forward, CUDA (bf16) vs the CPU backend (fp32): tiny-a and nano 2 layers (<= 2e-2)"
     timeout 200 "$pk/test_backends" 2>&1 | tail -8
     counted "test_backends" "${PIPESTATUS[0]}"
@@ -418,16 +423,7 @@ sec_cond() {
         echo "test_cond or tiny-a/cond not carried (pack with WITH_COND=1 FIXTURES_EXCLUDE=' '): skipped"
         return
     fi
-    for t in cond cond_e2e; do
-        COSMOS3_TEST_DEVICE=cuda timeout 150 "$pk/test_$t" >"$out/test_${t}_bf16.txt" 2>&1
-        rc=$?
-        grep -v -E '^  (trace|ok)' "$out/test_${t}_bf16.txt" | tail -14
-        counted "test_$t (cuda bf16)" "$rc"
-        COSMOS3_CUDA_FP32=1 COSMOS3_TEST_DEVICE=cuda timeout 150 "$pk/test_$t" >"$out/test_${t}_fp32.txt" 2>&1
-        rc=$?
-        grep -v -E '^  (trace|ok)' "$out/test_${t}_fp32.txt" | tail -14
-        counted "test_$t (cuda fp32)" "$rc"
-    done
+    for t in cond cond_e2e; do cuda_pair "$t" 150 14; done
     section "cond: one i2v case (tiny-a, 64x64, 9 frames, 4 steps): --offload, --cfg-parallel 2, --ulysses 2 vs world 1"
     local m=$fx/tiny-a/model pic=$fx/tiny-a/cond/inputs/i2v_picture_96x72.png w=/tmp/c3cond lay
     mkdir -p "$w"
