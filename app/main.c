@@ -699,6 +699,23 @@ static int cmd_meta(c3_settings *s, char **pos, int npos) {
                 putchar('\n');
             }
             json_object_foreach(st, k, v) {
+                if (json_is_object(v)) { /* condition: the input file(s) and their hash */
+                    const char *ck;
+                    json_t *cv;
+                    print_text(k);
+                    printf(":");
+                    json_object_foreach(v, ck, cv) {
+                        putchar(' ');
+                        print_text(ck);
+                        for (size_t i = 0; i < (json_is_array(cv) ? json_array_size(cv) : 1); i++) {
+                            json_t *e = json_is_array(cv) ? json_array_get(cv, i) : cv;
+                            putchar(' ');
+                            print_text(json_is_string(e) ? json_string_value(e) : "?");
+                        }
+                    }
+                    putchar('\n');
+                    continue;
+                }
                 if (!json_is_string(v) && !json_is_number(v) && !json_is_boolean(v)) continue;
                 print_text(k);
                 if (json_is_string(v)) {

@@ -109,6 +109,14 @@ expect 4 "nometa.png" -- gen --from nometa.png -o from4.png -q
 expect 4 "" -- gen --from no-such-file.png -o from4.png -q
 [ ! -e from4.png ] && ok || bad "a refused --from wrote from4.png"
 rm -f from.png from2.png from3.png nometa.png
+# the conditioning input is in the result's metadata, and `meta` prints it (file and hash)
+if "$bin" -V | grep -q '^  video files      yes'; then
+    expect 0 "" -- gen -p "a red circle on a blue background" -S 3 -o still.png -q --device cpu
+    expect 0 "" -- gen --image still.png -p "a red circle on a blue background, moving up" -F 9 -S 3 -o up.mp4 -q --device cpu
+    expect 0 "" -- meta up.mp4
+    grep -qE '^condition: image still.png fnv1a [0-9a-f]{16}$' "$tmp/out" && ok || bad "meta of an i2v clip: $(cat "$tmp/out")"
+    rm -f still.png up.mp4
+fi
 expect 0 "" -- info -m demo
 grep -q "^vocabulary (27 words" "$tmp/out" && grep -qF 'cosmos3 gen -p "a red circle on a blue background, on the right"' "$tmp/out" && ok || bad "info -m demo: $(cat "$tmp/out")"
 grep -qF "plan for 64x64, 1 frame (the model's default size" "$tmp/out" && ok || bad "info -m demo does not say the size it planned for: $(cat "$tmp/out")"
