@@ -10,7 +10,7 @@
 #       jansson, ...: bench/carry.sh), debug info stripped,
 #       and carry/fixtures.txz with tiny-a (its model and goldens, less the
 #       tokenizer, which is share/'s). NO_FIXTURES=1 leaves the fixtures out
-#       (then `goldens` skips). NO_OPS=1 leaves ops_check out (2.7 MB). The conditioned goldens (tiny-a/cond) stay out unless
+#       (then `goldens` skips). NO_OPS=1 leaves ops_check and vae_lab out. The conditioned goldens (tiny-a/cond) stay out unless
 #       WITH_COND=1 FIXTURES_EXCLUDE=' ' (with the demo model in the tree they overrun 64 MiB). The carry must stay under 64 MiB with the tree.
 #   bench/gpu.sh SECTION...         there, from the repo root, carry
 #       ["carry/gpu", "carry/fixtures.txz"]; logs and JSON to $OUT:
@@ -49,6 +49,12 @@
 #              (one forward per step, UND, VAE, PNG), Super 720p/189f one step
 #     regress  cosmos3 bench T2I 1024^2 and 480p/93f CFG step against the
 #              numbers before issue 18 (47.3 ms, 578 ms): within 5 %
+#     vae      the VAE decode: vae_lab (each conv variant vs a float32
+#              reference, timed), test_vae on CUDA bf16 (channels-last; the
+#              full Wan2.2 VAE bf16 vs fp32) and fp32, the generic bf16 path
+#              (COSMOS3_VAE_CL=0), `cosmos3 bench --preset nano` decode at
+#              1024^2, 480p/93f, 720p/189f beside bench/reference/vae_ref.py
+#              (torch_ref.py's decoder, bf16) on the same VAE in the same call
 #
 # Overrides (for a copy run from a carried folder, e.g. .gpu-NAME/gpu.sh with
 # bench/carry.sh beside it): GPU_PACK (default carry/gpu), GPU_FX (default
@@ -70,7 +76,7 @@ if [ -f "$sdir/carry.sh" ]; then . "$sdir/carry.sh"; else . bench/carry.sh; fi
 files=(cosmos3 tests/test_model tests/test_vae tests/test_e2e
     tests/test_backends tests/test_gpu_ranks tests/test_demo tests/test_demo_motion tests/libdemojudge.so
     ${WITH_COND:+tests/test_cond tests/test_cond_e2e})
-[ -n "${NO_OPS:-}" ] || files+=(cuda/lab/ops_check)
+[ -n "${NO_OPS:-}" ] || files+=(cuda/lab/ops_check cuda/lab/vae_lab)
 fails=0
 out=${OUT:-/tmp/gpu}
 
@@ -645,7 +651,45 @@ PY
     counted "regress within 5 %" $?
 }
 
-usage() { sed -n '2,58p' "$0"; exit 2; }
+sec_vae() {
+    section "vae: vae_lab (conv variants vs float32, timed)"
+    if [ -x "$pk/vae_lab" ]; then
+        timeout 240 "$pk/vae_lab" >"$out/vae_lab.log" 2>&1
+        counted "vae_lab" $?
+        tail -20 "$out/vae_lab.log"
+    else
+        echo "vae_lab not carried (NO_OPS=1 at pack): skipped"
+    fi
+    section "vae: test_vae on CUDA: bf16 channels-last (+ the full Wan2.2 VAE bf16 vs fp32), generic bf16, fp32"
+    local rc
+    COSMOS3_TEST_DEVICE=cuda COSMOS3_TEST_VAE_FULL=/tmp/c3vae timeout 240 "$pk/test_vae" >"$out/test_vae_bf16.txt" 2>&1
+    rc=$?
+    grep -v '^  ' "$out/test_vae_bf16.txt" | tail -25
+    counted "test_vae (cuda bf16, channels-last)" $rc
+    COSMOS3_VAE_CL=0 COSMOS3_TEST_DEVICE=cuda timeout 120 "$pk/test_vae" >"$out/test_vae_generic.txt" 2>&1
+    rc=$?
+    grep -E 'decoded|uint8|checks|FAIL' "$out/test_vae_generic.txt" | tail -12
+    counted "test_vae (cuda bf16, generic)" $rc
+    COSMOS3_CUDA_FP32=1 COSMOS3_TEST_DEVICE=cuda timeout 120 "$pk/test_vae" >"$out/test_vae_fp32.txt" 2>&1
+    rc=$?
+    grep -E 'decoded|uint8|checks|FAIL' "$out/test_vae_fp32.txt" | tail -12
+    counted "test_vae (cuda fp32)" $rc
+    section "vae: cosmos3 bench --preset nano --layers 1 --steps 1 (the Wan2.2 decode) beside vae_ref.py (bf16)"
+    local sz W H F
+    for sz in 1024x1024x1 832x480x93 1280x720x189; do
+        IFS=x read -r W H F <<<"$sz"
+        timeout 200 "$bin" bench --preset nano --layers 1 --steps 1 -W "$W" -H "$H" -F "$F" --json -q \
+            >"$out/vae_bench_$sz.json" 2>"$out/vae_bench_$sz.err"
+        counted "bench $sz (vae_decode_ms $(grep -o '"vae_decode_ms": *[0-9.]*' "$out/vae_bench_$sz.json" |
+            grep -o '[0-9.]*$'))" $?
+    done
+    [ -d /tmp/c3vae/vae ] || "$bin" mkmodel --preset nano --layers 1 -o /tmp/c3vae --overwrite -q
+    timeout 200 python3 bench/reference/vae_ref.py /tmp/c3vae --reps 2 --json-out "$out/vae_ref.json" 2>&1 |
+        tee "$out/vae_ref.log" | tail -6
+    counted "vae_ref.py" "${PIPESTATUS[0]}"
+}
+
+usage() { sed -n '2,/^# shellcheck disable=SC2317/p' "$0"; exit 2; }
 
 [ $# -ge 1 ] || usage
 case "$1" in
@@ -655,7 +699,7 @@ esac
 sections=()
 for s in "$@"; do
     case "$s" in
-    check | goldens | layouts | demo | speed | train | cond | fp8 | fp8speed | regress) sections+=("$s") ;;
+    check | goldens | layouts | demo | speed | train | cond | fp8 | fp8speed | regress | vae) sections+=("$s") ;;
     all) sections+=(check goldens layouts demo speed) ;;
     *) echo "gpu.sh: unknown section '$s'" >&2; usage ;;
     esac

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
-"""vae_ref.py - bench/torch_ref.py's Wan2.2 decoder (plain PyTorch, cuDNN
+"""vae_ref.py - bench/reference/torch_ref.py's Wan2.2 decoder (plain PyTorch, cuDNN
 convolutions) timed on the same VAE checkpoint and latent sizes as
 `cosmos3 bench`: the reference side of the VAE-decode rows of RESULTS.md.
 
-  python3 bench/vae_ref.py MODEL_DIR [--sizes 1024x1024x1,832x480x93,1280x720x189]
+  python3 bench/reference/vae_ref.py MODEL_DIR [--sizes 1024x1024x1,832x480x93,1280x720x189]
       [--dtype bf16|fp32] [--json-out FILE]
 
 Latents: standard normal, [48, T, h, w] (T = (F - 1) / 4 + 1, h = H / 16);
