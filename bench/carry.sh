@@ -58,7 +58,7 @@ carry_env() {
     local libs=/tmp/c3libs
     mkdir -p "$libs"
     if [ -f "$pk/pack.tar.xz" ]; then
-        tar -C "$pk" -xJf "$pk/pack.tar.xz" && cp -a "$pk"/lib/. "$libs"/ && rm -rf "$pk/lib" "$pk/pack.tar.xz"
+        tar -C "$pk" -xJf "$pk/pack.tar.xz" && cp -a "$pk"/lib/. "$libs"/ && rm -rf "${pk:?}/lib" "${pk:?}/pack.tar.xz"
     elif [ -f "$pk/libs.tar.xz" ]; then
         tar -C "$libs" -xJf "$pk/libs.tar.xz"
     fi # else: unpacked by an earlier gpu.sh of the same call
