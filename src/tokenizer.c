@@ -675,6 +675,10 @@ static int load_merges(c3_tokenizer *t, scan *s, int vocab_count) {
             rc = scan_fail(s, "a merge half is too long");
             goto out;
         }
+        if (!a.n || !b.n) { /* a merge joins two tokens; an empty half matches nothing */
+            rc = scan_fail(s, "a merge half is empty");
+            goto out;
+        }
         if (n == cap) {
             cap = cap ? 2 * cap : 4096;
             ms = xrealloc(ms, cap * sizeof *ms);

@@ -442,6 +442,12 @@ static void test_tokenizer_files(void) {
     char *j = xmalloc(jn);
     snprintf(j, jn, "{\"model\":{\"type\":\"BPE\",\"vocab\":{%s},\"merges\":[\"\"]}}", v);
     expect_tok("empty_merge", j, "a merge string must be");
+    /* found by fuzz_tokload (session 5): " " splits into two empty halves (pointer
+     * arithmetic on a NULL arena under UBSan) */
+    snprintf(j, jn, "{\"model\":{\"type\":\"BPE\",\"vocab\":{%s},\"merges\":[\" \"]}}", v);
+    expect_tok("empty_halves", j, "a merge half is empty");
+    snprintf(j, jn, "{\"model\":{\"type\":\"BPE\",\"vocab\":{%s},\"merges\":[[\"a\",\"\"]]}}", v);
+    expect_tok("empty_half", j, "a merge half is empty");
     /* an added token beyond the vocabulary the file declares (256 + 1 entries) */
     snprintf(j, jn,
              "{\"added_tokens\":[{\"id\":300,\"content\":\"<x>\"}],\"pre_tokenizer\":{\"type\":"
