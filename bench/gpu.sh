@@ -9,7 +9,8 @@
 #       and the libraries they load that the GPU image lacks (libcosmos3, OpenBLAS,
 #       jansson, ...: bench/carry.sh), debug info stripped,
 #       and carry/fixtures.txz with tiny-a (its model and goldens, less the
-#       tokenizer, which is share/'s). NO_FIXTURES=1 leaves the fixtures out
+#       tokenizer, which is share/'s; the embedding sparse and lm_head out:
+#       bench/fixtures_stage.py). NO_FIXTURES=1 leaves the fixtures out
 #       (then `goldens` skips). NO_OPS=1 leaves ops_check and vae_lab out. The conditioned goldens (tiny-a/cond) stay out unless
 #       WITH_COND=1 FIXTURES_EXCLUDE=' ' (with the demo model in the tree they overrun 64 MiB). The carry must stay under 64 MiB with the tree.
 #   bench/gpu.sh SECTION...         there, from the repo root, carry
@@ -94,9 +95,19 @@ pack() {
     carry_pack "$pk" "$build" "${files[@]}" || exit 1
     rm -f "$fxa"
     if [ -z "${NO_FIXTURES:-}" ]; then
+        # tiny-a as bench/fixtures_stage.py stages it: its embedding sparse (the
+        # goldens' ids), lm_head out: 22 -> ~4 MiB, the goldens' numbers unchanged
+        local stage
+        stage=$(mktemp -d) || exit 1
+        cp -r "${COSMOS3_FIXTURES_SRC:-$here/../shared/fixtures}/tiny-a" "$stage/" && chmod -R u+w "$stage" &&
+            rm -rf "$stage/tiny-a/model/text_tokenizer" || exit 1
+        cp -r share/tokenizer "$stage/tiny-a/model/text_tokenizer" &&
+            python3 "$sdir/fixtures_stage.py" "$stage/tiny-a" "$build/cosmos3" &&
+            rm -rf "$stage/tiny-a/model/text_tokenizer" || exit 1
         mkdir -p "$(dirname "$fxa")"
-        tar cJf "$fxa" --exclude=tiny-a/model/text_tokenizer ${FIXTURES_EXCLUDE:---exclude=tiny-a/cond} \
-            -C "${COSMOS3_FIXTURES_SRC:-$here/../shared/fixtures}" tiny-a || exit 1
+        # shellcheck disable=SC2086 # FIXTURES_EXCLUDE: words
+        tar cJf "$fxa" ${FIXTURES_EXCLUDE:---exclude=tiny-a/cond} -C "$stage" tiny-a || exit 1
+        rm -rf "$stage"
     fi
     du -sh "$pk" "$fxa" 2>/dev/null
     # what travels: the tree (tracked and untracked-not-ignored files) and the carry
