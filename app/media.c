@@ -1114,6 +1114,19 @@ static int probe_av(const uint8_t *data, size_t n, const char *path, c3_media_in
 }
 #endif
 
+/* info from decoded frames (a folder, an animated WebP), which it frees */
+static void info_from_frames(c3_media_info *info, c3_media_frames *m, const char *container,
+                             const char *codec) {
+    snprintf(info->container, sizeof info->container, "%s", container);
+    snprintf(info->codec, sizeof info->codec, "%s", codec);
+    info->width = m->width;
+    info->height = m->height;
+    info->frames = m->frames;
+    info->fps = m->fps;
+    info->seconds = m->fps > 0 ? m->frames / m->fps : 0;
+    media_frames_free(m);
+}
+
 int media_probe(const char *path, c3_media_info *info) {
     media_quiet();
     memset(info, 0, sizeof *info);
@@ -1123,14 +1136,7 @@ int media_probe(const char *path, c3_media_info *info) {
     if (S_ISDIR(st.st_mode)) {
         c3_media_frames m;
         APP_TRY(media_decode(path, NULL, &m));
-        snprintf(info->container, sizeof info->container, "folder");
-        snprintf(info->codec, sizeof info->codec, "png");
-        info->width = m.width;
-        info->height = m.height;
-        info->frames = m.frames;
-        info->fps = m.fps;
-        info->seconds = m.fps > 0 ? m.frames / m.fps : 0;
-        media_frames_free(&m);
+        info_from_frames(info, &m, "folder", "png");
         return COSMOS3_OK;
     }
     char *data;
@@ -1141,16 +1147,7 @@ int media_probe(const char *path, c3_media_info *info) {
     if (is_anim_webp((const uint8_t *)data, n)) {
         c3_media_frames m;
         rc = decode_webp_anim((const uint8_t *)data, n, path, NULL, &m);
-        if (rc == COSMOS3_OK) {
-            snprintf(info->container, sizeof info->container, "webp");
-            snprintf(info->codec, sizeof info->codec, "webp (animated)");
-            info->width = m.width;
-            info->height = m.height;
-            info->frames = m.frames;
-            info->fps = m.fps;
-            info->seconds = m.fps > 0 ? m.frames / m.fps : 0;
-            media_frames_free(&m);
-        }
+        if (rc == COSMOS3_OK) info_from_frames(info, &m, "webp", "webp (animated)");
         goto done;
     }
     rc = probe_av((const uint8_t *)data, n, path, info);

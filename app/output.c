@@ -99,25 +99,24 @@ static int write_all(int fd, const void *data, size_t n) {
     return 0;
 }
 
-/* The folder part of a path ("." for a bare name), xmalloc'd. */
-static char *dir_of(const char *path) {
+/* part(path) of a path without its trailing slashes, xmalloc'd: dirname (the
+ * folder, "." for a bare name) or basename (the last name). */
+static char *path_part(const char *path, char *(*part)(char *)) {
     char *t = xstrdup(path);
     size_t L = strlen(t);
     while (L > 1 && t[L - 1] == '/')
         t[--L] = 0;
-    char *d = xstrdup(dirname(t));
+    char *r = xstrdup(part(t));
     free(t);
-    return d;
+    return r;
+}
+
+static char *dir_of(const char *path) {
+    return path_part(path, dirname);
 }
 
 static char *base_of(const char *path) {
-    char *t = xstrdup(path);
-    size_t L = strlen(t);
-    while (L > 1 && t[L - 1] == '/')
-        t[--L] = 0;
-    char *b = xstrdup(basename(t));
-    free(t);
-    return b;
+    return path_part(path, basename);
 }
 
 static void fsync_dir(const char *dir) {

@@ -548,6 +548,17 @@ static void sse_free(void *cls) {
     free(x);
 }
 
+/* A body over limit bytes: true (with the 413 sent in *out), the message
+ * ending in hint. */
+static bool refuse_big(server *sv, struct MHD_Connection *c, req_ctx *r, unsigned limit,
+                       const char *hint, enum MHD_Result *out) {
+    if (!r->too_big) return false;
+    char msg[256];
+    snprintf(msg, sizeof msg, "the request body is larger than %u bytes%s", limit, hint);
+    *out = send_error(sv, c, r, 413, NULL, msg, NULL, NULL);
+    return true;
+}
+
 /* A job can be taken only once the model is loaded and before shutdown:
  * true (with the 503 sent in *out) when it cannot. */
 static bool refuse_unready(server *sv, struct MHD_Connection *c, req_ctx *r, enum MHD_Result *out) {
@@ -604,14 +615,11 @@ static bool enqueue_locked(server *sv, struct MHD_Connection *c, req_ctx *r, job
 }
 
 static enum MHD_Result post_generation(server *sv, struct MHD_Connection *c, req_ctx *r) {
-    char msg[256], ra[16];
-    if (r->too_big) {
-        snprintf(msg, sizeof msg, "the request body is larger than %u bytes; send a shorter prompt",
-                 (unsigned)SERVE_MAX_BODY);
-        return send_error(sv, c, r, 413, NULL, msg, NULL, NULL);
-    }
+    char ra[16];
     enum MHD_Result refused;
-    if (refuse_unready(sv, c, r, &refused)) return refused;
+    if (refuse_big(sv, c, r, SERVE_MAX_BODY, "; send a shorter prompt", &refused) ||
+        refuse_unready(sv, c, r, &refused))
+        return refused;
     job *j = xcalloc(1, sizeof *j);
     settings_copy(&j->s, &sv->base);
     req_error er = {0};
@@ -1034,14 +1042,10 @@ static job *store_find_locked(server *sv, const char *id) {
 
 static enum MHD_Result post_video(server *sv, struct MHD_Connection *c, req_ctx *r, bool sync,
                                   bool form) {
-    char msg[256];
-    if (r->too_big) {
-        snprintf(msg, sizeof msg, "the request body is larger than %u bytes",
-                 (unsigned)SERVE_MAX_VIDEO_BODY);
-        return send_error(sv, c, r, 413, NULL, msg, NULL, NULL);
-    }
     enum MHD_Result refused;
-    if (refuse_unready(sv, c, r, &refused)) return refused;
+    if (refuse_big(sv, c, r, SERVE_MAX_VIDEO_BODY, "", &refused) ||
+        refuse_unready(sv, c, r, &refused))
+        return refused;
     json_t *o = NULL;
     form_ctx f = {0};
     req_error er = {0};
