@@ -56,6 +56,21 @@ static int vae_geometry(c3_vconfig *v, const char *path) {
 
 /* ---------------------------------------------------------------- JSON util */
 
+/* text (len bytes) as one JSON object in *out; C3_EMODEL naming path if it
+ * is not valid JSON or not an object. */
+static int parse_object(const char *text, size_t len, const char *path, json_t **out) {
+    json_error_t e;
+    *out = NULL;
+    json_t *j = json_loadb(text, len, 0, &e);
+    if (!j) return c3_fail(C3_EMODEL, "%s: invalid JSON: %s (line %d)", path, e.text, e.line);
+    if (!json_is_object(j)) {
+        json_decref(j);
+        return c3_fail(C3_EMODEL, "%s: expected a JSON object", path);
+    }
+    *out = j;
+    return C3_OK;
+}
+
 static json_t *load_json(const char *path, int missing_code, const char *what) {
     char *text;
     size_t len;
@@ -64,18 +79,9 @@ static json_t *load_json(const char *path, int missing_code, const char *what) {
         return NULL;
     }
     if (c3_read_file(path, &text, &len) != C3_OK) return NULL;
-    json_error_t e;
-    json_t *j = json_loadb(text, len, 0, &e);
+    json_t *j = NULL;
+    parse_object(text, len, path, &j);
     free(text);
-    if (!j) {
-        c3_fail(C3_EMODEL, "%s: invalid JSON: %s (line %d)", path, e.text, e.line);
-        return NULL;
-    }
-    if (!json_is_object(j)) {
-        json_decref(j);
-        c3_fail(C3_EMODEL, "%s: expected a JSON object", path);
-        return NULL;
-    }
     return j;
 }
 
@@ -169,14 +175,9 @@ static int parse_quant(c3_tconfig *t, json_t *j, const char *path) {
 
 int ckpt_parse_tconfig(c3_tconfig *t, const char *text, size_t len, const char *path) {
     memset(t, 0, sizeof *t);
-    json_error_t e;
-    json_t *j = json_loadb(text, len, 0, &e);
-    if (!j) return c3_fail(C3_EMODEL, "%s: invalid JSON: %s (line %d)", path, e.text, e.line);
-    if (!json_is_object(j)) {
-        json_decref(j);
-        return c3_fail(C3_EMODEL, "%s: expected a JSON object", path);
-    }
-    int rc = C3_OK;
+    json_t *j;
+    int rc = parse_object(text, len, path, &j);
+    if (rc) return rc;
     double eps = 0, theta = 0, ts = 0, fps = 0;
     int margin = 0;
     bool qk_text = true;
@@ -314,14 +315,9 @@ out:
 
 int ckpt_parse_vconfig(c3_vconfig *v, const char *text, size_t len, const char *path) {
     memset(v, 0, sizeof *v);
-    json_error_t e;
-    json_t *j = json_loadb(text, len, 0, &e);
-    if (!j) return c3_fail(C3_EMODEL, "%s: invalid JSON: %s (line %d)", path, e.text, e.line);
-    if (!json_is_object(j)) {
-        json_decref(j);
-        return c3_fail(C3_EMODEL, "%s: expected a JSON object", path);
-    }
-    int rc = C3_OK;
+    json_t *j;
+    int rc = parse_object(text, len, path, &j);
+    if (rc) return rc;
 #define G(x)                                                                                       \
     if ((rc = (x)) != C3_OK) goto out
     G(get_int(j, "z_dim", 48, &v->z_dim, path));
@@ -893,11 +889,10 @@ static int parse_card(json_t *cj, c3_model_card *d, const char *path) {
 int ckpt_parse_card(c3_model_card *card, const char *text, size_t len, const char *path) {
     memset(card, 0, sizeof *card);
     card->guidance = card->shift = -1;
-    json_error_t e;
-    json_t *mi = json_loadb(text, len, 0, &e);
-    if (!mi) return c3_fail(C3_EMODEL, "%s: invalid JSON: %s (line %d)", path, e.text, e.line);
-    int rc = json_is_object(mi) ? C3_OK : c3_fail(C3_EMODEL, "%s: expected a JSON object", path);
-    json_t *cj = rc == C3_OK ? json_object_get(mi, "cosmos3") : NULL;
+    json_t *mi;
+    int rc = parse_object(text, len, path, &mi);
+    if (rc) return rc;
+    json_t *cj = json_object_get(mi, "cosmos3");
     if (cj) rc = parse_card(cj, card, path);
     if (rc) ckpt_card_free(card);
     json_decref(mi);
