@@ -700,7 +700,20 @@ sec_vae() {
     counted "vae_ref.py" "${PIPESTATUS[0]}"
 }
 
-usage() { sed -n '2,/^# shellcheck disable=SC2317/p' "$0"; exit 2; }
+# More sections live one file each in bench/gpu.d/NAME.sh: each defines sec_NAME
+# and opens with comment lines "#     NAME  what it does" that usage prints.
+extra=()
+for f in "$sdir"/gpu.d/*.sh; do
+    [ -f "$f" ] || continue
+    # shellcheck disable=SC1090 # the section files
+    . "$f"
+    extra+=("$(basename "$f" .sh)")
+done
+usage() {
+    sed -n '2,/^# shellcheck disable=SC2317/p' "$0"
+    for f in "$sdir"/gpu.d/*.sh; do [ -f "$f" ] && sed -n 's/^#     /#     /p' "$f"; done
+    exit 2
+}
 
 [ $# -ge 1 ] || usage
 case "$1" in
@@ -712,7 +725,12 @@ for s in "$@"; do
     case "$s" in
     check | goldens | layouts | demo | speed | train | cond | fp8 | fp8speed | regress | vae) sections+=("$s") ;;
     all) sections+=(check goldens layouts demo speed) ;;
-    *) echo "gpu.sh: unknown section '$s'" >&2; usage ;;
+    *)
+        if [[ " ${extra[*]} " == *" $s "* ]]; then
+            sections+=("$s")
+            continue
+        fi
+        echo "gpu.sh: unknown section '$s'" >&2; usage ;;
     esac
 done
 [ -d "$pk" ] || { echo "gpu.sh: $pk is missing: run 'bash bench/gpu.sh pack' here and carry it" >&2; exit 2; }
