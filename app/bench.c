@@ -5,6 +5,8 @@
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "png_io.h"
 
@@ -172,6 +174,131 @@ static void print_json(const cosmos3_bench_result *r, double t_png) {
     json_decref(j);
 }
 
+/* --------------------------------------------------------------- e2e */
+
+static void print_e2e_text(const cosmos3_bench_result *r, double t_png, const char *path,
+                           int64_t png_bytes) {
+    printf("cosmos3 bench --e2e: preset %s, %d layers per tower, hidden %d, heads %d/%d x %d, MLP "
+           "%d %s\n",
+           r->preset, r->layers, r->hidden, r->heads, r->kv_heads, r->head_dim, r->intermediate,
+           r->mlp_gated ? "SwiGLU" : "ReLU^2");
+    printf("device: %s\n", r->device);
+    printf("plan (checked before the load):\n%s", r->plan_text ? r->plan_text : "");
+    printf("size: %dx%d -> latent %dx%dx%d, GEN tokens S %d; prompt ids L %d\n", r->width,
+           r->height, r->latent_t, r->latent_h, r->latent_w, r->gen_tokens, r->L_cond);
+    printf("load: transformer %.2f s%s, VAE %.2f s, tokenizer %.2f ms\n", r->t_load,
+           r->offload ? " (--offload)" : "", r->t_vae_load, r->t_tokenize * 1e3);
+    printf("distilled request, %d steps (one forward each), the second after the load (the first: "
+           "%.2f ms + PNG):\n",
+           r->e2e_steps, r->e2e_first_total * 1e3);
+    printf("  tokenize %8.2f ms\n  UND      %8.2f ms\n  steps    %8.2f ms (", r->e2e_tokenize * 1e3,
+           r->e2e_und * 1e3, r->e2e_denoise * 1e3);
+    for (int i = 0; i < r->e2e_steps && i < COSMOS3_BENCH_E2E_MAX_STEPS; i++)
+        printf("%s%.2f", i ? ", " : "", r->e2e_step[i] * 1e3);
+    printf(")\n  VAE      %8.2f ms\n  PNG      %8.2f ms (%lld bytes, %s)\n", r->e2e_vae * 1e3,
+           t_png * 1e3, (long long)png_bytes, path);
+    printf("  total    %8.2f ms (the request %.2f ms + the PNG write)\n",
+           (r->e2e_total + t_png) * 1e3, r->e2e_total * 1e3);
+    printf("peak memory (backend accounting): %.2f GiB (now: weights %.2f, K/V %.2f, activations "
+           "%.2f GiB)",
+           r->mem_peak / GIB, r->mem_weights / GIB, r->mem_kv / GIB, r->mem_act / GIB);
+    if (r->dev_total > 0)
+        printf("; device in use %.2f of %.2f GiB", r->dev_used / GIB, r->dev_total / GIB);
+    printf("\n");
+}
+
+static void print_e2e_json(const cosmos3_bench_result *r, double t_png, const char *path,
+                           int64_t png_bytes) {
+    json_t *j = json_object(), *g = json_object(), *e = json_object(), *st = json_array(),
+           *mm = json_object();
+    json_object_set_new(j, "preset", json_string(r->preset));
+    json_object_set_new(g, "layers", json_integer(r->layers));
+    json_object_set_new(g, "hidden", json_integer(r->hidden));
+    json_object_set_new(g, "heads", json_integer(r->heads));
+    json_object_set_new(g, "kv_heads", json_integer(r->kv_heads));
+    json_object_set_new(g, "head_dim", json_integer(r->head_dim));
+    json_object_set_new(g, "intermediate", json_integer(r->intermediate));
+    json_object_set_new(j, "geometry", g);
+    json_object_set_new(j, "device", json_string(r->device));
+    json_object_set_new(j, "width", json_integer(r->width));
+    json_object_set_new(j, "height", json_integer(r->height));
+    json_object_set_new(j, "gen_tokens", json_integer(r->gen_tokens));
+    json_object_set_new(j, "L_cond", json_integer(r->L_cond));
+    json_object_set_new(j, "plan", json_string(r->plan_text ? r->plan_text : ""));
+    json_object_set_new(j, "plan_need_bytes", json_integer(r->plan_need));
+    json_object_set_new(j, "plan_weights_bytes", json_integer(r->plan_weights));
+    json_object_set_new(j, "offload", json_boolean(r->offload));
+    json_object_set_new(j, "load_s", json_real(r->t_load));
+    json_object_set_new(j, "vae_load_s", json_real(r->t_vae_load));
+    json_object_set_new(j, "tokenizer_load_ms", json_real(r->t_tokenize * 1e3));
+    json_object_set_new(e, "steps", json_integer(r->e2e_steps));
+    for (int i = 0; i < r->e2e_steps && i < COSMOS3_BENCH_E2E_MAX_STEPS; i++)
+        json_array_append_new(st, json_real(r->e2e_step[i] * 1e3));
+    json_object_set_new(e, "step_ms", st);
+    json_object_set_new(e, "tokenize_ms", json_real(r->e2e_tokenize * 1e3));
+    json_object_set_new(e, "und_ms", json_real(r->e2e_und * 1e3));
+    json_object_set_new(e, "denoise_ms", json_real(r->e2e_denoise * 1e3));
+    json_object_set_new(e, "vae_ms", json_real(r->e2e_vae * 1e3));
+    json_object_set_new(e, "png_ms", json_real(t_png * 1e3));
+    json_object_set_new(e, "png_bytes", json_integer(png_bytes));
+    json_object_set_new(e, "png", json_string(path));
+    json_object_set_new(e, "request_ms", json_real(r->e2e_total * 1e3));
+    json_object_set_new(e, "request_wall_ms", json_real(r->e2e_wall * 1e3));
+    json_object_set_new(e, "total_ms", json_real((r->e2e_total + t_png) * 1e3));
+    json_object_set_new(e, "first_request_ms", json_real(r->e2e_first_total * 1e3));
+    json_object_set_new(j, "e2e", e);
+    json_object_set_new(mm, "peak_bytes", json_integer(r->mem_peak));
+    json_object_set_new(mm, "weights_bytes", json_integer(r->mem_weights));
+    json_object_set_new(mm, "kv_bytes", json_integer(r->mem_kv));
+    json_object_set_new(mm, "act_bytes", json_integer(r->mem_act));
+    if (r->dev_total > 0) {
+        json_object_set_new(mm, "device_used_bytes", json_integer(r->dev_used));
+        json_object_set_new(mm, "device_total_bytes", json_integer(r->dev_total));
+    }
+    json_object_set_new(j, "memory", mm);
+    char *txt = json_dumps(j, JSON_INDENT(2) | JSON_REAL_PRECISION(12));
+    printf("%s\n", txt);
+    free(txt);
+    json_decref(j);
+}
+
+/* The e2e request's picture written as gen writes a PNG (png_write: a
+ * temporary file, fsync'ed, renamed), twice: a warm-up, then timed. */
+static int e2e_png(const cosmos3_bench_result *r, const char *path, double *t, int64_t *bytes) {
+    c3_png_text txt = {.key = "parameters", .text = "cosmos3 bench --e2e (random weights)"};
+    for (int run = 0; run < 2; run++) {
+        double t0 = c3_now();
+        APP_TRY(png_write(path, r->frame_rgb, r->frame_width, r->frame_height, &txt, 1, true));
+        *t = c3_now() - t0;
+    }
+    struct stat sb;
+    *bytes = stat(path, &sb) == 0 ? (int64_t)sb.st_size : -1;
+    return COSMOS3_OK;
+}
+
+static int bench_e2e_report(c3_settings *s, const cosmos3_bench_result *r) {
+    char tmp[4096];
+    const char *path = s->output;
+    if (!path) {
+        const char *td = getenv("TMPDIR");
+        snprintf(tmp, sizeof tmp, "%s/cosmos3-bench-e2e.%d.png", td && *td ? td : "/tmp",
+                 (int)getpid());
+        path = tmp;
+    }
+    double t_png = 0;
+    int64_t bytes = 0;
+    int rc = e2e_png(r, path, &t_png, &bytes);
+    if (rc == COSMOS3_OK) {
+        if (s->json)
+            print_e2e_json(r, t_png, path, bytes);
+        else
+            print_e2e_text(r, t_png, path, bytes);
+        fflush(stdout);
+    }
+    if (!s->output) unlink(tmp);
+    return rc;
+}
+
 /* ------------------------------------------------------------ command */
 
 /* The PNG of the first frame, encoded in memory (the time a gen's write
@@ -210,10 +337,18 @@ int cmd_bench(c3_settings *s, char **pos, int npos) {
     p.steps = s->steps;
     p.prompt = s->prompt && *s->prompt ? s->prompt : NULL;
     p.skip_vae = s->skip_vae;
+    p.e2e = s->e2e;
+    if (s->output && !s->e2e)
+        return c3_fail(COSMOS3_EUSAGE, "bench: -o names the PNG of --e2e; add --e2e or drop -o");
     cosmos3_bench_result r;
     char err[1024];
     int rc = cosmos3_bench(&p, &r, err, sizeof err);
     if (rc) return c3_fail(rc, "%s", err);
+    if (r.e2e) {
+        rc = bench_e2e_report(s, &r);
+        cosmos3_bench_result_free(&r);
+        return rc;
+    }
     double t_png = 0;
     if (r.vae) rc = time_png(&r, &t_png);
     if (rc == COSMOS3_OK) {

@@ -65,7 +65,7 @@ static const c3_command commands[] = {
     {"serve", CMD_SERVE, "[-m DIR] [--host ADDR] [--port N] [--queue N] [--tp N ...]",
      "the OpenAI-compatible image API: POST /v1/images/generations (JSON or SSE progress)",
      serve_main},
-    {"bench", CMD_BENCH, "--preset tiny|edge|nano|super [-W PX -H PX -F N] [--steps N] [--json]",
+    {"bench", CMD_BENCH, "--preset tiny|edge|nano|super [-W PX -H PX -F N] [--steps N] [--e2e [-o FILE]] [--json]",
      "time the GEN CFG step of a preset's geometry on random weights (no checkpoint needed)",
      cmd_bench},
 };

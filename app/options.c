@@ -79,8 +79,9 @@ const c3_option c3_options[] = {
      F(condition_keep), true},
     {"output", 'o', NULL, OPT_STR, NULL, NULL, "PATH",
      "file to write, its format by extension: .png .jpg .jpeg .webp, video .mp4 .webm (or PNG frames: a folder "
-     "or a pattern with %04d); - writes it to standard output; default cosmos3-SEED.png (video: .mp4)",
-     CMD_RUN | CMD_MKMODEL, F(output), true},
+     "or a pattern with %04d); - writes it to standard output; default cosmos3-SEED.png (video: .mp4); bench "
+     "--e2e: where its PNG goes (default a file in $TMPDIR, removed)",
+     CMD_RUN | CMD_MKMODEL | CMD_BENCH, F(output), true},
     {"crf", 0, NULL, OPT_INT, "18", NULL, "N",
      "video quality: the constant rate factor of .mp4 (H.264, 0-51) and .webm (VP9, 0-63); lower is better and "
      "larger", CMD_GEN | CMD_REPL | CMD_TUI, F(crf), true},
@@ -129,6 +130,10 @@ const c3_option c3_options[] = {
     {"skip-vae", 0, NULL, OPT_FLAG, NULL, NULL, NULL,
      "do not time the VAE decode and PNG write (they need a random VAE written to $TMPDIR first)", CMD_BENCH,
      F(skip_vae), false},
+    {"e2e", 0, NULL, OPT_FLAG, NULL, NULL, NULL,
+     "instead of the CFG step, one distilled 4-step request end to end as gen runs it (tokenize, UND, one "
+     "forward per step with the fixed-step SDE sampler, the preset's VAE decode, the PNG written to -o or "
+     "$TMPDIR), after a warm-up request; prints the memory plan and every phase", CMD_BENCH, F(e2e), false},
     {"host", 0, NULL, OPT_STR, "127.0.0.1", NULL, "ADDR", "address to listen on", CMD_SERVE, F(host), false},
     {"port", 0, NULL, OPT_INT, "8000", NULL, "PORT", "port to listen on (0: any free port, printed at start)",
      CMD_SERVE, F(port), false},

@@ -95,6 +95,7 @@ typedef struct {
     bool lines;
     /* bench */
     bool skip_vae;
+    bool e2e;
     bool negative_flag;
     /* mkmodel */
     char *preset;

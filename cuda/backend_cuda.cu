@@ -610,6 +610,8 @@ extern "C" int c3_backend_cuda(int device, c3_backend **out) {
     be->download = cuda_download;
     be->copy = cuda_copy;
     be->sync = cuda_sync;
+    be->fill_random = cu_fill_random;
+    be->quantize_e4m3 = cu_quantize_e4m3;
     be->linear = cu_linear;
     be->rmsnorm = cu_rmsnorm;
     be->rope = cu_rope;

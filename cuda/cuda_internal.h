@@ -91,6 +91,9 @@ int cu_convert(c3_backend *be, void *dst, c3_dtype dt, const void *src, c3_dtype
 int cu_as_bf16(c3_backend *be, const c3_tensor *t, void *buf, const __nv_bfloat16 **out);
 
 /* ---- ops implemented in the other files ---- */
+/* The table's fill_random (random_weights.cu) and quantize_e4m3 (gemm.cu). */
+int cu_fill_random(c3_backend *be, c3_tensor *dst, int64_t offset, float amp);
+int cu_quantize_e4m3(c3_backend *be, c3_tensor *dst, const c3_tensor *src, float *scale);
 void cu_gemm_cache_free(c3_backend *be);
 int cu_linear(c3_backend *be, c3_tensor *y, const c3_tensor *x, const c3_tensor *w,
               const c3_tensor *bias, bool accumulate);

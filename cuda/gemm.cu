@@ -220,6 +220,49 @@ __global__ void k_dequant(const __nv_fp8_storage_t *w, __nv_bfloat16 *out, int64
     }
 }
 
+/* The backend's quantize_e4m3 (--precision fp8 at load): max|src| by k_amax,
+ * brought to the host, the scale computed there as model_load.c's host path
+ * does (amax / 448 in float, 1 for an all-zero tensor), then k_quant with it
+ * as a static scale: the codes of c3_f32_to_e4m3(x / s), bit for bit
+ * (ops_check --quant). */
+int cu_quantize_e4m3(c3_backend *be, c3_tensor *dst, const c3_tensor *src, float *scale) {
+    int64_t n = c3_numel(src);
+    if (src->dtype != C3_BF16 || dst->dtype != C3_F8E4M3 || c3_numel(dst) != n)
+        return c3_fail(C3_EFAIL,
+                       "cuda quantize_e4m3: needs BF16 src and F8_E4M3 dst of the same size "
+                       "(%s %lld, %s %lld)",
+                       c3_dtype_name(src->dtype), (long long)n, c3_dtype_name(dst->dtype),
+                       (long long)c3_numel(dst));
+    CU_ENTER(be);
+    cu_ctx *c = cu_of(be);
+    char *tmp;
+    C3_TRY(cu_scratch(be, 2 * GEMM_MAX_ALIGN, (void **)&tmp));
+    float *slot = (float *)tmp; /* k_quant leaves the scale here (unused) */
+    unsigned *amax = (unsigned *)(tmp + GEMM_MAX_ALIGN);
+    float s = *scale;
+    if (!(s > 0)) {
+        CU_CHECK(cudaMemsetAsync(amax, 0, sizeof *amax, c->stream));
+        if (n > 0) {
+            k_amax<<<cu_grid(be, n), CU_THREADS, 0, c->stream>>>(
+                (const __nv_bfloat16 *)src->data, n, amax);
+            CU_CHECK(cudaGetLastError());
+        }
+        unsigned bits = 0;
+        CU_CHECK(cudaMemcpyAsync(&bits, amax, sizeof bits, cudaMemcpyDeviceToHost, c->stream));
+        CU_CHECK(cudaStreamSynchronize(c->stream));
+        float a;
+        memcpy(&a, &bits, sizeof a);
+        s = a > 0 ? a / C3_E4M3_MAX : 1.0f;
+    }
+    if (n > 0) {
+        k_quant<<<cu_grid(be, n), CU_THREADS, 0, c->stream>>>(
+            (const __nv_bfloat16 *)src->data, n, (__nv_fp8_storage_t *)dst->data, s, NULL, slot);
+        CU_CHECK(cudaGetLastError());
+    }
+    *scale = s;
+    return C3_OK;
+}
+
 /* y = x . w^T (+y) with w E4M3 codes: FP8 x FP8 through cuBLASLt (each
  * segment one product into its columns of y, alpha = its weight scale, the
  * activations' scale as B's scale), or (be->fp8_act false) the dequantised

@@ -460,6 +460,7 @@ COSMOS3_API int cosmos3_mkmodel(const cosmos3_mkmodel_params *p, char *err, size
  * (removed before the call returns) and decodes the last latents once. */
 #define COSMOS3_BENCH_PEAK_TFLOPS 989.0 /* H200 dense bf16 peak (MFU's denominator) */
 #define COSMOS3_BENCH_NOPS 11           /* op kinds of the device-timed step */
+#define COSMOS3_BENCH_E2E_MAX_STEPS 16  /* steps of an e2e request whose times are kept */
 
 typedef struct {
     const char *preset;    /* "tiny", "demo", "edge", "nano", "super" (NULL: "tiny") */
@@ -474,6 +475,13 @@ typedef struct {
     int steps;             /* timed CFG steps; 0 = 3 */
     const char *prompt;    /* NULL: a built-in prompt */
     bool skip_vae;
+    /* instead of the CFG step: one distilled 4-step request as `gen` runs it
+     * (tokenize, UND, one forward per step with the fixed-step SDE sampler,
+     * the preset's real VAE decode; frames 1), once as warm-up and once
+     * timed, on the engine's own generate path; the memory plan is checked
+     * (and returned) before the load. Random weights are made on the device
+     * where the backend can (no host copy). */
+    bool e2e;
 } cosmos3_bench_params;
 
 typedef struct {
@@ -509,6 +517,15 @@ typedef struct {
     /* the decoded first frame (vae): [frame_height, frame_width, 3] uint8 RGB, malloc'd */
     uint8_t *frame_rgb;
     int frame_width, frame_height;
+    /* e2e (params.e2e): the timed request's phases, seconds (cosmos3_result's) */
+    bool e2e;
+    char *plan_text; /* the plan checked before the load, lines of text (malloc'd) */
+    int e2e_steps;   /* forwards (the t_list) */
+    double e2e_step[COSMOS3_BENCH_E2E_MAX_STEPS];
+    double e2e_tokenize, e2e_und, e2e_denoise, e2e_vae, e2e_total;
+    double e2e_wall;        /* around cosmos3_generate (the result's copies included) */
+    double e2e_first_total; /* the warm-up: the first request after the load */
+    int64_t plan_need, plan_weights; /* bytes per rank the plan counted */
 } cosmos3_bench_result;
 
 COSMOS3_API void cosmos3_bench_params_init(cosmos3_bench_params *p);

@@ -115,6 +115,16 @@ struct c3_backend {
     int (*copy)(c3_backend *be, c3_tensor *dst, const c3_tensor *src);
     /* Wait for all queued work. */
     int (*sync)(c3_backend *be);
+    /* Optional (NULL where absent, e.g. cpu): dst (BF16 or F32) element i =
+     * bf16(c3_random_weight(offset + i, amp)) of weights_random.h, made on
+     * the device (cosmos3 bench's random checkpoint without a host copy). */
+    int (*fill_random)(c3_backend *be, c3_tensor *dst, int64_t offset, float amp);
+    /* Optional (NULL where absent): FP8 at load (--precision fp8): dst
+     * (F8E4M3, numel(src)) = E4M3(src / s) rounded to nearest even and
+     * saturated to +-448, src BF16 on the device; s = *scale when > 0, else
+     * max|src| / 448 (1 when src is all zero), returned in *scale. The same
+     * codes and scale as model_load.c's host loop (c3_f32_to_e4m3). */
+    int (*quantize_e4m3)(c3_backend *be, c3_tensor *dst, const c3_tensor *src, float *scale);
 
     /* ---- transformer ---- */
     /* y[M,N] = (accumulate ? y : 0) + x[M,K] . w[N,K]^T + bias[N] (bias may be NULL).

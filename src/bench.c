@@ -31,15 +31,19 @@
 #include "plan.h"
 #include "prompt.h"
 #include "rng.h"
+#include "scheduler.h"
 #include "tokenizer.h"
 #include "wan_vae.h"
+#include "weights_random.h"
 #include "cosmos3.h"
 #include "config.h"
+#include "engine.h"
 
 #define BENCH_DEFAULT_PX 1024 /* -W/-H when not given: the T2I size */
 #define BENCH_DEFAULT_STEPS 3 /* timed CFG steps when --steps is not given */
 #define BENCH_WARMUP_STEPS 2  /* untimed CFG steps first (plans, caches; graphs: seen, recorded) */
 #define BENCH_TIMESTEP 500    /* integer timestep of the timed GEN calls */
+#define BENCH_E2E_SEED 1      /* the e2e request's noise seed */
 #define BENCH_WEIGHT_AMPLITUDE 0.03 /* random weights are uniform in +-this */
 #define BENCH_VAE_VOCAB 64 /* vocab of the throw-away mkmodel checkpoint that carries the VAE */
 #define BENCH_VAE_LAYERS 1
@@ -159,19 +163,13 @@ static int preset_tconfig(const c3_mkmodel_preset *p, int layers, c3_tconfig *t)
     return rc;
 }
 
-static uint64_t mix64(uint64_t x) { /* splitmix64 finaliser */
-    x += 0x9E3779B97F4A7C15ull;
-    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-    return x ^ (x >> 31);
-}
-
 /* A checkpoint with no files: configs from the preset, every tensor's data
  * in `buf` (one random bf16 buffer as large as the largest tensor). */
 typedef struct {
     c3_ckpt ck;
     st_file shard;
-    uint16_t *buf;
+    uint16_t *buf; /* [nbuf] bf16: element i = bf16(c3_random_weight(i, amplitude)) */
+    int64_t nbuf;
 } mem_ckpt;
 
 static int cmp_tref(const void *a, const void *b) {
@@ -188,12 +186,11 @@ static int mem_ckpt_make(mem_ckpt *mc, const c3_mkmodel_preset *p, int layers) {
         big = C3_MAX(big, l.t[i].nbytes);
     int64_t n = (int64_t)(big / sizeof(uint16_t));
     mc->buf = xmalloc(big);
+    mc->nbuf = n;
     const float amp = (float)BENCH_WEIGHT_AMPLITUDE;
 #pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < n; i++) {
-        double u = (double)(mix64((uint64_t)i) >> 11) * 0x1.0p-53; /* [0, 1) */
-        mc->buf[i] = c3_f32_to_bf16((float)(2.0 * u - 1.0) * amp);
-    }
+    for (int64_t i = 0; i < n; i++)
+        mc->buf[i] = c3_f32_to_bf16(c3_random_weight(i, amp));
     for (int i = 0; i < l.n; i++)
         l.t[i].data = mc->buf;
     mc->shard.path = xstrdup("(bench: random weights in memory)");
@@ -261,6 +258,11 @@ typedef struct {
     bool on;        /* host-synchronised timing of linear and attention */
     double s_linear, s_attn, f_linear, f_attn;
     int n_linear, n_attn;
+    /* the random checkpoint's host buffer: an upload from it is made on the
+     * device instead where the backend has fill_random (same bits, no copy) */
+    const uint16_t *rand_buf;
+    int64_t rand_n;
+    int64_t rand_made; /* elements made on the device */
     /* device-time timing: an event before and after every op, no host syncs */
     bool ev_on;
     void *ev[2 * BENCH_EV_MAX];
@@ -301,8 +303,20 @@ EV_WRAP(add, OP_ADD, (c3_backend * be, c3_tensor *y, const c3_tensor *x), (be, y
 EV_WRAP(copy, OP_COPY, (c3_backend * be, c3_tensor *y, const c3_tensor *x), (be, y, x))
 EV_WRAP(permute, OP_PERMUTE, (c3_backend * be, c3_tensor *y, const c3_tensor *x, const int *perm),
         (be, y, x, perm))
-EV_WRAP(upload, OP_UPLOAD, (c3_backend * be, c3_tensor *dst, const void *src, c3_dtype st),
-        (be, dst, src, st))
+/* An upload from the random buffer (a weight of the in-memory checkpoint)
+ * is made where it lands: element i of the buffer is c3_random_weight(i). */
+static int wrap_upload(c3_backend *be, c3_tensor *dst, const void *src, c3_dtype st) {
+    bench_be *b = (bench_be *)be;
+    uintptr_t p = (uintptr_t)src, b0 = (uintptr_t)b->rand_buf;
+    int64_t off = (int64_t)(p - b0) / (int64_t)sizeof(uint16_t);
+    if (b->rand_buf && b->ops.fill_random && st == C3_BF16 && p >= b0 && (p - b0) % 2 == 0 &&
+        off + c3_numel(dst) <= b->rand_n && (dst->dtype == C3_BF16 || dst->dtype == C3_F32)) {
+        b->rand_made += c3_numel(dst);
+        return b->ops.fill_random(be, dst, off, (float)BENCH_WEIGHT_AMPLITUDE);
+    }
+    int i = ev_begin(b, OP_UPLOAD);
+    return ev_end(b, i, b->ops.upload(be, dst, src, st));
+}
 EV_WRAP(download, OP_DOWNLOAD, (c3_backend * be, float *dst, const c3_tensor *src), (be, dst, src))
 EV_WRAP(silu, OP_OTHER, (c3_backend * be, c3_tensor *y, const c3_tensor *x), (be, y, x))
 EV_WRAP(rope, OP_OTHER, (c3_backend * be, c3_tensor *x, const c3_tensor *c, const c3_tensor *sn),
@@ -447,6 +461,125 @@ static int cfg_step(c3_model *m, const c3_undkv *kc, const c3_undkv *ku, const f
     return C3_OK;
 }
 
+/* ------------------------------------------------------ end to end (e2e) */
+
+/* The step times of a request, from its events. */
+typedef struct {
+    double step[COSMOS3_BENCH_E2E_MAX_STEPS];
+    int n;
+} e2e_steps;
+
+static void e2e_event(const cosmos3_event *ev, void *user) {
+    e2e_steps *st = user;
+    if (ev->kind == COSMOS3_EV_STEP && ev->step >= 1 && ev->step <= COSMOS3_BENCH_E2E_MAX_STEPS) {
+        st->step[ev->step - 1] = ev->seconds;
+        st->n = C3_MAX(st->n, ev->step);
+    }
+}
+
+/* One rank's engine around what bench_run loaded (the in-memory transformer,
+ * the distilled scheduler, VAE config and card of the throw-away folder vck),
+ * so the request runs cosmos3_generate as `gen` does. Owns nothing it is
+ * given; e2e_engine_free releases only its own parts. */
+static cosmos3_engine *e2e_engine(const c3_ckpt *ck, const c3_ckpt *vck, const c3_plan *plan,
+                                  c3_backend *be, c3_model *m, c3_vae *vae, c3_tokenizer *tok,
+                                  const c3_shard *shard) {
+    cosmos3_engine *e = xcalloc(1, sizeof *e);
+    pthread_mutex_init(&e->ev_mu, NULL);
+    e->ck = *ck;
+    e->ck.v = vck->v;
+    e->ck.s = vck->s;
+    e->ck.card = vck->card;
+    e->ck.has_vae = true;
+    e->plan = *plan;
+    e->tok = tok;
+    e->vae = vae;
+    e->precision = shard->precision;
+    e->ranks[0] = (c3_rank){.rank = 0, .be = be, .model = m, .shard = *shard};
+    model_batch(m, plan->cfg_batch);
+    return e;
+}
+
+/* The rank's UND cache (a request with the same ids reuses it): dropped so
+ * the timed request runs its UND as a new prompt does. */
+static void e2e_forget_und(cosmos3_engine *e) {
+    for (int b = 0; b < 2; b++) {
+        undkv_free(&e->ranks[0].und[b]);
+        free(e->ranks[0].und_ids[b]);
+        e->ranks[0].und_ids[b] = NULL;
+    }
+}
+
+static void e2e_engine_free(cosmos3_engine *e) {
+    if (!e) return;
+    e2e_forget_und(e);
+    pthread_mutex_destroy(&e->ev_mu);
+    free(e);
+}
+
+/* The warm-up request, then the timed one (a fresh UND); the decoded frame
+ * of the timed one into r->frame_rgb. */
+static int e2e_requests(cosmos3_engine *e, const cosmos3_bench_params *s, cosmos3_bench_result *r) {
+    cosmos3_result *res = NULL;
+    char err[1024];
+    for (int run = 0; run < 2; run++) {
+        e2e_steps st = {.n = 0};
+        cosmos3_request rq;
+        cosmos3_request_init(&rq);
+        rq.prompt = s->prompt && *s->prompt ? s->prompt : BENCH_DEFAULT_PROMPT;
+        rq.width = r->width;
+        rq.height = r->height;
+        rq.frames = 1;
+        rq.seed = BENCH_E2E_SEED;
+        rq.on_event = e2e_event;
+        rq.user = &st;
+        e2e_forget_und(e);
+        double t0 = c3_now();
+        int rc = cosmos3_generate(e, &rq, &res, err, sizeof err);
+        double wall = c3_now() - t0;
+        if (rc) return rc; /* recorded by cosmos3_generate */
+        if (run == 0) {
+            r->e2e_first_total = res->t_total;
+            cosmos3_result_free(res);
+            continue;
+        }
+        r->e2e_steps = res->steps;
+        for (int i = 0; i < st.n; i++)
+            r->e2e_step[i] = st.step[i];
+        r->e2e_tokenize = res->t_tokenize;
+        r->e2e_und = res->t_und;
+        r->e2e_denoise = res->t_denoise;
+        r->e2e_vae = res->t_vae;
+        r->e2e_total = res->t_total;
+        r->e2e_wall = wall;
+        r->L_cond = res->L_cond;
+        r->L_uncond = 0; /* one forward per step: no unconditional branch */
+        r->frame_width = res->width;
+        r->frame_height = res->height;
+        size_t nb = (size_t)res->width * res->height * 3;
+        r->frame_rgb = xmalloc(nb);
+        memcpy(r->frame_rgb, res->rgb, nb);
+        cosmos3_result_free(res);
+    }
+    return C3_OK;
+}
+
+/* The device's memory as the run left it, and the backend's accounting. */
+static void note_memory(cosmos3_bench_result *r, c3_backend *real, const c3_backend *be) {
+    if (real->device >= 0) {
+        char nm[64];
+        int64_t tot = 0, fr = 0;
+        if (c3_gpu_info(real->device, nm, sizeof nm, &tot, &fr) == C3_OK) {
+            r->dev_total = tot;
+            r->dev_used = tot - fr;
+        }
+    }
+    r->mem_weights = be->mem[C3_MEM_WEIGHTS];
+    r->mem_kv = be->mem[C3_MEM_KV];
+    r->mem_act = be->mem[C3_MEM_ACT];
+    r->mem_peak = be->mem_peak;
+}
+
 /* ------------------------------------------------------------ command */
 
 static int bench_run(const cosmos3_bench_params *s, const c3_mkmodel_preset *p,
@@ -500,6 +633,7 @@ static int bench_run(const cosmos3_bench_params *s, const c3_mkmodel_preset *p,
                              .vocab = BENCH_VAE_VOCAB,
                              .vae = full_vae ? MKMODEL_VAE_FULL : MKMODEL_VAE_PRESET,
                              .seed = 1,
+                             .distilled = s->e2e, /* the scheduler the e2e request reads */
                              .out_dir = vdir,
                              .tokenizer_dir = tdir,
                              .overwrite = true};
@@ -543,6 +677,8 @@ static int bench_run(const cosmos3_bench_params *s, const c3_mkmodel_preset *p,
         snprintf(r->device, sizeof r->device, "cpu");
     }
     b = wrap_backend(real);
+    b->rand_buf = mc.buf;
+    b->rand_n = mc.nbuf;
     c3_backend *be = &b->w;
 
     /* tokenize */
@@ -560,18 +696,43 @@ static int bench_run(const cosmos3_bench_params *s, const c3_mkmodel_preset *p,
     r->t_tokenize = c3_now() - t0;
 
     /* load */
-    t0 = c3_now();
     c3_shard one = {.tp_size = 1,
                     .sp_size = 1,
                     .offload = s->offload && real->device >= 0,
                     .precision = s->precision && !strcmp(s->precision, "fp8")    ? C3_PREC_FP8
                                  : s->precision && !strcmp(s->precision, "bf16") ? C3_PREC_BF16
                                                                                  : C3_PREC_AUTO};
+    c3_plan plan;
+    if (s->e2e) { /* the plan gen checks before any weight loads, at this size */
+        c3_sizes sz;
+        ckpt_sizes(&mc.ck, &sz);
+        B_TRY(plan_make(&plan, c, &sz, 1, 1, 1, real->device >= 0 ? "cuda" : "cpu", s->gpus,
+                        one.offload, one.precision, r->width, r->height, r->frames));
+        r->plan_text = engine_plan_text(&plan);
+        r->plan_need = plan.need;
+        r->plan_weights = plan.weights;
+    }
+    t0 = c3_now();
     B_TRY(model_load(&m, &mc.ck, be, &one));
     r->offload = model_offloaded(m);
     r->cfg_batch = model_batches(m);
     B_TRY(be->sync(be));
     r->t_load = c3_now() - t0;
+
+    if (s->e2e) { /* the VAE, then the two requests; no CFG-step timing */
+        t0 = c3_now();
+        B_TRY(vae_load(&vae, &vck, be));
+        B_TRY(be->sync(be));
+        r->t_vae_load = c3_now() - t0;
+        r->e2e = true;
+        cosmos3_engine *e = e2e_engine(&mc.ck, &vck, &plan, be, m, vae, tok, &one);
+        rc = e2e_requests(e, s, r);
+        e2e_engine_free(e);
+        if (rc) goto out;
+        r->t_vae = r->e2e_vae;
+        note_memory(r, real, be);
+        goto out;
+    }
 
     /* UND, once per branch */
     t0 = c3_now();
@@ -665,17 +826,7 @@ static int bench_run(const cosmos3_bench_params *s, const c3_mkmodel_preset *p,
             r->dev_span_ms = span;
         r->dev_timed = b->nev > 0 && b->nev < b->ev_cap;
     }
-    if (real->device >= 0) {
-        char nm[64];
-        int64_t tot = 0, fr = 0;
-        if (c3_gpu_info(real->device, nm, sizeof nm, &tot, &fr) == C3_OK) {
-            r->dev_total = tot;
-            r->dev_used = tot - fr;
-        }
-    }
-    r->mem_weights = be->mem[C3_MEM_WEIGHTS];
-    r->mem_kv = be->mem[C3_MEM_KV];
-    r->mem_act = be->mem[C3_MEM_ACT];
+    note_memory(r, real, be);
 
     /* VAE decode of that size and a PNG of the first frame */
     if (r->vae) {
@@ -740,6 +891,8 @@ void cosmos3_bench_result_free(cosmos3_bench_result *r) {
     if (!r) return;
     free(r->frame_rgb);
     r->frame_rgb = NULL;
+    free(r->plan_text);
+    r->plan_text = NULL;
 }
 
 static int bench_call(const cosmos3_bench_params *s, cosmos3_bench_result *r) {
@@ -751,6 +904,18 @@ static int bench_call(const cosmos3_bench_params *s, cosmos3_bench_result *r) {
         return c3_fail(C3_EUSAGE, "bench: --layers %d must be in 0..1024", s->layers);
     if (s->steps < 0 || s->steps > 10000)
         return c3_fail(C3_EUSAGE, "bench: --steps %d must be in 1..10000", s->steps);
+    if (s->e2e && s->skip_vae)
+        return c3_fail(C3_EUSAGE,
+                       "bench --e2e: the request ends in the VAE decode; drop --skip-vae");
+    if (s->e2e && s->frames > 1)
+        return c3_fail(C3_EUSAGE, "bench --e2e: times an image, prompt to PNG; drop --frames %d",
+                       s->frames);
+    if (s->e2e && s->steps && s->steps != C3_TLIST4_N)
+        return c3_fail(
+            C3_EUSAGE,
+            "bench --e2e: the distilled request samples its %d fixed steps; drop --steps "
+            "%d",
+            C3_TLIST4_N, s->steps);
     int rc = bench_run(s, p, r);
     if (rc) cosmos3_bench_result_free(r);
     return rc;

@@ -114,6 +114,20 @@ static float tensor_amax(const st_tensor *t) {
     return amax;
 }
 
+/* --precision fp8 on a backend with quantize_e4m3 (CUDA): this rank's bf16
+ * slice src uploaded as stored into a temporary and quantised there into
+ * dst's codes: the codes and scale the host loop of load_weight gives (*ws
+ * > 0: that scale, the whole tensor's; 0: the slice's max / 448, returned). */
+static int quantize_on_device(c3_model *m, c3_tensor *dst, const void *src, float *ws) {
+    c3_tensor tmp;
+    int rc = m->be->alloc(m->be, &tmp, C3_BF16, dst->ndim, dst->ne, C3_MEM_ACT);
+    if (rc) return rc;
+    rc = m->be->upload(m->be, &tmp, src, C3_BF16);
+    if (rc == C3_OK) rc = m->be->quantize_e4m3(m->be, dst, &tmp, ws);
+    m->be->free(m->be, &tmp);
+    return rc;
+}
+
 /* The views of a tower's fused weights (wq, wk, wv in wqkv; gate, up in wgu). */
 void tower_views(const c3_model *m, tower_w *w) {
     int64_t D = m->c.hidden, qr = (int64_t)m->hq * m->c.head_dim,
@@ -186,11 +200,18 @@ static int load_weight(c3_model *m, const c3_ckpt *ck, c3_tensor *dst, const cha
     float ws = 1, xs = 0;
     if (t->dtype == C3_F8E4M3) C3_TRY(fp8_scale(ck, name, "weight_scale", true, &ws));
     if (mode == 1) C3_TRY(fp8_scale(ck, name, "input_scale", false, &xs));
-    if (mode == 2 && !m->be->meta) {
+    bool codes = mode && fp8_codes(m);
+    /* --precision fp8 quantised on the device where the backend can (a bf16
+     * weight loading resident): the slice's own max there for tp 1, the
+     * whole tensor's from the host for a TP slice; else on the host below */
+    bool dev_q = mode == 2 && codes && !m->loading_host && !m->be->meta && m->be->quantize_e4m3 &&
+                 t->dtype == C3_BF16;
+    if (mode == 2 && !m->be->meta && (!dev_q || (m->shard.tp_size > 1 && split != SPLIT_NONE))) {
         float amax = tensor_amax(t);
         ws = amax > 0 ? amax / C3_E4M3_MAX : 1.0f;
+    } else if (dev_q) {
+        ws = 0; /* the device's */
     }
-    bool codes = mode && fp8_codes(m);
     if (fp8) {
         memset(fp8, 0, sizeof *fp8);
         if (mode) *fp8 = (c3_fp8){.nseg = 1, .rows = {0}, .wscale = {ws}, .xscale = xs};
@@ -238,6 +259,12 @@ static int load_weight(c3_model *m, const c3_ckpt *ck, c3_tensor *dst, const cha
     }
     c3_dtype sdt = t->dtype;
     void *conv = NULL;
+    if (dev_q) {
+        rc = quantize_on_device(m, dst, src, &ws);
+        if (fp8) fp8->wscale[0] = ws;
+        free(buf);
+        return rc ? c3_context(rc, "quantising %s", name) : C3_OK;
+    }
     if (t->dtype == C3_F8E4M3 || mode) { /* codes or dequantised floats, this rank's slice */
         size_t n = (size_t)c3_numel(dst);
         conv = xmalloc(n * (codes ? 1 : sizeof(float)));

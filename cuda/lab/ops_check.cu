@@ -11,6 +11,9 @@
  *   ops_check            checks and timings
  *   ops_check --quick    checks only
  *   ops_check --fp8      checks, then the FP8 linear timings only
+ *   ops_check --quant    only quantize_e4m3 and fill_random against the host
+ * The checks include the load-time ops bit for bit against the host:
+ * quantize_e4m3 (--precision fp8) and fill_random (bench's random weights).
  * Exit: 0 all pass, 1 a check failed, 77 no CUDA device (skip). */
 #include <math.h>
 #include <stdio.h>
@@ -25,6 +28,7 @@
 
 extern "C" {
 #include "backend_cpu.h"
+#include "weights_random.h"
 }
 
 #define TOL 1e-2
@@ -308,6 +312,92 @@ static void check_attention(const char *name, int64_t Sq, int Hq, int Hkv, int D
     cmp(name, sh, o);
     drop(q), drop(o);
     for (int i = 0; i < ns; i++) drop(k[i]), drop(v[i]);
+}
+
+/* --precision fp8 at load on the device (issue 23): quantize_e4m3 must give
+ * the host path's codes and scale bit for bit (model_load.c: ws = max|W| /
+ * 448, code = c3_f32_to_e4m3(w / ws)). Cases: weight-like values with
+ * outliers, values far below the scale (subnormal codes, signed zeros), E4M3
+ * rounding ties (amax 448: ws = 1, every 4-bit-mantissa value), a given
+ * scale that saturates, an all-zero tensor (scale 1), a NaN. */
+static void check_quantize_case(const char *what, std::vector<float> h, float given) {
+    int64_t n = (int64_t)h.size();
+    std::vector<uint16_t> b((size_t)n);
+    for (int64_t i = 0; i < n; i++) b[i] = c3_f32_to_bf16(h[i]), h[i] = c3_bf16_to_f32(b[i]);
+    float amax = 0;
+    for (float v : h) amax = fmaxf(amax, fabsf(v));
+    float ws = given > 0 ? given : amax > 0 ? amax / C3_E4M3_MAX : 1.0f;
+    c3_tensor src, dst;
+    int64_t ne[] = {n};
+    OK(gpu->alloc(gpu, &src, C3_BF16, 1, ne, C3_MEM_ACT));
+    OK(gpu->alloc(gpu, &dst, C3_F8E4M3, 1, ne, C3_MEM_ACT));
+    OK(gpu->upload(gpu, &src, b.data(), C3_BF16));
+    float sc = given;
+    OK(gpu->quantize_e4m3(gpu, &dst, &src, &sc));
+    std::vector<uint8_t> q((size_t)n);
+    CK(cudaMemcpy(q.data(), dst.data, (size_t)n, cudaMemcpyDeviceToHost));
+    int64_t bad = 0, first = -1;
+    for (int64_t i = 0; i < n; i++)
+        if (q[i] != c3_f32_to_e4m3(h[i] / ws) && bad++ == 0) first = i;
+    bool ok = bad == 0 && memcmp(&sc, &ws, sizeof ws) == 0;
+    checks++;
+    if (!ok) failures++;
+    printf("  %-28s %-34s %lld of %lld codes differ, scale %.9g vs host %.9g  %s\n",
+           "quantize_e4m3 (bit-equal)", what, (long long)bad, (long long)n, (double)sc, (double)ws,
+           ok ? "ok" : "FAIL");
+    if (first >= 0)
+        printf("    first at %lld: x %.9g -> cuda 0x%02x, host 0x%02x\n", (long long)first,
+               (double)h[first], q[first], c3_f32_to_e4m3(h[first] / ws));
+    c3_free(&src);
+    c3_free(&dst);
+}
+
+static void check_quantize(void) {
+    std::vector<float> w = randv(1 << 20, 0.03f);
+    for (int i = 0; i < 64; i++) w[(size_t)i * 9973] *= 40.0f; /* outliers set the scale */
+    check_quantize_case("weights 0.03 + outliers, 1M", w, 0);
+    std::vector<float> t = randv(100000, 1e-4f);
+    t[777] = 3.0f; /* most values far below the scale: subnormal codes, +-0 */
+    check_quantize_case("tiny values vs one large", t, 0);
+    std::vector<float> ties;
+    for (int e = -9; e <= 8; e++)
+        for (int m = 0; m < 16; m++) {
+            float v = ldexpf(1.0f + m / 16.0f, e);
+            if (v <= 448.0f) ties.push_back(v), ties.push_back(-v);
+        }
+    ties.push_back(448.0f);
+    check_quantize_case("E4M3 ties (scale 1)", ties, 0);
+    check_quantize_case("given scale, saturating", randv(50000, 1.0f), 0.5f / C3_E4M3_MAX);
+    check_quantize_case("all zero (scale 1)", std::vector<float>(4099, 0.0f), 0);
+    std::vector<float> nn = randv(5000, 2.0f);
+    nn[17] = NAN;
+    check_quantize_case("with a NaN", nn, 0);
+}
+
+/* cosmos3 bench's random weights made on the device (fill_random) are the
+ * host buffer's bits (weights_random.h). */
+static void check_fill_random(void) {
+    const int64_t n = 3000017, off = 123457;
+    const float amp = 0.03f;
+    for (c3_dtype dt : {C3_BF16, C3_F32}) {
+        c3_tensor t;
+        int64_t ne[] = {n};
+        OK(gpu->alloc(gpu, &t, dt, 1, ne, C3_MEM_ACT));
+        OK(gpu->fill_random(gpu, &t, off, amp));
+        std::vector<float> d((size_t)n);
+        OK(gpu->download(gpu, d.data(), &t));
+        int64_t bad = 0;
+        for (int64_t i = 0; i < n; i++) {
+            float h = c3_bf16_to_f32(c3_f32_to_bf16(c3_random_weight(off + i, amp)));
+            bad += memcmp(&h, &d[(size_t)i], sizeof h) != 0;
+        }
+        checks++;
+        if (bad) failures++;
+        printf("  %-28s %-34s %lld of %lld differ  %s\n", "fill_random (bit-equal)",
+               dt == C3_BF16 ? "bf16, 3M at offset 123457" : "f32, 3M at offset 123457",
+               (long long)bad, (long long)n, bad ? "FAIL" : "ok");
+        c3_free(&t);
+    }
 }
 
 static void check_elementwise(void) {
@@ -634,6 +724,7 @@ static void time_gemm_algos(int64_t M, int64_t N, int64_t K, bool acc, const cha
 int main(int argc, char **argv) {
     bool quick = argc > 1 && !strcmp(argv[1], "--quick");
     bool fp8_only = argc > 1 && !strcmp(argv[1], "--fp8"); /* checks, then only the FP8 timings */
+    bool quant_only = argc > 1 && !strcmp(argv[1], "--quant"); /* the load-time ops only */
     if (c3_backend_cuda(0, &gpu) != C3_OK) {
         printf("ops_check: SKIP: %s\n", c3_errmsg());
         return 77;
@@ -644,6 +735,15 @@ int main(int argc, char **argv) {
     printf("ops_check: %s, %d SMs, %.0f GiB, cc %d.%d\n", p.name, p.multiProcessorCount,
            p.totalGlobalMem / 1073741824.0, p.major, p.minor);
 
+    if (quant_only) {
+        printf("load-time ops, CUDA vs the host path, bit for bit:\n");
+        check_quantize();
+        check_fill_random();
+        printf("ops_check --quant: %d checks, %d failed\n", checks, failures);
+        c3_backend_destroy(gpu);
+        c3_backend_destroy(cpu);
+        return failures ? 1 : 0;
+    }
     printf("checks (CUDA vs CPU backend, tolerance rel L2 %.0e):\n", TOL);
     check_linear(300, 512, 768, true, false);
     check_linear(300, 512, 768, true, true);
@@ -662,6 +762,8 @@ int main(int argc, char **argv) {
     /* f32 y: the TP row-parallel partial sums (to_out, down) */
     check_linear_fp8(49, 128, {64}, 0, true, false, C3_F32);
     check_linear_fp8(49, 128, {64}, 0, false, false, C3_F32);
+    check_quantize();
+    check_fill_random();
     check_rmsnorm(257, 1024, false);
     check_rmsnorm(257, 1024, true);
     check_rmsnorm(300 * 8, 128, false);
