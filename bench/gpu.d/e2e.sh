@@ -12,6 +12,7 @@
 #              bench/s8_e2e.md); E2E_SKIP_GEN=1 leaves the headline gen out,
 #              E2E_CKPT the checkpoint's folder (kept when it exists)
 # Sourced by bench/gpu.sh (setup has run: $bin, $out, counted, section).
+# shellcheck disable=SC2154 # bin, out: set by gpu.sh setup
 
 # e2e_phases FILE LABEL: the phases of one `gen --json`, one line each
 e2e_phases() {
@@ -58,7 +59,7 @@ sec_e2e() {
                 -l 2 >"$out/e2e_clocks.csv" 2>/dev/null &
             smi=$!
         fi
-        timeout 560 "$bin" gen -m "$ck" --device $dev -p "$P" -W $W -H $H --frames $F -s "$steps" --seed 1 \
+        timeout 560 "$bin" gen -m "$ck" --device "$dev" -p "$P" -W $W -H $H --frames $F -s "$steps" --seed 1 \
             -o "$frames/" --json >"$out/e2e_gen.json" 2>"$out/e2e_gen.err"
         rc=$?
         [ -n "$smi" ] && kill "$smi" 2>/dev/null
@@ -82,7 +83,7 @@ sec_e2e() {
     for tag in prefault noprefault prefault2; do
         pf=1
         [ $tag = noprefault ] && pf=0
-        COSMOS3_PREFAULT=$pf timeout 120 "$bin" gen -m "$ck" --device $dev -p "$P" -W $lw -H $lh -s 1 --seed 1 \
+        COSMOS3_PREFAULT=$pf timeout 120 "$bin" gen -m "$ck" --device "$dev" -p "$P" -W $lw -H $lh -s 1 --seed 1 \
             -o "$out/e2e_launch_$tag.png" --overwrite --json >"$out/e2e_launch_$tag.json" 2>"$out/e2e_launch_$tag.err"
         rc=$?
         counted "launch gen ($tag)" $rc
@@ -91,7 +92,7 @@ sec_e2e() {
     cmp -s "$out/e2e_launch_prefault.png" "$out/e2e_launch_noprefault.png"
     counted "the 1-step picture is the same with and without the prefault" $?
     # bench's step at the same size beside gen's (item 5)
-    benchj e2e_bench --preset $preset -W $W -H $H -F $F --steps 2 --skip-vae --device $dev
+    benchj e2e_bench --preset $preset -W $W -H $H -F $F --steps 2 --skip-vae --device "$dev"
     python3 - "$out/e2e_gen.json" "$out/e2e_bench.json" <<'PY'
 import json, os, sys
 if not (os.path.exists(sys.argv[1]) and os.path.getsize(sys.argv[1]) and os.path.exists(sys.argv[2])):
