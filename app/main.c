@@ -286,6 +286,11 @@ static int run_generation(c3_settings *s) {
         }
     }
     rc = task_join(&task);
+    if (rc == COSMOS3_OK) { /* the process's own start: launch to the first step, and to here */
+        double t_proc = session_process_start();
+        if (j.r.clock_first_step > 0) j.r.t_launch_first_step = j.r.clock_first_step - t_proc;
+        j.r.t_launch_total = c3_now() - t_proc;
+    }
     free(mon);
     if (open)
         fputs(steps_line ? "\n" : "\r\033[K", stderr); /* a phase's line gives way to the outcome */
@@ -325,6 +330,9 @@ static int run_generation(c3_settings *s) {
         else if (j.r.npaths > 1)
             fprintf(stderr, "wrote %d frames %s .. %s (seed %llu, %.1f s)\n", j.r.npaths, j.r.paths[0],
                     j.r.paths[j.r.npaths - 1], (unsigned long long)j.r.seed, j.r.t_total);
+        char line[640];
+        result_phases_line(&j.r, line, sizeof line);
+        fprintf(stderr, "%s\n", line);
     }
     result_free(&j.r);
     engine_close(e);

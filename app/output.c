@@ -5,6 +5,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <libgen.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,9 +32,11 @@ static struct {
     volatile sig_atomic_t ndir_files;
     char **placed; /* pattern frames already renamed into place */
     volatile sig_atomic_t nplaced;
+    volatile sig_atomic_t aborting; /* output_abort ran: frame writers stop */
 } g_fly;
 
 void output_abort(void) {
+    __atomic_store_n(&g_fly.aborting, 1, __ATOMIC_SEQ_CST); /* before any unlink */
     if (g_fly.has_tmp_file) unlink(g_fly.tmp_file);
     for (int i = 0; i < g_fly.ndir_files; i++)
         unlink(g_fly.dir_files[i]);
@@ -496,6 +499,94 @@ static void remove_frames(const char *dir, char **files, int n) {
     rmdir(dir);
 }
 
+/* --------------------------------------------------- frames on threads */
+
+/* The frames of a video are encoded and written by several threads at once
+ * (each frame's bytes are what one thread alone makes). pthreads, not
+ * OpenMP: tests fork after a write, and libgomp's pool does not survive a
+ * fork. COSMOS3_WRITE_THREADS=N sets the count (1: one after the other on
+ * the calling thread, as before); by default the online cores, at most
+ * OUT_WRITE_MAX_THREADS. */
+#define OUT_WRITE_MAX_THREADS 16
+
+typedef struct {
+    const cosmos3_result *r;
+    const c3_media_meta *m;
+    char **paths;
+    int next;    /* the next frame to take (atomic) */
+    int stop;    /* a frame failed (atomic) */
+    int fail_at; /* the lowest frame that failed (under mu) */
+    int rc;
+    char err[1024];
+    pthread_mutex_t mu;
+} frame_job;
+
+static int write_frame(frame_job *j, int f) {
+    uint8_t *png;
+    size_t n;
+    int rc = frame_png(j->r, j->m, f, &png, &n);
+    if (rc) return rc;
+    /* a signal's cleanup has begun: make no new file (and take back one made
+       while it ran: output_abort may have passed its name already) */
+    if (__atomic_load_n(&g_fly.aborting, __ATOMIC_SEQ_CST)) rc = COSMOS3_EOUTPUT;
+    if (rc == COSMOS3_OK) rc = write_new(j->paths[f], png, n);
+    if (__atomic_load_n(&g_fly.aborting, __ATOMIC_SEQ_CST)) unlink(j->paths[f]);
+    free(png);
+    return rc;
+}
+
+static void *frame_worker(void *arg) {
+    frame_job *j = arg;
+    while (!__atomic_load_n(&j->stop, __ATOMIC_RELAXED)) {
+        int f = __atomic_fetch_add(&j->next, 1, __ATOMIC_RELAXED);
+        if (f >= j->r->frames) break;
+        int rc = write_frame(j, f);
+        if (rc == COSMOS3_OK) continue;
+        pthread_mutex_lock(&j->mu);
+        if (f < j->fail_at) {
+            j->fail_at = f;
+            j->rc = rc;
+            snprintf(j->err, sizeof j->err, "%s", c3_errmsg());
+        }
+        pthread_mutex_unlock(&j->mu);
+        __atomic_store_n(&j->stop, 1, __ATOMIC_RELAXED);
+        break;
+    }
+    return NULL;
+}
+
+static int write_threads(int frames) {
+    const char *v = getenv("COSMOS3_WRITE_THREADS");
+    long n = v && *v ? strtol(v, NULL, 10) : sysconf(_SC_NPROCESSORS_ONLN);
+    if (n < 1) n = 1;
+    if (n > OUT_WRITE_MAX_THREADS) n = OUT_WRITE_MAX_THREADS;
+    return (int)C3_MIN(n, (long)C3_MAX(frames, 1));
+}
+
+/* Every frame of r into paths[f]; the first failure (the lowest frame)
+ * is the one reported. */
+static int frames_write_all(const cosmos3_result *r, const c3_media_meta *m, char **paths) {
+    frame_job j = {.r = r, .m = m, .paths = paths, .fail_at = INT32_MAX};
+    pthread_mutex_init(&j.mu, NULL);
+    int nt = write_threads(r->frames);
+    pthread_t th[OUT_WRITE_MAX_THREADS];
+    int started = 0;
+    /* the helpers take no signal: a handler runs on this thread, as before */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old);
+    for (int t = 1; t < nt; t++) {
+        if (pthread_create(&th[started], NULL, frame_worker, &j) != 0) break;
+        started++;
+    }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    frame_worker(&j); /* this thread is one of them */
+    for (int t = 0; t < started; t++)
+        pthread_join(th[t], NULL);
+    pthread_mutex_destroy(&j.mu);
+    return j.rc ? c3_fail(j.rc, "%s", j.err) : COSMOS3_OK;
+}
+
 /* All frames into a fresh temporary sibling of `near` (a path whose folder
  * is used). names: the file names inside. tmp_paths: their full paths. */
 static int frames_to_tmp(const cosmos3_result *r, const c3_media_meta *m, const char *near,
@@ -519,15 +610,7 @@ static int frames_to_tmp(const cosmos3_result *r, const c3_media_meta *m, const 
     }
     g_fly.dir_files = paths;
     g_fly.ndir_files = r->frames;
-    for (int f = 0; f < r->frames && rc == COSMOS3_OK; f++) {
-        uint8_t *png;
-        size_t n;
-        rc = frame_png(r, m, f, &png, &n);
-        if (rc == COSMOS3_OK) {
-            rc = write_new(paths[f], png, n);
-            free(png);
-        }
-    }
+    rc = frames_write_all(r, m, paths);
     if (chmod(g_fly.tmp_dir, OUT_MODE_DIR) != 0 && rc == COSMOS3_OK)
         rc = io_fail(g_fly.tmp_dir, errno);
     if (rc) {
@@ -668,7 +751,13 @@ static int write_pattern(const c3_output *o, const cosmos3_result *r, const c3_m
 
 int output_write(const c3_output *o, const cosmos3_result *r, const c3_media_meta *m, char ***paths,
                  int *npaths) {
+    return output_write_timed(o, r, m, paths, npaths, NULL);
+}
+
+int output_write_timed(const c3_output *o, const cosmos3_result *r, const c3_media_meta *m,
+                       char ***paths, int *npaths, double *t_encode) {
     path_list out = {0};
+    if (t_encode) *t_encode = 0;
     *paths = NULL;
     *npaths = 0;
     int rc = COSMOS3_OK;
@@ -680,7 +769,9 @@ int output_write(const c3_output *o, const cosmos3_result *r, const c3_media_met
     } else {
         uint8_t *data = NULL;
         size_t n = 0;
+        double te = c3_now();
         rc = output_encode(o->fmt, r, m, &o->media, &data, &n);
+        if (t_encode) *t_encode = c3_now() - te;
         if (rc == COSMOS3_OK && o->kind == OUT_STDOUT) {
             rc = write_stdout(data, n);
             if (rc == COSMOS3_OK) add_path(&out, "-");

@@ -56,6 +56,11 @@ void output_free(c3_output *o);
  * lists what was written ("-" for standard output). All or nothing. */
 int output_write(const c3_output *o, const cosmos3_result *r, const c3_media_meta *m, char ***paths,
                  int *npaths);
+/* The same, with the seconds spent encoding a container in memory (0 for
+ * frames, which are encoded and written on several threads together;
+ * t_encode may be NULL). */
+int output_write_timed(const c3_output *o, const cosmos3_result *r, const c3_media_meta *m,
+                       char ***paths, int *npaths, double *t_encode);
 
 /* Encode r's frames in memory as format f (the server, `-o -`). */
 int output_encode(c3_media_format f, const cosmos3_result *r, const c3_media_meta *m,

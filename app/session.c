@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "cond_input.h"
 #include "metadata.h"
@@ -287,7 +289,84 @@ json_t *result_json(const c3_result *r) {
     json_object_set_new(o, "offload",
                         json_pack("{s:I,s:f,s:f}", "h2d_bytes", (json_int_t)r->h2d_bytes,
                                   "h2d_seconds", r->h2d_seconds, "h2d_gbps", r->h2d_gbps));
+    json_t *ph = json_object();
+    json_object_set_new(ph, "load",
+                        json_pack("{s:f,s:f,s:f,s:f,s:f,s:f,s:I}", "total", r->t_load, "read",
+                                  r->t_load_read, "backends", r->t_load_backends, "weights",
+                                  r->t_load_weights, "vae", r->t_load_vae, "tokenizer",
+                                  r->t_load_tokenizer, "prefault_bytes",
+                                  (json_int_t)r->load_prefault_bytes));
+    json_object_set_new(ph, "tokenize", json_real(r->t_tokenize));
+    json_object_set_new(ph, "und", json_real(r->t_und));
+    json_object_set_new(ph, "cond_encode", json_real(r->t_cond_encode));
+    json_object_set_new(ph, "steps",
+                        json_pack("{s:f,s:i,s:f,s:f,s:f,s:f}", "total", r->t_denoise, "count",
+                                  r->steps, "first", r->t_step_first, "mean", r->t_step_mean,
+                                  "rest_mean", r->t_step_rest_mean, "host_mean",
+                                  r->t_step_host_mean));
+    json_object_set_new(ph, "decode", json_real(r->t_vae));
+    double named = r->t_tokenize + r->t_und + r->t_cond_encode + r->t_denoise + r->t_vae;
+    json_object_set_new(ph, "other", json_real(C3_MAX(0.0, r->t_generate - named)));
+    json_object_set_new(ph, "encode", json_real(r->t_media_encode));
+    json_object_set_new(ph, "write", json_real(r->t_write));
+    json_object_set_new(ph, "generate", json_real(r->t_total));
+    if (r->t_launch_first_step >= 0) { /* the process's start to the load's, and to step 1 */
+        json_object_set_new(
+            ph, "start",
+            json_real(C3_MAX(0.0, r->t_launch_first_step - (r->clock_first_step - r->clock_open))));
+        json_object_set_new(ph, "launch_to_first_step", json_real(r->t_launch_first_step));
+    }
+    if (r->t_launch_total >= 0) json_object_set_new(ph, "total", json_real(r->t_launch_total));
+    json_object_set_new(o, "phases", ph);
     return o;
+}
+
+void result_phases_line(const c3_result *r, char *buf, size_t n) {
+    char launch[128] = "";
+    if (r->t_launch_first_step >= 0 && r->t_launch_total >= 0)
+        snprintf(launch, sizeof launch, ", launch to first step %.2f, total %.2f",
+                 r->t_launch_first_step, r->t_launch_total);
+    char enc[48] = "";
+    if (r->t_cond_encode > 0) snprintf(enc, sizeof enc, ", cond encode %.2f", r->t_cond_encode);
+    snprintf(buf, n,
+             "phases: load %.2f (read %.2f, backends %.2f, weights %.2f, vae %.2f, tokenizer "
+             "%.2f), tokenize %.3f, und %.3f%s, steps %.2f (%d: first %.3f, mean %.3f, rest "
+             "%.3f), decode %.2f, write %.2f (encode %.2f), generate %.2f%s s",
+             r->t_load, r->t_load_read, r->t_load_backends, r->t_load_weights, r->t_load_vae,
+             r->t_load_tokenizer, r->t_tokenize, r->t_und, enc, r->t_denoise, r->steps,
+             r->t_step_first, r->t_step_mean, r->t_step_rest_mean, r->t_vae, r->t_write,
+             r->t_media_encode, r->t_total, launch);
+}
+
+static double g_ctor_clock;
+__attribute__((constructor)) static void record_ctor_clock(void) {
+    g_ctor_clock = c3_now();
+}
+
+double session_process_start(void) {
+    /* /proc/self/stat field 22: the start in clock ticks after boot (CLOCK_BOOTTIME) */
+    FILE *f = fopen("/proc/self/stat", "r");
+    char buf[1024];
+    size_t got = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+    if (f) fclose(f);
+    buf[got] = 0;
+    const char *p = strrchr(buf, ')'); /* the command name may hold spaces */
+    unsigned long long ticks = 0;
+    bool ok = p != NULL;
+    for (int field = 3; ok && field <= 22; field++) { /* p: just before field 3 */
+        p = strchr(p + 1, ' ');
+        ok = p != NULL;
+    }
+    if (ok) ok = sscanf(p, " %llu", &ticks) == 1; /* p: the space before field 22 */
+    long hz = sysconf(_SC_CLK_TCK);
+    struct timespec bt, mt;
+    if (!ok || hz <= 0 || clock_gettime(CLOCK_BOOTTIME, &bt) || clock_gettime(CLOCK_MONOTONIC, &mt))
+        return g_ctor_clock;
+    double boot_minus_mono =
+        (double)(bt.tv_sec - mt.tv_sec) + 1e-9 * (double)(bt.tv_nsec - mt.tv_nsec);
+    double start = (double)ticks / (double)hz - boot_minus_mono;
+    /* the tick count is 10 ms coarse: never later than the constructors */
+    return start <= g_ctor_clock ? start : g_ctor_clock;
 }
 
 void result_free(c3_result *r) {
@@ -451,6 +530,22 @@ static int generate(c3_engine *e, const c3_settings *s, const c3_cond_frames *in
     res->t_step_mean = r->t_step_mean;
     res->t_cond_mean = r->t_cond_mean;
     res->t_uncond_mean = r->t_uncond_mean;
+    res->t_load = r->t_load;
+    res->t_load_read = r->t_load_read;
+    res->t_load_backends = r->t_load_backends;
+    res->t_load_weights = r->t_load_weights;
+    res->t_load_vae = r->t_load_vae;
+    res->t_load_tokenizer = r->t_load_tokenizer;
+    res->load_prefault_bytes = r->load_prefault_bytes;
+    res->t_cond_encode = r->t_encode;
+    res->t_step_first = r->t_step_first;
+    res->t_step_rest_mean = r->t_step_rest_mean;
+    res->t_step_host_mean = r->t_step_host_mean;
+    res->t_generate = r->t_total;
+    res->clock_open = r->clock_open;
+    res->clock_generate = r->clock_generate;
+    res->clock_first_step = r->clock_first_step;
+    res->t_launch_first_step = res->t_launch_total = -1; /* the program's to set */
     res->mem_peak = r->mem_peak;
     res->h2d_bytes = r->h2d_bytes;
     res->h2d_seconds = r->h2d_seconds;
@@ -470,7 +565,7 @@ static int generate(c3_engine *e, const c3_settings *s, const c3_cond_frames *in
     res->meta_json = metadata_json(r, &x);
     free(fl_a); /* fl_b points into it */
     c3_media_meta m = {res->png_parameters, res->meta_json};
-    if (write) rc = output_write(&o, r, &m, &res->paths, &res->npaths);
+    if (write) rc = output_write_timed(&o, r, &m, &res->paths, &res->npaths, &res->t_media_encode);
     output_free(&o);
     for (int i = 0; rc == COSMOS3_OK && i < res->npaths; i++)
         push_text(e->ev, EV_PREVIEW, "", res->paths[i]);

@@ -28,6 +28,17 @@ typedef struct {
     /* seconds per stage */
     double t_tokenize, t_und, t_denoise, t_vae, t_write, t_total;
     double t_step_mean, t_cond_mean, t_uncond_mean;
+    /* the phases (result_json's "phases"; phases_line): t_write holds
+     * t_media_encode (a container encoded in memory, inside the write) */
+    double t_load, t_load_read, t_load_backends, t_load_weights, t_load_vae, t_load_tokenizer;
+    int64_t load_prefault_bytes;
+    double t_cond_encode, t_step_first, t_step_rest_mean, t_step_host_mean, t_media_encode;
+    double t_generate; /* the engine's generation (t_total less the write) */
+    /* CLOCK_MONOTONIC seconds (cosmos3_result's clock_*); process start to
+     * first step and to the end are set by the program (gen) where it knows
+     * them, else stay < 0 */
+    double clock_open, clock_generate, clock_first_step;
+    double t_launch_first_step, t_launch_total;
     int64_t mem_peak;
     /* --offload on GPUs: rank 0's weight stream (host -> device) */
     int64_t h2d_bytes;
@@ -41,9 +52,21 @@ void result_free(c3_result *r);
  * metrics and the REPL's `last` use: {seed, width, height, frames, steps,
  * guidance, shift, schedule, L_cond, L_uncond, seconds: {tokenize, und,
  * denoise, step_mean, cond_mean, uncond_mean, vae, write, total},
- * mem_peak_bytes, offload: {h2d_bytes, h2d_seconds, h2d_gbps}} (the weights
- * streamed, --offload). A new reference. */
+ * mem_peak_bytes, offload: {h2d_bytes, h2d_seconds, h2d_gbps}, phases:
+ * {load: {total, read, backends, weights, vae, tokenizer, prefault_bytes},
+ * tokenize, und, cond_encode, steps: {total, count, first, mean,
+ * rest_mean, host_mean}, decode, other, encode, write, generate, start,
+ * launch_to_first_step, total}} (the weights streamed, --offload; in
+ * phases "generate" is the whole request with its write, "other" what the
+ * engine spent outside the named phases, "encode" the media encode inside
+ * "write"; start (the process's start to the load's), launch_to_first_step
+ * and total appear only where the program set them). A new reference. */
 json_t *result_json(const c3_result *r);
+/* The phases as one text line: "phases: load 8.1 s (read ..., ...), ...". */
+void result_phases_line(const c3_result *r, char *buf, size_t n);
+/* CLOCK_MONOTONIC seconds when this process started (its exec, from
+ * /proc/self/stat; else when the program's constructors ran). */
+double session_process_start(void);
 
 /* The built-in default model (share/models/demo, installed with cosmos3). */
 #define C3_DEFAULT_MODEL "demo"

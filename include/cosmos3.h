@@ -319,6 +319,30 @@ typedef struct {
     /* warnings given for this request, one line each */
     char **warnings;
     int nwarnings;
+    /* ---- the phases (appended; seconds, 0 where a phase did not run) ----
+     * The engine's load (cosmos3_open; the same in every result of one
+     * engine): the whole of it, and its parts. The shards are mapped and
+     * prefaulted on threads of their own while the backends start, and the
+     * tokenizer loads on its own thread, so the parts overlap:
+     * t_load_read and t_load_tokenizer need not add to the rest. */
+    double t_load;
+    double t_load_read;          /* checkpoint headers parsed, shards mapped and prefaulted */
+    double t_load_backends;      /* the backends (CUDA context, cuBLAS) and communicators */
+    double t_load_weights;       /* the transformer's weights converted and uploaded, every rank */
+    double t_load_vae;           /* the VAE decoder's weights */
+    double t_load_tokenizer;     /* the tokenizer (its own thread) */
+    int64_t load_prefault_bytes; /* what the prefault mapped (0: COSMOS3_PREFAULT=0) */
+    double t_encode;             /* the conditioning picture or clip through the VAE encoder */
+    double t_step_first;         /* the first denoising step (CUDA graphs recorded, plans made) */
+    double t_step_rest_mean;     /* the mean of the steps after the first (0: one step) */
+    /* CLOCK_MONOTONIC seconds (clock_gettime) when cosmos3_open began, when
+     * this generation began and when its first denoising step began (0:
+     * none ran): a program relates them to its own start, e.g. launch to
+     * the first step */
+    double clock_open, clock_generate, clock_first_step;
+    /* the mean of each step's host work inside t_step_mean (the CFG combine
+     * and the sampler step on the host latents) */
+    double t_step_host_mean;
 } cosmos3_result;
 
 /* Run one generation. *out is NULL on failure; COSMOS3_ECANCEL when

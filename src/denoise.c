@@ -55,7 +55,17 @@ static int und_branches(c3_denoise *j, c3_rank *rk, int group, bool need_uncond,
 /* One rank's loop: its CFG group's branches, the exchange, and the same
  * sampler step, so all ranks hold the same x. */
 int denoise_check_finite(const float *x, int64_t n, const char *where, const char *stage) {
-    size_t bad = c3_first_nonfinite(x, (size_t)n);
+    /* in chunks on the OpenMP threads (a 720p video's pixels are 522 M
+     * floats); the first bad element over all chunks, as one pass finds it */
+    enum { CHUNK = 1 << 20 };
+    int64_t nchunks = (n + CHUNK - 1) / CHUNK;
+    size_t bad = (size_t)n;
+#pragma omp parallel for schedule(static) reduction(min : bad) if (nchunks > 1)
+    for (int64_t c = 0; c < nchunks; c++) {
+        size_t off = (size_t)c * CHUNK, k = (size_t)C3_MIN((int64_t)CHUNK, n - (int64_t)off);
+        size_t b = c3_first_nonfinite(x + off, k);
+        if (b < k && off + b < bad) bad = off + b;
+    }
     if (bad == (size_t)n) return C3_OK;
     return c3_fail(C3_EMODEL,
                    "%s hold %g at element %zu: the %s weights hold NaN or Inf values; check the "
@@ -112,6 +122,7 @@ static int rank_loop(c3_denoise *j, c3_rank *rk) {
         /* FP8 weights: this step's products, W8A8 or W8A16 (the checkpoint's policy) */
         model_fp8_gen_act(rk->model, model_fp8_step_w8a8(&e->ck.t, i, s->steps));
         double ts = c3_now(), tc = 0, tu = 0;
+        if (i == 0 && rk->rank == 0) j->first_step_at = ts;
         if (p->cfg == 1 && cfg_on && model_batches(rk->model)) {
             /* both branches as one batch: the step's time is theirs together,
              * reported half to each */
@@ -151,6 +162,7 @@ static int rank_loop(c3_denoise *j, c3_rank *rk) {
             if (rc == C3_OK) rc = rk->cfg->allgather_host(rk->cfg, vbuf, mine, j->n);
         }
         if (rc) break;
+        double th = c3_now(); /* the step's host work: CFG combine, noise, the sampler */
         if (cfg_on)
             cfg_combine(v, vbuf, vbuf + j->n, (float)s->guidance, j->n);
         else
@@ -172,6 +184,7 @@ static int rank_loop(c3_denoise *j, c3_rank *rk) {
          * come from the stream too, as upstream's generator draws the whole
          * tensor): back to the clean x0, mask * x0 + (1 - mask) * x */
         if (rc == C3_OK && sde && j->cond && c3_denoise_reanchor) cond_mix(j->cond, x);
+        if (rk->rank == 0) j->host_sum += c3_now() - th;
         if (rc == C3_OK && i == 0 && rk->rank == 0) /* cheap: one pass over the latents */
             rc = denoise_check_finite(x, j->n, "the latents after the first step", "transformer");
         if (rc == C3_OK) { /* this rank's memory, from our own accounting */
@@ -200,6 +213,7 @@ static int rank_loop(c3_denoise *j, c3_rank *rk) {
                                 .timestep = t};
             if (p->cfg == 2) ev.uncond_s = 0; /* the other group's COSMOS3_EV_BRANCH says it */
             engine_emit(e, &ev);
+            if (i == 0) j->step_first = st;
             j->step_sum += st;
             j->cond_sum += tc;
             j->uncond_sum += tu;

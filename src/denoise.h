@@ -29,6 +29,9 @@ typedef struct {
     const c3_condition *cond;
     const float *step_noise; /* [steps, n]: the SDE's re-noising draws, or NULL: the seed's */
     double t_und, t_loop, step_sum, cond_sum, uncond_sum;
+    double step_first;    /* the first step's seconds (rank 0) */
+    double host_sum;      /* rank 0's seconds in the steps' host work (CFG combine, sampler) */
+    double first_step_at; /* c3_now() when rank 0 began the first step (0: none ran) */
     int steps_run;
 } c3_denoise;
 

@@ -296,12 +296,15 @@ typedef struct {
     bool started;
     c3_tokenizer *tok;
     int rc;
+    double seconds; /* the load's own time */
     char err[1024];
 } tok_job;
 
 static void *tok_thread(void *arg) {
     tok_job *j = arg;
+    double t0 = c3_now();
     j->rc = tok_load(&j->tok, j->path);
+    j->seconds = c3_now() - t0;
     if (j->rc) snprintf(j->err, sizeof j->err, "%s", c3_errmsg());
     return NULL;
 }
@@ -356,9 +359,31 @@ static int make_ranks(cosmos3_engine *e) {
     return C3_OK;
 }
 
+/* COSMOS3_PREFAULT=0: no prefault threads (the loader faults the pages in
+ * as it reads them, the comparison for the launch measurement). */
+static bool prefault_wanted(void) {
+    const char *v = getenv("COSMOS3_PREFAULT");
+    return !(v && !strcmp(v, "0"));
+}
+
+/* Every mapped file of the checkpoint (the shards, the VAE) prefaulted on
+ * threads of their own while the backends and the tokenizer start. */
+static st_prefault *prefault_start(const c3_ckpt *ck) {
+    if (!prefault_wanted()) return NULL;
+    const st_file **f = xcalloc((size_t)ck->nshards + 1, sizeof *f);
+    int n = 0;
+    for (int i = 0; i < ck->nshards; i++)
+        f[n++] = &ck->shards[i];
+    if (ck->has_vae) f[n++] = &ck->vae;
+    st_prefault *pf = st_prefault_start(f, n, 0);
+    free(f);
+    return pf;
+}
+
 static int engine_open(const cosmos3_open_params *op, cosmos3_engine **out) {
     *out = NULL;
     tok_job tj = {0};
+    st_prefault *pf = NULL;
     cosmos3_engine *e = xcalloc(1, sizeof *e);
     pthread_mutex_init(&e->ev_mu, NULL);
     e->open_fn = op->on_event;
@@ -381,9 +406,11 @@ static int engine_open(const cosmos3_open_params *op, cosmos3_engine **out) {
     char dir[4096];
     cosmos3_model_dir(op->model, dir, sizeof dir);
     double t0 = c3_now();
+    e->load.open_at = t0;
     emit_stage(e, "load", true, 0);
     rc = ckpt_open(&e->ck, dir, true);
     if (rc) goto fail;
+    double t_read = c3_now() - t0; /* the headers parsed, the shards mapped */
     /* plan before any weight is read, at the size asked (the model's default image) */
     cosmos3_request rq;
     cosmos3_request_init(&rq);
@@ -416,15 +443,28 @@ static int engine_open(const cosmos3_open_params *op, cosmos3_engine **out) {
         goto fail;
     }
     tj.started = true;
+    /* the shards' pages mapped beside the backends' creation and the tokenizer */
+    pf = prefault_start(&e->ck);
+    double ta = c3_now();
     rc = make_ranks(e);
+    e->load.backends = c3_now() - ta;
     if (rc) goto fail;
+    double t_pf = 0;
+    st_prefault_join(pf, &e->load.prefault_bytes, &t_pf);
+    pf = NULL;
+    e->load.read = t_read + t_pf;
     if (e->plan.offload && !e->plan.cuda)
         engine_emitf(
             e, COSMOS3_EV_LOG,
             "note: --offload does nothing on the CPU backend (weights live in host memory)");
+    ta = c3_now();
     rc = engine_run_ranks(e, load_rank, NULL, true); /* every rank in parallel */
+    e->load.weights = c3_now() - ta;
+    ta = c3_now();
     if (rc == C3_OK) rc = vae_load(&e->vae, &e->ck, e->ranks[0].be);
+    e->load.vae = c3_now() - ta;
     if (rc == C3_OK) rc = tok_join(&tj, &e->tok);
+    e->load.tokenizer = tj.seconds;
     if (rc) goto fail;
     const c3_plan *p = &e->plan;
     for (int r = 0; r < p->world; r++) {
@@ -441,10 +481,12 @@ static int engine_open(const cosmos3_open_params *op, cosmos3_engine **out) {
                             .text = p->dev_name[r]};
         engine_emit(e, &ev);
     }
-    emit_stage(e, "load", false, c3_now() - t0);
+    e->load.total = c3_now() - t0;
+    emit_stage(e, "load", false, e->load.total);
     *out = e;
     return C3_OK;
 fail:
+    st_prefault_join(pf, NULL, NULL);
     if (tj.started) {
         int rc2 = rc;
         char msg[1024];
@@ -523,6 +565,16 @@ static int on_vae_frame(void *ud, int t, int T) {
 /* The steps of one generation into res (allocated by the caller). */
 static int generate(cosmos3_engine *e, const cosmos3_request *rq, cosmos3_result *res) {
     double t_start = c3_now();
+    const c3_load_times *ld = &e->load;
+    res->clock_open = ld->open_at;
+    res->clock_generate = t_start;
+    res->t_load = ld->total;
+    res->t_load_read = ld->read;
+    res->t_load_backends = ld->backends;
+    res->t_load_weights = ld->weights;
+    res->t_load_vae = ld->vae;
+    res->t_load_tokenizer = ld->tokenizer;
+    res->load_prefault_bytes = ld->prefault_bytes;
     const c3_tconfig *tc = &e->ck.t;
     cosmos3_settings s;
     c3_denoise j = {.e = e, .s = &s};
@@ -609,7 +661,8 @@ static int generate(cosmos3_engine *e, const cosmos3_request *rq, cosmos3_result
         cond_mix(&cd, x0);
         j.pinned = cd.pinned;
         j.cond = &cd; /* the distilled sampler re-anchors the pinned frames after each step */
-        emit_stage(e, "encode", false, c3_now() - t0);
+        res->t_encode = c3_now() - t0;
+        emit_stage(e, "encode", false, res->t_encode);
     }
     j.x_init = x0;
     j.x_final = xmalloc((size_t)j.n * sizeof(float));
@@ -638,7 +691,12 @@ static int generate(cosmos3_engine *e, const cosmos3_request *rq, cosmos3_result
         res->t_step_mean = j.step_sum / j.steps_run;
         res->t_cond_mean = j.cond_sum / j.steps_run;
         res->t_uncond_mean = j.uncond_sum / j.steps_run;
+        res->t_step_first = j.step_first;
+        res->t_step_host_mean = j.host_sum / j.steps_run;
+        if (j.steps_run > 1)
+            res->t_step_rest_mean = (j.step_sum - j.step_first) / (j.steps_run - 1);
     }
+    res->clock_first_step = j.first_step_at;
     /* decode */
     t0 = c3_now();
     emit_stage(e, "vae", true, 0);

@@ -22,6 +22,20 @@
 #include "wan_vae.h"
 #include "wan_vae_encode.h"
 
+/* Where cosmos3_open's time went (cosmos3_result's t_load*). The shard
+ * prefault and the tokenizer run on threads of their own beside the
+ * backends' creation, so the parts overlap and need not sum to total. */
+typedef struct {
+    double total;           /* cosmos3_open, start to end */
+    double open_at;         /* c3_now() when it started */
+    double read;            /* the checkpoint's headers parsed and its shards mapped + prefaulted */
+    double backends;        /* backends (CUDA contexts, cuBLAS) and communicators */
+    double weights;         /* every rank's weights converted and uploaded */
+    double vae;             /* the VAE decoder's weights */
+    double tokenizer;       /* the tokenizer (its own thread) */
+    int64_t prefault_bytes; /* bytes prefaulted (0: COSMOS3_PREFAULT=0 or nothing mapped) */
+} c3_load_times;
+
 typedef struct {
     int rank;
     c3_backend *be;
@@ -56,6 +70,8 @@ struct cosmos3_engine {
     cosmos3_event_fn open_fn, job_fn;
     void *open_user, *job_user;
     uint64_t job, next_job;
+    /* the load's phases (cosmos3_open), seconds; copied into every result */
+    c3_load_times load;
     /* the warnings of the job in flight (to the result) */
     char **warnings;
     int nwarnings;

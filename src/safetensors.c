@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <jansson.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/mman.h>
@@ -215,6 +216,103 @@ float *st_to_f32(const st_tensor *t) {
     c3_to_f32(out, t->data, t->dtype, n);
     return out;
 }
+
+/* ------------------------------------------------------------ prefault */
+
+#ifndef MADV_POPULATE_READ
+#define MADV_POPULATE_READ 22 /* Linux 5.14 */
+#endif
+#define ST_PREFAULT_MAX_THREADS 16
+#define ST_PREFAULT_PIECE ((size_t)64 << 20) /* bytes one thread maps at a time */
+
+typedef struct {
+    const char *base;
+    size_t size;
+} st_range;
+
+struct st_prefault {
+    st_range *r; /* the mappings, page-aligned (mmap's) */
+    int nr;
+    int64_t bytes;
+    double t0;
+    int nthreads;
+    pthread_t th[ST_PREFAULT_MAX_THREADS];
+    int64_t next;   /* the next piece to take over all ranges, atomic */
+    int64_t *first; /* [nr + 1]: piece index each range starts at */
+};
+
+/* One piece: the kernel fills the page tables (a read fault per page where
+ * it cannot: an older kernel). */
+static void prefault_piece(const char *p, size_t n) {
+    if (madvise((void *)p, n, MADV_POPULATE_READ) == 0) return;
+    long pg = sysconf(_SC_PAGESIZE);
+    size_t step = pg > 0 ? (size_t)pg : 4096;
+    volatile unsigned char sink = 0;
+    for (size_t o = 0; o < n; o += step)
+        sink ^= (unsigned char)p[o];
+    (void)sink;
+}
+
+static void *prefault_main(void *arg) {
+    st_prefault *pf = arg;
+    int64_t total = pf->first[pf->nr];
+    for (;;) {
+        int64_t k = __atomic_fetch_add(&pf->next, 1, __ATOMIC_RELAXED);
+        if (k >= total) break;
+        int i = 0;
+        while (pf->first[i + 1] <= k)
+            i++;
+        size_t off = (size_t)(k - pf->first[i]) * ST_PREFAULT_PIECE;
+        prefault_piece(pf->r[i].base + off, C3_MIN(ST_PREFAULT_PIECE, pf->r[i].size - off));
+    }
+    return NULL;
+}
+
+st_prefault *st_prefault_start(const st_file *const *files, int n, int threads) {
+    st_prefault *pf = xcalloc(1, sizeof *pf);
+    pf->t0 = c3_now();
+    pf->r = xcalloc((size_t)(n > 0 ? n : 1), sizeof *pf->r);
+    pf->first = xcalloc((size_t)(n > 0 ? n : 1) + 1, sizeof *pf->first);
+    for (int i = 0; i < n; i++) {
+        if (!files[i] || !files[i]->map || !files[i]->size) continue;
+        pf->r[pf->nr] = (st_range){files[i]->map, files[i]->size};
+        pf->bytes += (int64_t)files[i]->size;
+        int64_t pieces = (int64_t)((files[i]->size + ST_PREFAULT_PIECE - 1) / ST_PREFAULT_PIECE);
+        pf->first[pf->nr + 1] = pf->first[pf->nr] + pieces;
+        pf->nr++;
+    }
+    if (threads <= 0) {
+        long c = sysconf(_SC_NPROCESSORS_ONLN);
+        threads = c > 0 ? (int)c : 1;
+    }
+    threads = (int)C3_MIN((int64_t)C3_MIN(threads, ST_PREFAULT_MAX_THREADS), pf->first[pf->nr]);
+    for (int t = 0; t < threads; t++) {
+        if (pthread_create(&pf->th[t], NULL, prefault_main, pf) != 0) break;
+        pf->nthreads++;
+    }
+    if (pf->nthreads == 0) { /* nothing to map, or no thread: the loader faults as before */
+        free(pf->r);
+        free(pf->first);
+        free(pf);
+        return NULL;
+    }
+    return pf;
+}
+
+void st_prefault_join(st_prefault *pf, int64_t *bytes, double *seconds) {
+    if (bytes) *bytes = 0;
+    if (seconds) *seconds = 0;
+    if (!pf) return;
+    for (int t = 0; t < pf->nthreads; t++)
+        pthread_join(pf->th[t], NULL);
+    if (bytes) *bytes = pf->bytes;
+    if (seconds) *seconds = c3_now() - pf->t0;
+    free(pf->r);
+    free(pf->first);
+    free(pf);
+}
+
+/* ------------------------------------------------------------- writing */
 
 int st_write(const char *path, const st_wtensor *ts, int n, const char *const *meta_kv, int nmeta,
              bool overwrite) {

@@ -46,6 +46,20 @@ int64_t st_numel(const st_tensor *t);
 /* Copy a tensor to float (any stored dtype). */
 float *st_to_f32(const st_tensor *t); /* xmalloc'd */
 
+/* Prefaulting: bring the mappings of n files into this process's page
+ * tables on `threads` threads of their own (0: the online cores, at most
+ * 16), so that the loader's reads (and a driver's pageable copies) find
+ * every page mapped: the kernel fills a range at a time
+ * (MADV_POPULATE_READ; else one read per page). A cold page cache is read
+ * from the disk by all threads at once. The files must stay open until
+ * st_prefault_join; the mapped bytes are not changed. */
+typedef struct st_prefault st_prefault;
+/* NULL when nothing is to be done (no bytes) or no thread could start. */
+st_prefault *st_prefault_start(const st_file *const *files, int n, int threads);
+/* Wait for it and free it (NULL: nothing); *bytes / *seconds (may be NULL)
+ * say how much was mapped and how long it took from the start. */
+void st_prefault_join(st_prefault *p, int64_t *bytes, double *seconds);
+
 /* Writing. */
 typedef struct {
     const char *name;

@@ -7,7 +7,8 @@
  * float32 sigmas, in the same operation order as the reference (which runs
  * on torch float32 scalars), so the latents agree to a few float32 ulps.
  * The FlowMatch step is FlowMatchEulerDiscreteScheduler.step() with
- * stochastic_sampling, in float32.
+ * stochastic_sampling, in float32. Long latents are stepped on the OpenMP
+ * threads (element by element: the same numbers as one thread's).
  */
 #include "sampler.h"
 
@@ -16,6 +17,12 @@
 #include <stdlib.h>
 
 #define UNIPC_ORDER 2 /* solver_order of the base checkpoints */
+/* Latents from this many floats are stepped on the OpenMP threads (a 720p
+ * video's 8.3 M floats: 47 ms a UniPC step and 14 ms a CFG combine on one
+ * core of the build machine, inside every step's time; memory-bound, so
+ * the gain is the host's bandwidth over one core's). Each element's
+ * arithmetic is the same on any thread: bit-identical to one thread's. */
+#define C3_SAMPLER_PAR_MIN 65536
 
 struct c3_sampler {
     c3_sampler_kind kind;
@@ -101,6 +108,7 @@ static void unipc_step(c3_sampler *s, int i, const float *v, float *x, float *x0
     float *m = s->m;
     /* convert_model_output (flow_prediction, predict_x0): m_i = x - sigma_i v */
     const float sigma_i = sig[i];
+#pragma omp parallel for schedule(static) if (n > C3_SAMPLER_PAR_MIN)
     for (int64_t k = 0; k < n; k++)
         m[k] = x[k] - sigma_i * v[k];
     if (x0_pred) memcpy(x0_pred, m, (size_t)n * sizeof(float));
@@ -123,6 +131,7 @@ static void unipc_step(c3_sampler *s, int i, const float *v, float *x, float *x0
         const float *m0 = s->m1;
         if (order == 1) {
             const float rho_c = 0.5f;
+#pragma omp parallel for schedule(static) if (n > C3_SAMPLER_PAR_MIN)
             for (int64_t k = 0; k < n; k++) {
                 float xt_ = ratio * s->last[k] - c_m0 * m0[k];
                 x[k] = xt_ - c_res * (rho_c * (m[k] - m0[k]));
@@ -133,6 +142,7 @@ static void unipc_step(c3_sampler *s, int i, const float *v, float *x, float *x0
             float rho0, rho1;
             solve2(rk, b0, b1, &rho0, &rho1);
             const float *mm1 = s->m2;
+#pragma omp parallel for schedule(static) if (n > C3_SAMPLER_PAR_MIN)
             for (int64_t k = 0; k < n; k++) {
                 float d1 = (mm1[k] - m0[k]) / rk;
                 float xt_ = ratio * s->last[k] - c_m0 * m0[k];
@@ -166,12 +176,14 @@ static void unipc_step(c3_sampler *s, int i, const float *v, float *x, float *x0
         const float ratio = sigma_t / sigma_s0, c_m0 = alpha_t * h_phi_1, c_res = alpha_t * b_h;
         if (s->this_order == 1) {
             /* On the last step ratio = 0 and c_m0 = -1: x_N = m_{N-1} exactly. */
+#pragma omp parallel for schedule(static) if (n > C3_SAMPLER_PAR_MIN)
             for (int64_t k = 0; k < n; k++)
                 x[k] = ratio * x[k] - c_m0 * mi[k];
         } else {
             const float lambda_s1 = lambda_of(sig[i - 1]);
             const float rk = (lambda_s1 - lambda_s0) / h;
             const float rho_p = 0.5f;
+#pragma omp parallel for schedule(static) if (n > C3_SAMPLER_PAR_MIN)
             for (int64_t k = 0; k < n; k++) {
                 float d1 = (mprev[k] - mi[k]) / rk;
                 float xt_ = ratio * x[k] - c_m0 * mi[k];
@@ -188,6 +200,7 @@ static void flowmatch_step(c3_sampler *s, int i, const float *v, float *x, const
                            float *x0_pred, float *x_corrected) {
     const float sigma = s->sig[i], sigma_next = s->sig[i + 1];
     const float keep = 1.0f - sigma_next;
+#pragma omp parallel for schedule(static) if (s->n > C3_SAMPLER_PAR_MIN)
     for (int64_t k = 0; k < s->n; k++) {
         float x0 = x[k] - sigma * v[k];
         if (x0_pred) x0_pred[k] = x0;
@@ -227,6 +240,7 @@ int sampler_step(c3_sampler *s, int i, const float *v, float *x, const float *no
 
 void cfg_combine(float *out, const float *cond, const float *uncond, float g, int64_t n) {
     /* u + g (c - u), the reference's operation order */
+#pragma omp parallel for schedule(static) if (n > C3_SAMPLER_PAR_MIN)
     for (int64_t k = 0; k < n; k++)
         out[k] = uncond[k] + g * (cond[k] - uncond[k]);
 }
