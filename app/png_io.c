@@ -15,7 +15,8 @@
 #include "png_io.h"
 
 #include <fcntl.h>
-#include <omp.h>
+#include <pthread.h>
+#include <unistd.h>
 #include <png.h>
 #include <setjmp.h>
 #include <stdio.h>
@@ -31,8 +32,10 @@
 /* The image data: Sub filter, zlib level 1 with Z_RLE (runs only: on a
  * 1360x768 picture 3.0x faster than the default strategy on noise, 1.25x on
  * a smooth one, and 19 % smaller there; bench/s8_super.md). Images of at
- * least PNG_STRIPS_MIN_BYTES are deflated in strips of rows on OpenMP's
- * threads and written as IDAT chunks of at most PNG_IDAT_BYTES. */
+ * least PNG_STRIPS_MIN_BYTES are deflated in strips of rows, one thread of
+ * their own each (not OpenMP's pool: frame writers call this from threads,
+ * and a forked child would hang in it), and written as IDAT chunks of at
+ * most PNG_IDAT_BYTES. */
 #define PNG_ZLEVEL 1
 #define PNG_BPP 3                        /* RGB8: the Sub filter's byte distance */
 #define PNG_STRIPS_MIN_BYTES (256 << 10) /* smaller images: libpng deflates */
@@ -148,7 +151,10 @@ static void mem_read(png_structp png, png_bytep buf, png_size_t n) {
  * which finishes the stream; so the strips, in order, are one deflate
  * stream, and the zlib stream around them takes the adler32 combined. */
 typedef struct {
-    const uint8_t *in;
+    const uint8_t *rgb; /* the strip's first row of the picture */
+    size_t row;         /* bytes of one picture row */
+    int rows;
+    uint8_t *in; /* its filtered rows, [rows, 1 + row] */
     size_t n;
     bool last;
     uint8_t *out;
@@ -157,12 +163,23 @@ typedef struct {
     int zrc; /* Z_OK, or the zlib error */
 } png_strip;
 
-static void deflate_strip(png_strip *st) {
+/* One strip: its rows filtered (Sub) into st->in, then deflated. */
+static void *deflate_strip(void *arg) {
+    png_strip *st = arg;
+    for (int y = 0; y < st->rows; y++) {
+        const uint8_t *r = st->rgb + (size_t)y * st->row;
+        uint8_t *o = st->in + (size_t)y * (st->row + 1);
+        o[0] = PNG_FILTER_VALUE_SUB;
+        for (size_t i = 0; i < PNG_BPP && i < st->row; i++)
+            o[1 + i] = r[i];
+        for (size_t i = PNG_BPP; i < st->row; i++)
+            o[1 + i] = (uint8_t)(r[i] - r[i - PNG_BPP]);
+    }
     z_stream z;
     memset(&z, 0, sizeof z);
     st->adler = adler32(adler32(0L, Z_NULL, 0), st->in, (uInt)st->n);
     st->zrc = deflateInit2(&z, PNG_ZLEVEL, Z_DEFLATED, -MAX_WBITS, 8, Z_RLE);
-    if (st->zrc != Z_OK) return;
+    if (st->zrc != Z_OK) return NULL;
     size_t cap = deflateBound(&z, (uLong)st->n) + 64; /* + the sync flush's empty block */
     st->out = xmalloc(cap);
     z.next_in = (Bytef *)st->in;
@@ -174,6 +191,7 @@ static void deflate_strip(png_strip *st) {
     st->zrc = done ? Z_OK : rc == Z_OK ? Z_BUF_ERROR : rc;
     st->len = cap - z.avail_out;
     deflateEnd(&z);
+    return NULL;
 }
 
 /* The zlib stream of rgb [H, W, 3] as PNG image data (each row: filter byte
@@ -182,27 +200,29 @@ static void deflate_strip(png_strip *st) {
 static int deflate_rows(const uint8_t *rgb, int W, int H, uint8_t **out, size_t *n) {
     size_t row = (size_t)W * PNG_BPP, frow = row + 1;
     uint8_t *f = xmalloc(frow * (size_t)H);
-#pragma omp parallel for schedule(static)
-    for (int y = 0; y < H; y++) {
-        const uint8_t *r = rgb + (size_t)y * row;
-        uint8_t *o = f + (size_t)y * frow;
-        o[0] = PNG_FILTER_VALUE_SUB;
-        for (size_t i = 0; i < PNG_BPP && i < row; i++)
-            o[1 + i] = r[i];
-        for (size_t i = PNG_BPP; i < row; i++)
-            o[1 + i] = (uint8_t)(r[i] - r[i - PNG_BPP]);
-    }
+    /* threads of its own, not OpenMP's pool: frame writers call this from
+       threads, and a pool would hang a forked child */
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
     int ns =
-        C3_MIN(C3_MIN(omp_get_max_threads(), PNG_STRIPS_MAX), C3_MAX(1, H / PNG_STRIP_MIN_ROWS));
+        C3_MIN(C3_MIN((int)C3_MAX(1, cores), PNG_STRIPS_MAX), C3_MAX(1, H / PNG_STRIP_MIN_ROWS));
     png_strip st[PNG_STRIPS_MAX];
+    pthread_t th[PNG_STRIPS_MAX];
+    bool started[PNG_STRIPS_MAX] = {false};
     for (int i = 0; i < ns; i++) {
         int y0 = (int)((int64_t)H * i / ns), y1 = (int)((int64_t)H * (i + 1) / ns);
-        st[i] = (png_strip){
-            .in = f + (size_t)y0 * frow, .n = (size_t)(y1 - y0) * frow, .last = i == ns - 1};
+        st[i] = (png_strip){.rgb = rgb + (size_t)y0 * row,
+                            .row = row,
+                            .rows = y1 - y0,
+                            .in = f + (size_t)y0 * frow,
+                            .n = (size_t)(y1 - y0) * frow,
+                            .last = i == ns - 1};
     }
-#pragma omp parallel for schedule(static, 1)
+    for (int i = 1; i < ns; i++) /* a thread that cannot start: its strip runs here */
+        started[i] = pthread_create(&th[i], NULL, deflate_strip, &st[i]) == 0;
     for (int i = 0; i < ns; i++)
-        deflate_strip(&st[i]);
+        if (!started[i]) deflate_strip(&st[i]);
+    for (int i = 1; i < ns; i++)
+        if (started[i]) pthread_join(th[i], NULL);
     int rc = COSMOS3_OK;
     size_t total = 2 + 4;
     for (int i = 0; i < ns; i++) {
