@@ -66,7 +66,8 @@ static const c3_command commands[] = {
      "the OpenAI-compatible image API: POST /v1/images/generations (JSON or SSE progress)",
      serve_main},
     {"bench", CMD_BENCH, "--preset tiny|edge|nano|super [-W PX -H PX -F N] [--steps N] [--e2e [-o FILE]] [--json]",
-     "time the GEN CFG step of a preset's geometry on random weights (no checkpoint needed)",
+     "time the GEN CFG step of a preset's geometry on random weights (no checkpoint needed); --e2e: "
+     "a distilled 4-step request end to end, prompt to PNG",
      cmd_bench},
 };
 

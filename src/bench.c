@@ -262,7 +262,6 @@ typedef struct {
      * device instead where the backend has fill_random (same bits, no copy) */
     const uint16_t *rand_buf;
     int64_t rand_n;
-    int64_t rand_made; /* elements made on the device */
     /* device-time timing: an event before and after every op, no host syncs */
     bool ev_on;
     void *ev[2 * BENCH_EV_MAX];
@@ -311,7 +310,6 @@ static int wrap_upload(c3_backend *be, c3_tensor *dst, const void *src, c3_dtype
     int64_t off = (int64_t)(p - b0) / (int64_t)sizeof(uint16_t);
     if (b->rand_buf && b->ops.fill_random && st == C3_BF16 && p >= b0 && (p - b0) % 2 == 0 &&
         off + c3_numel(dst) <= b->rand_n && (dst->dtype == C3_BF16 || dst->dtype == C3_F32)) {
-        b->rand_made += c3_numel(dst);
         return b->ops.fill_random(be, dst, off, (float)BENCH_WEIGHT_AMPLITUDE);
     }
     int i = ev_begin(b, OP_UPLOAD);

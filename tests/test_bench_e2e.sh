@@ -45,6 +45,10 @@ e2e b.json b.png || bad "second bench --e2e exited $?"
 cmp -s a.png b.png && ok || bad "e2e: the same request gave another PNG"
 e2e c.json c.png -p "a blue sphere on a marble floor" || bad "bench --e2e -p exited $?"
 cmp -s a.png c.png && bad "e2e: another prompt gave the same PNG" || ok
+# --precision fp8 (quantised at load; the CPU holds the weights dequantised): the same request, other pixels
+e2e f.json f.png --precision fp8 || bad "bench --e2e --precision fp8 exited $?: $(cat "$tmp/err")"
+jq -e '.e2e.steps == 4 and .e2e.total_ms > 0 and .plan_weights_bytes > 0' f.json >/dev/null && ok || bad "e2e fp8 report"
+cmp -s a.png f.png && bad "e2e: --precision fp8 gave the bf16 PNG" || ok
 # the text report names every phase; without -o the PNG goes to TMPDIR and is removed
 "$bin" bench --preset tiny --device cpu -W 64 -H 64 --e2e >out.txt 2>"$tmp/err" || bad "e2e text exited $?: $(cat "$tmp/err")"
 for w in "plan (checked before the load)" "per rank: weights" "4 steps" "tokenize" "UND" "steps" "VAE" "PNG" "total"; do
