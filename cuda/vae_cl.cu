@@ -18,6 +18,7 @@
  * never predicated and channel counts only need C % 8 == 0.
  * cuda/lab/vae_lab.cu checks it against a CPU loop and times the variants. */
 #include "cuda_internal.h"
+#include "vae_wgmma.cuh"
 
 #define VCL_BM 128
 #define VCL_BK C3_VCL_CIN_ALIGN /* K step: channels per tap are padded to it */
@@ -190,7 +191,8 @@ __global__ void __launch_bounds__(VCL_THREADS, MINB) k_vcl_conv(const vcl_conv_a
         }
 }
 
-static int vcl_variant = 0; /* 0 automatic, 1 BN 128, 2 BN 256, 3 BN 64 */
+/* 0 automatic; mma.sync 1 BN 128, 2 BN 256, 3 BN 64; wgmma (sm_90a) 4 BN 256, 5 BN 128 */
+static int vcl_variant = 0;
 extern "C" void c3_cuda_vcl_variant(int which) {
     vcl_variant = which;
 }
@@ -209,6 +211,69 @@ template <int BN, int MINB> static int launch_conv(c3_backend *be, const vcl_con
     if (tiles > INT32_MAX)
         return c3_fail(C3_EFAIL, "cuda vcl_conv: %lld tiles is too many", (long long)tiles);
     k_vcl_conv<BN, MINB><<<(unsigned)tiles, VCL_THREADS, smem, cu_of(be)->stream>>>(a);
+    CU_CHECK_LAUNCH();
+    return C3_OK;
+}
+
+#define VW_STAGES_256 4 /* 4 x 48 KiB */
+#define VW_STAGES_128 6 /* 6 x 32 KiB */
+
+/* the automatic choice takes the wgmma kernel where it can; COSMOS3_VCL_WGMMA=0 or 1 overrides */
+#define VW_AUTO 0
+
+/* true when this build carries sm_90a code and the device runs it */
+static bool vw_usable(c3_backend *be) {
+    static int usable[64];
+    int dev = cu_of(be)->device;
+    if (dev < 0 || dev >= 64) return false;
+    if (!usable[dev]) {
+        int major = 0;
+        cudaFuncAttributes fa;
+        bool ok =
+            cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
+            major == 9 &&
+            cudaFuncGetAttributes(&fa, k_vw_conv<256, VW_STAGES_256>) == cudaSuccess &&
+            fa.binaryVersion >= 90 && vw_encoder() != NULL &&
+            vw_smem_bytes<256, VW_STAGES_256>() <= cu_of(be)->smem_optin &&
+            vw_smem_bytes<128, VW_STAGES_128>() <= cu_of(be)->smem_optin;
+        (void)cudaGetLastError();
+        usable[dev] = ok ? 1 : -1;
+    }
+    return usable[dev] > 0;
+}
+static bool vw_auto(void) {
+    const char *e = getenv("COSMOS3_VCL_WGMMA");
+    return e && *e ? strcmp(e, "0") != 0 : VW_AUTO;
+}
+
+/* the wgmma conv on the problem of a (the mma.sync kernel's arguments); C3_OK when launched */
+template <int BN, int STAGES>
+static int launch_wgmma(c3_backend *be, const vcl_conv_args &a, int64_t xrows) {
+    vw_args w;
+    memset(&w, 0, sizeof w);
+    int64_t coutp = VCL_ROUND(a.Cout, VCL_COUT_ALIGN);
+    if (!vw_map(&w.ta, a.x, xrows, a.Cin, a.Cin, VW_BM) ||
+        !vw_map(&w.tb, a.w, coutp, a.ldw, a.ldw, BN))
+        return c3_fail(C3_EFAIL, "cuda vcl_conv: no TMA map for x [%lld, %d] or wcl [%lld, %d]",
+                       (long long)xrows, a.Cin, (long long)coutp, a.ldw);
+    w.bias = a.bias, w.bias_t = a.bias_t, w.res = a.res, w.y = a.y, w.M = a.M;
+    w.Hp = a.Hp, w.Wp = a.Wp, w.H = a.H, w.W = a.W, w.Cout = a.Cout;
+    w.kb0 = a.k0;
+    w.cpt = a.cpt * VCL_BK / VW_BK;
+    w.kiters = a.kiters * VCL_BK / VW_BK;
+    memcpy(w.off, a.off, sizeof w.off);
+    constexpr size_t smem = vw_smem_bytes<BN, STAGES>();
+    static bool attr_set[64];
+    int dev = cu_of(be)->device;
+    if (!attr_set[dev]) {
+        CU_CHECK(cudaFuncSetAttribute(k_vw_conv<BN, STAGES>,
+                                      cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+        attr_set[dev] = true;
+    }
+    int64_t tiles = (a.M + VW_BM - 1) / VW_BM * ((a.Cout + BN - 1) / BN);
+    if (tiles > INT32_MAX)
+        return c3_fail(C3_EFAIL, "cuda vcl_conv: %lld tiles is too many", (long long)tiles);
+    k_vw_conv<BN, STAGES><<<(unsigned)tiles, VW_THREADS, smem, cu_of(be)->stream>>>(w);
     CU_CHECK_LAUNCH();
     return C3_OK;
 }
@@ -293,9 +358,19 @@ int cu_vcl_conv(c3_backend *be, c3_tensor *y, const c3_tensor *x, const c3_tenso
                 a.off[n++] = (int)((ta - a0) * fr + (int64_t)(tb - pad) * Wp + (tc - pad));
     CU_ENTER(be);
     int v = vcl_variant;
+    /* the wgmma kernel takes K steps of 64 channels of one tap */
+    bool wg_ok = cins % VW_BK == 0 && vw_usable(be);
+    if ((v == 4 || v == 5) && !wg_ok)
+        return c3_fail(C3_EFAIL,
+                       "cuda vcl_conv: the wgmma kernel needs sm_90a and Cin_s %% 64 == 0 "
+                       "(Cin %d)",
+                       Cin);
     /* measured (vae_lab, H200): 128x128 with 2 blocks per SM beats 128x256 on every decoder
      * shape (280-297 vs 206-246 TF/s); 128x64 only for conv_out's 12 channels */
-    if (v == 0) v = Cout <= 64 ? 3 : 1;
+    if (v == 0) v = Cout <= 64 ? 3 : wg_ok && vw_auto() ? 4 : 1;
+    int64_t xrows = (int64_t)(T + kt - 1 - a0) * fr;
+    if (v == 4) return launch_wgmma<256, VW_STAGES_256>(be, a, xrows);
+    if (v == 5) return launch_wgmma<128, VW_STAGES_128>(be, a, xrows);
     if (v == 2) return launch_conv<256, 1>(be, a);
     if (v == 3) return launch_conv<64, 2>(be, a);
     return launch_conv<128, 2>(be, a);

@@ -116,10 +116,20 @@ static void report(const char *what, double l2, bool ok) {
 }
 
 /* ---- one conv problem ---- */
+struct conv_case;
+static bool variant_takes(int v, const conv_case &g);
 struct conv_case {
     int T, H, W, cin, cout, kt, ks, a0;
     bool bias, res;
 };
+/* vcl_conv variants: mma.sync 1 (128x128), 2 (128x256), 3 (128x64); wgmma 4 (128x256), 5 (128x128)
+ */
+#define VARIANTS 5
+static bool have_wgmma;
+static bool variant_takes(int v, const conv_case &g) {
+    if (v < 4) return true;
+    return have_wgmma && (g.cin + 31) / 32 * 32 % 64 == 0;
+}
 struct conv_dev {
     conv_case g;
     uint64_t sx, sw, sb, sr;
@@ -473,18 +483,26 @@ int main(int argc, char **argv) {
     }
     OK(c3_backend_cuda(0, &gpu));
     if (!gpu->vcl_conv) DIE("the CUDA backend has no vcl_conv");
+    {
+        cudaDeviceProp p;
+        CK(cudaGetDeviceProperties(&p, 0));
+        have_wgmma = p.major == 9;
+        printf("device %s (sm_%d%d): wgmma variants %s\n", p.name, p.major, p.minor,
+               have_wgmma ? "checked" : "skipped");
+    }
 
     printf("1. vcl_conv against a double CPU loop (every element)\n");
     const conv_case small[] = {
         {2, 9, 13, 32, 64, 3, 3, 0, true, false},   {1, 7, 5, 48, 12, 3, 3, 2, true, false},
         {3, 12, 12, 64, 256, 1, 3, 0, true, false}, {2, 10, 12, 128, 256, 3, 1, 0, false, false},
         {1, 12, 11, 40, 130, 1, 1, 0, true, true},  {4, 8, 8, 16, 16, 3, 3, 0, true, true},
-        {1, 17, 70, 32, 384, 3, 3, 2, true, true},
+        {1, 17, 70, 32, 384, 3, 3, 2, true, true},  {2, 9, 21, 128, 256, 3, 3, 0, true, true},
+        {1, 5, 150, 64, 512, 3, 3, 2, true, true},  {3, 6, 7, 256, 256, 3, 3, 0, false, true},
     };
     uint64_t seed = 1;
     for (const conv_case &g : small)
-        for (int v = 1; v <= 3; v++)
-            conv_check_full(g, v, seed++);
+        for (int v = 1; v <= VARIANTS; v++)
+            if (variant_takes(v, g)) conv_check_full(g, v, seed++);
     c3_cuda_vcl_variant(0);
 
     printf("2. the other channels-last ops\n");
@@ -527,11 +545,18 @@ int main(int argc, char **argv) {
             double fl = 2.0 * s.g.T * s.g.H * s.g.W * (double)s.g.cout * s.g.cin *
                         (s.g.kt - s.g.a0) * s.g.ks * s.g.ks;
             float best = 1e30f;
-            /* the three tiles were timed in device call 1 (bench/step_notes.md); --all times them
-             * again */
-            for (int v = 1; v <= 3 && all_variants; v++) {
+            /* the mma.sync tiles were timed in device call 1 (bench/step_notes.md); --all
+             * times them again; the old default (1) and the wgmma ones every time */
+            for (int v = 1; v <= VARIANTS; v++) {
+                if ((v == 2 || v == 3) && !all_variants) continue;
                 if (v == 3 && s.g.cout > 128) continue;
+                if (!variant_takes(v, s.g) || (v >= 4 && s.g.cout <= 64)) continue;
                 c3_cuda_vcl_variant(v);
+                if (v >= 4) {
+                    char nm[160];
+                    snprintf(nm, sizeof nm, "v%d %s", v, s.name);
+                    conv_check_sampled(d, nm);
+                }
                 float ms = time_ms(run_conv, &d, REPS);
                 printf("    v%d %-48s %8.3f ms  %6.1f TFLOP/s\n", v, s.name, ms, fl / ms * 1e-9);
                 best = std::min(best, ms);
