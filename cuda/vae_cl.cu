@@ -219,7 +219,7 @@ template <int BN, int MINB> static int launch_conv(c3_backend *be, const vcl_con
 #define VW_STAGES_128 6 /* 6 x 32 KiB */
 
 /* the automatic choice takes the wgmma kernel where it can; COSMOS3_VCL_WGMMA=0 or 1 overrides */
-#define VW_AUTO 0
+#define VW_AUTO 1
 
 /* true when this build carries sm_90a code and the device runs it */
 static bool vw_usable(c3_backend *be) {
@@ -365,8 +365,9 @@ int cu_vcl_conv(c3_backend *be, c3_tensor *y, const c3_tensor *x, const c3_tenso
                        "cuda vcl_conv: the wgmma kernel needs sm_90a and Cin_s %% 64 == 0 "
                        "(Cin %d)",
                        Cin);
-    /* measured (vae_lab, H200): 128x128 with 2 blocks per SM beats 128x256 on every decoder
-     * shape (280-297 vs 206-246 TF/s); 128x64 only for conv_out's 12 channels */
+    /* measured (vae_lab, H200): wgmma 128x256 584-760 TF/s on the 720p decoder shapes, ahead
+     * of wgmma 128x128 (451-605) and of the best mma.sync tile (128x128 with 2 blocks per SM:
+     * 205-289); 128x64 mma.sync only for conv_out's 12 channels */
     if (v == 0) v = Cout <= 64 ? 3 : wg_ok && vw_auto() ? 4 : 1;
     int64_t xrows = (int64_t)(T + kt - 1 - a0) * fr;
     if (v == 4) return launch_wgmma<256, VW_STAGES_256>(be, a, xrows);
