@@ -490,34 +490,46 @@ int cu_vcl_upsample(c3_backend *be, c3_tensor *y, const c3_tensor *x, int T, int
 /* ---- DupUp3D shortcut added in place ----
  * y[t*ft + a, h*fs + b, w*fs + d, o] += x[t, h, w, (o*ft*fs*fs + a*fs*fs + b*fs + d) / R]
  * (interior positions); trim: one input frame, only a = ft - 1, one output frame. */
-__global__ void k_vcl_dupup(bf16 *y, const bf16 *x, int64_t n, int Ho, int Wo, int H, int W,
+__global__ void k_vcl_dupup(bf16 *y, const bf16 *x, int64_t n8, int Ho, int Wo, int H, int W,
                             int Cin, int Cout, int ft, int fs, int R, bool trim) {
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+    /* 8 output channels a thread: one 16-byte read-modify-write of y */
+    const int C8 = Cout / 8;
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n8;
          i += (int64_t)gridDim.x * blockDim.x) {
-        int o = (int)(i % Cout);
-        int64_t p = i / Cout;
+        int o0 = (int)(i % C8) * 8;
+        int64_t p = i / C8;
         int wo = (int)(p % Wo), ho = (int)(p / Wo % Ho);
         int64_t to = p / ((int64_t)Wo * Ho);
         int a = trim ? ft - 1 : (int)(to % ft);
         int64_t t = trim ? 0 : to / ft;
         int b = ho % fs, d = wo % fs, h = ho / fs, w = wo / fs;
-        int ci = (int)(((int64_t)o * ft * fs * fs + a * fs * fs + b * fs + d) / R);
-        int64_t yi = ((to * (Ho + 2) + ho + 1) * (Wo + 2) + wo + 1) * Cout + o;
-        int64_t xi = ((t * (H + 2) + h + 1) * (W + 2) + w + 1) * Cin + ci;
-        y[yi] = __float2bfloat16_rn(__bfloat162float(y[yi]) + __bfloat162float(x[xi]));
+        int64_t yi = ((to * (Ho + 2) + ho + 1) * (Wo + 2) + wo + 1) * Cout + o0;
+        const bf16 *xr = x + ((t * (H + 2) + h + 1) * (W + 2) + w + 1) * Cin;
+        int64_t K = (int64_t)ft * fs * fs, j = a * fs * fs + b * fs + d;
+        uint4 u = *(const uint4 *)(y + yi);
+        __nv_bfloat162 *h2 = (__nv_bfloat162 *)&u;
+#pragma unroll
+        for (int q = 0; q < 4; q++) {
+            float2 f = __bfloat1622float2(h2[q]);
+            f.x += __bfloat162float(xr[((o0 + 2 * q) * K + j) / R]);
+            f.y += __bfloat162float(xr[((o0 + 2 * q + 1) * K + j) / R]);
+            h2[q] = __floats2bfloat162_rn(f.x, f.y);
+        }
+        *(uint4 *)(y + yi) = u;
     }
 }
 
 int cu_vcl_dupup(c3_backend *be, c3_tensor *y, const c3_tensor *x, int T, int H, int W, int Cin,
                  int Cout, int ft, int fs, bool trim) {
-    if (T < 1 || ft < 1 || fs < 1 || (trim && T != 1) || ((int64_t)Cout * ft * fs * fs) % Cin)
+    if (T < 1 || ft < 1 || fs < 1 || (trim && T != 1) || ((int64_t)Cout * ft * fs * fs) % Cin ||
+        Cout % 8)
         return c3_fail(C3_EFAIL, "cuda vcl_dupup: bad geometry T %d Cin %d Cout %d ft %d fs %d", T,
                        Cin, Cout, ft, fs);
     int R = (int)((int64_t)Cout * ft * fs * fs / Cin);
     int64_t To = trim ? 1 : (int64_t)T * ft, Ho = (int64_t)H * fs, Wo = (int64_t)W * fs;
     C3_TRY(need_bf16("vcl_dupup", x, "x", (int64_t)T * (H + 2) * (W + 2) * Cin));
     C3_TRY(need_bf16("vcl_dupup", y, "y", To * (Ho + 2) * (Wo + 2) * Cout));
-    int64_t n = To * Ho * Wo * Cout;
+    int64_t n = To * Ho * Wo * Cout / 8;
     CU_ENTER(be);
     k_vcl_dupup<<<cu_grid(be, n), CU_THREADS, 0, cu_of(be)->stream>>>(
         (bf16 *)y->data, (const bf16 *)x->data, n, (int)Ho, (int)Wo, H, W, Cin, Cout, ft, fs, R,

@@ -29,6 +29,7 @@
 #include "wan_vae_internal.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -672,11 +673,65 @@ void reset_history(c3_vae *v) {
     }
 }
 
+/* The host half of a chunk's frames: channels [0, C) of src [C, tc, P] (pinned
+ * staging) into out [C, T, P] at frame t0, on a thread of its own, so that the
+ * copy (and the first touch of out's pages) overlaps the next chunk. */
+typedef struct {
+    float *out;
+    const float *src;
+    int64_t C, T, t0, tc, P;
+} frame_copy;
+static void *copy_frames(void *p) {
+    const frame_copy *j = p;
+    for (int64_t ch = 0; ch < j->C; ch++)
+        memcpy(j->out + (ch * j->T + j->t0) * j->P, j->src + ch * j->tc * j->P,
+               sizeof(float) * (size_t)(j->tc * j->P));
+    return NULL;
+}
+
+/* Two pinned staging buffers and their copy threads (vae_walk_chunks). */
+typedef struct {
+    void *buf[2];
+    size_t cap[2];
+    pthread_t th[2];
+    bool busy[2];
+    frame_copy job[2];
+} frame_stage;
+static void stage_join(frame_stage *st, int b) {
+    if (!st->busy[b]) return;
+    pthread_join(st->th[b], NULL);
+    st->busy[b] = false;
+}
+/* channels [0, C) of y [Cy, tc, P] to out at frame t0 through staging buffer b */
+static int stage_chunk(c3_backend *be, frame_stage *st, int b, const c3_tensor *y,
+                       const vae_walk *w, int64_t t0) {
+    int64_t tc = y->ne[1], n = w->C * tc * w->plane;
+    stage_join(st, b);
+    if (st->cap[b] < sizeof(float) * (size_t)n) {
+        if (st->buf[b]) be->host_free(be, st->buf[b]);
+        st->buf[b] = NULL, st->cap[b] = 0;
+        C3_TRY(be->host_alloc(be, &st->buf[b], sizeof(float) * (size_t)n));
+        st->cap[b] = sizeof(float) * (size_t)n;
+    }
+    c3_tensor yc = c3_view(y, 0, 1, (int64_t[]){n});
+    C3_TRY(be->download(be, st->buf[b], &yc));
+    st->job[b] = (frame_copy){w->out, st->buf[b], w->C, w->T, t0, tc, w->plane};
+    if (pthread_create(&st->th[b], NULL, copy_frames, &st->job[b]) == 0)
+        st->busy[b] = true;
+    else
+        copy_frames(&st->job[b]); /* no thread: copy here */
+    return C3_OK;
+}
+
 int vae_walk_chunks(c3_backend *be, const vae_walk *w) {
     c3_tensor y = {0};
     float *host = NULL;
     int64_t t0 = 0, P = w->plane;
     int rc = C3_OK;
+    /* several chunks, no scaling, pinned memory: staged downloads (a download into
+     * pinned memory runs at the link's rate; pageable memory takes several times longer) */
+    frame_stage st = {0};
+    bool staged = !w->scale && w->n > 1 && be->host_alloc && be->host_free;
     for (int c = 0; c < w->n && rc == C3_OK; c++) {
         if ((rc = w->body(w->ud, c, c == 0, c + 1 < w->n, &y))) break;
         int64_t tc = y.ne[1];
@@ -687,12 +742,14 @@ int vae_walk_chunks(c3_backend *be, const vae_walk *w) {
             break;
         }
         double tp = c3_now();
-        if (!w->scale) { /* channel ch of y [Cy, tc, P] straight to its frames [t0, t0 + tc) */
+        bool done = staged && stage_chunk(be, &st, c % 2, &y, w, t0) == C3_OK;
+        staged = done;            /* else (no pinned memory) straight downloads from here on */
+        if (!done && !w->scale) { /* channel ch of y [Cy, tc, P] straight to frames [t0, t0 + tc) */
             for (int64_t ch = 0; ch < w->C && rc == C3_OK; ch++) {
                 c3_tensor ych = c3_view(&y, ch * tc * P, 1, (int64_t[]){tc * P});
                 rc = be->download(be, w->out + (ch * w->T + t0) * P, &ych);
             }
-        } else { /* through the host: (y - shift) * scale */
+        } else if (!done) { /* through the host: (y - shift) * scale */
             host = xrealloc(host, sizeof(float) * (size_t)c3_numel(&y));
             rc = be->download(be, host, &y);
             for (int64_t ch = 0; ch < w->C && rc == C3_OK; ch++) {
@@ -711,10 +768,14 @@ int vae_walk_chunks(c3_backend *be, const vae_walk *w) {
         }
         t0 += tc;
         if (w->on_chunk) {
-            int st = w->on_chunk(w->on_ud, c, w->n);
-            if (st != C3_OK)
-                rc = c3_fail(st, "%s stopped after latent frame %d of %d", w->what, c + 1, w->n);
+            int st_ = w->on_chunk(w->on_ud, c, w->n);
+            if (st_ != C3_OK)
+                rc = c3_fail(st_, "%s stopped after latent frame %d of %d", w->what, c + 1, w->n);
         }
+    }
+    for (int b = 0; b < 2; b++) {
+        stage_join(&st, b);
+        if (st.buf[b]) be->host_free(be, st.buf[b]);
     }
     if (rc == C3_OK && t0 != w->T)
         rc = c3_fail(C3_EFAIL, "%s: %lld frames came out, expected %lld", w->what, (long long)t0,
