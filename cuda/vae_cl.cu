@@ -191,7 +191,8 @@ __global__ void __launch_bounds__(VCL_THREADS, MINB) k_vcl_conv(const vcl_conv_a
         }
 }
 
-/* 0 automatic; mma.sync 1 BN 128, 2 BN 256, 3 BN 64; wgmma (sm_90a) 4 BN 256, 5 BN 128 */
+/* 0 automatic; mma.sync 1 BN 128, 2 BN 256, 3 BN 64; wgmma (sm_90a) 4 BN 256, 5 BN 128,
+ * 6 BN 256 persistent (7: on 3 blocks, for the lab) */
 static int vcl_variant = 0;
 extern "C" void c3_cuda_vcl_variant(int which) {
     vcl_variant = which;
@@ -217,6 +218,7 @@ template <int BN, int MINB> static int launch_conv(c3_backend *be, const vcl_con
 
 #define VW_STAGES_256 4 /* 4 x 48 KiB */
 #define VW_STAGES_128 6 /* 6 x 32 KiB */
+#define VW_PSTAGES 3    /* persistent: 3 x 48 KiB + the 66 KiB staged output tile */
 
 /* the automatic choice takes the wgmma kernel where it can; COSMOS3_VCL_WGMMA=0 or 1 overrides */
 #define VW_AUTO 1
@@ -235,7 +237,8 @@ static bool vw_usable(c3_backend *be) {
             cudaFuncGetAttributes(&fa, k_vw_conv<256, VW_STAGES_256>) == cudaSuccess &&
             fa.binaryVersion >= 90 && vw_encoder() != NULL &&
             vw_smem_bytes<256, VW_STAGES_256>() <= cu_of(be)->smem_optin &&
-            vw_smem_bytes<128, VW_STAGES_128>() <= cu_of(be)->smem_optin;
+            vw_smem_bytes<128, VW_STAGES_128>() <= cu_of(be)->smem_optin &&
+            vw_psmem_bytes<256, VW_PSTAGES>() <= cu_of(be)->smem_optin;
         (void)cudaGetLastError();
         usable[dev] = ok ? 1 : -1;
     }
@@ -246,9 +249,10 @@ static bool vw_auto(void) {
     return e && *e ? strcmp(e, "0") != 0 : VW_AUTO;
 }
 
-/* the wgmma conv on the problem of a (the mma.sync kernel's arguments); C3_OK when launched */
-template <int BN, int STAGES>
-static int launch_wgmma(c3_backend *be, const vcl_conv_args &a, int64_t xrows) {
+/* the wgmma conv on the problem of a (the mma.sync kernel's arguments); C3_OK when launched.
+ * PERSIST: k_vw_conv_p on at most min(tiles, SMs, grid_cap) blocks (grid_cap 0: no cap) */
+template <int BN, int STAGES, bool PERSIST>
+static int launch_wgmma(c3_backend *be, const vcl_conv_args &a, int64_t xrows, int grid_cap) {
     vw_args w;
     memset(&w, 0, sizeof w);
     int64_t coutp = VCL_ROUND(a.Cout, VCL_COUT_ALIGN);
@@ -262,18 +266,30 @@ static int launch_wgmma(c3_backend *be, const vcl_conv_args &a, int64_t xrows) {
     w.cpt = a.cpt * VCL_BK / VW_BK;
     w.kiters = a.kiters * VCL_BK / VW_BK;
     memcpy(w.off, a.off, sizeof w.off);
-    constexpr size_t smem = vw_smem_bytes<BN, STAGES>();
+    void (*kern)(const vw_args);
+    size_t smem;
+    if constexpr (PERSIST)
+        kern = k_vw_conv_p<BN, STAGES>, smem = vw_psmem_bytes<BN, STAGES>();
+    else
+        kern = k_vw_conv<BN, STAGES>, smem = vw_smem_bytes<BN, STAGES>();
     static bool attr_set[64];
+    static int sms[64];
     int dev = cu_of(be)->device;
     if (!attr_set[dev]) {
-        CU_CHECK(cudaFuncSetAttribute(k_vw_conv<BN, STAGES>,
-                                      cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+        CU_CHECK(
+            cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+        CU_CHECK(cudaDeviceGetAttribute(&sms[dev], cudaDevAttrMultiProcessorCount, dev));
         attr_set[dev] = true;
     }
     int64_t tiles = (a.M + VW_BM - 1) / VW_BM * ((a.Cout + BN - 1) / BN);
     if (tiles > INT32_MAX)
         return c3_fail(C3_EFAIL, "cuda vcl_conv: %lld tiles is too many", (long long)tiles);
-    k_vw_conv<BN, STAGES><<<(unsigned)tiles, VW_THREADS, smem, cu_of(be)->stream>>>(w);
+    int64_t grid = tiles;
+    if (PERSIST) {
+        grid = C3_MIN(grid, (int64_t)sms[dev]);
+        if (grid_cap > 0) grid = C3_MIN(grid, (int64_t)grid_cap);
+    }
+    kern<<<(unsigned)grid, VW_THREADS, smem, cu_of(be)->stream>>>(w);
     CU_CHECK_LAUNCH();
     return C3_OK;
 }
@@ -357,10 +373,15 @@ int cu_vcl_conv(c3_backend *be, c3_tensor *y, const c3_tensor *x, const c3_tenso
             for (int tc = 0; tc < ks; tc++)
                 a.off[n++] = (int)((ta - a0) * fr + (int64_t)(tb - pad) * Wp + (tc - pad));
     CU_ENTER(be);
-    int v = vcl_variant;
+    static int env_variant = -1; /* COSMOS3_VCL_CONV=N: variant N where the lab has not set one */
+    if (env_variant < 0) {
+        const char *e = getenv("COSMOS3_VCL_CONV");
+        env_variant = e && *e ? atoi(e) : 0;
+    }
+    int v = vcl_variant ? vcl_variant : env_variant;
     /* the wgmma kernel takes K steps of 64 channels of one tap */
     bool wg_ok = cins % VW_BK == 0 && vw_usable(be);
-    if ((v == 4 || v == 5) && !wg_ok)
+    if (v >= 4 && !wg_ok)
         return c3_fail(C3_EFAIL,
                        "cuda vcl_conv: the wgmma kernel needs sm_90a and Cin_s %% 64 == 0 "
                        "(Cin %d)",
@@ -370,8 +391,12 @@ int cu_vcl_conv(c3_backend *be, c3_tensor *y, const c3_tensor *x, const c3_tenso
      * 205-289); 128x64 mma.sync only for conv_out's 12 channels */
     if (v == 0) v = Cout <= 64 ? 3 : wg_ok && vw_auto() ? 4 : 1;
     int64_t xrows = (int64_t)(T + kt - 1 - a0) * fr;
-    if (v == 4) return launch_wgmma<256, VW_STAGES_256>(be, a, xrows);
-    if (v == 5) return launch_wgmma<128, VW_STAGES_128>(be, a, xrows);
+    if (v == 4) return launch_wgmma<256, VW_STAGES_256, false>(be, a, xrows, 0);
+    if (v == 5) return launch_wgmma<128, VW_STAGES_128, false>(be, a, xrows, 0);
+    if ((v == 6 || v == 7) && Cout % 8)
+        return c3_fail(C3_EFAIL, "cuda vcl_conv: the persistent wgmma kernel needs Cout %% 8 == 0");
+    /* 7: the persistent kernel on 3 blocks (the lab's check of its walk over many tiles) */
+    if (v == 6 || v == 7) return launch_wgmma<256, VW_PSTAGES, true>(be, a, xrows, v == 7 ? 3 : 0);
     if (v == 2) return launch_conv<256, 1>(be, a);
     if (v == 3) return launch_conv<64, 2>(be, a);
     return launch_conv<128, 2>(be, a);

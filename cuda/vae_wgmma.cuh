@@ -278,6 +278,145 @@ __global__ void __launch_bounds__(VW_THREADS, 1) k_vw_conv(const __grid_constant
 #endif
 }
 
+/* ---- persistent variant: each block walks tiles blockIdx.x, + gridDim.x, ...;
+ * the producer runs ahead into the next tile while the consumers store the
+ * last one, and the store goes through shared memory: each warpgroup writes
+ * its 64 x BN accumulators (+ bias, bf16) into a padded tile, then copies it
+ * out in 16-byte chunks, adding the residual with 16-byte loads (so the
+ * residual is added to the bf16-rounded conv output, as torch adds two bf16
+ * tensors). Needs Cout % 8 == 0. */
+#define VW_EPAD 8 /* bf16 of padding per staged row: rows 4 banks apart */
+template <int BN, int STAGES> static constexpr size_t vw_psmem_bytes() {
+    return VW_ATOM_BYTES + (size_t)STAGES * (VW_BM + BN) * VW_ROW_BYTES +
+           (size_t)VW_BM * (BN + VW_EPAD) * 2 + 16 * STAGES;
+}
+static __device__ __forceinline__ void vw_wg_sync(int wg) {
+    asm volatile("bar.sync %0, %1;\n" ::"r"(1 + wg), "n"(VW_WG) : "memory");
+}
+
+template <int BN, int STAGES>
+__global__ void __launch_bounds__(VW_THREADS, 1) k_vw_conv_p(const __grid_constant__ vw_args a) {
+#if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    __trap(); /* built without sm_90a: the host never launches this */
+#else
+    static_assert(BN == 128 || BN == 256, "k_vw_conv_p: BN is 128 or 256");
+    constexpr uint32_t ABYTES = VW_BM * VW_ROW_BYTES, BBYTES = BN * VW_ROW_BYTES;
+    constexpr uint32_t SBYTES = ABYTES + BBYTES;
+    constexpr int LDE = BN + VW_EPAD; /* staged row, bf16 */
+    extern __shared__ unsigned char vw_raw[];
+    unsigned char *base = (unsigned char *)(((uintptr_t)vw_raw + VW_ATOM_BYTES - 1) &
+                                            ~(uintptr_t)(VW_ATOM_BYTES - 1));
+    const uint32_t s0 = (uint32_t)__cvta_generic_to_shared(base);
+    __nv_bfloat16 *E = (__nv_bfloat16 *)(base + STAGES * SBYTES); /* [VW_BM][LDE] */
+    const uint32_t bars = s0 + STAGES * SBYTES + VW_BM * LDE * 2;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int ntn = (a.Cout + BN - 1) / BN;
+    const int64_t ntiles = (a.M + VW_BM - 1) / VW_BM * ntn;
+
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < STAGES; s++) {
+            vw_bar_init(bars + 8 * s, 1);
+            vw_bar_init(bars + 8 * (STAGES + s), VW_CONSUMERS * VW_WG);
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    __syncthreads();
+
+    if (warp >= VW_CONSUMERS * 4) { /* producer */
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(VW_REG_PRODUCER));
+        if (threadIdx.x != VW_CONSUMERS * VW_WG) return;
+        int g = 0; /* K steps issued so far, over all tiles */
+        for (int64_t tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
+            const int64_t m0 = tile / ntn * VW_BM;
+            const int n0 = (int)(tile % ntn) * BN;
+            for (int it = 0; it < a.kiters; it++, g++) {
+                const int s = g % STAGES;
+                const uint32_t sa = s0 + s * SBYTES, full = bars + 8 * s,
+                               empty = bars + 8 * (STAGES + s);
+                vw_bar_wait(empty, ((g / STAGES) & 1) ^ 1);
+                vw_bar_expect(full, SBYTES);
+                const int tap = it / a.cpt, c0 = (it - tap * a.cpt) * VW_BK;
+                vw_tma(sa, &a.ta, c0, (int)(m0 + a.off[tap]), full);
+                vw_tma(sa + ABYTES, &a.tb, a.kb0 + it * VW_BK, n0, full);
+            }
+        }
+        return;
+    }
+
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(VW_REG_CONSUMER));
+    const int wg = warp / 4, wl = warp % 4, gq = lane / 4, t = lane % 4, tw = threadIdx.x % VW_WG;
+    float d[BN / 2];
+    int g = 0;
+    for (int64_t tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
+        const int64_t m0 = tile / ntn * VW_BM;
+        const int n0 = (int)(tile % ntn) * BN;
+#pragma unroll
+        for (int i = 0; i < BN / 2; i++)
+            d[i] = 0.0f;
+        for (int it = 0; it < a.kiters; it++, g++) {
+            const int s = g % STAGES;
+            const uint32_t sa = s0 + s * SBYTES + wg * (VW_BM / 2) * VW_ROW_BYTES,
+                           sb = s0 + s * SBYTES + ABYTES;
+            vw_bar_wait(bars + 8 * s, (g / STAGES) & 1);
+            vw_pin(d);
+            vw_fence();
+#pragma unroll
+            for (int kk = 0; kk < VW_BK / 16; kk++)
+                vw_mma<BN>(d, vw_desc(sa + kk * 32), vw_desc(sb + kk * 32), 1);
+            vw_commit();
+            vw_wait<1>();
+            vw_pin(d);
+            if (it > 0) vw_bar_arrive(bars + 8 * (STAGES + (g - 1) % STAGES));
+        }
+        vw_wait<0>();
+        vw_pin(d);
+        vw_bar_arrive(bars +
+                      8 * (STAGES + (g - 1) % STAGES)); /* the producer is on the next tile */
+
+        /* stage: rows 64 wg + 16 wl + gq (+ 8), columns 8c + 2t (+ 1), + bias, bf16 */
+        vw_wg_sync(wg); /* this warpgroup's copy-out of the last tile is done */
+        __nv_bfloat16 *Ew = E + (size_t)wg * (VW_BM / 2) * LDE;
+#pragma unroll
+        for (int c = 0; c < BN / 8; c++) {
+            const int col = n0 + 8 * c + 2 * t;
+            float b0 = 0.0f, b1 = 0.0f;
+            if (a.bias && col < a.Cout) {
+                b0 = cu_ld(a.bias, a.bias_t, col);
+                b1 = cu_ld(a.bias, a.bias_t, col + 1);
+            }
+#pragma unroll
+            for (int h = 0; h < 2; h++)
+                *(__nv_bfloat162 *)(Ew + (wl * 16 + gq + 8 * h) * LDE + 8 * c + 2 * t) =
+                    __floats2bfloat162_rn(d[4 * c + 2 * h] + b0, d[4 * c + 2 * h + 1] + b1);
+        }
+        vw_wg_sync(wg);
+        /* copy out: 64 rows x BN / 8 chunks of 16 bytes, 128 threads */
+        constexpr int CPR = BN / 8;
+        for (int k = tw; k < (VW_BM / 2) * CPR; k += VW_WG) {
+            const int r = k / CPR, c8 = (k % CPR) * 8;
+            const int64_t row = m0 + wg * (VW_BM / 2) + r;
+            const int col = n0 + c8;
+            if (row >= a.M || col >= a.Cout) continue;
+            uint4 u = make_uint4(0, 0, 0, 0);
+            if (vw_real(row, a.Hp, a.Wp, a.H, a.W)) {
+                u = *(const uint4 *)(Ew + r * LDE + c8);
+                if (a.res) {
+                    uint4 rv = *(const uint4 *)(a.res + row * a.Cout + col);
+                    __nv_bfloat162 *h2 = (__nv_bfloat162 *)&u;
+                    const __nv_bfloat162 *r2 = (const __nv_bfloat162 *)&rv;
+#pragma unroll
+                    for (int q = 0; q < 4; q++) {
+                        float2 x = __bfloat1622float2(h2[q]), y = __bfloat1622float2(r2[q]);
+                        h2[q] = __floats2bfloat162_rn(x.x + y.x, x.y + y.y);
+                    }
+                }
+            }
+            *(uint4 *)(a.y + row * a.Cout + col) = u;
+        }
+    }
+#endif
+}
+
 /* host: tensor maps through the driver entry point (no -lcuda needed) */
 typedef CUresult (*vw_encode_fn)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *,
                                  const cuuint64_t *, const cuuint64_t *, const cuuint32_t *,
