@@ -16,7 +16,10 @@
  * Weights are reordered once into wcl [Coutp, taps, Cin_s] (Cout padded to
  * the tile, Cin to the K step, zeros in the padding), so weight loads are
  * never predicated and channel counts only need C % 8 == 0.
- * cuda/lab/vae_lab.cu checks it against a CPU loop and times the variants. */
+ * On sm_90a the same problem runs as a wgmma + TMA kernel (vae_wgmma.cuh)
+ * wherever Cin_s is a multiple of 64 and Cout of 8 (every decoder conv but
+ * conv_out's 12 channels); the mma.sync kernel takes the rest and other GPUs.
+ * cuda/lab/vae_lab.cu checks every variant against a CPU loop and times them. */
 #include "cuda_internal.h"
 #include "vae_wgmma.cuh"
 
@@ -373,28 +376,32 @@ int cu_vcl_conv(c3_backend *be, c3_tensor *y, const c3_tensor *x, const c3_tenso
             for (int tc = 0; tc < ks; tc++)
                 a.off[n++] = (int)((ta - a0) * fr + (int64_t)(tb - pad) * Wp + (tc - pad));
     CU_ENTER(be);
-    static int env_variant = -1; /* COSMOS3_VCL_CONV=N: variant N where the lab has not set one */
-    if (env_variant < 0) {
-        const char *e = getenv("COSMOS3_VCL_CONV");
-        env_variant = e && *e ? atoi(e) : 0;
-    }
-    int v = vcl_variant ? vcl_variant : env_variant;
-    /* the wgmma kernel takes K steps of 64 channels of one tap */
-    bool wg_ok = cins % VW_BK == 0 && vw_usable(be);
-    if (v >= 4 && !wg_ok)
+    /* the wgmma kernels take K steps of 64 channels of one tap; the persistent one stores
+     * 8 channels at a time */
+    bool wg_ok = cins % VW_BK == 0 && vw_usable(be), wp_ok = wg_ok && Cout % 8 == 0;
+    int v = vcl_variant;
+    if (v >= 4 && !(v >= 6 ? wp_ok : wg_ok))
         return c3_fail(C3_EFAIL,
-                       "cuda vcl_conv: the wgmma kernel needs sm_90a and Cin_s %% 64 == 0 "
-                       "(Cin %d)",
-                       Cin);
-    /* measured (vae_lab, H200): wgmma 128x256 584-760 TF/s on the 720p decoder shapes, ahead
-     * of wgmma 128x128 (451-605) and of the best mma.sync tile (128x128 with 2 blocks per SM:
-     * 205-289); 128x64 mma.sync only for conv_out's 12 channels */
-    if (v == 0) v = Cout <= 64 ? 3 : wg_ok && vw_auto() ? 4 : 1;
+                       "cuda vcl_conv: wgmma variant %d needs sm_90a, Cin_s %% 64 == 0 (Cin %d)%s",
+                       v, Cin, v >= 6 ? " and Cout % 8 == 0" : "");
+    if (v == 0) {
+        /* COSMOS3_VCL_CONV=N: variant N wherever it applies (a preference; else as below) */
+        static int env_variant = -1;
+        if (env_variant < 0) {
+            const char *e = getenv("COSMOS3_VCL_CONV");
+            env_variant = e && *e ? atoi(e) : 0;
+        }
+        int ev = env_variant;
+        if (ev >= 1 && ev <= 6 && (ev < 4 || (ev == 6 ? wp_ok : wg_ok))) v = ev;
+    }
+    /* measured (vae_lab, H200, device call 2): over the 720p decoder shapes the persistent
+     * wgmma 128x256 (v6: 523-736 TF/s, 4.39 s summed) is ahead of the plain one (v4: 456-728,
+     * 4.53 s), wgmma 128x128 (439-592, 5.34 s) and the best mma.sync tile (128x128 with 2
+     * blocks per SM: 200-286, 10.5 s); 128x64 mma.sync only for conv_out's 12 channels */
+    if (v == 0) v = Cout <= 64 ? 3 : wp_ok && vw_auto() ? 6 : wg_ok && vw_auto() ? 4 : 1;
     int64_t xrows = (int64_t)(T + kt - 1 - a0) * fr;
     if (v == 4) return launch_wgmma<256, VW_STAGES_256, false>(be, a, xrows, 0);
     if (v == 5) return launch_wgmma<128, VW_STAGES_128, false>(be, a, xrows, 0);
-    if ((v == 6 || v == 7) && Cout % 8)
-        return c3_fail(C3_EFAIL, "cuda vcl_conv: the persistent wgmma kernel needs Cout %% 8 == 0");
     /* 7: the persistent kernel on 3 blocks (the lab's check of its walk over many tiles) */
     if (v == 6 || v == 7) return launch_wgmma<256, VW_PSTAGES, true>(be, a, xrows, v == 7 ? 3 : 0);
     if (v == 2) return launch_conv<256, 1>(be, a);
