@@ -390,20 +390,32 @@ __global__ void __launch_bounds__(VW_THREADS, 1) k_vw_conv_p(const __grid_consta
                     __floats2bfloat162_rn(d[4 * c + 2 * h] + b0, d[4 * c + 2 * h + 1] + b1);
         }
         vw_wg_sync(wg);
-        /* copy out: 64 rows x BN / 8 chunks of 16 bytes, 128 threads */
-        constexpr int CPR = BN / 8;
-        for (int k = tw; k < (VW_BM / 2) * CPR; k += VW_WG) {
-            const int r = k / CPR, c8 = (k % CPR) * 8;
+        /* copy out: 64 rows x BN / 8 chunks of 16 bytes, 128 threads, PER chunks a thread: all
+         * residual loads issued before the first add (one memory latency, not PER) */
+        constexpr int CPR = BN / 8, PER = (VW_BM / 2) * CPR / VW_WG;
+        uint4 u[PER], rv[PER];
+#pragma unroll
+        for (int i = 0; i < PER; i++) {
+            const int k = tw + i * VW_WG, r = k / CPR, c8 = (k % CPR) * 8;
+            const int64_t row = m0 + wg * (VW_BM / 2) + r;
+            const int col = n0 + c8;
+            u[i] = *(const uint4 *)(Ew + r * LDE + c8);
+            rv[i] = make_uint4(0, 0, 0, 0);
+            if (a.res && row < a.M && col < a.Cout)
+                rv[i] = *(const uint4 *)(a.res + row * a.Cout + col);
+        }
+#pragma unroll
+        for (int i = 0; i < PER; i++) {
+            const int k = tw + i * VW_WG, r = k / CPR, c8 = (k % CPR) * 8;
             const int64_t row = m0 + wg * (VW_BM / 2) + r;
             const int col = n0 + c8;
             if (row >= a.M || col >= a.Cout) continue;
-            uint4 u = make_uint4(0, 0, 0, 0);
+            uint4 o = make_uint4(0, 0, 0, 0);
             if (vw_real(row, a.Hp, a.Wp, a.H, a.W)) {
-                u = *(const uint4 *)(Ew + r * LDE + c8);
+                o = u[i];
                 if (a.res) {
-                    uint4 rv = *(const uint4 *)(a.res + row * a.Cout + col);
-                    __nv_bfloat162 *h2 = (__nv_bfloat162 *)&u;
-                    const __nv_bfloat162 *r2 = (const __nv_bfloat162 *)&rv;
+                    __nv_bfloat162 *h2 = (__nv_bfloat162 *)&o;
+                    const __nv_bfloat162 *r2 = (const __nv_bfloat162 *)&rv[i];
 #pragma unroll
                     for (int q = 0; q < 4; q++) {
                         float2 x = __bfloat1622float2(h2[q]), y = __bfloat1622float2(r2[q]);
@@ -411,7 +423,7 @@ __global__ void __launch_bounds__(VW_THREADS, 1) k_vw_conv_p(const __grid_consta
                     }
                 }
             }
-            *(uint4 *)(a.y + row * a.Cout + col) = u;
+            *(uint4 *)(a.y + row * a.Cout + col) = o;
         }
     }
 #endif
