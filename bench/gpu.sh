@@ -54,8 +54,11 @@
 #              reference, timed), test_vae on CUDA bf16 (channels-last; the
 #              full Wan2.2 VAE bf16 vs fp32) and fp32, the generic bf16 path
 #              (COSMOS3_VAE_CL=0), `cosmos3 bench --preset nano` decode at
-#              1024^2, 480p/93f, 720p/189f beside bench/reference/vae_ref.py
-#              (torch_ref.py's decoder, bf16) on the same VAE in the same call
+#              1024^2, 480p/93f, 720p/189f (cold and warm) beside
+#              bench/reference/vae_ref.py (torch_ref.py's decoder, bf16) on the same
+#              VAE in the same call; test_vae also decodes the VAE_PROFILE latent sizes
+#              ("T,h,w;...", default 1024^2, 480p, 720p) cold, warm and op by op
+#              (VAE_SIZES="WxHxF ..." picks the bench sizes, SKIP_TORCH=1 leaves torch out)
 #
 # Overrides (for a copy run from a carried folder, e.g. .gpu-NAME/gpu.sh with
 # bench/carry.sh beside it): GPU_PACK (default carry/gpu), GPU_FX (default

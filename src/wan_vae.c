@@ -40,7 +40,8 @@ const char *const vae_prof_names[VAE_PROF_N] = {"conv",     "norm+silu", "histor
                                                 "upsample", "dupup",     "attention",
                                                 "layout",   "copies",    "download"};
 
-/* rc = call, timed into vae_prof's kind k (device work included) when profiling */
+/* Profiling (vae_prof set): wait for the device before and after an op and add
+ * the wall time between to its kind, so the op's device work is counted. */
 static int prof_begin(c3_backend *be, double *t0) {
     if (!vae_prof) return C3_OK;
     C3_TRY(be->sync(be));
