@@ -54,8 +54,11 @@
 #              reference, timed), test_vae on CUDA bf16 (channels-last; the
 #              full Wan2.2 VAE bf16 vs fp32) and fp32, the generic bf16 path
 #              (COSMOS3_VAE_CL=0), `cosmos3 bench --preset nano` decode at
-#              1024^2, 480p/93f, 720p/189f beside bench/reference/vae_ref.py
-#              (torch_ref.py's decoder, bf16) on the same VAE in the same call
+#              1024^2, 480p/93f, 720p/189f (cold and warm) beside
+#              bench/reference/vae_ref.py (torch_ref.py's decoder, bf16) on the same
+#              VAE in the same call; test_vae also decodes the VAE_PROFILE latent sizes
+#              ("T,h,w;...", default 1024^2, 480p, 720p) cold, warm and op by op
+#              (VAE_SIZES="WxHxF ..." picks the bench sizes, SKIP_TORCH=1 leaves torch out)
 #
 # Overrides (for a copy run from a carried folder, e.g. .gpu-NAME/gpu.sh with
 # bench/carry.sh beside it): GPU_PACK (default carry/gpu), GPU_FX (default
@@ -667,15 +670,17 @@ sec_vae() {
     if [ -x "$pk/vae_lab" ]; then
         timeout 240 "$pk/vae_lab" >"$out/vae_lab.log" 2>&1
         counted "vae_lab" $?
-        tail -20 "$out/vae_lab.log"
+        grep -E '^device|FAIL|^    |convs of|cuBLASLt|old conv|checks' "$out/vae_lab.log"
     else
         echo "vae_lab not carried (NO_OPS=1 at pack): skipped"
     fi
     section "vae: test_vae on CUDA: bf16 channels-last (+ the full Wan2.2 VAE bf16 vs fp32), generic bf16, fp32"
     local rc
-    COSMOS3_TEST_DEVICE=cuda COSMOS3_TEST_VAE_FULL=/tmp/c3vae timeout 240 "$pk/test_vae" >"$out/test_vae_bf16.txt" 2>&1
+    # VAE_PROFILE: latent sizes "T,h,w;..." decoded cold, warm and profiled (op kinds) by test_vae
+    COSMOS3_TEST_DEVICE=cuda COSMOS3_TEST_VAE_FULL=/tmp/c3vae COSMOS3_TEST_VAE_PROFILE=${VAE_PROFILE-1,64,64;24,30,52;48,45,80} \
+        timeout 240 "$pk/test_vae" >"$out/test_vae_bf16.txt" 2>&1
     rc=$?
-    grep -v '^  ' "$out/test_vae_bf16.txt" | tail -25
+    grep -E 'decoded|uint8|full VAE|VAE decode|^  [a-z]|checks|FAIL' "$out/test_vae_bf16.txt" | grep -v '^conv3d' | tail -40
     counted "test_vae (cuda bf16, channels-last)" $rc
     COSMOS3_VAE_CL=0 COSMOS3_TEST_DEVICE=cuda timeout 120 "$pk/test_vae" >"$out/test_vae_generic.txt" 2>&1
     rc=$?
@@ -687,13 +692,18 @@ sec_vae() {
     counted "test_vae (cuda fp32)" $rc
     section "vae: cosmos3 bench --preset nano --layers 1 --steps 1 (the Wan2.2 decode) beside vae_ref.py (bf16)"
     local sz W H F
-    for sz in 1024x1024x1 832x480x93 1280x720x189; do
+    # VAE_SIZES: the bench sizes (WxHxF words); SKIP_TORCH=1 leaves vae_ref.py out
+    # shellcheck disable=SC2086 # VAE_SIZES: words
+    for sz in ${VAE_SIZES-1024x1024x1 832x480x93 1280x720x189}; do
         IFS=x read -r W H F <<<"$sz"
         timeout 200 "$bin" bench --preset nano --layers 1 --steps 1 -W "$W" -H "$H" -F "$F" --json -q \
             >"$out/vae_bench_$sz.json" 2>"$out/vae_bench_$sz.err"
+        rc=$?
         counted "bench $sz (vae_decode_ms $(grep -o '"vae_decode_ms": *[0-9.]*' "$out/vae_bench_$sz.json" |
-            grep -o '[0-9.]*$'))" $?
+            grep -o '[0-9.]*$'), warm $(grep -o '"vae_decode_warm_ms": *[0-9.]*' "$out/vae_bench_$sz.json" |
+            grep -o '[0-9.]*$'))" $rc
     done
+    [ -z "${SKIP_TORCH:-}" ] || return 0
     [ -d /tmp/c3vae/vae ] || "$bin" mkmodel --preset nano --layers 1 -o /tmp/c3vae --overwrite -q
     timeout 200 python3 bench/reference/vae_ref.py /tmp/c3vae --reps 2 --json-out "$out/vae_ref.json" 2>&1 |
         tee "$out/vae_ref.log" | tail -6

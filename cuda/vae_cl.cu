@@ -16,8 +16,12 @@
  * Weights are reordered once into wcl [Coutp, taps, Cin_s] (Cout padded to
  * the tile, Cin to the K step, zeros in the padding), so weight loads are
  * never predicated and channel counts only need C % 8 == 0.
- * cuda/lab/vae_lab.cu checks it against a CPU loop and times the variants. */
+ * On sm_90a the same problem runs as a wgmma + TMA kernel (vae_wgmma.cuh)
+ * wherever Cin_s is a multiple of 64 and Cout of 8 (every decoder conv but
+ * conv_out's 12 channels); the mma.sync kernel takes the rest and other GPUs.
+ * cuda/lab/vae_lab.cu checks every variant against a CPU loop and times them. */
 #include "cuda_internal.h"
+#include "vae_wgmma.cuh"
 
 #define VCL_BM 128
 #define VCL_BK C3_VCL_CIN_ALIGN /* K step: channels per tap are padded to it */
@@ -190,7 +194,9 @@ __global__ void __launch_bounds__(VCL_THREADS, MINB) k_vcl_conv(const vcl_conv_a
         }
 }
 
-static int vcl_variant = 0; /* 0 automatic, 1 BN 128, 2 BN 256, 3 BN 64 */
+/* 0 automatic; mma.sync 1 BN 128, 2 BN 256, 3 BN 64; wgmma (sm_90a) 4 BN 256, 5 BN 128,
+ * 6 BN 256 persistent (7: on 3 blocks, for the lab) */
+static int vcl_variant = 0;
 extern "C" void c3_cuda_vcl_variant(int which) {
     vcl_variant = which;
 }
@@ -209,6 +215,84 @@ template <int BN, int MINB> static int launch_conv(c3_backend *be, const vcl_con
     if (tiles > INT32_MAX)
         return c3_fail(C3_EFAIL, "cuda vcl_conv: %lld tiles is too many", (long long)tiles);
     k_vcl_conv<BN, MINB><<<(unsigned)tiles, VCL_THREADS, smem, cu_of(be)->stream>>>(a);
+    CU_CHECK_LAUNCH();
+    return C3_OK;
+}
+
+#define VW_STAGES_256 4 /* 4 x 48 KiB */
+#define VW_STAGES_128 6 /* 6 x 32 KiB */
+#define VW_PSTAGES 3    /* persistent: 3 x 48 KiB + the 66 KiB staged output tile */
+
+/* the automatic choice takes the wgmma kernel where it can; COSMOS3_VCL_WGMMA=0 or 1 overrides */
+#define VW_AUTO 1
+
+/* true when this build carries sm_90a code and the device runs it */
+static bool vw_usable(c3_backend *be) {
+    static int usable[64];
+    int dev = cu_of(be)->device;
+    if (dev < 0 || dev >= 64) return false;
+    if (!usable[dev]) {
+        int major = 0;
+        cudaFuncAttributes fa;
+        bool ok =
+            cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
+            major == 9 &&
+            cudaFuncGetAttributes(&fa, k_vw_conv<256, VW_STAGES_256>) == cudaSuccess &&
+            fa.binaryVersion >= 90 && vw_encoder() != NULL &&
+            vw_smem_bytes<256, VW_STAGES_256>() <= cu_of(be)->smem_optin &&
+            vw_smem_bytes<128, VW_STAGES_128>() <= cu_of(be)->smem_optin &&
+            vw_psmem_bytes<256, VW_PSTAGES>() <= cu_of(be)->smem_optin;
+        (void)cudaGetLastError();
+        usable[dev] = ok ? 1 : -1;
+    }
+    return usable[dev] > 0;
+}
+static bool vw_auto(void) {
+    const char *e = getenv("COSMOS3_VCL_WGMMA");
+    return e && *e ? strcmp(e, "0") != 0 : VW_AUTO;
+}
+
+/* the wgmma conv on the problem of a (the mma.sync kernel's arguments); C3_OK when launched.
+ * PERSIST: k_vw_conv_p on at most min(tiles, SMs, grid_cap) blocks (grid_cap 0: no cap) */
+template <int BN, int STAGES, bool PERSIST>
+static int launch_wgmma(c3_backend *be, const vcl_conv_args &a, int64_t xrows, int grid_cap) {
+    vw_args w;
+    memset(&w, 0, sizeof w);
+    int64_t coutp = VCL_ROUND(a.Cout, VCL_COUT_ALIGN);
+    if (!vw_map(&w.ta, a.x, xrows, a.Cin, a.Cin, VW_BM) ||
+        !vw_map(&w.tb, a.w, coutp, a.ldw, a.ldw, BN))
+        return c3_fail(C3_EFAIL, "cuda vcl_conv: no TMA map for x [%lld, %d] or wcl [%lld, %d]",
+                       (long long)xrows, a.Cin, (long long)coutp, a.ldw);
+    w.bias = a.bias, w.bias_t = a.bias_t, w.res = a.res, w.y = a.y, w.M = a.M;
+    w.Hp = a.Hp, w.Wp = a.Wp, w.H = a.H, w.W = a.W, w.Cout = a.Cout;
+    w.kb0 = a.k0;
+    w.cpt = a.cpt * VCL_BK / VW_BK;
+    w.kiters = a.kiters * VCL_BK / VW_BK;
+    memcpy(w.off, a.off, sizeof w.off);
+    void (*kern)(const vw_args);
+    size_t smem;
+    if constexpr (PERSIST)
+        kern = k_vw_conv_p<BN, STAGES>, smem = vw_psmem_bytes<BN, STAGES>();
+    else
+        kern = k_vw_conv<BN, STAGES>, smem = vw_smem_bytes<BN, STAGES>();
+    static bool attr_set[64];
+    static int sms[64];
+    int dev = cu_of(be)->device;
+    if (!attr_set[dev]) {
+        CU_CHECK(
+            cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+        CU_CHECK(cudaDeviceGetAttribute(&sms[dev], cudaDevAttrMultiProcessorCount, dev));
+        attr_set[dev] = true;
+    }
+    int64_t tiles = (a.M + VW_BM - 1) / VW_BM * ((a.Cout + BN - 1) / BN);
+    if (tiles > INT32_MAX)
+        return c3_fail(C3_EFAIL, "cuda vcl_conv: %lld tiles is too many", (long long)tiles);
+    int64_t grid = tiles;
+    if (PERSIST) {
+        grid = C3_MIN(grid, (int64_t)sms[dev]);
+        if (grid_cap > 0) grid = C3_MIN(grid, (int64_t)grid_cap);
+    }
+    kern<<<(unsigned)grid, VW_THREADS, smem, cu_of(be)->stream>>>(w);
     CU_CHECK_LAUNCH();
     return C3_OK;
 }
@@ -292,10 +376,34 @@ int cu_vcl_conv(c3_backend *be, c3_tensor *y, const c3_tensor *x, const c3_tenso
             for (int tc = 0; tc < ks; tc++)
                 a.off[n++] = (int)((ta - a0) * fr + (int64_t)(tb - pad) * Wp + (tc - pad));
     CU_ENTER(be);
+    /* the wgmma kernels take K steps of 64 channels of one tap; the persistent one stores
+     * 8 channels at a time */
+    bool wg_ok = cins % VW_BK == 0 && vw_usable(be), wp_ok = wg_ok && Cout % 8 == 0;
     int v = vcl_variant;
-    /* measured (vae_lab, H200): 128x128 with 2 blocks per SM beats 128x256 on every decoder
-     * shape (280-297 vs 206-246 TF/s); 128x64 only for conv_out's 12 channels */
-    if (v == 0) v = Cout <= 64 ? 3 : 1;
+    if (v >= 4 && !(v >= 6 ? wp_ok : wg_ok))
+        return c3_fail(C3_EFAIL,
+                       "cuda vcl_conv: wgmma variant %d needs sm_90a, Cin_s %% 64 == 0 (Cin %d)%s",
+                       v, Cin, v >= 6 ? " and Cout % 8 == 0" : "");
+    if (v == 0) {
+        /* COSMOS3_VCL_CONV=N: variant N wherever it applies (a preference; else as below) */
+        static int env_variant = -1;
+        if (env_variant < 0) {
+            const char *e = getenv("COSMOS3_VCL_CONV");
+            env_variant = e && *e ? atoi(e) : 0;
+        }
+        int ev = env_variant;
+        if (ev >= 1 && ev <= 6 && (ev < 4 || (ev == 6 ? wp_ok : wg_ok))) v = ev;
+    }
+    /* measured (vae_lab, H200, device call 2): over the 720p decoder shapes the persistent
+     * wgmma 128x256 (v6: 523-736 TF/s, 4.39 s summed) is ahead of the plain one (v4: 456-728,
+     * 4.53 s), wgmma 128x128 (439-592, 5.34 s) and the best mma.sync tile (128x128 with 2
+     * blocks per SM: 200-286, 10.5 s); 128x64 mma.sync only for conv_out's 12 channels */
+    if (v == 0) v = Cout <= 64 ? 3 : wp_ok && vw_auto() ? 6 : wg_ok && vw_auto() ? 4 : 1;
+    int64_t xrows = (int64_t)(T + kt - 1 - a0) * fr;
+    if (v == 4) return launch_wgmma<256, VW_STAGES_256, false>(be, a, xrows, 0);
+    if (v == 5) return launch_wgmma<128, VW_STAGES_128, false>(be, a, xrows, 0);
+    /* 7: the persistent kernel on 3 blocks (the lab's check of its walk over many tiles) */
+    if (v == 6 || v == 7) return launch_wgmma<256, VW_PSTAGES, true>(be, a, xrows, v == 7 ? 3 : 0);
     if (v == 2) return launch_conv<256, 1>(be, a);
     if (v == 3) return launch_conv<64, 2>(be, a);
     return launch_conv<128, 2>(be, a);
@@ -414,34 +522,46 @@ int cu_vcl_upsample(c3_backend *be, c3_tensor *y, const c3_tensor *x, int T, int
 /* ---- DupUp3D shortcut added in place ----
  * y[t*ft + a, h*fs + b, w*fs + d, o] += x[t, h, w, (o*ft*fs*fs + a*fs*fs + b*fs + d) / R]
  * (interior positions); trim: one input frame, only a = ft - 1, one output frame. */
-__global__ void k_vcl_dupup(bf16 *y, const bf16 *x, int64_t n, int Ho, int Wo, int H, int W,
+__global__ void k_vcl_dupup(bf16 *y, const bf16 *x, int64_t n8, int Ho, int Wo, int H, int W,
                             int Cin, int Cout, int ft, int fs, int R, bool trim) {
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+    /* 8 output channels a thread: one 16-byte read-modify-write of y */
+    const int C8 = Cout / 8;
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n8;
          i += (int64_t)gridDim.x * blockDim.x) {
-        int o = (int)(i % Cout);
-        int64_t p = i / Cout;
+        int o0 = (int)(i % C8) * 8;
+        int64_t p = i / C8;
         int wo = (int)(p % Wo), ho = (int)(p / Wo % Ho);
         int64_t to = p / ((int64_t)Wo * Ho);
         int a = trim ? ft - 1 : (int)(to % ft);
         int64_t t = trim ? 0 : to / ft;
         int b = ho % fs, d = wo % fs, h = ho / fs, w = wo / fs;
-        int ci = (int)(((int64_t)o * ft * fs * fs + a * fs * fs + b * fs + d) / R);
-        int64_t yi = ((to * (Ho + 2) + ho + 1) * (Wo + 2) + wo + 1) * Cout + o;
-        int64_t xi = ((t * (H + 2) + h + 1) * (W + 2) + w + 1) * Cin + ci;
-        y[yi] = __float2bfloat16_rn(__bfloat162float(y[yi]) + __bfloat162float(x[xi]));
+        int64_t yi = ((to * (Ho + 2) + ho + 1) * (Wo + 2) + wo + 1) * Cout + o0;
+        const bf16 *xr = x + ((t * (H + 2) + h + 1) * (W + 2) + w + 1) * Cin;
+        int64_t K = (int64_t)ft * fs * fs, j = a * fs * fs + b * fs + d;
+        uint4 u = *(const uint4 *)(y + yi);
+        __nv_bfloat162 *h2 = (__nv_bfloat162 *)&u;
+#pragma unroll
+        for (int q = 0; q < 4; q++) {
+            float2 f = __bfloat1622float2(h2[q]);
+            f.x += __bfloat162float(xr[((o0 + 2 * q) * K + j) / R]);
+            f.y += __bfloat162float(xr[((o0 + 2 * q + 1) * K + j) / R]);
+            h2[q] = __floats2bfloat162_rn(f.x, f.y);
+        }
+        *(uint4 *)(y + yi) = u;
     }
 }
 
 int cu_vcl_dupup(c3_backend *be, c3_tensor *y, const c3_tensor *x, int T, int H, int W, int Cin,
                  int Cout, int ft, int fs, bool trim) {
-    if (T < 1 || ft < 1 || fs < 1 || (trim && T != 1) || ((int64_t)Cout * ft * fs * fs) % Cin)
+    if (T < 1 || ft < 1 || fs < 1 || (trim && T != 1) || ((int64_t)Cout * ft * fs * fs) % Cin ||
+        Cout % 8)
         return c3_fail(C3_EFAIL, "cuda vcl_dupup: bad geometry T %d Cin %d Cout %d ft %d fs %d", T,
                        Cin, Cout, ft, fs);
     int R = (int)((int64_t)Cout * ft * fs * fs / Cin);
     int64_t To = trim ? 1 : (int64_t)T * ft, Ho = (int64_t)H * fs, Wo = (int64_t)W * fs;
     C3_TRY(need_bf16("vcl_dupup", x, "x", (int64_t)T * (H + 2) * (W + 2) * Cin));
     C3_TRY(need_bf16("vcl_dupup", y, "y", To * (Ho + 2) * (Wo + 2) * Cout));
-    int64_t n = To * Ho * Wo * Cout;
+    int64_t n = To * Ho * Wo * Cout / 8;
     CU_ENTER(be);
     k_vcl_dupup<<<cu_grid(be, n), CU_THREADS, 0, cu_of(be)->stream>>>(
         (bf16 *)y->data, (const bf16 *)x->data, n, (int)Ho, (int)Wo, H, W, Cin, Cout, ft, fs, R,

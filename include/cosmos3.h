@@ -533,6 +533,7 @@ typedef struct {
     double dev_wall;    /* seconds */
     /* outside the loop, seconds */
     double t_tokenize, t_load, t_und_cond, t_und_uncond, t_vae_load, t_vae;
+    double t_vae_warm; /* a second decode of the same latents (pool and plans warm) */
     bool vae, offload, cfg_batch;
     int64_t h2d_bytes; /* streamed during the timed steps (offload) */
     double h2d_seconds;

@@ -29,11 +29,39 @@
 #include "wan_vae_internal.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 void (*vae_trace_hook)(const char *name, int chunk, const c3_tensor *t) = NULL;
+vae_profile *vae_prof = NULL;
+const char *const vae_prof_names[VAE_PROF_N] = {"conv",     "norm+silu", "history copies",
+                                                "upsample", "dupup",     "attention",
+                                                "layout",   "copies",    "download"};
+
+/* Profiling (vae_prof set): wait for the device before and after an op and add
+ * the wall time between to its kind, so the op's device work is counted. */
+static int prof_begin(c3_backend *be, double *t0) {
+    if (!vae_prof) return C3_OK;
+    C3_TRY(be->sync(be));
+    *t0 = c3_now();
+    return C3_OK;
+}
+static int prof_end(c3_backend *be, int k, double t0, int rc) {
+    if (!vae_prof || rc) return rc;
+    rc = be->sync(be);
+    vae_prof->s[k] += c3_now() - t0;
+    vae_prof->n[k]++;
+    return rc;
+}
+/* In a function with rc, v and an out label: rc = call (timed into kind k), out on failure. */
+#define PROF_TRY(k, call)                                                                          \
+    do {                                                                                           \
+        double t0_ = 0;                                                                            \
+        if ((rc = prof_begin(v->be, &t0_))) goto out;                                              \
+        if ((rc = prof_end(v->be, (k), t0_, (call)))) goto out;                                    \
+    } while (0)
 
 /* Frames of causal history kept per temporal conv (diffusers CACHE_T). */
 enum { VAE_CACHE_T = 2 };
@@ -89,7 +117,8 @@ static c3_tensor view(const c3_tensor *t, int64_t off, int ndim, ...) {
     int64_t ne[C3_MAX_DIMS];
     va_list ap;
     va_start(ap, ndim);
-    for (int i = 0; i < ndim; i++) ne[i] = va_arg(ap, int64_t);
+    for (int i = 0; i < ndim; i++)
+        ne[i] = va_arg(ap, int64_t);
     va_end(ap);
     return c3_view(t, off, ndim, ne);
 }
@@ -119,7 +148,8 @@ static int load_t(c3_vae *v, const c3_ckpt *ck, c3_tensor *t, const char *name, 
     return v->be->upload(v->be, t, s->data, s->dtype);
 }
 
-static int load_vec(c3_vae *v, const c3_ckpt *ck, c3_tensor *t, const char *name, int ndim, int64_t n) {
+static int load_vec(c3_vae *v, const c3_ckpt *ck, c3_tensor *t, const char *name, int ndim,
+                    int64_t n) {
     int64_t shape[4] = {n, 1, 1, 1};
     return load_t(v, ck, t, name, ndim, shape, 1, &n);
 }
@@ -136,8 +166,8 @@ int load_conv(c3_vae *v, const c3_ckpt *ck, vconv *c, const char *prefix, int ci
     c->kw = kw;
     c->pad = kh / 2;
     if (kt != 1 && kt - 1 != VAE_CACHE_T)
-        return c3_fail(C3_EFAIL, "VAE %s: temporal kernel %d is not supported (1 or %d)", prefix, kt,
-                       VAE_CACHE_T + 1);
+        return c3_fail(C3_EFAIL, "VAE %s: temporal kernel %d is not supported (1 or %d)", prefix,
+                       kt, VAE_CACHE_T + 1);
     int64_t s5[5] = {cout, cin, kt, kh, kw}, s4[4] = {cout, cin, kh, kw};
     snprintf(name, sizeof name, "%s.weight", prefix);
     C3_TRY(load_t(v, ck, &c->w, name, twod ? 4 : 5, twod ? s4 : s5, 5, s5));
@@ -155,7 +185,8 @@ int load_conv(c3_vae *v, const c3_ckpt *ck, vconv *c, const char *prefix, int ci
         c3_backend *be = v->be;
         int64_t khw = (int64_t)kh * kw;
         c3_tensor tmp = {0};
-        C3_TRY(c3_alloc(be, &tmp, be->weight_dtype, C3_MEM_ACT, 4, (int64_t)kt, (int64_t)cout, (int64_t)cin, khw));
+        C3_TRY(c3_alloc(be, &tmp, be->weight_dtype, C3_MEM_ACT, 4, (int64_t)kt, (int64_t)cout,
+                        (int64_t)cin, khw));
         c3_tensor w4 = view(&c->w, 0, 4, (int64_t)cout, (int64_t)cin, (int64_t)kt, khw);
         static const int to_tap_major[4] = {2, 0, 1, 3};
         int64_t s1[5] = {cout, cin, 1, kh, kw};
@@ -237,7 +268,8 @@ void vae_free(c3_vae *v) {
     free_conv(&v->post_quant);
     free_conv(&v->conv_in);
     free_conv(&v->conv_out);
-    for (int i = 0; i < 2; i++) free_res(&v->mid[i]);
+    for (int i = 0; i < 2; i++)
+        free_res(&v->mid[i]);
     c3_free(&v->attn.gamma);
     c3_free(&v->attn.wqkv);
     c3_free(&v->attn.bqkv);
@@ -245,7 +277,8 @@ void vae_free(c3_vae *v) {
     c3_free(&v->attn.bproj);
     for (int i = 0; i < v->nup; i++) {
         vup *u = &v->up[i];
-        for (int r = 0; u->res && r < u->nres; r++) free_res(&u->res[r]);
+        for (int r = 0; u->res && r < u->nres; r++)
+            free_res(&u->res[r]);
         free(u->res);
         free_conv(&u->time_conv);
         free_conv(&u->resample);
@@ -299,8 +332,10 @@ static int vae_load_(c3_vae *v, const c3_ckpt *ck) {
             u->fs = VAE_UP_S;
             int64_t f = (int64_t)u->cout * u->ft * u->fs * u->fs;
             if (f % u->cin)
-                return c3_fail(C3_EMODEL, "%s: up block %d: %d output channels x %d cannot repeat %d input channels",
-                               path, i, u->cout, u->ft * u->fs * u->fs, u->cin);
+                return c3_fail(
+                    C3_EMODEL,
+                    "%s: up block %d: %d output channels x %d cannot repeat %d input channels",
+                    path, i, u->cout, u->ft * u->fs * u->fs, u->cin);
             u->repeats = (int)(f / u->cin);
         }
     }
@@ -318,7 +353,9 @@ static int vae_load_(c3_vae *v, const c3_ckpt *ck) {
                        path, (long long)wo->shape[0], v->patch, VAE_IMG_CH);
     v->dec_out = (int)wo->shape[0];
     if (v->dec_out % pp || v->dec_out / pp != VAE_IMG_CH)
-        return c3_fail(C3_EMODEL, "%s: decoder.conv_out has %d channels; with patch_size %d that is not %d image channels",
+        return c3_fail(C3_EMODEL,
+                       "%s: decoder.conv_out has %d channels; with patch_size %d that is not %d "
+                       "image channels",
                        path, v->dec_out, v->patch, VAE_IMG_CH);
     v->img_ch = VAE_IMG_CH;
     C3_TRY(load_conv(v, ck, &v->conv_out, "decoder.conv_out", clast, v->dec_out, 3, 3, 3, false));
@@ -343,7 +380,9 @@ static bool cl_usable(const c3_vconfig *cf, const c3_backend *be) {
 int vae_load(c3_vae **out, const c3_ckpt *ck, c3_backend *be) {
     *out = NULL;
     if (!ck->has_vae)
-        return c3_fail(C3_EMODEL, "%s: the checkpoint was opened without its VAE (vae/ is needed to decode)", ck->dir);
+        return c3_fail(C3_EMODEL,
+                       "%s: the checkpoint was opened without its VAE (vae/ is needed to decode)",
+                       ck->dir);
     c3_vae *v = xcalloc(1, sizeof *v);
     v->be = be;
     v->cfg = ck->v;
@@ -371,7 +410,8 @@ int conv_fwd(c3_vae *v, vconv *cv, const c3_tensor *x, c3_tensor *y, bool keep) 
     c3_backend *be = v->be;
     int64_t Cin = x->ne[0], T = x->ne[1], H = x->ne[2], W = x->ne[3], HW = H * W;
     if (Cin != cv->cin)
-        return c3_fail(C3_EFAIL, "VAE conv: input has %lld channels, the weight takes %d", (long long)Cin, cv->cin);
+        return c3_fail(C3_EFAIL, "VAE conv: input has %lld channels, the weight takes %d",
+                       (long long)Cin, cv->cin);
     int64_t Ho = H + 2 * cv->pad - cv->kh + 1, Wo = W + 2 * cv->pad - cv->kw + 1;
     C3_TRY(act4(v, y, cv->cout, T, Ho, Wo));
     int rc = C3_OK;
@@ -461,15 +501,16 @@ int attn_fwd(c3_vae *v, vattn *at, const c3_tensor *x, c3_tensor *y) {
     c3_tensor *qkv[3] = {&q, &k, &val};
     for (int i = 0; i < 3; i++) {
         c3_tensor wi = c3_rows(&at->wqkv, i * C, C), bi = c3_rows(&at->bqkv, i * C, C);
-        if ((rc = c3_alloc(be, qkv[i], be->act_dtype, C3_MEM_ACT, 3, N, (int64_t)1, C))) goto out; /* [N, 1, C] */
+        if ((rc = c3_alloc(be, qkv[i], be->act_dtype, C3_MEM_ACT, 3, N, (int64_t)1, C)))
+            goto out; /* [N, 1, C] */
         if ((rc = be->linear(be, qkv[i], &tok, &wi, &bi, false))) goto out;
     }
     c3_free(&tok);
     if ((rc = c3_alloc(be, &o, be->act_dtype, C3_MEM_ACT, 3, N, (int64_t)1, C))) goto out;
     float scale = 1.0f / sqrtf((float)C);
     for (int64_t t = 0; t < T; t++) {
-        c3_tensor qt = c3_rows(&q, t * HW, HW), kt = c3_rows(&k, t * HW, HW), vt = c3_rows(&val, t * HW, HW),
-                  ot = c3_rows(&o, t * HW, HW);
+        c3_tensor qt = c3_rows(&q, t * HW, HW), kt = c3_rows(&k, t * HW, HW),
+                  vt = c3_rows(&val, t * HW, HW), ot = c3_rows(&o, t * HW, HW);
         c3_kvseg seg = {.k = &kt, .v = &vt, .n = HW, .valid = HW};
         if ((rc = be->attention(be, &ot, &qt, &seg, 1, false, scale))) goto out;
     }
@@ -495,7 +536,8 @@ out:
 }
 
 /* Resample (upsample2d / upsample3d) of x [C, T, H, W]. */
-static int upsample_fwd(c3_vae *v, vup *u, const c3_tensor *x, c3_tensor *y, bool first, bool keep) {
+static int upsample_fwd(c3_vae *v, vup *u, const c3_tensor *x, c3_tensor *y, bool first,
+                        bool keep) {
     c3_backend *be = v->be;
     int64_t C = x->ne[0], T = x->ne[1], H = x->ne[2], W = x->ne[3];
     c3_tensor tc = {0}, il = {0}, up = {0};
@@ -533,7 +575,8 @@ static int dupup_fwd(c3_vae *v, vup *u, const c3_tensor *x, c3_tensor *y, bool f
     int64_t R = u->repeats, Co = u->cout, ft = u->ft, fs = u->fs, f2 = fs * fs;
     bool trim = first && ft > 1;
     if (trim && T != 1)
-        return c3_fail(C3_EFAIL, "VAE DupUp3D: a first chunk must have one frame, found %lld", (long long)T);
+        return c3_fail(C3_EFAIL, "VAE DupUp3D: a first chunk must have one frame, found %lld",
+                       (long long)T);
     c3_tensor rep = {0}, xr = {0}, sh = {0};
     int rc;
     /* repeat_interleave over channels: [R, Cin, THW] -> [Cin, R, THW] */
@@ -549,8 +592,8 @@ static int dupup_fwd(c3_vae *v, vup *u, const c3_tensor *x, c3_tensor *y, bool f
     /* xr = [Co, ft, fs*fs, T, H, W] -> [Co, T, ft, fs*fs, H, W], or for a
      * trimmed first chunk [ft, Co, T, fs*fs, H, W] and keep row ft - 1 */
     c3_tensor x6 = view(&xr, 0, 6, Co, ft, f2, T, H, W);
-    if ((rc = c3_alloc(be, &sh, be->act_dtype, C3_MEM_ACT, 6, trim ? ft : Co, trim ? Co : T, trim ? T : ft, f2, H,
-                       W)))
+    if ((rc = c3_alloc(be, &sh, be->act_dtype, C3_MEM_ACT, 6, trim ? ft : Co, trim ? Co : T,
+                       trim ? T : ft, f2, H, W)))
         goto out;
     static const int keep_t[6] = {0, 3, 1, 2, 4, 5}, tmajor[6] = {1, 0, 3, 2, 4, 5};
     if ((rc = be->permute(be, &sh, &x6, trim ? tmajor : keep_t))) goto out;
@@ -631,11 +674,65 @@ void reset_history(c3_vae *v) {
     }
 }
 
+/* The host half of a chunk's frames: channels [0, C) of src [C, tc, P] (pinned
+ * staging) into out [C, T, P] at frame t0, on a thread of its own, so that the
+ * copy (and the first touch of out's pages) overlaps the next chunk. */
+typedef struct {
+    float *out;
+    const float *src;
+    int64_t C, T, t0, tc, P;
+} frame_copy;
+static void *copy_frames(void *p) {
+    const frame_copy *j = p;
+    for (int64_t ch = 0; ch < j->C; ch++)
+        memcpy(j->out + (ch * j->T + j->t0) * j->P, j->src + ch * j->tc * j->P,
+               sizeof(float) * (size_t)(j->tc * j->P));
+    return NULL;
+}
+
+/* Two pinned staging buffers and their copy threads (vae_walk_chunks). */
+typedef struct {
+    void *buf[2];
+    size_t cap[2];
+    pthread_t th[2];
+    bool busy[2];
+    frame_copy job[2];
+} frame_stage;
+static void stage_join(frame_stage *st, int b) {
+    if (!st->busy[b]) return;
+    pthread_join(st->th[b], NULL);
+    st->busy[b] = false;
+}
+/* channels [0, C) of y [Cy, tc, P] to out at frame t0 through staging buffer b */
+static int stage_chunk(c3_backend *be, frame_stage *st, int b, const c3_tensor *y,
+                       const vae_walk *w, int64_t t0) {
+    int64_t tc = y->ne[1], n = w->C * tc * w->plane;
+    stage_join(st, b);
+    if (st->cap[b] < sizeof(float) * (size_t)n) {
+        if (st->buf[b]) be->host_free(be, st->buf[b]);
+        st->buf[b] = NULL, st->cap[b] = 0;
+        C3_TRY(be->host_alloc(be, &st->buf[b], sizeof(float) * (size_t)n));
+        st->cap[b] = sizeof(float) * (size_t)n;
+    }
+    c3_tensor yc = c3_view(y, 0, 1, (int64_t[]){n});
+    C3_TRY(be->download(be, st->buf[b], &yc));
+    st->job[b] = (frame_copy){w->out, st->buf[b], w->C, w->T, t0, tc, w->plane};
+    if (pthread_create(&st->th[b], NULL, copy_frames, &st->job[b]) == 0)
+        st->busy[b] = true;
+    else
+        copy_frames(&st->job[b]); /* no thread: copy here */
+    return C3_OK;
+}
+
 int vae_walk_chunks(c3_backend *be, const vae_walk *w) {
     c3_tensor y = {0};
     float *host = NULL;
     int64_t t0 = 0, P = w->plane;
     int rc = C3_OK;
+    /* several chunks, no scaling, pinned memory: staged downloads (a download into
+     * pinned memory runs at the link's rate; pageable memory takes several times longer) */
+    frame_stage st = {0};
+    bool staged = !w->scale && w->n > 1 && be->host_alloc && be->host_free;
     for (int c = 0; c < w->n && rc == C3_OK; c++) {
         if ((rc = w->body(w->ud, c, c == 0, c + 1 < w->n, &y))) break;
         int64_t tc = y.ne[1];
@@ -645,26 +742,41 @@ int vae_walk_chunks(c3_backend *be, const vae_walk *w) {
                          (long long)y.ne[3]);
             break;
         }
-        host = xrealloc(host, sizeof(float) * (size_t)c3_numel(&y));
-        if ((rc = be->download(be, host, &y))) break;
-        c3_free(&y);
-        for (int64_t ch = 0; ch < w->C; ch++) { /* [Cy, tc, P] -> channels [0, C) at frame t0 */
-            float *dst = w->out + (ch * w->T + t0) * P;
-            const float *src = host + ch * tc * P;
-            if (!w->scale) {
-                memcpy(dst, src, sizeof(float) * (size_t)(tc * P));
-                continue;
+        double tp = c3_now();
+        bool done = staged && stage_chunk(be, &st, c % 2, &y, w, t0) == C3_OK;
+        staged = done;            /* else (no pinned memory) straight downloads from here on */
+        if (!done && !w->scale) { /* channel ch of y [Cy, tc, P] straight to frames [t0, t0 + tc) */
+            for (int64_t ch = 0; ch < w->C && rc == C3_OK; ch++) {
+                c3_tensor ych = c3_view(&y, ch * tc * P, 1, (int64_t[]){tc * P});
+                rc = be->download(be, w->out + (ch * w->T + t0) * P, &ych);
             }
-            float shift = w->shift[ch], scale = w->scale[ch];
-            for (int64_t i = 0; i < tc * P; i++)
-                dst[i] = (src[i] - shift) * scale;
+        } else if (!done) { /* through the host: (y - shift) * scale */
+            host = xrealloc(host, sizeof(float) * (size_t)c3_numel(&y));
+            rc = be->download(be, host, &y);
+            for (int64_t ch = 0; ch < w->C && rc == C3_OK; ch++) {
+                float *dst = w->out + (ch * w->T + t0) * P;
+                const float *src = host + ch * tc * P;
+                float shift = w->shift[ch], scale = w->scale[ch];
+                for (int64_t i = 0; i < tc * P; i++)
+                    dst[i] = (src[i] - shift) * scale;
+            }
+        }
+        c3_free(&y);
+        if (rc) break;
+        if (vae_prof) {
+            vae_prof->s[VAE_PROF_DOWNLOAD] += c3_now() - tp;
+            vae_prof->n[VAE_PROF_DOWNLOAD]++;
         }
         t0 += tc;
         if (w->on_chunk) {
-            int st = w->on_chunk(w->on_ud, c, w->n);
-            if (st != C3_OK)
-                rc = c3_fail(st, "%s stopped after latent frame %d of %d", w->what, c + 1, w->n);
+            int st_ = w->on_chunk(w->on_ud, c, w->n);
+            if (st_ != C3_OK)
+                rc = c3_fail(st_, "%s stopped after latent frame %d of %d", w->what, c + 1, w->n);
         }
+    }
+    for (int b = 0; b < 2; b++) {
+        stage_join(&st, b);
+        if (st.buf[b]) be->host_free(be, st.buf[b]);
     }
     if (rc == C3_OK && t0 != w->T)
         rc = c3_fail(C3_EFAIL, "%s: %lld frames came out, expected %lld", w->what, (long long)t0,
@@ -831,12 +943,12 @@ static int cl_conv(c3_vae *v, vconv *cv, c3_tensor *in, int T, int H, int W, boo
         goto out;
     }
     if (own_y && (rc = cl_alloc(v, y, T, H, W, cv->cout))) goto out;
-    if ((rc = be->vcl_conv(be, y, &x, &cv->wcl, &cv->b, res, &g))) goto out;
+    PROF_TRY(VAE_PROF_CONV, be->vcl_conv(be, y, &x, &cv->wcl, &cv->b, res, &g));
     if (staged && keep) {
         /* the last L frames of [history, chunk] become the history (in order: they may overlap) */
         for (int64_t i = 0; i < L; i++) {
             c3_tensor dst = c3_rows(&cv->hist, i, 1), src = c3_rows(&cv->hist, T + i, 1);
-            if ((rc = be->copy(be, &dst, &src))) goto out;
+            PROF_TRY(VAE_PROF_HIST, be->copy(be, &dst, &src));
         }
         cv->hist_live = true;
     }
@@ -859,10 +971,10 @@ static int cl_res(c3_vae *v, vres *r, const c3_tensor *x, int T, int H, int W, b
         if ((rc = cl_conv(v, &r->shortcut, &xi, T, H, W, false, NULL, &h))) goto out;
     }
     if ((rc = cl_slot(v, &r->conv1, T, H, W, keep, &s1))) goto out;
-    if ((rc = be->vcl_norm(be, &s1, x, &r->g1, N, r->conv1.cin, true))) goto out;
+    PROF_TRY(VAE_PROF_NORM, be->vcl_norm(be, &s1, x, &r->g1, N, r->conv1.cin, true));
     if ((rc = cl_conv(v, &r->conv1, &s1, T, H, W, keep, NULL, &b))) goto out;
     if ((rc = cl_slot(v, &r->conv2, T, H, W, keep, &s2))) goto out;
-    if ((rc = be->vcl_norm(be, &s2, &b, &r->g2, N, r->conv2.cin, true))) goto out;
+    PROF_TRY(VAE_PROF_NORM, be->vcl_norm(be, &s2, &b, &r->g2, N, r->conv2.cin, true));
     c3_free(&b);
     rc = cl_conv(v, &r->conv2, &s2, T, H, W, keep, r->has_shortcut ? &h : x, y);
 out:
@@ -880,13 +992,13 @@ static int cl_attn(c3_vae *v, const c3_tensor *x, int T, int H, int W, c3_tensor
     c3_tensor xc = {0}, yc = {0};
     int rc;
     if ((rc = act4(v, &xc, C, T, H, W))) goto out;
-    if ((rc = be->vcl_layout(be, &xc, x, T, H, W, C, 1, false, 0.0f, 0.0f))) goto out;
-    if ((rc = attn_fwd(v, &v->attn, &xc, &yc))) goto out;
+    PROF_TRY(VAE_PROF_ATTN, be->vcl_layout(be, &xc, x, T, H, W, C, 1, false, 0.0f, 0.0f));
+    PROF_TRY(VAE_PROF_ATTN, attn_fwd(v, &v->attn, &xc, &yc));
     c3_free(&xc);
     if ((rc = cl_alloc(v, y, T, H, W, C))) goto out;
-    rc = be->vcl_layout(be, y, &yc, T, H, W, C, 1, true, 0.0f, 0.0f);
-    if (rc) c3_free(y);
+    PROF_TRY(VAE_PROF_ATTN, be->vcl_layout(be, y, &yc, T, H, W, C, 1, true, 0.0f, 0.0f));
 out:
+    if (rc) c3_free(y);
     c3_free(&xc);
     c3_free(&yc);
     return rc;
@@ -898,8 +1010,18 @@ static int cl_up(c3_vae *v, vup *u, const c3_tensor *x, int T, int H, int W, boo
     c3_backend *be = v->be;
     c3_tensor a = {0}, b = {0}, tc = {0}, up = {0}, slot = {0};
     int rc = C3_OK;
-    for (int r = 0; r < u->nres; r++)
+    /* an upsample3d after the first chunk: the last res block writes straight into the time
+     * conv's input slot (behind its history) */
+    bool il = u->mode == UP_3D && !first;
+    if (il && (rc = cl_slot(v, &u->time_conv, T, H, W, keep, &slot))) goto out;
+    if (il && u->nres == 0) PROF_TRY(VAE_PROF_COPY, be->copy(be, &slot, x));
+    for (int r = 0; r < u->nres; r++) {
+        if (il && r == u->nres - 1) {
+            if ((rc = cl_res(v, &u->res[r], r ? &a : x, T, H, W, keep, &slot))) goto out;
+            break;
+        }
         VAE_STEP(cl_res(v, &u->res[r], r ? &a : x, T, H, W, keep, &b));
+    }
     if (u->mode == UP_NONE) {
         *y = a;
         a = (c3_tensor){0};
@@ -907,10 +1029,7 @@ static int cl_up(c3_vae *v, vup *u, const c3_tensor *x, int T, int H, int W, boo
         goto out;
     }
     const c3_tensor *src = &a;
-    bool il = u->mode == UP_3D && !first;
     if (il) {
-        if ((rc = cl_slot(v, &u->time_conv, T, H, W, keep, &slot))) goto out;
-        if ((rc = be->copy(be, &slot, &a))) goto out;
         if ((rc = cl_conv(v, &u->time_conv, &slot, T, H, W, keep, NULL, &tc))) goto out;
         src = &tc;
     }
@@ -922,12 +1041,12 @@ static int cl_up(c3_vae *v, vup *u, const c3_tensor *x, int T, int H, int W, boo
         goto out;
     }
     if ((rc = cl_alloc(v, &up, T2, (int64_t)H * VAE_UP_S, (int64_t)W * VAE_UP_S, C))) goto out;
-    if ((rc = be->vcl_upsample(be, &up, src, T, H, W, C, il))) goto out;
+    PROF_TRY(VAE_PROF_UPSAMPLE, be->vcl_upsample(be, &up, src, T, H, W, C, il));
     c3_free(&tc);
     c3_free(&a);
     if ((rc = cl_conv(v, &u->resample, &up, T2, H * VAE_UP_S, W * VAE_UP_S, false, NULL, y)))
         goto out;
-    if ((rc = be->vcl_dupup(be, y, x, T, H, W, u->cin, u->cout, u->ft, u->fs, trim))) goto out;
+    PROF_TRY(VAE_PROF_DUPUP, be->vcl_dupup(be, y, x, T, H, W, u->cin, u->cout, u->ft, u->fs, trim));
     *To = T2;
 out:
     if (slot.owned) c3_free(&slot);
@@ -970,7 +1089,7 @@ static int cl_chunk(void *ud, int t, bool first, bool keep, c3_tensor *img) {
                      .a0 = first ? VAE_CACHE_T : 0};
     c3_tensor xin = c3_rows(&cw->pq, first ? VAE_CACHE_T : t, first ? 1 : VAE_CACHE_T + 1);
     if ((rc = cl_alloc(v, &a, 1, h, w, v->conv_in.cout))) goto out;
-    if ((rc = be->vcl_conv(be, &a, &xin, &v->conv_in.wcl, &v->conv_in.b, NULL, &g))) goto out;
+    PROF_TRY(VAE_PROF_CONV, be->vcl_conv(be, &a, &xin, &v->conv_in.wcl, &v->conv_in.b, NULL, &g));
     if ((rc = cl_trace(v, "decoder.conv_in", t, &a, 1, h, w, v->conv_in.cout))) goto out;
     int C0 = v->conv_in.cout;
     VAE_STEP(cl_res(v, &v->mid[0], &a, 1, H, W, keep, &b));
@@ -995,14 +1114,14 @@ static int cl_chunk(void *ud, int t, bool first, bool keep, c3_tensor *img) {
         goto out;
     }
     if ((rc = cl_slot(v, &v->conv_out, Tc, H, W, keep, &slot))) goto out;
-    if ((rc = be->vcl_norm(be, &slot, &a, &v->norm_out, (int64_t)Tc * (H + 2) * (W + 2), Cl, true)))
-        goto out;
+    PROF_TRY(VAE_PROF_NORM,
+             be->vcl_norm(be, &slot, &a, &v->norm_out, (int64_t)Tc * (H + 2) * (W + 2), Cl, true));
     c3_free(&a);
     if ((rc = cl_conv(v, &v->conv_out, &slot, Tc, H, W, keep, NULL, &o))) goto out;
     if ((rc = cl_trace(v, "decoder.conv_out", t, &o, Tc, H, W, Co))) goto out;
     /* unpatchify + clamp into [C, Tc, Ho, Wo] */
     if ((rc = c3_alloc(be, img, C3_F32, C3_MEM_ACT, 4, (int64_t)C, (int64_t)Tc, Ho, Wo))) goto out;
-    rc = be->vcl_layout(be, img, &o, Tc, H, W, Co, p, false, -1.0f, 1.0f);
+    PROF_TRY(VAE_PROF_LAYOUT, be->vcl_layout(be, img, &o, Tc, H, W, Co, p, false, -1.0f, 1.0f));
 out:
     if (slot.owned) c3_free(&slot);
     c3_free(&a);
@@ -1024,9 +1143,9 @@ static int cl_prepare(cl_walk *cw, const float *zr, int T) {
     for (int i = 0; i < v->nup; i++)
         if (v->up[i].mode != UP_NONE) v->cl_tcap *= v->up[i].ft;
     if ((rc = act4(v, &z, Cz, T, h, w))) goto out;
-    if ((rc = be->upload(be, &z, zr, C3_F32))) goto out;
+    PROF_TRY(VAE_PROF_LAYOUT, be->upload(be, &z, zr, C3_F32));
     if ((rc = cl_alloc(v, &zl, T, h, w, Cz))) goto out;
-    if ((rc = be->vcl_layout(be, &zl, &z, T, h, w, Cz, 1, true, 0.0f, 0.0f))) goto out;
+    PROF_TRY(VAE_PROF_LAYOUT, be->vcl_layout(be, &zl, &z, T, h, w, Cz, 1, true, 0.0f, 0.0f));
     c3_free(&z);
     /* pq [CACHE_T + T, h, w, z_dim]: post_quant_conv of every frame behind CACHE_T zero frames,
      * so conv_in reads frames [t, t + 3) for chunk t with no history copies */
@@ -1131,7 +1250,8 @@ int vae_decode(c3_vae *v, const float *z_norm, int T, int h, int w, float **out,
     float *zr = xmalloc(sizeof(float) * (size_t)n);
     for (int64_t c = 0; c < Cz; c++) {
         float inv_std = 1.0f / v->cfg.latents_std[c], mean = v->cfg.latents_mean[c];
-        for (int64_t i = 0; i < T * hw; i++) zr[c * T * hw + i] = z_norm[c * T * hw + i] / inv_std + mean;
+        for (int64_t i = 0; i < T * hw; i++)
+            zr[c * T * hw + i] = z_norm[c * T * hw + i] / inv_std + mean;
     }
     int rc;
     /* output geometry: the first chunk yields one frame, later ones ft each */

@@ -27,4 +27,27 @@ int vae_decode(c3_vae *v, const float *z_norm, int T, int h, int w, float **out,
  * decoder.mid_block, decoder.up_blocks.N, decoder.conv_out. */
 extern void (*vae_trace_hook)(const char *name, int chunk, const c3_tensor *t);
 
+/* Where a decode's time goes (tests and labs): when vae_prof is non-NULL, the
+ * channels-last decode waits for the device after each op and adds its wall
+ * time (seconds) and count to the op's kind. Slows the decode a little (one
+ * host sync per op); NULL (the default) costs nothing. */
+enum {
+    VAE_PROF_CONV,     /* vcl_conv */
+    VAE_PROF_NORM,     /* vcl_norm (+ SiLU) */
+    VAE_PROF_HIST,     /* causal history copies between chunks */
+    VAE_PROF_UPSAMPLE, /* nearest 2x (+ time interleave) */
+    VAE_PROF_DUPUP,    /* the DupUp3D shortcut */
+    VAE_PROF_ATTN,     /* mid-block attention, its layout changes included */
+    VAE_PROF_LAYOUT,   /* latents in, frames out (unpatchify, clamp) */
+    VAE_PROF_COPY,     /* other device copies and zero fills */
+    VAE_PROF_DOWNLOAD, /* the frames to the host */
+    VAE_PROF_N
+};
+typedef struct {
+    double s[VAE_PROF_N];
+    int64_t n[VAE_PROF_N];
+} vae_profile;
+extern vae_profile *vae_prof;
+extern const char *const vae_prof_names[VAE_PROF_N];
+
 #endif

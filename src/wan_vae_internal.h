@@ -88,8 +88,12 @@ int add_shortcut(c3_vae *v, const char *what, c3_tensor *y, const c3_tensor *sc)
  * elements per frame and channel; the walker downloads it and writes its
  * channels [0, C) at frames [t0, t0 + tc) of out [C, T, plane] (t0: the
  * frames so far), as (y - shift[ch]) * scale[ch] where scale is given, else
- * as they are. After each chunk on_chunk(on_ud, c, n), when given, may stop
- * the walk with its status. The walk must fill all T frames. */
+ * as they are. Unscaled walks of several chunks on backends with pinned host
+ * memory go through two pinned staging buffers, the copy into out on a thread
+ * of its own while the next chunk runs: out holds every frame when the walk
+ * returns (not yet when on_chunk is called). After each chunk on_chunk(on_ud,
+ * c, n), when given, may stop the walk with its status. The walk must fill
+ * all T frames. */
 typedef struct {
     const char *what; /* names the walk in its errors: "VAE decode" */
     int n;

@@ -67,7 +67,7 @@ jq -e '.step_ms > 0 and .step_ms_min <= .step_ms and .step_ms <= .step_ms_max
        and ((.mfu * 989) - .tflops | fabs) < 1e-6 * .tflops
        and .breakdown.matmul_ms > 0 and .breakdown.attention_ms > 0 and .breakdown.rest_ms >= 0
        and .breakdown.total_ms >= .breakdown.matmul_ms + .breakdown.attention_ms
-       and .outside_loop.und_cond_ms > 0 and .outside_loop.vae_decode_ms > 0 and .outside_loop.png_ms > 0
+       and .outside_loop.und_cond_ms > 0 and .outside_loop.vae_decode_ms > 0 and .outside_loop.vae_decode_warm_ms > 0 and .outside_loop.png_ms > 0
        and .memory.peak_bytes > .memory.weights_bytes and .memory.weights_bytes > 0' "$tmp/j" >/dev/null \
     && ok || bad "times/derived numbers not sane"
 

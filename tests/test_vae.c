@@ -26,8 +26,8 @@ static bool u8_exact = true; /* no uint8 value off by more than 1 */
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
 /* ------------------------------------------------------------ op tests */
 
-static void test_conv(c3_backend *be, int Cin, int T, int H, int W, int Cout, int kt, int kh, int kw, int ph,
-                      int pw, bool with_bias) {
+static void test_conv(c3_backend *be, int Cin, int T, int H, int W, int Cout, int kt, int kh,
+                      int kw, int ph, int pw, bool with_bias) {
     int64_t xn[4] = {Cin, T, H, W}, wn[5] = {Cout, Cin, kt, kh, kw}, bn[1] = {Cout};
     int To = T - kt + 1, Ho = H + 2 * ph - kh + 1, Wo = W + 2 * pw - kw + 1;
     int64_t yn[4] = {Cout, To, Ho, Wo};
@@ -48,16 +48,19 @@ static void test_conv(c3_backend *be, int Cin, int T, int H, int W, int Cout, in
                                 for (int dx = 0; dx < kw; dx++) {
                                     int iy = oy + dy - ph, ix = ox + dx - pw;
                                     if (iy < 0 || iy >= H || ix < 0 || ix >= W) continue;
-                                    s += (double)wd[(((co * Cin + ci) * kt + dt) * kh + dy) * kw + dx] *
+                                    s += (double)
+                                             wd[(((co * Cin + ci) * kt + dt) * kh + dy) * kw + dx] *
                                          xd[((ci * T + t + dt) * H + iy) * W + ix];
                                 }
                     ref[((co * To + t) * Ho + oy) * Wo + ox] = (float)s;
                 }
     double e = t_max_rel(yd, ref, c3_numel(&y));
-    T_CHECK(e <= OP_TOL, "conv3d Cin %d T %d %dx%d Cout %d k %dx%dx%d pad %d,%d: max rel %.3g", Cin, T, H, W, Cout,
-            kt, kh, kw, ph, pw, e);
-    fprintf(stderr, "conv3d Cin %2d T %d %3dx%-3d Cout %2d k %dx%dx%d pad %d,%d bias %d: max rel err %.2e\n", Cin, T,
-            H, W, Cout, kt, kh, kw, ph, pw, with_bias, e);
+    T_CHECK(e <= OP_TOL, "conv3d Cin %d T %d %dx%d Cout %d k %dx%dx%d pad %d,%d: max rel %.3g", Cin,
+            T, H, W, Cout, kt, kh, kw, ph, pw, e);
+    fprintf(
+        stderr,
+        "conv3d Cin %2d T %d %3dx%-3d Cout %2d k %dx%dx%d pad %d,%d bias %d: max rel err %.2e\n",
+        Cin, T, H, W, Cout, kt, kh, kw, ph, pw, with_bias, e);
     free(ref);
     c3_free(&x);
     c3_free(&w);
@@ -72,7 +75,8 @@ static void test_chan_rmsnorm(c3_backend *be, int C, int N, bool with_bias, bool
     float *x0 = xmalloc(sizeof(float) * (size_t)(C * N));
     memcpy(x0, x.data, sizeof(float) * (size_t)(C * N));
     if (N > 1) /* one all-zero column: the 1e-12 norm floor gives zeros (+ bias) */
-        for (int c = 0; c < C; c++) ((float *)x.data)[c * N + 1] = x0[c * N + 1] = 0;
+        for (int c = 0; c < C; c++)
+            ((float *)x.data)[c * N + 1] = x0[c * N + 1] = 0;
     c3_tensor *out = in_place ? &x : &y;
     int rc = be->chan_rmsnorm(be, out, &x, &g, with_bias ? &b : NULL);
     T_CHECK(rc == C3_OK, "chan_rmsnorm: %s", c3_errmsg());
@@ -80,10 +84,12 @@ static void test_chan_rmsnorm(c3_backend *be, int C, int N, bool with_bias, bool
     const float *gd = g.data, *bd = b.data;
     for (int n = 0; n < N; n++) {
         double ss = 0;
-        for (int c = 0; c < C; c++) ss += (double)x0[c * N + n] * x0[c * N + n];
+        for (int c = 0; c < C; c++)
+            ss += (double)x0[c * N + n] * x0[c * N + n];
         double nrm = fmax(sqrt(ss), 1e-12);
         for (int c = 0; c < C; c++)
-            ref[c * N + n] = (float)(x0[c * N + n] / nrm * sqrt((double)C) * gd[c] + (with_bias ? bd[c] : 0));
+            ref[c * N + n] =
+                (float)(x0[c * N + n] / nrm * sqrt((double)C) * gd[c] + (with_bias ? bd[c] : 0));
     }
     double e = t_max_rel(out->data, ref, C * N);
     T_CHECK(e <= OP_TOL, "chan_rmsnorm C %d N %d: max rel %.3g", C, N, e);
@@ -97,7 +103,8 @@ static void test_chan_rmsnorm(c3_backend *be, int C, int N, bool with_bias, bool
 
 static void test_permute(c3_backend *be, int nd, const int64_t *ne, const int *perm) {
     int64_t yn[C3_MAX_DIMS];
-    for (int i = 0; i < nd; i++) yn[i] = ne[perm[i]];
+    for (int i = 0; i < nd; i++)
+        yn[i] = ne[perm[i]];
     c3_tensor x = t_new_tensor(be, nd, ne, &rng_state), y = t_new_tensor(be, nd, yn, NULL);
     int rc = be->permute(be, &y, &x, perm);
     T_CHECK(rc == C3_OK, "permute: %s", c3_errmsg());
@@ -128,7 +135,8 @@ static void test_upsample(c3_backend *be, int C, int T, int H, int W) {
     for (int c = 0; c < C * T; c++)
         for (int i = 0; i < 2 * H; i++)
             for (int j = 0; j < 2 * W; j++)
-                bad += yd[((int64_t)c * 2 * H + i) * 2 * W + j] != xd[((int64_t)c * H + i / 2) * W + j / 2];
+                bad += yd[((int64_t)c * 2 * H + i) * 2 * W + j] !=
+                       xd[((int64_t)c * H + i / 2) * W + j / 2];
     T_CHECK(bad == 0, "upsample2x %dx%d: %lld elements wrong", H, W, (long long)bad);
     c3_free(&x);
     c3_free(&y);
@@ -143,7 +151,7 @@ static void test_ops(c3_backend *be) {
     test_conv(be, 5, 4, 6, 7, 7, 3, 3, 3, 0, 0, false);
     test_conv(be, 4, 5, 4, 3, 8, 3, 1, 1, 0, 0, true);
     test_conv(be, 3, 3, 5, 8, 2, 1, 3, 3, 1, 0, true);
-    test_conv(be, 2, 2, 1, 1, 3, 1, 3, 3, 1, 1, true); /* 1x1 image: only centre taps */
+    test_conv(be, 2, 2, 1, 1, 3, 1, 3, 3, 1, 1, true);     /* 1x1 image: only centre taps */
     test_conv(be, 16, 4, 33, 35, 24, 3, 3, 3, 1, 1, true); /* threaded column split */
     test_conv(be, 64, 3, 72, 72, 4, 3, 3, 3, 1, 1, true);  /* several im2col tiles */
     /* channel RMS norm */
@@ -197,13 +205,15 @@ static void trace_cb(const char *name, int chunk, const c3_tensor *t) {
         return;
     }
     int64_t n = c3_numel(t);
-    T_CHECK(n == st_numel(g), "trace %s: %lld elements, golden %lld", key, (long long)n, (long long)st_numel(g));
+    T_CHECK(n == st_numel(g), "trace %s: %lld elements, golden %lld", key, (long long)n,
+            (long long)st_numel(g));
     if (n != st_numel(g)) return;
     float *a = xmalloc(sizeof(float) * (size_t)n), *ref = st_to_f32(g);
     t->be->download(t->be, a, t);
     double l2 = t_rel_l2(a, ref, n), mr = t_max_rel(a, ref, n);
     bool ok = l2 <= TRACE_REL_L2 && mr <= TRACE_MAX_REL;
-    fprintf(stderr, "  trace %-40s rel L2 %.2e  max rel %.2e%s\n", key, l2, mr, ok ? "" : "  <-- MISMATCH");
+    fprintf(stderr, "  trace %-40s rel L2 %.2e  max rel %.2e%s\n", key, l2, mr,
+            ok ? "" : "  <-- MISMATCH");
     if (!ok && !first_bad[0]) snprintf(first_bad, sizeof first_bad, "%s", key);
     T_CHECK(ok, "trace %s: rel L2 %.3g, max rel %.3g", key, l2, mr);
     trace_count++;
@@ -232,7 +242,8 @@ static void test_case(c3_vae *v, const c3_vconfig *cf, const char *name, bool tr
         int64_t per = n / C;
         for (int c = 0; c < C; c++) {
             float inv = 1.0f / cf->latents_std[c];
-            for (int64_t i = 0; i < per; i++) mine[c * per + i] = z[c * per + i] / inv + cf->latents_mean[c];
+            for (int64_t i = 0; i < per; i++)
+                mine[c * per + i] = z[c * per + i] / inv + cf->latents_mean[c];
         }
         double e = t_max_rel(mine, zr, n);
         T_CHECK(e <= 1e-7, "%s z_raw: max rel %.3g", name, e);
@@ -257,17 +268,19 @@ static void test_case(c3_vae *v, const c3_vconfig *cf, const char *name, bool tr
     snprintf(key, sizeof key, "%s.decoded", name);
     float *ref = t_golden_f32(&golden, key, &n);
     const st_tensor *dt = st_find(&golden, key);
-    T_CHECK(F == dt->shape[2] && H == dt->shape[3] && W == dt->shape[4], "%s: decoded %dx%dx%d, golden %lldx%lldx%lld",
-            name, F, H, W, (long long)dt->shape[2], (long long)dt->shape[3], (long long)dt->shape[4]);
+    T_CHECK(F == dt->shape[2] && H == dt->shape[3] && W == dt->shape[4],
+            "%s: decoded %dx%dx%d, golden %lldx%lldx%lld", name, F, H, W, (long long)dt->shape[2],
+            (long long)dt->shape[3], (long long)dt->shape[4]);
     if ((int64_t)3 * F * H * W == n) {
         double l2 = t_rel_l2(out, ref, n), mr = t_max_rel(out, ref, n);
-        fprintf(stderr, "%s: [3, %d, %d, %d] in %.3f s: decoded rel L2 %.3e, max rel %.3e\n", name, F, H, W, secs, l2,
-                mr);
+        fprintf(stderr, "%s: [3, %d, %d, %d] in %.3f s: decoded rel L2 %.3e, max rel %.3e\n", name,
+                F, H, W, secs, l2, mr);
         T_CHECK(l2 <= DEC_REL_L2, "%s decoded rel L2 %.3g > %.1g", name, l2, DEC_REL_L2);
         /* uint8 frames [F, H, W, 3] */
         snprintf(key, sizeof key, "%s.frames_uint8", name);
         const st_tensor *ut = st_find(&golden, key);
-        T_CHECK(ut && st_numel(ut) == n && ut->dtype == C3_U8, "%s: frames_uint8 golden missing", name);
+        T_CHECK(ut && st_numel(ut) == n && ut->dtype == C3_U8, "%s: frames_uint8 golden missing",
+                name);
         if (ut && st_numel(ut) == n && ut->dtype == C3_U8) {
             const uint8_t *u = ut->data;
             int64_t eq = 0, far = 0, fs = (int64_t)H * W;
@@ -281,10 +294,12 @@ static void test_case(c3_vae *v, const c3_vconfig *cf, const char *name, bool tr
                         eq += mine == gold;
                         far += abs(mine - gold) > 1;
                     }
-            fprintf(stderr, "%s: uint8 frames equal %.4f%%, off by more than 1: %lld\n", name, 100.0 * eq / n,
+            fprintf(stderr, "%s: uint8 frames equal %.4f%%, off by more than 1: %lld\n", name,
+                    100.0 * eq / n, (long long)far);
+            T_CHECK((double)eq / n >= U8_MIN_EQUAL, "%s uint8 equal on %.4f%% only", name,
+                    100.0 * eq / n);
+            T_CHECK(!u8_exact || far == 0, "%s: %lld uint8 values differ by more than 1", name,
                     (long long)far);
-            T_CHECK((double)eq / n >= U8_MIN_EQUAL, "%s uint8 equal on %.4f%% only", name, 100.0 * eq / n);
-            T_CHECK(!u8_exact || far == 0, "%s: %lld uint8 values differ by more than 1", name, (long long)far);
         }
     }
     if (traced) {
@@ -293,9 +308,11 @@ static void test_case(c3_vae *v, const c3_vconfig *cf, const char *name, bool tr
         char pre[128];
         int want = 0;
         snprintf(pre, sizeof pre, "%s.trace.", name);
-        for (int i = 0; i < golden.n; i++) want += strncmp(golden.t[i].name, pre, strlen(pre)) == 0;
-        T_CHECK(trace_count == want && trace_missing == 0, "%s: %d traces compared of %d golden, %d without golden",
-                name, trace_count, want, trace_missing);
+        for (int i = 0; i < golden.n; i++)
+            want += strncmp(golden.t[i].name, pre, strlen(pre)) == 0;
+        T_CHECK(trace_count == want && trace_missing == 0,
+                "%s: %d traces compared of %d golden, %d without golden", name, trace_count, want,
+                trace_missing);
         if (first_bad[0]) fprintf(stderr, "%s: first trace mismatch at %s\n", name, first_bad);
     }
     free(ref);
@@ -323,14 +340,14 @@ static void test_callback(c3_vae *v) {
     int F, H, W;
     frame_log f = {0, -1, -1, -1};
     int rc = vae_decode(v, z, T, h, w, &out, &F, &H, &W, on_frame, &f);
-    T_CHECK(rc == C3_OK && f.calls == T && f.last_t == T - 1 && f.last_T == T, "on_frame: rc %d, %d calls, last %d/%d",
-            rc, f.calls, f.last_t, f.last_T);
+    T_CHECK(rc == C3_OK && f.calls == T && f.last_t == T - 1 && f.last_T == T,
+            "on_frame: rc %d, %d calls, last %d/%d", rc, f.calls, f.last_t, f.last_T);
     free(out);
     out = NULL;
     frame_log g = {0, -1, -1, 1};
     rc = vae_decode(v, z, T, h, w, &out, &F, &H, &W, on_frame, &g);
-    T_CHECK(rc == C3_ECANCEL && out == NULL && g.calls == 2, "cancel at frame 1: rc %d, %d calls, out %p", rc, g.calls,
-            (void *)out);
+    T_CHECK(rc == C3_ECANCEL && out == NULL && g.calls == 2,
+            "cancel at frame 1: rc %d, %d calls, out %p", rc, g.calls, (void *)out);
     free(out);
     free(z);
 }
@@ -342,6 +359,104 @@ static void test_callback(c3_vae *v) {
  * same latents, 3 latent frames of 16x24 (9 frames of 256x384). Bounds: rel
  * L2 of the decoded video <= FULL_REL_L2, and of the uint8 frames at most
  * FULL_U8_FAR_FRAC moved by more than FULL_U8_FAR levels. */
+/* The staged frame download (backends with pinned host memory: two staging
+ * buffers, the host copy on a thread) gives the same video as straight
+ * downloads: the CPU backend's table with host_alloc / host_free (malloc). */
+static int heap_alloc(c3_backend *be, void **p, size_t bytes) {
+    (void)be;
+    *p = malloc(bytes ? bytes : 1);
+    return *p ? C3_OK : c3_fail(C3_ERESOURCE, "malloc %zu", bytes);
+}
+static void heap_free(c3_backend *be, void *p) {
+    (void)be;
+    free(p);
+}
+static void test_staged(c3_backend *cpu, const c3_ckpt *ck) {
+    const st_tensor *zt = st_find(&golden, "vae_3f_64.z_norm");
+    if (!zt) return;
+    c3_backend st = *cpu; /* shares the CPU backend's state; never destroyed */
+    st.host_alloc = heap_alloc, st.host_free = heap_free;
+    int T = (int)zt->shape[2], h = (int)zt->shape[3], w = (int)zt->shape[4];
+    float *z = st_to_f32(zt), *a = NULL, *b = NULL;
+    c3_vae *va = NULL, *vb = NULL;
+    int F = 0, H = 0, W = 0, F2 = 0, H2 = 0, W2 = 0;
+    int rc = vae_load(&va, ck, cpu);
+    if (rc == C3_OK) rc = vae_load(&vb, ck, &st);
+    if (rc == C3_OK) rc = vae_decode(va, z, T, h, w, &a, &F, &H, &W, NULL, NULL);
+    if (rc == C3_OK) rc = vae_decode(vb, z, T, h, w, &b, &F2, &H2, &W2, NULL, NULL);
+    T_CHECK(rc == C3_OK, "staged decode: %s", c3_errmsg());
+    if (rc == C3_OK) {
+        int64_t n = (int64_t)3 * F * H * W, diff = 0;
+        for (int64_t i = 0; i < n && F == F2 && H == H2 && W == W2; i++)
+            diff += a[i] != b[i];
+        T_CHECK(F == F2 && H == H2 && W == W2 && diff == 0,
+                "staged download: %dx%dx%d vs %dx%dx%d, %lld values differ", F, H, W, F2, H2, W2,
+                (long long)diff);
+        fprintf(stderr, "staged download (%d chunks): same %d frames as straight downloads\n", T,
+                F);
+    }
+    free(a);
+    free(b);
+    free(z);
+    vae_free(va);
+    vae_free(vb);
+}
+
+/* COSMOS3_TEST_VAE_PROFILE="T,h,w;T,h,w...": decode random latents of each
+ * size on the bf16 path three times: cold, warm (must equal the cold one
+ * exactly: the histories are reset between decodes), and under vae_prof,
+ * whose breakdown is printed. */
+static void profile_sizes(c3_vae *v, int Cz) {
+    const char *e = getenv("COSMOS3_TEST_VAE_PROFILE");
+    for (const char *p = e; p && *p;) {
+        int T = 0, h = 0, w = 0, used = 0;
+        if (sscanf(p, "%d,%d,%d%n", &T, &h, &w, &used) != 3 || T < 1 || h < 1 || w < 1) {
+            T_CHECK(false, "COSMOS3_TEST_VAE_PROFILE: cannot read '%s'", p);
+            return;
+        }
+        p += used + (p[used] == ';');
+        int64_t nz = (int64_t)Cz * T * h * w;
+        float *z = xmalloc(sizeof(float) * (size_t)nz), *o[2] = {NULL, NULL}, *op = NULL;
+        for (int64_t i = 0; i < nz; i++)
+            z[i] = t_frand(&rng_state) * 1.7f;
+        int F = 0, H = 0, W = 0, rc = C3_OK;
+        double ts[3];
+        vae_profile prof;
+        memset(&prof, 0, sizeof prof);
+        for (int k = 0; k < 3 && rc == C3_OK; k++) {
+            if (k == 2) vae_prof = &prof;
+            double t0 = c3_now();
+            rc = vae_decode(v, z, T, h, w, k < 2 ? &o[k] : &op, &F, &H, &W, NULL, NULL);
+            ts[k] = c3_now() - t0;
+            vae_prof = NULL;
+        }
+        T_CHECK(rc == C3_OK, "VAE decode [%d, %d, %d]: %s", T, h, w, c3_errmsg());
+        if (rc == C3_OK) {
+            int64_t n = (int64_t)3 * F * H * W, diff = 0, bad = 0;
+            for (int64_t i = 0; i < n; i++) {
+                diff += o[0][i] != o[1][i];
+                bad += !(o[0][i] >= -1.0f && o[0][i] <= 1.0f);
+            }
+            fprintf(stderr,
+                    "VAE decode %dx%d, %d frames (latents [%d, %d, %d]): cold %.1f ms, warm %.1f "
+                    "ms, profiled %.1f ms\n",
+                    W, H, F, T, h, w, ts[0] * 1e3, ts[1] * 1e3, ts[2] * 1e3);
+            for (int k = 0; k < VAE_PROF_N; k++)
+                if (prof.n[k])
+                    fprintf(stderr, "  %-16s %9.1f ms in %6lld calls\n", vae_prof_names[k],
+                            prof.s[k] * 1e3, (long long)prof.n[k]);
+            T_CHECK(diff == 0, "VAE decode [%d, %d, %d]: warm differs from cold in %lld values", T,
+                    h, w, (long long)diff);
+            T_CHECK(bad == 0, "VAE decode [%d, %d, %d]: %lld values outside [-1, 1]", T, h, w,
+                    (long long)bad);
+        }
+        free(z);
+        free(o[0]);
+        free(o[1]);
+        free(op);
+    }
+}
+
 #define FULL_REL_L2 3e-2
 #define FULL_U8_FAR 8
 #define FULL_U8_FAR_FRAC 1e-3
@@ -420,6 +535,7 @@ static void test_full_vae(c3_backend *gbe, const char *tokdir) {
     free(z);
     free(ob);
     free(of);
+    if (rc == C3_OK) profile_sizes(vb, Cz);
     vae_free(vb);
     vae_free(vf);
     if (fbe) c3_backend_destroy(fbe);
@@ -450,8 +566,8 @@ int main(void) {
             tol_u8_equal = BF16_U8_MIN_EQUAL;
             u8_exact = false;
         }
-        fprintf(stderr, "golden part on cuda: decoded rel L2 <= %.0e, uint8 equal >= %.0f %%\n", tol_dec,
-                100 * tol_u8_equal);
+        fprintf(stderr, "golden part on cuda: decoded rel L2 <= %.0e, uint8 equal >= %.0f %%\n",
+                tol_dec, 100 * tol_u8_equal);
     }
     int rc = vae_load(&v, &ck, gbe);
     T_CHECK(rc == C3_OK, "vae_load: %s", c3_errmsg());
@@ -461,6 +577,7 @@ int main(void) {
         test_case(v, &ck.v, "vae_3f_64", true);
         test_case(v, &ck.v, "vae_1f_48x80", false);
         test_callback(v);
+        if (gbe == be) test_staged(be, &ck);
         /* decoding again (after a cancelled run) gives the same result: histories reset */
         test_case(v, &ck.v, "vae_1f_64", false);
         st_close(&golden);

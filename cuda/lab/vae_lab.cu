@@ -17,7 +17,8 @@
  *      tensor-core ceiling in this run) and the old im2col + cuBLAS
  *      conv3d on one shape.
  *
- * Run: vae_lab [--quick | --all]  (quick: parts 1 and 2; all: part 3 times
+ * Run: vae_lab [--quick | --all | --wgmma]  (quick: parts 1 and 2; wgmma: only the
+ * wgmma variants, checked and timed, and the automatic choice; all: part 3 times
  * every tile variant, not only the automatic choice). Exit 0 all pass, 1 a
  * check failed, 77 no CUDA device. */
 #include <math.h>
@@ -35,7 +36,7 @@
 #define REPS 7
 
 static int failures, checks;
-static bool all_variants;
+static bool all_variants, only_wgmma;
 static c3_backend *gpu;
 
 /* ---- hash-random values, the same on host and device ---- */
@@ -116,10 +117,22 @@ static void report(const char *what, double l2, bool ok) {
 }
 
 /* ---- one conv problem ---- */
+struct conv_case;
+static bool variant_takes(int v, const conv_case &g);
 struct conv_case {
     int T, H, W, cin, cout, kt, ks, a0;
     bool bias, res;
 };
+/* vcl_conv variants: mma.sync 1 (128x128), 2 (128x256), 3 (128x64); wgmma 4 (128x256), 5
+ * (128x128), 6 (128x256 persistent, output staged in shared memory), 7 (6 on 3 blocks: many
+ * tiles a block) */
+#define VARIANTS 7
+static bool have_wgmma;
+static bool variant_takes(int v, const conv_case &g) {
+    if (v < 4) return true;
+    if (v >= 6 && g.cout % 8) return false;
+    return have_wgmma && (g.cin + 31) / 32 * 32 % 64 == 0;
+}
 struct conv_dev {
     conv_case g;
     uint64_t sx, sw, sb, sr;
@@ -466,6 +479,7 @@ static int old_conv(void *p) {
 int main(int argc, char **argv) {
     bool quick = argc > 1 && !strcmp(argv[1], "--quick");
     all_variants = argc > 1 && !strcmp(argv[1], "--all");
+    only_wgmma = argc > 1 && !strcmp(argv[1], "--wgmma");
     int n = 0;
     if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
         fprintf(stderr, "vae_lab: no CUDA device (skip)\n");
@@ -473,18 +487,27 @@ int main(int argc, char **argv) {
     }
     OK(c3_backend_cuda(0, &gpu));
     if (!gpu->vcl_conv) DIE("the CUDA backend has no vcl_conv");
+    {
+        cudaDeviceProp p;
+        CK(cudaGetDeviceProperties(&p, 0));
+        have_wgmma = p.major == 9;
+        printf("device %s (sm_%d%d): wgmma variants %s\n", p.name, p.major, p.minor,
+               have_wgmma ? "checked" : "skipped");
+    }
 
     printf("1. vcl_conv against a double CPU loop (every element)\n");
     const conv_case small[] = {
         {2, 9, 13, 32, 64, 3, 3, 0, true, false},   {1, 7, 5, 48, 12, 3, 3, 2, true, false},
         {3, 12, 12, 64, 256, 1, 3, 0, true, false}, {2, 10, 12, 128, 256, 3, 1, 0, false, false},
         {1, 12, 11, 40, 130, 1, 1, 0, true, true},  {4, 8, 8, 16, 16, 3, 3, 0, true, true},
-        {1, 17, 70, 32, 384, 3, 3, 2, true, true},
+        {1, 17, 70, 32, 384, 3, 3, 2, true, true},  {2, 9, 21, 128, 256, 3, 3, 0, true, true},
+        {1, 5, 150, 64, 512, 3, 3, 2, true, true},  {3, 6, 7, 256, 256, 3, 3, 0, false, true},
     };
     uint64_t seed = 1;
     for (const conv_case &g : small)
-        for (int v = 1; v <= 3; v++)
-            conv_check_full(g, v, seed++);
+        for (int v = 1; v <= VARIANTS; v++)
+            if (variant_takes(v, g) && !(only_wgmma && (v < 4 || v == 5)))
+                conv_check_full(g, v, seed++);
     c3_cuda_vcl_variant(0);
 
     printf("2. the other channels-last ops\n");
@@ -519,22 +542,33 @@ int main(int argc, char **argv) {
              47},
             {"conv_out 256->12 3x3x3 T4 360x640", {4, 360, 640, 256, 12, 3, 3, 0, true, false}, 47},
         };
-        double video_ms = 0, video_tf = 0;
+        double video_ms = 0, video_tf = 0, vms[VARIANTS + 1] = {0};
+        bool timed[VARIANTS + 1] = {false};
         for (const shape &s : shapes) {
             conv_dev d;
             conv_make(d, s.g, seed++);
             conv_check_sampled(d, s.name);
             double fl = 2.0 * s.g.T * s.g.H * s.g.W * (double)s.g.cout * s.g.cin *
                         (s.g.kt - s.g.a0) * s.g.ks * s.g.ks;
-            float best = 1e30f;
-            /* the three tiles were timed in device call 1 (bench/step_notes.md); --all times them
-             * again */
-            for (int v = 1; v <= 3 && all_variants; v++) {
+            float best = 1e30f, vt[VARIANTS + 1] = {0};
+            /* the mma.sync tiles were timed in device call 1 (bench/step_notes.md); --all
+             * times them again; the old default (1) and the wgmma ones every time */
+            for (int v = 1; v <= VARIANTS; v++) {
+                if ((v == 2 || v == 3) && !all_variants) continue;
+                if (only_wgmma && (v < 4 || v == 5)) continue;
                 if (v == 3 && s.g.cout > 128) continue;
+                if (!variant_takes(v, s.g) || (v >= 4 && s.g.cout <= 64) || v == 7) continue;
                 c3_cuda_vcl_variant(v);
+                if (v >= 4) {
+                    char nm[160];
+                    snprintf(nm, sizeof nm, "v%d %s", v, s.name);
+                    conv_check_sampled(d, nm);
+                }
                 float ms = time_ms(run_conv, &d, REPS);
                 printf("    v%d %-48s %8.3f ms  %6.1f TFLOP/s\n", v, s.name, ms, fl / ms * 1e-9);
                 best = std::min(best, ms);
+                vt[v] = ms;
+                timed[v] = true;
             }
             c3_cuda_vcl_variant(0);
             float ms = time_ms(run_conv, &d, REPS);
@@ -542,11 +576,17 @@ int main(int argc, char **argv) {
                    fl / ms * 1e-9, best);
             video_ms += ms * s.per_video;
             video_tf += fl * s.per_video;
+            for (int v = 1; v <= VARIANTS; v++) /* where v does not apply: the automatic choice */
+                vms[v] += (vt[v] > 0 ? vt[v] : ms) * s.per_video;
             conv_free(d);
         }
         printf(
             "  convs of a 720p/189f decode at these rates: %.2f s for %.0f TFLOP (%.1f TFLOP/s)\n",
             video_ms / 1e3, video_tf / 1e12, video_tf / video_ms * 1e-9);
+        for (int v = 1; v <= VARIANTS; v++)
+            if (timed[v])
+                printf("  convs of a 720p/189f decode with v%d where it applies: %.2f s\n", v,
+                       vms[v] / 1e3);
 
         /* ceiling: plain bf16 GEMM through cuBLASLt */
         {
