@@ -129,6 +129,11 @@ typedef struct {
     int plan_width, plan_height, plan_frames;
     cosmos3_event_fn on_event; /* loading events (job 0), and every job's events when a request sets none */
     void *user;
+    /* the GEN tower's attention: "bf16" (NULL) or "fp8" (Q, K, P, V in E4M3 with
+     * per-head scales, fp32 accumulation; CUDA on Hopper, head_dim 128; the
+     * CPU emulates it). Where FP8 cannot run, 16 bits do and a result warning
+     * says so; the UND tower's causal attention is always 16 bits. */
+    const char *attention;
 } cosmos3_open_params;
 
 COSMOS3_API void cosmos3_open_params_init(cosmos3_open_params *p);
@@ -474,6 +479,7 @@ typedef struct {
     int steps;             /* timed CFG steps; 0 = 3 */
     const char *prompt;    /* NULL: a built-in prompt */
     bool skip_vae;
+    const char *attention; /* "bf16" (NULL) or "fp8": as cosmos3_open_params.attention */
 } cosmos3_bench_params;
 
 typedef struct {
@@ -509,6 +515,8 @@ typedef struct {
     /* the decoded first frame (vae): [frame_height, frame_width, 3] uint8 RGB, malloc'd */
     uint8_t *frame_rgb;
     int frame_width, frame_height;
+    /* the GEN attention that ran: "bf16", "fp8", or "bf16 (fp8 declined: <why>)" */
+    char attention[128];
 } cosmos3_bench_result;
 
 COSMOS3_API void cosmos3_bench_params_init(cosmos3_bench_params *p);

@@ -544,6 +544,7 @@ static int bench_run(const cosmos3_bench_params *s, const c3_mkmodel_preset *p,
     }
     b = wrap_backend(real);
     c3_backend *be = &b->w;
+    be->attn_fp8 = s->attention && !strcmp(s->attention, "fp8");
 
     /* tokenize */
     double t0 = c3_now();
@@ -701,6 +702,12 @@ static int bench_run(const cosmos3_bench_params *s, const c3_mkmodel_preset *p,
             }
     }
     r->mem_peak = be->mem_peak;
+    if (be->attn_fp8 && be->attn_fp8_declined)
+        snprintf(r->attention, sizeof r->attention, "%s (fp8 declined: %s)", be->act_dtype == C3_F32 ? "fp32" : "bf16",
+                 be->attn_fp8_why ? be->attn_fp8_why : "?");
+    else
+        snprintf(r->attention, sizeof r->attention, "%s",
+                 be->attn_fp8 ? "fp8" : be->act_dtype == C3_F32 ? "fp32" : "bf16");
 
 out:
     free(pix);
@@ -751,6 +758,8 @@ static int bench_call(const cosmos3_bench_params *s, cosmos3_bench_result *r) {
         return c3_fail(C3_EUSAGE, "bench: --layers %d must be in 0..1024", s->layers);
     if (s->steps < 0 || s->steps > 10000)
         return c3_fail(C3_EUSAGE, "bench: --steps %d must be in 1..10000", s->steps);
+    if (s->attention && strcmp(s->attention, "bf16") && strcmp(s->attention, "fp8"))
+        return c3_fail(C3_EUSAGE, "bench: attention '%s' must be bf16 or fp8", s->attention);
     int rc = bench_run(s, p, r);
     if (rc) cosmos3_bench_result_free(r);
     return rc;
