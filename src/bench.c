@@ -703,11 +703,14 @@ static int bench_run(const cosmos3_bench_params *s, const c3_mkmodel_preset *p,
     }
     r->mem_peak = be->mem_peak;
     if (be->attn_fp8 && be->attn_fp8_declined)
-        snprintf(r->attention, sizeof r->attention, "%s (fp8 declined: %s)", be->act_dtype == C3_F32 ? "fp32" : "bf16",
+        snprintf(r->attention, sizeof r->attention, "%s (fp8 declined: %s)",
+                 be->act_dtype == C3_F32 ? "fp32" : "bf16",
                  be->attn_fp8_why ? be->attn_fp8_why : "?");
     else
         snprintf(r->attention, sizeof r->attention, "%s",
-                 be->attn_fp8 ? "fp8" : be->act_dtype == C3_F32 ? "fp32" : "bf16");
+                 be->attn_fp8              ? "fp8"
+                 : be->act_dtype == C3_F32 ? "fp32"
+                                           : "bf16");
 
 out:
     free(pix);

@@ -264,14 +264,19 @@ typedef struct {
  * (ATT_KBLOCK = 128 from each segment's start) are the GPU kernel's tiles,
  * so the running max each probability is rounded against is the same. */
 #define CPU_FP8_POFF 256.0f
-static float fp8_scale(float amax) { return amax > 0 ? amax / C3_E4M3_MAX : 1.0f; }
-static float fp8_round(float x, float inv, float s) { return c3_e4m3_to_f32(c3_f32_to_e4m3(x * inv)) * s; }
+static float fp8_scale(float amax) {
+    return amax > 0 ? amax / C3_E4M3_MAX : 1.0f;
+}
+static float fp8_round(float x, float inv, float s) {
+    return c3_e4m3_to_f32(c3_f32_to_e4m3(x * inv)) * s;
+}
 /* per head amax of x [rows, H, D] into amax[H] (the max with what it holds) */
 static void fp8_amax(const float *x, int64_t rows, int64_t H, int64_t D, float *amax) {
     for (int64_t r = 0; r < rows; r++)
         for (int64_t h = 0; h < H; h++) {
             const float *xr = x + (r * H + h) * D;
-            for (int64_t d = 0; d < D; d++) amax[h] = fmaxf(amax[h], fabsf(xr[d]));
+            for (int64_t d = 0; d < D; d++)
+                amax[h] = fmaxf(amax[h], fabsf(xr[d]));
         }
 }
 /* y [rows, H, D] = x rounded to E4M3 with the per head scales of amax */
@@ -281,7 +286,8 @@ static float *fp8_copy(const float *x, int64_t rows, int64_t H, int64_t D, const
     for (int64_t r = 0; r < rows; r++)
         for (int64_t h = 0; h < H; h++) {
             float sc = fp8_scale(amax[h]), inv = 1.0f / sc;
-            for (int64_t d = 0; d < D; d++) y[(r * H + h) * D + d] = fp8_round(x[(r * H + h) * D + d], inv, sc);
+            for (int64_t d = 0; d < D; d++)
+                y[(r * H + h) * D + d] = fp8_round(x[(r * H + h) * D + d], inv, sc);
         }
     return y;
 }

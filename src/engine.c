@@ -539,15 +539,16 @@ static void attn_fp8_note(cosmos3_engine *e) {
     }
     if (declined && !e->attn_warned) {
         char w[256];
-        snprintf(w, sizeof w, "--attention fp8: %s; %lld GEN attention calls ran in %s instead (%lld in FP8)",
+        snprintf(w, sizeof w,
+                 "--attention fp8: %s; %lld GEN attention calls ran in %s instead (%lld in FP8)",
                  why ? why : "not taken", (long long)declined, e->plan.cuda ? "bf16" : "fp32",
                  (long long)calls);
         add_warning(e, w);
         e->attn_warned = true;
     } else if (!declined) {
         engine_emitf(e, COSMOS3_EV_LOG,
-                     "attention: fp8 on %lld GEN calls (the UND tower's causal attention in 16 bits)",
-                     (long long)calls);
+                     "attention: fp8 on %lld GEN calls (the UND tower's causal attention in %s)",
+                     (long long)calls, e->plan.cuda ? "bf16" : "fp32");
     }
 }
 
