@@ -9,7 +9,10 @@
  * lie inside [FP8_MIN, FP8_FLAT or FP8_PEAKED] (the emulation does round;
  * no worse than the measured 4.05e-2 / 7.8e-2 with margin). A causal call and a call outside the
  * GEN tower (attn_gen false) stay fp32 bit for bit, the causal one counted
- * as declined. `cosmos3 gen --attention fp9` fails naming the values.
+ * as declined. `cosmos3 gen --attention fp9` fails naming the values. A tiny
+ * random checkpoint (head_dim 16: the CPU emulates at any head_dim) runs 8
+ * steps with --attention fp8 and without: the final latents within
+ * MODEL_MAX of each other, and not equal (MODEL_MIN).
  *
  * COSMOS3_TEST_DEVICE=cuda adds the CUDA backend on the same bf16 inputs:
  * its FP8 kernel (Hopper) against the CPU emulation (CUDA_VS_EMU: the same
@@ -18,6 +21,7 @@
 #include <string.h>
 #include <sys/wait.h>
 
+#include "test_cli.h"
 #include "test_util.h"
 
 #define HQ 32
@@ -31,6 +35,8 @@
 #define FP8_PEAKED                                                                                 \
     1.2e-1 /* measured 7.8e-2 on peaked ones: Q K^T rounding moves the large scores */
 #define CUDA_VS_EMU 1.5e-2
+#define MODEL_MIN 1e-3 /* tiny, 64x64, 8 steps: measured 4.27e-2 (bench/s8_attn.md) */
+#define MODEL_MAX 1e-1
 #define BF16_MAX 1e-2
 
 static uint64_t t_state = 0x5eed;
@@ -148,6 +154,42 @@ static void one_kind(const char *kind, float amp, double fp8_max, c3_backend *cu
     free(in.q), free(in.k0), free(in.v0), free(in.k1), free(in.v1);
 }
 
+/* the final latents of 8 CPU steps of the tiny checkpoint `model`, --attention attn */
+static float *tiny_latents(const char *bin, const char *model, const char *attn, const char *dir,
+                           int64_t *n) {
+    char lat[4200], png[4200];
+    snprintf(lat, sizeof lat, "%s/%s.safetensors", dir, attn);
+    snprintf(png, sizeof png, "%s/%s.png", dir, attn);
+    char *argv[] = {(char *)bin,
+                    "gen",
+                    "-m",
+                    (char *)model,
+                    "--attention",
+                    (char *)attn,
+                    "-p",
+                    "a red cube",
+                    "-W",
+                    "64",
+                    "-H",
+                    "64",
+                    "--steps",
+                    "8",
+                    "--seed",
+                    "3",
+                    "--save-latents",
+                    lat,
+                    "-o",
+                    png,
+                    "--overwrite",
+                    "-q",
+                    "--device",
+                    "cpu",
+                    NULL};
+    int rc = t_run(argv, NULL);
+    T_CHECK(rc == 0, "gen -m %s --attention %s exited %d", model, attn, rc);
+    return rc ? NULL : t_read_latents(lat, n);
+}
+
 int main(void) {
     c3_backend *cuda = NULL;
     if (t_on_cuda()) {
@@ -170,6 +212,29 @@ int main(void) {
         int st = f ? pclose(f) : -1;
         T_CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 2, "gen --attention fp9 exited %d", st);
         T_CHECK(strstr(line, "bf16") && strstr(line, "fp8"), "gen --attention fp9 said: %s", line);
+
+        char tmpd[] = "/tmp/c3attnXXXXXX", model[4200];
+        T_CHECK(mkdtemp(tmpd) != NULL, "mkdtemp");
+        snprintf(model, sizeof model, "%s/tiny", tmpd);
+        char *mk[] = {(char *)bin, "mkmodel", "--preset", "tiny", "--seed",
+                      "5",         "-o",      model,      "-q",   NULL};
+        T_CHECK(t_run(mk, NULL) == 0, "mkmodel --preset tiny");
+        int64_t n1 = 0, n2 = 0;
+        float *a = tiny_latents(bin, model, "bf16", tmpd, &n1);
+        float *b = tiny_latents(bin, model, "fp8", tmpd, &n2);
+        if (a && b && n1 == n2 && n1 > 0) {
+            double e = t_rel_l2(b, a, n1);
+            fprintf(stderr,
+                    "tiny, 8 steps on the CPU: latents --attention fp8 vs bf16 rel L2 %.3e\n", e);
+            T_CHECK(e >= MODEL_MIN && e <= MODEL_MAX,
+                    "tiny latents fp8 vs bf16 rel L2 %.3e outside [%.0e, %.0e]", e, MODEL_MIN,
+                    MODEL_MAX);
+        } else {
+            T_CHECK(0, "tiny latents: %lld and %lld values", (long long)n1, (long long)n2);
+        }
+        free(a);
+        free(b);
+        T_CHECK(t_rm_tree(tmpd), "cleanup");
     }
     return t_done("attn");
 }
