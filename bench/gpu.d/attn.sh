@@ -7,6 +7,8 @@
 #              --attention bf16 and fp8 (the step and attention ratios); the demo model judged
 #              with --attention fp8 on CUDA (head_dim 32: runs bf16 and warns) and on the CPU
 #              (emulated). ATTN_SKIP="lab cudnn test bench demo" leaves parts out
+# pk, out, bin, fails: gpu.sh's (this file is sourced there)
+# shellcheck disable=SC2154
 # shellcheck disable=SC2034 # files: read by gpu.sh's pack
 files+=(cuda/lab/attention_lab tests/test_attn)
 
@@ -27,6 +29,7 @@ sec_attn() {
     fi
     if [[ $skip != *" cudnn "* ]]; then
         section "attn: torch SDPA (cuDNN, flash2) on the same shapes, same call"
+        # shellcheck disable=SC2086 # the sizes: words
         timeout 120 python3 cuda/lab/attention_cudnn.py ${sizes//,/ } 2>&1 | tee "$out/attn_cudnn.log"
         counted "attention_cudnn.py" "${PIPESTATUS[0]}"
     fi
