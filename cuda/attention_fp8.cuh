@@ -565,15 +565,16 @@ static bool fa8_prepare(const fa8_problem &a, void *scratch, int sms, cudaStream
     return true;
 }
 
-#define FA8_STAGES 2
+#define FA8_STAGES 2 /* K/V stages of the shipped FP8 kernel */
 /* the kernel on prepared parameters (after fa8_prepare on the same stream) */
+template <int STAGES = FA8_STAGES>
 static cudaError_t fa8_launch(const fa8_params &p, cudaStream_t st) {
-    constexpr size_t smem = fa8_smem_bytes<FA8_STAGES>();
-    cudaError_t e = cudaFuncSetAttribute(att_fp8<FA8_STAGES>,
+    constexpr size_t smem = fa8_smem_bytes<STAGES>();
+    cudaError_t e = cudaFuncSetAttribute(att_fp8<STAGES>,
                                          cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (e != cudaSuccess) return e;
     dim3 grid((unsigned)((p.Sq + FA_BQ - 1) / FA_BQ), (unsigned)p.Hq);
-    att_fp8<FA8_STAGES><<<grid, FA_THREADS, smem, st>>>(p);
+    att_fp8<STAGES><<<grid, FA_THREADS, smem, st>>>(p);
     return cudaGetLastError();
 }
 

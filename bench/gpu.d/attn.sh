@@ -15,12 +15,12 @@ files+=(cuda/lab/attention_lab tests/test_attn)
 sec_attn() {
     local skip=" ${ATTN_SKIP:-} " rc a sizes=${ATTN_SIZES:-9360,44160}
     if [[ $skip != *" lab "* ]]; then
-        section "attn: attention_lab (checks; timings at $sizes: bf16 bk176 shipped, fp8)"
+        section "attn: attention_lab (checks; timings at $sizes: bf16 bk176 shipped, v7 3 stages, fp8 2-4 stages)"
         if [ -x "$pk/attention_lab" ]; then
-            timeout 150 "$pk/attention_lab" --only bk176,fp8 --sizes "$sizes" 2>&1 | tee "$out/attn_lab.log" |
+            timeout 150 "$pk/attention_lab" --only bk176,fp8,v7 --sizes "$sizes" 2>&1 | tee "$out/attn_lab.log" |
                 grep -v -E '^  .* ok$' | grep -v '^$'
             rc=${PIPESTATUS[0]}
-            grep -E 'S +(9360|44160).*(bk176|fp8)' "$out/attn_lab.log"
+            grep -E 'S +(9360|44160).*(bk176|fp8|v7)' "$out/attn_lab.log"
             counted "attention_lab" "$rc"
         else
             echo "attention_lab not carried (pack without bench/gpu.d/attn.sh's files)"
