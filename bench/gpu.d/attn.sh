@@ -1,8 +1,9 @@
 # shellcheck shell=bash
 #     attn     attention (issue 24 items 3-4): cuda/lab/attention_lab (every variant vs a float32
 #              reference, NaN-poisoned outputs; the shipped bf16 kernel and FP8 with and without
-#              its quantise passes timed at ATTN_SIZES, default 9360,44160 queries) beside torch
-#              SDPA cuDNN in the same call; test_attn on CUDA (the FP8 kernel vs the CPU's
+#              its quantise passes timed at ATTN_SIZES, default 9360,44160 queries; then the
+#              not yet measured variants, --experimental: 3 K/V stages, persistent schedule)
+#              beside torch SDPA cuDNN in the same call; test_attn on CUDA (the FP8 kernel vs the CPU's
 #              emulation and vs fp32); cosmos3 bench Nano 9 layers 720p/189f 2 steps with
 #              --attention bf16 and fp8 (the step and attention ratios); the demo model judged
 #              with --attention fp8 on CUDA (head_dim 32: runs bf16 and warns) and on the CPU
@@ -15,13 +16,19 @@ files+=(cuda/lab/attention_lab tests/test_attn)
 sec_attn() {
     local skip=" ${ATTN_SKIP:-} " rc a sizes=${ATTN_SIZES:-9360,44160}
     if [[ $skip != *" lab "* ]]; then
-        section "attn: attention_lab (checks; timings at $sizes: bf16 bk176 shipped, v7 3 stages, fp8 2-4 stages)"
+        section "attn: attention_lab (checks; timings at $sizes: bf16 bk176 shipped, fp8 with and without its passes)"
         if [ -x "$pk/attention_lab" ]; then
-            timeout 150 "$pk/attention_lab" --only bk176,fp8,v7 --sizes "$sizes" 2>&1 | tee "$out/attn_lab.log" |
+            timeout 150 "$pk/attention_lab" --only bk176,fp8 --sizes "$sizes" 2>&1 | tee "$out/attn_lab.log" |
                 grep -v -E '^  .* ok$' | grep -v '^$'
             rc=${PIPESTATUS[0]}
-            grep -E 'S +(9360|44160).*(bk176|fp8|v7)' "$out/attn_lab.log"
+            grep -E 'S +(9360|44160).*(bk176|fp8)' "$out/attn_lab.log"
             counted "attention_lab" "$rc"
+            section "attn: attention_lab --experimental (lab only, not in the product: v7 3 stages, v8 persistent, fp8 3-4 stages)"
+            timeout 60 "$pk/attention_lab" --experimental --sizes "$sizes" 2>&1 | tee "$out/attn_lab_exp.log" |
+                grep -v -E '^  .* ok$' | grep -v '^$'
+            rc=${PIPESTATUS[0]}
+            grep -E 'S +(9360|44160)' "$out/attn_lab_exp.log"
+            counted "attention_lab --experimental" "$rc"
         else
             echo "attention_lab not carried (pack without bench/gpu.d/attn.sh's files)"
             counted "attention_lab" 1
