@@ -19,7 +19,7 @@ static void print_text(const cosmos3_bench_result *r, double t_png) {
         "cosmos3 bench: preset %s, %d layers per tower, hidden %d, heads %d/%d x %d, MLP %d %s\n",
         r->preset, r->layers, r->hidden, r->heads, r->kv_heads, r->head_dim, r->intermediate,
         r->mlp_gated ? "SwiGLU" : "ReLU^2");
-    printf("device: %s\n", r->device);
+    printf("device: %s; GEN attention %s\n", r->device, r->attention);
     printf("size: %dx%d, %d frame%s -> latent %dx%dx%d, GEN tokens S %d; prompt ids L cond %d, "
            "uncond %d\n",
            r->width, r->height, r->frames, r->frames == 1 ? "" : "s", r->latent_t, r->latent_h,
@@ -154,6 +154,7 @@ static void print_json(const cosmos3_bench_result *r, double t_png) {
     json_object_set_new(j, "outside_loop", o);
     json_object_set_new(j, "offload", json_boolean(r->offload));
     json_object_set_new(j, "cfg_batch", json_boolean(r->cfg_batch));
+    json_object_set_new(j, "attention", json_string(r->attention));
     if (r->offload) {
         json_object_set_new(j, "h2d_bytes", json_integer(r->h2d_bytes));
         json_object_set_new(
@@ -331,6 +332,7 @@ int cmd_bench(c3_settings *s, char **pos, int npos) {
     p.gpus = s->gpus;
     p.offload = s->offload;
     p.precision = s->precision;
+    p.attention = s->attention;
     p.width = s->width;
     p.height = s->height;
     p.frames = s->frames;

@@ -107,6 +107,10 @@ const c3_option c3_options[] = {
     {"precision", 0, NULL, OPT_ENUM, "auto", "auto|bf16|fp8", "P",
      "matrix products: auto (as the checkpoint stores its weights), bf16 (FP8 weights dequantised at load), fp8 "
      "(a bf16 checkpoint quantised to E4M3 at load)", CMD_PLAN, F(precision), false},
+    {"attention", 0, NULL, OPT_ENUM, "bf16", "bf16|fp8", "KIND",
+     "the GEN tower's attention: bf16, or fp8 (Q, K, P, V in E4M3 with per-head scales, fp32 accumulation; "
+     "Hopper GPUs and head_dim 128, the CPU emulates it; about 4e-2 relative error, so not the default)",
+     CMD_PLAN, F(attention), false},
     {"check", 0, NULL, OPT_FLAG, NULL, NULL, NULL,
      "also scan every weight (dtypes, NaN/Inf) and load the model as gen does (time and memory of a load)",
      CMD_INFO, F(check), false},

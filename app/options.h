@@ -88,6 +88,7 @@ typedef struct {
     bool offload;
     int threads;
     char *precision; /* auto|bf16|fp8 */
+    char *attention; /* bf16|fp8 */
     /* info */
     bool check;
     /* tokenize */

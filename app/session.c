@@ -242,6 +242,7 @@ void session_open_params(const c3_settings *s, cosmos3_open_params *op) {
     op->ulysses = s->ulysses;
     op->offload = s->offload;
     op->precision = s->precision;
+    op->attention = s->attention;
     op->threads = s->threads;
 }
 

@@ -14,6 +14,11 @@
  *    (the GEN shapes): wgmma from shared memory tiles that TMA fills, a
  *    producer warpgroup and two consumer warpgroups (see below). Developed
  *    and timed in cuda/lab/attention_lab.cu (bench/attention_notes.md).
+ *  - att_fp8 (attention_fp8.cuh): the FP8 variant of att_wgmma for the GEN
+ *    attention when be->attn_fp8 asks for it (--attention fp8): Q, K, V
+ *    quantised per head to E4M3 by three passes, P in E4M3, fp32
+ *    accumulation. Where it cannot run the bf16 kernels do, and the backend
+ *    counts the call as declined with the reason (the engine warns once).
  *  - att_generic: any float type and any head_dim up to ATT_GEN_MAXD (the
  *    VAE's single-head attention), one warp per query, fp32 throughout.
  * att_mma takes what att_wgmma does not (causal, other head dims, GPUs
@@ -214,6 +219,7 @@ __global__ void __launch_bounds__(ATT_WARPS * 32) att_mma(att_args a) {
 /* ======================================================================== */
 
 #include "attention_hopper.cuh"
+#include "attention_fp8.cuh"
 
 /* ======================================================================== */
 /* generic kernel                                                            */
@@ -341,6 +347,40 @@ static int launch_wgmma(c3_backend *be, const att_args &a) {
     return C3_OK;
 }
 
+/* FP8 GEN attention: C3_OK when launched, FA_DECLINED (the reason noted on
+ * be), or an error status. */
+static int launch_fp8(c3_backend *be, const att_args &a, bool all_bf16) {
+    const char *why = NULL;
+    if (!all_bf16)
+        why = "the tensors are not bf16 (the fp32 check path, COSMOS3_CUDA_FP32)";
+    else if (a.D != FA_D)
+        why = "the FP8 kernel takes head_dim 128 only";
+    else if (a.causal)
+        why = "causal attention has no FP8 kernel";
+    else if (!fa_usable(be) || fa8_smem_bytes<FA8_STAGES>() > cu_of(be)->smem_optin)
+        why = "the FP8 kernel needs a Hopper GPU (sm_90a) and a build with its code";
+    fa8_problem f;
+    memset(&f, 0, sizeof f);
+    f.q = a.q, f.out = a.out, f.Sq = a.Sq, f.Hq = a.Hq, f.Hkv = a.Hkv, f.nseg = a.nseg, f.scale_log2 = a.scale_log2;
+    for (int s = 0; s < a.nseg; s++) f.k[s] = a.k[s], f.v[s] = a.v[s], f.n[s] = a.n[s], f.valid[s] = a.valid[s];
+    fa8_params p;
+    if (!why) {
+        void *scr;
+        C3_TRY(cu_scratch(be, fa8_scratch_bytes(f), &scr));
+        if (!fa8_prepare(f, scr, cu_of(be)->sm_count, cu_of(be)->stream, &p))
+            why = "the tensors are not 16-byte aligned for the FP8 kernel's tensor maps";
+        CU_CHECK_LAUNCH();
+    }
+    if (why) {
+        be->attn_fp8_declined++;
+        if (!be->attn_fp8_why) be->attn_fp8_why = why;
+        return FA_DECLINED;
+    }
+    CU_CHECK(fa8_launch(p, cu_of(be)->stream));
+    be->attn_fp8_calls++;
+    return C3_OK;
+}
+
 static int launch_generic(c3_backend *be, const att_args &a) {
     size_t smem = ((size_t)ATT_GEN_BK * (a.D + 1) + (size_t)ATT_GEN_BK * a.D + (size_t)ATT_WARPS * a.D) * sizeof(float);
     if (smem > cu_of(be)->smem_optin)
@@ -392,6 +432,10 @@ int cu_attention(c3_backend *be, c3_tensor *out, const c3_tensor *q, const c3_kv
     a.scale_log2 = scale * LOG2E;
     CU_ENTER(be);
     if (a.Sq == 0) return C3_OK;
+    if (be->attn_fp8 && be->attn_gen && att_which == 0) {
+        int rc = launch_fp8(be, a, all_bf16);
+        if (rc != FA_DECLINED) return rc;
+    }
     bool mma = all_bf16 && att_which != 2;
     if (mma && att_which != 1) {
         int rc = launch_wgmma(be, a);

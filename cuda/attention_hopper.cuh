@@ -19,7 +19,7 @@
 /* A block owns FA_BQ = 128 queries of one head: consumer warpgroup w (warps
  * 4w..4w+3) owns rows 64w..64w+63 and keeps S (64 x BK fp32), P (bf16) and
  * O (64 x 128 fp32) in registers. Warp 8 is the producer: one lane issues
- * TMA copies of Q once and of each BK-key K and V tile into FA_STAGES
+ * TMA copies of Q once and of each BK-key K and V tile into ST (FA_STAGES)
  * shared-memory stages, each completing on a "full" mbarrier; consumers
  * release a stage through its "empty" mbarrier (one arrival per consumer
  * warp). K and V have separate barriers: K of a tile is released as soon as
@@ -39,7 +39,7 @@
 #define FA_THREADS ((FA_CONSUMERS + 1) * FA_WG) /* + one producer warpgroup */
 #define FA_REG_PRODUCER 40  /* setmaxnreg: the producer gives registers ... */
 #define FA_REG_CONSUMER 232 /* ... to the consumers: 128*40 + 256*232 <= 65536 */
-#define FA_STAGES 2
+#define FA_STAGES 2 /* K/V stages (the template parameter ST's default) */
 #define FA_KSTEP 16 /* wgmma K for bf16 */
 
 typedef struct {
@@ -247,7 +247,7 @@ static __device__ __forceinline__ fa_cur fa_first(const fa_params &p) {
     return c;
 }
 
-template <int BK, int PIPE, int PP, int MSPLIT>
+template <int BK, int PIPE, int PP, int MSPLIT, int ST = FA_STAGES>
 static __device__ __forceinline__ void consumer(const fa_params &p, uint32_t sq, uint32_t sk, uint32_t sv,
                                                 uint32_t full_q, uint32_t full_k, uint32_t empty_k, uint32_t full_v,
                                                 uint32_t empty_v, int h, int64_t q0, int warp, int lane) {
@@ -267,8 +267,8 @@ static __device__ __forceinline__ void consumer(const fa_params &p, uint32_t sq,
     fa_cur c = fa_first(p);
     if (!PIPE) {
         for (int it = 0; c.sg < p.nseg; fa_next(c, p, BK), it++) {
-            const int st = it % FA_STAGES;
-            const uint32_t ph = (it / FA_STAGES) & 1;
+            const int st = it % ST;
+            const uint32_t ph = (it / ST) & 1;
             fa_bar_wait(full_k + 8 * st, ph);
             wg_fence();
             fa_qk<BK>(s, qbase, sk + st * TILE);
@@ -304,8 +304,8 @@ static __device__ __forceinline__ void consumer(const fa_params &p, uint32_t sq,
             fa_pack<BK>(s, pa);
             int it = 1;
             for (fa_next(c, p, BK); c.sg < p.nseg; fa_next(c, p, BK), it++) {
-                const int st = it % FA_STAGES, sp = (it - 1) % FA_STAGES;
-                const uint32_t ph = (it / FA_STAGES) & 1, pph = ((it - 1) / FA_STAGES) & 1;
+                const int st = it % ST, sp = (it - 1) % ST;
+                const uint32_t ph = (it / ST) & 1, pph = ((it - 1) / ST) & 1;
                 const int64_t lim = p.valid[c.sg] - c.k0;
                 /* the whole step, waits included, sits inside one branch: a
                  * branch while wgmma runs would serialise it */
@@ -335,8 +335,8 @@ static __device__ __forceinline__ void consumer(const fa_params &p, uint32_t sq,
                 else
                     step(std::true_type());
             }
-            const int sp = (it - 1) % FA_STAGES;
-            fa_bar_wait(full_v + 8 * sp, ((it - 1) / FA_STAGES) & 1);
+            const int sp = (it - 1) % ST;
+            fa_bar_wait(full_v + 8 * sp, ((it - 1) / ST) & 1);
             if (PP) fa_turn_wait(wg);
             wg_fence();
             fa_pv<BK>(o, pa, sv + sp * TILE);
@@ -372,7 +372,7 @@ static __device__ __forceinline__ void consumer(const fa_params &p, uint32_t sq,
     }
 }
 
-template <int BK, int PIPE, int PP, int MSPLIT>
+template <int BK, int PIPE, int PP, int MSPLIT, int ST = FA_STAGES>
 __global__ void __launch_bounds__(FA_THREADS, 1) att_wgmma(const __grid_constant__ fa_params p) {
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
     __trap(); /* built without sm_90a: the host never launches this */
@@ -382,18 +382,18 @@ __global__ void __launch_bounds__(FA_THREADS, 1) att_wgmma(const __grid_constant
     /* the 128-byte swizzle repeats every 1024 bytes of address: align */
     unsigned char *base = (unsigned char *)(((uintptr_t)fa_raw + FA_ATOM_BYTES - 1) & ~(uintptr_t)(FA_ATOM_BYTES - 1));
     const uint32_t sq = fa_smem(base);                          /* Q [2][FA_BQ][64] */
-    const uint32_t sk = sq + FA_BQ * FA_D * 2;                  /* K [FA_STAGES][2][BK][64] */
-    const uint32_t sv = sk + FA_STAGES * TILE;                  /* V [FA_STAGES][2][BK][64] */
-    const uint32_t bars = sv + FA_STAGES * TILE;                /* mbarriers, 8 bytes each */
-    const uint32_t full_q = bars, full_k = bars + 8, empty_k = full_k + 8 * FA_STAGES,
-                   full_v = empty_k + 8 * FA_STAGES, empty_v = full_v + 8 * FA_STAGES;
+    const uint32_t sk = sq + FA_BQ * FA_D * 2;                  /* K [ST][2][BK][64] */
+    const uint32_t sv = sk + ST * TILE;                         /* V [ST][2][BK][64] */
+    const uint32_t bars = sv + ST * TILE;                       /* mbarriers, 8 bytes each */
+    const uint32_t full_q = bars, full_k = bars + 8, empty_k = full_k + 8 * ST,
+                   full_v = empty_k + 8 * ST, empty_v = full_v + 8 * ST;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int h = blockIdx.y, hk = h / (p.Hq / p.Hkv);
     const int64_t q0 = (int64_t)blockIdx.x * FA_BQ;
 
     if (threadIdx.x == 0) {
         fa_bar_init(full_q, 1);
-        for (int s = 0; s < FA_STAGES; s++) {
+        for (int s = 0; s < ST; s++) {
             fa_bar_init(full_k + 8 * s, 1);
             fa_bar_init(full_v + 8 * s, 1);
             fa_bar_init(empty_k + 8 * s, FA_CONSUMERS * FA_WG);
@@ -411,8 +411,8 @@ __global__ void __launch_bounds__(FA_THREADS, 1) att_wgmma(const __grid_constant
         fa_tma(sq + FA_BQ * FA_ROW_BYTES, &p.tq, FA_HALF, h, (int)q0, full_q);
         int it = 0;
         for (fa_cur c = fa_first(p); c.sg < p.nseg; fa_next(c, p, BK), it++) {
-            const int s = it % FA_STAGES;
-            const uint32_t ph = ((it / FA_STAGES) & 1) ^ 1;
+            const int s = it % ST;
+            const uint32_t ph = ((it / ST) & 1) ^ 1;
             const uint32_t dk = sk + s * TILE, dv = sv + s * TILE;
             fa_bar_wait(empty_k + 8 * s, ph);
             fa_bar_expect(full_k + 8 * s, TILE);
@@ -424,7 +424,7 @@ __global__ void __launch_bounds__(FA_THREADS, 1) att_wgmma(const __grid_constant
             fa_tma(dv + BK * FA_ROW_BYTES, &p.tv[c.sg], FA_HALF, hk, (int)c.k0, full_v + 8 * s);
         }
     } else {
-        consumer<BK, PIPE, PP, MSPLIT>(p, sq, sk, sv, full_q, full_k, empty_k, full_v, empty_v, h, q0, warp, lane);
+        consumer<BK, PIPE, PP, MSPLIT, ST>(p, sq, sk, sv, full_q, full_k, empty_k, full_v, empty_v, h, q0, warp, lane);
     }
 #endif
 }
@@ -456,9 +456,9 @@ static bool fa_map(CUtensorMap *m, const void *ptr, int64_t rows, int heads, int
                CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
-template <int BK>
+template <int BK, int ST = FA_STAGES>
 static constexpr size_t fa_smem_bytes() {
-    return FA_ATOM_BYTES + (size_t)FA_BQ * FA_D * 2 + 2 * (size_t)FA_STAGES * BK * FA_D * 2 + 8 * (1 + 4 * FA_STAGES);
+    return FA_ATOM_BYTES + (size_t)FA_BQ * FA_D * 2 + 2 * (size_t)ST * BK * FA_D * 2 + 8 * (1 + 4 * ST);
 }
 
 #endif

@@ -129,6 +129,11 @@ typedef struct {
     int plan_width, plan_height, plan_frames;
     cosmos3_event_fn on_event; /* loading events (job 0), and every job's events when a request sets none */
     void *user;
+    /* the GEN tower's attention: "bf16" (NULL) or "fp8" (Q, K, P, V in E4M3 with
+     * per-head scales, fp32 accumulation; CUDA on Hopper, head_dim 128; the
+     * CPU emulates it). Where FP8 cannot run, 16 bits do and a result warning
+     * says so; the UND tower's causal attention is always 16 bits. */
+    const char *attention;
 } cosmos3_open_params;
 
 COSMOS3_API void cosmos3_open_params_init(cosmos3_open_params *p);
@@ -506,6 +511,7 @@ typedef struct {
      * (and returned) before the load. Random weights are made on the device
      * where the backend can (no host copy). */
     bool e2e;
+    const char *attention; /* "bf16" (NULL) or "fp8": as cosmos3_open_params.attention */
 } cosmos3_bench_params;
 
 typedef struct {
@@ -551,6 +557,8 @@ typedef struct {
     double e2e_wall;        /* around cosmos3_generate (the result's copies included) */
     double e2e_first_total; /* the warm-up: the first request after the load */
     int64_t plan_need, plan_weights; /* bytes per rank the plan counted */
+    /* the GEN attention that ran: "bf16", "fp8", or "bf16 (fp8 declined: <why>)" */
+    char attention[128];
 } cosmos3_bench_result;
 
 COSMOS3_API void cosmos3_bench_params_init(cosmos3_bench_params *p);

@@ -95,6 +95,18 @@ struct c3_backend {
      * FP8); false multiplies the dequantised weights with 16-bit activations
      * (W8A16). Set by the model per tower and step (the checkpoint's policy). */
     bool fp8_act;
+    /* attention in FP8 (--attention fp8): attn_fp8 is what the open asked
+     * for (set once), attn_gen marks the GEN tower's attention calls (set
+     * by the model around them); only calls with both run in FP8: Q, K, V
+     * quantised per head to E4M3 (scale max|x| / 448), P in E4M3 (scaled by
+     * 2^8), fp32 accumulation; the CPU emulates the same rounding (at any
+     * head_dim). A call the backend cannot run in FP8 (CUDA: head_dim !=
+     * 128, not bf16, no Hopper kernel; causal anywhere) runs in 16 bits
+     * (fp32 on the CPU) and counts as declined, the first reason kept in
+     * attn_fp8_why (static text). */
+    bool attn_fp8, attn_gen;
+    int64_t attn_fp8_calls, attn_fp8_declined;
+    const char *attn_fp8_why;
     /* c3_backend_meta: tensors without storage (a load that only checks) */
     bool meta;
     void *ctx;        /* backend private state */

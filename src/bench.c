@@ -678,6 +678,7 @@ static int bench_run(const cosmos3_bench_params *s, const c3_mkmodel_preset *p,
     b->rand_buf = mc.buf;
     b->rand_n = mc.nbuf;
     c3_backend *be = &b->w;
+    be->attn_fp8 = s->attention && !strcmp(s->attention, "fp8");
 
     /* tokenize */
     double t0 = c3_now();
@@ -857,6 +858,15 @@ static int bench_run(const cosmos3_bench_params *s, const c3_mkmodel_preset *p,
             }
     }
     r->mem_peak = be->mem_peak;
+    if (be->attn_fp8 && be->attn_fp8_declined)
+        snprintf(r->attention, sizeof r->attention, "%s (fp8 declined: %s)",
+                 be->act_dtype == C3_F32 ? "fp32" : "bf16",
+                 be->attn_fp8_why ? be->attn_fp8_why : "?");
+    else
+        snprintf(r->attention, sizeof r->attention, "%s",
+                 be->attn_fp8              ? "fp8"
+                 : be->act_dtype == C3_F32 ? "fp32"
+                                           : "bf16");
 
 out:
     free(pix);
@@ -921,6 +931,8 @@ static int bench_call(const cosmos3_bench_params *s, cosmos3_bench_result *r) {
             "bench --e2e: the distilled request samples its %d fixed steps; drop --steps "
             "%d",
             C3_TLIST4_N, s->steps);
+    if (s->attention && strcmp(s->attention, "bf16") && strcmp(s->attention, "fp8"))
+        return c3_fail(C3_EUSAGE, "bench: attention '%s' must be bf16 or fp8", s->attention);
     int rc = bench_run(s, p, r);
     if (rc) cosmos3_bench_result_free(r);
     return rc;

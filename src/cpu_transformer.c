@@ -255,9 +255,45 @@ typedef struct {
     const float *k, *v;
 } key_ref;
 
+/* FP8 attention (be->attn_fp8 on a GEN call), as cuda/attention_fp8.cuh
+ * computes it: per head scale s = max |x| / 448 (1 where it is 0) over
+ * every row of q and the visible rows of all key segments of k and of v,
+ * each value rounded to E4M3 as x * (1 / s) and taken back times s; the
+ * probabilities exp(score - running max) rounded to E4M3 after a 2^8
+ * scale for the products with v, their row sums unrounded. The key blocks
+ * (ATT_KBLOCK = 128 from each segment's start) are the GPU kernel's tiles,
+ * so the running max each probability is rounded against is the same. */
+#define CPU_FP8_POFF 256.0f
+static float fp8_scale(float amax) {
+    return amax > 0 ? amax / C3_E4M3_MAX : 1.0f;
+}
+static float fp8_round(float x, float inv, float s) {
+    return c3_e4m3_to_f32(c3_f32_to_e4m3(x * inv)) * s;
+}
+/* per head amax of x [rows, H, D] into amax[H] (the max with what it holds) */
+static void fp8_amax(const float *x, int64_t rows, int64_t H, int64_t D, float *amax) {
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t h = 0; h < H; h++) {
+            const float *xr = x + (r * H + h) * D;
+            for (int64_t d = 0; d < D; d++)
+                amax[h] = fmaxf(amax[h], fabsf(xr[d]));
+        }
+}
+/* y [rows, H, D] = x rounded to E4M3 with the per head scales of amax */
+static float *fp8_copy(const float *x, int64_t rows, int64_t H, int64_t D, const float *amax) {
+    float *y = xmalloc((size_t)C3_MAX(rows * H * D, 1) * sizeof(float));
+#pragma omp parallel for schedule(static) if (rows * H * D > 65536)
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t h = 0; h < H; h++) {
+            float sc = fp8_scale(amax[h]), inv = 1.0f / sc;
+            for (int64_t d = 0; d < D; d++)
+                y[(r * H + h) * D + d] = fp8_round(x[(r * H + h) * D + d], inv, sc);
+        }
+    return y;
+}
+
 int cpu_attention(c3_backend *be, c3_tensor *out, const c3_tensor *q, const c3_kvseg *kv, int nseg,
                   bool causal, float scale) {
-    (void)be;
     if (q->ndim != 3) return c3_fail(C3_EFAIL, "cpu attention: q has %d dimensions, expected [S, H, D]", q->ndim);
     int64_t Sq = q->ne[0], Hq = q->ne[1], D = q->ne[2];
     if (c3_numel(out) != Sq * Hq * D)
@@ -285,6 +321,35 @@ int cpu_attention(c3_backend *be, c3_tensor *out, const c3_tensor *q, const c3_k
     int64_t group = Hq / Hkv;
     int64_t nqb = (Sq + ATT_QBLOCK - 1) / ATT_QBLOCK;
     const float *qd = q->data;
+    /* FP8: rounded copies of q, k, v (what the GPU's codes stand for) */
+    bool fp8 = false;
+    float *q8 = NULL, **k8 = NULL, **v8 = NULL;
+    if (be->attn_fp8 && be->attn_gen) {
+        if (causal) { /* every head_dim emulates (the GPU kernel takes 128 only) */
+            be->attn_fp8_declined++;
+            if (!be->attn_fp8_why) be->attn_fp8_why = "causal attention has no FP8 kernel";
+        } else {
+            fp8 = true;
+            be->attn_fp8_calls++;
+        }
+    }
+    if (fp8) {
+        float *am = xcalloc((size_t)(Hq + 2 * Hkv), sizeof(float)); /* q [Hq], k [Hkv], v [Hkv] */
+        fp8_amax(qd, Sq, Hq, D, am);
+        for (int s = 0; s < nseg; s++) {
+            fp8_amax(kv[s].k->data, kv[s].valid, Hkv, D, am + Hq);
+            fp8_amax(kv[s].v->data, kv[s].valid, Hkv, D, am + Hq + Hkv);
+        }
+        q8 = fp8_copy(qd, Sq, Hq, D, am);
+        k8 = xcalloc((size_t)nseg, sizeof *k8);
+        v8 = xcalloc((size_t)nseg, sizeof *v8);
+        for (int s = 0; s < nseg; s++) {
+            k8[s] = fp8_copy(kv[s].k->data, kv[s].valid, Hkv, D, am + Hq);
+            v8[s] = fp8_copy(kv[s].v->data, kv[s].valid, Hkv, D, am + Hq + Hkv);
+        }
+        free(am);
+        qd = q8;
+    }
     float *od = out->data;
     int64_t ntask = Hq * nqb;
 
@@ -310,7 +375,7 @@ int cpu_attention(c3_backend *be, c3_tensor *out, const c3_tensor *q, const c3_k
             for (int s = 0; s < nseg; s++) {
                 int64_t valid = kv[s].valid;
                 if (causal) valid = C3_MIN(valid, q0 + nq - 1 + causal_shift + 1);
-                const float *kd = kv[s].k->data, *vd = kv[s].v->data;
+                const float *kd = fp8 ? k8[s] : kv[s].k->data, *vd = fp8 ? v8[s] : kv[s].v->data;
                 for (int64_t k0 = 0; k0 < valid; k0 += ATT_KBLOCK) {
                     int64_t nk = C3_MIN((int64_t)ATT_KBLOCK, valid - k0);
                     for (int64_t j = 0; j < nk; j++) {
@@ -342,6 +407,8 @@ int cpu_attention(c3_backend *be, c3_tensor *out, const c3_tensor *q, const c3_k
                         for (int64_t j = 0; j < lim; j++) {
                             float p = expf(si[j] - mnew);
                             sum += p;
+                            if (fp8) /* E4M3 of 2^8 p, exactly rescaled */
+                                p = c3_e4m3_to_f32(c3_f32_to_e4m3(p * CPU_FP8_POFF)) / CPU_FP8_POFF;
                             const float *vj = keys[j].v;
 #pragma omp simd
                             for (int64_t d = 0; d < D; d++) ai[d] += p * vj[d];
@@ -362,6 +429,15 @@ int cpu_attention(c3_backend *be, c3_tensor *out, const c3_tensor *q, const c3_k
         free(sc);
         free(acc);
         free(keys);
+    }
+    if (fp8) {
+        for (int s = 0; s < nseg; s++) {
+            free(k8[s]);
+            free(v8[s]);
+        }
+        free(k8);
+        free(v8);
+        free(q8);
     }
     return C3_OK;
 }

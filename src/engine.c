@@ -326,6 +326,7 @@ static int make_ranks(cosmos3_engine *e) {
             C3_TRY(c3_backend_cuda(p->devices[r], &rk->be));
         else
             rk->be = c3_backend_cpu();
+        rk->be->attn_fp8 = e->attn_fp8;
     }
     e->comm = comm_choose(p->cuda, p->world, p->devices);
     /* COSMOS3_COMM=device: the device-memory communicator on distinct GPUs too */
@@ -398,6 +399,9 @@ static int engine_open(const cosmos3_open_params *op, cosmos3_engine **out) {
     else if (op->precision && strcmp(op->precision, "auto") && strcmp(op->precision, "bf16") &&
              strcmp(op->precision, "fp8"))
         rc = c3_fail(C3_EUSAGE, "precision '%s' must be auto, bf16 or fp8", op->precision);
+    else if (op->attention && strcmp(op->attention, "bf16") && strcmp(op->attention, "fp8"))
+        rc = c3_fail(C3_EUSAGE, "attention '%s' must be bf16 or fp8", op->attention);
+    e->attn_fp8 = op->attention && !strcmp(op->attention, "fp8");
     e->precision = !op->precision || !strcmp(op->precision, "auto") ? C3_PREC_AUTO
                    : !strcmp(op->precision, "bf16")                 ? C3_PREC_BF16
                                                                     : C3_PREC_FP8;
@@ -560,6 +564,34 @@ static int on_vae_frame(void *ud, int t, int T) {
         .kind = COSMOS3_EV_VAE, .frame = t + 1, .frames = T, .seconds = c3_now() - vp->t0};
     engine_emit(vp->e, &ev);
     return vp->e->cancel ? c3_fail(C3_ECANCEL, "cancelled") : C3_OK;
+}
+
+/* --attention fp8: once per engine, a warning when a GEN attention call ran
+ * in 16 bits instead (the reason the backend gave), and a log line saying
+ * which attention ran. */
+static void attn_fp8_note(cosmos3_engine *e) {
+    if (!e->attn_fp8) return;
+    int64_t calls = 0, declined = 0;
+    const char *why = NULL;
+    for (int r = 0; r < e->plan.world; r++) {
+        const c3_backend *be = e->ranks[r].be;
+        calls += be->attn_fp8_calls;
+        declined += be->attn_fp8_declined;
+        if (!why) why = be->attn_fp8_why;
+    }
+    if (declined && !e->attn_warned) {
+        char w[256];
+        snprintf(w, sizeof w,
+                 "--attention fp8: %s; %lld GEN attention calls ran in %s instead (%lld in FP8)",
+                 why ? why : "not taken", (long long)declined, e->plan.cuda ? "bf16" : "fp32",
+                 (long long)calls);
+        add_warning(e, w);
+        e->attn_warned = true;
+    } else if (!declined) {
+        engine_emitf(e, COSMOS3_EV_LOG,
+                     "attention: fp8 on %lld GEN calls (the UND tower's causal attention in %s)",
+                     (long long)calls, e->plan.cuda ? "bf16" : "fp32");
+    }
 }
 
 /* The steps of one generation into res (allocated by the caller). */
@@ -742,6 +774,7 @@ static int generate(cosmos3_engine *e, const cosmos3_request *rq, cosmos3_result
     res->ulysses = p->sp;
     snprintf(res->device, sizeof res->device, "%s", p->cuda ? "cuda" : "cpu");
     res->mem_peak = e->ranks[0].be->mem_peak;
+    attn_fp8_note(e);
     if (p->offload && p->cuda) { /* rank 0's weight stream over this generation */
         int64_t bytes;
         double sec;

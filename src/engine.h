@@ -63,8 +63,10 @@ struct cosmos3_engine {
     c3_vae *vae;
     c3_vae_enc *venc; /* the VAE encoder, loaded by the first conditioned request */
     volatile int cancel;
-    int precision; /* C3_PREC_* (model.h) */
-    int busy; /* a generation is in flight (atomic) */
+    int precision;    /* C3_PREC_* (model.h) */
+    bool attn_fp8;    /* --attention fp8 (every rank's backend: attn_fp8) */
+    bool attn_warned; /* the FP8 attention's decline warned (once per engine) */
+    int busy;         /* a generation is in flight (atomic) */
     /* events: the open's callback, the job's (one at a time, under ev_mu) */
     pthread_mutex_t ev_mu;
     cosmos3_event_fn open_fn, job_fn;

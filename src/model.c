@@ -400,7 +400,10 @@ static int gen_attention(c3_model *m, int l, const c3_undkv *kv, c3_tensor *out,
     if (sp <= 1) {
         int64_t S = q->ne[0];
         c3_kvseg seg[2] = {{&kv->k[l], &kv->v[l], kv->L, kv->L}, {k, v, S, S}};
-        return be->attention(be, out, q, seg, 2, false, scale);
+        be->attn_gen = true; /* --attention fp8 applies here */
+        int rc = be->attention(be, out, q, seg, 2, false, scale);
+        be->attn_gen = false;
+        return rc;
     }
     int r = m->shard.sp_rank;
     int64_t L = kv->L, hs = m->hkv / sp, hd = m->c.head_dim;
@@ -421,7 +424,10 @@ static int gen_attention(c3_model *m, int l, const c3_undkv *kv, c3_tensor *out,
     C3_TRY(ulysses_scatter(m, &u->kh, k, &u->tmp));
     C3_TRY(ulysses_scatter(m, &u->vh, v, &u->tmp));
     c3_kvseg seg[2] = {{&u->uk, &u->uv, L, L}, {&u->kh, &u->vh, u->S_pad, u->S}};
-    C3_TRY(be->attention(be, &u->ah, &u->qh, seg, 2, false, scale)); /* [S_pad, Hq_l/sp, hd] */
+    be->attn_gen = true;
+    int rc = be->attention(be, &u->ah, &u->qh, seg, 2, false, scale); /* [S_pad, Hq_l/sp, hd] */
+    be->attn_gen = false;
+    C3_TRY(rc);
     return ulysses_gather(m, out, &u->ah, &u->tmp);
 }
 

@@ -65,6 +65,9 @@ int main(void) {
     if (dev && *dev) settings_set(&s, "device", dev, CMD_GEN);
     const char *prec = getenv("COSMOS3_TEST_PRECISION"); /* fp8: the demo judged in FP8 */
     if (prec && *prec) settings_set(&s, "precision", prec, CMD_GEN);
+    const char *attn =
+        getenv("COSMOS3_TEST_ATTENTION"); /* fp8: the demo judged with FP8 attention */
+    if (attn && *attn) settings_set(&s, "attention", attn, CMD_GEN);
     c3_events *ev = events_new(1 << 20);
     c3_engine *e = NULL;
     double t0 = c3_now();

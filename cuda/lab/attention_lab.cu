@@ -14,12 +14,24 @@
  *   v5  v4 + the key-mask selects only on tiles that need them (a branch
  *       around the whole step), and a 176-key tile variant
  *   v6  v5 without pingpong, 176-key tiles
+ *   fp8 the FP8 kernel (cuda/attention_fp8.cuh): Q, K per head E4M3, P and V
+ *       E4M3, 128-key tiles, the v5 schedule; "fp8+quant" times the three
+ *       quantise passes with it, "fp8 kernel" the attention alone. Its
+ *       error is quantisation, not a bug: checked at FP8_TOL, reported beside
+ *       bf16's on the GEN shapes.
+ *   v7  v5 with three K/V stages, 128-key tiles (176 keys do not fit 3 stages:
+ *       297 KB of shared memory); and the FP8 kernel with 3 and 4 stages
+ *   v8  v5 on a persistent schedule (grid = SMs, tiles by head; the next Q
+ *       loads under the epilogue), 176 keys 2 stages and 128 keys 3 stages
  *
  * Build (here or on the GPU machine; needs only the CUDA toolkit):
  *   nvcc -std=c++17 -O3 -lineinfo -gencode=arch=compute_90a,code=sm_90a \
  *        -o attention_lab cuda/lab/attention_lab.cu
- * Run:  ./attention_lab [--quick] [--only NAME]   (prints a table; exit 1 on a failed check;
- *       --only times just the variants whose name contains NAME, e.g. "bk176")
+ * Run:  ./attention_lab [--quick] [--experimental] [--only NAME[,NAME..]] [--sizes S[,S..]]   (prints a table;
+ *       exit 1 on a failed check; --only times just the variants whose name contains one of the
+ *       NAMEs, e.g. "bk176,fp8"; --sizes the GEN query counts timed; --experimental checks and
+ *       times only the variants not yet measured, v7 and v8, and no others: a hang costs its own
+ *       invocation, not the measured table)
  * cuDNN numbers for the same shapes: python3 cuda/lab/attention_cudnn.py */
 #include <cuda.h>
 #include <cuda_bf16.h>
@@ -248,7 +260,7 @@ static bool run_v1(const prob &a, cudaStream_t st) {
 /* ======================================================================== */
 #include "../attention_hopper.cuh"
 
-template <int BK, int PIPE, int PP, int MSPLIT>
+template <int BK, int PIPE, int PP, int MSPLIT, int ST = FA_STAGES>
 static bool run_fa(const prob &a, cudaStream_t st) {
     fa_params p;
     memset(&p, 0, sizeof p);
@@ -260,10 +272,232 @@ static bool run_fa(const prob &a, cudaStream_t st) {
         p.valid[s] = a.valid[s];
     }
     p.out = a.out, p.Sq = a.Sq, p.Hq = a.Hq, p.Hkv = a.Hkv, p.nseg = a.nseg, p.scale_log2 = a.scale * LOG2E;
-    constexpr size_t smem = fa_smem_bytes<BK>();
-    CK(cudaFuncSetAttribute(att_wgmma<BK, PIPE, PP, MSPLIT>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    constexpr size_t smem = fa_smem_bytes<BK, ST>();
+    CK(cudaFuncSetAttribute(att_wgmma<BK, PIPE, PP, MSPLIT, ST>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     dim3 grid((unsigned)((a.Sq + FA_BQ - 1) / FA_BQ), (unsigned)a.Hq);
-    att_wgmma<BK, PIPE, PP, MSPLIT><<<grid, FA_THREADS, smem, st>>>(p);
+    att_wgmma<BK, PIPE, PP, MSPLIT, ST><<<grid, FA_THREADS, smem, st>>>(p);
+    return cudaGetLastError() == cudaSuccess;
+}
+
+/* ======================================================================== */
+/* fp8: cuda/attention_fp8.cuh                                               */
+/* ======================================================================== */
+#include "../attention_fp8.cuh"
+
+static void *g_scr;
+static size_t g_scr_bytes;
+static fa8_params g_p8;
+static const void *g_p8_q, *g_p8_out; /* the problem g_p8 was prepared for */
+static int g_sms;
+
+static fa8_problem fa8_of(const prob &a) {
+    fa8_problem f;
+    memset(&f, 0, sizeof f);
+    f.q = a.q, f.out = a.out, f.Sq = a.Sq, f.Hq = a.Hq, f.Hkv = a.Hkv, f.nseg = a.nseg;
+    for (int s = 0; s < a.nseg; s++) f.k[s] = a.k[s], f.v[s] = a.v[s], f.n[s] = a.n[s], f.valid[s] = a.valid[s];
+    f.scale_log2 = a.scale * LOG2E;
+    return f;
+}
+/* quantise passes + kernel */
+static bool run_fp8(const prob &a, cudaStream_t st) {
+    if (a.D != FA_D) return false;
+    fa8_problem f = fa8_of(a);
+    size_t need = fa8_scratch_bytes(f);
+    if (need > g_scr_bytes) {
+        if (g_scr) CK(cudaFree(g_scr));
+        CK(cudaMalloc(&g_scr, need));
+        g_scr_bytes = need;
+    }
+    if (!fa8_prepare(f, g_scr, g_sms, st, &g_p8)) return false;
+    g_p8_q = a.q, g_p8_out = a.out;
+    return fa8_launch(g_p8, st) == cudaSuccess;
+}
+/* the kernel alone, on inputs quantised once */
+template <int STAGES = FA8_STAGES>
+static bool run_fp8_kernel(const prob &a, cudaStream_t st) {
+    if (g_p8_q != a.q || g_p8_out != a.out) {
+        if (!run_fp8(a, st)) return false;
+        CK(cudaStreamSynchronize(st));
+    }
+    return fa8_launch<STAGES>(g_p8, st) == cudaSuccess;
+}
+
+/* ======================================================================== */
+/* v8: v5 with a persistent schedule (issue 24 item 3, FA3's tile scheduler) */
+/* ======================================================================== */
+/* grid = min(tiles, SMs); block b takes tiles b, b + grid, ... (tile t = query
+ * tile t % nqt of head t / nqt: the blocks in flight share a head's K/V in
+ * L2). The producer loads the next tile's Q as soon as both consumer
+ * warpgroups have issued their last Q K^T of the current one (empty_q) and
+ * keeps streaming K/V through the same stage ring (one running counter), so
+ * a tile's epilogue (normalise, store O) overlaps the next tile's loads. The
+ * pingpong turns run on across tiles (each warpgroup has the same number of
+ * turns per tile). Lab only until measured. */
+template <int BK, int ST>
+__global__ void __launch_bounds__(FA_THREADS, 1) v8_kernel(const __grid_constant__ fa_params p, int ntiles, int nqt) {
+#if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    __trap();
+#else
+    constexpr uint32_t TILE = BK * FA_D * 2;
+    extern __shared__ unsigned char v8_raw[];
+    unsigned char *base = (unsigned char *)(((uintptr_t)v8_raw + FA_ATOM_BYTES - 1) & ~(uintptr_t)(FA_ATOM_BYTES - 1));
+    const uint32_t sq = fa_smem(base), sk = sq + FA_BQ * FA_D * 2, sv = sk + ST * TILE, bars = sv + ST * TILE;
+    const uint32_t full_q = bars, empty_q = bars + 8, full_k = bars + 16, empty_k = full_k + 8 * ST,
+                   full_v = empty_k + 8 * ST, empty_v = full_v + 8 * ST;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    if (threadIdx.x == 0) {
+        fa_bar_init(full_q, 1);
+        fa_bar_init(empty_q, FA_CONSUMERS * FA_WG);
+        for (int s = 0; s < ST; s++) {
+            fa_bar_init(full_k + 8 * s, 1);
+            fa_bar_init(full_v + 8 * s, 1);
+            fa_bar_init(empty_k + 8 * s, FA_CONSUMERS * FA_WG);
+            fa_bar_init(empty_v + 8 * s, FA_CONSUMERS * FA_WG);
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    __syncthreads();
+    if (warp >= FA_CONSUMERS * 4) {
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(FA_REG_PRODUCER));
+        if (threadIdx.x != FA_CONSUMERS * FA_WG) return;
+        int it = 0, n = 0;
+        for (int tile = blockIdx.x; tile < ntiles; tile += gridDim.x, n++) {
+            const int h = tile / nqt, hk = h / (p.Hq / p.Hkv);
+            const int q0 = (tile % nqt) * FA_BQ;
+            if (n > 0) fa_bar_wait(empty_q, (n - 1) & 1);
+            fa_bar_expect(full_q, FA_BQ * FA_D * 2);
+            fa_tma(sq, &p.tq, 0, h, q0, full_q);
+            fa_tma(sq + FA_BQ * FA_ROW_BYTES, &p.tq, FA_HALF, h, q0, full_q);
+            for (fa_cur c = fa_first(p); c.sg < p.nseg; fa_next(c, p, BK), it++) {
+                const int s = it % ST;
+                const uint32_t ph = ((it / ST) & 1) ^ 1;
+                const uint32_t dk = sk + s * TILE, dv = sv + s * TILE;
+                fa_bar_wait(empty_k + 8 * s, ph);
+                fa_bar_expect(full_k + 8 * s, TILE);
+                fa_tma(dk, &p.tk[c.sg], 0, hk, (int)c.k0, full_k + 8 * s);
+                fa_tma(dk + BK * FA_ROW_BYTES, &p.tk[c.sg], FA_HALF, hk, (int)c.k0, full_k + 8 * s);
+                fa_bar_wait(empty_v + 8 * s, ph);
+                fa_bar_expect(full_v + 8 * s, TILE);
+                fa_tma(dv, &p.tv[c.sg], 0, hk, (int)c.k0, full_v + 8 * s);
+                fa_tma(dv + BK * FA_ROW_BYTES, &p.tv[c.sg], FA_HALF, hk, (int)c.k0, full_v + 8 * s);
+            }
+        }
+        return;
+    }
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(FA_REG_CONSUMER));
+    const int wg = warp / 4, wl = warp % 4, g = lane / 4, t = lane % 4;
+    const uint32_t qbase = sq + wg * FA_WG_ROWS * FA_ROW_BYTES;
+    const float sl2 = p.scale_log2;
+    float o[FA_D / 2], s[BK / 2], m[2], l[2], alpha[2];
+    uint32_t pa[BK / 16][4];
+    int it = 0, n = 0; /* it: the stage ring's running tile count, as the producer's */
+    if (wg == 1) fa_turn_pass(1); /* warpgroup 0 goes first, once */
+    for (int tile = blockIdx.x; tile < ntiles; tile += gridDim.x, n++) {
+        const int h = tile / nqt;
+        const int64_t q0 = (int64_t)(tile % nqt) * FA_BQ;
+#pragma unroll
+        for (int i = 0; i < FA_D / 2; i++) o[i] = 0.0f;
+        m[0] = m[1] = -INFINITY, l[0] = l[1] = 0.0f;
+        fa_bar_wait(full_q, n & 1);
+        fa_cur c = fa_first(p);
+        if (c.sg < p.nseg) {
+            {
+                const int st = it % ST;
+                fa_bar_wait(full_k + 8 * st, (it / ST) & 1);
+                fa_turn_wait(wg);
+                wg_fence();
+                fa_qk<BK>(s, qbase, sk + st * TILE);
+                wg_commit();
+                fa_turn_pass(wg);
+                wg_wait<0>();
+                wg_pin(s);
+                fa_bar_arrive(empty_k + 8 * st);
+                fa_softmax<BK, true>(s, p.valid[c.sg] - c.k0, sl2, m, l, alpha, t);
+                fa_pack<BK>(s, pa);
+            }
+            it++;
+            for (fa_next(c, p, BK); c.sg < p.nseg; fa_next(c, p, BK), it++) {
+                const int st = it % ST, sp = (it - 1) % ST;
+                const uint32_t ph = (it / ST) & 1, pph = ((it - 1) / ST) & 1;
+                const int64_t lim = p.valid[c.sg] - c.k0;
+                auto step = [&](auto maskc) {
+                    constexpr bool MASK = decltype(maskc)::value;
+                    fa_bar_wait(full_k + 8 * st, ph);
+                    fa_bar_wait(full_v + 8 * sp, pph);
+                    fa_turn_wait(wg);
+                    wg_fence();
+                    fa_qk<BK>(s, qbase, sk + st * TILE);
+                    wg_commit();
+                    fa_pv<BK>(o, pa, sv + sp * TILE);
+                    wg_commit();
+                    fa_turn_pass(wg);
+                    wg_wait<1>();
+                    wg_pin(s);
+                    fa_bar_arrive(empty_k + 8 * st);
+                    fa_softmax<BK, MASK>(s, lim, sl2, m, l, alpha, t);
+                    wg_wait<0>();
+                    wg_pin(o);
+                    fa_bar_arrive(empty_v + 8 * sp);
+                    fa_scale_o(o, alpha);
+                    fa_pack<BK>(s, pa);
+                };
+                if (lim >= BK)
+                    step(std::false_type());
+                else
+                    step(std::true_type());
+            }
+            fa_bar_arrive(empty_q); /* every Q K^T of this tile is done */
+            const int sp = (it - 1) % ST;
+            fa_bar_wait(full_v + 8 * sp, ((it - 1) / ST) & 1);
+            fa_turn_wait(wg);
+            wg_fence();
+            fa_pv<BK>(o, pa, sv + sp * TILE);
+            wg_commit();
+            fa_turn_pass(wg);
+            wg_wait<0>();
+            wg_pin(o);
+            fa_bar_arrive(empty_v + 8 * sp);
+        } else {
+            fa_bar_arrive(empty_q);
+        }
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
+            l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
+            l[r] = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
+        }
+        const int64_t r0 = q0 + wg * FA_WG_ROWS + wl * 16 + g, r1 = r0 + 8;
+        const int64_t qstride = (int64_t)p.Hq * FA_D;
+        __nv_bfloat16 *out = (__nv_bfloat16 *)p.out + h * FA_D;
+#pragma unroll
+        for (int cc = 0; cc < FA_D / 8; cc++) {
+            const int col = cc * 8 + 2 * t;
+            if (r0 < p.Sq)
+                *(__nv_bfloat162 *)(out + r0 * qstride + col) = __floats2bfloat162_rn(o[4 * cc] * l[0], o[4 * cc + 1] * l[0]);
+            if (r1 < p.Sq)
+                *(__nv_bfloat162 *)(out + r1 * qstride + col) = __floats2bfloat162_rn(o[4 * cc + 2] * l[1], o[4 * cc + 3] * l[1]);
+        }
+    }
+    if (wg == 0) fa_turn_wait(0); /* the pass warpgroup 1 gave last */
+#endif
+}
+template <int BK, int ST>
+static bool run_v8(const prob &a, cudaStream_t st) {
+    fa_params p;
+    memset(&p, 0, sizeof p);
+    if (a.D != FA_D || a.nseg > ATT_MAX_SEG) return false;
+    if (!fa_map(&p.tq, a.q, a.Sq, a.Hq, FA_BQ)) return false;
+    for (int s = 0; s < a.nseg; s++) {
+        if (a.valid[s] > 0 && (!fa_map(&p.tk[s], a.k[s], a.n[s], a.Hkv, BK) || !fa_map(&p.tv[s], a.v[s], a.n[s], a.Hkv, BK)))
+            return false;
+        p.valid[s] = a.valid[s];
+    }
+    p.out = a.out, p.Sq = a.Sq, p.Hq = a.Hq, p.Hkv = a.Hkv, p.nseg = a.nseg, p.scale_log2 = a.scale * LOG2E;
+    constexpr size_t smem = fa_smem_bytes<BK, ST>() + 8; /* + empty_q */
+    CK(cudaFuncSetAttribute(v8_kernel<BK, ST>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    const int nqt = (int)((a.Sq + FA_BQ - 1) / FA_BQ), ntiles = nqt * a.Hq;
+    const int grid = std::min(ntiles, g_sms > 0 ? g_sms : 132);
+    v8_kernel<BK, ST><<<grid, FA_THREADS, smem, st>>>(p, ntiles, nqt);
     return cudaGetLastError() == cudaSuccess;
 }
 
@@ -273,6 +507,8 @@ typedef struct {
     run_fn fn;
     bool timed; /* checked always, timed when set */
     bool ok;
+    double tol; /* 0: TOL */
+    bool experimental; /* checked and timed only with --experimental (not yet measured: a hang costs one call) */
 } variant;
 
 /* ---- inputs ---- */
@@ -397,26 +633,51 @@ static double time_ms(const variant &v, const prob &a, int reps) {
 }
 
 #define TOL 1e-2
+#define FP8_TOL 8e-2 /* E4M3 keeps 3 mantissa bits: ~4e-2 measured (bench/s8_attn.md); a layout bug gives ~1 */
+static double tol_of(const variant &v) { return v.tol > 0 ? v.tol : TOL; }
 
 int main(int argc, char **argv) {
-    bool quick = false;
-    const char *only = NULL;
+    bool quick = false, experimental = false;
+    const char *only = NULL, *sizes = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--quick")) quick = true;
+        if (!strcmp(argv[i], "--experimental")) experimental = true;
         if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
+        if (!strcmp(argv[i], "--sizes") && i + 1 < argc) sizes = argv[++i];
     }
+    /* --only a,b: a variant is timed when its name contains one of them */
+    auto picked = [&](const char *name) {
+        if (!only) return true;
+        for (const char *p = only; *p;) {
+            const char *e = strchr(p, ',');
+            size_t n = e ? (size_t)(e - p) : strlen(p);
+            for (const char *h = name; *h; h++)
+                if (n && !strncmp(h, p, n)) return true;
+            p += n + (e ? 1 : 0);
+        }
+        return false;
+    };
     cudaDeviceProp prop;
     CK(cudaGetDeviceProperties(&prop, 0));
+    g_sms = prop.multiProcessorCount;
     printf("attention_lab: %s, %d SMs, cc %d.%d, smem optin %zu\n", prop.name, prop.multiProcessorCount, prop.major,
            prop.minor, prop.sharedMemPerBlockOptin);
     variant vs[] = {
-        {"v1 mma.sync bk64", run_v1, false, true},
-        {"v2 wgmma bk128", run_fa<128, 0, 0, 0>, false, true},
-        {"v3 wgmma pipe bk128", run_fa<128, 1, 0, 0>, true, true},
-        {"v4 v3+pingpong bk128", run_fa<128, 1, 1, 0>, true, true},
-        {"v5 v4+masksplit bk128", run_fa<128, 1, 1, 1>, true, true},
-        {"v5 v4+masksplit bk176", run_fa<176, 1, 1, 1>, true, true},
-        {"v6 v3+masksplit bk176", run_fa<176, 1, 0, 1>, true, true},
+        {"v1 mma.sync bk64", run_v1, false, true, 0, false},
+        {"v2 wgmma bk128", run_fa<128, 0, 0, 0>, false, true, 0, false},
+        {"v3 wgmma pipe bk128", run_fa<128, 1, 0, 0>, true, true, 0, false},
+        {"v4 v3+pingpong bk128", run_fa<128, 1, 1, 0>, true, true, 0, false},
+        {"v5 v4+masksplit bk128", run_fa<128, 1, 1, 1>, true, true, 0, false},
+        {"v5 v4+masksplit bk176", run_fa<176, 1, 1, 1>, true, true, 0, false},
+        {"v6 v3+masksplit bk176", run_fa<176, 1, 0, 1>, true, true, 0, false},
+        {"fp8+quant bk128", run_fp8, true, true, FP8_TOL, false},
+        {"fp8 kernel bk128", run_fp8_kernel, true, true, FP8_TOL, false},
+        /* issue 24 item 3's "three K/V stages", untimed when written (bench/s8_attn.md) */
+        {"v7 v5+3 stages bk128", run_fa<128, 1, 1, 1, 3>, true, true, 0, true},
+        {"fp8 kernel bk128 3 stages", run_fp8_kernel<3>, true, true, FP8_TOL, true},
+        {"fp8 kernel bk128 4 stages", run_fp8_kernel<4>, true, true, FP8_TOL, true},
+        {"v8 v5+persistent bk176", run_v8<176, 2>, true, true, 0, true},
+        {"v8 v5+persistent 3st bk128", run_v8<128, 3>, true, true, 0, true},
     };
     const int nv = sizeof vs / sizeof vs[0];
     int failed = 0;
@@ -434,16 +695,18 @@ int main(int argc, char **argv) {
         {"one key", 70, 2, 2, {1}, {1}},
         {"gen 32/8", 1000, 32, 8, {300, 1000}, {300, 1000}},
     };
-    printf("checks (all rows, rel L2 vs float32 reference, tolerance %.0e; NaN-poisoned output):\n", TOL);
+    printf("checks (all rows, rel L2 vs float32 reference, tolerance %.0e, fp8 %.0e; NaN-poisoned output):\n", TOL,
+           FP8_TOL);
     for (auto &c : cases) {
         problem P = make_problem(c.Sq, c.Hq, c.Hkv, c.n, c.valid);
         std::vector<int64_t> rows;
         for (int64_t r = 0; r < c.Sq; r++) rows.push_back(r);
         std::vector<float> ref = reference(P.a, rows);
         for (int i = 0; i < nv; i++) {
+            if (vs[i].experimental != experimental) continue;
             unsigned long long bad = 0;
             double r = check(vs[i], P.a, rows, ref, &bad);
-            bool ok = r < TOL;
+            bool ok = r < tol_of(vs[i]);
             vs[i].ok = vs[i].ok && ok;
             printf("  %-26s %-28s rel %.3e unwritten/nonfinite %llu %s\n", c.name, vs[i].name, r, bad, ok ? "ok" : "FAIL");
         }
@@ -454,6 +717,17 @@ int main(int argc, char **argv) {
     /* GEN shapes: 32 q / 8 kv heads, D 128, keys = L (UND) + S (GEN), non-causal */
     const int64_t L = 300;
     std::vector<int64_t> Ss = quick ? std::vector<int64_t>{1024, 4096} : std::vector<int64_t>{1024, 4096, 9360, 16384, 44160};
+    if (sizes) {
+        Ss.clear();
+        for (const char *p = sizes; *p;) {
+            char *e;
+            long long v = strtoll(p, &e, 10);
+            if (e == p || v <= 0) DIE("--sizes %s: a list of positive query counts", sizes);
+            Ss.push_back(v);
+            p = *e == ',' ? e + 1 : e;
+            if (*p && e == p) DIE("--sizes %s: a list of positive query counts", sizes);
+        }
+    }
     printf("timing (median; TF/s counts 4*S*(L+S)*32*128; rel = sampled rows vs reference):\n");
     for (int64_t S : Ss) {
         problem P = make_problem(S, 32, 8, {L, S}, {L, S});
@@ -462,13 +736,13 @@ int main(int argc, char **argv) {
         std::vector<float> ref = reference(P.a, rows);
         const double flop = 4.0 * S * (double)(L + S) * 32 * 128;
         for (int i = 0; i < nv; i++) {
-            if ((!vs[i].timed && S > 4096) || (only && !strstr(vs[i].name, only))) continue;
+            if ((!vs[i].timed && S > 4096) || !picked(vs[i].name) || vs[i].experimental != experimental) continue;
             unsigned long long bad = 0;
             double r = check(vs[i], P.a, rows, ref, &bad);
             double ms = time_ms(vs[i], P.a, S > 20000 ? 5 : 10);
             printf("  S %6lld L %3lld | %-26s %9.3f ms %7.1f TF/s | rel %.3e %s\n", (long long)S, (long long)L,
-                   vs[i].name, ms, flop / ms * 1e-9, r, r < TOL ? "ok" : "FAIL");
-            if (!(r < TOL) && vs[i].ok) failed++;
+                   vs[i].name, ms, flop / ms * 1e-9, r, r < tol_of(vs[i]) ? "ok" : "FAIL");
+            if (!(r < tol_of(vs[i])) && vs[i].ok) failed++;
         }
         free_problem(P);
     }

@@ -31,11 +31,11 @@ run() {
     carry_env carry/attn
     echo "== build: $(tr '\n' ' ' < carry/attn/commit)"
     nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv
-    echo "== SASS (per kernel: HGMMA, HMMA, MUFU.EX2, local memory)"
+    echo "== SASS (per kernel: HGMMA/QGMMA, HMMA, MUFU.EX2, local memory)"
     if command -v cuobjdump >/dev/null; then
         cuobjdump -sass carry/attn/attention_lab > "$out/lab.sass" 2>&1
-        awk '/Function :/{f=$3} /HGMMA/{g[f]++} /HMMA/{m[f]++} /MUFU.EX2/{e[f]++} /LDL|STL/{l[f]++}
-             END{for (k in g) print "  " k, "HGMMA", g[k], "MUFU.EX2", e[k]+0, "LDL/STL", l[k]+0;
+        awk '/Function :/{f=$3} /[HQ]GMMA/{g[f]++} /HMMA/{m[f]++} /MUFU.EX2/{e[f]++} /LDL|STL/{l[f]++}
+             END{for (k in g) print "  " k, "GMMA", g[k], "MUFU.EX2", e[k]+0, "LDL/STL", l[k]+0;
                  for (k in m) if (!(k in g)) print "  " k, "HMMA", m[k]}' "$out/lab.sass" | sort
         grep -m3 HGMMA "$out/lab.sass"
     else
