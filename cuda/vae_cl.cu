@@ -394,9 +394,9 @@ int cu_vcl_conv(c3_backend *be, c3_tensor *y, const c3_tensor *x, const c3_tenso
         int ev = env_variant;
         if (ev >= 1 && ev <= 6 && (ev < 4 || (ev == 6 ? wp_ok : wg_ok))) v = ev;
     }
-    /* measured (vae_lab, H200, device call 2): over the 720p decoder shapes the persistent
-     * wgmma 128x256 (v6: 523-736 TF/s, 4.39 s summed) is ahead of the plain one (v4: 456-728,
-     * 4.53 s), wgmma 128x128 (439-592, 5.34 s) and the best mma.sync tile (128x128 with 2
+    /* measured (vae_lab, H200; bench/s8_vae.md): over the 720p decoder shapes the persistent
+     * wgmma 128x256 (v6: 504-777 TF/s, 4.18 s summed) is ahead of the plain one (v4: 471-722,
+     * 4.45 s), wgmma 128x128 (v5: 439-592, 5.34 s) and the best mma.sync tile (128x128 with 2
      * blocks per SM: 200-286, 10.5 s); 128x64 mma.sync only for conv_out's 12 channels */
     if (v == 0) v = Cout <= 64 ? 3 : wp_ok && vw_auto() ? 6 : wg_ok && vw_auto() ? 4 : 1;
     int64_t xrows = (int64_t)(T + kt - 1 - a0) * fr;
