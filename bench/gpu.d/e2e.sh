@@ -4,8 +4,9 @@
 #              1280x720, 189 frames, E2E_STEPS (35) steps, --json, PNG frames (the
 #              pack has no FFmpeg), its phases and the SM clock over the run;
 #              launch to the first step of a 1-step 256x256 gen on the same
-#              checkpoint (page cache warm) with the shard prefault and without
-#              (COSMOS3_PREFAULT=0); `cosmos3 bench --preset nano` 720p/189f
+#              checkpoint (page cache warm) with the shard prefault, without
+#              (COSMOS3_PREFAULT=0) and with the pinned staging ring
+#              (COSMOS3_PINNED_LOAD=1); `cosmos3 bench --preset nano` 720p/189f
 #              --steps 2 beside gen's step (why gen's step is slower). About 6
 #              minutes on an H200 (mkmodel ~1, gen ~4.5). E2E_TINY=1: a dry run
 #              on the tiny preset at 128x128/9 frames (the CPU here: see
@@ -78,12 +79,14 @@ sec_e2e() {
         fi
         rm -rf "$frames"
     fi
-    # launch to the first step, page cache warm: with the prefault, without, again with
-    local tag pf
-    for tag in prefault noprefault prefault2; do
-        pf=1
+    # launch to the first step, page cache warm: with the prefault, without, again with, and
+    # with the pinned staging ring (COSMOS3_PINNED_LOAD=1, opt-in)
+    local tag pf pin
+    for tag in prefault noprefault prefault2 pinned; do
+        pf=1 pin=0
         [ $tag = noprefault ] && pf=0
-        COSMOS3_PREFAULT=$pf timeout 120 "$bin" gen -m "$ck" --device "$dev" -p "$P" -W $lw -H $lh -s 1 --seed 1 \
+        [ $tag = pinned ] && pin=1
+        COSMOS3_PREFAULT=$pf COSMOS3_PINNED_LOAD=$pin timeout 120 "$bin" gen -m "$ck" --device "$dev" -p "$P" -W $lw -H $lh -s 1 --seed 1 \
             -o "$out/e2e_launch_$tag.png" --overwrite --json >"$out/e2e_launch_$tag.json" 2>"$out/e2e_launch_$tag.err"
         rc=$?
         counted "launch gen ($tag)" $rc
@@ -91,6 +94,8 @@ sec_e2e() {
     done
     cmp -s "$out/e2e_launch_prefault.png" "$out/e2e_launch_noprefault.png"
     counted "the 1-step picture is the same with and without the prefault" $?
+    cmp -s "$out/e2e_launch_prefault.png" "$out/e2e_launch_pinned.png"
+    counted "the 1-step picture is the same with the pinned staging" $?
     # bench's step at the same size beside gen's (item 5)
     benchj e2e_bench --preset $preset -W $W -H $H -F $F --steps 2 --skip-vae --device "$dev"
     python3 - "$out/e2e_gen.json" "$out/e2e_bench.json" <<'PY'
