@@ -11,7 +11,8 @@
 #              minutes on an H200 (mkmodel ~1, gen ~4.5). E2E_TINY=1: a dry run
 #              on the tiny preset at 128x128/9 frames (the CPU here: see
 #              bench/s8_e2e.md); E2E_SKIP_GEN=1 leaves the headline gen out,
-#              E2E_CKPT the checkpoint's folder (kept when it exists)
+#              E2E_COLD=1 adds two launches from a cold page cache (prefault on /
+#              off), E2E_CKPT the checkpoint's folder (kept when it exists)
 # Sourced by bench/gpu.sh (setup has run: $bin, $out, counted, section).
 # shellcheck disable=SC2154 # bin, out: set by gpu.sh setup
 
@@ -92,6 +93,25 @@ sec_e2e() {
         counted "launch gen ($tag)" $rc
         [ $rc = 0 ] && e2e_phases "$out/e2e_launch_$tag.json" "launch, $tag"
     done
+    # E2E_COLD=1: the same from a cold page cache (the checkpoint's pages dropped), prefault on / off
+    if [ -n "${E2E_COLD:-}" ]; then
+        for tag in cold_prefault cold_noprefault; do
+            pf=1
+            [ $tag = cold_noprefault ] && pf=0
+            python3 - "$ck" <<'PY'
+import glob, os, sys
+for f in glob.glob(os.path.join(sys.argv[1], "**", "*.safetensors"), recursive=True):
+    fd = os.open(f, os.O_RDONLY)
+    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    os.close(fd)
+PY
+            COSMOS3_PREFAULT=$pf timeout 180 "$bin" gen -m "$ck" --device "$dev" -p "$P" -W $lw -H $lh -s 1 --seed 1 \
+                -o "$out/e2e_launch_$tag.png" --overwrite --json >"$out/e2e_launch_$tag.json" 2>"$out/e2e_launch_$tag.err"
+            rc=$?
+            counted "launch gen ($tag)" $rc
+            [ $rc = 0 ] && e2e_phases "$out/e2e_launch_$tag.json" "launch, $tag"
+        done
+    fi
     cmp -s "$out/e2e_launch_prefault.png" "$out/e2e_launch_noprefault.png"
     counted "the 1-step picture is the same with and without the prefault" $?
     cmp -s "$out/e2e_launch_prefault.png" "$out/e2e_launch_pinned.png"
