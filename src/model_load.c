@@ -129,6 +129,28 @@ static int pin_upload(pin_stage *ps, c3_tensor *dst, const void *src) {
 /* The ring of the model_load in flight on this thread (one per rank thread). */
 static _Thread_local pin_stage *t_pin;
 
+/* The CPU backend's upload is a conversion on the host (c3_to_f32 into its
+ * F32 tensors), safe to run on disjoint slices at once: a large weight
+ * converts in slices on the OpenMP threads (the same floats). Other
+ * backends upload on one queue from one thread. */
+#define CPU_SLICE ((int64_t)1 << 18)
+static int upload_weight(c3_model *m, c3_tensor *dst, const void *src, c3_dtype sdt) {
+    int64_t n = c3_numel(dst);
+    if (strcmp(m->be->name, "cpu") != 0 || n < 4 * CPU_SLICE)
+        return m->be->upload(m->be, dst, src, sdt);
+    int64_t ns = (n + CPU_SLICE - 1) / CPU_SLICE;
+    size_t ss = c3_dtype_size(sdt);
+    int rc = C3_OK;
+#pragma omp parallel for schedule(static) reduction(max : rc)
+    for (int64_t q = 0; q < ns; q++) {
+        int64_t off = q * CPU_SLICE, k = C3_MIN(CPU_SLICE, n - off);
+        c3_tensor part = c3_view(dst, off, 1, &k);
+        int r = m->be->upload(m->be, &part, (const char *)src + (size_t)off * ss, sdt);
+        rc = C3_MAX(rc, r); /* the CPU upload does not fail; any code would be kept */
+    }
+    return rc;
+}
+
 /* n elements of type st -> dt in host memory, rounding as the backend's
  * upload does (bf16/f16: round to nearest even), so offloaded weights are
  * bit-identical to resident ones. */
@@ -384,7 +406,7 @@ static int load_weight(c3_model *m, const c3_ckpt *ck, c3_tensor *dst, const cha
     else if (t_pin && sdt == dst->dtype)
         rc = pin_upload(t_pin, dst, src);
     else
-        rc = m->be->upload(m->be, dst, src, sdt);
+        rc = upload_weight(m, dst, src, sdt);
     free(conv);
     free(buf);
     if (rc) return c3_context(rc, "uploading %s", name);
