@@ -7,7 +7,8 @@
 #              checkpoint (page cache warm) with the shard prefault, without
 #              (COSMOS3_PREFAULT=0) and with the pinned staging ring
 #              (COSMOS3_PINNED_LOAD=1); `cosmos3 bench --preset nano` 720p/189f
-#              --steps 2 beside gen's step (why gen's step is slower). About 6
+#              --steps 2 beside gen's step (why gen's step is slower; the SM
+#              clock over each). About 6
 #              minutes on an H200 (mkmodel ~1, gen ~4.5). E2E_TINY=1: a dry run
 #              on the tiny preset at 128x128/9 frames (the CPU here: see
 #              bench/s8_e2e.md); E2E_SKIP_GEN=1 leaves the headline gen out,
@@ -33,6 +34,26 @@ print(f"    tokenize {p['tokenize']:.3f}, und {p['und']:.3f}, steps {s['total']:
 PY
 }
 
+# e2e_clocks_start FILE: the SM clock, power and temperature every 2 s into FILE
+# (nvidia-smi in the background; its PID in e2e_smi, none without a GPU)
+e2e_clocks_start() {
+    e2e_smi=
+    command -v nvidia-smi >/dev/null && [ "$dev" = cuda ] || return 0
+    nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu --format=csv,noheader \
+        -l 2 >"$1" 2>/dev/null &
+    e2e_smi=$!
+}
+# e2e_clocks_stop FILE LABEL: stop the sampler, one line of means
+e2e_clocks_stop() {
+    [ -n "$e2e_smi" ] && kill "$e2e_smi" 2>/dev/null && wait "$e2e_smi" 2>/dev/null
+    e2e_smi=
+    [ -s "$1" ] || return 0
+    awk -F', ' -v label="$2" '{ split($2, c, " "); split($3, w, " "); n++; s += c[1]; if (n == 1 || c[1] < lo) lo = c[1];
+                  if (c[1] > hi) hi = c[1]; p += w[1] }
+                END { if (n) printf "  SM clock over the %s: mean %.0f MHz (min %d, max %d), power mean %.0f W, %d samples\n",
+                      label, s / n, lo, hi, p / n, n }' "$1"
+}
+
 sec_e2e() {
     local preset=nano W=1280 H=720 F=189 steps=${E2E_STEPS:-35} lw=256 lh=256 dev=cuda
     local ck=${E2E_CKPT:-/tmp/c3e2e_nano} frames=/tmp/c3e2e_frames
@@ -55,16 +76,11 @@ sec_e2e() {
     # the headline: the whole video, PNG frames, the SM clock every 2 s beside it
     if [ -z "${E2E_SKIP_GEN:-}" ]; then
         rm -rf "$frames"
-        local smi=
-        if command -v nvidia-smi >/dev/null && [ "$dev" = cuda ]; then
-            nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu --format=csv,noheader \
-                -l 2 >"$out/e2e_clocks.csv" 2>/dev/null &
-            smi=$!
-        fi
+        e2e_clocks_start "$out/e2e_clocks.csv"
         timeout 560 "$bin" gen -m "$ck" --device "$dev" -p "$P" -W $W -H $H --frames $F -s "$steps" --seed 1 \
             -o "$frames/" --json >"$out/e2e_gen.json" 2>"$out/e2e_gen.err"
         rc=$?
-        [ -n "$smi" ] && kill "$smi" 2>/dev/null
+        e2e_clocks_stop "$out/e2e_clocks.csv" gen
         tail -3 "$out/e2e_gen.err"
         counted "gen ${W}x${H}/${F}f $steps steps" $rc
         local n
@@ -72,12 +88,6 @@ sec_e2e() {
         [ "$n" = "$F" ] && rc=0 || rc=1
         counted "gen wrote $n of $F frames" $rc
         [ -s "$out/e2e_gen.json" ] && e2e_phases "$out/e2e_gen.json" "gen"
-        if [ -s "$out/e2e_clocks.csv" ]; then
-            awk -F', ' '{ split($2, c, " "); split($3, w, " "); n++; s += c[1]; if (n == 1 || c[1] < lo) lo = c[1];
-                          if (c[1] > hi) hi = c[1]; p += w[1] }
-                        END { if (n) printf "  SM clock over the gen: mean %.0f MHz (min %d, max %d), power mean %.0f W, %d samples\n",
-                              s / n, lo, hi, p / n, n }' "$out/e2e_clocks.csv"
-        fi
         rm -rf "$frames"
     fi
     # launch to the first step, page cache warm: with the prefault, without, again with, and
@@ -117,7 +127,9 @@ PY
     cmp -s "$out/e2e_launch_prefault.png" "$out/e2e_launch_pinned.png"
     counted "the 1-step picture is the same with the pinned staging" $?
     # bench's step at the same size beside gen's (item 5)
+    e2e_clocks_start "$out/e2e_clocks_bench.csv"
     benchj e2e_bench --preset $preset -W $W -H $H -F $F --steps 2 --skip-vae --device "$dev"
+    e2e_clocks_stop "$out/e2e_clocks_bench.csv" bench
     python3 - "$out/e2e_gen.json" "$out/e2e_bench.json" <<'PY'
 import json, os, sys
 if not (os.path.exists(sys.argv[1]) and os.path.getsize(sys.argv[1]) and os.path.exists(sys.argv[2])):
