@@ -528,7 +528,8 @@ static int write_frame(frame_job *j, int f) {
     if (rc) return rc;
     /* a signal's cleanup has begun: make no new file (and take back one made
        while it ran: output_abort may have passed its name already) */
-    if (__atomic_load_n(&g_fly.aborting, __ATOMIC_SEQ_CST)) rc = COSMOS3_EOUTPUT;
+    if (__atomic_load_n(&g_fly.aborting, __ATOMIC_SEQ_CST))
+        rc = c3_fail(COSMOS3_EOUTPUT, "%s: not written (the write was aborted)", j->paths[f]);
     if (rc == COSMOS3_OK) rc = write_new(j->paths[f], png, n);
     if (__atomic_load_n(&g_fly.aborting, __ATOMIC_SEQ_CST)) unlink(j->paths[f]);
     free(png);

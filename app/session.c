@@ -366,8 +366,10 @@ double session_process_start(void) {
     double boot_minus_mono =
         (double)(bt.tv_sec - mt.tv_sec) + 1e-9 * (double)(bt.tv_nsec - mt.tv_nsec);
     double start = (double)ticks / (double)hz - boot_minus_mono;
-    /* the tick count is 10 ms coarse: never later than the constructors */
-    return start <= g_ctor_clock ? start : g_ctor_clock;
+    /* the tick count is 10 ms coarse: never later than the constructors; a
+       start long before them is another clock's (a time namespace): theirs */
+    if (start > g_ctor_clock || g_ctor_clock - start > 30) return g_ctor_clock;
+    return start;
 }
 
 void result_free(c3_result *r) {

@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "backend.h"
 #include "backend_cpu.h"
@@ -368,14 +369,24 @@ static bool prefault_wanted(void) {
 }
 
 /* Every mapped file of the checkpoint (the shards, the VAE) prefaulted on
- * threads of their own while the backends and the tokenizer start. */
+ * threads of their own while the backends and the tokenizer start; not
+ * when they exceed half the memory (the first pages would be evicted
+ * before the loader reads them, and read twice). */
 static st_prefault *prefault_start(const c3_ckpt *ck) {
     if (!prefault_wanted()) return NULL;
     const st_file **f = xcalloc((size_t)ck->nshards + 1, sizeof *f);
     int n = 0;
-    for (int i = 0; i < ck->nshards; i++)
+    double bytes = 0;
+    for (int i = 0; i < ck->nshards; i++) {
         f[n++] = &ck->shards[i];
-    if (ck->has_vae) f[n++] = &ck->vae;
+        bytes += (double)ck->shards[i].size;
+    }
+    if (ck->has_vae) {
+        f[n++] = &ck->vae;
+        bytes += (double)ck->vae.size;
+    }
+    long pages = sysconf(_SC_PHYS_PAGES), pg = sysconf(_SC_PAGESIZE);
+    if (pages > 0 && pg > 0 && bytes > 0.5 * (double)pages * (double)pg) n = 0;
     st_prefault *pf = st_prefault_start(f, n, 0);
     free(f);
     return pf;

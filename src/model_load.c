@@ -15,6 +15,142 @@
 
 /* ------------------------------------------------------------------ load */
 
+/* ----------------------------------------------- pinned staging (opt-in)
+ *
+ * COSMOS3_PINNED_LOAD=1: a weight that needs no conversion (bf16 stored,
+ * bf16 on the device; FP8 codes) goes to the device through a ring of
+ * pinned buffers instead of one pageable copy from the mapping: the host
+ * fills a buffer from the mapping (on the OpenMP threads) while the copy
+ * queue sends the previous ones; a buffer is refilled only after its copy
+ * ended (a timing event pair, waited on the host). The copy queue first
+ * waits for the compute queue (the weight's stream-ordered allocation),
+ * and model_load waits for every copy before it returns. The bytes are
+ * the same as the plain upload's. COSMOS3_PINNED_SLOT_BYTES sets the
+ * buffer size (tests: small buffers, many turns of the ring). */
+#define PIN_SLOTS 4
+#define PIN_SLOT_BYTES ((size_t)64 << 20)
+
+typedef struct {
+    c3_backend *be;
+    size_t slot_bytes;
+    void *buf[PIN_SLOTS];
+    void *ev0[PIN_SLOTS], *ev1[PIN_SLOTS]; /* around each slot's last copy */
+    bool busy[PIN_SLOTS];
+    void *order; /* compute -> copy, and copy -> compute at the end */
+    int next;
+} pin_stage;
+
+static bool pin_wanted(const c3_backend *be, const c3_shard *sh) {
+    const char *v = getenv("COSMOS3_PINNED_LOAD");
+    return v && !strcmp(v, "1") && !be->meta && !sh->offload && be->host_alloc && be->host_free &&
+           be->upload_async && be->event_new && be->event_free && be->event_record &&
+           be->event_wait && be->event_ms;
+}
+
+/* Wait for every slot's copy, then order the compute queue after them. */
+static int pin_drain(pin_stage *ps) {
+    c3_backend *be = ps->be;
+    for (int i = 0; i < PIN_SLOTS; i++) {
+        if (!ps->busy[i]) continue;
+        float ms;
+        C3_TRY(be->event_ms(be, ps->ev0[i], ps->ev1[i], &ms));
+        ps->busy[i] = false;
+    }
+    C3_TRY(be->event_record(be, ps->order, C3_Q_COPY));
+    return be->event_wait(be, ps->order, C3_Q_COMPUTE);
+}
+
+static void pin_free(pin_stage *ps) {
+    if (!ps) return;
+    c3_backend *be = ps->be;
+    for (int i = 0; i < PIN_SLOTS; i++) {
+        if (ps->buf[i]) be->host_free(be, ps->buf[i]);
+        if (ps->ev0[i]) be->event_free(be, ps->ev0[i]);
+        if (ps->ev1[i]) be->event_free(be, ps->ev1[i]);
+    }
+    if (ps->order) be->event_free(be, ps->order);
+    free(ps);
+}
+
+static int pin_new(c3_backend *be, pin_stage **out) {
+    pin_stage *ps = xcalloc(1, sizeof *ps);
+    ps->be = be;
+    const char *v = getenv("COSMOS3_PINNED_SLOT_BYTES");
+    long long sb = v ? atoll(v) : 0;
+    ps->slot_bytes = sb >= 16 ? (size_t)sb : PIN_SLOT_BYTES;
+    int rc = be->event_new(be, &ps->order, false);
+    for (int i = 0; rc == C3_OK && i < PIN_SLOTS; i++) {
+        rc = be->host_alloc(be, &ps->buf[i], ps->slot_bytes);
+        if (rc == C3_OK) rc = be->event_new(be, &ps->ev0[i], true);
+        if (rc == C3_OK) rc = be->event_new(be, &ps->ev1[i], true);
+    }
+    if (rc) {
+        pin_free(ps);
+        return rc;
+    }
+    *out = ps;
+    return C3_OK;
+}
+
+/* dst (contiguous, allocated) = the n bytes at src, dst->dtype already. */
+static int pin_upload(pin_stage *ps, c3_tensor *dst, const void *src) {
+    c3_backend *be = ps->be;
+    size_t es = c3_dtype_size(dst->dtype);
+    int64_t n = c3_numel(dst), per = (int64_t)(ps->slot_bytes / es);
+    C3_TRY(be->event_record(be, ps->order, C3_Q_COMPUTE)); /* dst's allocation first */
+    C3_TRY(be->event_wait(be, ps->order, C3_Q_COPY));
+    for (int64_t off = 0; off < n; off += per) {
+        int64_t k = C3_MIN(per, n - off);
+        int sl = ps->next;
+        ps->next = (sl + 1) % PIN_SLOTS;
+        if (ps->busy[sl]) { /* its last copy has to end before it is refilled */
+            float ms;
+            C3_TRY(be->event_ms(be, ps->ev0[sl], ps->ev1[sl], &ms));
+            ps->busy[sl] = false;
+        }
+        const char *from = (const char *)src + (size_t)off * es;
+        char *to = ps->buf[sl];
+        size_t bytes = (size_t)k * es, piece = (size_t)1 << 20;
+        int64_t np = (int64_t)((bytes + piece - 1) / piece);
+#pragma omp parallel for schedule(static) if (np > 4)
+        for (int64_t q = 0; q < np; q++) {
+            size_t o = (size_t)q * piece;
+            memcpy(to + o, from + o, C3_MIN(piece, bytes - o));
+        }
+        c3_tensor part = c3_view(dst, off, 1, &k);
+        C3_TRY(be->event_record(be, ps->ev0[sl], C3_Q_COPY));
+        C3_TRY(be->upload_async(be, &part, to));
+        C3_TRY(be->event_record(be, ps->ev1[sl], C3_Q_COPY));
+        ps->busy[sl] = true;
+    }
+    return C3_OK;
+}
+
+/* The ring of the model_load in flight on this thread (one per rank thread). */
+static _Thread_local pin_stage *t_pin;
+
+/* The CPU backend's upload is a conversion on the host (c3_to_f32 into its
+ * F32 tensors), safe to run on disjoint slices at once: a large weight
+ * converts in slices on the OpenMP threads (the same floats). Other
+ * backends upload on one queue from one thread. */
+#define CPU_SLICE ((int64_t)1 << 18)
+static int upload_weight(c3_model *m, c3_tensor *dst, const void *src, c3_dtype sdt) {
+    int64_t n = c3_numel(dst);
+    if (strcmp(m->be->name, "cpu") != 0 || n < 4 * CPU_SLICE)
+        return m->be->upload(m->be, dst, src, sdt);
+    int64_t ns = (n + CPU_SLICE - 1) / CPU_SLICE;
+    size_t ss = c3_dtype_size(sdt);
+    int rc = C3_OK;
+#pragma omp parallel for schedule(static) reduction(max : rc)
+    for (int64_t q = 0; q < ns; q++) {
+        int64_t off = q * CPU_SLICE, k = C3_MIN(CPU_SLICE, n - off);
+        c3_tensor part = c3_view(dst, off, 1, &k);
+        int r = m->be->upload(m->be, &part, (const char *)src + (size_t)off * ss, sdt);
+        rc = C3_MAX(rc, r); /* the CPU upload does not fail; any code would be kept */
+    }
+    return rc;
+}
+
 /* n elements of type st -> dt in host memory, rounding as the backend's
  * upload does (bf16/f16: round to nearest even), so offloaded weights are
  * bit-identical to resident ones. */
@@ -294,8 +430,10 @@ static int load_weight(c3_model *m, const c3_ckpt *ck, c3_tensor *dst, const cha
     }
     if (m->loading_host)
         host_convert(dst->data, dst->dtype, src, sdt, (size_t)c3_numel(dst));
+    else if (t_pin && sdt == dst->dtype)
+        rc = pin_upload(t_pin, dst, src);
     else
-        rc = m->be->upload(m->be, dst, src, sdt);
+        rc = upload_weight(m, dst, src, sdt);
     free(conv);
     free(buf);
     if (rc) return c3_context(rc, "uploading %s", name);
@@ -550,6 +688,7 @@ int model_load(c3_model **out, const c3_ckpt *ck, c3_backend *be, const c3_shard
     m->offload = shard->offload && be->host_alloc && be->host_free && be->event_new && be->event_free &&
                  be->event_record && be->event_wait && be->event_ms && be->upload_async;
     m->loading_host = m->offload;
+    if (pin_wanted(be, shard)) TRY(pin_new(be, &t_pin));
     for (int l = 0; l < c->layers; l++) {
         TRY(load_tower(m, ck, l, false, &m->lw[l].und));
         TRY(load_tower(m, ck, l, true, &m->lw[l].gen));
@@ -606,6 +745,12 @@ int model_load(c3_model **out, const c3_ckpt *ck, c3_backend *be, const c3_shard
     }
     rope_setup(m);
 done:
+    if (t_pin) { /* every staged copy ends before the weights are used (or freed) */
+        int rc2 = pin_drain(t_pin);
+        if (rc == C3_OK) rc = rc2;
+        pin_free(t_pin);
+        t_pin = NULL;
+    }
     if (rc) {
         model_free(m);
         return rc;
