@@ -15,9 +15,9 @@
 
 /* ------------------------------------------------------------------ load */
 
-/* ----------------------------------------------- pinned staging (opt-in)
+/* ------------------------------------------------------ pinned staging
  *
- * COSMOS3_PINNED_LOAD=1: a weight that needs no conversion (bf16 stored,
+ * By default (COSMOS3_PINNED_LOAD=0: off) a weight that needs no conversion (bf16 stored,
  * bf16 on the device; FP8 codes) goes to the device through a ring of
  * pinned buffers instead of one pageable copy from the mapping: the host
  * fills a buffer from the mapping (on the OpenMP threads) while the copy
@@ -42,9 +42,11 @@ typedef struct {
 
 static bool pin_wanted(const c3_backend *be, const c3_shard *sh) {
     const char *v = getenv("COSMOS3_PINNED_LOAD");
-    return v && !strcmp(v, "1") && !be->meta && !sh->offload && be->host_alloc && be->host_free &&
-           be->upload_async && be->event_new && be->event_free && be->event_record &&
-           be->event_wait && be->event_ms;
+    /* on by default: the Nano 30 GB upload 4.9 -> 1.1 s on an H200, the
+       same picture bit for bit (bench/RESULTS.md, session 8) */
+    return !(v && !strcmp(v, "0")) && !be->meta && !sh->offload && be->host_alloc &&
+           be->host_free && be->upload_async && be->event_new && be->event_free &&
+           be->event_record && be->event_wait && be->event_ms;
 }
 
 /* Wait for every slot's copy, then order the compute queue after them. */
@@ -166,9 +168,12 @@ static void host_convert(void *dst, c3_dtype dt, const void *src, c3_dtype st, s
         size_t k = C3_MIN((size_t)CHUNK, n - off);
         c3_to_f32(f, (const char *)src + off * ss, st, k);
         for (size_t i = 0; i < k; i++) {
-            if (dt == C3_F32) ((float *)dst)[off + i] = f[i];
-            else if (dt == C3_BF16) ((uint16_t *)dst)[off + i] = c3_f32_to_bf16(f[i]);
-            else ((uint16_t *)dst)[off + i] = c3_f32_to_f16(f[i]);
+            if (dt == C3_F32)
+                ((float *)dst)[off + i] = f[i];
+            else if (dt == C3_BF16)
+                ((uint16_t *)dst)[off + i] = c3_f32_to_bf16(f[i]);
+            else
+                ((uint16_t *)dst)[off + i] = c3_f32_to_f16(f[i]);
         }
     }
 }
@@ -178,7 +183,8 @@ static int host_tensor(c3_model *m, c3_tensor *t, c3_dtype dt, int ndim, const i
     memset(t, 0, sizeof *t);
     t->dtype = dt;
     t->ndim = ndim;
-    for (int i = 0; i < ndim; i++) t->ne[i] = ne[i];
+    for (int i = 0; i < ndim; i++)
+        t->ne[i] = ne[i];
     return m->be->host_alloc(m->be, &t->data, (size_t)c3_numel(t) * c3_dtype_size(t->dtype));
 }
 
@@ -352,15 +358,18 @@ static int load_weight(c3_model *m, const c3_ckpt *ck, c3_tensor *dst, const cha
         memset(fp8, 0, sizeof *fp8);
         if (mode) *fp8 = (c3_fp8){.nseg = 1, .rows = {0}, .wscale = {ws}, .xscale = xs};
     }
-    for (int i = 0; i < ndim; i++) shape[i] = t->shape[i];
+    for (int i = 0; i < ndim; i++)
+        shape[i] = t->shape[i];
     int tp = m->shard.tp_size, r = m->shard.tp_rank;
     int64_t ne[C3_MAX_DIMS];
-    for (int i = 0; i < ndim; i++) ne[i] = shape[i];
+    for (int i = 0; i < ndim; i++)
+        ne[i] = shape[i];
     size_t es = c3_dtype_size(t->dtype);
     int sd = split == SPLIT_ROWS ? 0 : split == SPLIT_COLS ? 1 : -1;
     if (sd >= 0 && (ndim != 2 || shape[sd] % tp))
-        return c3_fail(C3_EMODEL, "transformer tensor %s: dimension %d (%lld) does not split over tp %d", name, sd,
-                       (long long)shape[sd], tp);
+        return c3_fail(C3_EMODEL,
+                       "transformer tensor %s: dimension %d (%lld) does not split over tp %d", name,
+                       sd, (long long)shape[sd], tp);
     if (sd >= 0) ne[sd] = shape[sd] / tp;
     int rc = C3_OK;
     if (!dst->data) {
@@ -390,7 +399,8 @@ static int load_weight(c3_model *m, const c3_ckpt *ck, c3_tensor *dst, const cha
         size_t cols = (size_t)ne[1] * es, row = (size_t)shape[1] * es;
         buf = xmalloc((size_t)ne[0] * cols);
         for (int64_t i = 0; i < ne[0]; i++)
-            memcpy(buf + (size_t)i * cols, (const char *)t->data + (size_t)i * row + (size_t)(r * ne[1]) * es, cols);
+            memcpy(buf + (size_t)i * cols,
+                   (const char *)t->data + (size_t)i * row + (size_t)(r * ne[1]) * es, cols);
         src = buf;
     }
     c3_dtype sdt = t->dtype;
@@ -444,7 +454,8 @@ static int load_weight(c3_model *m, const c3_ckpt *ck, c3_tensor *dst, const cha
 static int load_host(const c3_ckpt *ck, float **dst, const char *name, int ndim, int64_t *shape) {
     const st_tensor *t = ckpt_get(ck, NULL, name, ndim, shape);
     if (!t) return C3_EMODEL;
-    for (int i = 0; i < ndim; i++) shape[i] = t->shape[i];
+    for (int i = 0; i < ndim; i++)
+        shape[i] = t->shape[i];
     *dst = st_to_f32(t);
     return C3_OK;
 }
@@ -555,7 +566,8 @@ static int load_tower(c3_model *m, const c3_ckpt *ck, int l, bool gen, tower_w *
     w->has_k_norm_gen = !gen && c->und_k_norm_for_gen;
     if (w->has_k_norm_gen) {
         snprintf(nm, sizeof nm, "layers.%d.self_attn.k_norm_und_for_gen.weight", l);
-        if (!ckpt_find(ck, nm)) snprintf(nm, sizeof nm, "layers.%d.self_attn.k_norm_und_for_gen", l);
+        if (!ckpt_find(ck, nm))
+            snprintf(nm, sizeof nm, "layers.%d.self_attn.k_norm_und_for_gen", l);
         LOAD(&w->k_norm_gen, SPLIT_NONE, 1, hd);
     }
     int ng = 0;
@@ -582,7 +594,8 @@ static void free_tower(c3_model *m, tower_w *w) {
     c3_tensor *ts[TOWER_NT];
     tower_list(w, ts);
     for (int i = 0; i < TOWER_NT; i++) {
-        if (m->offload && !ts[i]->be && ts[i]->data) m->be->host_free(m->be, ts[i]->data); /* pinned host */
+        if (m->offload && !ts[i]->be && ts[i]->data)
+            m->be->host_free(m->be, ts[i]->data); /* pinned host */
         c3_free(ts[i]);
     }
 }
@@ -591,7 +604,8 @@ void model_free(c3_model *m) {
     if (!m) return;
     gg_free(m);
     if (m->offload)
-        for (int t = 0; t < 2; t++) ring_free(m, &m->ring[t]);
+        for (int t = 0; t < 2; t++)
+            ring_free(m, &m->ring[t]);
     if (m->lw)
         for (int l = 0; l < m->c.layers; l++) {
             free_tower(m, &m->lw[l].und);
@@ -636,8 +650,10 @@ static void rope_setup(c3_model *m) {
         float p = (float)pow(m->c.rope_theta, (double)e);
         m->inv_freq[j] = 1.0f / p;
         int a = 0;
-        if (j % 3 == 1 && j < 3 * m->c.mrope[1]) a = 1;
-        else if (j % 3 == 2 && j < 3 * m->c.mrope[2]) a = 2;
+        if (j % 3 == 1 && j < 3 * m->c.mrope[1])
+            a = 1;
+        else if (j % 3 == 2 && j < 3 * m->c.mrope[2])
+            a = 2;
         m->rope_axis[j] = a;
     }
 }
@@ -657,20 +673,25 @@ int model_load(c3_model **out, const c3_ckpt *ck, c3_backend *be, const c3_shard
     if (tp < 1 || shard->tp_rank < 0 || shard->tp_rank >= tp)
         return c3_fail(C3_EUSAGE, "tensor parallel rank %d of %d is invalid", shard->tp_rank, tp);
     if (c->kv_heads % tp)
-        return c3_fail(C3_EUSAGE, "tp %d does not divide the model's %d KV heads; use a tp that divides %d", tp,
-                       c->kv_heads, c->kv_heads);
+        return c3_fail(C3_EUSAGE,
+                       "tp %d does not divide the model's %d KV heads; use a tp that divides %d",
+                       tp, c->kv_heads, c->kv_heads);
     if (c->inter % tp)
-        return c3_fail(C3_EUSAGE, "tp %d does not divide the MLP width %d; use a tp that divides it", tp, c->inter);
+        return c3_fail(C3_EUSAGE,
+                       "tp %d does not divide the MLP width %d; use a tp that divides it", tp,
+                       c->inter);
     if (tp > 1 && (!shard->tp || !shard->tp->allreduce_sum))
         return c3_fail(C3_EFAIL, "tp %d needs a TP communicator (none was given)", tp);
     if (shard->sp_size > 1) {
         int hkv = c->kv_heads / tp;
         if (hkv % shard->sp_size)
             return c3_fail(C3_EUSAGE,
-                           "ulysses %d does not divide the %d KV heads per tensor-parallel rank; lower --ulysses",
+                           "ulysses %d does not divide the %d KV heads per tensor-parallel rank; "
+                           "lower --ulysses",
                            shard->sp_size, hkv);
         if (!shard->sp || !shard->sp->alltoall || !shard->sp->allgather_host)
-            return c3_fail(C3_EFAIL, "ulysses %d needs a sequence-parallel communicator (none was given)",
+            return c3_fail(C3_EFAIL,
+                           "ulysses %d needs a sequence-parallel communicator (none was given)",
                            shard->sp_size);
     }
     c3_model *m = xcalloc(1, sizeof *m);
@@ -685,8 +706,9 @@ int model_load(c3_model **out, const c3_ckpt *ck, c3_backend *be, const c3_shard
     m->lw = xcalloc((size_t)c->layers, sizeof *m->lw);
     int rc = C3_OK;
     int64_t D = c->hidden, P = c->patch_dim;
-    m->offload = shard->offload && be->host_alloc && be->host_free && be->event_new && be->event_free &&
-                 be->event_record && be->event_wait && be->event_ms && be->upload_async;
+    m->offload = shard->offload && be->host_alloc && be->host_free && be->event_new &&
+                 be->event_free && be->event_record && be->event_wait && be->event_ms &&
+                 be->upload_async;
     m->loading_host = m->offload;
     if (pin_wanted(be, shard)) TRY(pin_new(be, &t_pin));
     for (int l = 0; l < c->layers; l++) {
@@ -724,8 +746,10 @@ int model_load(c3_model **out, const c3_ckpt *ck, c3_backend *be, const c3_shard
         TRY(load_host(ck, &m->te_w1, "time_embedder.linear_1.weight", 2, s1));
         m->te_in = (int)s1[1];
         if (m->te_in <= 0 || m->te_in % 2) {
-            rc = c3_fail(C3_EMODEL, "transformer tensor time_embedder.linear_1.weight: input width %d must be even",
-                         m->te_in);
+            rc = c3_fail(
+                C3_EMODEL,
+                "transformer tensor time_embedder.linear_1.weight: input width %d must be even",
+                m->te_in);
             goto done;
         }
         TRY(load_host(ck, &m->te_b1, "time_embedder.linear_1.bias", 1, b));

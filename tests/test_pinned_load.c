@@ -1,9 +1,9 @@
-/* test_pinned_load.c - model_load's pinned staging ring (COSMOS3_PINNED_LOAD=1)
+/* test_pinned_load.c - model_load's pinned staging ring (the default; COSMOS3_PINNED_LOAD=0 off)
  * on a host-memory stand-in for a device backend: the demo model's weights
  * loaded through the ring with small buffers (many turns of it) hold the
  * same bytes as the plain upload's; every byte that needs no conversion
  * went through upload_async; every copy was waited for before model_load
- * returned; the ring is not used without the switch.
+ * returned; with COSMOS3_PINNED_LOAD=0 the ring is not used.
  *
  * The stand-in keeps weights in the dtype asked (bf16), copies at once
  * (upload_async is a memcpy) and counts the calls. */
@@ -178,11 +178,11 @@ int main(void) {
     }
     c3_backend be = stand_in();
     c3_model *plain = NULL, *staged = NULL;
-    unsetenv("COSMOS3_PINNED_LOAD");
+    setenv("COSMOS3_PINNED_LOAD", "0", 1);
     int rc = model_load(&plain, &ck, &be, NULL);
     T_CHECK(rc == C3_OK, "plain load: %s", c3_errmsg());
-    T_CHECK(g.async_calls == 0 && g.host_alive == 0, "the ring ran without the switch: %lld calls",
-            (long long)g.async_calls);
+    T_CHECK(g.async_calls == 0 && g.host_alive == 0,
+            "the ring ran with COSMOS3_PINNED_LOAD=0: %lld calls", (long long)g.async_calls);
     setenv("COSMOS3_PINNED_LOAD", "1", 1);
     setenv("COSMOS3_PINNED_SLOT_BYTES", "4096", 1); /* a 64x64 bf16 weight: two buffers */
     rc = model_load(&staged, &ck, &be, NULL);

@@ -91,7 +91,7 @@ sec_e2e() {
         rm -rf "$frames"
     fi
     # launch to the first step, page cache warm: with the prefault, without, again with, and
-    # with the pinned staging ring (COSMOS3_PINNED_LOAD=1, opt-in)
+    # with the pinned staging ring (COSMOS3_PINNED_LOAD=1, the default since session 8; 0 off)
     local tag pf pin
     for tag in prefault noprefault prefault2 pinned; do
         pf=1 pin=0
