@@ -12,6 +12,8 @@
 #              minutes on an H200 (mkmodel ~1, gen ~4.5). E2E_TINY=1: a dry run
 #              on the tiny preset at 128x128/9 frames (the CPU here: see
 #              bench/s8_e2e.md); E2E_SKIP_GEN=1 leaves the headline gen out,
+#              E2E_GEN_ARGS adds options to the headline gen (e.g. "--precision fp8
+#              --attention fp8"), E2E_ONLY_GEN=1 stops after it,
 #              E2E_COLD=1 adds two launches from a cold page cache (prefault on /
 #              off), E2E_CKPT the checkpoint's folder (kept when it exists)
 # Sourced by bench/gpu.sh (setup has run: $bin, $out, counted, section).
@@ -77,8 +79,9 @@ sec_e2e() {
     if [ -z "${E2E_SKIP_GEN:-}" ]; then
         rm -rf "$frames"
         e2e_clocks_start "$out/e2e_clocks.csv"
+        # shellcheck disable=SC2086 # E2E_GEN_ARGS: words
         timeout 560 "$bin" gen -m "$ck" --device "$dev" -p "$P" -W $W -H $H --frames $F -s "$steps" --seed 1 \
-            -o "$frames/" --json >"$out/e2e_gen.json" 2>"$out/e2e_gen.err"
+            ${E2E_GEN_ARGS:-} -o "$frames/" --json >"$out/e2e_gen.json" 2>"$out/e2e_gen.err"
         rc=$?
         e2e_clocks_stop "$out/e2e_clocks.csv" gen
         tail -3 "$out/e2e_gen.err"
@@ -90,6 +93,7 @@ sec_e2e() {
         [ -s "$out/e2e_gen.json" ] && e2e_phases "$out/e2e_gen.json" "gen"
         rm -rf "$frames"
     fi
+    [ -n "${E2E_ONLY_GEN:-}" ] && return
     # launch to the first step, page cache warm: with the prefault, without, again with, and
     # with the pinned staging ring (COSMOS3_PINNED_LOAD=1, the default since session 8; 0 off)
     local tag pf pin
