@@ -70,8 +70,8 @@ static void print_text(const cosmos3_bench_result *r, double t_png) {
            r->t_tokenize * 1e3, r->t_load, r->t_und_cond * 1e3, r->t_und_uncond * 1e3,
            r->flop_und / (r->t_und_cond + r->t_und_uncond) / TFLOP);
     if (r->vae)
-        printf(", VAE load %.2f s, VAE decode %.2f ms (warm %.2f ms), PNG %.2f ms\n",
-               r->t_vae_load, r->t_vae * 1e3, r->t_vae_warm * 1e3, t_png * 1e3);
+        printf(", VAE load %.2f s, VAE decode %.2f ms (warm %.2f ms), PNG %.2f ms\n", r->t_vae_load,
+               r->t_vae * 1e3, r->t_vae_warm * 1e3, t_png * 1e3);
     else
         printf(", VAE skipped\n");
     printf("peak memory (backend accounting): %.2f GiB (now: weights %.2f, K/V %.2f, activations "
@@ -82,9 +82,9 @@ static void print_text(const cosmos3_bench_result *r, double t_png) {
     printf("\n");
 }
 
-static void print_json(const cosmos3_bench_result *r, double t_png) {
-    json_t *j = json_object(), *g = json_object(), *b = json_object(), *o = json_object(),
-           *mm = json_object();
+/* Both reports' JSON: what was run (preset, geometry, device, size) ... */
+static json_t *json_head(const cosmos3_bench_result *r) {
+    json_t *j = json_object(), *g = json_object();
     json_object_set_new(j, "preset", json_string(r->preset));
     json_object_set_new(g, "layers", json_integer(r->layers));
     json_object_set_new(g, "hidden", json_integer(r->hidden));
@@ -99,6 +99,29 @@ static void print_json(const cosmos3_bench_result *r, double t_png) {
     json_object_set_new(j, "frames", json_integer(r->frames));
     json_object_set_new(j, "gen_tokens", json_integer(r->gen_tokens));
     json_object_set_new(j, "L_cond", json_integer(r->L_cond));
+    return j;
+}
+
+/* ... and, last, the memory the backend counted; then j is printed and freed. */
+static void json_finish(json_t *j, const cosmos3_bench_result *r) {
+    json_t *mm = json_object();
+    json_object_set_new(mm, "peak_bytes", json_integer(r->mem_peak));
+    json_object_set_new(mm, "weights_bytes", json_integer(r->mem_weights));
+    json_object_set_new(mm, "kv_bytes", json_integer(r->mem_kv));
+    json_object_set_new(mm, "act_bytes", json_integer(r->mem_act));
+    if (r->dev_total > 0) {
+        json_object_set_new(mm, "device_used_bytes", json_integer(r->dev_used));
+        json_object_set_new(mm, "device_total_bytes", json_integer(r->dev_total));
+    }
+    json_object_set_new(j, "memory", mm);
+    char *txt = json_dumps(j, JSON_INDENT(2) | JSON_REAL_PRECISION(12));
+    printf("%s\n", txt);
+    free(txt);
+    json_decref(j);
+}
+
+static void print_json(const cosmos3_bench_result *r, double t_png) {
+    json_t *j = json_head(r), *b = json_object(), *o = json_object();
     json_object_set_new(j, "L_uncond", json_integer(r->L_uncond));
     json_object_set_new(j, "steps_timed", json_integer(r->steps));
     json_object_set_new(j, "tflop_per_step", json_real(r->flop_step / TFLOP));
@@ -161,19 +184,7 @@ static void print_json(const cosmos3_bench_result *r, double t_png) {
             j, "h2d_gbps",
             json_real(r->h2d_seconds > 0 ? (double)r->h2d_bytes / r->h2d_seconds / 1e9 : 0));
     }
-    json_object_set_new(mm, "peak_bytes", json_integer(r->mem_peak));
-    json_object_set_new(mm, "weights_bytes", json_integer(r->mem_weights));
-    json_object_set_new(mm, "kv_bytes", json_integer(r->mem_kv));
-    json_object_set_new(mm, "act_bytes", json_integer(r->mem_act));
-    if (r->dev_total > 0) {
-        json_object_set_new(mm, "device_used_bytes", json_integer(r->dev_used));
-        json_object_set_new(mm, "device_total_bytes", json_integer(r->dev_total));
-    }
-    json_object_set_new(j, "memory", mm);
-    char *txt = json_dumps(j, JSON_INDENT(2) | JSON_REAL_PRECISION(12));
-    printf("%s\n", txt);
-    free(txt);
-    json_decref(j);
+    json_finish(j, r);
 }
 
 /* --------------------------------------------------------------- e2e */
@@ -211,21 +222,7 @@ static void print_e2e_text(const cosmos3_bench_result *r, double t_png, const ch
 
 static void print_e2e_json(const cosmos3_bench_result *r, double t_png, const char *path,
                            int64_t png_bytes) {
-    json_t *j = json_object(), *g = json_object(), *e = json_object(), *st = json_array(),
-           *mm = json_object();
-    json_object_set_new(j, "preset", json_string(r->preset));
-    json_object_set_new(g, "layers", json_integer(r->layers));
-    json_object_set_new(g, "hidden", json_integer(r->hidden));
-    json_object_set_new(g, "heads", json_integer(r->heads));
-    json_object_set_new(g, "kv_heads", json_integer(r->kv_heads));
-    json_object_set_new(g, "head_dim", json_integer(r->head_dim));
-    json_object_set_new(g, "intermediate", json_integer(r->intermediate));
-    json_object_set_new(j, "geometry", g);
-    json_object_set_new(j, "device", json_string(r->device));
-    json_object_set_new(j, "width", json_integer(r->width));
-    json_object_set_new(j, "height", json_integer(r->height));
-    json_object_set_new(j, "gen_tokens", json_integer(r->gen_tokens));
-    json_object_set_new(j, "L_cond", json_integer(r->L_cond));
+    json_t *j = json_head(r), *e = json_object(), *st = json_array();
     json_object_set_new(j, "plan", json_string(r->plan_text ? r->plan_text : ""));
     json_object_set_new(j, "plan_need_bytes", json_integer(r->plan_need));
     json_object_set_new(j, "plan_weights_bytes", json_integer(r->plan_weights));
@@ -249,19 +246,7 @@ static void print_e2e_json(const cosmos3_bench_result *r, double t_png, const ch
     json_object_set_new(e, "total_ms", json_real((r->e2e_total + t_png) * 1e3));
     json_object_set_new(e, "first_request_ms", json_real(r->e2e_first_total * 1e3));
     json_object_set_new(j, "e2e", e);
-    json_object_set_new(mm, "peak_bytes", json_integer(r->mem_peak));
-    json_object_set_new(mm, "weights_bytes", json_integer(r->mem_weights));
-    json_object_set_new(mm, "kv_bytes", json_integer(r->mem_kv));
-    json_object_set_new(mm, "act_bytes", json_integer(r->mem_act));
-    if (r->dev_total > 0) {
-        json_object_set_new(mm, "device_used_bytes", json_integer(r->dev_used));
-        json_object_set_new(mm, "device_total_bytes", json_integer(r->dev_total));
-    }
-    json_object_set_new(j, "memory", mm);
-    char *txt = json_dumps(j, JSON_INDENT(2) | JSON_REAL_PRECISION(12));
-    printf("%s\n", txt);
-    free(txt);
-    json_decref(j);
+    json_finish(j, r);
 }
 
 /* The e2e request's picture written as gen writes a PNG (png_write: a
