@@ -157,37 +157,7 @@ static void one_kind(const char *kind, float amp, double fp8_max, c3_backend *cu
 /* the final latents of 8 CPU steps of the tiny checkpoint `model`, --attention attn */
 static float *tiny_latents(const char *bin, const char *model, const char *attn, const char *dir,
                            int64_t *n) {
-    char lat[4200], png[4200];
-    snprintf(lat, sizeof lat, "%s/%s.safetensors", dir, attn);
-    snprintf(png, sizeof png, "%s/%s.png", dir, attn);
-    char *argv[] = {(char *)bin,
-                    "gen",
-                    "-m",
-                    (char *)model,
-                    "--attention",
-                    (char *)attn,
-                    "-p",
-                    "a red cube",
-                    "-W",
-                    "64",
-                    "-H",
-                    "64",
-                    "--steps",
-                    "8",
-                    "--seed",
-                    "3",
-                    "--save-latents",
-                    lat,
-                    "-o",
-                    png,
-                    "--overwrite",
-                    "-q",
-                    "--device",
-                    "cpu",
-                    NULL};
-    int rc = t_run(argv, NULL);
-    T_CHECK(rc == 0, "gen -m %s --attention %s exited %d", model, attn, rc);
-    return rc ? NULL : t_read_latents(lat, n);
+    return t_gen_tiny_latents(bin, model, "--attention", attn, dir, attn, n);
 }
 
 int main(void) {

@@ -62,6 +62,46 @@ static inline int t_run(char *const argv[], const char *errf) {
     return t_run_io(argv, NULL, errf);
 }
 
+/* The final latents of 8 CPU steps of a tiny checkpoint at 64x64 (prompt
+ * "a red cube", seed 3) with one option set (opt val, e.g. "--precision"
+ * "fp8"), the files in dir named after tag; NULL when gen fails (checked).
+ * *n: the element count. */
+static inline float *t_gen_tiny_latents(const char *bin, const char *model, const char *opt,
+                                        const char *val, const char *dir, const char *tag,
+                                        int64_t *n) {
+    char lat[4200], png[4200];
+    snprintf(lat, sizeof lat, "%s/%s.safetensors", dir, tag);
+    snprintf(png, sizeof png, "%s/%s.png", dir, tag);
+    char *argv[] = {(char *)bin,
+                    "gen",
+                    "-m",
+                    (char *)model,
+                    (char *)opt,
+                    (char *)val,
+                    "-p",
+                    "a red cube",
+                    "-W",
+                    "64",
+                    "-H",
+                    "64",
+                    "--steps",
+                    "8",
+                    "--seed",
+                    "3",
+                    "--save-latents",
+                    lat,
+                    "-o",
+                    png,
+                    "--overwrite",
+                    "-q",
+                    "--device",
+                    "cpu",
+                    NULL};
+    int rc = t_run(argv, NULL);
+    T_CHECK(rc == 0, "gen -m %s %s %s exited %d", model, opt, val, rc);
+    return rc ? NULL : t_read_latents(lat, n);
+}
+
 /* One golden run through `cosmos3 gen`: a manifest case's settings and the
  * files of the run. */
 typedef struct {

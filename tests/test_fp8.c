@@ -96,37 +96,7 @@ static void test_e4m3(void) {
 
 static float *gen(const char *bin, const char *model, const char *prec, const char *dir,
                   const char *tag, int64_t *n) {
-    char lat[4200], png[4200];
-    snprintf(lat, sizeof lat, "%s/%s.safetensors", dir, tag);
-    snprintf(png, sizeof png, "%s/%s.png", dir, tag);
-    char *argv[] = {(char *)bin,
-                    "gen",
-                    "-m",
-                    (char *)model,
-                    "--precision",
-                    (char *)prec,
-                    "-p",
-                    "a red cube",
-                    "-W",
-                    "64",
-                    "-H",
-                    "64",
-                    "--steps",
-                    "8",
-                    "--seed",
-                    "3",
-                    "--save-latents",
-                    lat,
-                    "-o",
-                    png,
-                    "--overwrite",
-                    "-q",
-                    "--device",
-                    "cpu",
-                    NULL};
-    int rc = t_run(argv, NULL);
-    T_CHECK(rc == 0, "gen -m %s --precision %s exited %d", model, prec, rc);
-    return rc ? NULL : t_read_latents(lat, n);
+    return t_gen_tiny_latents(bin, model, "--precision", prec, dir, tag, n);
 }
 
 /* The transformer's stored bytes that go to a device: every tensor but the
