@@ -46,8 +46,6 @@
 #              1; Nano-2L --precision fp8 vs bf16 (1 and 20 steps, guidance 1 and
 #              CFG, CUDA and CPU; activation scales per call and calibrated on the
 #              first step: COSMOS3_FP8_CALIBRATE=1); the demo model in FP8 judged
-#     fp8speed FP8 vs bf16: Nano 720p/189f CFG step, Super T2I 1360x768 distilled
-#              (one forward per step, UND, VAE, PNG), Super 720p/189f one step
 #     regress  cosmos3 bench T2I 1024^2 and 480p/93f CFG step against the
 #              numbers before issue 18 (47.3 ms, 578 ms): within 5 %
 #     vae      the VAE decode: vae_lab (each conv variant vs a float32
@@ -594,59 +592,6 @@ for x, y in zip(a, b):
 PY
 }
 
-sec_fp8speed() {
-    section "fp8speed: FP8 vs bf16 in the same call (cosmos3 bench, random weights)"
-    for p in bf16 fp8; do
-        benchj "nano720_$p" --preset nano --layers 9 -W 1280 -H 720 -F 189 --steps 1 --skip-vae --precision $p
-        COSMOS3_CFG_BATCH=0 benchj "super_t2i_$p" --preset super --layers 16 -W 1360 -H 768 --steps 4 --skip-vae \
-            --precision $p
-        benchj "super720_$p" --preset super --layers 4 -W 1280 -H 720 -F 189 --steps 1 --skip-vae --precision $p
-    done
-    COSMOS3_FP8_CALIBRATE=1 benchj nano720_fp8cal --preset nano --layers 9 -W 1280 -H 720 -F 189 --steps 1 \
-        --skip-vae --precision fp8
-    benchj super_t2i_vae --preset super --layers 1 -W 1360 -H 768 --steps 1
-    python3 - "$out" <<'PY'
-import json, os, sys
-d = sys.argv[1]
-def ld(n):
-    try:
-        return json.load(open(os.path.join(d, n + ".json")))
-    except Exception:
-        return None
-def row(name, key, scale, what):
-    b, f = ld(name + "_bf16"), ld(name + "_fp8")
-    if not b or not f:
-        print(f"  {what}: missing"); return None, None
-    vb, vf = b[key] * scale, f[key] * scale
-    print(f"  {what}: bf16 {vb:9.2f} ms | fp8 {vf:9.2f} ms | fp8/bf16 {vf / vb:.3f} | load bf16 "
-          f"{b['outside_loop']['load_s']:.1f} s, fp8 {f['outside_loop']['load_s']:.1f} s")
-    return vb, vf, b, f
-r = row("nano720", "step_ms", 4, "Nano 720p/189f CFG step (9 layers x 4)")
-if r[0]:
-    print(f"    target <= 3600 ms in FP8: {'met' if r[1] <= 3600 else 'not met'}")
-c = ld("nano720_fp8cal")
-if c and r[0]:
-    print(f"    fp8 with static scales calibrated on the first step: {c['step_ms'] * 4:.2f} ms "
-          f"({c['step_ms'] * 4 / r[0]:.3f} of bf16)")
-r = row("super_t2i", "cond_ms", 4, "Super T2I 1360x768 one forward (16 layers x 4)")
-v = ld("super_t2i_vae")
-if r[0]:
-    b, f = r[2], r[3]
-    vae = v["outside_loop"].get("vae_decode_ms", float("nan")) if v else float("nan")
-    png = v["outside_loop"].get("png_ms", float("nan")) if v else float("nan")
-    for nm, fw, o in (("bf16", r[0], b), ("fp8", r[1], f)):
-        u = o["outside_loop"]["und_uncond_ms"] * 4  # the second UND call: warm
-        tot = 4 * fw + u + vae + png
-        print(f"    4-step distilled end to end ({nm}): 4 forwards {4 * fw:.1f} + UND {u:.1f} + VAE {vae:.1f} + "
-              f"PNG {png:.1f} = {tot:.1f} ms (target {700 if nm == 'bf16' else 500} ms: "
-              f"{'met' if tot <= (700 if nm == 'bf16' else 500) else 'not met'})")
-r = row("super720", "step_ms", 16, "Super 720p/189f CFG step (4 layers x 16)")
-if r[0]:
-    for nm, st, tg in (("bf16", r[0], 600), ("fp8", r[1], 450)):
-        print(f"    35 steps {nm}: {35 * st / 1e3:.1f} s (target {tg} s: {'met' if 35 * st / 1e3 <= tg else 'not met'})")
-PY
-}
-
 sec_regress() {
     section "regress: T2I 1024^2 and 480p/93f CFG step against before issue 18 (47.3 ms, 578 ms): within 5 %"
     BENCHES="t2i 480p" SKIP_TORCH=1 sec_speed
@@ -733,8 +678,9 @@ esac
 sections=()
 for s in "$@"; do
     case "$s" in
-    check | goldens | layouts | demo | speed | train | cond | fp8 | fp8speed | regress | vae) sections+=("$s") ;;
+    check | goldens | layouts | demo | speed | train | cond | fp8 | regress | vae) sections+=("$s") ;;
     all) sections+=(check goldens layouts demo speed) ;;
+    fp8speed) sections+=(super) ;; # folded into bench/gpu.d/super.sh (session 8)
     *)
         if [[ " ${extra[*]} " == *" $s "* ]]; then
             sections+=("$s")
