@@ -309,13 +309,7 @@ __global__ void __launch_bounds__(FA_THREADS, 1) att_fp8(const __grid_constant__
 
     if (threadIdx.x == 0) {
         fa_bar_init(full_q, 1);
-        for (int s = 0; s < STAGES; s++) {
-            fa_bar_init(full_k + 8 * s, 1);
-            fa_bar_init(full_v + 8 * s, 1);
-            fa_bar_init(empty_k + 8 * s, FA_CONSUMERS * FA_WG);
-            fa_bar_init(empty_v + 8 * s, FA_CONSUMERS * FA_WG);
-        }
-        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+        fa_stage_bars_init(full_k, empty_k, full_v, empty_v, STAGES);
     }
     __syncthreads();
 

@@ -58,6 +58,19 @@ static __device__ __forceinline__ uint32_t fa_smem(const void *p) { return (uint
 static __device__ __forceinline__ void fa_bar_init(uint32_t bar, uint32_t count) {
     asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count));
 }
+/* Thread 0's part of a block's start: each K/V stage's mbarriers, full (one
+ * arrival: the producer's expect_tx) and empty (every consumer thread), then
+ * the fence that makes them visible to the TMA unit. */
+static __device__ __forceinline__ void fa_stage_bars_init(uint32_t full_k, uint32_t empty_k, uint32_t full_v,
+                                                          uint32_t empty_v, int stages) {
+    for (int s = 0; s < stages; s++) {
+        fa_bar_init(full_k + 8 * s, 1);
+        fa_bar_init(full_v + 8 * s, 1);
+        fa_bar_init(empty_k + 8 * s, FA_CONSUMERS * FA_WG);
+        fa_bar_init(empty_v + 8 * s, FA_CONSUMERS * FA_WG);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+}
 static __device__ __forceinline__ void fa_bar_expect(uint32_t bar, uint32_t bytes) {
     asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
 }
@@ -394,13 +407,7 @@ __global__ void __launch_bounds__(FA_THREADS, 1) att_wgmma(const __grid_constant
 
     if (threadIdx.x == 0) {
         fa_bar_init(full_q, 1);
-        for (int s = 0; s < ST; s++) {
-            fa_bar_init(full_k + 8 * s, 1);
-            fa_bar_init(full_v + 8 * s, 1);
-            fa_bar_init(empty_k + 8 * s, FA_CONSUMERS * FA_WG);
-            fa_bar_init(empty_v + 8 * s, FA_CONSUMERS * FA_WG);
-        }
-        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+        fa_stage_bars_init(full_k, empty_k, full_v, empty_v, ST);
     }
     __syncthreads();
 

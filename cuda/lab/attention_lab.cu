@@ -348,13 +348,7 @@ __global__ void __launch_bounds__(FA_THREADS, 1) v8_kernel(const __grid_constant
     if (threadIdx.x == 0) {
         fa_bar_init(full_q, 1);
         fa_bar_init(empty_q, FA_CONSUMERS * FA_WG);
-        for (int s = 0; s < ST; s++) {
-            fa_bar_init(full_k + 8 * s, 1);
-            fa_bar_init(full_v + 8 * s, 1);
-            fa_bar_init(empty_k + 8 * s, FA_CONSUMERS * FA_WG);
-            fa_bar_init(empty_v + 8 * s, FA_CONSUMERS * FA_WG);
-        }
-        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+        fa_stage_bars_init(full_k, empty_k, full_v, empty_v, ST);
     }
     __syncthreads();
     if (warp >= FA_CONSUMERS * 4) {
