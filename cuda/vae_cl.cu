@@ -175,21 +175,7 @@ __global__ void __launch_bounds__(VCL_THREADS, MINB) k_vcl_conv(const vcl_conv_a
                 int col = n0 + wn + ni * 8 + 2 * (lane & 3);
                 if (col >= a.Cout) continue;
                 int64_t o = row * a.Cout + col;
-                float v0 = 0.0f, v1 = 0.0f;
-                if (real) {
-                    v0 = acc[mi][ni][2 * h];
-                    v1 = acc[mi][ni][2 * h + 1];
-                    if (a.bias) {
-                        v0 += cu_ld(a.bias, a.bias_t, col);
-                        v1 += cu_ld(a.bias, a.bias_t, col + 1);
-                    }
-                    if (a.res) {
-                        __nv_bfloat162 r = *(const __nv_bfloat162 *)(a.res + o);
-                        v0 += __bfloat162float(r.x);
-                        v1 += __bfloat162float(r.y);
-                    }
-                }
-                *(__nv_bfloat162 *)(a.y + o) = __floats2bfloat162_rn(v0, v1);
+                vw_store_pair(a, real, acc[mi][ni][2 * h], acc[mi][ni][2 * h + 1], col, o);
             }
         }
 }

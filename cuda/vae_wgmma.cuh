@@ -147,6 +147,29 @@ static __device__ __forceinline__ void vw_mma(float (&d)[BN / 2], uint64_t da, u
         vw_mma_n128(d, da, db, acc);
 }
 
+/* An epilogue's bf16 pair at flat index o (column col): the accumulators
+ * d0, d1 + bias (+ residual), 0 where the row is padding (real false). The
+ * mma.sync kernel (vae_cl.cu) stores through it too. */
+template <typename A>
+static __device__ __forceinline__ void vw_store_pair(const A &a, bool real, float d0, float d1,
+                                                     int col, int64_t o) {
+    float v0 = 0.0f, v1 = 0.0f;
+    if (real) {
+        v0 = d0;
+        v1 = d1;
+        if (a.bias) {
+            v0 += cu_ld(a.bias, a.bias_t, col);
+            v1 += cu_ld(a.bias, a.bias_t, col + 1);
+        }
+        if (a.res) {
+            __nv_bfloat162 r = *(const __nv_bfloat162 *)(a.res + o);
+            v0 += __bfloat162float(r.x);
+            v1 += __bfloat162float(r.y);
+        }
+    }
+    *(__nv_bfloat162 *)(a.y + o) = __floats2bfloat162_rn(v0, v1);
+}
+
 static __device__ __forceinline__ bool vw_real(int64_t p, int Hp, int Wp, int H, int W) {
     int64_t pp = p % ((int64_t)Hp * Wp);
     int hh = (int)(pp / Wp), ww = (int)(pp % Wp);
@@ -231,21 +254,7 @@ __global__ void __launch_bounds__(VW_THREADS, 1) k_vw_conv(const __grid_constant
             const int col = n0 + 8 * c + 2 * t;
             if (col >= a.Cout) continue;
             const int64_t o = row * a.Cout + col;
-            float v0 = 0.0f, v1 = 0.0f;
-            if (real) {
-                v0 = d[4 * c + 2 * h];
-                v1 = d[4 * c + 2 * h + 1];
-                if (a.bias) {
-                    v0 += cu_ld(a.bias, a.bias_t, col);
-                    v1 += cu_ld(a.bias, a.bias_t, col + 1);
-                }
-                if (a.res) {
-                    __nv_bfloat162 r = *(const __nv_bfloat162 *)(a.res + o);
-                    v0 += __bfloat162float(r.x);
-                    v1 += __bfloat162float(r.y);
-                }
-            }
-            *(__nv_bfloat162 *)(a.y + o) = __floats2bfloat162_rn(v0, v1);
+            vw_store_pair(a, real, d[4 * c + 2 * h], d[4 * c + 2 * h + 1], col, o);
         }
     }
 #endif
