@@ -13,6 +13,16 @@
 #define TFLOP 1e12
 #define GIB (1024.0 * 1024.0 * 1024.0)
 
+/* Both text reports' last line: the memory the backend counted. */
+static void print_memory(const cosmos3_bench_result *r) {
+    printf("peak memory (backend accounting): %.2f GiB (now: weights %.2f, K/V %.2f, activations "
+           "%.2f GiB)",
+           r->mem_peak / GIB, r->mem_weights / GIB, r->mem_kv / GIB, r->mem_act / GIB);
+    if (r->dev_total > 0)
+        printf("; device in use %.2f of %.2f GiB", r->dev_used / GIB, r->dev_total / GIB);
+    printf("\n");
+}
+
 static void print_text(const cosmos3_bench_result *r, double t_png) {
     double tf = r->flop_step / r->step_mean / TFLOP;
     printf(
@@ -74,12 +84,7 @@ static void print_text(const cosmos3_bench_result *r, double t_png) {
                r->t_vae * 1e3, r->t_vae_warm * 1e3, t_png * 1e3);
     else
         printf(", VAE skipped\n");
-    printf("peak memory (backend accounting): %.2f GiB (now: weights %.2f, K/V %.2f, activations "
-           "%.2f GiB)",
-           r->mem_peak / GIB, r->mem_weights / GIB, r->mem_kv / GIB, r->mem_act / GIB);
-    if (r->dev_total > 0)
-        printf("; device in use %.2f of %.2f GiB", r->dev_used / GIB, r->dev_total / GIB);
-    printf("\n");
+    print_memory(r);
 }
 
 /* Both reports' JSON: what was run (preset, geometry, device, size) ... */
@@ -212,12 +217,7 @@ static void print_e2e_text(const cosmos3_bench_result *r, double t_png, const ch
            t_png * 1e3, (long long)png_bytes, path);
     printf("  total    %8.2f ms (the request %.2f ms + the PNG write)\n",
            (r->e2e_total + t_png) * 1e3, r->e2e_total * 1e3);
-    printf("peak memory (backend accounting): %.2f GiB (now: weights %.2f, K/V %.2f, activations "
-           "%.2f GiB)",
-           r->mem_peak / GIB, r->mem_weights / GIB, r->mem_kv / GIB, r->mem_act / GIB);
-    if (r->dev_total > 0)
-        printf("; device in use %.2f of %.2f GiB", r->dev_used / GIB, r->dev_total / GIB);
-    printf("\n");
+    print_memory(r);
 }
 
 static void print_e2e_json(const cosmos3_bench_result *r, double t_png, const char *path,
