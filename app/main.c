@@ -65,8 +65,10 @@ static const c3_command commands[] = {
     {"serve", CMD_SERVE, "[-m DIR] [--host ADDR] [--port N] [--queue N] [--tp N ...]",
      "the OpenAI-compatible image API: POST /v1/images/generations (JSON or SSE progress)",
      serve_main},
-    {"bench", CMD_BENCH, "--preset tiny|edge|nano|super [-W PX -H PX -F N] [--steps N] [--e2e [-o FILE]] [--json]",
-     "time the GEN CFG step of a preset's geometry on random weights (no checkpoint needed); --e2e: "
+    {"bench", CMD_BENCH,
+     "--preset tiny|edge|nano|super [-W PX -H PX -F N] [--steps N] [--e2e [-o FILE]] [--json]",
+     "time the GEN CFG step of a preset's geometry on random weights (no checkpoint needed); "
+     "--e2e: "
      "a distilled 4-step request end to end, prompt to PNG",
      cmd_bench},
 };
@@ -188,8 +190,8 @@ static void progress_line(const c3_event *ev, double t_first, int cfgp) {
     double el = c3_now() - t_first;
     double per = ev->step ? el / ev->step : 0;
     double eta = per * (ev->steps - ev->step);
-    fprintf(stderr, "\r\033[Kstep %d/%d  %.2f s/step  ETA %.0fs  cond %.2fs", ev->step, ev->steps, ev->seconds, eta,
-            ev->cond_s);
+    fprintf(stderr, "\r\033[Kstep %d/%d  %.2f s/step  ETA %.0fs  cond %.2fs", ev->step, ev->steps,
+            ev->seconds, eta, ev->cond_s);
     if (ev->uncond_s > 0 || cfgp == 2)
         fprintf(stderr, "  uncond %.2fs", ev->uncond_s);
     else
@@ -329,8 +331,9 @@ static int run_generation(c3_settings *s) {
             fprintf(stderr, "wrote %s (seed %llu, %.1f s)\n", where ? where : j.r.paths[0],
                     (unsigned long long)j.r.seed, j.r.t_total);
         else if (j.r.npaths > 1)
-            fprintf(stderr, "wrote %d frames %s .. %s (seed %llu, %.1f s)\n", j.r.npaths, j.r.paths[0],
-                    j.r.paths[j.r.npaths - 1], (unsigned long long)j.r.seed, j.r.t_total);
+            fprintf(stderr, "wrote %d frames %s .. %s (seed %llu, %.1f s)\n", j.r.npaths,
+                    j.r.paths[0], j.r.paths[j.r.npaths - 1], (unsigned long long)j.r.seed,
+                    j.r.t_total);
         char line[640];
         result_phases_line(&j.r, line, sizeof line);
         fprintf(stderr, "%s\n", line);
@@ -749,6 +752,16 @@ static int cmd_meta(c3_settings *s, char **pos, int npos) {
                                !strcmp(json_string_value(json_object_get(l, "device")), "cuda")
                            ? "cuda"
                            : "cpu");
+            /* written since session 8: the weights' precision, the GEN attention that ran */
+            const char *prec = json_string_value(json_object_get(l, "precision"));
+            const char *att = json_string_value(json_object_get(l, "attention"));
+            if (prec && att) {
+                printf("numerics: weights ");
+                print_text(strcmp(prec, "auto") ? prec : "as stored");
+                printf(", attention ");
+                print_text(att);
+                putchar('\n');
+            }
             const char *ver = json_string_value(json_object_get(o, "version"));
             printf("version: ");
             print_text(ver ? ver : "?");
@@ -812,7 +825,8 @@ int main(int argc, char **argv) {
         repl_argv = xcalloc((size_t)argc + 2, sizeof(char *));
         repl_argv[0] = argv[0];
         repl_argv[1] = (char *)"repl";
-        for (int i = 1; i < argc; i++) repl_argv[i + 1] = argv[i];
+        for (int i = 1; i < argc; i++)
+            repl_argv[i + 1] = argv[i];
         for (int i = 2; i <= argc; i++) /* --tui anywhere: the dashboard */
             if (!strcmp(repl_argv[i], "--tui")) {
                 repl_argv[1] = (char *)"tui";
@@ -841,7 +855,8 @@ int main(int argc, char **argv) {
     }
     if (!strcmp(cmd, "__completion")) { /* share/cosmos3.bash-completion */
         const char *names[C3_ARRAY_LEN(commands)];
-        for (size_t i = 0; i < C3_ARRAY_LEN(commands); i++) names[i] = commands[i].name;
+        for (size_t i = 0; i < C3_ARRAY_LEN(commands); i++)
+            names[i] = commands[i].name;
         docs_bash_completion(stdout, names, (int)C3_ARRAY_LEN(commands));
         return 0;
     }
@@ -871,8 +886,8 @@ int main(int argc, char **argv) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             command_help(stdout, c);
             return 0;
-        }
-        else if (!strcmp(argv[i], "--")) break;
+        } else if (!strcmp(argv[i], "--"))
+            break;
     struct sigaction sa = {.sa_handler = on_sigint};
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);

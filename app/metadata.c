@@ -82,8 +82,9 @@ char *metadata_json(const cosmos3_result *r, const c3_meta_extra *x) {
     }
     json_object_set_new(o, "settings", st);
     json_object_set_new(o, "layout",
-                        json_pack("{s:i,s:i,s:i,s:s}", "tp", r->tp, "cfg_parallel", r->cfg_parallel,
-                                  "ulysses", r->ulysses, "device", r->device));
+                        json_pack("{s:i,s:i,s:i,s:s,s:s,s:s}", "tp", r->tp, "cfg_parallel",
+                                  r->cfg_parallel, "ulysses", r->ulysses, "device", r->device,
+                                  "precision", r->precision, "attention", r->attention));
     json_object_set_new(o, "L_cond", json_integer(r->L_cond));
     json_object_set_new(o, "L_uncond", json_integer(r->L_uncond));
     char *txt = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);

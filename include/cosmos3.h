@@ -348,6 +348,12 @@ typedef struct {
     /* the mean of each step's host work inside t_step_mean (the CFG combine
      * and the sampler step on the host latents) */
     double t_step_host_mean;
+    /* the numerics it ran with (appended): the weights' precision the engine
+     * was opened with ("auto": as stored, "bf16", "fp8") and the GEN
+     * attention that ran ("fp8" when every GEN call took the FP8 path, on the
+     * CPU its emulation; else "bf16", "fp32" on the CPU) */
+    char precision[8];
+    char attention[8];
 } cosmos3_result;
 
 /* Run one generation. *out is NULL on failure; COSMOS3_ECANCEL when

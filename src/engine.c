@@ -579,9 +579,9 @@ static int on_vae_frame(void *ud, int t, int T) {
 
 /* --attention fp8: once per engine, a warning when a GEN attention call ran
  * in 16 bits instead (the reason the backend gave), and a log line saying
- * which attention ran. */
-static void attn_fp8_note(cosmos3_engine *e) {
-    if (!e->attn_fp8) return;
+ * which attention ran. True when every GEN call took the FP8 path. */
+static bool attn_fp8_note(cosmos3_engine *e) {
+    if (!e->attn_fp8) return false;
     int64_t calls = 0, declined = 0;
     const char *why = NULL;
     for (int r = 0; r < e->plan.world; r++) {
@@ -603,6 +603,7 @@ static void attn_fp8_note(cosmos3_engine *e) {
                      "attention: fp8 on %lld GEN calls (the UND tower's causal attention in %s)",
                      (long long)calls, e->plan.cuda ? "bf16" : "fp32");
     }
+    return !declined && calls > 0;
 }
 
 /* The steps of one generation into res (allocated by the caller). */
@@ -785,7 +786,14 @@ static int generate(cosmos3_engine *e, const cosmos3_request *rq, cosmos3_result
     res->ulysses = p->sp;
     snprintf(res->device, sizeof res->device, "%s", p->cuda ? "cuda" : "cpu");
     res->mem_peak = e->ranks[0].be->mem_peak;
-    attn_fp8_note(e);
+    snprintf(res->attention, sizeof res->attention, "%s",
+             attn_fp8_note(e) ? "fp8"
+             : p->cuda        ? "bf16"
+                              : "fp32");
+    snprintf(res->precision, sizeof res->precision, "%s",
+             e->precision == C3_PREC_FP8    ? "fp8"
+             : e->precision == C3_PREC_BF16 ? "bf16"
+                                            : "auto");
     if (p->offload && p->cuda) { /* rank 0's weight stream over this generation */
         int64_t bytes;
         double sec;

@@ -104,6 +104,16 @@ expect 0 "" -- gen -S 7 --steps 3 --from from.png -S 43 -o from3.png -q --device
 expect 0 "" -- meta from3.png
 grep -qx "seed: 43" "$tmp/out" && grep -qx "steps: 12" "$tmp/out" && grep -qx "guidance: 5" "$tmp/out" &&
     grep -qx "negative_prompt: blurry" "$tmp/out" && ok || bad "--from with options around it: $(cat "$tmp/out")"
+grep -qx "numerics: weights as stored, attention fp32" "$tmp/out" && ok ||
+    bad "meta of a CPU picture: no numerics line or the wrong one: $(cat "$tmp/out")"
+# the numerics asked for are in the metadata: --precision and the GEN attention that ran
+expect 0 "" -- gen -p "a red circle" --steps 3 --precision fp8 --attention fp8 -o num8.png -q --device cpu
+expect 0 "" -- meta num8.png
+grep -qx "numerics: weights fp8, attention fp8" "$tmp/out" && ok || bad "meta of an fp8 picture: $(cat "$tmp/out")"
+expect 0 "" -- meta --json num8.png
+python3 -c 'import json, sys; l = json.load(open(sys.argv[1]))["layout"]; sys.exit(not (l["precision"] == "fp8" and l["attention"] == "fp8"))' \
+    "$tmp/out" && ok || bad "meta --json of an fp8 picture: $(cat "$tmp/out")"
+rm -f num8.png
 printf 'not a png' > nometa.png
 expect 4 "nometa.png" -- gen --from nometa.png -o from4.png -q
 expect 4 "" -- gen --from no-such-file.png -o from4.png -q
