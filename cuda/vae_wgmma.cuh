@@ -176,6 +176,31 @@ static __device__ __forceinline__ bool vw_real(int64_t p, int Hp, int Wp, int H,
     return hh >= 1 && hh <= H && ww >= 1 && ww <= W;
 }
 
+/* Thread 0: the stages' mbarriers, full[s] (one arrival: the producer's
+ * expect_tx) and empty[s] (every consumer thread), then the fence. */
+template <int STAGES> static __device__ __forceinline__ void vw_bars_init(uint32_t bars) {
+    for (int s = 0; s < STAGES; s++) {
+        vw_bar_init(bars + 8 * s, 1);
+        vw_bar_init(bars + 8 * (STAGES + s), VW_CONSUMERS * VW_WG);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+}
+
+/* The producer's K step it of the tile at (m0, n0), its g-th over the block's
+ * life: wait for stage g % STAGES to be empty, then the A rows of its tap and
+ * channel slice and the B slice into it by TMA. */
+template <int STAGES, uint32_t ABYTES, uint32_t SBYTES>
+static __device__ __forceinline__ void vw_load_step(const vw_args &a, uint32_t s0, uint32_t bars,
+                                                    int g, int it, int64_t m0, int n0) {
+    const int s = g % STAGES;
+    const uint32_t sa = s0 + s * SBYTES, full = bars + 8 * s, empty = bars + 8 * (STAGES + s);
+    vw_bar_wait(empty, ((g / STAGES) & 1) ^ 1);
+    vw_bar_expect(full, SBYTES);
+    const int tap = it / a.cpt, c0 = (it - tap * a.cpt) * VW_BK;
+    vw_tma(sa, &a.ta, c0, (int)(m0 + a.off[tap]), full);
+    vw_tma(sa + ABYTES, &a.tb, a.kb0 + it * VW_BK, n0, full);
+}
+
 template <int BN, int STAGES>
 __global__ void __launch_bounds__(VW_THREADS, 1) k_vw_conv(const __grid_constant__ vw_args a) {
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -194,28 +219,14 @@ __global__ void __launch_bounds__(VW_THREADS, 1) k_vw_conv(const __grid_constant
     const int64_t m0 = (int64_t)(blockIdx.x / ntn) * VW_BM;
     const int n0 = (int)(blockIdx.x % ntn) * BN;
 
-    if (threadIdx.x == 0) {
-        for (int s = 0; s < STAGES; s++) {
-            vw_bar_init(bars + 8 * s, 1);
-            vw_bar_init(bars + 8 * (STAGES + s), VW_CONSUMERS * VW_WG);
-        }
-        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-    }
+    if (threadIdx.x == 0) vw_bars_init<STAGES>(bars);
     __syncthreads();
 
     if (warp >= VW_CONSUMERS * 4) { /* producer warpgroup: one thread issues every copy */
         asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(VW_REG_PRODUCER));
         if (threadIdx.x != VW_CONSUMERS * VW_WG) return;
-        for (int it = 0; it < a.kiters; it++) {
-            const int s = it % STAGES;
-            const uint32_t sa = s0 + s * SBYTES, full = bars + 8 * s,
-                           empty = bars + 8 * (STAGES + s);
-            vw_bar_wait(empty, ((it / STAGES) & 1) ^ 1);
-            vw_bar_expect(full, SBYTES);
-            const int tap = it / a.cpt, c0 = (it - tap * a.cpt) * VW_BK;
-            vw_tma(sa, &a.ta, c0, (int)(m0 + a.off[tap]), full);
-            vw_tma(sa + ABYTES, &a.tb, a.kb0 + it * VW_BK, n0, full);
-        }
+        for (int it = 0; it < a.kiters; it++)
+            vw_load_step<STAGES, ABYTES, SBYTES>(a, s0, bars, it, it, m0, n0);
         return;
     }
 
@@ -295,13 +306,7 @@ __global__ void __launch_bounds__(VW_THREADS, 1) k_vw_conv_p(const __grid_consta
     const int ntn = (a.Cout + BN - 1) / BN;
     const int64_t ntiles = (a.M + VW_BM - 1) / VW_BM * ntn;
 
-    if (threadIdx.x == 0) {
-        for (int s = 0; s < STAGES; s++) {
-            vw_bar_init(bars + 8 * s, 1);
-            vw_bar_init(bars + 8 * (STAGES + s), VW_CONSUMERS * VW_WG);
-        }
-        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-    }
+    if (threadIdx.x == 0) vw_bars_init<STAGES>(bars);
     __syncthreads();
 
     if (warp >= VW_CONSUMERS * 4) { /* producer */
@@ -311,16 +316,8 @@ __global__ void __launch_bounds__(VW_THREADS, 1) k_vw_conv_p(const __grid_consta
         for (int64_t tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
             const int64_t m0 = tile / ntn * VW_BM;
             const int n0 = (int)(tile % ntn) * BN;
-            for (int it = 0; it < a.kiters; it++, g++) {
-                const int s = g % STAGES;
-                const uint32_t sa = s0 + s * SBYTES, full = bars + 8 * s,
-                               empty = bars + 8 * (STAGES + s);
-                vw_bar_wait(empty, ((g / STAGES) & 1) ^ 1);
-                vw_bar_expect(full, SBYTES);
-                const int tap = it / a.cpt, c0 = (it - tap * a.cpt) * VW_BK;
-                vw_tma(sa, &a.ta, c0, (int)(m0 + a.off[tap]), full);
-                vw_tma(sa + ABYTES, &a.tb, a.kb0 + it * VW_BK, n0, full);
-            }
+            for (int it = 0; it < a.kiters; it++, g++)
+                vw_load_step<STAGES, ABYTES, SBYTES>(a, s0, bars, g, it, m0, n0);
         }
         return;
     }
