@@ -610,15 +610,15 @@ static bool attn_fp8_note(cosmos3_engine *e) {
 static int generate(cosmos3_engine *e, const cosmos3_request *rq, cosmos3_result *res) {
     double t_start = c3_now();
     const c3_load_times *ld = &e->load;
-    res->clock_open = ld->open_at;
-    res->clock_generate = t_start;
-    res->t_load = ld->total;
-    res->t_load_read = ld->read;
-    res->t_load_backends = ld->backends;
-    res->t_load_weights = ld->weights;
-    res->t_load_vae = ld->vae;
-    res->t_load_tokenizer = ld->tokenizer;
-    res->load_prefault_bytes = ld->prefault_bytes;
+    res->timings.clock_open = ld->open_at;
+    res->timings.clock_generate = t_start;
+    res->timings.load = ld->total;
+    res->timings.load_read = ld->read;
+    res->timings.load_backends = ld->backends;
+    res->timings.load_weights = ld->weights;
+    res->timings.load_vae = ld->vae;
+    res->timings.load_tokenizer = ld->tokenizer;
+    res->timings.load_prefault_bytes = ld->prefault_bytes;
     const c3_tconfig *tc = &e->ck.t;
     cosmos3_settings s;
     c3_denoise j = {.e = e, .s = &s};
@@ -669,8 +669,8 @@ static int generate(cosmos3_engine *e, const cosmos3_request *rq, cosmos3_result
     }
     res->L_cond = j.L[0];
     res->L_uncond = j.L[1];
-    res->t_tokenize = c3_now() - t0;
-    emit_stage(e, "tokenize", false, res->t_tokenize);
+    res->timings.tokenize = c3_now() - t0;
+    emit_stage(e, "tokenize", false, res->timings.tokenize);
     /* latents [1, C, T, h, w] */
     j.T = s.latent_shape[2];
     j.h = s.latent_shape[3];
@@ -705,8 +705,8 @@ static int generate(cosmos3_engine *e, const cosmos3_request *rq, cosmos3_result
         cond_mix(&cd, x0);
         j.pinned = cd.pinned;
         j.cond = &cd; /* the distilled sampler re-anchors the pinned frames after each step */
-        res->t_encode = c3_now() - t0;
-        emit_stage(e, "encode", false, res->t_encode);
+        res->timings.encode = c3_now() - t0;
+        emit_stage(e, "encode", false, res->timings.encode);
     }
     j.x_init = x0;
     j.x_final = xmalloc((size_t)j.n * sizeof(float));
@@ -729,18 +729,18 @@ static int generate(cosmos3_engine *e, const cosmos3_request *rq, cosmos3_result
     rc = denoise_run(&j);
     if (rc == C3_OK) rc = denoise_check_finite(j.x_final, j.n, "the final latents", "transformer");
     if (rc) goto out;
-    res->t_und = j.t_und;
-    res->t_denoise = j.t_loop;
+    res->timings.und = j.t_und;
+    res->timings.denoise = j.t_loop;
     if (j.steps_run) {
-        res->t_step_mean = j.step_sum / j.steps_run;
-        res->t_cond_mean = j.cond_sum / j.steps_run;
-        res->t_uncond_mean = j.uncond_sum / j.steps_run;
-        res->t_step_first = j.step_first;
-        res->t_step_host_mean = j.host_sum / j.steps_run;
+        res->timings.step_mean = j.step_sum / j.steps_run;
+        res->timings.cond_mean = j.cond_sum / j.steps_run;
+        res->timings.uncond_mean = j.uncond_sum / j.steps_run;
+        res->timings.step_first = j.step_first;
+        res->timings.step_host_mean = j.host_sum / j.steps_run;
         if (j.steps_run > 1)
-            res->t_step_rest_mean = (j.step_sum - j.step_first) / (j.steps_run - 1);
+            res->timings.step_rest_mean = (j.step_sum - j.step_first) / (j.steps_run - 1);
     }
-    res->clock_first_step = j.first_step_at;
+    res->timings.clock_first_step = j.first_step_at;
     /* decode */
     t0 = c3_now();
     emit_stage(e, "vae", true, 0);
@@ -751,8 +751,8 @@ static int generate(cosmos3_engine *e, const cosmos3_request *rq, cosmos3_result
     if (rc == C3_OK)
         rc = denoise_check_finite(pixels, (int64_t)F * H * W * 3, "the decoded pixels", "VAE");
     if (rc) goto out;
-    res->t_vae = c3_now() - t0;
-    emit_stage(e, "vae", false, res->t_vae);
+    res->timings.vae = c3_now() - t0;
+    emit_stage(e, "vae", false, res->timings.vae);
     res->rgb = xmalloc((size_t)F * H * W * 3);
     frames_to_rgb(pixels, F, H, W, res->rgb);
     res->width = W;
@@ -801,7 +801,7 @@ static int generate(cosmos3_engine *e, const cosmos3_request *rq, cosmos3_result
         res->h2d_bytes = bytes - h2d_bytes0;
         res->h2d_seconds = sec - h2d_sec0;
     }
-    res->t_total = c3_now() - t_start;
+    res->timings.total = c3_now() - t_start;
 out:
     cond_free(&cd);
     free(j.ids[0]);
@@ -846,7 +846,7 @@ int cosmos3_generate(cosmos3_engine *e, const cosmos3_request *r, cosmos3_result
         cosmos3_event ev = {.kind = COSMOS3_EV_FAILED, .status = rc, .text = msg};
         engine_emit(e, &ev);
     } else {
-        cosmos3_event ev = {.kind = COSMOS3_EV_DONE, .seconds = res->t_total};
+        cosmos3_event ev = {.kind = COSMOS3_EV_DONE, .seconds = res->timings.total};
         engine_emit(e, &ev);
     }
     pthread_mutex_lock(&e->ev_mu);
