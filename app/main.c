@@ -273,8 +273,7 @@ static int run_generation(c3_settings *s) {
              warning = v->kind == COSMOS3_EV_WARNING;
         bool for_tty = note && !strncmp(x.text, "seed ", 5);
         if (((note && !s->quiet) || warning) && (tty || !for_tty)) {
-            fprintf(stderr, "%s%s%s\n", open ? "\r\033[K" : "", warning ? "warning: " : "",
-                    x.text);
+            fprintf(stderr, "%s%s%s\n", open ? "\r\033[K" : "", warning ? "warning: " : "", x.text);
             open = false;
         }
         if ((v->kind == COSMOS3_EV_STAGE || v->kind == COSMOS3_EV_VAE) && tty) {

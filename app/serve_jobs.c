@@ -215,10 +215,10 @@ static int run_image(server *sv, job *j, int i, json_t *data, json_t *acc) {
                 "opaque", "seed", (json_int_t)r.out->seed, "metrics", acc);
             json_object_set_new(ev, "size", json_sprintf("%dx%d", r.out->width, r.out->height));
             json_object_set_new(ev, "usage",
-                                json_pack("{s:i,s:i,s:i,s:{s:i,s:i}}", "input_tokens", r.out->L_cond,
-                                          "output_tokens", 0, "total_tokens", r.out->L_cond,
-                                          "input_tokens_details", "text_tokens", r.out->L_cond,
-                                          "image_tokens", 0));
+                                json_pack("{s:i,s:i,s:i,s:{s:i,s:i}}", "input_tokens",
+                                          r.out->L_cond, "output_tokens", 0, "total_tokens",
+                                          r.out->L_cond, "input_tokens_details", "text_tokens",
+                                          r.out->L_cond, "image_tokens", 0));
             sse_event(j, "image_generation.completed", ev);
             pthread_cond_broadcast(&sv->cv);
         }

@@ -57,19 +57,34 @@ int settings_seed(const char *text, int64_t *seed) {
 /* One option the user gave, over the model's default in rq. */
 static void give(cosmos3_request *rq, const c3_settings *s, cosmos3_field f) {
     switch (f) {
-    case COSMOS3_FIELD_WIDTH: rq->width = s->width; break;
-    case COSMOS3_FIELD_HEIGHT: rq->height = s->height; break;
-    case COSMOS3_FIELD_STEPS: rq->steps = s->steps; break;
-    case COSMOS3_FIELD_GUIDANCE: rq->guidance = s->guidance; break;
-    case COSMOS3_FIELD_SHIFT: rq->shift = s->shift; break;
-    case COSMOS3_FIELD_SCHEDULE: rq->schedule = s->schedule; break;
+    case COSMOS3_FIELD_WIDTH:
+        rq->width = s->width;
+        break;
+    case COSMOS3_FIELD_HEIGHT:
+        rq->height = s->height;
+        break;
+    case COSMOS3_FIELD_STEPS:
+        rq->steps = s->steps;
+        break;
+    case COSMOS3_FIELD_GUIDANCE:
+        rq->guidance = s->guidance;
+        break;
+    case COSMOS3_FIELD_SHIFT:
+        rq->shift = s->shift;
+        break;
+    case COSMOS3_FIELD_SCHEDULE:
+        rq->schedule = s->schedule;
+        break;
     case COSMOS3_FIELD_GUIDANCE_INTERVAL:
         rq->guidance_interval = s->guidance_interval.on;
         rq->guidance_lo = s->guidance_interval.lo;
         rq->guidance_hi = s->guidance_interval.hi;
         break;
-    case COSMOS3_FIELD_TEMPLATES: rq->templates = s->templates; break;
-    default: break; /* the rest are set from s whether given or not */
+    case COSMOS3_FIELD_TEMPLATES:
+        rq->templates = s->templates;
+        break;
+    default:
+        break; /* the rest are set from s whether given or not */
     }
 }
 
@@ -105,8 +120,8 @@ static int option_error(const cosmos3_error *er) {
                    er->reason, fix);
 }
 
-int session_check(const c3_settings *s, const c3_session *e, bool need_prompt,
-                  cosmos3_request *rq, cosmos3_settings *st) {
+int session_check(const c3_settings *s, const c3_session *e, bool need_prompt, cosmos3_request *rq,
+                  cosmos3_settings *st) {
     if (need_prompt && !s->prompt)
         return c3_fail(COSMOS3_EUSAGE, "no prompt; give one with -p \"a red fox in the snow\"");
     int64_t seed;
@@ -204,11 +219,10 @@ json_t *result_json(const session_result *res) {
                           r->steps, "guidance", r->guidance, "shift", r->shift, "schedule",
                           r->schedule, "L_cond", r->L_cond, "L_uncond", r->L_uncond);
     json_object_set_new(o, "seconds",
-                        json_pack("{s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f}", "tokenize",
-                                  t->tokenize, "und", t->und, "denoise", t->denoise, "step_mean",
-                                  t->step_mean, "cond_mean", t->cond_mean, "uncond_mean",
-                                  t->uncond_mean, "vae", t->vae, "write", res->t_write, "total",
-                                  res->t_total));
+                        json_pack("{s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f}", "tokenize", t->tokenize,
+                                  "und", t->und, "denoise", t->denoise, "step_mean", t->step_mean,
+                                  "cond_mean", t->cond_mean, "uncond_mean", t->uncond_mean, "vae",
+                                  t->vae, "write", res->t_write, "total", res->t_total));
     json_object_set_new(o, "mem_peak_bytes", json_integer(r->mem_peak));
     double gbps = r->h2d_seconds > 0 ? (double)r->h2d_bytes / r->h2d_seconds / 1e9 : 0;
     json_object_set_new(o, "offload",
@@ -387,7 +401,8 @@ static int cond_load(const c3_session *e, const c3_settings *s, const c3_cond_fr
     }
     if (!!s->image + !!s->video + !!s->first_last > 1 || (in && (s->image || s->video || gi->fl_a)))
         return c3_fail(COSMOS3_EUSAGE, "%s and %s together; give one conditioning input, not both",
-                       s->image ? "--image" : "--video", s->first_last ? "--first-last" : "--video");
+                       s->image ? "--image" : "--video",
+                       s->first_last ? "--first-last" : "--video");
     if (gi->fl_a && !gi->fl_b)
         return c3_fail(COSMOS3_EUSAGE, "--first-last needs two values (START END)");
     if (in) { /* frames in memory (the server's decoded references) */
@@ -482,8 +497,9 @@ static int generate(c3_session *e, const c3_settings *s, const c3_cond_frames *i
     gen_inputs gi = {0};
     int rc = COSMOS3_OK;
     if (s->save_latents && !s->overwrite && c3_file_exists(s->save_latents))
-        rc = c3_fail(COSMOS3_EOUTPUT, "%s already exists; use --overwrite or another --save-latents",
-                     s->save_latents);
+        rc =
+            c3_fail(COSMOS3_EOUTPUT, "%s already exists; use --overwrite or another --save-latents",
+                    s->save_latents);
     if (rc == COSMOS3_OK && s->noise) rc = noise_load(s, &st, &rq, &gi);
     if (rc == COSMOS3_OK) rc = cond_load(e, s, in, &st, &rq, &gi);
     if (rc == COSMOS3_OK) {

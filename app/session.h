@@ -98,8 +98,8 @@ int settings_seed(const char *text, int64_t *seed);
  * NULL). need_prompt: a request without a prompt is refused. rq (may be
  * NULL) gets the request; its strings point into s. COSMOS3_EUSAGE with a
  * one-line message naming the option. */
-int session_check(const c3_settings *s, const c3_session *e, bool need_prompt,
-                  cosmos3_request *rq, cosmos3_settings *st);
+int session_check(const c3_settings *s, const c3_session *e, bool need_prompt, cosmos3_request *rq,
+                  cosmos3_settings *st);
 /* For display (the REPL's `show`): s's values with the resolved ones in
  * place of the defaults (dst: a copy of s to fill). */
 void settings_show_resolved(c3_settings *dst, const cosmos3_settings *st);

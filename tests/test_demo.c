@@ -94,8 +94,8 @@ int main(void) {
             t_gen += c3_now() - t1;
             if (r)
                 for (int q = 0; q < 5; q++)
-                    t_part[q] += (double[]){r->timings.tokenize, r->timings.und,
-                                            r->timings.denoise, r->timings.vae, t_write}[q];
+                    t_part[q] += (double[]){r->timings.tokenize, r->timings.und, r->timings.denoise,
+                                            r->timings.vae, t_write}[q];
             cosmos3_result_free(r);
             T_CHECK(rc == C3_OK, "%s seed %d: %s", prompt, k, err);
             uint8_t *rgb = NULL;

@@ -33,8 +33,7 @@ static inline void t_engine_queue(const cosmos3_event *ev, void *user) {
 /* model on device ("cpu", "cuda") as tp x cfg x ulysses ranks, the plan
  * checked at the request's size; events to q (NULL: none). */
 static inline void t_engine_open_params(cosmos3_open_params *op, const char *model,
-                                        const char *device, int tp, int cfg, int sp,
-                                        c3_events *q) {
+                                        const char *device, int tp, int cfg, int sp, c3_events *q) {
     cosmos3_open_params_init(op);
     op->model = model;
     op->device = device;
@@ -67,7 +66,8 @@ static inline int t_make_tiny8(const char *dir, char *out, size_t n) {
     char tokdir[4096];
     snprintf(out, n, "%s/tiny8", dir);
     snprintf(tokdir, sizeof tokdir, "%s/share/tokenizer", src ? src : ".");
-    c3_mkmodel_opts mo = {.preset = "tiny", .layers = 2, .seed = 5, .out_dir = out, .tokenizer_dir = tokdir};
+    c3_mkmodel_opts mo = {
+        .preset = "tiny", .layers = 2, .seed = 5, .out_dir = out, .tokenizer_dir = tokdir};
     return mkmodel_write(&mo);
 }
 
