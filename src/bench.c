@@ -483,17 +483,17 @@ static cosmos3_engine *e2e_engine(const c3_ckpt *ck, const c3_ckpt *vck, const c
                                   c3_backend *be, c3_model *m, c3_vae *vae, c3_tokenizer *tok,
                                   const c3_shard *shard) {
     cosmos3_engine *e = xcalloc(1, sizeof *e);
-    pthread_mutex_init(&e->ev_mu, NULL);
+    rt_init(&e->rt, NULL, NULL);
     e->ck = *ck;
     e->ck.v = vck->v;
     e->ck.s = vck->s;
     e->ck.card = vck->card;
     e->ck.has_vae = true;
-    e->plan = *plan;
+    e->rt.plan = *plan;
     e->tok = tok;
     e->vae = vae;
     e->precision = shard->precision;
-    e->ranks[0] = (c3_rank){.rank = 0, .be = be, .model = m, .shard = *shard};
+    e->rt.ranks[0] = (c3_rank){.rank = 0, .be = be, .model = m, .shard = *shard};
     model_batch(m, plan->cfg_batch);
     return e;
 }
@@ -502,16 +502,16 @@ static cosmos3_engine *e2e_engine(const c3_ckpt *ck, const c3_ckpt *vck, const c
  * the timed request runs its UND as a new prompt does. */
 static void e2e_forget_und(cosmos3_engine *e) {
     for (int b = 0; b < 2; b++) {
-        undkv_free(&e->ranks[0].und[b]);
-        free(e->ranks[0].und_ids[b]);
-        e->ranks[0].und_ids[b] = NULL;
+        undkv_free(&e->rt.ranks[0].und[b]);
+        free(e->rt.ranks[0].und_ids[b]);
+        e->rt.ranks[0].und_ids[b] = NULL;
     }
 }
 
 static void e2e_engine_free(cosmos3_engine *e) {
     if (!e) return;
     e2e_forget_und(e);
-    pthread_mutex_destroy(&e->ev_mu);
+    pthread_mutex_destroy(&e->rt.ev_mu);
     free(e);
 }
 
@@ -531,6 +531,7 @@ static int e2e_requests(cosmos3_engine *e, const cosmos3_bench_params *s, cosmos
         rq.seed = BENCH_E2E_SEED;
         rq.on_event = e2e_event;
         rq.user = &st;
+        rq.want_latents = run == 1;
         e2e_forget_und(e);
         double t0 = c3_now();
         int rc = cosmos3_generate(e, &rq, &res, err, sizeof err);
@@ -557,6 +558,13 @@ static int e2e_requests(cosmos3_engine *e, const cosmos3_bench_params *s, cosmos
         size_t nb = (size_t)res->width * res->height * 3;
         r->frame_rgb = xmalloc(nb);
         memcpy(r->frame_rgb, res->rgb, nb);
+        if (res->latents) {
+            size_t nl = 1;
+            for (int i = 0; i < 5; i++)
+                nl *= (size_t)(r->e2e_latent_shape[i] = res->latent_shape[i]);
+            r->e2e_latents = xmalloc(nl * sizeof(float));
+            memcpy(r->e2e_latents, res->latents, nl * sizeof(float));
+        }
         cosmos3_result_free(res);
     }
     return C3_OK;
@@ -906,6 +914,8 @@ void cosmos3_bench_result_free(cosmos3_bench_result *r) {
     if (!r) return;
     free(r->frame_rgb);
     r->frame_rgb = NULL;
+    free(r->e2e_latents);
+    r->e2e_latents = NULL;
     free(r->plan_text);
     r->plan_text = NULL;
 }

@@ -1,8 +1,6 @@
 /* request.c - task defaults and request validation, in one place. */
 #include "request.h"
 
-#include "engine.h"
-
 #include <ctype.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -272,19 +270,6 @@ int request_check(const cosmos3_request *r, const c3_ckpt *ck, cosmos3_settings 
 
 int request_resolve(const cosmos3_request *r, const c3_ckpt *ck, cosmos3_settings *s) {
     return request_check(r, ck, s, NULL);
-}
-
-int cosmos3_request_defaults(const cosmos3_engine *e, int frames, cosmos3_request *r) {
-    if (!r) return C3_EUSAGE;
-    return request_defaults(e ? engine_ckpt_of(e) : NULL, frames, r);
-}
-
-int cosmos3_request_check(const cosmos3_engine *e, const cosmos3_request *r, cosmos3_settings *out,
-                          cosmos3_error *err) {
-    if (!r || !out)
-        return field_fail(err, C3_EUSAGE, COSMOS3_FIELD_NONE, "", COSMOS3_FIELD_NONE, NULL,
-                          "cosmos3_request_check: NULL argument");
-    return request_check(r, e ? engine_ckpt_of(e) : NULL, out, err);
 }
 
 /* One-line warnings where a request leaves what the model card says it
