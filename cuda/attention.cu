@@ -13,7 +13,7 @@
  *  - att_wgmma: the Hopper kernel (sm_90a) for bf16, head_dim 128, non-causal
  *    (the GEN shapes): wgmma from shared memory tiles that TMA fills, a
  *    producer warpgroup and two consumer warpgroups (see below). Developed
- *    and timed in cuda/lab/attention_lab.cu (bench/attention_notes.md).
+ *    and timed in cuda/lab/attention_lab.cu (bench/NOTES.md).
  *  - att_fp8 (attention_fp8.cuh): the FP8 variant of att_wgmma for the GEN
  *    attention when be->attn_fp8 asks for it (--attention fp8): Q, K, V
  *    quantised per head to E4M3 by three passes, P in E4M3, fp32
@@ -307,7 +307,7 @@ static int launch_mma(c3_backend *be, const att_args &a) {
     return C3_OK;
 }
 
-#define FA_BK 176 /* keys per tile: 176 beat 128 at 16k-44k queries (bench/attention_notes.md) */
+#define FA_BK 176 /* keys per tile: 176 beat 128 at 16k-44k queries (bench/NOTES.md) */
 #define FA_KERNEL att_wgmma<FA_BK, 1, 1, 1> /* pipelined, pingpong, mask only where needed */
 
 /* true when this build carries sm_90a code and the device runs it */

@@ -627,7 +627,7 @@ static double time_ms(const variant &v, const prob &a, int reps) {
 }
 
 #define TOL 1e-2
-#define FP8_TOL 8e-2 /* E4M3 keeps 3 mantissa bits: ~4e-2 measured (bench/s8_attn.md); a layout bug gives ~1 */
+#define FP8_TOL 8e-2 /* E4M3 keeps 3 mantissa bits: ~4e-2 measured (bench/NOTES.md); a layout bug gives ~1 */
 static double tol_of(const variant &v) { return v.tol > 0 ? v.tol : TOL; }
 
 int main(int argc, char **argv) {
@@ -666,7 +666,7 @@ int main(int argc, char **argv) {
         {"v6 v3+masksplit bk176", run_fa<176, 1, 0, 1>, true, true, 0, false},
         {"fp8+quant bk128", run_fp8, true, true, FP8_TOL, false},
         {"fp8 kernel bk128", run_fp8_kernel, true, true, FP8_TOL, false},
-        /* issue 24 item 3's "three K/V stages", untimed when written (bench/s8_attn.md) */
+        /* issue 24 item 3's "three K/V stages", untimed when written (NOTES.md, s8 attn) */
         {"v7 v5+3 stages bk128", run_fa<128, 1, 1, 1, 3>, true, true, 0, true},
         {"fp8 kernel bk128 3 stages", run_fp8_kernel<3>, true, true, FP8_TOL, true},
         {"fp8 kernel bk128 4 stages", run_fp8_kernel<4>, true, true, FP8_TOL, true},
