@@ -35,7 +35,7 @@
 #include "tokenizer.h"
 #include "wan_vae.h"
 #include "weights_random.h"
-#include "cosmos3.h"
+#include "cosmos3_tools.h"
 #include "config.h"
 #include "engine.h"
 
@@ -241,7 +241,7 @@ enum {
     OP_OTHER,
     OP_N
 };
-_Static_assert(OP_N == COSMOS3_BENCH_NOPS, "cosmos3.h's COSMOS3_BENCH_NOPS counts these ops");
+_Static_assert(OP_N == COSMOS3_BENCH_NOPS, "cosmos3_tools.h's COSMOS3_BENCH_NOPS counts these ops");
 static const char *const op_names[OP_N] = {
     "matrix products", "attention", "rmsnorm",  "qkv_rope", "glu", "add", "copy",
     "permute",         "upload",    "download", "other"};

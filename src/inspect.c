@@ -5,7 +5,7 @@
 
 #include "backend.h"
 #include "checkpoint.h"
-#include "cosmos3.h"
+#include "cosmos3_tools.h"
 #include "engine.h"
 #include "model.h"
 #include "plan.h"
