@@ -267,7 +267,7 @@ static int e2e_png(const cosmos3_bench_result *r, const char *path, double *t, i
 }
 
 static int bench_e2e_report(c3_settings *s, const cosmos3_bench_result *r) {
-    char tmp[4096];
+    char tmp[4096], err[1024];
     const char *path = s->output;
     if (!path) {
         const char *td = getenv("TMPDIR");
@@ -278,6 +278,11 @@ static int bench_e2e_report(c3_settings *s, const cosmos3_bench_result *r) {
     double t_png = 0;
     int64_t bytes = 0;
     int rc = e2e_png(r, path, &t_png, &bytes);
+    if (rc == COSMOS3_OK && s->save_latents)
+        rc = cosmos3_latents_write(s->save_latents, r->e2e_latents, r->e2e_latent_shape, true, err,
+                                   sizeof err)
+                 ? c3_fail(COSMOS3_EOUTPUT, "%s", err)
+                 : COSMOS3_OK;
     if (rc == COSMOS3_OK) {
         if (s->json)
             print_e2e_json(r, t_png, path, bytes);
@@ -331,6 +336,10 @@ int cmd_bench(c3_settings *s, char **pos, int npos) {
     p.e2e = s->e2e;
     if (s->output && !s->e2e)
         return c3_fail(COSMOS3_EUSAGE, "bench: -o names the PNG of --e2e; add --e2e or drop -o");
+    if (s->save_latents && !s->e2e)
+        return c3_fail(COSMOS3_EUSAGE,
+                       "bench: --save-latents writes the latents of --e2e; add --e2e or drop it");
+
     cosmos3_bench_result r;
     char err[1024];
     int rc = cosmos3_bench(&p, &r, err, sizeof err);

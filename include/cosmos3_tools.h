@@ -202,6 +202,9 @@ typedef struct {
     int64_t plan_need, plan_weights; /* bytes per rank the plan counted */
     /* the GEN attention that ran: "bf16", "fp8", or "bf16 (fp8 declined: <why>)" */
     char attention[128];
+    /* e2e: the timed request's final latents [1, C, T, h, w] (malloc'd) */
+    float *e2e_latents;
+    int e2e_latent_shape[5];
 } cosmos3_bench_result;
 
 COSMOS3_API void cosmos3_bench_params_init(cosmos3_bench_params *p);

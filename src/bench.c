@@ -531,6 +531,7 @@ static int e2e_requests(cosmos3_engine *e, const cosmos3_bench_params *s, cosmos
         rq.seed = BENCH_E2E_SEED;
         rq.on_event = e2e_event;
         rq.user = &st;
+        rq.want_latents = run == 1;
         e2e_forget_und(e);
         double t0 = c3_now();
         int rc = cosmos3_generate(e, &rq, &res, err, sizeof err);
@@ -557,6 +558,13 @@ static int e2e_requests(cosmos3_engine *e, const cosmos3_bench_params *s, cosmos
         size_t nb = (size_t)res->width * res->height * 3;
         r->frame_rgb = xmalloc(nb);
         memcpy(r->frame_rgb, res->rgb, nb);
+        if (res->latents) {
+            size_t nl = 1;
+            for (int i = 0; i < 5; i++)
+                nl *= (size_t)(r->e2e_latent_shape[i] = res->latent_shape[i]);
+            r->e2e_latents = xmalloc(nl * sizeof(float));
+            memcpy(r->e2e_latents, res->latents, nl * sizeof(float));
+        }
         cosmos3_result_free(res);
     }
     return C3_OK;
@@ -907,6 +915,8 @@ void cosmos3_bench_result_free(cosmos3_bench_result *r) {
     if (!r) return;
     free(r->frame_rgb);
     r->frame_rgb = NULL;
+    free(r->e2e_latents);
+    r->e2e_latents = NULL;
     free(r->plan_text);
     r->plan_text = NULL;
 }
