@@ -124,6 +124,15 @@ static int distilled_resolve(const cosmos3_request *r, const c3_sconfig *sc, cos
     return C3_OK;
 }
 
+int request_plan_size(const c3_ckpt *ck, const cosmos3_open_params *op, cosmos3_settings *out) {
+    cosmos3_request rq;
+    cosmos3_request_init(&rq);
+    if (op->plan_width > 0) rq.width = op->plan_width;
+    if (op->plan_height > 0) rq.height = op->plan_height;
+    if (op->plan_frames > 0) rq.frames = op->plan_frames;
+    return request_resolve(&rq, ck, out);
+}
+
 /* The defaults r leaves, filled from the card (k, may be NULL) and the
  * task's; *sch: the schedule's name. Nothing is checked here. */
 static void fill_defaults(const cosmos3_request *r, const c3_ckpt *ck, cosmos3_settings *s,

@@ -29,6 +29,10 @@ int request_check(const cosmos3_request *r, const c3_ckpt *ck, cosmos3_settings 
 /* r initialised and filled with the real values a request of frames frames
  * runs with on ck (NULL: the task defaults); r->literal set. */
 int request_defaults(const c3_ckpt *ck, int frames, cosmos3_request *r);
+/* The size a plan is checked at before any weight loads: the open
+ * parameters' plan_width, plan_height, plan_frames, else the default image
+ * (the card's, else the task's), resolved as a request. */
+int request_plan_size(const c3_ckpt *ck, const cosmos3_open_params *op, cosmos3_settings *out);
 /* One-line warnings where the request leaves what the card knows (another
  * size than trained, words outside its vocabulary), given to warn(). */
 void request_warnings(const char *prompt, const cosmos3_settings *s, const c3_ckpt *ck,
