@@ -78,7 +78,7 @@ if [ -f "$sdir/carry.sh" ]; then . "$sdir/carry.sh"; else . bench/carry.sh; fi
 files=(cosmos3 tests/test_model tests/test_vae tests/test_e2e
     tests/test_backends tests/test_gpu_ranks tests/test_demo tests/test_demo_motion tests/libdemojudge.so
     ${WITH_COND:+tests/test_cond tests/test_cond_e2e})
-[ -n "${NO_OPS:-}" ] || files+=(cuda/lab/ops_check cuda/lab/vae_lab)
+[ -n "${NO_OPS:-}" ] || files+=(tests/ops_check cuda/lab/vae_lab)
 fails=0
 out=${OUT:-/tmp/gpu}
 
