@@ -484,17 +484,17 @@ static cosmos3_engine *e2e_engine(const c3_ckpt *ck, const c3_ckpt *vck, const c
                                   c3_backend *be, c3_model *m, c3_vae *vae, c3_tokenizer *tok,
                                   const c3_shard *shard) {
     cosmos3_engine *e = xcalloc(1, sizeof *e);
-    pthread_mutex_init(&e->ev_mu, NULL);
+    rt_init(&e->rt, NULL, NULL);
     e->ck = *ck;
     e->ck.v = vck->v;
     e->ck.s = vck->s;
     e->ck.card = vck->card;
     e->ck.has_vae = true;
-    e->plan = *plan;
+    e->rt.plan = *plan;
     e->tok = tok;
     e->vae = vae;
     e->precision = shard->precision;
-    e->ranks[0] = (c3_rank){.rank = 0, .be = be, .model = m, .shard = *shard};
+    e->rt.ranks[0] = (c3_rank){.rank = 0, .be = be, .model = m, .shard = *shard};
     model_batch(m, plan->cfg_batch);
     return e;
 }
@@ -503,16 +503,16 @@ static cosmos3_engine *e2e_engine(const c3_ckpt *ck, const c3_ckpt *vck, const c
  * the timed request runs its UND as a new prompt does. */
 static void e2e_forget_und(cosmos3_engine *e) {
     for (int b = 0; b < 2; b++) {
-        undkv_free(&e->ranks[0].und[b]);
-        free(e->ranks[0].und_ids[b]);
-        e->ranks[0].und_ids[b] = NULL;
+        undkv_free(&e->rt.ranks[0].und[b]);
+        free(e->rt.ranks[0].und_ids[b]);
+        e->rt.ranks[0].und_ids[b] = NULL;
     }
 }
 
 static void e2e_engine_free(cosmos3_engine *e) {
     if (!e) return;
     e2e_forget_und(e);
-    pthread_mutex_destroy(&e->ev_mu);
+    pthread_mutex_destroy(&e->rt.ev_mu);
     free(e);
 }
 
