@@ -1,5 +1,5 @@
 /* util.h - the applications' small helpers: the base library both sides
- * link (base/c3base.h: errors as values, allocation that never returns NULL,
+ * link (src/base/c3base.h: errors as values, allocation that never returns NULL,
  * files and the one atomic writer, time, bytes as text) and APP_TRY.
  *
  * The status codes are cosmos3.h's (COSMOS3_OK, COSMOS3_EUSAGE, ...: also

@@ -1,5 +1,5 @@
 /* common.c - the tensor element types and their conversions (the rest of
- * the base is base/c3base.c). */
+ * the base is src/base/c3base.c). */
 #include "common.h"
 
 #include <math.h>

@@ -8,7 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../base/c3base.h"
+#include "base/c3base.h"
 
 /* Element types of stored tensors. */
 /* C3_F8E4M3: FP8 E4M3 ("F8_E4M3", torch.float8_e4m3fn: no infinities, max 448). */

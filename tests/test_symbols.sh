@@ -3,7 +3,7 @@
 # cosmos3_tools.h declare (COSMOS3_API) and nothing else; cosmos3.h keeps to
 # generation; the applications' archive reaches into the
 # library only through them (its other outside symbols are the base
-# library's, libcosmos3base.a: base/c3base.c compiled once, linked into both
+# library's, libcosmos3base.a: src/base/c3base.c compiled once, linked into both
 # sides); no app/ or tui/ file
 # includes a src/ header; the cosmos3 program loads libcosmos3.so and holds
 # no engine code of its own.

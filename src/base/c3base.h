@@ -2,7 +2,7 @@
  * never returns NULL, files (the one atomic writer: c3_write_file_atomic and
  * c3_place_file), time, hashes, bytes as text.
  *
- * One static library (libcosmos3base, base/c3base.c) linked into
+ * One static library (libcosmos3base, src/base/c3base.c) linked into
  * libcosmos3 (hidden there: the shared library exports cosmos3_* alone) and
  * into the programs on it (the applications' helpers, app/util.h). The
  * status codes are cosmos3.h's (C3_OK = COSMOS3_OK, ...: also the exit
