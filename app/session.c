@@ -393,6 +393,11 @@ static uint64_t random_seed(void) {
  * set (output.c), else they stay in res->out for the caller to encode. */
 static int generate(c3_engine *e, const c3_settings *s, const c3_cond_frames *in, c3_result *res,
                     double t_start, bool write) {
+    /* ranks in several processes (mpirun, srun): process 0 writes, the others nothing */
+    cosmos3_layout lay;
+    cosmos3_layout_get(e->e, &lay);
+    bool lead = lay.process == 0;
+    if (!lead) write = false;
     cosmos3_request rq;
     settings_request(s, &rq);
     APP_TRY(settings_seed(s->seed, &rq.seed));
@@ -405,7 +410,7 @@ static int generate(c3_engine *e, const c3_settings *s, const c3_cond_frames *in
     if (!s->prompt) return c3_fail(COSMOS3_EUSAGE, "no prompt; give one with -p TEXT");
     c3_output o = {0};
     if (write) APP_TRY(output_plan(s, st.frames, st.width, st.height, rq.seed, &o));
-    if (s->save_latents && !s->overwrite && c3_file_exists(s->save_latents)) {
+    if (lead && s->save_latents && !s->overwrite && c3_file_exists(s->save_latents)) {
         output_free(&o);
         return c3_fail(COSMOS3_EOUTPUT,
                        "%s already exists; use --overwrite or another --save-latents",
@@ -510,8 +515,9 @@ static int generate(c3_engine *e, const c3_settings *s, const c3_cond_frames *in
         return c3_fail(rc, "%s", err);
     }
     const cosmos3_result *r = res->out;
-    if (s->save_latents && cosmos3_latents_write(s->save_latents, r->latents, r->latent_shape,
-                                                 s->overwrite, err, sizeof err)) {
+    if (lead && s->save_latents &&
+        cosmos3_latents_write(s->save_latents, r->latents, r->latent_shape, s->overwrite, err,
+                              sizeof err)) {
         output_free(&o);
         free(fl_a);
         return c3_fail(COSMOS3_EOUTPUT, "%s", err);

@@ -70,7 +70,7 @@ typedef enum {
 
 /* "0.1.0" */
 COSMOS3_API const char *cosmos3_version(void);
-/* The features built in, space-separated: "cuda nccl" (library side). */
+/* The features built in, space-separated: "cuda nccl mpi" (library side). */
 COSMOS3_API const char *cosmos3_features(void);
 
 typedef struct cosmos3_engine cosmos3_engine;
@@ -189,6 +189,11 @@ typedef struct {
         char name[64];
         int64_t total, free; /* bytes at open; -1 unknown */
     } ranks[COSMOS3_MAX_RANKS];
+    /* the processes of the run (mpirun, srun: 1 otherwise): this one, how
+     * many, and its ranks [rank_lo, rank_lo + rank_n); only process 0
+     * writes results */
+    int process, processes, rank_lo, rank_n;
+    char host[64]; /* this process's host */
 } cosmos3_layout;
 
 COSMOS3_API void cosmos3_layout_get(const cosmos3_engine *e, cosmos3_layout *out);

@@ -29,8 +29,12 @@ const char *cosmos3_version(void) {
 }
 
 const char *cosmos3_features(void) {
-#if COSMOS3_HAVE_CUDA
+#if COSMOS3_HAVE_CUDA && COSMOS3_HAVE_MPI
+    return "cuda nccl mpi";
+#elif COSMOS3_HAVE_CUDA
     return "cuda nccl";
+#elif COSMOS3_HAVE_MPI
+    return "mpi";
 #else
     return "";
 #endif
@@ -95,6 +99,11 @@ void engine_model_info(const c3_ckpt *ck, cosmos3_model_info *o) {
 
 void cosmos3_layout_get(const cosmos3_engine *e, cosmos3_layout *o) {
     engine_plan_layout(&e->rt.plan, o);
+    o->process = e->rt.procs.rank;
+    o->processes = e->rt.procs.size;
+    o->rank_lo = e->rt.lo;
+    o->rank_n = e->rt.nlocal;
+    snprintf(o->host, sizeof o->host, "%s", e->rt.procs.host);
 }
 
 void engine_plan_layout(const c3_plan *p, cosmos3_layout *o) {
@@ -219,7 +228,7 @@ static bool attn_fp8_note(cosmos3_engine *e) {
     const c3_plan *p = &e->rt.plan;
     int64_t calls = 0, declined = 0;
     const char *why = NULL;
-    for (int r = 0; r < p->world; r++) {
+    for (int r = e->rt.lo; r < e->rt.lo + e->rt.nlocal; r++) {
         const c3_backend *be = e->rt.ranks[r].be;
         calls += be->attn_fp8_calls;
         declined += be->attn_fp8_declined;
@@ -294,6 +303,8 @@ static int gen_settings(gen_job *g) {
     request_warnings(rq->prompt, s, &e->ck, add_warning, e);
     /* random seeds stay below 2^53 so every JSON reader keeps them exact */
     if (!s->seed_given) s->seed = rng_random_seed() & ((1ull << 53) - 1);
+    /* ranks in several processes: process 0's seed on all (drawn ones differ) */
+    C3_TRY(comm_procs_bcast(&s->seed, sizeof s->seed));
     /* the seed when the run starts (a long run can be reproduced before it ends) */
     if (!rq->noise) rt_emitf(&e->rt, COSMOS3_EV_LOG, "seed %llu", (unsigned long long)s->seed);
     return C3_OK;
@@ -364,7 +375,7 @@ static int gen_encode(gen_job *g) {
     const cosmos3_settings *s = &g->s;
     rt_emit_stage(&e->rt, "encode", true, 0);
     double t0 = c3_now();
-    if (!e->venc) C3_TRY(vae_enc_load(&e->venc, &e->ck, e->rt.ranks[0].be));
+    if (!e->venc) C3_TRY(vae_enc_load(&e->venc, &e->ck, rt_lead(&e->rt)->be));
     C3_TRY(cond_prepare(&g->ci, e->venc, s->frames, s->width, s->height, e->ck.v.scale_temporal,
                         &g->cd));
     cond_mix(&g->cd, g->x0);
@@ -400,7 +411,7 @@ static int gen_denoise(gen_job *g) {
     cosmos3_result *res = g->res;
     c3_denoise *j = &g->j;
     bool offload = p->offload && p->cuda;
-    if (offload) model_offload_stats(e->rt.ranks[0].model, &g->h2d_bytes0, &g->h2d_sec0);
+    if (offload) model_offload_stats(rt_lead(&e->rt)->model, &g->h2d_bytes0, &g->h2d_sec0);
     C3_TRY(denoise_run(j));
     C3_TRY(denoise_check_finite(j->x_final, j->n, "the final latents", "transformer"));
     res->t_und = j->t_und;
@@ -474,7 +485,7 @@ static void gen_result(gen_job *g) {
     res->cfg_parallel = p->cfg;
     res->ulysses = p->sp;
     snprintf(res->device, sizeof res->device, "%s", p->cuda ? "cuda" : "cpu");
-    res->mem_peak = e->rt.ranks[0].be->mem_peak;
+    res->mem_peak = rt_lead(&e->rt)->be->mem_peak;
     snprintf(res->attention, sizeof res->attention, "%s",
              attn_fp8_note(e) ? "fp8"
              : p->cuda        ? "bf16"
@@ -486,7 +497,7 @@ static void gen_result(gen_job *g) {
     if (p->offload && p->cuda) { /* rank 0's weight stream over this generation */
         int64_t bytes;
         double sec;
-        model_offload_stats(e->rt.ranks[0].model, &bytes, &sec);
+        model_offload_stats(rt_lead(&e->rt)->model, &bytes, &sec);
         res->h2d_bytes = bytes - g->h2d_bytes0;
         res->h2d_seconds = sec - g->h2d_sec0;
     }
