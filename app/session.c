@@ -265,6 +265,12 @@ int engine_open(c3_engine **out, const c3_settings *s, c3_events *ev) {
     }
     cosmos3_layout_get(e->e, &e->layout);
     cosmos3_model(e->e, &e->model);
+    if (e->layout.process != 0) { /* ranks in several processes: this one follows process 0 */
+        rc = cosmos3_follow(e->e, err, sizeof err);
+        cosmos3_close(e->e);
+        if (rc) fprintf(stderr, "cosmos3: process %d: %s\n", e->layout.process, err);
+        exit(rc ? rc : 0);
+    }
     *out = e;
     return COSMOS3_OK;
 }

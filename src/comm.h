@@ -58,6 +58,11 @@ struct c3_comm_set {
 int comm_shm_create(const c3_plan *p, c3_comm_set **out);
 int comm_nccl_create(const c3_plan *p, c3_backend *const *bes, c3_comm_set **out);
 int comm_dev_create(const c3_plan *p, c3_backend *const *bes, c3_comm_set **out);
+/* NCCL over the ranks [lo, lo + n) of this process when the world spans
+ * several: share_id hands process 0's ncclUniqueId to every process
+ * (comm_procs_share_id), then each rank joins with ncclCommInitRank. */
+int comm_nccl_create_procs(const c3_plan *p, int lo, int n, c3_backend *const *bes,
+                           int (*share_id)(void *buf, size_t n), c3_comm_set **out);
 
 /* The processes of a run: one (rank 0 of 1), or those a launcher started
  * (mpirun, srun: MPI is initialised here, once). Ranks are dealt to them in
@@ -73,9 +78,14 @@ int comm_procs(c3_procs *out);
 /* Tell the other processes this one failed before it exits (MPI: they are
  * stopped instead of waiting in a collective); nothing for one process. */
 void comm_procs_failed(void);
+/* Process proc's host ("?" when unknown: without MPI, another process's). */
+const char *comm_procs_host(int proc);
 /* n bytes of process 0's buf to every process (nothing for one process);
  * called by each process's main thread. */
 int comm_procs_bcast(void *buf, size_t n);
+/* The same for NCCL's unique id: MPI's broadcast when MPI launched the
+ * processes, else the MASTER_ADDR:MASTER_PORT exchange (comm_boot.c). */
+int comm_procs_share_id(void *buf, size_t n);
 
 /* The CPU ranks [lo, lo + n) of this process over MPI between processes:
  * each group (TP, Ulysses, CFG) lies in this process (shared memory) or

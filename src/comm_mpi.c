@@ -52,15 +52,11 @@ static g_kind group_kind(const c3_plan *p, int r, int which, int n) {
 
 int comm_mpi_check(const c3_plan *p, const c3_procs *pr) {
     if (pr->size <= 1) return C3_OK;
-    if (!pr->mpi)
+    if (!pr->mpi && !p->cuda)
         return c3_fail(C3_EUSAGE,
                        "%s started %d processes, but ranks in several processes on the CPU need "
                        "MPI; launch with mpirun or srun (this cosmos3 %s MPI)",
                        pr->from, pr->size, COSMOS3_HAVE_MPI ? "has" : "was built without");
-    if (p->cuda)
-        return c3_fail(C3_EUSAGE,
-                       "ranks in several processes run on the CPU for now; add --device cpu, or "
-                       "run the GPUs of one host as threads of one process (no mpirun)");
     if (p->world % pr->size)
         return c3_fail(C3_EUSAGE,
                        "the layout's world of %d ranks (tp %d x cfg-parallel %d x ulysses %d) does "
@@ -68,6 +64,7 @@ int comm_mpi_check(const c3_plan *p, const c3_procs *pr) {
                        "(mpirun -np %d) or change the layout",
                        p->world, p->tp, p->cfg, p->sp, pr->size, p->world, p->world);
     int n = p->world / pr->size;
+    if (p->cuda) return C3_OK; /* NCCL joins any group shape across processes */
     static const char *const names[] = {"world", "tp", "ulysses", "cfg-parallel"};
     for (int r = 0; r < p->world; r++)
         for (int k = 1; k < 4; k++)
@@ -78,6 +75,17 @@ int comm_mpi_check(const c3_plan *p, const c3_procs *pr) {
                                "per process (mpirun -np %d) or keep --%s inside one process",
                                n, pr->size, names[k], p->world, names[k]);
     return C3_OK;
+}
+
+int comm_procs_share_id(void *buf, size_t n) {
+    c3_procs pr;
+    C3_TRY(comm_procs(&pr));
+    if (pr.size <= 1) return C3_OK;
+    if (pr.mpi) return comm_procs_bcast(buf, n);
+    const char *addr = getenv("MASTER_ADDR"), *port = getenv("MASTER_PORT");
+    const char *t = getenv("COSMOS3_COMM_TIMEOUT");
+    return comm_boot_exchange(addr, port ? atoi(port) : 0, pr.rank, pr.size, buf, n,
+                              t && atof(t) > 0 ? atof(t) : 600);
 }
 
 #if COSMOS3_HAVE_MPI
@@ -101,6 +109,13 @@ int comm_mpi_check(const c3_plan *p, const c3_procs *pr) {
 
 static c3_procs g_procs;
 static bool g_done, g_failed;
+static char (*g_hosts)[64]; /* [size]: every process's host */
+
+const char *comm_procs_host(int proc) {
+    return g_hosts && proc >= 0 && proc < g_procs.size ? g_hosts[proc]
+           : proc == g_procs.rank                      ? g_procs.host
+                                                       : "?";
+}
 
 static void procs_exit(void) {
     int fin = 1;
@@ -149,6 +164,10 @@ static int procs_init(void) {
                        level);
     MPI_TRY(MPI_Comm_rank(MPI_COMM_WORLD, &g_procs.rank));
     MPI_TRY(MPI_Comm_size(MPI_COMM_WORLD, &g_procs.size));
+    /* every process's host, for the layout text */
+    g_hosts = xcalloc((size_t)g_procs.size, sizeof g_procs.host);
+    MPI_TRY(MPI_Allgather(g_procs.host, (int)sizeof g_procs.host, MPI_CHAR, g_hosts,
+                          (int)sizeof g_procs.host, MPI_CHAR, MPI_COMM_WORLD));
     g_procs.mpi = true;
     g_procs.from = "mpi";
     return C3_OK;
@@ -413,6 +432,9 @@ int comm_procs(c3_procs *out) {
     for (size_t i = 0; i < C3_ARRAY_LEN(size_vars); i++) {
         const char *v = getenv(size_vars[i]);
         if (v && atoi(v) > 1) {
+            static const char *const rank_vars[] = {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "RANK"};
+            const char *rk = getenv(rank_vars[i]);
+            out->rank = rk ? atoi(rk) : 0;
             out->size = atoi(v);
             out->from = i < 2 ? "the MPI launcher" : "the launcher (RANK/WORLD_SIZE)";
             return C3_OK;
@@ -422,6 +444,12 @@ int comm_procs(c3_procs *out) {
 }
 
 void comm_procs_failed(void) {}
+
+const char *comm_procs_host(int proc) {
+    static char host[64];
+    if (!host[0]) gethostname(host, sizeof host - 1);
+    return proc == 0 ? host : "?";
+}
 
 int comm_procs_bcast(void *buf, size_t n) {
     (void)buf, (void)n;

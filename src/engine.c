@@ -9,6 +9,7 @@
 #include "backend.h"
 #include "condition.h"
 #include "denoise.h"
+#include "forward.h"
 #include "frames.h"
 #include "prompt.h"
 #include "request.h"
@@ -129,7 +130,26 @@ void engine_plan_layout(const c3_plan *p, cosmos3_layout *o) {
 }
 
 char *cosmos3_layout_text(const cosmos3_engine *e) {
-    return engine_plan_text(&e->rt.plan);
+    const c3_runtime *rt = &e->rt;
+    char *text = engine_plan_text(&rt->plan);
+    if (rt->procs.size <= 1) return text;
+    /* ranks in several processes: where each rank runs */
+    char *out = NULL;
+    size_t n = 0;
+    FILE *f = open_memstream(&out, &n);
+    if (!f) return text;
+    fprintf(f, "%sprocesses: %d (%s), %d rank%s each, in CFG > TP > Ulysses order\n", text,
+            rt->procs.size, rt->procs.from, rt->nlocal, rt->nlocal == 1 ? "" : "s");
+    free(text);
+    const c3_plan *p = &rt->plan;
+    for (int r = 0; r < p->world; r++) {
+        int proc = r / rt->nlocal;
+        fprintf(f, "  rank %d: host %s, process %d, %s %d, cfg group %d\n", r,
+                comm_procs_host(proc), proc, p->cuda ? "GPU" : "cpu", p->cuda ? p->devices[r] : 0,
+                plan_cfg_rank(p, r));
+    }
+    fclose(f);
+    return out;
 }
 
 char *engine_plan_text(const c3_plan *p) {
@@ -187,6 +207,7 @@ int cosmos3_open(const cosmos3_open_params *p, cosmos3_engine **out, char *err, 
 }
 
 void cosmos3_close(cosmos3_engine *e) {
+    if (e && e->rt.procs.size > 1) (void)forward_stop(); /* process 0: the others stop */
     loader_close(e);
 }
 
@@ -541,6 +562,11 @@ int cosmos3_generate(cosmos3_engine *e, const cosmos3_request *r, cosmos3_result
         return give_err(c3_fail(C3_EUSAGE, "the engine is busy with another generation"), err,
                         errlen);
     e->rt.cancel = 0;
+    int frc = e->rt.procs.size > 1 ? forward_send(r) : C3_OK; /* process 0: the others run it too */
+    if (frc) {
+        __atomic_store_n(&e->busy, 0, __ATOMIC_RELEASE);
+        return give_err(frc, err, errlen);
+    }
     uint64_t job = rt_job_begin(&e->rt, r->on_event, r->user);
     cosmos3_result *res = xcalloc(1, sizeof *res);
     res->job = job;
@@ -570,6 +596,34 @@ int cosmos3_generate(cosmos3_engine *e, const cosmos3_request *r, cosmos3_result
     __atomic_store_n(&e->busy, 0, __ATOMIC_RELEASE);
     if (rc) c3_fail(rc, "%s", msg);
     return give_err(rc, err, errlen);
+}
+
+int cosmos3_processes(int *rank, int *size, char *err, size_t errlen) {
+    c3_procs pr;
+    int rc = comm_procs(&pr);
+    if (rank) *rank = rc ? 0 : pr.rank;
+    if (size) *size = rc ? 1 : pr.size;
+    return give_err(rc, err, errlen);
+}
+
+int cosmos3_follow(cosmos3_engine *e, char *err, size_t errlen) {
+    if (!e) return give_err(c3_fail(C3_EUSAGE, "cosmos3_follow: NULL engine"), err, errlen);
+    if (e->rt.procs.size <= 1 || e->rt.procs.rank == 0) return C3_OK;
+    for (;;) {
+        c3_forwarded f;
+        bool stop;
+        int rc = forward_recv(&f, &stop);
+        if (rc || stop) {
+            forward_free(&f);
+            return give_err(rc, err, errlen);
+        }
+        cosmos3_result *res = NULL;
+        /* a failure here is process 0's too (the same request, the same ranks'
+         * collectives): it decides; this process waits for the next request */
+        (void)cosmos3_generate(e, &f.rq, &res, NULL, 0);
+        cosmos3_result_free(res);
+        forward_free(&f);
+    }
 }
 
 void cosmos3_result_free(cosmos3_result *r) {

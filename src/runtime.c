@@ -84,7 +84,13 @@ void rt_emit_stage(c3_runtime *rt, const char *stage, bool begin, double seconds
 
 int rt_comms_open(c3_runtime *rt) {
     const c3_plan *p = &rt->plan;
-    if (rt->procs.size > 1) { /* ranks in several processes: MPI between them */
+    if (rt->procs.size > 1 && p->cuda) { /* ranks in several processes: NCCL joined by rank */
+        rt->comm = C3_COMM_NCCL;
+        c3_backend *bes[C3_MAX_RANKS] = {0};
+        for (int r = rt->lo; r < rt->lo + rt->nlocal; r++)
+            bes[r] = rt->ranks[r].be;
+        C3_TRY(comm_nccl_create_procs(p, rt->lo, rt->nlocal, bes, comm_procs_share_id, &rt->set));
+    } else if (rt->procs.size > 1) { /* on the CPU: MPI between them */
         rt->comm = C3_COMM_MPI;
         C3_TRY(comm_mpi_create(p, rt->lo, rt->nlocal, &rt->set));
     } else {

@@ -3,7 +3,7 @@
 # layout across processes (one rank per process, and two rank threads per
 # process) gives the latents of world 1 within the bound the thread layouts
 # meet (test_parallel: rel L2 1e-5), on the demo model and tiny-a; process 0
-# alone writes; a launcher world that does not fit the layout is refused
+# alone writes; serve under mpirun answers the OpenAI client; a launcher world that does not fit the layout is refused
 # before loading with one line; a process killed mid-run ends the others
 # within 30 s and leaves nothing written. Skips without mpirun or without
 # MPI in this build.
@@ -94,6 +94,36 @@ else
     bad "no second process to kill (the run ended or never started): $(tail -3 kill.err)"
     kill "$mpid" 2>/dev/null
     wait "$mpid"
+fi
+
+# serve under mpirun: process 0 listens and forwards each request; the
+# OpenAI client gets the pixels of `gen` on the same layout
+js=$COSMOS3_SRCDIR/tests/serve
+if command -v node >/dev/null && [ -d "$js/node_modules/openai" ]; then
+    mpi 2 gen -m demo -p "a red cube on a wooden table" -n blurry -g 7.5 -W 32 -H 32 --steps 2 -S 7 \
+        --shift 3 --schedule linear --device cpu --cfg-parallel 2 -q -o ref.png >ref.log 2>&1 ||
+        bad "mpirun gen for the serve reference: $(tail -3 ref.log)"
+    mpi 2 serve --port 0 -m demo --device cpu --cfg-parallel 2 >srv.out 2>srv.err &
+    spid=$!
+    port=
+    for _ in $(seq 300); do
+        port=$(sed -n 's/.*listening on http:\/\/127\.0\.0\.1:\([0-9]*\) .*/\1/p' srv.err | head -1)
+        [ -n "$port" ] && grep -q 'serve: ready' srv.err && break
+        sleep 0.1
+    done
+    [ "$(grep -c 'listening on' srv.err)" = 1 ] && ok || bad "serve: not one listener: $(cat srv.err)"
+    if [ -n "$port" ]; then
+        BASE="http://127.0.0.1:$port" REF_PNG="$tmp/ref.png" node "$js/serve_test.js" client >js.log 2>&1 &&
+            ok || bad "serve under mpirun: the OpenAI client: $(grep FAIL js.log | head -5)"
+    else
+        bad "serve under mpirun never listened: $(tail -5 srv.err)"
+    fi
+    kill -TERM "$spid" 2>/dev/null
+    t0=$(date +%s)
+    wait "$spid"
+    [ $(($(date +%s) - t0)) -le 30 ] && ok || bad "serve under mpirun: SIGTERM took over 30 s"
+else
+    echo "serve under mpirun skipped: node or the openai npm package missing (.ci/setup)"
 fi
 
 finish mpi
