@@ -35,7 +35,7 @@
 #include "tokenizer.h"
 #include "wan_vae.h"
 #include "weights_random.h"
-#include "cosmos3.h"
+#include "cosmos3_tools.h"
 #include "config.h"
 #include "engine.h"
 
@@ -241,7 +241,7 @@ enum {
     OP_OTHER,
     OP_N
 };
-_Static_assert(OP_N == COSMOS3_BENCH_NOPS, "cosmos3.h's COSMOS3_BENCH_NOPS counts these ops");
+_Static_assert(OP_N == COSMOS3_BENCH_NOPS, "cosmos3_tools.h's COSMOS3_BENCH_NOPS counts these ops");
 static const char *const op_names[OP_N] = {
     "matrix products", "attention", "rmsnorm",  "qkv_rope", "glu", "add", "copy",
     "permute",         "upload",    "download", "other"};
@@ -707,15 +707,16 @@ static int bench_run(const cosmos3_bench_params *s, const c3_mkmodel_preset *p,
     c3_shard one = {.tp_size = 1,
                     .sp_size = 1,
                     .offload = s->offload && real->device >= 0,
-                    .precision = s->precision && !strcmp(s->precision, "fp8")    ? C3_PREC_FP8
-                                 : s->precision && !strcmp(s->precision, "bf16") ? C3_PREC_BF16
-                                                                                 : C3_PREC_AUTO};
+                    .precision = plan_precision(s->precision)};
     c3_plan plan;
     if (s->e2e) { /* the plan gen checks before any weight loads, at this size */
-        c3_sizes sz;
-        ckpt_sizes(&mc.ck, &sz);
-        B_TRY(plan_make(&plan, c, &sz, 1, 1, 1, real->device >= 0 ? "cuda" : "cpu", s->gpus,
-                        one.offload, one.precision, r->width, r->height, r->frames));
+        cosmos3_open_params op;
+        cosmos3_open_params_init(&op);
+        op.device = real->device >= 0 ? "cuda" : "cpu";
+        op.gpus = s->gpus;
+        op.offload = one.offload;
+        op.precision = s->precision;
+        B_TRY(plan_open(&plan, &mc.ck, &op, r->width, r->height, r->frames));
         r->plan_text = engine_plan_text(&plan);
         r->plan_need = plan.need;
         r->plan_weights = plan.weights;
@@ -944,6 +945,8 @@ static int bench_call(const cosmos3_bench_params *s, cosmos3_bench_result *r) {
             C3_TLIST4_N, s->steps);
     if (s->attention && strcmp(s->attention, "bf16") && strcmp(s->attention, "fp8"))
         return c3_fail(C3_EUSAGE, "bench: attention '%s' must be bf16 or fp8", s->attention);
+    if (plan_precision(s->precision) < 0)
+        return c3_fail(C3_EUSAGE, "bench: precision '%s' must be auto, bf16 or fp8", s->precision);
     int rc = bench_run(s, p, r);
     if (rc) cosmos3_bench_result_free(r);
     return rc;

@@ -173,13 +173,8 @@ int loader_open(const cosmos3_open_params *op, cosmos3_engine **out) {
     if (rc) goto fail;
     double t_read = c3_now() - t0; /* the headers parsed, the shards mapped */
     /* plan before any weight is read, at the size asked (the model's default image) */
-    cosmos3_request rq;
-    cosmos3_request_init(&rq);
-    if (op->plan_width > 0) rq.width = op->plan_width;
-    if (op->plan_height > 0) rq.height = op->plan_height;
-    if (op->plan_frames > 0) rq.frames = op->plan_frames;
     cosmos3_settings st;
-    rc = request_resolve(&rq, &e->ck, &st);
+    rc = request_plan_size(&e->ck, op, &st);
     if (rc) goto fail;
     if (e->ck.s.distilled && cfg > 1) { /* vLLM-Omni refuses it too */
         rc = c3_fail(C3_EUSAGE,
@@ -188,10 +183,7 @@ int loader_open(const cosmos3_open_params *op, cosmos3_engine **out) {
                      cfg);
         goto fail;
     }
-    c3_sizes sz;
-    ckpt_sizes(&e->ck, &sz);
-    rc = plan_make(&e->rt.plan, &e->ck.t, &sz, tp, cfg, sp, op->device ? op->device : "auto",
-                   op->gpus, op->offload, e->precision, st.width, st.height, st.frames);
+    rc = plan_open(&e->rt.plan, &e->ck, op, st.width, st.height, st.frames);
     if (rc) goto fail;
     /* the launcher's processes (mpirun, srun): the layout must fit them before anything loads */
     c3_procs procs;
