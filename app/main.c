@@ -124,6 +124,13 @@ static void print_version(FILE *f) {
                "libavutil-dev at build "
                "time)\n");
 #endif
+#if COSMOS3_HAVE_MPI
+    fprintf(f,
+            "  processes        yes (MPI: ranks across processes and hosts via mpirun or srun)\n");
+#else
+    fprintf(f,
+            "  processes        no (one process; libopenmpi-dev at build time for mpirun/srun)\n");
+#endif
     fprintf(f, "  CPU math         %s, OpenMP\n", openblas_get_config());
 }
 

@@ -1489,6 +1489,20 @@ int serve_main(c3_settings *s, char **pos, int npos) {
     if (s->max_cost < 1)
         return c3_fail(COSMOS3_EUSAGE, "--max-cost %d must be at least 1 (one 1024x1024 step)",
                        s->max_cost);
+    /* ranks in several processes (mpirun, srun): process 0 listens and
+     * forwards each request; the others only follow it (session_open) */
+    int prank = 0, psize = 1;
+    char perr[1024];
+    if (cosmos3_processes(&prank, &psize, perr, sizeof perr))
+        return c3_fail(COSMOS3_ERESOURCE, "%s", perr);
+    if (prank != 0) {
+        c3_events *ev = events_new(64);
+        c3_session *e = NULL;
+        int rc = session_open(&e, s, ev); /* follows process 0 until it closes; then exits */
+        session_close(e);
+        events_free(ev);
+        return rc;
+    }
     const char *env_key = getenv("COSMOS3_API_KEY");
     if (!s->api_key && env_key) s->api_key = xstrdup(env_key);
     if (s->api_key) {

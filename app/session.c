@@ -198,6 +198,12 @@ int session_open(c3_session **out, const c3_settings *s, c3_events *ev) {
     }
     cosmos3_layout_get(e->e, &e->layout);
     cosmos3_model(e->e, &e->model);
+    if (e->layout.process != 0) { /* ranks in several processes: this one follows process 0 */
+        rc = cosmos3_follow(e->e, err, sizeof err);
+        cosmos3_close(e->e);
+        if (rc) fprintf(stderr, "cosmos3: process %d: %s\n", e->layout.process, err);
+        exit(rc ? rc : 0);
+    }
     *out = e;
     return COSMOS3_OK;
 }
@@ -456,7 +462,7 @@ static int outputs_write(c3_session *e, const c3_settings *s, const c3_cond_fram
                          const gen_inputs *gi, const c3_output *o, session_result *res) {
     const cosmos3_result *r = res->out;
     char err[1024];
-    if (s->save_latents && cosmos3_latents_write(s->save_latents, r->latents, r->latent_shape,
+    if (e->layout.process == 0 && s->save_latents && cosmos3_latents_write(s->save_latents, r->latents, r->latent_shape,
                                                  s->overwrite, err, sizeof err))
         return c3_fail(COSMOS3_EOUTPUT, "%s", err);
     double t0 = c3_now();
@@ -486,6 +492,9 @@ static int outputs_write(c3_session *e, const c3_settings *s, const c3_cond_fram
 static int generate(c3_session *e, const c3_settings *s, const c3_cond_frames *in,
                     session_result *res, bool write, bool *called) {
     double t_start = c3_now();
+    /* ranks in several processes (mpirun, srun): process 0 writes, the others nothing */
+    bool lead = e->layout.process == 0;
+    if (!lead) write = false;
     cosmos3_request rq;
     cosmos3_settings st;
     APP_TRY(session_check(s, e, true, &rq, &st));
@@ -496,7 +505,7 @@ static int generate(c3_session *e, const c3_settings *s, const c3_cond_frames *i
     if (write) APP_TRY(output_plan(s, st.frames, st.width, st.height, rq.seed, &o));
     gen_inputs gi = {0};
     int rc = COSMOS3_OK;
-    if (s->save_latents && !s->overwrite && c3_file_exists(s->save_latents))
+    if (lead && s->save_latents && !s->overwrite && c3_file_exists(s->save_latents))
         rc =
             c3_fail(COSMOS3_EOUTPUT, "%s already exists; use --overwrite or another --save-latents",
                     s->save_latents);

@@ -1,7 +1,9 @@
 /* comm_nccl.cu - NCCL communicators for ranks on distinct GPUs.
  *
  * ncclCommInitAll over the ranks' devices gives the world communicator (rank
- * r on p->devices[r]); ncclCommSplit, grouped from this one thread, cuts it
+ * r on p->devices[r]); ranks in several processes join it with
+ * ncclCommInitRank, process 0's unique id handed to the others first (MPI's
+ * broadcast, or the MASTER_ADDR:MASTER_PORT exchange without MPI); ncclCommSplit, grouped from this one thread, cuts it
  * into the TP, Ulysses and CFG groups with plan.h's numbering (color = the
  * group, key = the rank inside it). Collectives are queued on each rank's
  * backend stream, so they are ordered after the ops that produced their
@@ -35,6 +37,8 @@ typedef struct {
     nc_comm *comms; /* [world * NC_NCOMM] */
     volatile int aborted;
     bool live;      /* communicators exist */
+    int lo, n;      /* this process's ranks [lo, lo + n) (all of them for one process) */
+    int (*share_id)(void *buf, size_t n); /* several processes: process 0's id to all */
 } nc_set;
 
 #define NCC(c) ((nc_comm *)(c))
@@ -151,11 +155,29 @@ static void free_comms(nc_set *s, bool abort) {
 /* World communicators with ncclCommInitAll, then the three splits. */
 static int build(nc_set *s) {
     const c3_plan *p = &s->plan;
-    int W = p->world;
-    ncclComm_t world[C3_MAX_RANKS];
-    NCCL_CHECK(ncclCommInitAll(world, W, p->devices));
+    int W = p->world, lo = s->lo, hi = s->lo + s->n;
+    ncclComm_t world[C3_MAX_RANKS] = {0};
+    if (s->n == W) {
+        NCCL_CHECK(ncclCommInitAll(world, W, p->devices));
+    } else { /* several processes: process 0's unique id to all, then each its ranks */
+        ncclUniqueId id;
+        memset(&id, 0, sizeof id);
+        if (lo == 0) NCCL_CHECK(ncclGetUniqueId(&id));
+        C3_TRY(s->share_id(&id, sizeof id));
+        NCCL_CHECK(ncclGroupStart());
+        for (int r = lo; r < hi; r++) {
+            CU_CHECK(cudaSetDevice(p->devices[r]));
+            ncclResult_t e = ncclCommInitRank(&world[r], W, id, r);
+            if (e != ncclSuccess) {
+                (void)ncclGroupEnd();
+                return c3_fail(C3_EFAIL, "NCCL: rank %d of %d could not join the world: %s", r, W,
+                               ncclGetErrorString(e));
+            }
+        }
+        NCCL_CHECK(ncclGroupEnd());
+    }
     static const char *const names[NC_NCOMM] = {"world", "tp", "sp", "cfg"};
-    for (int r = 0; r < W; r++) {
+    for (int r = lo; r < hi; r++) {
         int sr = plan_sp_rank(p, r), tr = plan_tp_rank(p, r), cr = plan_cfg_rank(p, r);
         int rk[NC_NCOMM] = {r, tr, sr, cr}, sz[NC_NCOMM] = {W, p->tp, p->sp, p->cfg};
         for (int k = 0; k < NC_NCOMM; k++) {
@@ -173,7 +195,7 @@ static int build(nc_set *s) {
     /* split: one grouped call per kind (collective over the world) */
     for (int k = 1; k < NC_NCOMM; k++) {
         NCCL_CHECK(ncclGroupStart());
-        for (int r = 0; r < W; r++) {
+        for (int r = lo; r < hi; r++) {
             int sr = plan_sp_rank(p, r), tr = plan_tp_rank(p, r), cr = plan_cfg_rank(p, r);
             int color = k == 1 ? cr * p->sp + sr : k == 2 ? cr * p->tp + tr : tr * p->sp + sr;
             int key = k == 1 ? tr : k == 2 ? sr : cr;
@@ -219,11 +241,18 @@ static void set_destroy(c3_comm_set *ps) {
 }
 
 extern "C" int comm_nccl_create(const c3_plan *p, c3_backend *const *bes, c3_comm_set **out) {
+    return comm_nccl_create_procs(p, 0, p->world, bes, NULL, out);
+}
+
+extern "C" int comm_nccl_create_procs(const c3_plan *p, int lo, int n, c3_backend *const *bes,
+                                      int (*share_id)(void *buf, size_t n), c3_comm_set **out) {
     *out = NULL;
-    for (int a = 0; a < p->world; a++) {
+    if (n != p->world && !share_id)
+        return c3_fail(C3_EFAIL, "NCCL communicator: ranks in several processes need an id exchange");
+    for (int a = lo; a < lo + n; a++) {
         if (!bes[a] || strcmp(bes[a]->name, "cuda") != 0)
             return c3_fail(C3_EFAIL, "NCCL communicator: rank %d has no CUDA backend", a);
-        for (int b = 0; b < a; b++)
+        for (int b = lo; b < a; b++)
             if (p->devices[a] == p->devices[b])
                 return c3_fail(C3_EUSAGE,
                                "NCCL needs one rank per GPU, but ranks %d and %d share GPU %d; the device-memory "
@@ -234,7 +263,10 @@ extern "C" int comm_nccl_create(const c3_plan *p, c3_backend *const *bes, c3_com
     s->pub = (c3_comm_set){.kind = "nccl", .world = p->world, .get = set_get, .abort = set_abort,
                            .reset = set_reset, .destroy = set_destroy};
     s->plan = *p;
-    for (int r = 0; r < p->world; r++) s->bes[r] = bes[r];
+    s->lo = lo;
+    s->n = n;
+    s->share_id = share_id;
+    for (int r = lo; r < lo + n; r++) s->bes[r] = bes[r];
     s->comms = (nc_comm *)xcalloc((size_t)p->world * NC_NCOMM, sizeof *s->comms);
     int rc = build(s);
     if (rc) {

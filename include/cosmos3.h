@@ -72,7 +72,7 @@ typedef enum {
 
 /* "0.1.0" */
 COSMOS3_API const char *cosmos3_version(void);
-/* The features built in, space-separated: "cuda nccl" (library side). */
+/* The features built in, space-separated: "cuda nccl mpi" (library side). */
 COSMOS3_API const char *cosmos3_features(void);
 
 typedef struct cosmos3_engine cosmos3_engine;
@@ -145,6 +145,11 @@ COSMOS3_API void cosmos3_open_params_init(cosmos3_open_params *p);
 COSMOS3_API int cosmos3_open(const cosmos3_open_params *p, cosmos3_engine **out, char *err,
                              size_t errlen);
 COSMOS3_API void cosmos3_close(cosmos3_engine *e);
+/* The processes a launcher started for one run (mpirun, srun: MPI starts
+ * here, once per process; RANK/WORLD_SIZE otherwise): this one's rank and
+ * their count; 0 of 1 for a plain start. A front end on a process other
+ * than 0 opens its engine and runs cosmos3_follow, nothing else. */
+COSMOS3_API int cosmos3_processes(int *rank, int *size, char *err, size_t errlen);
 
 /* The model folder a name stands for: a folder that exists is itself; a
  * name without '/' is looked up as a built-in model (the user's data folder
@@ -191,6 +196,11 @@ typedef struct {
         char name[64];
         int64_t total, free; /* bytes at open; -1 unknown */
     } ranks[COSMOS3_MAX_RANKS];
+    /* the processes of the run (mpirun, srun: 1 otherwise): this one, how
+     * many, and its ranks [rank_lo, rank_lo + rank_n); only process 0
+     * writes results */
+    int process, processes, rank_lo, rank_n;
+    char host[64]; /* this process's host */
 } cosmos3_layout;
 
 COSMOS3_API void cosmos3_layout_get(const cosmos3_engine *e, cosmos3_layout *out);
@@ -429,6 +439,13 @@ typedef struct {
  * cancelled (the engine stays usable). */
 COSMOS3_API int cosmos3_generate(cosmos3_engine *e, const cosmos3_request *r, cosmos3_result **out,
                                  char *err, size_t errlen);
+/* Ranks in several processes (mpirun, srun; cosmos3_layout's processes):
+ * process 0's cosmos3_generate first sends the request to the others, and
+ * every other process runs cosmos3_follow instead of generating on its own:
+ * it runs each request process 0 sends (the results are process 0's) until
+ * process 0 closes its engine. COSMOS3_OK at once on process 0 and for one
+ * process. */
+COSMOS3_API int cosmos3_follow(cosmos3_engine *e, char *err, size_t errlen);
 /* Ask the generation in flight to stop (async-signal-safe; no effect when idle). */
 COSMOS3_API void cosmos3_cancel(cosmos3_engine *e);
 COSMOS3_API void cosmos3_result_free(cosmos3_result *r);

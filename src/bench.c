@@ -491,6 +491,7 @@ static cosmos3_engine *e2e_engine(const c3_ckpt *ck, const c3_ckpt *vck, const c
     e->ck.card = vck->card;
     e->ck.has_vae = true;
     e->rt.plan = *plan;
+    rt_place(&e->rt, NULL);
     e->tok = tok;
     e->vae = vae;
     e->precision = shard->precision;

@@ -58,12 +58,64 @@ struct c3_comm_set {
 int comm_shm_create(const c3_plan *p, c3_comm_set **out);
 int comm_nccl_create(const c3_plan *p, c3_backend *const *bes, c3_comm_set **out);
 int comm_dev_create(const c3_plan *p, c3_backend *const *bes, c3_comm_set **out);
+/* NCCL over the ranks [lo, lo + n) of this process when the world spans
+ * several: share_id hands process 0's ncclUniqueId to every process
+ * (comm_procs_share_id), then each rank joins with ncclCommInitRank. */
+int comm_nccl_create_procs(const c3_plan *p, int lo, int n, c3_backend *const *bes,
+                           int (*share_id)(void *buf, size_t n), c3_comm_set **out);
+
+/* The processes of a run: one (rank 0 of 1), or those a launcher started
+ * (mpirun, srun: MPI is initialised here, once). Ranks are dealt to them in
+ * contiguous blocks of world / size, so with the plan's numbering a CFG
+ * group is outermost and Ulysses innermost. */
+typedef struct {
+    int rank, size;
+    bool mpi;         /* MPI runs the collectives between processes */
+    char host[64];    /* this process's host */
+    const char *from; /* what said so: "mpi", "torchrun env" or "one process" */
+} c3_procs;
+int comm_procs(c3_procs *out);
+/* Tell the other processes this one failed before it exits (MPI: they are
+ * stopped instead of waiting in a collective); nothing for one process. */
+void comm_procs_failed(void);
+/* Process proc's host ("?" when unknown: without MPI, another process's). */
+const char *comm_procs_host(int proc);
+/* n bytes of process 0's buf to every process (nothing for one process);
+ * called by each process's main thread. */
+int comm_procs_bcast(void *buf, size_t n);
+/* The same for NCCL's unique id: MPI's broadcast when MPI launched the
+ * processes, else the MASTER_ADDR:MASTER_PORT exchange (comm_boot.c). */
+int comm_procs_share_id(void *buf, size_t n);
+
+/* The CPU ranks [lo, lo + n) of this process over MPI between processes:
+ * each group (TP, Ulysses, CFG) lies in this process (shared memory) or
+ * has one member in each of its processes (an MPI communicator); any other
+ * layout is refused, naming the fix. comm_mpi.c; without MPI a stub that
+ * says how to build it. */
+int comm_mpi_create(const c3_plan *p, int lo, int n, c3_comm_set **out);
+/* Whether plan p on procs->size processes fits (before anything loads):
+ * the world divides into the processes and every group is local or one
+ * member per process. */
+int comm_mpi_check(const c3_plan *p, const c3_procs *procs);
+
+/* Without MPI (a launcher's RANK / WORLD_SIZE / MASTER_ADDR / MASTER_PORT):
+ * process 0's n bytes (NCCL's unique id) to every process of size over TCP,
+ * process 0 listening on addr:port; fails naming the fix after timeout
+ * seconds (comm_boot.c). */
+int comm_boot_exchange(const char *addr, int port, int rank, int size, void *buf, size_t n,
+                       double timeout);
 
 /* Which communicator the ranks of a run use: none for one rank; shared
  * memory for CPU ranks (comm_shm.c); NCCL for CUDA ranks on distinct GPUs
  * (cuda/comm_nccl.cu); device memory when CUDA ranks share a GPU, which NCCL
  * refuses (cuda/comm_dev.cu). devices[r]: rank r's GPU. */
-typedef enum { C3_COMM_NONE, C3_COMM_SHM, C3_COMM_NCCL, C3_COMM_DEVICE } c3_comm_kind;
+typedef enum {
+    C3_COMM_NONE,
+    C3_COMM_SHM,
+    C3_COMM_NCCL,
+    C3_COMM_DEVICE,
+    C3_COMM_MPI /* ranks in several processes (comm_mpi.c) */
+} c3_comm_kind;
 c3_comm_kind comm_choose(bool cuda, int world, const int *devices);
 const char *comm_kind_name(c3_comm_kind k);
 

@@ -93,13 +93,13 @@ static int rank_loop(c3_denoise *j, c3_rank *rk) {
     for (int i = 0; i < s->steps; i++)
         need_uncond |= cfg_active(s, j->timesteps[i]);
     double t0 = c3_now();
-    if (rk->rank == 0) {
+    if (rk->rank == rt->lo) {
         cosmos3_event ev = {.kind = COSMOS3_EV_STAGE, .stage = "und", .begin = true};
         rt_emit(rt, &ev);
     }
     model_fp8_und_act(rk->model, !(j->tc->fp8_policy && j->tc->fp8_reasoner_a16));
     int rc = und_branches(j, rk, group, need_uncond, kv);
-    if (rk->rank == 0) {
+    if (rk->rank == rt->lo) {
         j->t_und = c3_now() - t0;
         cosmos3_event ev = {.kind = COSMOS3_EV_STAGE, .stage = "und", .seconds = j->t_und};
         if (rc == C3_OK) rt_emit(rt, &ev);
@@ -122,7 +122,7 @@ static int rank_loop(c3_denoise *j, c3_rank *rk) {
         /* FP8 weights: this step's products, W8A8 or W8A16 (the checkpoint's policy) */
         model_fp8_gen_act(rk->model, model_fp8_step_w8a8(j->tc, i, s->steps));
         double ts = c3_now(), tc = 0, tu = 0;
-        if (i == 0 && rk->rank == 0) j->first_step_at = ts;
+        if (i == 0 && rk->rank == rt->lo) j->first_step_at = ts;
         if (p->cfg == 1 && cfg_on && model_batches(rk->model)) {
             /* both branches as one batch: the step's time is theirs together,
              * reported half to each */
@@ -184,8 +184,8 @@ static int rank_loop(c3_denoise *j, c3_rank *rk) {
          * come from the stream too, as upstream's generator draws the whole
          * tensor): back to the clean x0, mask * x0 + (1 - mask) * x */
         if (rc == C3_OK && sde && j->cond && c3_denoise_reanchor) cond_mix(j->cond, x);
-        if (rk->rank == 0) j->host_sum += c3_now() - th;
-        if (rc == C3_OK && i == 0 && rk->rank == 0) /* cheap: one pass over the latents */
+        if (rk->rank == rt->lo) j->host_sum += c3_now() - th;
+        if (rc == C3_OK && i == 0 && rk->rank == rt->lo) /* cheap: one pass over the latents */
             rc = denoise_check_finite(x, j->n, "the latents after the first step", "transformer");
         if (rc == C3_OK) { /* this rank's memory, from our own accounting */
             int dev = p->devices[rk->rank];
@@ -202,7 +202,7 @@ static int rank_loop(c3_denoise *j, c3_rank *rk) {
                                  .dev_free = p->dev_free[rk->rank]};
             rt_emit(rt, &mev);
         }
-        if (rk->rank == 0 && rc == C3_OK) {
+        if (rk->rank == rt->lo && rc == C3_OK) {
             double st = c3_now() - ts;
             cosmos3_event ev = {.kind = COSMOS3_EV_STEP,
                                 .step = i + 1,
@@ -220,7 +220,7 @@ static int rank_loop(c3_denoise *j, c3_rank *rk) {
             j->steps_run++;
         }
     }
-    if (rk->rank == 0) {
+    if (rk->rank == rt->lo) {
         j->t_loop = c3_now() - tl;
         if (rc == C3_OK) {
             memcpy(j->x_final, x, (size_t)j->n * sizeof(float));

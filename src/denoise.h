@@ -21,7 +21,7 @@ typedef struct {
     double *sigmas;    /* [steps + 1] */
     double *timesteps; /* [steps]: integers for UniPC, fractional for the fixed-step SDE */
     c3_schedule sched;
-    float *x_final;          /* [n], written by rank 0 */
+    float *x_final;          /* [n], written by this process's first rank */
     const uint8_t *pinned;   /* [T]: latent frames the conditioning gives, or NULL */
     /* the conditioning (its clean x0 on the pinned frames), or NULL: the
      * fixed-step SDE re-noises every position, so after each of its steps

@@ -9,6 +9,7 @@
 #include "backend.h"
 #include "condition.h"
 #include "denoise.h"
+#include "forward.h"
 #include "frames.h"
 #include "prompt.h"
 #include "request.h"
@@ -29,8 +30,12 @@ const char *cosmos3_version(void) {
 }
 
 const char *cosmos3_features(void) {
-#if COSMOS3_HAVE_CUDA
+#if COSMOS3_HAVE_CUDA && COSMOS3_HAVE_MPI
+    return "cuda nccl mpi";
+#elif COSMOS3_HAVE_CUDA
     return "cuda nccl";
+#elif COSMOS3_HAVE_MPI
+    return "mpi";
 #else
     return "";
 #endif
@@ -95,6 +100,11 @@ void engine_model_info(const c3_ckpt *ck, cosmos3_model_info *o) {
 
 void cosmos3_layout_get(const cosmos3_engine *e, cosmos3_layout *o) {
     engine_plan_layout(&e->rt.plan, o);
+    o->process = e->rt.procs.rank;
+    o->processes = e->rt.procs.size;
+    o->rank_lo = e->rt.lo;
+    o->rank_n = e->rt.nlocal;
+    snprintf(o->host, sizeof o->host, "%s", e->rt.procs.host);
 }
 
 void engine_plan_layout(const c3_plan *p, cosmos3_layout *o) {
@@ -120,7 +130,26 @@ void engine_plan_layout(const c3_plan *p, cosmos3_layout *o) {
 }
 
 char *cosmos3_layout_text(const cosmos3_engine *e) {
-    return engine_plan_text(&e->rt.plan);
+    const c3_runtime *rt = &e->rt;
+    char *text = engine_plan_text(&rt->plan);
+    if (rt->procs.size <= 1) return text;
+    /* ranks in several processes: where each rank runs */
+    char *out = NULL;
+    size_t n = 0;
+    FILE *f = open_memstream(&out, &n);
+    if (!f) return text;
+    fprintf(f, "%sprocesses: %d (%s), %d rank%s each, in CFG > TP > Ulysses order\n", text,
+            rt->procs.size, rt->procs.from, rt->nlocal, rt->nlocal == 1 ? "" : "s");
+    free(text);
+    const c3_plan *p = &rt->plan;
+    for (int r = 0; r < p->world; r++) {
+        int proc = r / rt->nlocal;
+        fprintf(f, "  rank %d: host %s, process %d, %s %d, cfg group %d\n", r,
+                comm_procs_host(proc), proc, p->cuda ? "GPU" : "cpu", p->cuda ? p->devices[r] : 0,
+                plan_cfg_rank(p, r));
+    }
+    fclose(f);
+    return out;
 }
 
 char *engine_plan_text(const c3_plan *p) {
@@ -178,6 +207,7 @@ int cosmos3_open(const cosmos3_open_params *p, cosmos3_engine **out, char *err, 
 }
 
 void cosmos3_close(cosmos3_engine *e) {
+    if (e && e->rt.procs.size > 1) (void)forward_stop(); /* process 0: the others stop */
     loader_close(e);
 }
 
@@ -237,7 +267,7 @@ static bool attn_fp8_note(cosmos3_engine *e) {
     const c3_plan *p = &e->rt.plan;
     int64_t calls = 0, declined = 0;
     const char *why = NULL;
-    for (int r = 0; r < p->world; r++) {
+    for (int r = e->rt.lo; r < e->rt.lo + e->rt.nlocal; r++) {
         const c3_backend *be = e->rt.ranks[r].be;
         calls += be->attn_fp8_calls;
         declined += be->attn_fp8_declined;
@@ -312,6 +342,8 @@ static int gen_settings(gen_job *g) {
     request_warnings(rq->prompt, s, &e->ck, add_warning, e);
     /* random seeds stay below 2^53 so every JSON reader keeps them exact */
     if (!s->seed_given) s->seed = rng_random_seed() & ((1ull << 53) - 1);
+    /* ranks in several processes: process 0's seed on all (drawn ones differ) */
+    C3_TRY(comm_procs_bcast(&s->seed, sizeof s->seed));
     /* the seed when the run starts (a long run can be reproduced before it ends) */
     if (!rq->noise) rt_emitf(&e->rt, COSMOS3_EV_LOG, "seed %llu", (unsigned long long)s->seed);
     return C3_OK;
@@ -382,7 +414,7 @@ static int gen_encode(gen_job *g) {
     const cosmos3_settings *s = &g->s;
     rt_emit_stage(&e->rt, "encode", true, 0);
     double t0 = c3_now();
-    if (!e->venc) C3_TRY(vae_enc_load(&e->venc, &e->ck, e->rt.ranks[0].be));
+    if (!e->venc) C3_TRY(vae_enc_load(&e->venc, &e->ck, rt_lead(&e->rt)->be));
     C3_TRY(cond_prepare(&g->ci, e->venc, s->frames, s->width, s->height, e->ck.v.scale_temporal,
                         &g->cd));
     cond_mix(&g->cd, g->x0);
@@ -418,7 +450,7 @@ static int gen_denoise(gen_job *g) {
     cosmos3_result *res = g->res;
     c3_denoise *j = &g->j;
     bool offload = p->offload && p->cuda;
-    if (offload) model_offload_stats(e->rt.ranks[0].model, &g->h2d_bytes0, &g->h2d_sec0);
+    if (offload) model_offload_stats(rt_lead(&e->rt)->model, &g->h2d_bytes0, &g->h2d_sec0);
     C3_TRY(denoise_run(j));
     C3_TRY(denoise_check_finite(j->x_final, j->n, "the final latents", "transformer"));
     res->timings.und = j->t_und;
@@ -492,7 +524,7 @@ static void gen_result(gen_job *g) {
     res->cfg_parallel = p->cfg;
     res->ulysses = p->sp;
     snprintf(res->device, sizeof res->device, "%s", p->cuda ? "cuda" : "cpu");
-    res->mem_peak = e->rt.ranks[0].be->mem_peak;
+    res->mem_peak = rt_lead(&e->rt)->be->mem_peak;
     snprintf(res->attention, sizeof res->attention, "%s",
              attn_fp8_note(e) ? "fp8"
              : p->cuda        ? "bf16"
@@ -504,7 +536,7 @@ static void gen_result(gen_job *g) {
     if (p->offload && p->cuda) { /* rank 0's weight stream over this generation */
         int64_t bytes;
         double sec;
-        model_offload_stats(e->rt.ranks[0].model, &bytes, &sec);
+        model_offload_stats(rt_lead(&e->rt)->model, &bytes, &sec);
         res->h2d_bytes = bytes - g->h2d_bytes0;
         res->h2d_seconds = sec - g->h2d_sec0;
     }
@@ -548,6 +580,11 @@ int cosmos3_generate(cosmos3_engine *e, const cosmos3_request *r, cosmos3_result
         return give_err(c3_fail(C3_EUSAGE, "the engine is busy with another generation"), err,
                         errlen);
     e->rt.cancel = 0;
+    int frc = e->rt.procs.size > 1 ? forward_send(r) : C3_OK; /* process 0: the others run it too */
+    if (frc) {
+        __atomic_store_n(&e->busy, 0, __ATOMIC_RELEASE);
+        return give_err(frc, err, errlen);
+    }
     uint64_t job = rt_job_begin(&e->rt, r->on_event, r->user);
     cosmos3_result *res = xcalloc(1, sizeof *res);
     res->job = job;
@@ -577,6 +614,34 @@ int cosmos3_generate(cosmos3_engine *e, const cosmos3_request *r, cosmos3_result
     __atomic_store_n(&e->busy, 0, __ATOMIC_RELEASE);
     if (rc) c3_fail(rc, "%s", msg);
     return give_err(rc, err, errlen);
+}
+
+int cosmos3_processes(int *rank, int *size, char *err, size_t errlen) {
+    c3_procs pr;
+    int rc = comm_procs(&pr);
+    if (rank) *rank = rc ? 0 : pr.rank;
+    if (size) *size = rc ? 1 : pr.size;
+    return give_err(rc, err, errlen);
+}
+
+int cosmos3_follow(cosmos3_engine *e, char *err, size_t errlen) {
+    if (!e) return give_err(c3_fail(C3_EUSAGE, "cosmos3_follow: NULL engine"), err, errlen);
+    if (e->rt.procs.size <= 1 || e->rt.procs.rank == 0) return C3_OK;
+    for (;;) {
+        c3_forwarded f;
+        bool stop;
+        int rc = forward_recv(&f, &stop);
+        if (rc || stop) {
+            forward_free(&f);
+            return give_err(rc, err, errlen);
+        }
+        cosmos3_result *res = NULL;
+        /* a failure here is process 0's too (the same request, the same ranks'
+         * collectives): it decides; this process waits for the next request */
+        (void)cosmos3_generate(e, &f.rq, &res, NULL, 0);
+        cosmos3_result_free(res);
+        forward_free(&f);
+    }
 }
 
 void cosmos3_result_free(cosmos3_result *r) {

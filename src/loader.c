@@ -84,7 +84,7 @@ static int tok_join(tok_job *j, c3_tokenizer **out) {
 static int make_ranks(cosmos3_engine *e) {
     c3_runtime *rt = &e->rt;
     const c3_plan *p = &rt->plan;
-    for (int r = 0; r < p->world; r++) {
+    for (int r = rt->lo; r < rt->lo + rt->nlocal; r++) {
         c3_rank *rk = &rt->ranks[r];
         rk->rank = r;
         if (p->cuda)
@@ -94,7 +94,7 @@ static int make_ranks(cosmos3_engine *e) {
         rk->be->attn_fp8 = e->attn_fp8;
     }
     C3_TRY(rt_comms_open(rt));
-    for (int r = 0; r < p->world; r++) {
+    for (int r = rt->lo; r < rt->lo + rt->nlocal; r++) {
         c3_rank *rk = &rt->ranks[r];
         rk->shard = (c3_shard){.tp_rank = plan_tp_rank(p, r),
                                .tp_size = p->tp,
@@ -185,6 +185,12 @@ int loader_open(const cosmos3_open_params *op, cosmos3_engine **out) {
     }
     rc = plan_open(&e->rt.plan, &e->ck, op, st.width, st.height, st.frames);
     if (rc) goto fail;
+    /* the launcher's processes (mpirun, srun): the layout must fit them before anything loads */
+    c3_procs procs;
+    rc = comm_procs(&procs);
+    if (rc == C3_OK) rc = comm_mpi_check(&e->rt.plan, &procs);
+    if (rc) goto fail;
+    rt_place(&e->rt, &procs);
     /* which device runs and why: once, before anything loads (--device cpu: the user said so) */
     if (!op->device || strcmp(op->device, "cpu") != 0)
         rt_emitf(&e->rt, e->rt.plan.device_warn ? COSMOS3_EV_WARNING : COSMOS3_EV_DEVICE, "%s",
@@ -213,13 +219,13 @@ int loader_open(const cosmos3_open_params *op, cosmos3_engine **out) {
     rc = rt_run_ranks(&e->rt, load_rank, e, true); /* every rank in parallel */
     e->load.weights = c3_now() - ta;
     ta = c3_now();
-    if (rc == C3_OK) rc = vae_load(&e->vae, &e->ck, e->rt.ranks[0].be);
+    if (rc == C3_OK) rc = vae_load(&e->vae, &e->ck, rt_lead(&e->rt)->be);
     e->load.vae = c3_now() - ta;
     if (rc == C3_OK) rc = tok_join(&tj, &e->tok);
     e->load.tokenizer = tj.seconds;
     if (rc) goto fail;
     const c3_plan *p = &e->rt.plan;
-    for (int r = 0; r < p->world; r++) {
+    for (int r = e->rt.lo; r < e->rt.lo + e->rt.nlocal; r++) {
         const c3_backend *be = e->rt.ranks[r].be;
         cosmos3_event ev = {.kind = COSMOS3_EV_LOADED,
                             .rank = r,

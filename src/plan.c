@@ -28,6 +28,7 @@ const char *comm_kind_name(c3_comm_kind k) {
     case C3_COMM_SHM: return "shared memory (CPU ranks)";
     case C3_COMM_NCCL: return "NCCL (one rank per GPU)";
     case C3_COMM_DEVICE: return "device memory (ranks sharing a GPU)";
+    case C3_COMM_MPI: return "MPI between processes, shared memory inside each (CPU ranks)";
     }
     return "?";
 }

@@ -28,6 +28,16 @@ void rt_free(c3_runtime *rt) {
     pthread_mutex_destroy(&rt->ev_mu);
 }
 
+void rt_place(c3_runtime *rt, const c3_procs *pr) {
+    if (pr)
+        rt->procs = *pr;
+    else
+        rt->procs = (c3_procs){.rank = 0, .size = 1, .from = "one process"};
+    int size = rt->procs.size > 1 ? rt->procs.size : 1;
+    rt->nlocal = rt->plan.world / size;
+    rt->lo = rt->procs.rank * rt->nlocal;
+}
+
 /* ------------------------------------------------------------- events */
 
 uint64_t rt_job_begin(c3_runtime *rt, cosmos3_event_fn fn, void *user) {
@@ -74,18 +84,30 @@ void rt_emit_stage(c3_runtime *rt, const char *stage, bool begin, double seconds
 
 int rt_comms_open(c3_runtime *rt) {
     const c3_plan *p = &rt->plan;
-    rt->comm = comm_choose(p->cuda, p->world, p->devices);
-    /* COSMOS3_COMM=device: the device-memory communicator on distinct GPUs too */
-    const char *force = getenv("COSMOS3_COMM");
-    if (rt->comm == C3_COMM_NCCL && force && !strcmp(force, "device")) rt->comm = C3_COMM_DEVICE;
-    c3_backend *bes[C3_MAX_RANKS];
-    for (int r = 0; r < p->world; r++)
-        bes[r] = rt->ranks[r].be;
-    if (rt->comm == C3_COMM_SHM) C3_TRY(comm_shm_create(p, &rt->set));
-    if (rt->comm == C3_COMM_NCCL) C3_TRY(comm_nccl_create(p, bes, &rt->set));
-    if (rt->comm == C3_COMM_DEVICE) C3_TRY(comm_dev_create(p, bes, &rt->set));
+    if (rt->procs.size > 1 && p->cuda) { /* ranks in several processes: NCCL joined by rank */
+        rt->comm = C3_COMM_NCCL;
+        c3_backend *bes[C3_MAX_RANKS] = {0};
+        for (int r = rt->lo; r < rt->lo + rt->nlocal; r++)
+            bes[r] = rt->ranks[r].be;
+        C3_TRY(comm_nccl_create_procs(p, rt->lo, rt->nlocal, bes, comm_procs_share_id, &rt->set));
+    } else if (rt->procs.size > 1) { /* on the CPU: MPI between them */
+        rt->comm = C3_COMM_MPI;
+        C3_TRY(comm_mpi_create(p, rt->lo, rt->nlocal, &rt->set));
+    } else {
+        rt->comm = comm_choose(p->cuda, p->world, p->devices);
+        /* COSMOS3_COMM=device: the device-memory communicator on distinct GPUs too */
+        const char *force = getenv("COSMOS3_COMM");
+        if (rt->comm == C3_COMM_NCCL && force && !strcmp(force, "device"))
+            rt->comm = C3_COMM_DEVICE;
+        c3_backend *bes[C3_MAX_RANKS];
+        for (int r = 0; r < p->world; r++)
+            bes[r] = rt->ranks[r].be;
+        if (rt->comm == C3_COMM_SHM) C3_TRY(comm_shm_create(p, &rt->set));
+        if (rt->comm == C3_COMM_NCCL) C3_TRY(comm_nccl_create(p, bes, &rt->set));
+        if (rt->comm == C3_COMM_DEVICE) C3_TRY(comm_dev_create(p, bes, &rt->set));
+    }
     if (!rt->set) return C3_OK;
-    for (int r = 0; r < p->world; r++) {
+    for (int r = rt->lo; r < rt->lo + rt->nlocal; r++) {
         c3_rank *rk = &rt->ranks[r];
         rk->world = rt->set->get(rt->set, r, 0);
         rk->tp = rt->set->get(rt->set, r, 1);
@@ -121,6 +143,7 @@ static void *rank_main(void *arg) {
          * and the communicator is aborted so no one waits forever */
         a->rt->cancel = 1;
         rt_abort(a->rt);
+        if (a->rk->rc != C3_ECANCEL) comm_procs_failed(); /* other processes: stopped at exit */
     }
     return NULL;
 }
@@ -128,22 +151,23 @@ static void *rank_main(void *arg) {
 int rt_run_ranks(c3_runtime *rt, int (*fn)(c3_runtime *rt, c3_rank *rk, void *ud), void *ud,
                  bool prefix) {
     const c3_plan *p = &rt->plan;
+    int lo = rt->lo, hi = rt->lo + rt->nlocal;
     rank_thread args[C3_MAX_RANKS];
-    for (int r = 0; r < p->world; r++) {
+    for (int r = lo; r < hi; r++) {
         args[r] = (rank_thread){rt, &rt->ranks[r], fn, ud};
         rt->ranks[r].rc = 0;
         if (pthread_create(&rt->ranks[r].thread, NULL, rank_main, &args[r]) != 0) {
             rt->cancel = 1;
             rt_abort(rt);
-            for (int q = 0; q < r; q++)
+            for (int q = lo; q < r; q++)
                 pthread_join(rt->ranks[q].thread, NULL);
             return c3_fail(C3_EFAIL, "cannot start rank thread %d", r);
         }
     }
-    for (int r = 0; r < p->world; r++)
+    for (int r = lo; r < hi; r++)
         pthread_join(rt->ranks[r].thread, NULL);
     for (int pass = 0; pass < 2; pass++)
-        for (int r = 0; r < p->world; r++) {
+        for (int r = lo; r < hi; r++) {
             const c3_rank *rk = &rt->ranks[r];
             if (rk->rc && (pass == 1 || rk->rc != C3_ECANCEL))
                 return prefix && p->world > 1 ? c3_fail(rk->rc, "rank %d: %s", r, rk->err)

@@ -33,9 +33,11 @@ typedef struct {
 typedef struct c3_runtime c3_runtime;
 struct c3_runtime {
     c3_plan plan;
-    c3_rank ranks[C3_MAX_RANKS];
-    c3_comm_kind comm; /* which communicator the ranks use */
-    c3_comm_set *set;  /* NULL for one rank */
+    c3_procs procs;              /* the processes of the run (one unless a launcher started more) */
+    int lo, nlocal;              /* this process's ranks: [lo, lo + nlocal) of the plan's world */
+    c3_rank ranks[C3_MAX_RANKS]; /* [lo, lo + nlocal) in use */
+    c3_comm_kind comm;           /* which communicator the ranks use */
+    c3_comm_set *set;            /* NULL for one rank */
     volatile int cancel;
     /* events: the open's callback, the job's (one at a time, under ev_mu) */
     pthread_mutex_t ev_mu;
@@ -50,7 +52,15 @@ void rt_init(c3_runtime *rt, cosmos3_event_fn fn, void *user);
  * (the communicators use the backends' streams). */
 void rt_free(c3_runtime *rt);
 
-/* The communicators of the plan's ranks, once every rank has its backend:
+/* This process's ranks of the plan: all of them for one process (pr NULL
+ * or of size 1), else the block of world / pr->size ranks of pr->rank. */
+void rt_place(c3_runtime *rt, const c3_procs *pr);
+/* The first of this process's ranks (its results and rank 0's events). */
+static inline c3_rank *rt_lead(c3_runtime *rt) {
+    return &rt->ranks[rt->lo];
+}
+
+/* The communicators of this process's ranks, once each has its backend:
  * fills each rank's world, tp, sp and cfg. */
 int rt_comms_open(c3_runtime *rt);
 /* Wake every rank waiting in a collective (a rank failed or was cancelled);
@@ -58,7 +68,7 @@ int rt_comms_open(c3_runtime *rt);
 void rt_abort(c3_runtime *rt);
 int rt_reset(c3_runtime *rt);
 
-/* Run fn(rt, rank, ud) on every rank, one thread each, and join them: the
+/* Run fn(rt, rank, ud) on every rank of this process, one thread each, and join them: the
  * one place the ranks' threads start and carry their errors back. A failing
  * rank stops the others (cancel, communicators aborted); the first real
  * failure wins over the cancellations it caused, its message prefixed with
