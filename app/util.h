@@ -63,6 +63,10 @@ bool c3_file_exists(const char *path);
 char *c3_path_join(const char *a, const char *b); /* xmalloc'd */
 int c3_mkdir_p(const char *path);                 /* COSMOS3_EOUTPUT naming the folder */
 
+/* The documented environment variables (src/env.h): entry i's name and its
+ * man page paragraph (mdoc) in *help; NULL past the last. */
+const char *c3_env_doc(int i, const char **help);
+
 /* Time in seconds from a monotonic clock. */
 double c3_now(void);
 

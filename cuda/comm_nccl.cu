@@ -218,7 +218,7 @@ static void set_destroy(c3_comm_set *ps) {
     free(s);
 }
 
-extern "C" int comm_nccl_create(const c3_plan *p, c3_backend *const *bes, c3_comm_set **out) {
+extern "C" int cuda_comm_nccl(const c3_plan *p, c3_backend *const *bes, c3_comm_set **out) {
     *out = NULL;
     for (int a = 0; a < p->world; a++) {
         if (!bes[a] || strcmp(bes[a]->name, "cuda") != 0)

@@ -11,6 +11,7 @@
 #include "backend_cpu.h"
 #include "condition.h"
 #include "denoise.h"
+#include "env.h"
 #include "frames.h"
 #include "prompt.h"
 #include "request.h"
@@ -114,8 +115,8 @@ static bool named_model(const char *name, char *buf, size_t n) {
 }
 
 const char *cosmos3_model_dir(const char *model, char *buf, size_t n) {
-    const char *env = getenv("COSMOS3_MODEL");
-    const char *m = model && *model ? model : env && *env ? env : "demo";
+    const char *env = c3_env()->model;
+    const char *m = model && *model ? model : env ? env : "demo";
     /* a folder that exists wins over a built-in name */
     if (c3_file_exists(m) || !named_model(m, buf, n)) snprintf(buf, n, "%s", m);
     return buf;
@@ -331,7 +332,7 @@ static int make_ranks(cosmos3_engine *e) {
     }
     e->comm = comm_choose(p->cuda, p->world, p->devices);
     /* COSMOS3_COMM=device: the device-memory communicator on distinct GPUs too */
-    const char *force = getenv("COSMOS3_COMM");
+    const char *force = c3_env()->comm;
     if (e->comm == C3_COMM_NCCL && force && !strcmp(force, "device")) e->comm = C3_COMM_DEVICE;
     c3_backend *bes[C3_MAX_RANKS];
     for (int r = 0; r < p->world; r++)
@@ -363,10 +364,7 @@ static int make_ranks(cosmos3_engine *e) {
 
 /* COSMOS3_PREFAULT=0: no prefault threads (the loader faults the pages in
  * as it reads them, the comparison for the launch measurement). */
-static bool prefault_wanted(void) {
-    const char *v = getenv("COSMOS3_PREFAULT");
-    return !(v && !strcmp(v, "0"));
-}
+static bool prefault_wanted(void) { return c3_env()->prefault; }
 
 /* Every mapped file of the checkpoint (the shards, the VAE) prefaulted on
  * threads of their own while the backends and the tokenizer start; not

@@ -7,6 +7,7 @@
  * dequantised for --precision bf16), bf16 ones are quantised for --precision
  * fp8. With offload the layers load into pinned host memory and the ring
  * (model_offload.c) is made. model_free releases everything. */
+#include "env.h"
 #include "model_internal.h"
 
 #include <math.h>
@@ -41,10 +42,9 @@ typedef struct {
 } pin_stage;
 
 static bool pin_wanted(const c3_backend *be, const c3_shard *sh) {
-    const char *v = getenv("COSMOS3_PINNED_LOAD");
     /* on by default: the Nano 30 GB upload 4.9 -> 1.1 s on an H200, the
        same picture bit for bit (bench/RESULTS.md, session 8) */
-    return !(v && !strcmp(v, "0")) && !be->meta && !sh->offload && be->host_alloc &&
+    return c3_env()->pinned_load && !be->meta && !sh->offload && be->host_alloc &&
            be->host_free && be->upload_async && be->event_new && be->event_free &&
            be->event_record && be->event_wait && be->event_ms;
 }
@@ -77,9 +77,8 @@ static void pin_free(pin_stage *ps) {
 static int pin_new(c3_backend *be, pin_stage **out) {
     pin_stage *ps = xcalloc(1, sizeof *ps);
     ps->be = be;
-    const char *v = getenv("COSMOS3_PINNED_SLOT_BYTES");
-    long long sb = v ? atoll(v) : 0;
-    ps->slot_bytes = sb >= 16 ? (size_t)sb : PIN_SLOT_BYTES;
+    int64_t sb = c3_env()->pinned_slot_bytes;
+    ps->slot_bytes = sb ? (size_t)sb : PIN_SLOT_BYTES;
     int rc = be->event_new(be, &ps->order, false);
     for (int i = 0; rc == C3_OK && i < PIN_SLOTS; i++) {
         rc = be->host_alloc(be, &ps->buf[i], ps->slot_bytes);

@@ -25,6 +25,7 @@
  *
  * Layouts: activations are [C, T, H, W]; histories are time-major
  * [CACHE_T, C, H*W] so that joining them with a chunk is a row copy. */
+#include "env.h"
 #include "wan_vae.h"
 #include "wan_vae_internal.h"
 
@@ -366,8 +367,7 @@ static int vae_load_(c3_vae *v, const c3_ckpt *ck) {
  * counts that are multiples of 8, an even number of output channels;
  * COSMOS3_VAE_CL=0 keeps the generic ops (for comparisons). */
 static bool cl_usable(const c3_vconfig *cf, const c3_backend *be) {
-    const char *e = getenv("COSMOS3_VAE_CL");
-    if (e && !strcmp(e, "0")) return false;
+    if (!c3_env()->vae_cl) return false;
     if (!be->vcl_weight || !be->vcl_conv || !be->vcl_norm || !be->vcl_upsample || !be->vcl_dupup ||
         !be->vcl_layout || !be->vcl_zero || be->act_dtype != C3_BF16)
         return false;
@@ -813,9 +813,8 @@ static int decode_frame(c3_vae *v, const c3_tensor *z, c3_tensor *img) {
 }
 
 static bool graphs_on(const c3_vae *v) {
-    const char *e = getenv("COSMOS3_GRAPHS");
     return v->be->graph_begin && v->be->graph_end && v->be->graph_launch && v->be->graph_free &&
-           !vae_trace_hook && !(e && !strcmp(e, "0"));
+           !vae_trace_hook && c3_env()->graphs;
 }
 
 /* An image (T == 1) through decode_frame as a graph: zr [z_dim, h, w] raw

@@ -12,7 +12,10 @@ trap 'rm -rf "$tmp"' EXIT
 fail=0
 opts="$tmp/options"
 "$bin" __man-options > "$opts" || { echo "FAIL: __man-options"; exit 1; }
-awk -v f="$opts" '/^@OPTIONS@$/ { while ((getline l < f) > 0) print l; next } { print }' \
+"$bin" __man-environment > "$tmp/environment" || { echo "FAIL: __man-environment"; exit 1; }
+awk -v f="$opts" -v e="$tmp/environment" '
+    /^@OPTIONS@$/ { while ((getline l < f) > 0) print l; next }
+    /^@ENVIRONMENT@$/ { while ((getline l < e) > 0) print l; next } { print }' \
     "$src/man/cosmos3.1.in" > "$tmp/cosmos3.1"
 "$bin" __completion > "$tmp/completion" || { echo "FAIL: __completion"; exit 1; }
 if [ "${1:-}" = "--update" ]; then

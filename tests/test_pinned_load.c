@@ -7,6 +7,7 @@
  *
  * The stand-in keeps weights in the dtype asked (bf16), copies at once
  * (upload_async is a memcpy) and counts the calls. */
+#include "env.h"
 #include "model_internal.h"
 #include "test_util.h"
 
@@ -182,12 +183,14 @@ int main(void) {
     c3_backend be = stand_in();
     c3_model *plain = NULL, *staged = NULL;
     setenv("COSMOS3_PINNED_LOAD", "0", 1);
+    c3_env_reload(); /* the settings are read once (src/env.c) */
     int rc = model_load(&plain, &ck, &be, NULL);
     T_CHECK(rc == C3_OK, "plain load: %s", c3_errmsg());
     T_CHECK(g.async_calls == 0 && g.host_alive == 0,
             "the ring ran with COSMOS3_PINNED_LOAD=0: %lld calls", (long long)g.async_calls);
     setenv("COSMOS3_PINNED_LOAD", "1", 1);
     setenv("COSMOS3_PINNED_SLOT_BYTES", "4096", 1); /* a 64x64 bf16 weight: two buffers */
+    c3_env_reload();
     rc = model_load(&staged, &ck, &be, NULL);
     T_CHECK(rc == C3_OK, "staged load: %s", c3_errmsg());
     if (plain && staged) {
@@ -209,6 +212,7 @@ int main(void) {
             g.host_alive, g.events);
     unsetenv("COSMOS3_PINNED_LOAD");
     unsetenv("COSMOS3_PINNED_SLOT_BYTES");
+    c3_env_reload();
     model_free(plain);
     model_free(staged);
     ckpt_close(&ck);

@@ -5,6 +5,7 @@
 
 #include "backend_cpu.h"
 #include "checkpoint.h"
+#include "env.h"
 #include "mkmodel.h"
 #include "test_util.h"
 #include "wan_vae.h"
@@ -484,9 +485,11 @@ static void test_full_vae(c3_backend *gbe, const char *tokdir) {
         return;
     }
     setenv("COSMOS3_CUDA_FP32", "1", 1);
+    c3_env_reload(); /* the settings are read once (src/env.c) */
     c3_backend *fbe = NULL;
     int rc = c3_backend_cuda(0, &fbe);
     unsetenv("COSMOS3_CUDA_FP32");
+    c3_env_reload();
     T_CHECK(rc == C3_OK && fbe->act_dtype == C3_F32, "fp32 CUDA backend: %s", c3_errmsg());
     c3_vae *vb = NULL, *vf = NULL;
     if (rc == C3_OK) rc = vae_load(&vb, &ck, gbe);
