@@ -596,6 +596,8 @@ extern "C" int cuda_backend_new(int device, c3_backend **out) {
     cu_ctx *c = (cu_ctx *)xcalloc(1, sizeof *c);
     be->name = "cuda";
     be->device = device;
+    be->caps = C3_CAP_PINNED | C3_CAP_EVENTS | C3_CAP_ASYNC_UPLOAD | C3_CAP_GRAPHS | C3_CAP_VAE_CL |
+               C3_CAP_FP8 | C3_CAP_RANDOM;
     /* COSMOS3_CUDA_FP32=1: F32 weights and activations with fp32 GEMMs (no
      * TF32), to separate bugs from bf16 rounding against the fp32 goldens. */
     bool fp32 = c3_env()->cuda_fp32;

@@ -31,7 +31,7 @@ const char *c3_dtype_name(c3_dtype t) {
     return host->dtype_name(t);
 }
 void *c3_xcalloc_(size_t n, size_t size, const char *file, int line) {
-    return host->xcalloc(n, size, file, line);
+    return host->calloc_at(n, size, file, line);
 }
 const c3_env_values *c3_env(void) {
     return host->env();

@@ -87,9 +87,24 @@ typedef struct {
     ((int64_t)(((cout) + C3_VCL_COUT_ALIGN - 1) / C3_VCL_COUT_ALIGN * C3_VCL_COUT_ALIGN) *         \
      (taps) * (((cin) + C3_VCL_CIN_ALIGN - 1) / C3_VCL_CIN_ALIGN * C3_VCL_CIN_ALIGN))
 
+/* What a backend can do beyond the core ops: the bits of c3_backend.caps,
+ * each naming a group of the optional ops below, all present when the bit
+ * is set. The backend sets them; c3_backend_check holds them to the table
+ * once, where the backend is made; callers test the bit, never pointers. */
+enum {
+    C3_CAP_PINNED = 1u << 0,       /* host_alloc, host_free: page-locked host memory */
+    C3_CAP_EVENTS = 1u << 1,       /* event_new/free/record/wait/ms: two queues, timing */
+    C3_CAP_ASYNC_UPLOAD = 1u << 2, /* upload_async on C3_Q_COPY */
+    C3_CAP_GRAPHS = 1u << 3,       /* graph_begin/end/launch/free */
+    C3_CAP_VAE_CL = 1u << 4,       /* the channels-last VAE ops vcl_* */
+    C3_CAP_FP8 = 1u << 5,          /* quantize_e4m3: FP8 weights quantised on the device */
+    C3_CAP_RANDOM = 1u << 6,       /* fill_random: random weights made on the device */
+};
+
 struct c3_backend {
     const char *name; /* "cpu" or "cuda" */
     int device;       /* GPU ordinal; -1 on the CPU */
+    unsigned caps;    /* C3_CAP_* */
     c3_dtype weight_dtype, act_dtype;
     /* products with FP8 weights: true quantises the activations (W8A8, FP8 x
      * FP8); false multiplies the dequantised weights with 16-bit activations
@@ -277,6 +292,11 @@ c3_backend *c3_backend_cpu(void);
 c3_backend *c3_backend_meta(void);
 int c3_backend_cuda(int device, c3_backend **out);
 void c3_backend_destroy(c3_backend *be);
+/* Every group be->caps claims is complete (C3_EFAIL naming the missing op). */
+int c3_backend_check(const c3_backend *be);
+static inline bool c3_has(const c3_backend *be, unsigned caps) {
+    return (be->caps & caps) == caps;
+}
 
 /* Helpers over the table. */
 int c3_alloc(c3_backend *be, c3_tensor *t, c3_dtype dtype, c3_memcat cat, int ndim, ...);

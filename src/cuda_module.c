@@ -28,7 +28,7 @@ static const c3_cuda_host host = {
     .fail = c3_fail,
     .dtype_size = c3_dtype_size,
     .dtype_name = c3_dtype_name,
-    .xcalloc = c3_xcalloc_,
+    .calloc_at = c3_xcalloc_,
     .env = c3_env,
 };
 
@@ -106,7 +106,13 @@ static bool have_module(void) {
 int c3_backend_cuda(int device, c3_backend **out) {
     *out = NULL;
     if (!have_module()) return c3_fail(C3_ERESOURCE, "%s", COSMOS3_HAVE_CUDA ? why : NO_CUDA_FIX);
-    return mod->backend_new(device, out);
+    C3_TRY(mod->backend_new(device, out));
+    int rc = c3_backend_check(*out); /* what it says it can do, once */
+    if (rc) {
+        c3_backend_destroy(*out);
+        *out = NULL;
+    }
+    return rc;
 }
 
 int c3_gpu_count(void) {

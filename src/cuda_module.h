@@ -37,7 +37,7 @@ typedef struct {
     int (*fail)(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
     size_t (*dtype_size)(c3_dtype t);
     const char *(*dtype_name)(c3_dtype t);
-    void *(*xcalloc)(size_t n, size_t size, const char *file, int line);
+    void *(*calloc_at)(size_t n, size_t size, const char *file, int line);
     const c3_env_values *(*env)(void);
 } c3_cuda_host;
 

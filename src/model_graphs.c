@@ -19,15 +19,14 @@ static void gg_forget(c3_model *m) {
     }
 }
 void gg_free(c3_model *m) {
-    if (m->be && m->be->graph_free) gg_forget(m);
+    if (m->be && c3_has(m->be, C3_CAP_GRAPHS)) gg_forget(m);
     gen_acts_free(&m->gg.buf);
     m->gg.T = m->gg.hp = m->gg.wp = 0;
     m->gg.nb = 0;
 }
 bool gg_enabled(const c3_model *m) {
-    return m->be->graph_begin && m->be->graph_end && m->be->graph_launch && m->be->graph_free &&
-           m->shard.sp_size <= 1 && m->shard.tp_size <= 1 && !m->offload && !model_trace_hook &&
-           !m->gg.off && c3_env()->graphs;
+    return c3_has(m->be, C3_CAP_GRAPHS) && m->shard.sp_size <= 1 && m->shard.tp_size <= 1 &&
+           !m->offload && !model_trace_hook && !m->gg.off && c3_env()->graphs;
 }
 /* The buffers for grid (T, hp, wp) and nb branches: kept when they fit it,
  * else remade (and every recorded graph, which names the old ones, forgotten). */

@@ -368,9 +368,7 @@ static int vae_load_(c3_vae *v, const c3_ckpt *ck) {
  * COSMOS3_VAE_CL=0 keeps the generic ops (for comparisons). */
 static bool cl_usable(const c3_vconfig *cf, const c3_backend *be) {
     if (!c3_env()->vae_cl) return false;
-    if (!be->vcl_weight || !be->vcl_conv || !be->vcl_norm || !be->vcl_upsample || !be->vcl_dupup ||
-        !be->vcl_layout || !be->vcl_zero || be->act_dtype != C3_BF16)
-        return false;
+    if (!c3_has(be, C3_CAP_VAE_CL) || be->act_dtype != C3_BF16) return false;
     if (cf->z_dim % 8 || cf->patch_size % 2 || cf->n_mult < 1 || cf->n_mult > 8) return false;
     for (int i = 0; i < cf->n_mult; i++)
         if (cf->decoder_base_dim * cf->dim_mult[i] % 8) return false;
@@ -732,7 +730,7 @@ int vae_walk_chunks(c3_backend *be, const vae_walk *w) {
     /* several chunks, no scaling, pinned memory: staged downloads (a download into
      * pinned memory runs at the link's rate; pageable memory takes several times longer) */
     frame_stage st = {0};
-    bool staged = !w->scale && w->n > 1 && be->host_alloc && be->host_free;
+    bool staged = !w->scale && w->n > 1 && c3_has(be, C3_CAP_PINNED);
     for (int c = 0; c < w->n && rc == C3_OK; c++) {
         if ((rc = w->body(w->ud, c, c == 0, c + 1 < w->n, &y))) break;
         int64_t tc = y.ne[1];
@@ -813,8 +811,7 @@ static int decode_frame(c3_vae *v, const c3_tensor *z, c3_tensor *img) {
 }
 
 static bool graphs_on(const c3_vae *v) {
-    return v->be->graph_begin && v->be->graph_end && v->be->graph_launch && v->be->graph_free &&
-           !vae_trace_hook && c3_env()->graphs;
+    return c3_has(v->be, C3_CAP_GRAPHS) && !vae_trace_hook && c3_env()->graphs;
 }
 
 /* An image (T == 1) through decode_frame as a graph: zr [z_dim, h, w] raw

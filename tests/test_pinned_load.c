@@ -140,6 +140,7 @@ static c3_backend stand_in(void) {
     b.upload_async = mk_upload_async;
     b.graph_begin = NULL;
     b.graph_free = NULL;
+    b.caps = C3_CAP_PINNED | C3_CAP_EVENTS | C3_CAP_ASYNC_UPLOAD;
     return b;
 }
 
@@ -181,6 +182,11 @@ int main(void) {
         return 1;
     }
     c3_backend be = stand_in();
+    T_CHECK(c3_backend_check(&be) == C3_OK, "the stand-in's capabilities: %s", c3_errmsg());
+    c3_backend claims = be;
+    claims.caps |= C3_CAP_GRAPHS; /* without the graph ops */
+    T_CHECK(c3_backend_check(&claims) == C3_EFAIL && strstr(c3_errmsg(), "graph_begin"),
+            "a backend claiming graphs it lacks passed the check: %s", c3_errmsg());
     c3_model *plain = NULL, *staged = NULL;
     setenv("COSMOS3_PINNED_LOAD", "0", 1);
     c3_env_reload(); /* the settings are read once (src/env.c) */

@@ -377,6 +377,7 @@ static void test_staged(c3_backend *cpu, const c3_ckpt *ck) {
     if (!zt) return;
     c3_backend st = *cpu; /* shares the CPU backend's state; never destroyed */
     st.host_alloc = heap_alloc, st.host_free = heap_free;
+    st.caps |= C3_CAP_PINNED;
     int T = (int)zt->shape[2], h = (int)zt->shape[3], w = (int)zt->shape[4];
     float *z = st_to_f32(zt), *a = NULL, *b = NULL;
     c3_vae *va = NULL, *vb = NULL;
