@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "comm.h"
 #include "config.h"
 
 #define NO_CUDA_BUILD "this cosmos3 was built without CUDA"

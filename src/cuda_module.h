@@ -41,7 +41,7 @@ typedef struct {
     const c3_env_values *(*env)(void);
 } c3_cuda_host;
 
-/* The module's entry points (as backend.h, plan.h and comm_cuda.h declare
+/* The module's entry points (as backend.h, plan.h and comm.h declare
  * the library's calls of the same names). */
 typedef struct {
     int abi;
@@ -59,10 +59,6 @@ typedef struct {
  * a reason in why) when host's ABI differs. */
 typedef const c3_cuda_module *(*c3_cuda_module_init_fn)(const c3_cuda_host *host, char *why,
                                                         size_t n);
-
-/* The library's GPU communicators (comm_cuda.h), answered by the module. */
-int comm_nccl_create(const c3_plan *p, c3_backend *const *bes, struct c3_comm_set **out);
-int comm_dev_create(const c3_plan *p, c3_backend *const *bes, struct c3_comm_set **out);
 
 /* The module's own definitions of the entry points (cuda/, hidden in the
  * module; the labs link them directly). */

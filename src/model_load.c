@@ -43,7 +43,7 @@ typedef struct {
 
 static bool pin_wanted(const c3_backend *be, const c3_shard *sh) {
     /* on by default: the Nano 30 GB upload 4.9 -> 1.1 s on an H200, the
-       same picture bit for bit (bench/RESULTS.md, session 8) */
+       same picture bit for bit (bench/HISTORY.md, session 8) */
     return c3_env()->pinned_load && !be->meta && !sh->offload &&
            c3_has(be, C3_CAP_PINNED | C3_CAP_ASYNC_UPLOAD | C3_CAP_EVENTS);
 }
