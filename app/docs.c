@@ -79,6 +79,14 @@ static void spellings(FILE *f, const c3_option *o, const char *sep) {
         }
 }
 
+void docs_man_environment(FILE *f) {
+    fputs(".Bl -tag -width CUDA_VISIBLE_DEVICES\n", f);
+    const char *name, *help;
+    for (int i = 0; (name = c3_env_doc(i, &help)); i++)
+        fprintf(f, ".It Ev %s\n%s", name, help);
+    fputs(".El\n", f);
+}
+
 void docs_bash_completion(FILE *f, const char *const *commands, int ncommands) {
     fputs("# bash completion for cosmos3 -- generated from the options table by\n"
           "# `cosmos3 __completion`; do not edit (tests/test_docs.sh checks it).\n"

@@ -849,6 +849,10 @@ int main(int argc, char **argv) {
         docs_man_options(stdout);
         return 0;
     }
+    if (!strcmp(cmd, "__man-environment")) { /* its ENVIRONMENT section, from src/env.c's table */
+        docs_man_environment(stdout);
+        return 0;
+    }
     if (!strcmp(cmd, "__completion")) { /* share/cosmos3.bash-completion */
         const char *names[C3_ARRAY_LEN(commands)];
         for (size_t i = 0; i < C3_ARRAY_LEN(commands); i++)

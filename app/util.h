@@ -27,4 +27,7 @@
         if (app_rc_ != COSMOS3_OK) return app_rc_;                                                 \
     } while (0)
 
+/* The documented environment variables (src/env.h): entry i's name and its
+ * man page paragraph (mdoc) in *help; NULL past the last. */
+const char *c3_env_doc(int i, const char **help);
 #endif

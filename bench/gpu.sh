@@ -75,7 +75,9 @@ pk=${GPU_PACK:-carry/gpu}
 fxa=${GPU_FX:-carry/fixtures.txz}
 # shellcheck source=bench/carry.sh
 if [ -f "$sdir/carry.sh" ]; then . "$sdir/carry.sh"; else . bench/carry.sh; fi
-files=(cosmos3 tests/test_model tests/test_vae tests/test_e2e
+# libcosmos3-cuda.so: the CUDA backend, a module libcosmos3 opens; found
+# beside the programs in the pack (src/cuda_module.c looks beside the program)
+files=(cosmos3 libcosmos3-cuda.so tests/test_model tests/test_vae tests/test_e2e
     tests/test_backends tests/test_gpu_ranks tests/test_demo tests/test_demo_motion tests/libdemojudge.so
     ${WITH_COND:+tests/test_cond tests/test_cond_e2e})
 [ -n "${NO_OPS:-}" ] || files+=(tests/ops_check cuda/lab/vae_lab)
@@ -170,10 +172,15 @@ sec_check() {
     section "check: device, ldd, ops_check (every op CUDA vs CPU${OPS_QUICK:+; no timings})"
     nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv,noheader
     echo "commit $(git -C "$here" log -1 --format='%h %s' 2>/dev/null || echo unknown)"
-    if ldd "$bin" "$pk/ops_check" 2>/dev/null | grep -E 'not found'; then
+    if ldd "$bin" "$pk/libcosmos3-cuda.so" "$pk/ops_check" 2>/dev/null | grep -E 'not found'; then
         counted "ldd" 1
         return
     fi
+    # the program opens the CUDA module beside it and sees the GPUs
+    local dline
+    dline=$("$bin" info -m share/models/demo 2>&1 | grep -m1 '^device')
+    echo "cosmos3 info: $dline"
+    case "$dline" in *"no usable GPU"*) counted "the CUDA module" 1 ;; esac
     if [ ! -x "$pk/ops_check" ]; then
         echo "ops_check not carried (NO_OPS=1 at pack): skipped"
         return

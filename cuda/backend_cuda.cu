@@ -590,16 +590,17 @@ static int cuda_init(c3_backend *be, cu_ctx *c, int device) {
     return C3_OK;
 }
 
-extern "C" int c3_backend_cuda(int device, c3_backend **out) {
+extern "C" int cuda_backend_new(int device, c3_backend **out) {
     *out = NULL;
     c3_backend *be = (c3_backend *)xcalloc(1, sizeof *be);
     cu_ctx *c = (cu_ctx *)xcalloc(1, sizeof *c);
     be->name = "cuda";
     be->device = device;
+    be->caps = C3_CAP_PINNED | C3_CAP_EVENTS | C3_CAP_ASYNC_UPLOAD | C3_CAP_GRAPHS | C3_CAP_VAE_CL |
+               C3_CAP_FP8 | C3_CAP_RANDOM;
     /* COSMOS3_CUDA_FP32=1: F32 weights and activations with fp32 GEMMs (no
      * TF32), to separate bugs from bf16 rounding against the fp32 goldens. */
-    const char *f32 = getenv("COSMOS3_CUDA_FP32");
-    bool fp32 = f32 && *f32 && strcmp(f32, "0") != 0;
+    bool fp32 = c3_env()->cuda_fp32;
     be->weight_dtype = fp32 ? C3_F32 : C3_BF16;
     be->act_dtype = fp32 ? C3_F32 : C3_BF16;
     be->ctx = c;
@@ -658,13 +659,13 @@ extern "C" int c3_backend_cuda(int device, c3_backend **out) {
 }
 
 /* ---- device queries (plan.h): count and memory of the visible GPUs ---- */
-extern "C" int c3_gpu_count(void) {
+extern "C" int cuda_gpu_count(void) {
     int n = 0;
     if (cudaGetDeviceCount(&n) != cudaSuccess) return 0;
     return n;
 }
 
-extern "C" int c3_gpu_probe(char *why, size_t n) {
+extern "C" int cuda_gpu_probe(char *why, size_t n) {
     int count = 0;
     cudaError_t e = cudaGetDeviceCount(&count);
     if (e != cudaSuccess) {
@@ -682,7 +683,7 @@ extern "C" int c3_gpu_probe(char *why, size_t n) {
     return count;
 }
 
-extern "C" int c3_gpu_info(int dev, char *name, size_t n, int64_t *total, int64_t *free_b) {
+extern "C" int cuda_gpu_info(int dev, char *name, size_t n, int64_t *total, int64_t *free_b) {
     cudaDeviceProp prop;
     if (cudaGetDeviceProperties(&prop, dev) != cudaSuccess)
         return c3_fail(C3_ERESOURCE, "GPU %d: cannot query it", dev);

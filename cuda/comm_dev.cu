@@ -267,7 +267,7 @@ static int init_comm(dev_comm *m, c3_backend *be) {
     return C3_OK;
 }
 
-extern "C" int comm_dev_create(const c3_plan *p, c3_backend *const *bes, c3_comm_set **out) {
+extern "C" int cuda_comm_dev(const c3_plan *p, c3_backend *const *bes, c3_comm_set **out) {
     *out = NULL;
     for (int r = 0; r < p->world; r++)
         if (!bes[r] || strcmp(bes[r]->name, "cuda") != 0)

@@ -240,12 +240,8 @@ static void set_destroy(c3_comm_set *ps) {
     free(s);
 }
 
-extern "C" int comm_nccl_create(const c3_plan *p, c3_backend *const *bes, c3_comm_set **out) {
-    return comm_nccl_create_procs(p, 0, p->world, bes, NULL, out);
-}
-
-extern "C" int comm_nccl_create_procs(const c3_plan *p, int lo, int n, c3_backend *const *bes,
-                                      int (*share_id)(void *buf, size_t n), c3_comm_set **out) {
+extern "C" int cuda_comm_nccl(const c3_plan *p, int lo, int n, c3_backend *const *bes,
+                              int (*share_id)(void *buf, size_t n), c3_comm_set **out) {
     *out = NULL;
     if (n != p->world && !share_id)
         return c3_fail(C3_EFAIL, "NCCL communicator: ranks in several processes need an id exchange");

@@ -13,6 +13,8 @@
 
 extern "C" {
 #include "backend.h"
+#include "cuda_module.h"
+#include "env.h"
 }
 
 /* Threads per block of the elementwise kernels, and how many blocks per

@@ -50,15 +50,7 @@ struct cu_gemm_cache {
     unsigned *amax_dev; /* [CU_CALIB_MAX], zeroed */
 };
 
-static int calib_calls(void) {
-    static int n = -1;
-    if (n < 0) {
-        const char *e = getenv("COSMOS3_FP8_CALIBRATE");
-        n = e && *e ? atoi(e) : 0;
-        if (n < 0) n = 0;
-    }
-    return n;
-}
+static int calib_calls(void) { return c3_env()->fp8_calibrate; }
 
 /* The calibration slot of w (NULL: calibration off, or no slot left) and
  * whether its scale is frozen (the calibrating calls are done). */

@@ -234,8 +234,8 @@ static bool vw_usable(c3_backend *be) {
     return usable[dev] > 0;
 }
 static bool vw_auto(void) {
-    const char *e = getenv("COSMOS3_VCL_WGMMA");
-    return e && *e ? strcmp(e, "0") != 0 : VW_AUTO;
+    int e = c3_env()->vcl_wgmma;
+    return e >= 0 ? e != 0 : VW_AUTO;
 }
 
 /* the wgmma conv on the problem of a (the mma.sync kernel's arguments); C3_OK when launched.
@@ -372,12 +372,7 @@ int cu_vcl_conv(c3_backend *be, c3_tensor *y, const c3_tensor *x, const c3_tenso
                        v, Cin, v >= 6 ? " and Cout % 8 == 0" : "");
     if (v == 0) {
         /* COSMOS3_VCL_CONV=N: variant N wherever it applies (a preference; else as below) */
-        static int env_variant = -1;
-        if (env_variant < 0) {
-            const char *e = getenv("COSMOS3_VCL_CONV");
-            env_variant = e && *e ? atoi(e) : 0;
-        }
-        int ev = env_variant;
+        int ev = c3_env()->vcl_conv;
         if (ev >= 1 && ev <= 6 && (ev < 4 || (ev == 6 ? wp_ok : wg_ok))) v = ev;
     }
     /* measured (vae_lab, H200; NOTES.md, s8 VAE): over the 720p decoder shapes the persistent

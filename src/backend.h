@@ -87,9 +87,24 @@ typedef struct {
     ((int64_t)(((cout) + C3_VCL_COUT_ALIGN - 1) / C3_VCL_COUT_ALIGN * C3_VCL_COUT_ALIGN) *         \
      (taps) * (((cin) + C3_VCL_CIN_ALIGN - 1) / C3_VCL_CIN_ALIGN * C3_VCL_CIN_ALIGN))
 
+/* What a backend can do beyond the core ops: the bits of c3_backend.caps,
+ * each naming a group of the optional ops below, all present when the bit
+ * is set. The backend sets them; c3_backend_check holds them to the table
+ * once, where the backend is made; callers test the bit, never pointers. */
+enum {
+    C3_CAP_PINNED = 1u << 0,       /* host_alloc, host_free: page-locked host memory */
+    C3_CAP_EVENTS = 1u << 1,       /* event_new/free/record/wait/ms: two queues, timing */
+    C3_CAP_ASYNC_UPLOAD = 1u << 2, /* upload_async on C3_Q_COPY */
+    C3_CAP_GRAPHS = 1u << 3,       /* graph_begin/end/launch/free */
+    C3_CAP_VAE_CL = 1u << 4,       /* the channels-last VAE ops vcl_* */
+    C3_CAP_FP8 = 1u << 5,          /* quantize_e4m3: FP8 weights quantised on the device */
+    C3_CAP_RANDOM = 1u << 6,       /* fill_random: random weights made on the device */
+};
+
 struct c3_backend {
     const char *name; /* "cpu" or "cuda" */
     int device;       /* GPU ordinal; -1 on the CPU */
+    unsigned caps;    /* C3_CAP_* */
     c3_dtype weight_dtype, act_dtype;
     /* products with FP8 weights: true quantises the activations (W8A8, FP8 x
      * FP8); false multiplies the dequantised weights with 16-bit activations
@@ -125,18 +140,22 @@ struct c3_backend {
     int (*download)(c3_backend *be, float *dst, const c3_tensor *src);
     /* dst[:] = src[:] (same numel; converts dtype). */
     int (*copy)(c3_backend *be, c3_tensor *dst, const c3_tensor *src);
-    /* Wait for all queued work. */
-    int (*sync)(c3_backend *be);
-    /* Optional (NULL where absent, e.g. cpu): dst (BF16 or F32) element i =
+    /* C3_CAP_RANDOM: dst (BF16 or F32) element i =
      * bf16(c3_random_weight(offset + i, amp)) of weights_random.h, made on
      * the device (cosmos3 bench's random checkpoint without a host copy). */
     int (*fill_random)(c3_backend *be, c3_tensor *dst, int64_t offset, float amp);
-    /* Optional (NULL where absent): FP8 at load (--precision fp8): dst
+    /* C3_CAP_FP8: FP8 at load (--precision fp8): dst
      * (F8E4M3, numel(src)) = E4M3(src / s) rounded to nearest even and
      * saturated to +-448, src BF16 on the device; s = *scale when > 0, else
      * max|src| / 448 (1 when src is all zero), returned in *scale. The same
      * codes and scale as model_load.c's host loop (c3_f32_to_e4m3). */
     int (*quantize_e4m3)(c3_backend *be, c3_tensor *dst, const c3_tensor *src, float *scale);
+    /* C3_CAP_PINNED: page-locked host memory (fast, asynchronous copies). */
+    int (*host_alloc)(c3_backend *be, void **p, size_t bytes);
+    void (*host_free)(c3_backend *be, void *p);
+    /* C3_CAP_ASYNC_UPLOAD: on C3_Q_COPY, dst's bytes = host src, raw (src
+     * already holds dst->dtype). */
+    int (*upload_async)(c3_backend *be, c3_tensor *dst, const void *src);
 
     /* ---- transformer ---- */
     /* y[M,N] = (accumulate ? y : 0) + x[M,K] . w[N,K]^T + bias[N] (bias may be NULL).
@@ -208,7 +227,7 @@ struct c3_backend {
      * b*fs + d lies in [o*G, (o+1)*G). */
     int (*avgdown3d)(c3_backend *be, c3_tensor *y, const c3_tensor *x, int ft, int fs);
 
-    /* ---- channels-last VAE decode (optional: NULL where absent, e.g. cpu) ----
+    /* channels-last decode (C3_CAP_VAE_CL; NULL where absent, e.g. cpu):
      * Activations are bf16 frames [F, H + 2, W + 2, C] with a zero border of
      * one pixel ("padded channels-last", C % 8 == 0); each op writes whole
      * frames, borders included, unless it says otherwise. wan_vae.c uses
@@ -236,12 +255,12 @@ struct c3_backend {
     /* y[:] = 0 (any storage type). */
     int (*vcl_zero)(c3_backend *be, c3_tensor *y);
 
-    /* ---- layerwise offload (optional: NULL on backends without it, e.g. cpu) ----
-     * Two queues: C3_Q_COMPUTE (every op above) and C3_Q_COPY (host->device
-     * weight streaming). Events order them on the device, never the host. */
-    /* Page-locked host memory (fast, asynchronous copies). */
-    int (*host_alloc)(c3_backend *be, void **p, size_t bytes);
-    void (*host_free)(c3_backend *be, void *p);
+    /* ---- sync: queues, events, graphs ---- */
+    /* Wait for all queued work. */
+    int (*sync)(c3_backend *be);
+    /* C3_CAP_EVENTS (NULL where absent, e.g. cpu): two queues, C3_Q_COMPUTE
+     * (every op) and C3_Q_COPY (host->device weight streaming, layerwise
+     * offload); events order them on the device, never the host. */
     /* An event; `timing` events can be timed with event_ms. */
     int (*event_new)(c3_backend *be, void **ev, bool timing);
     void (*event_free)(c3_backend *be, void *ev);
@@ -251,13 +270,11 @@ struct c3_backend {
     int (*event_wait)(c3_backend *be, void *ev, int queue);
     /* Milliseconds between two recorded timing events (waits for b). */
     int (*event_ms)(c3_backend *be, void *a, void *b, float *ms);
-    /* On C3_Q_COPY: dst's bytes = host src, raw (src already holds dst->dtype). */
-    int (*upload_async)(c3_backend *be, c3_tensor *dst, const void *src);
 
-    /* ---- graphs (optional: NULL on backends without them, e.g. cpu) ----
-     * Record the ops queued between graph_begin and graph_end on the compute
-     * queue (nothing runs meanwhile) into a replayable graph. Every buffer an
-     * op reads or writes is baked in: replay reads whatever they hold then. */
+    /* C3_CAP_GRAPHS (NULL where absent, e.g. cpu): record the ops queued
+     * between graph_begin and graph_end on the compute queue (nothing runs
+     * meanwhile) into a replayable graph. Every buffer an op reads or writes
+     * is baked in: replay reads whatever they hold then. */
     int (*graph_begin)(c3_backend *be);
     /* End the recording; *graph is the instantiated graph (NULL on failure,
      * which also ends the recording). */
@@ -277,6 +294,11 @@ c3_backend *c3_backend_cpu(void);
 c3_backend *c3_backend_meta(void);
 int c3_backend_cuda(int device, c3_backend **out);
 void c3_backend_destroy(c3_backend *be);
+/* Every group be->caps claims is complete (C3_EFAIL naming the missing op). */
+int c3_backend_check(const c3_backend *be);
+static inline bool c3_has(const c3_backend *be, unsigned caps) {
+    return (be->caps & caps) == caps;
+}
 
 /* Helpers over the table. */
 int c3_alloc(c3_backend *be, c3_tensor *t, c3_dtype dtype, c3_memcat cat, int ndim, ...);

@@ -309,8 +309,9 @@ static int wrap_upload(c3_backend *be, c3_tensor *dst, const void *src, c3_dtype
     bench_be *b = (bench_be *)be;
     uintptr_t p = (uintptr_t)src, b0 = (uintptr_t)b->rand_buf;
     int64_t off = (int64_t)(p - b0) / (int64_t)sizeof(uint16_t);
-    if (b->rand_buf && b->ops.fill_random && st == C3_BF16 && p >= b0 && (p - b0) % 2 == 0 &&
-        off + c3_numel(dst) <= b->rand_n && (dst->dtype == C3_BF16 || dst->dtype == C3_F32)) {
+    if (b->rand_buf && c3_has(&b->ops, C3_CAP_RANDOM) && st == C3_BF16 && p >= b0 &&
+        (p - b0) % 2 == 0 && off + c3_numel(dst) <= b->rand_n &&
+        (dst->dtype == C3_BF16 || dst->dtype == C3_F32)) {
         return b->ops.fill_random(be, dst, off, (float)BENCH_WEIGHT_AMPLITUDE);
     }
     int i = ev_begin(b, OP_UPLOAD);
@@ -380,7 +381,7 @@ static bench_be *wrap_backend(c3_backend *real) {
     b->w.rope = wrap_rope;
     b->w.destroy = NULL; /* the real backend is destroyed through its own pointer */
     /* device timing where the backend has timing events (CUDA) */
-    if (real->event_new && real->event_record && real->event_ms && real->event_free) {
+    if (c3_has(real, C3_CAP_EVENTS)) {
         int n = 0;
         while (n < 2 * BENCH_EV_MAX && real->event_new(real, &b->ev[n], true) == C3_OK)
             n++;

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "comm.h"
+#include "env.h"
 #include "config.h"
 
 /* ------------------------------------------------------------- layout */
@@ -83,9 +84,8 @@ int comm_procs_share_id(void *buf, size_t n) {
     if (pr.size <= 1) return C3_OK;
     if (pr.mpi) return comm_procs_bcast(buf, n);
     const char *addr = getenv("MASTER_ADDR"), *port = getenv("MASTER_PORT");
-    const char *t = getenv("COSMOS3_COMM_TIMEOUT");
     return comm_boot_exchange(addr, port ? atoi(port) : 0, pr.rank, pr.size, buf, n,
-                              t && atof(t) > 0 ? atof(t) : 600);
+                              c3_env()->comm_timeout);
 }
 
 #if COSMOS3_HAVE_MPI
@@ -406,8 +406,7 @@ int comm_mpi_create(const c3_plan *p, int lo, int n, c3_comm_set **out) {
                            .destroy = set_destroy};
     s->lo = lo;
     s->n = n;
-    const char *t = getenv("COSMOS3_COMM_TIMEOUT");
-    s->timeout = t && atof(t) > 0 ? atof(t) : 600;
+    s->timeout = c3_env()->comm_timeout;
     s->comms = xcalloc((size_t)n * 4, sizeof *s->comms);
     s->spread = xcalloc((size_t)n * 4, sizeof *s->spread);
     int rc = comm_shm_create(p, &s->shm);

@@ -5,6 +5,7 @@
  * the keys in blocks, so scratch memory is O(Q_BLOCK * K_BLOCK) per thread
  * whatever the sequence lengths. */
 #include "backend_cpu.h"
+#include "env.h"
 
 #include <cblas.h>
 #include <math.h>
@@ -69,10 +70,7 @@ static struct {
 static void calib_scale(const c3_tensor *w, float *s, int *slot) {
     *s = 0, *slot = -1;
     pthread_mutex_lock(&cpu_calib.mu);
-    if (cpu_calib.n < 0) {
-        const char *e = getenv("COSMOS3_FP8_CALIBRATE");
-        cpu_calib.n = e && *e && atoi(e) > 0 ? atoi(e) : 0;
-    }
+    if (cpu_calib.n < 0) cpu_calib.n = c3_env()->fp8_calibrate;
     if (cpu_calib.n > 0) {
         int i = 0;
         while (i < cpu_calib.ncal &&

@@ -10,6 +10,7 @@
 #include "backend.h"
 #include "backend_cpu.h"
 #include "engine.h"
+#include "env.h"
 #include "request.h"
 #include "config.h"
 
@@ -38,8 +39,8 @@ static bool named_model(const char *name, char *buf, size_t n) {
 }
 
 const char *cosmos3_model_dir(const char *model, char *buf, size_t n) {
-    const char *env = getenv("COSMOS3_MODEL");
-    const char *m = model && *model ? model : env && *env ? env : "demo";
+    const char *env = c3_env()->model;
+    const char *m = model && *model ? model : env ? env : "demo";
     /* a folder that exists wins over a built-in name */
     if (c3_file_exists(m) || !named_model(m, buf, n)) snprintf(buf, n, "%s", m);
     return buf;
@@ -111,10 +112,7 @@ static int make_ranks(cosmos3_engine *e) {
 
 /* COSMOS3_PREFAULT=0: no prefault threads (the loader faults the pages in
  * as it reads them, the comparison for the launch measurement). */
-static bool prefault_wanted(void) {
-    const char *v = getenv("COSMOS3_PREFAULT");
-    return !(v && !strcmp(v, "0"));
-}
+static bool prefault_wanted(void) { return c3_env()->prefault; }
 
 /* Every mapped file of the checkpoint (the shards, the VAE) prefaulted on
  * threads of their own while the backends and the tokenizer start; not

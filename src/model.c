@@ -13,6 +13,7 @@
  *
  * This file is the forward; the weights load in model_load.c, stream in
  * model_offload.c, and the GEN layer loop replays in model_graphs.c. */
+#include "env.h"
 #include "model_internal.h"
 
 #include <math.h>
@@ -474,8 +475,7 @@ static int gen_rope(c3_model *m, int L, const c3_latent_geom *g, int64_t t0, int
 }
 
 bool model_batches(const c3_model *m) {
-    const char *e = getenv("COSMOS3_CFG_BATCH");
-    return m->shard.sp_size <= 1 && !m->no_batch && !(e && !strcmp(e, "0"));
+    return m->shard.sp_size <= 1 && !m->no_batch && c3_env()->cfg_batch;
 }
 void model_batch(c3_model *m, bool on) {
     m->no_batch = !on;

@@ -3,6 +3,7 @@
  * offload, no tracing. A key names every buffer the loop reads that is not
  * the model's own; the first call with a key runs eagerly, the second
  * records, the later ones replay. COSMOS3_GRAPHS=0 turns it off. */
+#include "env.h"
 #include "model_internal.h"
 
 #include <stdlib.h>
@@ -18,16 +19,14 @@ static void gg_forget(c3_model *m) {
     }
 }
 void gg_free(c3_model *m) {
-    if (m->be && m->be->graph_free) gg_forget(m);
+    if (m->be && c3_has(m->be, C3_CAP_GRAPHS)) gg_forget(m);
     gen_acts_free(&m->gg.buf);
     m->gg.T = m->gg.hp = m->gg.wp = 0;
     m->gg.nb = 0;
 }
 bool gg_enabled(const c3_model *m) {
-    const char *e = getenv("COSMOS3_GRAPHS");
-    return m->be->graph_begin && m->be->graph_end && m->be->graph_launch && m->be->graph_free &&
-           m->shard.sp_size <= 1 && m->shard.tp_size <= 1 && !m->offload && !model_trace_hook &&
-           !m->gg.off && !(e && !strcmp(e, "0"));
+    return c3_has(m->be, C3_CAP_GRAPHS) && m->shard.sp_size <= 1 && m->shard.tp_size <= 1 &&
+           !m->offload && !model_trace_hook && !m->gg.off && c3_env()->graphs;
 }
 /* The buffers for grid (T, hp, wp) and nb branches: kept when they fit it,
  * else remade (and every recorded graph, which names the old ones, forgotten). */

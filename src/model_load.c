@@ -7,6 +7,7 @@
  * dequantised for --precision bf16), bf16 ones are quantised for --precision
  * fp8. With offload the layers load into pinned host memory and the ring
  * (model_offload.c) is made. model_free releases everything. */
+#include "env.h"
 #include "model_internal.h"
 
 #include <math.h>
@@ -41,12 +42,10 @@ typedef struct {
 } pin_stage;
 
 static bool pin_wanted(const c3_backend *be, const c3_shard *sh) {
-    const char *v = getenv("COSMOS3_PINNED_LOAD");
     /* on by default: the Nano 30 GB upload 4.9 -> 1.1 s on an H200, the
        same picture bit for bit (bench/HISTORY.md, session 8) */
-    return !(v && !strcmp(v, "0")) && !be->meta && !sh->offload && be->host_alloc &&
-           be->host_free && be->upload_async && be->event_new && be->event_free &&
-           be->event_record && be->event_wait && be->event_ms;
+    return c3_env()->pinned_load && !be->meta && !sh->offload &&
+           c3_has(be, C3_CAP_PINNED | C3_CAP_ASYNC_UPLOAD | C3_CAP_EVENTS);
 }
 
 /* Wait for every slot's copy, then order the compute queue after them. */
@@ -77,9 +76,8 @@ static void pin_free(pin_stage *ps) {
 static int pin_new(c3_backend *be, pin_stage **out) {
     pin_stage *ps = xcalloc(1, sizeof *ps);
     ps->be = be;
-    const char *v = getenv("COSMOS3_PINNED_SLOT_BYTES");
-    long long sb = v ? atoll(v) : 0;
-    ps->slot_bytes = sb >= 16 ? (size_t)sb : PIN_SLOT_BYTES;
+    int64_t sb = c3_env()->pinned_slot_bytes;
+    ps->slot_bytes = sb ? (size_t)sb : PIN_SLOT_BYTES;
     int rc = be->event_new(be, &ps->order, false);
     for (int i = 0; rc == C3_OK && i < PIN_SLOTS; i++) {
         rc = be->host_alloc(be, &ps->buf[i], ps->slot_bytes);
@@ -346,8 +344,8 @@ static int load_weight(c3_model *m, const c3_ckpt *ck, c3_tensor *dst, const cha
     /* --precision fp8 quantised on the device where the backend can (a bf16
      * weight loading resident): the slice's own max there for tp 1, the
      * whole tensor's from the host for a TP slice; else on the host below */
-    bool dev_q = mode == 2 && codes && !m->loading_host && !m->be->meta && m->be->quantize_e4m3 &&
-                 t->dtype == C3_BF16;
+    bool dev_q = mode == 2 && codes && !m->loading_host && !m->be->meta &&
+                 c3_has(m->be, C3_CAP_FP8) && t->dtype == C3_BF16;
     if (mode == 2 && !m->be->meta && (!dev_q || (m->shard.tp_size > 1 && split != SPLIT_NONE))) {
         float amax = tensor_amax(t);
         ws = amax > 0 ? amax / C3_E4M3_MAX : 1.0f;
@@ -706,9 +704,7 @@ int model_load(c3_model **out, const c3_ckpt *ck, c3_backend *be, const c3_shard
     m->lw = xcalloc((size_t)c->layers, sizeof *m->lw);
     int rc = C3_OK;
     int64_t D = c->hidden, P = c->patch_dim;
-    m->offload = shard->offload && be->host_alloc && be->host_free && be->event_new &&
-                 be->event_free && be->event_record && be->event_wait && be->event_ms &&
-                 be->upload_async;
+    m->offload = shard->offload && c3_has(be, C3_CAP_PINNED | C3_CAP_EVENTS | C3_CAP_ASYNC_UPLOAD);
     m->loading_host = m->offload;
     if (pin_wanted(be, shard)) TRY(pin_new(be, &t_pin));
     for (int l = 0; l < c->layers; l++) {

@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "env.h"
+
 void rt_init(c3_runtime *rt, cosmos3_event_fn fn, void *user) {
     memset(rt, 0, sizeof *rt);
     pthread_mutex_init(&rt->ev_mu, NULL);
@@ -96,7 +98,7 @@ int rt_comms_open(c3_runtime *rt) {
     } else {
         rt->comm = comm_choose(p->cuda, p->world, p->devices);
         /* COSMOS3_COMM=device: the device-memory communicator on distinct GPUs too */
-        const char *force = getenv("COSMOS3_COMM");
+        const char *force = c3_env()->comm;
         if (rt->comm == C3_COMM_NCCL && force && !strcmp(force, "device"))
             rt->comm = C3_COMM_DEVICE;
         c3_backend *bes[C3_MAX_RANKS];

@@ -726,7 +726,7 @@ int main(int argc, char **argv) {
     bool quick = argc > 1 && !strcmp(argv[1], "--quick");
     bool fp8_only = argc > 1 && !strcmp(argv[1], "--fp8"); /* checks, then only the FP8 timings */
     bool quant_only = argc > 1 && !strcmp(argv[1], "--quant"); /* the load-time ops only */
-    if (c3_backend_cuda(0, &gpu) != C3_OK) {
+    if (cuda_backend_new(0, &gpu) != C3_OK) {
         printf("ops_check: SKIP: %s\n", c3_errmsg());
         return 77;
     }

@@ -12,7 +12,10 @@ trap 'rm -rf "$tmp"' EXIT
 fail=0
 opts="$tmp/options"
 "$bin" __man-options > "$opts" || { echo "FAIL: __man-options"; exit 1; }
-awk -v f="$opts" '/^@OPTIONS@$/ { while ((getline l < f) > 0) print l; next } { print }' \
+"$bin" __man-environment > "$tmp/environment" || { echo "FAIL: __man-environment"; exit 1; }
+awk -v f="$opts" -v e="$tmp/environment" '
+    /^@OPTIONS@$/ { while ((getline l < f) > 0) print l; next }
+    /^@ENVIRONMENT@$/ { while ((getline l < e) > 0) print l; next } { print }' \
     "$src/man/cosmos3.1.in" > "$tmp/cosmos3.1"
 "$bin" __completion > "$tmp/completion" || { echo "FAIL: __completion"; exit 1; }
 if [ "${1:-}" = "--update" ]; then
@@ -29,6 +32,14 @@ if ! diff -u "$src/share/cosmos3.bash-completion" "$tmp/completion" > "$tmp/d2";
     echo "FAIL: share/cosmos3.bash-completion is out of date (run tests/test_docs.sh --update)"
     head -30 "$tmp/d2"; fail=1
 fi
+# the environment: the library reads its settings in src/env.c alone, and
+# every COSMOS3_* variable a source reads is in the table (but test hooks)
+read=$(grep -l 'getenv("COSMOS3_' "$src"/src/*.c "$src"/cuda/*.cu 2>/dev/null | grep -v '/src/env\.c$' | tr '\n' ' ')
+[ -z "$read" ] || { echo "FAIL: getenv of a COSMOS3_ setting outside src/env.c: $read"; fail=1; }
+for v in $(cat "$src"/src/*.c "$src"/cuda/*.cu "$src"/app/*.c "$src"/tui/*.c |
+           grep -o 'getenv("COSMOS3_[A-Z0-9_]*' | sed 's/getenv("//' | grep -v '^COSMOS3_TEST_' | sort -u); do
+    grep -qx "\.It Ev $v" "$tmp/environment" || { echo "FAIL: $v is read but not in src/env.c's table"; fail=1; }
+done
 # every option of the table appears in --help (the rendered man page: test_man.sh)
 for name in $("$bin" __completion | sed -n 's/^ *gen) COMPREPLY=(\$(compgen -W "\([^"]*\)".*/\1/p'); do
     case "$name" in --help) continue ;; esac

@@ -41,6 +41,13 @@ cd "$tmp/outside" || exit 1
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1 \
     LD_LIBRARY_PATH=$libdir TMPDIR=$tmp ./api_outside "$model" "$tmp" || fail "api_outside"
 ls -d "$tmp"/cosmos3-bench-vae.* >/dev/null 2>&1 && fail "cosmos3_bench left its VAE folder"
+# the CUDA module beside the library, found there by the installed program
+if grep -q '^#define COSMOS3_HAVE_CUDA 1' "$build/config.h"; then
+    [ -e "$libdir/libcosmos3-cuda.so" ] || fail "libcosmos3-cuda.so is not installed beside libcosmos3.so"
+    info=$(LD_LIBRARY_PATH=$libdir "$(find "$tmp/root" -path '*/bin/cosmos3' -print -quit)" info -m "$model") ||
+        fail "cosmos3 info"
+    grep '^device: ' <<<"$info" | grep -q "CUDA module" && fail "the installed program did not open its module: $(grep '^device: ' <<<"$info")"
+fi
 # the installed command prints the ids the library gives the outside program
 ids=$(LD_LIBRARY_PATH=$libdir "$(find "$tmp/root" -path '*/bin/cosmos3' -print -quit)" tokenize -m "$model" --raw "a red circle") ||
     fail "cosmos3 tokenize"

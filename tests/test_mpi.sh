@@ -73,12 +73,18 @@ grep -q 'does not divide into the 3 processes' w3.err && ok || bad "world 3 vs 4
 [ ! -e w3.png ] && ok || bad "world 3 vs 4: wrote a PNG"
 grep -q 'load' w3.out && bad "world 3 vs 4: it began loading" || ok
 
-# one process killed mid-run (loaded and stepping: about 10 s after the start
-# of an 800-step run): the others end within 30 s, nothing written
+# one process killed mid-run (loaded and stepping: a few seconds after both
+# processes are up, in a run of minutes): the others end within 30 s, nothing
+# written
 gen_args demo kill
-mpi 2 gen "${args[@]}" -W 256 -H 256 -s 800 --cfg-parallel 2 >kill.out 2>kill.err &
+mpi 2 gen "${args[@]}" -W 512 -H 512 -s 1000 --cfg-parallel 2 >kill.out 2>kill.err &
 mpid=$!
-sleep 10
+victim=
+for _ in $(seq 1 120); do # both processes up (at most 60 s on a busy machine)
+    [ "$(pgrep -P "$mpid" -f "$bin" | wc -l)" -ge 2 ] && break
+    sleep 0.5
+done
+sleep 4 # loaded (the demo loads in well under a second) and stepping
 victim=$(pgrep -P "$mpid" -f "$bin" | sort -n | tail -1)
 if [ -n "$victim" ] && kill -0 "$mpid" 2>/dev/null; then
     kill -9 "$victim"

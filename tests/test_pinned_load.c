@@ -7,6 +7,7 @@
  *
  * The stand-in keeps weights in the dtype asked (bf16), copies at once
  * (upload_async is a memcpy) and counts the calls. */
+#include "env.h"
 #include "model_internal.h"
 #include "test_util.h"
 
@@ -139,6 +140,7 @@ static c3_backend stand_in(void) {
     b.upload_async = mk_upload_async;
     b.graph_begin = NULL;
     b.graph_free = NULL;
+    b.caps = C3_CAP_PINNED | C3_CAP_EVENTS | C3_CAP_ASYNC_UPLOAD;
     return b;
 }
 
@@ -180,14 +182,21 @@ int main(void) {
         return 1;
     }
     c3_backend be = stand_in();
+    T_CHECK(c3_backend_check(&be) == C3_OK, "the stand-in's capabilities: %s", c3_errmsg());
+    c3_backend claims = be;
+    claims.caps |= C3_CAP_GRAPHS; /* without the graph ops */
+    T_CHECK(c3_backend_check(&claims) == C3_EFAIL && strstr(c3_errmsg(), "graph_begin"),
+            "a backend claiming graphs it lacks passed the check: %s", c3_errmsg());
     c3_model *plain = NULL, *staged = NULL;
     setenv("COSMOS3_PINNED_LOAD", "0", 1);
+    c3_env_reload(); /* the settings are read once (src/env.c) */
     int rc = model_load(&plain, &ck, &be, NULL);
     T_CHECK(rc == C3_OK, "plain load: %s", c3_errmsg());
     T_CHECK(g.async_calls == 0 && g.host_alive == 0,
             "the ring ran with COSMOS3_PINNED_LOAD=0: %lld calls", (long long)g.async_calls);
     setenv("COSMOS3_PINNED_LOAD", "1", 1);
     setenv("COSMOS3_PINNED_SLOT_BYTES", "4096", 1); /* a 64x64 bf16 weight: two buffers */
+    c3_env_reload();
     rc = model_load(&staged, &ck, &be, NULL);
     T_CHECK(rc == C3_OK, "staged load: %s", c3_errmsg());
     if (plain && staged) {
@@ -209,6 +218,7 @@ int main(void) {
             g.host_alive, g.events);
     unsetenv("COSMOS3_PINNED_LOAD");
     unsetenv("COSMOS3_PINNED_SLOT_BYTES");
+    c3_env_reload();
     model_free(plain);
     model_free(staged);
     ckpt_close(&ck);

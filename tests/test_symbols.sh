@@ -6,7 +6,7 @@
 # library's, libcosmos3base.a: src/base/c3base.c compiled once, linked into both
 # sides); no app/ or tui/ file
 # includes a src/ header; the cosmos3 program loads libcosmos3.so and holds
-# no engine code of its own.
+# no engine code of its own; only the CUDA module links the CUDA libraries.
 set -u
 build=${COSMOS3_BUILDDIR:?}
 src=${COSMOS3_SRCDIR:?}
@@ -68,6 +68,26 @@ if command -v readelf >/dev/null; then
 fi
 mine=$(nm --defined-only "$bin" 2>/dev/null | awk '{print $3}' | grep -xE 'model_load|plan_make|ckpt_open|denoise_run' | head -3 | tr '\n' ' ')
 [ -z "$mine" ] && ok || bad "cosmos3 carries library internals of its own: $mine"
+
+# the CUDA backend is a module (src/cuda_module.h): only it links the CUDA
+# libraries, and it exports its one entry
+cudalibs='libcudart|libcublas|libcublasLt|libnccl'
+if command -v readelf >/dev/null; then
+    for f in "$bin" "$so"; do
+        readelf -d "$f" | grep NEEDED | grep -qE "$cudalibs" && bad "$(basename "$f") links a CUDA library" || ok
+    done
+fi
+mod=$build/libcosmos3-cuda.so
+if grep -q '^#define COSMOS3_HAVE_CUDA 1' "$build/config.h"; then
+    [ -e "$mod" ] && ok || bad "a CUDA build without $mod"
+    if command -v readelf >/dev/null; then
+        readelf -d "$mod" | grep NEEDED | grep -q libcudart && ok || bad "$mod does not link the CUDA runtime"
+    fi
+    exp=$(nm -D --defined-only "$mod" 2>/dev/null | awk '{print $3}' | tr '\n' ' ')
+    [ "$exp" = "cosmos3_cuda_module_init " ] && ok || bad "the module exports '$exp', not cosmos3_cuda_module_init alone"
+else
+    [ ! -e "$mod" ] && ok || bad "a build without CUDA has $mod"
+fi
 
 echo "symbols: $pass passed, $fail failed"
 [ $fail = 0 ]

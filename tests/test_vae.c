@@ -5,6 +5,7 @@
 
 #include "backend_cpu.h"
 #include "checkpoint.h"
+#include "env.h"
 #include "mkmodel.h"
 #include "test_util.h"
 #include "wan_vae.h"
@@ -376,6 +377,7 @@ static void test_staged(c3_backend *cpu, const c3_ckpt *ck) {
     if (!zt) return;
     c3_backend st = *cpu; /* shares the CPU backend's state; never destroyed */
     st.host_alloc = heap_alloc, st.host_free = heap_free;
+    st.caps |= C3_CAP_PINNED;
     int T = (int)zt->shape[2], h = (int)zt->shape[3], w = (int)zt->shape[4];
     float *z = st_to_f32(zt), *a = NULL, *b = NULL;
     c3_vae *va = NULL, *vb = NULL;
@@ -484,9 +486,11 @@ static void test_full_vae(c3_backend *gbe, const char *tokdir) {
         return;
     }
     setenv("COSMOS3_CUDA_FP32", "1", 1);
+    c3_env_reload(); /* the settings are read once (src/env.c) */
     c3_backend *fbe = NULL;
     int rc = c3_backend_cuda(0, &fbe);
     unsetenv("COSMOS3_CUDA_FP32");
+    c3_env_reload();
     T_CHECK(rc == C3_OK && fbe->act_dtype == C3_F32, "fp32 CUDA backend: %s", c3_errmsg());
     c3_vae *vb = NULL, *vf = NULL;
     if (rc == C3_OK) rc = vae_load(&vb, &ck, gbe);

@@ -485,7 +485,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "vae_lab: no CUDA device (skip)\n");
         return 77;
     }
-    OK(c3_backend_cuda(0, &gpu));
+    OK(cuda_backend_new(0, &gpu));
     if (!gpu->vcl_conv) DIE("the CUDA backend has no vcl_conv");
     {
         cudaDeviceProp p;
