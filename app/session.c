@@ -456,12 +456,17 @@ static int generate(c3_engine *e, const c3_settings *s, const c3_cond_frames *in
         cf.hash =
             c3_fnv1a(in->rgb, (size_t)in->width * in->height * 3 * (size_t)in->frames, C3_FNV_INIT);
     } else if (rc == COSMOS3_OK && (s->image || s->video)) {
-        rc = cond_file_read(s->image ? s->image : s->video, s->video != NULL, &cf);
+        c3_cond_use use = {st.width, st.height, st.frames,
+                           s->condition_keep && !strcmp(s->condition_keep, "last")};
+        rc = cond_file_read_for(s->image ? s->image : s->video, s->video != NULL, &use, &cf);
     }
     if (rc == COSMOS3_OK && cond_video)
         rc = cond_parse_frames(s->condition_frames, cidx, 64, &ncidx);
-    if (rc == COSMOS3_OK && fl_a) rc = cond_file_read(fl_a, true, &cf);
-    if (rc == COSMOS3_OK && fl_a) rc = cond_file_read(fl_b, true, &cb);
+    /* first-last: the start's first frames, the end's last ones */
+    c3_cond_use fl_use = {st.width, st.height, st.frames, false},
+                fl_end = {st.width, st.height, st.frames, true};
+    if (rc == COSMOS3_OK && fl_a) rc = cond_file_read_for(fl_a, true, &fl_use, &cf);
+    if (rc == COSMOS3_OK && fl_a) rc = cond_file_read_for(fl_b, true, &fl_end, &cb);
     if (rc == COSMOS3_OK && fl_a &&
         (rc =
              cosmos3_first_last(&cf.media, &cb.media, st.frames, st.width, st.height,
