@@ -207,6 +207,26 @@ int cond_file_read_for(const char *path, bool clip, const c3_cond_use *use, c3_c
     return COSMOS3_OK;
 }
 
+int cond_precheck(const char *image, const char *video, const char *first_last, int W, int H) {
+    c3_cond_use one = {W, H, 1, false};
+    c3_cond_file f;
+    int rc = COSMOS3_OK;
+    if (image || video) {
+        rc = cond_file_read_for(image ? image : video, video && !image, &one, &f);
+        if (rc == COSMOS3_OK) cond_file_free(&f);
+    }
+    if (rc == COSMOS3_OK && first_last) { /* "START\nEND" */
+        char *a = xstrdup(first_last), *b = strchr(a, '\n');
+        if (b) *b++ = 0;
+        rc = cond_file_read_for(a, true, &one, &f);
+        if (rc == COSMOS3_OK) cond_file_free(&f);
+        if (rc == COSMOS3_OK && b && (rc = cond_file_read_for(b, true, &one, &f)) == COSMOS3_OK)
+            cond_file_free(&f);
+        free(a);
+    }
+    return rc;
+}
+
 void cond_file_free(c3_cond_file *f) {
     free(f->rgb);
     memset(f, 0, sizeof *f);

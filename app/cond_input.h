@@ -27,6 +27,10 @@ typedef struct {
     bool keep_last;
 } c3_cond_use;
 int cond_file_read_for(const char *path, bool clip, const c3_cond_use *use, c3_cond_file *out);
+/* Before the model loads: each conditioning input given (first_last is
+ * "START\nEND") is readable and no larger than an output of W x H can use;
+ * only a clip's first frame is decoded. */
+int cond_precheck(const char *image, const char *video, const char *first_last, int W, int H);
 void cond_file_free(c3_cond_file *f);
 
 /* Parse latent frame indexes "0,1,2" (spaces allowed) into idx[max].

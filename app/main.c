@@ -21,6 +21,7 @@
 #include "events.h"
 #include "metadata.h"
 #include "monitor.h"
+#include "cond_input.h"
 #include "media.h"
 #include "options.h"
 #include "output.h"
@@ -389,6 +390,10 @@ static int cmd_gen(c3_settings *s, char **pos, int npos) {
     int rc = settings_resolve(&tmp, NULL);
     c3_output out;
     if (rc == COSMOS3_OK) rc = output_plan(&tmp, tmp.frames, tmp.width, tmp.height, -1, &out);
+    /* a conditioning input that cannot be read or is too large, too */
+    if (rc == COSMOS3_OK &&
+        (rc = cond_precheck(tmp.image, tmp.video, tmp.first_last, tmp.width, tmp.height)))
+        output_free(&out);
     settings_free(&tmp);
     if (rc) return rc;
     bool to_stdout = out.kind == OUT_STDOUT;

@@ -235,5 +235,16 @@ void request_warnings(const char *prompt, const cosmos3_settings *s, const c3_ck
         "%s does not know %s%s and drops %s, so it reads \"%s\"; it knows: %s (cosmos3 info -m %s)",
         ck->model_id, unknown, nbad > 6 ? " and more" : "", nbad == 1 ? "it" : "them", from, known,
         ck->model_id);
-    warn(ud, line);
+    /* the prompt's words are echoed: its control characters (a terminal's
+       escape sequences) as \xHH, as `meta` prints them */
+    char safe[sizeof line];
+    size_t ns = 0;
+    for (const unsigned char *c = (const unsigned char *)line; *c && ns + 5 < sizeof safe; c++) {
+        if (*c < 0x20 || *c == 0x7f)
+            ns += (size_t)snprintf(safe + ns, sizeof safe - ns, "\\x%02x", *c);
+        else
+            safe[ns++] = (char)*c;
+    }
+    safe[ns] = 0;
+    warn(ud, safe);
 }
