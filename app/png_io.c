@@ -481,7 +481,11 @@ static int decode_png(const char *path, const uint8_t *data, size_t len, png_dec
     png_set_user_limits(png, PNG_READ_MAX_SIDE, PNG_READ_MAX_SIDE);
     int transforms = PNG_TRANSFORM_STRIP_16 | PNG_TRANSFORM_STRIP_ALPHA | PNG_TRANSFORM_PACKING |
                      PNG_TRANSFORM_EXPAND | PNG_TRANSFORM_GRAY_TO_RGB;
-    png_read_png(png, info, transforms, NULL);
+    if (want_pixels)
+        png_read_png(png, info, transforms, NULL);
+    else /* the texts only: those before the pixels (where cosmos3, A1111 and ComfyUI put
+            them), without inflating a picture that may claim any size */
+        png_read_info(png, info);
     if (want_pixels) {
         int W = (int)png_get_image_width(png, info), H = (int)png_get_image_height(png, info);
         int ch = png_get_channels(png, info);

@@ -20,8 +20,9 @@ void cosmos3_request_init(cosmos3_request *r) {
 }
 
 static int size_fail(const char *what, int v, int m) {
-    return c3_fail(C3_EUSAGE, "%s %d must be a positive multiple of %d (e.g. %d)", what, v, m,
-                   v < m ? m : (v / m) * m);
+    int top = (16384 / m) * m; /* the suggestion is one that is taken */
+    return c3_fail(C3_EUSAGE, "%s %d must be a positive multiple of %d up to %d (e.g. %d)", what,
+                   v, m, top, v < m ? m : v > top ? top : (v / m) * m);
 }
 
 /* A distilled checkpoint fixes what upstream fixes (diffusers'
@@ -101,8 +102,9 @@ int request_resolve(const cosmos3_request *r, const c3_ckpt *ck, cosmos3_setting
     if (s->frames < 1 || (s->frames - 1) % st || s->frames > 4097)
         return c3_fail(C3_EUSAGE, "frames %d must be 1 (image) or 1 + %dk (e.g. %d)", s->frames, st,
                        s->frames < 1 ? 1 : ((s->frames - 1) / st) * st + 1);
-    if (!(s->fps > 0) || s->fps > 1000)
-        return c3_fail(C3_EUSAGE, "fps %g must be in (0, 1000]", s->fps);
+    /* below 1 a "video" of a few frames would last minutes to hours */
+    if (!(s->fps >= 1) || s->fps > 1000)
+        return c3_fail(C3_EUSAGE, "fps %g must be in [1, 1000]", s->fps);
     if (s->steps < 1 || s->steps > 1000)
         return c3_fail(C3_EUSAGE, "steps %d must be in 1..1000", s->steps);
     if (!(s->guidance >= 0) || s->guidance > 100)

@@ -44,7 +44,7 @@ bomb() {
     local name=$1; shift
     local t0 t1 rss
     t0=$(date +%s%N)
-    ( ulimit -v 3145728; exec /usr/bin/env time -f '%M' -o rss.txt "$bin" gen -p "$P" -W 64 -H 64 \
+    ( ulimit -v 3145728; exec timeout 60 /usr/bin/env time -f '%M' -o rss.txt "$bin" gen -p "$P" -W 64 -H 64 \
         --frames 9 --steps 2 -o "$name.mp4" "$@" ) > out 2> err
     local rc=$?
     t1=$(date +%s%N)
@@ -68,6 +68,14 @@ if [ -x /usr/bin/time ]; then
 else
     echo "note: /usr/bin/time not found; the bomb cases are skipped"
 fi
+# meta reads a PNG's texts without inflating its pixels (fuzz_media found
+# 16384^2 of them decoded for the texts)
+t0=$(date +%s%N)
+( ulimit -v 1048576; timeout 20 "$bin" meta bomb16k.png ) > out 2> err
+rc=$?
+ms=$((($(date +%s%N) - t0) / 1000000))
+[ "$rc" != 124 ] && [ "$rc" -lt 128 ] && [ "$ms" -lt 2000 ] && ok || bad "meta bomb16k.png: exit $rc after $ms ms: $(cat err)"
+
 # a picture at 4x the output's side is taken
 python3 -c "
 import struct, zlib
