@@ -167,6 +167,7 @@ static volatile sig_atomic_t g_sigint;
 static void on_sigint(int sig) {
     (void)sig;
     g_sigint++;
+    if (g_sigint >= 2 && output_committed()) return; /* the file is whole: finish, exit 0 */
     if (g_sigint >= 2) { /* nothing half-written stays */
         output_abort();
         _exit(COSMOS3_ECANCEL);

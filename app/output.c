@@ -33,7 +33,12 @@ static struct {
     char **placed; /* pattern frames already renamed into place */
     volatile sig_atomic_t nplaced;
     volatile sig_atomic_t aborting; /* output_abort ran: frame writers stop */
+    volatile sig_atomic_t committed; /* the file is in place: nothing left to cancel */
 } g_fly;
+
+bool output_committed(void) {
+    return g_fly.committed != 0;
+}
 
 void output_abort(void) {
     __atomic_store_n(&g_fly.aborting, 1, __ATOMIC_SEQ_CST); /* before any unlink */
@@ -159,14 +164,25 @@ int output_write_file(const char *path, const void *data, size_t n, bool overwri
     if (write_all(fd, data, n) != 0 || fsync(fd) != 0 || fchmod(fd, OUT_MODE_FILE) != 0)
         rc = io_fail(path, errno);
     if (close(fd) != 0 && rc == COSMOS3_OK) rc = io_fail(path, errno);
-    if (rc == COSMOS3_OK && place(g_fly.tmp_file, path, overwrite) != 0) {
-        if (errno == EEXIST)
-            rc = c3_fail(COSMOS3_EOUTPUT, "%s already exists; use --overwrite or another -o", path);
-        else
-            rc = io_fail(path, errno);
-    }
-    if (rc != COSMOS3_OK) unlink(g_fly.tmp_file);
+    /* the rename and the bookkeeping as one step for the signals: a signal
+       lands before it (nothing placed) or after it (committed: a second
+       Ctrl-C no longer cancels a run whose file is complete) */
+    sigset_t block, old;
+    sigemptyset(&block);
+    sigaddset(&block, SIGINT);
+    sigaddset(&block, SIGTERM);
+    sigaddset(&block, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, &block, &old);
+    int e = 0;
+    if (rc == COSMOS3_OK && place(g_fly.tmp_file, path, overwrite) != 0) e = errno;
+    if (rc == COSMOS3_OK && !e) g_fly.committed = 1;
     g_fly.has_tmp_file = 0;
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (e == EEXIST)
+        rc = c3_fail(COSMOS3_EOUTPUT, "%s already exists; use --overwrite or another -o", path);
+    else if (e)
+        rc = io_fail(path, e);
+    if (rc != COSMOS3_OK) unlink(g_fly.tmp_file);
     if (rc == COSMOS3_OK) {
         char *d = dir_of(path);
         fsync_dir(d);
