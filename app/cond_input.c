@@ -195,6 +195,10 @@ int cond_file_read_for(const char *path, bool clip, const c3_cond_use *use, c3_c
                      S_ISFIFO(st.st_mode)   ? "a FIFO"
                      : S_ISSOCK(st.st_mode) ? "a socket"
                                             : "a device");
+    } else if (st.st_size > MEDIA_MAX_BYTES) { /* files are read whole */
+        rc = c3_fail(COSMOS3_EINPUT, "--%s %s is %lld MiB; at most %lld MiB are read",
+                     clip ? "video" : "image", path, (long long)(st.st_size >> 20),
+                     MEDIA_MAX_BYTES >> 20);
     } else {
         rc = is_png_file(path) ? add_frame(out, path, &b) : add_media(out, path, clip, &b);
     }

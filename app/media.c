@@ -1146,6 +1146,9 @@ int media_decode(const char *path, const c3_media_limits *lim, c3_media_frames *
     }
     if (!exists) return c3_fail(COSMOS3_EINPUT, "cannot read %s: %s", path, strerror(errno));
     if (!S_ISREG(st.st_mode)) return c3_fail(COSMOS3_EINPUT, "%s is not a regular file", path);
+    if (st.st_size > MEDIA_MAX_BYTES) /* read whole into memory below */
+        return c3_fail(COSMOS3_EINPUT, "%s is %lld MiB; at most %lld MiB are read; cut it first",
+                       path, (long long)(st.st_size >> 20), MEDIA_MAX_BYTES >> 20);
     char *data;
     size_t n;
     APP_TRY(c3_read_file(path, &data, &n));

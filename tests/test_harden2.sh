@@ -84,6 +84,13 @@ raw = b''.join(b'\0' + bytes([200, 30, 30]) * 256 for _ in range(256))
 open('pic256.png', 'wb').write(b'\x89PNG\r\n\x1a\n' + chunk(b'IHDR', struct.pack('>IIBBBBB', 256, 256, 8, 2, 0, 0, 0)) + chunk(b'IDAT', zlib.compress(raw)) + chunk(b'IEND', b''))"
 expect 0 "" -- gen -p "$P" -W 64 -H 64 --frames 5 --steps 2 --image pic256.png -o pic.mp4
 
+# a file past the read cap (sparse: no disk used) is refused before it is read
+truncate -s 1100M huge.mp4
+( ulimit -v 1048576; timeout 20 "$bin" gen -p "$P" -W 64 -H 64 --frames 9 --steps 2 --video huge.mp4 -o h.mp4 ) > out 2> err
+rc=$?
+[ "$rc" = 4 ] && grep -q 'at most 1024 MiB are read' err && ok || bad "a 1100 MiB --video: exit $rc: $(cat err)"
+rm -f huge.mp4
+
 # N4: a FIFO as any conditioning input is refused at once (it used to block in open)
 mkfifo fifo.png
 for args in "--image fifo.png" "--video fifo.png" "--first-last ok64.png fifo.png"; do
