@@ -1386,11 +1386,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         char key[64], ra[16];
         client_key(sv, c, key, sizeof key);
         pthread_mutex_lock(&sv->mu);
-        bool full = sv->open_conns > SERVE_MAX_CONNECTIONS,
-             admitted = !full && client_enter_locked(sv, key);
-        if (admitted)
+        bool full = sv->open_conns > SERVE_MAX_CONNECTIONS, /* /health is never counted */
+             admitted = !full && (r->ep == EP_HEALTH || client_enter_locked(sv, key));
+        if (admitted && r->ep != EP_HEALTH)
             snprintf(r->client, sizeof r->client, "%s", key);
-        else
+        else if (!admitted)
             sv->busy++;
         pthread_mutex_unlock(&sv->mu);
         snprintf(ra, sizeof ra, "%d", SERVE_BUSY_RETRY_S);

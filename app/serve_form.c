@@ -71,6 +71,14 @@ bool form_fields_json(const form_ctx *f, json_t **out, char *param, size_t npara
     json_t *o = json_object();
     for (int i = 0; i < f->nfields; i++) {
         const form_field *x = &f->fields[i];
+        json_t *name = json_string(x->key); /* jansson takes UTF-8 names only */
+        if (!name) {
+            param[0] = 0;
+            snprintf(err, nerr, "a form field's name is not UTF-8 text");
+            json_decref(o);
+            return false;
+        }
+        json_decref(name);
         snprintf(param, nparam, "%s", x->key);
         if (x->oversized) {
             snprintf(err, nerr, "%.60s: at most %zu bytes in a form field", x->key, f->text_cap);
