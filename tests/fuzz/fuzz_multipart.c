@@ -1,11 +1,14 @@
 /* fuzz_multipart.c - libFuzzer harness for the server's multipart/form-data
  * bodies: libmicrohttpd's post processor (the parser the server uses) feeding
  * app/serve_form.c's per-field buffers, then the fields as JSON. One daemon
- * without a listening socket takes each input as a request on one end of a
- * socketpair: a POST whose body is the input (the first byte picks the
+ * without a listening socket (driven by MHD_run in this thread, so that an
+ * execution waits on no other thread) takes each input as a request on one
+ * end of a socketpair: a POST whose body is the input (the first byte picks the
  * boundary and the caps). Text fields must stay within their cap, the file
  * part within its own, and every field name given must be kept or refused. */
 #include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <jansson.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
@@ -86,8 +89,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 static struct MHD_Daemon *daemon_once(void) {
     static struct MHD_Daemon *d;
     if (!d)
-        d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_NO_LISTEN_SOCKET |
-                                 MHD_USE_ITC,
+        d = MHD_start_daemon(MHD_USE_NO_LISTEN_SOCKET, /* driven by MHD_run below: one thread */
                              0, NULL, NULL, on_request, NULL, MHD_OPTION_NOTIFY_COMPLETED,
                              on_completed, NULL, MHD_OPTION_CONNECTION_TIMEOUT, 5u, MHD_OPTION_END);
     if (!d) abort();
@@ -113,8 +115,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (w <= 0) break;
         off += (size_t)w;
     }
+    /* drive the daemon in this thread until it closes the connection */
+    fcntl(sv[0], F_SETFL, O_NONBLOCK);
     char buf[4096];
-    while (read(sv[0], buf, sizeof buf) > 0) {
+    for (int i = 0; i < 100000; i++) {
+        if (MHD_run(d) != MHD_YES) abort();
+        ssize_t r = read(sv[0], buf, sizeof buf);
+        if (r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) break;
     }
     close(sv[0]);
     return 0;
