@@ -497,7 +497,7 @@ typedef struct {
     int ep;
     double t0;
     char *body;
-    size_t len, seen;
+    size_t len, cap, seen;
     bool too_big, answered;
     job *job;        /* a reference */
     char client[64]; /* counted in server.clients while in flight ("": not counted) */
@@ -1445,9 +1445,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
                 r->too_big = true;
                 free(r->body);
                 r->body = NULL;
-                r->len = 0;
+                r->len = r->cap = 0;
             } else {
-                r->body = xrealloc(r->body, r->len + *upload_size + 1);
+                if (r->len + *upload_size + 1 > r->cap) { /* doubling: linear in the body */
+                    r->cap = C3_MAX(r->cap * 2, r->len + *upload_size + 1);
+                    r->body = xrealloc(r->body, r->cap);
+                }
                 memcpy(r->body + r->len, upload, *upload_size);
                 r->len += *upload_size;
                 r->body[r->len] = 0;

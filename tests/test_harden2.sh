@@ -38,13 +38,21 @@ webp_anim('anim16k.webp', 16384, 16384)
 webp_anim('anim60k.webp', 60000, 60000)
 PY
 
+# A sanitizer build reserves terabytes of shadow address space: there the cap
+# is ASan's own RSS limit, and the RSS bound (shadow memory included) is not checked.
+if ldd "$bin" 2>/dev/null | grep -q libasan; then
+    asan=1; vcap=unlimited; slow=4 # ASan's start-up alone takes about a second
+    export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}hard_rss_limit_mb=2000"
+else
+    asan=0; vcap=3145728; slow=1
+fi
 # bomb NAME ARGS...: gen under a 3 GiB address-space cap refuses with exit 4
 # and one line naming the size, in under 2 s of wall time and 300 MB RSS
 bomb() {
     local name=$1; shift
     local t0 t1 rss
     t0=$(date +%s%N)
-    ( ulimit -v 3145728; exec timeout 60 /usr/bin/env time -f '%M' -o rss.txt "$bin" gen -p "$P" -W 64 -H 64 \
+    ( ulimit -v $vcap; exec timeout 60 /usr/bin/env time -f '%M' -o rss.txt "$bin" gen -p "$P" -W 64 -H 64 \
         --frames 9 --steps 2 -o "$name.mp4" "$@" ) > out 2> err
     local rc=$?
     t1=$(date +%s%N)
@@ -52,8 +60,8 @@ bomb() {
     grep -v '^[^c]' err | grep -v '^Command exited' > err1
     [ "$rc" = 4 ] && grep -q 'larger than this use takes' err && [ "$(grep -c '^cosmos3: ' err)" = 1 ] && ok ||
         bad "$name: exit $rc, want 4 with 'larger than this use takes': $(cat err)"
-    [ $(((t1 - t0) / 1000000)) -lt 2000 ] && ok || bad "$name: refused after $(((t1 - t0) / 1000000)) ms (want < 2 s)"
-    [ -n "$rss" ] && [ "$rss" -lt 307200 ] && ok || bad "$name: peak RSS ${rss:-?} KiB (want < 300 MB)"
+    [ $(((t1 - t0) / 1000000)) -lt $((2000 * slow)) ] && ok || bad "$name: refused after $(((t1 - t0) / 1000000)) ms (want < $((2 * slow)) s)"
+    [ "$asan" = 1 ] || { [ -n "$rss" ] && [ "$rss" -lt 307200 ] && ok || bad "$name: peak RSS ${rss:-?} KiB (want < 300 MB)"; }
     [ ! -e "$name.mp4" ] && ok || bad "$name: an output was left"
 }
 if [ -x /usr/bin/time ]; then
@@ -71,10 +79,10 @@ fi
 # meta reads a PNG's texts without inflating its pixels (fuzz_media found
 # 16384^2 of them decoded for the texts)
 t0=$(date +%s%N)
-( ulimit -v 1048576; timeout 20 "$bin" meta bomb16k.png ) > out 2> err
+( [ "$asan" = 1 ] || ulimit -v 1048576; timeout 20 "$bin" meta bomb16k.png ) > out 2> err
 rc=$?
 ms=$((($(date +%s%N) - t0) / 1000000))
-[ "$rc" != 124 ] && [ "$rc" -lt 128 ] && [ "$ms" -lt 2000 ] && ok || bad "meta bomb16k.png: exit $rc after $ms ms: $(cat err)"
+[ "$rc" != 124 ] && [ "$rc" -lt 128 ] && [ "$ms" -lt $((2000 * slow)) ] && ok || bad "meta bomb16k.png: exit $rc after $ms ms: $(cat err)"
 
 # a picture at 4x the output's side is taken
 python3 -c "
@@ -86,7 +94,7 @@ expect 0 "" -- gen -p "$P" -W 64 -H 64 --frames 5 --steps 2 --image pic256.png -
 
 # a file past the read cap (sparse: no disk used) is refused before it is read
 truncate -s 1100M huge.mp4
-( ulimit -v 1048576; timeout 20 "$bin" gen -p "$P" -W 64 -H 64 --frames 9 --steps 2 --video huge.mp4 -o h.mp4 ) > out 2> err
+( [ "$asan" = 1 ] || ulimit -v 1048576; timeout 20 "$bin" gen -p "$P" -W 64 -H 64 --frames 9 --steps 2 --video huge.mp4 -o h.mp4 ) > out 2> err
 rc=$?
 [ "$rc" = 4 ] && grep -q 'at most 1024 MiB are read' err && ok || bad "a 1100 MiB --video: exit $rc: $(cat err)"
 rm -f huge.mp4

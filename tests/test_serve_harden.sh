@@ -44,10 +44,17 @@ PY
 ffmpeg -loglevel error -y -f lavfi -i color=black:s=1024x1024:r=24 -frames:v 400 -c:v libx264 \
     -preset ultrafast -pix_fmt yuv420p long.mp4 || { bad "ffmpeg could not write long.mp4"; finish serve_harden; exit 1; }
 
+# the address-space cap; a sanitizer build reserves terabytes of shadow
+# space, so there ASan's own RSS limit stands in for it
+vcap=4194304
+if ldd "$bin" 2>/dev/null | grep -q libasan; then
+    vcap=unlimited
+    export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}hard_rss_limit_mb=3000"
+fi
 # start NAME ARGS...: a capped server on the demo model, ready
 start() {
     local name=$1; shift
-    ulimit -S -v 4194304
+    ulimit -S -v $vcap
     serve_start "$name" -W 64 -H 64 --steps 2 "$@"
     local rc=$?
     ulimit -S -v unlimited
