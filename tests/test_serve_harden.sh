@@ -46,9 +46,9 @@ ffmpeg -loglevel error -y -f lavfi -i color=black:s=1024x1024:r=24 -frames:v 400
 
 # the address-space cap; a sanitizer build reserves terabytes of shadow
 # space, so there ASan's own RSS limit stands in for it
-vcap=4194304
+vcap=4194304 SLOW=1
 if ldd "$bin" 2>/dev/null | grep -q libasan; then
-    vcap=unlimited
+    vcap=unlimited SLOW=4
     export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}hard_rss_limit_mb=3000"
 fi
 # start NAME ARGS...: a capped server on the demo model, ready
@@ -70,7 +70,7 @@ stop() { # the server drains and exits 0, its temp folder empty
 }
 
 start a && {
-    PORT=$port PID=$spid node "$src/tests/serve_harden.js" bombs multipart edges load && ok || bad "serve_harden.js"
+    SLOW=$SLOW PORT=$port PID=$spid node "$src/tests/serve_harden.js" bombs multipart edges load && ok || bad "serve_harden.js"
     kill -0 "$spid" 2>/dev/null && ok || bad "the server died: $(tail -3 a.err)"
     stop a
 }
