@@ -22,6 +22,7 @@
 #include "events.h"
 #include "metadata.h"
 #include "monitor.h"
+#include "cond_input.h"
 #include "media.h"
 #include "options.h"
 #include "output.h"
@@ -174,6 +175,7 @@ static volatile sig_atomic_t g_sigint;
 static void on_sigint(int sig) {
     (void)sig;
     g_sigint++;
+    if (g_sigint >= 2 && output_committed()) return; /* the file is whole: finish, exit 0 */
     if (g_sigint >= 2) { /* nothing half-written stays */
         output_abort();
         _exit(COSMOS3_ECANCEL);
@@ -387,6 +389,12 @@ static int cmd_gen(c3_settings *s, char **pos, int npos) {
     APP_TRY(session_check(s, NULL, true, NULL, &st));
     c3_output out;
     APP_TRY(output_plan(s, st.frames, st.width, st.height, -1, &out));
+    /* a conditioning input that cannot be read or is too large, too */
+    int rc = cond_precheck(s->image, s->video, s->first_last, st.width, st.height);
+    if (rc) {
+        output_free(&out);
+        return rc;
+    }
     bool to_stdout = out.kind == OUT_STDOUT;
     output_free(&out);
     if (to_stdout && s->json)

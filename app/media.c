@@ -692,20 +692,44 @@ void media_frames_free(c3_media_frames *m) {
     memset(m, 0, sizeof *m);
 }
 
+int64_t media_cond_pixels(int W, int H) {
+    int64_t px = 16 * (int64_t)(W > 0 ? W : 1) * (H > 0 ? H : 1);
+    return px < 1024 * 1024 ? 1024 * 1024 : px > MEDIA_MAX_PIXELS ? MEDIA_MAX_PIXELS : px;
+}
+
+/* The frames decoded so far. keep_last: a ring of max_frames slots, the
+ * oldest at slot `first`. */
 typedef struct {
     uint8_t *rgb;
     size_t cap; /* bytes */
     int W, H, F;
+    int first;
+    int64_t decoded; /* RGB bytes decoded, kept or not */
+    int ndecoded;    /* frames decoded, kept or not */
 } frame_acc;
+
+static int64_t lim_pixels(const c3_media_limits *lim) {
+    return lim && lim->max_pixels > 0 ? lim->max_pixels : MEDIA_MAX_PIXELS;
+}
+static int lim_frames(const c3_media_limits *lim) {
+    return lim && lim->max_frames > 0 ? lim->max_frames : MEDIA_MAX_FRAMES;
+}
+
+/* Refuse a picture of W x H before its pixels are decoded. */
+static int check_size(const char *name, int64_t W, int64_t H, const c3_media_limits *lim) {
+    int64_t maxpx = lim_pixels(lim);
+    if (W < 1 || H < 1 || W > MEDIA_MAX_SIDE || H > MEDIA_MAX_SIDE || W * H > maxpx)
+        return c3_fail(COSMOS3_EINPUT,
+                       "%s: a %lldx%lld picture is larger than this use takes (at most %lld "
+                       "pixels, %d a side); scale it down first",
+                       name, (long long)W, (long long)H, (long long)maxpx, MEDIA_MAX_SIDE);
+    return COSMOS3_OK;
+}
 
 static int acc_add(frame_acc *a, const char *name, const uint8_t *rgb, int W, int H,
                    const c3_media_limits *lim) {
-    int64_t maxpx =
-        lim && lim->max_pixels > 0 ? lim->max_pixels : (int64_t)MEDIA_MAX_SIDE * MEDIA_MAX_SIDE;
-    if (a->F == 0) {
-        if (W < 1 || H < 1 || W > MEDIA_MAX_SIDE || H > MEDIA_MAX_SIDE || (int64_t)W * H > maxpx)
-            return c3_fail(COSMOS3_EINPUT, "%s: %dx%d pictures are too large (at most %lld pixels)",
-                           name, W, H, (long long)maxpx);
+    if (a->F == 0 && a->decoded == 0) {
+        APP_TRY(check_size(name, W, H, lim));
         a->W = W;
         a->H = H;
     } else if (W != a->W || H != a->H) {
@@ -713,18 +737,42 @@ static int acc_add(frame_acc *a, const char *name, const uint8_t *rgb, int W, in
                        "%s: frame %d is %dx%d, the first is %dx%d; every frame must be one size",
                        name, a->F + 1, W, H, a->W, a->H);
     }
-    size_t fb = (size_t)W * H * 3, need = fb * (size_t)(a->F + 1);
-    if (need > a->cap) {
-        a->cap = C3_MAX(a->cap * 2, need);
-        a->rgb = xrealloc(a->rgb, a->cap);
+    size_t fb = (size_t)W * H * 3;
+    int64_t maxb = lim && lim->max_bytes > 0 ? lim->max_bytes : MEDIA_MAX_BYTES;
+    if (a->decoded + (int64_t)fb > maxb)
+        return c3_fail(COSMOS3_EINPUT,
+                       "%s: more than %lld MiB of %dx%d frames (%lld decoded); cut the clip to "
+                       "the frames the video uses or scale it down",
+                       name, (long long)(maxb >> 20), W, H, (long long)(a->decoded / (int64_t)fb));
+    if (a->ndecoded >= 4 * MEDIA_MAX_FRAMES)
+        return c3_fail(COSMOS3_EINPUT, "%s: more than %d frames; cut the clip first", name,
+                       4 * MEDIA_MAX_FRAMES);
+    a->decoded += (int64_t)fb;
+    a->ndecoded++;
+    int maxf = lim_frames(lim), slot = a->F;
+    if (a->F == maxf) { /* keep_last and full: overwrite the oldest */
+        slot = a->first;
+        a->first = (a->first + 1) % maxf;
+    } else {
+        size_t need = fb * (size_t)(a->F + 1);
+        if (need > a->cap) {
+            size_t cap = C3_MIN(C3_MAX(a->cap * 2, need), fb * (size_t)maxf);
+            uint8_t *p = realloc(a->rgb, cap);
+            if (!p)
+                return c3_fail(COSMOS3_EINPUT, "%s: out of memory for %d frames of %dx%d", name,
+                               a->F + 1, W, H);
+            a->rgb = p;
+            a->cap = cap;
+        }
+        a->F++;
     }
-    memcpy(a->rgb + fb * (size_t)a->F, rgb, fb);
-    a->F++;
+    memcpy(a->rgb + fb * (size_t)slot, rgb, fb);
     return COSMOS3_OK;
 }
 
+/* Enough frames: stop decoding (keep_last decodes on to the end). */
 static bool acc_full(const frame_acc *a, const c3_media_limits *lim) {
-    return lim && lim->max_frames > 0 && a->F >= lim->max_frames;
+    return !(lim && lim->keep_last) && a->F >= lim_frames(lim);
 }
 
 static int acc_finish(frame_acc *a, const char *name, double fps, const c3_media_limits *lim,
@@ -741,6 +789,19 @@ static int acc_finish(frame_acc *a, const char *name, double fps, const c3_media
         return c3_fail(COSMOS3_EINPUT, "%s has %d frame%s; at least %d are needed", name, F,
                        F == 1 ? "" : "s", minf);
     }
+    if (a->first > 0) { /* the ring in time order */
+        size_t fb = (size_t)a->W * a->H * 3;
+        uint8_t *p = malloc(fb * (size_t)a->F);
+        if (!p) {
+            free(a->rgb);
+            return c3_fail(COSMOS3_EINPUT, "%s: out of memory for %d frames", name, a->F);
+        }
+        size_t head = fb * (size_t)(a->F - a->first);
+        memcpy(p, a->rgb + fb * (size_t)a->first, head);
+        memcpy(p + head, a->rgb, fb * (size_t)a->first);
+        free(a->rgb);
+        a->rgb = p;
+    }
     *out =
         (c3_media_frames){.rgb = a->rgb, .width = a->W, .height = a->H, .frames = a->F, .fps = fps};
     return COSMOS3_OK;
@@ -754,6 +815,11 @@ static int decode_webp_anim(const uint8_t *data, size_t n, const char *name,
         return c3_fail(COSMOS3_EFAIL, "%s: WebPAnimDecoderOptionsInit failed", name);
     o.color_mode = MODE_RGBA;
     o.use_threads = 0;
+    /* the canvas from the VP8X chunk (24-bit sides less one) before libwebp
+       allocates two RGBA canvases of it */
+    if (n >= 30)
+        APP_TRY(check_size(name, 1 + (data[24] | data[25] << 8 | data[26] << 16),
+                           1 + (data[27] | data[28] << 8 | data[29] << 16), lim));
     WebPData wd = {data, n};
     WebPAnimDecoder *dec = WebPAnimDecoderNew(&wd, &o);
     if (!dec) return c3_fail(COSMOS3_EINPUT, "%s: not a readable animated WebP", name);
@@ -765,7 +831,13 @@ static int decode_webp_anim(const uint8_t *data, size_t n, const char *name,
         rc = c3_fail(COSMOS3_EINPUT, "%s: WebPAnimDecoderGetInfo failed", name);
         goto done;
     }
-    rgb = xmalloc((size_t)info.canvas_width * info.canvas_height * 3);
+    rc = check_size(name, info.canvas_width, info.canvas_height, lim);
+    if (rc) goto done;
+    if (!(rgb = malloc((size_t)info.canvas_width * info.canvas_height * 3))) {
+        rc = c3_fail(COSMOS3_EINPUT, "%s: out of memory for a %ux%u canvas", name,
+                     info.canvas_width, info.canvas_height);
+        goto done;
+    }
     while (rc == COSMOS3_OK && WebPAnimDecoderHasMoreFrames(dec) && !acc_full(&a, lim)) {
         uint8_t *rgba;
         int ts;
@@ -809,7 +881,28 @@ static int decode_av(AVFormatContext *ic, const char *name, const c3_media_limit
     frame_acc a = {0};
     double fps = 0;
     int sw = 0, sh = 0, sfmt = -1;
-    AV_TRY(avformat_find_stream_info(ic, NULL));
+    int64_t maxpx = lim_pixels(lim);
+    AVDictionary **sopt = NULL;
+    unsigned nst = ic->nb_streams;
+    /* the sizes the container states, before any frame is decoded; the
+       probe's own decoders get the same bound */
+    for (unsigned i = 0; i < nst; i++) {
+        AVCodecParameters *cp = ic->streams[i]->codecpar;
+        if (cp->codec_type == AVMEDIA_TYPE_VIDEO && cp->width > 0 && cp->height > 0 &&
+            (rc = check_size(name, cp->width, cp->height, lim)))
+            goto done;
+    }
+    if (nst > 0) {
+        AV_NEW(sopt, av_calloc(nst, sizeof *sopt));
+        for (unsigned i = 0; i < nst; i++)
+            AV_TRY(av_dict_set_int(&sopt[i], "max_pixels", maxpx, 0));
+    }
+    rc = avformat_find_stream_info(ic, sopt);
+    for (unsigned i = 0; i < nst; i++)
+        av_dict_free(&sopt[i]);
+    av_freep(&sopt);
+    AV_TRY(rc);
+    rc = COSMOS3_OK;
     const AVCodec *codec = NULL;
     int si = av_find_best_stream(ic, AVMEDIA_TYPE_VIDEO, -1, -1, &codec, 0);
     if (si < 0) {
@@ -817,9 +910,13 @@ static int decode_av(AVFormatContext *ic, const char *name, const c3_media_limit
         goto done;
     }
     AVStream *st = ic->streams[si];
+    if (st->codecpar->width > 0 && st->codecpar->height > 0 &&
+        (rc = check_size(name, st->codecpar->width, st->codecpar->height, lim)))
+        goto done;
     AV_NEW(dc, avcodec_alloc_context3(codec));
     AV_TRY(avcodec_parameters_to_context(dc, st->codecpar));
     dc->thread_count = 1;
+    dc->max_pixels = maxpx; /* a frame that grows mid-stream is refused by the decoder */
     AV_TRY(avcodec_open2(dc, codec, NULL));
     AVRational r = st->avg_frame_rate.num ? st->avg_frame_rate : st->r_frame_rate;
     bool still =
@@ -851,6 +948,7 @@ static int decode_av(AVFormatContext *ic, const char *name, const c3_media_limit
         }
         AV_TRY(e);
         int W = fr->width, H = fr->height;
+        if ((rc = check_size(name, W, H, lim))) goto done;
         if (!sws || W != sw || H != sh || fr->format != sfmt) {
             sws_freeContext(sws);
             bool full = fr->color_range == AVCOL_RANGE_JPEG || fr->format == AV_PIX_FMT_YUVJ420P ||
@@ -861,7 +959,10 @@ static int decode_av(AVFormatContext *ic, const char *name, const c3_media_limit
             sh = H;
             sfmt = fr->format;
             free(rgb);
-            rgb = xmalloc((size_t)W * H * 3);
+            if (!(rgb = malloc((size_t)W * H * 3))) {
+                rc = c3_fail(COSMOS3_EINPUT, "%s: out of memory for a %dx%d frame", name, W, H);
+                goto done;
+            }
         }
         uint8_t *dst[1] = {rgb};
         int stride[1] = {W * 3};
@@ -871,6 +972,10 @@ static int decode_av(AVFormatContext *ic, const char *name, const c3_media_limit
         if (rc) goto done;
     }
 done:
+    if (sopt)
+        for (unsigned i = 0; i < nst; i++)
+            av_dict_free(&sopt[i]);
+    av_freep(&sopt);
     free(rgb);
     sws_freeContext(sws);
     av_packet_free(&pkt);
@@ -941,7 +1046,7 @@ int media_decode_mem(const uint8_t *data, size_t n, const char *name, const c3_m
         frame_acc a = {0};
         uint8_t *rgb;
         int W, H;
-        APP_TRY(png_read_rgb_mem(data, n, name, &rgb, &W, &H));
+        APP_TRY(png_read_rgb_mem_max(data, n, name, lim_pixels(lim), &rgb, &W, &H));
         int rc = acc_add(&a, name, rgb, W, H, lim);
         free(rgb);
         if (rc) return rc;
@@ -963,7 +1068,7 @@ static int decode_png_list(char **paths, size_t np, const char *name, const c3_m
     for (size_t i = 0; i < np && rc == COSMOS3_OK && !acc_full(&a, lim); i++) {
         uint8_t *rgb;
         int W, H;
-        rc = png_read_rgb(paths[i], &rgb, &W, &H);
+        rc = png_read_rgb_max(paths[i], lim_pixels(lim), &rgb, &W, &H);
         if (rc == COSMOS3_OK) {
             rc = acc_add(&a, name, rgb, W, H, lim);
             free(rgb);
@@ -1041,6 +1146,9 @@ int media_decode(const char *path, const c3_media_limits *lim, c3_media_frames *
     }
     if (!exists) return c3_fail(COSMOS3_EINPUT, "cannot read %s: %s", path, strerror(errno));
     if (!S_ISREG(st.st_mode)) return c3_fail(COSMOS3_EINPUT, "%s is not a regular file", path);
+    if (st.st_size > MEDIA_MAX_BYTES) /* read whole into memory below */
+        return c3_fail(COSMOS3_EINPUT, "%s is %lld MiB; at most %lld MiB are read; cut it first",
+                       path, (long long)(st.st_size >> 20), MEDIA_MAX_BYTES >> 20);
     char *data;
     size_t n;
     APP_TRY(c3_read_file(path, &data, &n));

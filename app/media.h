@@ -70,13 +70,26 @@ typedef struct {
 
 typedef struct {
     int min_frames;     /* fewer is an error naming both counts (0: 1) */
-    int max_frames;     /* more are not decoded (0: no limit) */
-    int64_t max_pixels; /* width * height above this is refused (0: 16384^2) */
+    int max_frames;     /* more are not decoded (0: MEDIA_MAX_FRAMES) */
+    int64_t max_pixels; /* width * height above this is refused before decoding (0: 4096^2) */
+    int64_t max_bytes;  /* RGB bytes of all the frames decoded, kept or not (0: 1 GiB) */
+    bool keep_last;     /* keep the last max_frames frames (decoding on), not the first */
 } c3_media_limits;
 
+#define MEDIA_MAX_FRAMES 4097
+#define MEDIA_MAX_PIXELS (4096ll * 4096)
+#define MEDIA_MAX_BYTES (1ll << 30)
+
+/* The largest picture a conditioning input of an output of W x H can use:
+ * 4x the output's side (16x its pixels), at least 1024^2 and at most
+ * MEDIA_MAX_PIXELS. */
+int64_t media_cond_pixels(int W, int H);
+
 /* Decode a picture or clip: a file, a folder of PNG frames, or a glob such
- * as shots/frame_*.png. COSMOS3_EINPUT with one line for an unreadable, empty or
- * too-short input. */
+ * as shots/frame_*.png. COSMOS3_EINPUT with one line for an unreadable, empty,
+ * too-short or too-large input: the size is read from the header (PNG IHDR,
+ * WebP VP8X, the codec's parameters) and checked against lim before any
+ * pixel is decoded, and no allocation on the way aborts. */
 int media_decode(const char *path, const c3_media_limits *lim, c3_media_frames *out);
 /* The same from bytes in memory (name is for messages: "image_reference"). */
 int media_decode_mem(const uint8_t *data, size_t n, const char *name, const c3_media_limits *lim,

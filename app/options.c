@@ -156,6 +156,14 @@ const c3_option c3_options[] = {
      "largest request: width x height x frames x steps x n, in 1024x1024-pixel steps (200: four 1024x1024 "
      "images of 50 steps); more is answered 400",
      CMD_SERVE, F(max_cost), false, COSMOS3_FIELD_NONE},
+    {"max-per-client", 0, NULL, OPT_INT, "0", NULL, "N",
+     "requests one client may have in flight at once (an address, or the X-Forwarded-For client behind "
+     "--trusted-proxy); more are answered 429 with Retry-After, never reset (0: --queue + 16, at least 32)",
+     CMD_SERVE, F(max_per_client), false, COSMOS3_FIELD_NONE},
+    {"trusted-proxy", 0, NULL, OPT_STR, NULL, NULL, "ADDR",
+     "the address of a reverse proxy (load balancer) in front of this server: for its connections the last "
+     "X-Forwarded-For entry is the client that --max-per-client counts",
+     CMD_SERVE, F(trusted_proxy), false, COSMOS3_FIELD_NONE},
     {"preview", 0, NULL, OPT_ENUM, "auto", "auto|off|sixel|blocks", "HOW", "show finished images in the terminal",
      CMD_REPL | CMD_TUI, F(preview), true, COSMOS3_FIELD_NONE},
 };

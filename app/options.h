@@ -110,10 +110,12 @@ typedef struct {
     int keep_videos;     /* finished /v1/videos jobs kept */
     char *api_key;       /* required Bearer token, or NULL */
     int max_cost;        /* per-request bound, in 1024x1024-pixel steps */
+    int max_per_client;  /* requests in flight from one client (0: --queue + 16, >= 32) */
+    char *trusted_proxy; /* a reverse proxy whose X-Forwarded-For names the client */
     /* preview */
     char *preview;
     /* which options the user gave (by table index) */
-    bool given[64];
+    bool given[128];
 } c3_settings;
 
 extern const c3_option c3_options[];

@@ -33,7 +33,12 @@ static struct {
     char **placed; /* pattern frames already renamed into place */
     volatile sig_atomic_t nplaced;
     volatile sig_atomic_t aborting; /* output_abort ran: frame writers stop */
+    volatile sig_atomic_t committed; /* the file is in place: nothing left to cancel */
 } g_fly;
+
+bool output_committed(void) {
+    return g_fly.committed != 0;
+}
 
 void output_abort(void) {
     __atomic_store_n(&g_fly.aborting, 1, __ATOMIC_SEQ_CST); /* before any unlink */
@@ -148,14 +153,25 @@ int output_write_file(const char *path, const void *data, size_t n, bool overwri
     if (write_all(fd, data, n) != 0 || fsync(fd) != 0 || fchmod(fd, OUT_MODE_FILE) != 0)
         rc = io_fail(path, errno);
     if (close(fd) != 0 && rc == COSMOS3_OK) rc = io_fail(path, errno);
-    if (rc == COSMOS3_OK && c3_place_file(g_fly.tmp_file, path, overwrite) != 0) {
-        if (errno == EEXIST)
-            rc = c3_fail(COSMOS3_EOUTPUT, "%s already exists; use --overwrite or another -o", path);
-        else
-            rc = io_fail(path, errno);
-    }
-    if (rc != COSMOS3_OK) unlink(g_fly.tmp_file);
+    /* the rename and the bookkeeping as one step for the signals: a signal
+       lands before it (nothing placed) or after it (committed: a second
+       Ctrl-C no longer cancels a run whose file is complete) */
+    sigset_t block, old;
+    sigemptyset(&block);
+    sigaddset(&block, SIGINT);
+    sigaddset(&block, SIGTERM);
+    sigaddset(&block, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, &block, &old);
+    int e = 0;
+    if (rc == COSMOS3_OK && c3_place_file(g_fly.tmp_file, path, overwrite) != 0) e = errno;
+    if (rc == COSMOS3_OK && !e) g_fly.committed = 1;
     g_fly.has_tmp_file = 0;
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (e == EEXIST)
+        rc = c3_fail(COSMOS3_EOUTPUT, "%s already exists; use --overwrite or another -o", path);
+    else if (e)
+        rc = io_fail(path, e);
+    if (rc != COSMOS3_OK) unlink(g_fly.tmp_file);
     if (rc == COSMOS3_OK) {
         char *d = dir_of(path);
         fsync_dir(d);
@@ -175,6 +191,8 @@ static int write_new(const char *path, const void *data, size_t n) {
 }
 
 /* -------------------------------------------------------------- plan */
+
+#define OUT_MAX_FIELD 32 /* digits of a pattern's %0Nd: a file name holds 255 bytes */
 
 /* One %0Nd conversion in the last path component. */
 static bool pattern_ok(const char *p) {
@@ -280,10 +298,61 @@ static void default_name(const c3_output *o, char *buf, size_t n) {
 static int plan(const c3_settings *s, int frames, int width, int height, int64_t seed,
                 c3_output *o);
 
+/* NAME.tmp.XXXXXX (a file) or .NAME.tmp.XXXXXX (a frames folder) of `base`. */
+static bool is_tmp_of(const char *e, const char *base) {
+    size_t bl = strlen(base);
+    if (e[0] == '.' && !strncmp(e + 1, base, bl))
+        e += 1 + bl;
+    else if (!strncmp(e, base, bl))
+        e += bl;
+    else
+        return false;
+    return !strncmp(e, ".tmp.", 5) && strlen(e + 5) == 6 && !strchr(e + 5, '/');
+}
+
+/* Remove the temporaries of `path` that a killed run (SIGKILL, a power cut)
+ * left: untouched for OUT_STALE_S, since a run writes its temporary from
+ * the first byte to the rename without a pause that long. A frames folder
+ * holds only files; nothing is followed. Failures are ignored (a stale
+ * temporary is harmless). */
+#define OUT_STALE_S 600
+static void clean_stale(const char *path) {
+    char *d = dir_of(path), *b = base_of(path);
+    DIR *dir = opendir(d);
+    time_t now = time(NULL);
+    for (struct dirent *e; dir && (e = readdir(dir));) {
+        struct stat st;
+        if (!is_tmp_of(e->d_name, b)) continue;
+        char *full = c3_path_join(d, e->d_name);
+        if (lstat(full, &st) == 0 && now - st.st_mtime > OUT_STALE_S) {
+            if (S_ISDIR(st.st_mode)) {
+                DIR *sub = opendir(full);
+                for (struct dirent *f; sub && (f = readdir(sub));) {
+                    if (!strcmp(f->d_name, ".") || !strcmp(f->d_name, "..")) continue;
+                    char *ff = c3_path_join(full, f->d_name);
+                    (void)unlink(ff);
+                    free(ff);
+                }
+                if (sub) closedir(sub);
+                (void)rmdir(full);
+            } else if (S_ISREG(st.st_mode)) {
+                (void)unlink(full);
+            }
+        }
+        free(full);
+    }
+    if (dir) closedir(dir);
+    free(d);
+    free(b);
+}
+
 int output_plan(const c3_settings *s, int frames, int width, int height, int64_t seed,
                 c3_output *o) {
     int rc = plan(s, frames, width, height, seed, o);
-    if (rc) output_free(o);
+    if (rc)
+        output_free(o);
+    else if (o->kind != OUT_STDOUT && s->output && *s->output)
+        clean_stale(s->output);
     return rc;
 }
 
@@ -335,6 +404,13 @@ static int plan(const c3_settings *s, int frames, int width, int height, int64_t
                 "-o '%s': a frame pattern takes one %%d conversion in the file name (e.g. "
                 "shots/%%04d.png)",
                 p);
+        errno = 0;
+        long width = strtol(strchr(p, '%') + 1, NULL, 10);
+        if (errno || width > OUT_MAX_FIELD)
+            return c3_fail(COSMOS3_EUSAGE,
+                           "-o '%.64s...': the %%d field width is more than %d digits; use e.g. "
+                           "%%04d",
+                           p, OUT_MAX_FIELD);
         if (!known || (video && f != MEDIA_PNG))
             return c3_fail(COSMOS3_EUSAGE,
                            "-o '%s': frames by pattern are %s (e.g. shots/%%04d.png)", p,

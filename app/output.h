@@ -73,6 +73,9 @@ int output_write_file(const char *path, const void *data, size_t n, bool overwri
 /* Remove whatever a write in flight has made (temporary files, a temporary
  * folder, frames already renamed into place). Async-signal-safe. */
 void output_abort(void);
+/* The last output_write_file placed its file (async-signal-safe): a second
+ * Ctrl-C then lets the run finish (exit 0) instead of cancelling it. */
+bool output_committed(void);
 /* SIGTERM and SIGHUP: output_abort, then the default action (exit 128+N);
  * SIGXFSZ ignored. */
 void output_signals_install(void);

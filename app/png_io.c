@@ -28,6 +28,7 @@
 #define PNG_KEY_MAX 79              /* PNG spec: keywords are 1..79 bytes */
 #define PNG_ITXT_COMPRESS_MIN 1024  /* compress iTXt text longer than this */
 #define PNG_READ_MAX_SIDE (1 << 16) /* refuse to decode larger images */
+#define PNG_READ_MAX_PIXELS (16384ll * 16384) /* ... and more pixels without a caller's bound */
 #define PNG_MODE_FILE 0644
 /* The image data: Sub filter, zlib level 1 with Z_RLE (runs only: on a
  * 1360x768 picture 3.0x faster than the default strategy on noise, 1.25x on
@@ -433,9 +434,23 @@ static void free_decoded(png_decoded *d) {
  * The outputs are written through a volatile pointer so they survive a
  * longjmp. */
 static int decode_png(const char *path, const uint8_t *data, size_t len, png_decoded *volatile out,
-                      bool want_pixels) {
+                      bool want_pixels, int64_t max_pixels) {
     if (len < 8 || png_sig_cmp(data, 0, 8) != 0)
         return c3_fail(COSMOS3_EINPUT, "%s is not a PNG file", path);
+    /* the size from IHDR (the first chunk, at byte 16) before anything is
+       inflated: a small file can claim a huge picture */
+    if (want_pixels && len >= 24 && !memcmp(data + 12, "IHDR", 4)) {
+        uint32_t w = (uint32_t)data[16] << 24 | (uint32_t)data[17] << 16 |
+                     (uint32_t)data[18] << 8 | data[19],
+                 h = (uint32_t)data[20] << 24 | (uint32_t)data[21] << 16 |
+                     (uint32_t)data[22] << 8 | data[23];
+        if (max_pixels <= 0) max_pixels = PNG_READ_MAX_PIXELS;
+        if ((uint64_t)w * h > (uint64_t)max_pixels)
+            return c3_fail(COSMOS3_EINPUT,
+                           "%s: a %ux%u picture is larger than this use takes (at most %lld "
+                           "pixels); scale it down first",
+                           path, w, h, (long long)max_pixels);
+    }
     png_errctx err = {{0}};
     png_mem m = {.data = (uint8_t *)data, .len = len, .pos = 8};
     png_structp png =
@@ -455,7 +470,11 @@ static int decode_png(const char *path, const uint8_t *data, size_t len, png_dec
     png_set_user_limits(png, PNG_READ_MAX_SIDE, PNG_READ_MAX_SIDE);
     int transforms = PNG_TRANSFORM_STRIP_16 | PNG_TRANSFORM_STRIP_ALPHA | PNG_TRANSFORM_PACKING |
                      PNG_TRANSFORM_EXPAND | PNG_TRANSFORM_GRAY_TO_RGB;
-    png_read_png(png, info, transforms, NULL);
+    if (want_pixels)
+        png_read_png(png, info, transforms, NULL);
+    else /* the texts only: those before the pixels (where cosmos3, A1111 and ComfyUI put
+            them), without inflating a picture that may claim any size */
+        png_read_info(png, info);
     if (want_pixels) {
         int W = (int)png_get_image_width(png, info), H = (int)png_get_image_height(png, info);
         int ch = png_get_channels(png, info);
@@ -465,7 +484,11 @@ static int decode_png(const char *path, const uint8_t *data, size_t len, png_dec
                            path, ch);
         }
         png_bytepp rows = png_get_rows(png, info);
-        uint8_t *rgb = xmalloc((size_t)W * (size_t)H * 3);
+        uint8_t *rgb = malloc((size_t)W * (size_t)H * 3);
+        if (!rgb) {
+            png_destroy_read_struct(&png, &info, NULL);
+            return c3_fail(COSMOS3_EINPUT, "%s: out of memory for a %dx%d picture", path, W, H);
+        }
         for (int y = 0; y < H; y++)
             memcpy(rgb + (size_t)y * (size_t)W * 3, rows[y], (size_t)W * 3);
         out->rgb = rgb;
@@ -492,11 +515,12 @@ static int decode_png(const char *path, const uint8_t *data, size_t len, png_dec
     return COSMOS3_OK;
 }
 
-static int decode_png_file(const char *path, png_decoded *d, bool want_pixels) {
+static int decode_png_file(const char *path, png_decoded *d, bool want_pixels,
+                           int64_t max_pixels) {
     char *data;
     size_t len;
     APP_TRY(c3_read_file(path, &data, &len));
-    int rc = decode_png(path, (const uint8_t *)data, len, d, want_pixels);
+    int rc = decode_png(path, (const uint8_t *)data, len, d, want_pixels, max_pixels);
     free(data);
     return rc;
 }
@@ -512,15 +536,20 @@ static void take_texts(png_decoded *d, char ***keys, char ***vals, int *n) {
 int png_read_texts_mem(const uint8_t *data, size_t len, const char *name, char ***keys,
                        char ***vals, int *n) {
     png_decoded d = {0};
-    APP_TRY(decode_png(name, data, len, &d, false));
+    APP_TRY(decode_png(name, data, len, &d, false, 0));
     take_texts(&d, keys, vals, n);
     return COSMOS3_OK;
 }
 
 int png_read_rgb_mem(const uint8_t *data, size_t len, const char *name, uint8_t **rgb, int *W,
                      int *H) {
+    return png_read_rgb_mem_max(data, len, name, 0, rgb, W, H);
+}
+
+int png_read_rgb_mem_max(const uint8_t *data, size_t len, const char *name, int64_t max_pixels,
+                         uint8_t **rgb, int *W, int *H) {
     png_decoded d = {0};
-    APP_TRY(decode_png(name, data, len, &d, true));
+    APP_TRY(decode_png(name, data, len, &d, true, max_pixels));
     *rgb = d.rgb;
     *W = d.W;
     *H = d.H;
@@ -531,14 +560,18 @@ int png_read_rgb_mem(const uint8_t *data, size_t len, const char *name, uint8_t 
 
 int png_read_texts(const char *path, char ***keys, char ***vals, int *n) {
     png_decoded d = {0};
-    APP_TRY(decode_png_file(path, &d, false));
+    APP_TRY(decode_png_file(path, &d, false, 0));
     take_texts(&d, keys, vals, n);
     return COSMOS3_OK;
 }
 
 int png_read_rgb(const char *path, uint8_t **rgb, int *W, int *H) {
+    return png_read_rgb_max(path, 0, rgb, W, H);
+}
+
+int png_read_rgb_max(const char *path, int64_t max_pixels, uint8_t **rgb, int *W, int *H) {
     png_decoded d = {0};
-    APP_TRY(decode_png_file(path, &d, true));
+    APP_TRY(decode_png_file(path, &d, true, max_pixels));
     *rgb = d.rgb;
     *W = d.W;
     *H = d.H;

@@ -28,5 +28,11 @@ int png_read_texts_mem(const uint8_t *data, size_t len, const char *name, char *
                        char ***vals, int *n);
 int png_read_rgb_mem(const uint8_t *data, size_t len, const char *name, uint8_t **rgb, int *W,
                      int *H);
+/* The same with a bound on width x height, checked in the IHDR before
+ * anything is inflated (COSMOS3_EINPUT naming the size; max_pixels 0:
+ * 16384^2). Every allocation fails softly (COSMOS3_EINPUT). */
+int png_read_rgb_max(const char *path, int64_t max_pixels, uint8_t **rgb, int *W, int *H);
+int png_read_rgb_mem_max(const uint8_t *data, size_t len, const char *name, int64_t max_pixels,
+                         uint8_t **rgb, int *W, int *H);
 
 #endif

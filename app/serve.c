@@ -52,6 +52,8 @@ int serve_main(c3_settings *s, char **pos, int npos) {
 #include <strings.h>
 #include <sys/random.h>
 #include <sys/socket.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -62,6 +64,7 @@ int serve_main(c3_settings *s, char **pos, int npos) {
 #include "monitor.h"
 #include "session.h"
 #include "strbuf.h"
+#include "serve_form.h"
 #include "serve_internal.h"
 
 
@@ -103,6 +106,7 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
         w->next = sv->watch;
         if (sv->watch) sv->watch->prev = w;
         sv->watch = w;
+        sv->open_conns++;
         pthread_mutex_unlock(&sv->mu);
         *socket_context = w;
         return;
@@ -114,6 +118,7 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
     else
         sv->watch = w->next;
     if (w->next) w->next->prev = w->prev;
+    sv->open_conns--;
     pthread_mutex_unlock(&sv->mu);
     if (w->fd >= 0) close(w->fd);
     free(w);
@@ -149,6 +154,57 @@ static void cut_slow_clients(server *sv) {
 
 
 
+
+/* ------------------------------------------------------------ clients */
+
+/* The client of a request: its address, or behind the trusted proxy the
+ * last X-Forwarded-For entry (the one that proxy added; earlier ones are
+ * the client's own word). */
+static void client_key(const server *sv, struct MHD_Connection *c, char *key, size_t n) {
+    snprintf(key, n, "?");
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    const struct sockaddr *sa = ci ? ci->client_addr : NULL;
+    if (sa && sa->sa_family == AF_INET)
+        inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, key, (socklen_t)n);
+    else if (sa && sa->sa_family == AF_INET6)
+        inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, key, (socklen_t)n);
+    if (!sv->trusted_proxy[0] || strcmp(key, sv->trusted_proxy) != 0) return;
+    const char *x = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-Forwarded-For");
+    if (!x) return;
+    const char *last = strrchr(x, ',');
+    last = last ? last + 1 : x;
+    while (*last == ' ' || *last == '\t')
+        last++;
+    size_t len = strcspn(last, " \t");
+    if (len == 0 || len >= n - 4) return;
+    snprintf(key, n, "xff %.*s", (int)len, last);
+}
+
+/* Count a request of client `key` in flight (mutex held): false when it
+ * has per_client already. */
+static bool client_enter_locked(server *sv, const char *key) {
+    int i = 0;
+    while (i < sv->nclients && strcmp(sv->clients[i].key, key))
+        i++;
+    if (i < sv->nclients && sv->clients[i].n >= sv->per_client) return false;
+    if (i == sv->nclients) {
+        if (sv->nclients == (int)C3_ARRAY_LEN(sv->clients)) return false;
+        snprintf(sv->clients[i].key, sizeof sv->clients[i].key, "%s", key);
+        sv->clients[i].n = 0;
+        sv->nclients++;
+    }
+    sv->clients[i].n++;
+    return true;
+}
+
+static void client_leave_locked(server *sv, const char *key) {
+    for (int i = 0; i < sv->nclients; i++)
+        if (!strcmp(sv->clients[i].key, key)) {
+            if (--sv->clients[i].n <= 0) sv->clients[i] = sv->clients[--sv->nclients];
+            return;
+        }
+}
 
 /* ------------------------------------------------------------ requests */
 
@@ -436,9 +492,10 @@ typedef struct {
     int ep;
     double t0;
     char *body;
-    size_t len, seen;
+    size_t len, cap, seen;
     bool too_big, answered;
-    job *job; /* a reference */
+    job *job;        /* a reference */
+    char client[64]; /* counted in server.clients while in flight ("": not counted) */
 } req_ctx;
 
 static int endpoint_of(const char *url) {
@@ -736,29 +793,64 @@ static uint8_t *base64_decode(const char *t, size_t n, size_t *out_n) {
     return o;
 }
 
-/* A picture or clip of the request, decoded into j->cond. clip: a
- * video_reference (all its frames), else its first frame. */
-static bool take_reference(job *j, const uint8_t *data, size_t n, const char *field, bool clip,
-                           req_error *er) {
-    if (j->cond_rgb)
+/* A picture or clip of the request, held undecoded until the request's
+ * size, frames and cost are known (decode_reference). */
+typedef struct {
+    uint8_t *data; /* owned (NULL: none) */
+    size_t n;
+    const char *field;
+    bool clip;
+} reference;
+
+static bool take_reference(reference *ref, const uint8_t *data, size_t n, const char *field,
+                           bool clip, req_error *er) {
+    if (ref->data)
         return bad(er, 400, field,
                    "%s: give one of input_reference, image_reference and video_reference", field);
-    c3_media_limits lim = {.min_frames = 1, .max_frames = clip ? SERVE_MAX_REF_FRAMES : 1};
+    ref->data = xmalloc(n ? n : 1);
+    if (n) memcpy(ref->data, data, n);
+    *ref = (reference){.data = ref->data, .n = n, .field = field, .clip = clip};
+    return true;
+}
+
+/* Decode the reference into j->cond, late and few at a time (SERVE_DECODERS
+ * under a semaphore, so that many uploads cannot decode on every connection
+ * thread at once): a picture no larger than the output can use (its size
+ * read from the header first), a clip's frames up to the ones the video
+ * uses, and its decoded bytes within what the request's --max-cost leaves
+ * (a 1024x1024 frame decoded costs one). */
+static bool decode_reference(server *sv, job *j, const reference *ref, double cost_left,
+                             req_error *er) {
+    int64_t budget = (int64_t)(cost_left * SERVE_COST_UNIT) * 3;
+    c3_media_limits lim = {.min_frames = 1,
+                           .max_frames = ref->clip ? j->s.frames : 1,
+                           .max_pixels = media_cond_pixels(j->s.width, j->s.height),
+                           .max_bytes = C3_MIN(budget, (int64_t)MEDIA_MAX_BYTES)};
+    if (lim.max_bytes < 3) lim.max_bytes = 3;
     c3_media_frames m;
-    if (media_decode_mem(data, n, field, &lim, &m) != COSMOS3_OK)
-        return bad(er, 400, field, "%s", c3_errmsg());
+    while (sem_wait(&sv->decoders) != 0 && errno == EINTR) {
+    }
+    int rc = media_decode_mem(ref->data, ref->n, ref->field, &lim, &m);
+    sem_post(&sv->decoders);
+    if (rc != COSMOS3_OK) {
+        if (budget < MEDIA_MAX_BYTES && strstr(c3_errmsg(), "MiB of"))
+            return bad(er, 400, ref->field, "%s (what --max-cost %d leaves for decoding it)",
+                       c3_errmsg(), sv->max_cost);
+        return bad(er, 400, ref->field, "%s", c3_errmsg());
+    }
     j->cond_rgb = m.rgb;
     j->cond = (c3_cond_frames){.rgb = m.rgb,
                                .width = m.width,
                                .height = m.height,
                                .frames = m.frames,
-                               .video = clip,
-                               .name = field};
+                               .video = ref->clip,
+                               .name = ref->field};
     return true;
 }
 
 /* "data:MIME;base64,DATA" (a string, or {"image_url": ...} / {"video_url": ...}). */
-static bool take_data_url(job *j, json_t *v, const char *field, bool clip, req_error *er) {
+static bool take_data_url(reference *ref, json_t *v, const char *field, bool clip,
+                          req_error *er) {
     const char *key = clip ? "video_url" : "image_url";
     if (json_is_object(v)) {
         if (json_object_get(v, "file_id"))
@@ -778,7 +870,7 @@ static bool take_data_url(job *j, json_t *v, const char *field, bool clip, req_e
     size_t n;
     uint8_t *d = base64_decode(comma + 1, strlen(comma + 1), &n);
     if (!d) return bad(er, 400, field, "%s: the base64 data is malformed", field);
-    bool ok = take_reference(j, d, n, field, clip, er);
+    bool ok = take_reference(ref, d, n, field, clip, er);
     free(d);
     return ok;
 }
@@ -845,8 +937,19 @@ static const char *const video_fields[] = {"model",
 
 /* The fields of a /v1/videos request (JSON, or a multipart form's text
  * fields as strings with its file part in file/nfile). */
+static bool parse_video_ref(server *sv, json_t *o, const uint8_t *file, size_t nfile, job *j,
+                            reference *ref, req_error *er);
+
 static bool parse_video(server *sv, json_t *o, const uint8_t *file, size_t nfile, job *j,
                         req_error *er) {
+    reference ref = {0};
+    bool ok = parse_video_ref(sv, o, file, nfile, j, &ref, er);
+    free(ref.data);
+    return ok;
+}
+
+static bool parse_video_ref(server *sv, json_t *o, const uint8_t *file, size_t nfile, job *j,
+                            reference *ref, req_error *er) {
     c3_settings *s = &j->s;
     const char *k, *t;
     json_t *v;
@@ -930,13 +1033,14 @@ static bool parse_video(server *sv, json_t *o, const uint8_t *file, size_t nfile
         if (!apply(sv, s, "seed", "seed", txt, er)) return false;
     }
     if (FIELD("extra_params") && !parse_extra(sv, s, v, er)) return false;
-    /* the conditioning: decoded here, handed to the engine as frames */
-    if (file && !take_reference(j, file, nfile, "input_reference", false, er)) return false;
-    if (FIELD("input_reference") && !take_data_url(j, v, "input_reference", false, er))
+    /* the conditioning: kept undecoded until the request's cost is known */
+    if (file && !take_reference(ref, file, nfile, "input_reference", false, er)) return false;
+    if (FIELD("input_reference") && !take_data_url(ref, v, "input_reference", false, er))
         return false;
-    if (FIELD("image_reference") && !take_data_url(j, v, "image_reference", false, er))
+    if (FIELD("image_reference") && !take_data_url(ref, v, "image_reference", false, er))
         return false;
-    if (FIELD("video_reference") && !take_data_url(j, v, "video_reference", true, er)) return false;
+    if (FIELD("video_reference") && !take_data_url(ref, v, "video_reference", true, er))
+        return false;
 #undef FIELD
     cosmos3_settings r = {0};
     int rc = session_check(s, sv->e, false, NULL, &r);
@@ -956,40 +1060,15 @@ static bool parse_video(server *sv, json_t *o, const uint8_t *file, size_t nfile
                    "1024x1024 pixels); this server takes at most %d (--max-cost): ask for fewer "
                    "frames, steps or pixels",
                    cost, s->width, s->height, frames, steps, sv->max_cost);
-    return true;
-}
-
-/* A multipart form's parts: text fields as JSON strings, one file. */
-typedef struct {
-    json_t *fields;
-    c3_sbuf file;
-    bool has_file, bad_file;
-    char file_key[64];
-} form_ctx;
-
-static enum MHD_Result on_form(void *cls, enum MHD_ValueKind kind, const char *key,
-                               const char *filename, const char *content_type,
-                               const char *transfer_encoding, const char *data, uint64_t off,
-                               size_t size) {
-    (void)kind;
-    (void)content_type;
-    (void)transfer_encoding;
-    form_ctx *f = cls;
-    if (!key) return MHD_YES;
-    if (filename) {
-        if (f->has_file && strcmp(f->file_key, key)) f->bad_file = true;
-        f->has_file = true;
-        snprintf(f->file_key, sizeof f->file_key, "%s", key);
-        sb_add(&f->file, data, size);
-        return MHD_YES;
-    }
-    json_t *old = json_object_get(f->fields, key);
-    c3_sbuf b = {0};
-    if (old && off > 0) sb_add(&b, json_string_value(old), json_string_length(old));
-    sb_add(&b, data, size);
-    json_object_set_new(f->fields, key, json_stringn(b.p ? b.p : "", b.len));
-    free(b.p);
-    return MHD_YES;
+    if (!ref->data) return true;
+    /* a request that cannot run is refused now, not failed later */
+    if (s->frames == 1)
+        return bad(er, 400, "num_frames",
+                   ref->clip ? "num_frames: a conditioning clip needs a video; ask for 1 + 4k > 1 "
+                               "frames (e.g. 17)"
+                             : "num_frames: a conditioning picture starts a video; ask for 1 + "
+                               "4k > 1 frames (e.g. 9)");
+    return decode_reference(sv, j, ref, sv->max_cost - cost, er);
 }
 
 /* The video object of GET /v1/videos/{id} (server mutex held). */
@@ -1040,20 +1119,23 @@ static enum MHD_Result post_video(server *sv, struct MHD_Connection *c, req_ctx 
         refuse_unready(sv, c, r, &refused))
         return refused;
     json_t *o = NULL;
-    form_ctx f = {0};
+    /* text fields are capped far below the file part: a huge one is cut at
+       the cap, marked, and refused once the body is read */
+    form_ctx f = {.text_cap = SERVE_MAX_PROMPT, .file_cap = SERVE_MAX_VIDEO_BODY};
     req_error er = {0};
     if (form) {
-        f.fields = json_object();
-        struct MHD_PostProcessor *pp = MHD_create_post_processor(c, 64 * 1024, on_form, &f);
+        struct MHD_PostProcessor *pp = MHD_create_post_processor(c, 64 * 1024, form_piece, &f);
         if (!pp || MHD_post_process(pp, r->body ? r->body : "", r->len) != MHD_YES)
             bad(&er, 400, NULL, "the multipart/form-data body cannot be parsed");
         if (pp) MHD_destroy_post_processor(pp);
+        char param[64], msg[256];
         if (f.bad_file)
             bad(&er, 400, NULL, "one file part only (input_reference)");
         else if (f.has_file && strcmp(f.file_key, "input_reference"))
             bad(&er, 400, f.file_key, "%.60s: the file part must be named input_reference",
                 f.file_key);
-        o = f.fields;
+        else if (!er.status && !form_fields_json(&f, &o, param, sizeof param, msg, sizeof msg))
+            bad(&er, 400, param[0] ? param : NULL, "%s", msg);
     } else {
         json_error_t jerr;
         o = json_loadb(r->body ? r->body : "", r->len, JSON_REJECT_DUPLICATES, &jerr);
@@ -1071,7 +1153,7 @@ static enum MHD_Result post_video(server *sv, struct MHD_Connection *c, req_ctx 
     bool ok = !er.status &&
               parse_video(sv, o, f.has_file ? (const uint8_t *)f.file.p : NULL, f.file.len, j, &er);
     json_decref(o);
-    free(f.file.p);
+    form_free(&f);
     if (!ok) {
         j->refs = 1; /* not shared yet */
         job_unref_locked(j);
@@ -1212,12 +1294,12 @@ static enum MHD_Result videos_route(server *sv, struct MHD_Connection *c, req_ct
     }
     if (!j->mp4) {
         char msg[300];
-        snprintf(msg, sizeof msg,
-                 "%s is %s; poll GET /v1/videos/%s until its status is completed%s%.120s", id,
-                 j->state == JOB_QUEUED    ? "queued"
-                 : j->state == JOB_RUNNING ? "in progress"
-                                           : "failed",
-                 id, j->verr ? ": " : "", j->verr ? j->verr : "");
+        if (j->state == JOB_DONE) /* it failed: it never completes */
+            snprintf(msg, sizeof msg, "%s failed: %.200s; it has no content", id,
+                     j->verr ? j->verr : "no video was made");
+        else
+            snprintf(msg, sizeof msg, "%s is %s; poll GET /v1/videos/%s until its status is completed",
+                     id, j->state == JOB_QUEUED ? "queued" : "in progress", id);
         pthread_mutex_unlock(&sv->mu);
         return send_error(sv, c, r, 409, "video_id", msg, NULL, NULL);
     }
@@ -1269,6 +1351,17 @@ static bool json_body(struct MHD_Connection *c) {
     return !*t || *t == ';' || *t == ' ' || *t == '\t';
 }
 
+/* MHD's unescaping, with a decoded NUL (%00) kept visible as 0x7f: the
+ * route must not see a path cut short ("ID%00/content" is not "ID"). */
+static size_t unescape_url(void *cls, struct MHD_Connection *c, char *s) {
+    (void)cls;
+    (void)c;
+    size_t n = MHD_http_unescape(s);
+    for (size_t i = 0; i < n; i++)
+        if (s[i] == 0) s[i] = 0x7f;
+    return n;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
                                   const char *method, const char *version, const char *upload,
                                   size_t *upload_size, void **con_cls) {
@@ -1281,6 +1374,36 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         r->t0 = c3_now();
         *con_cls = r;
         conn_enter(sv, c, CONN_BODY);
+        /* busy is an answer: too many connections, or too many requests of
+           this client at once, get 503/429 with Retry-After (not a reset) */
+        char key[64], ra[16];
+        client_key(sv, c, key, sizeof key);
+        pthread_mutex_lock(&sv->mu);
+        bool full = sv->open_conns > SERVE_MAX_CONNECTIONS, /* /health is never counted */
+             admitted = !full && (r->ep == EP_HEALTH || client_enter_locked(sv, key));
+        if (admitted && r->ep != EP_HEALTH)
+            snprintf(r->client, sizeof r->client, "%s", key);
+        else if (!admitted)
+            sv->busy++;
+        pthread_mutex_unlock(&sv->mu);
+        snprintf(ra, sizeof ra, "%d", SERVE_BUSY_RETRY_S);
+        if (full)
+            return send_error(sv, c, r, 503, NULL,
+                              "this server has too many connections open; retry after the "
+                              "Retry-After seconds",
+                              "Retry-After", ra);
+        if (!admitted) {
+            char msg[200];
+            snprintf(msg, sizeof msg,
+                     "this client has %d requests in flight, the most this server takes at once "
+                     "(--max-per-client); retry after the Retry-After seconds",
+                     sv->per_client);
+            return send_error(sv, c, r, 429, NULL, msg, "Retry-After", ra);
+        }
+        if (strchr(url, 0x7f))
+            return send_error(sv, c, r, 400, NULL,
+                              "the path holds a NUL or DEL byte (%00 or %7F); send the plain path",
+                              NULL, NULL);
         if (sv->api_key && r->ep != EP_HEALTH && !authorized(sv, c))
             return send_error(sv, c, r, 401, NULL,
                               "this server needs an API key: send 'Authorization: Bearer KEY' "
@@ -1315,9 +1438,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
                 r->too_big = true;
                 free(r->body);
                 r->body = NULL;
-                r->len = 0;
+                r->len = r->cap = 0;
             } else {
-                r->body = xrealloc(r->body, r->len + *upload_size + 1);
+                if (r->len + *upload_size + 1 > r->cap) { /* doubling: linear in the body */
+                    r->cap = C3_MAX(r->cap * 2, r->len + *upload_size + 1);
+                    r->body = xrealloc(r->body, r->cap);
+                }
                 memcpy(r->body + r->len, upload, *upload_size);
                 r->len += *upload_size;
                 r->body[r->len] = 0;
@@ -1393,6 +1519,11 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     req_ctx *r = *con_cls;
     conn_enter(sv, c, CONN_HEADERS); /* a kept-alive connection: the next request */
     if (!r) return;
+    if (r->client[0]) {
+        pthread_mutex_lock(&sv->mu);
+        client_leave_locked(sv, r->client);
+        pthread_mutex_unlock(&sv->mu);
+    }
     if (r->job) {
         pthread_mutex_lock(&sv->mu);
         if (r->job->state != JOB_DONE)
@@ -1489,6 +1620,23 @@ int serve_main(c3_settings *s, char **pos, int npos) {
     if (s->max_cost < 1)
         return c3_fail(COSMOS3_EUSAGE, "--max-cost %d must be at least 1 (one 1024x1024 step)",
                        s->max_cost);
+    if (s->max_per_client < 0 || s->max_per_client > SERVE_MAX_CONNECTIONS)
+        return c3_fail(COSMOS3_EUSAGE, "--max-per-client %d must be in 0..%d (0: --queue + 16)",
+                       s->max_per_client, SERVE_MAX_CONNECTIONS);
+    char proxy[64] = "";
+    if (s->trusted_proxy) {
+        struct in_addr a4;
+        struct in6_addr a6;
+        if (inet_pton(AF_INET, s->trusted_proxy, &a4) == 1)
+            inet_ntop(AF_INET, &a4, proxy, sizeof proxy);
+        else if (inet_pton(AF_INET6, s->trusted_proxy, &a6) == 1)
+            inet_ntop(AF_INET6, &a6, proxy, sizeof proxy);
+        else
+            return c3_fail(COSMOS3_EUSAGE,
+                           "--trusted-proxy '%.100s' is not an IP address; give the proxy's "
+                           "address as it connects here (e.g. 127.0.0.1)",
+                           s->trusted_proxy);
+    }
     /* ranks in several processes (mpirun, srun): process 0 listens and
      * forwards each request; the others only follow it (session_open) */
     int prank = 0, psize = 1;
@@ -1556,6 +1704,10 @@ int serve_main(c3_settings *s, char **pos, int npos) {
     sv->max_pixels = max_pixels;
     sv->api_key = sv->base.api_key;
     sv->max_cost = s->max_cost;
+    sv->per_client = s->max_per_client > 0 ? s->max_per_client
+                                           : C3_MAX(s->queue + 16, SERVE_PER_CLIENT_MIN);
+    snprintf(sv->trusted_proxy, sizeof sv->trusted_proxy, "%s", proxy);
+    sem_init(&sv->decoders, 0, SERVE_DECODERS);
     sv->header_deadline_s = SERVE_HEADER_DEADLINE_S;
     sv->body_deadline_s = SERVE_BODY_DEADLINE_S;
     /* tests only: shorter deadlines */
@@ -1585,12 +1737,17 @@ int serve_main(c3_settings *s, char **pos, int npos) {
     unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
                      MHD_USE_POLL | MHD_USE_ERROR_LOG |
                      (ss.ss_family == AF_INET6 ? MHD_USE_IPv6 : 0);
+    /* the sockets themselves: a hard bound per address (twice the requests
+       it may have in flight; none behind a proxy, whose address every
+       client shares) and in all, above the counts that get a busy answer */
+    unsigned per_ip = sv->trusted_proxy[0] ? 0u : 2u * (unsigned)sv->per_client;
     d = MHD_start_daemon(flags, (uint16_t)s->port, NULL, NULL, on_request, sv, MHD_OPTION_SOCK_ADDR,
                          (struct sockaddr *)&ss, MHD_OPTION_CONNECTION_LIMIT,
-                         (unsigned)SERVE_MAX_CONNECTIONS, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
-                         (unsigned)SERVE_PER_CLIENT, MHD_OPTION_CONNECTION_TIMEOUT,
+                         (unsigned)(SERVE_MAX_CONNECTIONS + SERVE_CONN_SPARE),
+                         MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_ip, MHD_OPTION_CONNECTION_TIMEOUT,
                          (unsigned)SERVE_IDLE_TIMEOUT_S, MHD_OPTION_NOTIFY_COMPLETED, on_completed,
                          sv, MHD_OPTION_NOTIFY_CONNECTION, on_connection, sv,
+                         MHD_OPTION_UNESCAPE_CALLBACK, unescape_url, NULL,
                          MHD_OPTION_EXTERNAL_LOGGER, mhd_log, sv, MHD_OPTION_END);
     if (!d) {
         rc = c3_fail(
@@ -1672,6 +1829,7 @@ out_nopump:
     settings_free(&sv->base);
     pthread_cond_destroy(&sv->cv);
     pthread_mutex_destroy(&sv->mu);
+    sem_destroy(&sv->decoders);
     free(sv);
     /* signals that came during the shutdown are consumed, not re-delivered */
     struct timespec zero = {0, 0};

@@ -8,6 +8,7 @@
 
 #include <jansson.h>
 #include <pthread.h>
+#include <semaphore.h>
 #include <time.h>
 
 #include "events.h"
@@ -31,7 +32,10 @@
 #define SERVE_MAX_SIDE 16384          /* pixels of one side (the engine's own bound) */
 #define SERVE_MAX_QUEUE 4096          /* --queue bound */
 #define SERVE_MAX_CONNECTIONS 256     /* connections at once, from all clients */
-#define SERVE_PER_CLIENT 16           /* connections at once from one address */
+#define SERVE_CONN_SPARE 64           /* connections above that answered 503, not reset */
+#define SERVE_PER_CLIENT_MIN 32       /* --max-per-client 0: --queue + 16, at least this */
+#define SERVE_BUSY_RETRY_S 1          /* Retry-After of a 429 for too many requests at once */
+#define SERVE_DECODERS 2              /* references decoded at once (the rest wait their turn) */
 #define SERVE_HEADER_DEADLINE_S 30.0  /* a request's headers arrive within this (see conn) */
 #define SERVE_BODY_DEADLINE_S 60.0    /* ... and its body within this after its headers */
 #define SERVE_COST_UNIT 1048576.0     /* --max-cost counts steps of 1024x1024 pixels */
@@ -121,6 +125,16 @@ typedef struct {
     int max_cost;        /* --max-cost */
     double header_deadline_s, body_deadline_s;
     struct conn *watch; /* every open connection (deadlines) */
+    int open_conns;     /* connections open now */
+    int per_client;     /* --max-per-client (resolved) */
+    char trusted_proxy[64]; /* --trusted-proxy, as inet_ntop writes it ("": none) */
+    struct {
+        char key[64]; /* an address, or X-Forwarded-For's client behind the trusted proxy */
+        int n;        /* its requests in flight */
+    } clients[SERVE_MAX_CONNECTIONS + SERVE_CONN_SPARE];
+    int nclients;
+    uint64_t busy; /* requests answered 429/503 for a limit on requests at once */
+    sem_t decoders; /* SERVE_DECODERS: references decoded at once */
     uint64_t cut;       /* connections closed for missing a deadline */
     /* /v1/videos: every async job, oldest first; finished ones are dropped
      * oldest first beyond keep_videos or SERVE_VIDEO_BYTES */

@@ -417,13 +417,18 @@ static int cond_load(const c3_session *e, const c3_settings *s, const c3_cond_fr
         gi->cf.hash =
             c3_fnv1a(in->rgb, (size_t)in->width * in->height * 3 * (size_t)in->frames, C3_FNV_INIT);
     } else if (s->image || s->video) {
-        APP_TRY(cond_file_read(s->image ? s->image : s->video, s->video != NULL, &gi->cf));
+        c3_cond_use use = {st->width, st->height, st->frames,
+                           s->condition_keep && !strcmp(s->condition_keep, "last")};
+        APP_TRY(cond_file_read_for(s->image ? s->image : s->video, s->video != NULL, &use, &gi->cf));
     }
     if (cond_video) APP_TRY(cond_parse_frames(s->condition_frames, gi->cidx, 64, &gi->ncidx));
     if (gi->fl_a) { /* both ends, as one clip of the request's size */
+        /* the start's first frames, the end's last ones */
+        c3_cond_use fl_use = {st->width, st->height, st->frames, false},
+                    fl_end = {st->width, st->height, st->frames, true};
         c3_cond_file cb = {0};
-        APP_TRY(cond_file_read(gi->fl_a, true, &gi->cf));
-        int rc = cond_file_read(gi->fl_b, true, &cb);
+        APP_TRY(cond_file_read_for(gi->fl_a, true, &fl_use, &gi->cf));
+        int rc = cond_file_read_for(gi->fl_b, true, &fl_end, &cb);
         uint8_t *fl_rgb = NULL;
         char err[1024];
         if (rc == COSMOS3_OK &&

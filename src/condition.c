@@ -16,6 +16,9 @@
 
 /* Channels of the pictures and clips. */
 enum { IMG_CH = 3 };
+/* the largest conditioning input taken (app/media.h's bounds) */
+enum { COND_MAX_SIDE = 16384 };
+#define COND_MAX_PIXELS (4096ll * 4096)
 /* PIL's fixed-point precision of 8-bit resampling (Resample.c). */
 enum { PIL_PRECISION_BITS = 32 - 8 - 2 };
 /* The latent frames a clip pins when the request names none (upstream's default). */
@@ -44,13 +47,21 @@ static int max_index(const c3_cond_input *in) {
     return m;
 }
 
-static int check_media(const c3_media *m, const char *what) {
+/* W x H: the output; a source at most its size is always taken, larger
+ * ones up to COND_MAX_PIXELS (0: no output yet, first-last's ends). */
+static int check_media(const c3_media *m, const char *what, int W, int H) {
     if (!m->rgb || m->width < 1 || m->height < 1 || m->frames < 1)
         return c3_fail(C3_EINPUT, "the conditioning %s is empty (%dx%d, %d frames)", what, m->width,
                        m->height, m->frames);
-    if (m->width > 65536 || m->height > 65536)
-        return c3_fail(C3_EINPUT, "the conditioning %s is %dx%d; at most 65536 pixels a side", what,
-                       m->width, m->height);
+    /* the resize holds a picture as floats (12 bytes a pixel): bound it
+       before any of that is made */
+    int64_t maxpx = (int64_t)W * H > COND_MAX_PIXELS ? (int64_t)W * H : COND_MAX_PIXELS;
+    if (m->width > COND_MAX_SIDE || m->height > COND_MAX_SIDE ||
+        (int64_t)m->width * m->height > maxpx)
+        return c3_fail(C3_EINPUT,
+                       "the conditioning %s is %dx%d; at most %lld pixels (%d a side): scale it "
+                       "down first",
+                       what, m->width, m->height, (long long)maxpx, COND_MAX_SIDE);
     return C3_OK;
 }
 
@@ -64,7 +75,7 @@ int cond_check(const c3_cond_input *in, int F, int W, int H, int tscale) {
                        "give a picture (image-to-video) or a clip (video-to-video), not both");
     int T = (F - 1) / tscale + 1;
     if (in->image) {
-        C3_TRY(check_media(in->image, "picture"));
+        C3_TRY(check_media(in->image, "picture", W, H));
         if (in->image->frames != 1)
             return c3_fail(
                 C3_EINPUT,
@@ -80,7 +91,7 @@ int cond_check(const c3_cond_input *in, int F, int W, int H, int tscale) {
                 "a conditioning picture starts a video; ask for frames 1 + 4k > 1 (e.g. 9)");
         return C3_OK;
     }
-    C3_TRY(check_media(in->video, "clip"));
+    C3_TRY(check_media(in->video, "clip", W, H));
     if (F == 1)
         return c3_fail(C3_EUSAGE,
                        "a conditioning clip needs a video; ask for frames 1 + 4k > 1 (e.g. 17)");
@@ -390,8 +401,8 @@ int cond_first_last(const c3_media *a, const c3_media *b, int F, int W, int H, i
                     uint8_t **rgb, c3_media *clip, int *idx, int max, int *n) {
     *rgb = NULL;
     *n = 0;
-    C3_TRY(check_media(a, "start"));
-    C3_TRY(check_media(b, "end"));
+    C3_TRY(check_media(a, "start", W, H));
+    C3_TRY(check_media(b, "end", W, H));
     if (F < 1 || W < 1 || H < 1 || tscale < 1)
         return c3_fail(C3_EFAIL, "first-last for %d frames of %dx%d", F, W, H);
     int T = (F - 1) / tscale + 1;

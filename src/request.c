@@ -82,8 +82,10 @@ static const char *real_text(char *buf, double v) {
 
 static int size_fail(cosmos3_error *er, cosmos3_field f, int v, int m) {
     char b[32];
+    int top = (16384 / m) * m; /* the suggestion is one that is taken */
     return field_fail(er, C3_EUSAGE, f, int_text(b, v), COSMOS3_FIELD_NONE, NULL,
-                      "must be a positive multiple of %d (e.g. %d)", m, v < m ? m : (v / m) * m);
+                      "must be a positive multiple of %d up to %d (e.g. %d)", m, top,
+                      v < m ? m : v > top ? top : (v / m) * m);
 }
 
 /* A value the caller left to the model: COSMOS3_DEFAULT, unless the
@@ -214,9 +216,10 @@ int request_check(const cosmos3_request *r, const c3_ckpt *ck, cosmos3_settings 
         return field_fail(er, C3_EUSAGE, COSMOS3_FIELD_FRAMES, int_text(b, s->frames),
                           COSMOS3_FIELD_NONE, NULL, "must be 1 (image) or 1 + %dk (e.g. %d)", st,
                           s->frames < 1 ? 1 : ((s->frames - 1) / st) * st + 1);
-    if (!(s->fps > 0) || s->fps > 1000)
+    /* below 1 a "video" of a few frames would last minutes to hours */
+    if (!(s->fps >= 1) || s->fps > 1000)
         return field_fail(er, C3_EUSAGE, COSMOS3_FIELD_FPS, real_text(b, s->fps),
-                          COSMOS3_FIELD_NONE, NULL, "must be in (0, 1000]");
+                          COSMOS3_FIELD_NONE, NULL, "must be in [1, 1000]");
     if (s->steps < 1 || s->steps > 1000)
         return field_fail(er, C3_EUSAGE, COSMOS3_FIELD_STEPS, int_text(b, s->steps),
                           COSMOS3_FIELD_NONE, NULL, "must be in 1..1000");
@@ -359,5 +362,16 @@ void request_warnings(const char *prompt, const cosmos3_settings *s, const c3_ck
         "%s does not know %s%s and drops %s, so it reads \"%s\"; it knows: %s (cosmos3 info -m %s)",
         ck->model_id, unknown, nbad > 6 ? " and more" : "", nbad == 1 ? "it" : "them", from, known,
         ck->model_id);
-    warn(ud, line);
+    /* the prompt's words are echoed: its control characters (a terminal's
+       escape sequences) as \xHH, as `meta` prints them */
+    char safe[sizeof line];
+    size_t ns = 0;
+    for (const unsigned char *c = (const unsigned char *)line; *c && ns + 5 < sizeof safe; c++) {
+        if (*c < 0x20 || *c == 0x7f)
+            ns += (size_t)snprintf(safe + ns, sizeof safe - ns, "\\x%02x", *c);
+        else
+            safe[ns++] = (char)*c;
+    }
+    safe[ns] = 0;
+    warn(ud, safe);
 }

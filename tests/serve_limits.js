@@ -180,7 +180,7 @@ async function flood() {
           `${r.status || r.error} ${message(r)}`);
     check(Date.now() - t0 < 15000, 'served promptly', Date.now() - t0);
     const refused = hog.filter((s) => s.closed && s.tClose - s.t0 < 1500).length;
-    check(refused >= 64 - 16, 'the per-address limit refuses the hog\'s extra connections',
+    check(refused >= 64 - 16, 'the per-address socket limit (2 x --max-per-client 8) refuses the hog\'s extra connections',
           refused);
     for (const s of hog)
         s.sock.destroy();

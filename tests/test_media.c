@@ -153,6 +153,35 @@ static void test_video(c3_media_format f, const char *ext, const char *codec, do
         rc = media_decode_mem(e16, n16, "x", &lim2, &mm);
         T_CHECK(rc == C3_OK && mm.frames == 5, "max_frames 5 gave %d", rc ? -1 : mm.frames);
         if (rc == C3_OK) media_frames_free(&mm);
+        /* keep_last: the last frames, in order (the ring rotated back) */
+        size_t fb = (size_t)W_CLIP * H_CLIP * 3;
+        c3_media_limits lim3 = {.max_frames = 5, .keep_last = true};
+        rc = media_decode_mem(e16, n16, "tail", &lim3, &mm);
+        T_CHECK(rc == C3_OK && mm.frames == 5, "keep_last 5 gave %d", rc ? -1 : mm.frames);
+        if (rc == C3_OK && m16.rgb && m16.frames == F_CLIP) {
+            for (int i = 0; i < 5; i++)
+                T_CHECK(!memcmp(mm.rgb + fb * i, m16.rgb + fb * (F_CLIP - 5 + i), fb),
+                        "keep_last frame %d is not the clip's frame %d", i, F_CLIP - 5 + i);
+            media_frames_free(&mm);
+        }
+        /* the decoded bytes are capped, kept frames or not */
+        c3_media_limits lim4 = {.max_frames = 2, .keep_last = true, .max_bytes = (int64_t)fb * 6};
+        rc = media_decode_mem(e16, n16, "capped", &lim4, &mm);
+        T_CHECK(rc == C3_EINPUT && strstr(c3_errmsg(), "capped: more than"),
+                "a clip past max_bytes: %d %s", rc, c3_errmsg());
+        if (rc == C3_OK) media_frames_free(&mm);
+        /* keep-first stops before the cap */
+        c3_media_limits lim5 = {.max_frames = 2, .max_bytes = (int64_t)fb * 2};
+        rc = media_decode_mem(e16, n16, "first", &lim5, &mm);
+        T_CHECK(rc == C3_OK && mm.frames == 2, "max_frames 2 within 2 frames of bytes: %s",
+                c3_errmsg());
+        if (rc == C3_OK) media_frames_free(&mm);
+        /* the size from the codec's parameters, before a frame is decoded */
+        c3_media_limits lim6 = {.max_pixels = (int64_t)W_CLIP * H_CLIP - 1};
+        rc = media_decode_mem(e16, n16, "big", &lim6, &mm);
+        T_CHECK(rc == C3_EINPUT && strstr(c3_errmsg(), "larger than this use takes"),
+                "max_pixels below the clip's: %d %s", rc, c3_errmsg());
+        if (rc == C3_OK) media_frames_free(&mm);
         if (m16.rgb) media_frames_free(&m16);
         free(e16);
     }

@@ -32,7 +32,7 @@ refuse "--api-key holds a space" --api-key "a b"
 refuse "--max-cost 0 must be at least 1" --max-cost 0
 
 key=k3y-$$-$RANDOM
-COSMOS3_TEST_SERVE_DEADLINE=2 COSMOS3_API_KEY=$key serve_start s --max-cost 1 -W 64 -H 64 --steps 2 ||
+COSMOS3_TEST_SERVE_DEADLINE=2 COSMOS3_API_KEY=$key serve_start s --max-cost 1 --max-per-client 8 -W 64 -H 64 --steps 2 ||
     { finish serve_limits; exit 1; }
 grep -q "requests need 'Authorization: Bearer KEY'" s.err && ok || bad "no key line at start: $(cat s.err)"
 for _ in $(seq 300); do grep -q '^cosmos3 serve: ready' s.err && break; sleep 0.1; done
