@@ -37,6 +37,7 @@ typedef struct {
     int64_t bytes[3];
     int64_t dev_free, dev_total;
     int code;
+    bool cached; /* EV_STEP_END: the step cache skipped the block stack (--cache) */
     double when; /* c3_now() at push */
     char text[512];
 } c3_event;

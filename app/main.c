@@ -186,7 +186,7 @@ static int gen_call(void *arg) {
     return engine_generate(j->e, j->s, &j->r);
 }
 
-static void progress_line(const c3_event *ev, double t_first, int cfgp) {
+static void progress_line(const c3_event *ev, double t_first, int cfgp, bool cache, int cached) {
     double el = c3_now() - t_first;
     double per = ev->step ? el / ev->step : 0;
     double eta = per * (ev->steps - ev->step);
@@ -196,6 +196,8 @@ static void progress_line(const c3_event *ev, double t_first, int cfgp) {
         fprintf(stderr, "  uncond %.2fs", ev->uncond_s);
     else
         fprintf(stderr, "  uncond -");
+    if (cache) /* the step cache: this step's state, the run's count */
+        fprintf(stderr, "  %s (%d cached)", ev->cached ? "cached" : "computed", cached);
     fflush(stderr);
 }
 
@@ -284,7 +286,8 @@ static int run_generation(c3_settings *s) {
         }
         monitor_event(mon, &x); /* the step's uncond time as drawn, the first step's start */
         if (x.kind == EV_STEP_END && tty) {
-            progress_line(&x, mon->t_first_step, mon->cfg_parallel);
+            progress_line(&x, mon->t_first_step, mon->cfg_parallel,
+                          s->cache && strcmp(s->cache, "none"), mon->steps_cached);
             open = steps_line = true;
         }
     }

@@ -20,6 +20,7 @@ void monitor_engine(c3_monitor *m, const cosmos3_layout *layout) {
 void monitor_run(c3_monitor *m, int steps) {
     m->step = 0;
     m->steps = steps;
+    m->steps_cached = 0;
     memset(m->st, 0, sizeof m->st);
     for (int i = 0; i <= MONITOR_MAX_STEPS; i++)
         m->st[i].cond_group = m->st[i].uncond_group = -1;
@@ -96,10 +97,12 @@ void monitor_event(c3_monitor *m, c3_event *x) {
             c3_mon_step *s = &m->st[x->step];
             s->seconds = x->seconds;
             s->combine_s = x->combine_s;
+            s->cached = x->cached;
             if (x->cond_s > 0) s->cond_s = x->cond_s;
             if (x->uncond_s > 0) s->uncond_s = x->uncond_s;
         }
         m->steps_total++;
+        m->steps_cached += x->cached;
         m->step_s += x->seconds;
         m->cond_s += x->cond_s;
         m->uncond_s += x->uncond_s;

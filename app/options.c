@@ -48,6 +48,18 @@ const c3_option c3_options[] = {
     {"guidance-interval", 0, NULL, OPT_RANGE, NULL, NULL, "LO,HI|none",
      "apply CFG only while LO <= t <= HI (image 400,1000; video none)", CMD_RUN,
      F(guidance_interval), true},
+    {"cache", 0, NULL, OPT_ENUM, "none", "none|sea|fb", "KIND",
+     "step cache: skip the GEN block stack on steps whose input barely changed and add its cached residual "
+     "instead; sea (SeaCache: the spectrally filtered latents' change), fb (first-block cache: the first "
+     "block's residual's change); off for the distilled 4-step sampler",
+     CMD_RUN, F(cache), true},
+    {"cache-threshold", 0, NULL, OPT_FLOAT, NULL, NULL, "X",
+     "step cache: skip while the accumulated relative L1 change stays below X (sea 0.25, fb 0.08; 0 never "
+     "skips)", CMD_RUN, F(cache_threshold), true},
+    {"cache-max-skip", 0, NULL, OPT_INT, "2", NULL, "N", "step cache: the most consecutive skipped steps",
+     CMD_RUN, F(cache_max_skip), true},
+    {"cache-warmup", 0, NULL, OPT_INT, "1", NULL, "N", "step cache: the first N steps always run",
+     CMD_RUN, F(cache_warmup), true},
     {"seed", 'S', NULL, OPT_STR, "random", NULL, "N|random",
      "noise seed (our Philox generator; see rng.h); mkmodel: the weights' seed",
      CMD_RUN | CMD_MKMODEL, F(seed), true},

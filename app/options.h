@@ -65,6 +65,9 @@ typedef struct {
     double shift;
     char *schedule;      /* native|linear|karras|flowmatch4 */
     c3_range guidance_interval;
+    char *cache;            /* none|sea|fb */
+    double cache_threshold; /* COSMOS3_DEFAULT: the kind's */
+    int cache_max_skip, cache_warmup;
     char *seed;          /* "random" or a number */
     char *noise;         /* safetensors with `latents` */
     char *save_latents;

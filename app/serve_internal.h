@@ -75,6 +75,7 @@ typedef struct job {
     char vid[48];
     time_t created_at, completed_at;
     int step, steps; /* per-step progress (the pump) */
+    int steps_cached; /* of them, skipped by the step cache */
     uint8_t *mp4;
     size_t mp4_len;
     char *verr;            /* why it failed */

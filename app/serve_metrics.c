@@ -52,13 +52,14 @@ void *pump_main(void *arg) {
             if (j && j->video) {
                 j->step = x.step;
                 j->steps = x.steps;
+                j->steps_cached += x.cached;
             }
             if (j && j->stream && !j->gone) {
                 sse_event(j, "progress",
-                          json_pack("{s:s,s:i,s:i,s:i,s:f,s:f,s:f,s:I}", "type", "progress",
+                          json_pack("{s:s,s:i,s:i,s:i,s:f,s:f,s:f,s:I,s:b}", "type", "progress",
                                     "index", j->index, "step", x.step, "total", x.steps, "seconds",
                                     x.seconds, "cond_s", x.cond_s, "uncond_s", unc, "timestep",
-                                    (json_int_t)x.timestep));
+                                    (json_int_t)x.timestep, "cached", x.cached));
                 pthread_cond_broadcast(&sv->cv);
             }
             break;

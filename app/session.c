@@ -82,6 +82,10 @@ void settings_request(const c3_settings *s, cosmos3_request *rq) {
     if (s->system_prompt && strcmp(s->system_prompt, "auto"))
         rq->system_prompt = !strcmp(s->system_prompt, "on");
     if (GIVEN(s, "templates")) rq->templates = s->templates;
+    if (s->cache && strcmp(s->cache, "none")) rq->cache = s->cache;
+    if (GIVEN(s, "cache-threshold")) rq->cache_threshold = USER_REAL(s->cache_threshold);
+    rq->cache_max_skip = USER_INT(s->cache_max_skip);
+    rq->cache_warmup = USER_INT(s->cache_warmup);
 }
 
 /* The library names a request's field ("steps 0 must be ..."); the
@@ -181,7 +185,8 @@ static void on_event(const cosmos3_event *ev, void *user) {
                   .timestep = (int64_t)ev->timestep,
                   .bytes = {ev->mem_weights, ev->mem_kv, ev->mem_act},
                   .dev_free = ev->dev_free,
-                  .dev_total = ev->dev_total};
+                  .dev_total = ev->dev_total,
+                  .cached = ev->cached};
     switch (ev->kind) {
     case COSMOS3_EV_LOG:
     case COSMOS3_EV_DEVICE:
@@ -287,6 +292,12 @@ json_t *result_json(const c3_result *r) {
                                   "uncond_mean", r->t_uncond_mean, "vae", r->t_vae, "write",
                                   r->t_write, "total", r->t_total));
     json_object_set_new(o, "mem_peak_bytes", json_integer(r->mem_peak));
+    if (r->out && r->out->cache[0] && strcmp(r->out->cache, "none")) /* the step cache */
+        json_object_set_new(o, "cache",
+                            json_pack("{s:s,s:f,s:i,s:i,s:i}", "kind", r->out->cache, "threshold",
+                                      r->out->cache_threshold, "max_skip", r->out->cache_max_skip,
+                                      "warmup", r->out->cache_warmup, "steps_cached",
+                                      r->out->steps_cached));
     json_object_set_new(o, "offload",
                         json_pack("{s:I,s:f,s:f}", "h2d_bytes", (json_int_t)r->h2d_bytes,
                                   "h2d_seconds", r->h2d_seconds, "h2d_gbps", r->h2d_gbps));

@@ -726,6 +726,24 @@ static int generate(cosmos3_engine *e, const cosmos3_request *rq, cosmos3_result
     int64_t h2d_bytes0 = 0;
     double h2d_sec0 = 0;
     if (p->offload && p->cuda) model_offload_stats(e->ranks[0].model, &h2d_bytes0, &h2d_sec0);
+    j.cache = stepcache_kind(s.cache);
+    j.cache_params = (c3_stepcache_params){
+        .threshold = s.cache_threshold, .max_skip = s.cache_max_skip, .warmup = s.cache_warmup};
+    if (j.cache && j.sched == C3_SCHED_FLOWMATCH4) {
+        add_warning(e, "cache: off for the distilled 4-step sampler (each of its steps re-noises "
+                       "the latents; none can be skipped)");
+        j.cache = NULL;
+    } else if (j.cache && s.steps < s.cache_warmup + 2) {
+        add_warning(e, "cache: off (no step between the warm-up steps and the last one to skip)");
+        j.cache = NULL;
+    } else if (j.cache && j.pinned) {
+        bool any = false;
+        for (int f = 0; f < j.T; f++) any |= !j.pinned[f];
+        if (!any) {
+            add_warning(e, "cache: off (every latent frame is given by the conditioning)");
+            j.cache = NULL;
+        }
+    }
     rc = denoise_run(&j);
     if (rc == C3_OK) rc = denoise_check_finite(j.x_final, j.n, "the final latents", "transformer");
     if (rc) goto out;
@@ -790,6 +808,11 @@ static int generate(cosmos3_engine *e, const cosmos3_request *rq, cosmos3_result
              attn_fp8_note(e) ? "fp8"
              : p->cuda        ? "bf16"
                               : "fp32");
+    snprintf(res->cache, sizeof res->cache, "%s", s.cache);
+    res->cache_threshold = s.cache_threshold;
+    res->cache_max_skip = s.cache_max_skip;
+    res->cache_warmup = s.cache_warmup;
+    res->steps_cached = j.steps_cached;
     snprintf(res->precision, sizeof res->precision, "%s",
              e->precision == C3_PREC_FP8    ? "fp8"
              : e->precision == C3_PREC_BF16 ? "bf16"

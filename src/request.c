@@ -1,6 +1,8 @@
 /* request.c - task defaults and request validation, in one place. */
 #include "request.h"
 
+#include "stepcache.h"
+
 #include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +19,30 @@ void cosmos3_request_init(cosmos3_request *r) {
     r->seed = COSMOS3_DEFAULT;
     r->system_prompt = r->templates = COSMOS3_DEFAULT;
     r->condition_keep = COSMOS3_KEEP_FIRST;
+    r->cache_threshold = COSMOS3_DEFAULT;
+    r->cache_max_skip = r->cache_warmup = COSMOS3_DEFAULT;
+}
+
+/* The step cache's settings (stepcache.h). */
+static int cache_resolve(const cosmos3_request *r, cosmos3_settings *s) {
+    const char *name = r->cache ? r->cache : "none";
+    const c3_cache_kind *k = stepcache_kind(name);
+    if (!k && strcmp(name, "none"))
+        return c3_fail(C3_EUSAGE, "cache '%s' is not none, sea or fb", name);
+    snprintf(s->cache, sizeof s->cache, "%s", name);
+    s->cache_threshold = r->cache_threshold != COSMOS3_DEFAULT ? r->cache_threshold
+                         : k                                   ? k->threshold
+                                                               : 0;
+    s->cache_max_skip = r->cache_max_skip != COSMOS3_DEFAULT ? r->cache_max_skip : 2;
+    s->cache_warmup = r->cache_warmup != COSMOS3_DEFAULT ? r->cache_warmup : 1;
+    if (!(s->cache_threshold >= 0) || s->cache_threshold > 10)
+        return c3_fail(C3_EUSAGE, "cache threshold %g must be in [0, 10] (0 never skips)",
+                       s->cache_threshold);
+    if (s->cache_max_skip < 0 || s->cache_max_skip > 1000)
+        return c3_fail(C3_EUSAGE, "cache max skip %d must be in 0..1000", s->cache_max_skip);
+    if (s->cache_warmup < 0 || s->cache_warmup > 1000)
+        return c3_fail(C3_EUSAGE, "cache warmup %d must be in 0..1000", s->cache_warmup);
+    return C3_OK;
 }
 
 static int size_fail(const char *what, int v, int m) {
@@ -90,6 +116,7 @@ int request_resolve(const cosmos3_request *r, const c3_ckpt *ck, cosmos3_setting
     s->templates = r->templates != 0; /* COSMOS3_DEFAULT: on */
     s->negative_prompt = r->negative_prompt ? r->negative_prompt : "";
     if (ck && ck->s.distilled) C3_TRY(distilled_resolve(r, &ck->s, s, &sch));
+    C3_TRY(cache_resolve(r, s));
 
     /* the latent grid: pixels per latent cell and frames per latent frame
      * from the VAE config (the Wan2.2 VAE's before a model is known) */
