@@ -156,6 +156,10 @@ const c3_option c3_options[] = {
     {"keep-videos", 0, NULL, OPT_INT, "32", NULL, "N",
      "finished /v1/videos jobs kept for GET .../content (also at most 1 GiB of MP4); the oldest go first",
      CMD_SERVE, F(keep_videos), false},
+    {"result-cache", 0, NULL, OPT_INT, "0", NULL, "N",
+     "answer a repeated image request (every resolved setting equal, the seed given) from the last N results "
+     "(at most 256 MiB) without running, marked \"cached\": true; 0: off; never for a random seed",
+     CMD_SERVE, F(result_cache), false},
     {"queue", 0, "max-queue", OPT_INT, "16", NULL, "N",
      "requests that may wait behind the one running; more are answered 429 with Retry-After", CMD_SERVE,
      F(queue), false},

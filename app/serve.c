@@ -63,6 +63,7 @@ int serve_main(c3_settings *s, char **pos, int npos) {
 #include "session.h"
 #include "strbuf.h"
 #include "serve_internal.h"
+#include "result_cache.h"
 
 
 
@@ -1524,6 +1525,9 @@ int serve_main(c3_settings *s, char **pos, int npos) {
                                "is a token such as one from 'openssl rand -hex 32'",
                                from);
     }
+    if (s->result_cache < 0 || s->result_cache > 100000)
+        return c3_fail(COSMOS3_EUSAGE, "--result-cache %d must be in 0..100000 (0: off)",
+                       s->result_cache);
     c3_settings tmp;
     settings_copy(&tmp, s);
     int rc = settings_resolve(&tmp, NULL);
@@ -1561,6 +1565,7 @@ int serve_main(c3_settings *s, char **pos, int npos) {
     settings_copy(&sv->base, s);
     sv->queue_cap = s->queue;
     sv->keep_videos = s->keep_videos;
+    sv->rcache = result_cache_new(s->result_cache);
     sv->max_pixels = max_pixels;
     sv->api_key = sv->base.api_key;
     sv->max_cost = s->max_cost;
@@ -1677,6 +1682,7 @@ out_nopump:
         job_unref_locked(j);
     }
     events_free(sv->ev);
+    result_cache_free(sv->rcache);
     settings_free(&sv->base);
     pthread_cond_destroy(&sv->cv);
     pthread_mutex_destroy(&sv->mu);

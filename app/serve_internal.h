@@ -127,6 +127,7 @@ typedef struct {
      * oldest first beyond keep_videos or SERVE_VIDEO_BYTES */
     job *store;
     int keep_videos;
+    struct c3_result_cache *rcache; /* --result-cache: repeated image requests (NULL: off) */
     uint64_t videos;
 } server;
 

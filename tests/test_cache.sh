@@ -43,4 +43,45 @@ expect 0 "" -- gen -m dist -p "a cube" -W 32 -H 32 --cache sea --device cpu -o d
 python3 -c 'import json,sys; c=json.load(open(sys.argv[1]))["cache"]; sys.exit(0 if c["steps_cached"]==0 else 1)' "$tmp/out" \
     && ok || bad "the distilled run skipped steps: $(cat "$tmp/out")"
 
+# serve --result-cache 8: a repeated request is answered from the cache (the
+# same bytes, marked), one with a knob changed or without a seed runs
+if "$bin" serve --port -1 2>&1 | grep -q "without libmicrohttpd"; then
+    echo "serve: built without libmicrohttpd, skipped"
+else
+    pids=()
+    cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done; }
+    expect 2 "--result-cache -1 must be" -- serve --port 0 --result-cache -1
+    if serve_start srv --result-cache 8; then
+        python3 - "$port" <<'PY' && ok || bad "serve --result-cache: $(cat srv.err)"
+import json, sys, time, urllib.request
+base = "http://127.0.0.1:%s" % sys.argv[1]
+for _ in range(300):
+    try:
+        if urllib.request.urlopen(base + "/health").status == 200: break
+    except Exception: pass
+    time.sleep(0.1)
+def gen(**kw):
+    body = dict(prompt="a blue circle on a white background", size="64x64", **kw)
+    rq = urllib.request.Request(base + "/v1/images/generations", json.dumps(body).encode(),
+                                {"Content-Type": "application/json"})
+    return json.load(urllib.request.urlopen(rq, timeout=120))["data"][0]
+a = gen(seed=9)
+b = gen(seed=9)
+c = gen(seed=9, num_inference_steps=12)
+d = gen(seed=9, extra_params={"cache": "sea"})
+e, f = gen(), gen()
+fails = []
+if a.get("cached"): fails.append("the first request was marked cached")
+if not b.get("cached") or b["b64_json"] != a["b64_json"] or b["seed"] != 9:
+    fails.append("the repeated request was not answered from the cache with the same bytes")
+if c.get("cached") or c["b64_json"] == a["b64_json"]: fails.append("another step count came from the cache")
+if d.get("cached"): fails.append("another step cache setting came from the cache")
+if e.get("cached") or f.get("cached"): fails.append("a random seed came from the cache")
+print("\n".join(fails))
+sys.exit(1 if fails else 0)
+PY
+        kill "$spid" 2>/dev/null
+    fi
+fi
+
 finish cache
