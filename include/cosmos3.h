@@ -587,6 +587,11 @@ typedef struct {
     int64_t plan_need, plan_weights; /* bytes per rank the plan counted */
     /* the GEN attention that ran: "bf16", "fp8", or "bf16 (fp8 declined: <why>)" */
     char attention[128];
+    /* seconds of a CFG step the step cache serves (appended; beside
+     * step_mean, a computed one): --cache sea (the SEA filter, the block
+     * stack skipped) and --cache fb (the first block probed, the rest
+     * skipped) */
+    double step_cached_sea, step_cached_fb;
 } cosmos3_bench_result;
 
 COSMOS3_API void cosmos3_bench_params_init(cosmos3_bench_params *p);
