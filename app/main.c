@@ -765,6 +765,10 @@ static int cmd_meta(c3_settings *s, char **pos, int npos) {
                 print_text(att);
                 putchar('\n');
             }
+            json_t *sc = json_object_get(o, "steps_cached"); /* the step cache, when on */
+            if (json_is_integer(sc))
+                printf("steps cached: %lld of %lld\n", (long long)json_integer_value(sc),
+                       (long long)json_integer_value(json_object_get(st, "steps")));
             const char *ver = json_string_value(json_object_get(o, "version"));
             printf("version: ");
             print_text(ver ? ver : "?");

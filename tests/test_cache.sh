@@ -17,7 +17,8 @@ expect 0 "" -- gen -p "a red square at the top left" -S 5 --cache sea -o a.png -
 python3 -c 'import json,sys; c=json.load(open(sys.argv[1]))["cache"]; sys.exit(0 if c["kind"]=="sea" and c["steps_cached"]>=5 else 1)' "$tmp/out" \
     && ok || bad "gen --json: no cache object with >= 5 cached steps: $(cat "$tmp/out")"
 expect 0 "" -- meta a.png
-grep -q "^cache: sea" "$tmp/out" && grep -q "^cache_threshold: 0.25" "$tmp/out" && ok \
+grep -q "^cache: sea" "$tmp/out" && grep -q "^cache_threshold: 0.25" "$tmp/out" &&
+    grep -qE "^steps cached: [0-9]+ of 20" "$tmp/out" && ok \
     || bad "meta does not show the cache: $(cat "$tmp/out")"
 expect 0 "" -- gen --from a.png -o b.png -q
 cmp -s a.png b.png && ok || bad "gen --from a cached picture gave other bytes"
