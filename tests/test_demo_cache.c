@@ -50,43 +50,39 @@ static double psnr(const uint8_t *a, const uint8_t *b, size_t n) {
 
 /* One knob over every prompt and seed; plain[] holds (or receives, for the
  * plain knob) the plain pictures. */
-static int run_knob(const char *model, const knob *k, int held[][3], int nheld, const char *tmpd,
-                    uint8_t **plain, tally *t) {
+static int run_knob(const char *model, const knob *k, int held[][3], int nheld, uint8_t **plain,
+                    tally *t) {
     memset(t, 0, sizeof *t);
-    c3_settings s;
-    memset(&s, 0, sizeof s);
-    settings_defaults(&s);
-    settings_set(&s, "model", model, CMD_GEN);
-    settings_set(&s, "prompt", "a red circle", CMD_GEN);
-    settings_set(&s, "overwrite", "on", CMD_GEN);
-    settings_set(&s, "cache", k->cache, CMD_GEN);
-    if (k->threshold) settings_set(&s, "cache-threshold", k->threshold, CMD_GEN);
-    if (k->precision) settings_set(&s, "precision", k->precision, CMD_GEN);
-    if (k->attention) settings_set(&s, "attention", k->attention, CMD_GEN);
-    c3_events *ev = events_new(1 << 20);
-    c3_engine *e = NULL;
-    int rc = engine_open(&e, &s, ev);
-    T_CHECK(rc == C3_OK, "%s: engine_open: %s", k->name, c3_errmsg());
+    cosmos3_open_params op;
+    cosmos3_open_params_init(&op);
+    op.model = model;
+    op.device = "cpu";
+    op.precision = k->precision;
+    op.attention = k->attention;
+    cosmos3_engine *e = NULL;
+    char err[1024];
+    int rc = cosmos3_open(&op, &e, err, sizeof err);
+    T_CHECK(rc == C3_OK, "%s: cosmos3_open: %s", k->name, err);
+    if (rc) return rc;
+    cosmos3_request rq;
+    cosmos3_request_defaults(e, 1, &rq); /* the model's own defaults, as gen uses them */
+    rq.cache = k->cache;
+    if (k->threshold) rq.cache_threshold = atof(k->threshold);
     for (int p = 0; p < N_PROMPTS && rc == C3_OK; p++) {
         const int *c = held[p % nheld];
         int place = (p / nheld + p) % (DEMO_N_PLACES + 1) - 1; /* DEMO_NO_PLACE .. DEMO_BOTTOM */
-        char prompt[160], png[4200], seed[16];
+        char prompt[160];
         demo_caption(c[0], c[1], c[2], place, prompt, sizeof prompt);
         for (int q = 1; q <= N_SEEDS && rc == C3_OK; q++) {
-            snprintf(seed, sizeof seed, "%d", 100 + q);
-            snprintf(png, sizeof png, "%s/p%d_s%d.png", tmpd, p, q);
-            settings_set(&s, "prompt", prompt, CMD_GEN);
-            settings_set(&s, "seed", seed, CMD_GEN);
-            settings_set(&s, "output", png, CMD_GEN);
-            c3_result r;
-            rc = engine_generate(e, &s, &r);
-            T_CHECK(rc == C3_OK, "%s: %s seed %d: %s", k->name, prompt, q, c3_errmsg());
+            rq.prompt = prompt;
+            rq.seed = 100 + q;
+            cosmos3_result *o = NULL;
+            rc = cosmos3_generate(e, &rq, &o, err, sizeof err);
+            T_CHECK(rc == C3_OK, "%s: %s seed %d: %s", k->name, prompt, q, err);
             if (rc) break;
-            unlink(png);
-            const cosmos3_result *o = r.out;
             size_t bytes = (size_t)o->width * o->height * 3;
-            T_CHECK(o->width == DEMO_SIZE && o->height == DEMO_SIZE, "%s: %dx%d", k->name, o->width,
-                    o->height);
+            T_CHECK(o->width == DEMO_SIZE && o->height == DEMO_SIZE, "%s: %dx%d", k->name,
+                    o->width, o->height);
             demo_verdict v;
             memset(&v, -1, sizeof v);
             demo_judge(o->rgb, &v);
@@ -96,7 +92,7 @@ static int run_knob(const char *model, const knob *k, int held[][3], int nheld, 
             if (place != DEMO_NO_PLACE) t->n_place++, t->place += v.place == place;
             t->cached += o->steps_cached;
             t->steps += o->steps;
-            t->t_denoise += o->t_denoise;
+            t->t_denoise += o->timings.denoise;
             uint8_t **ref = &plain[p * N_SEEDS + q - 1];
             if (!*ref) {
                 *ref = xmalloc(bytes);
@@ -108,12 +104,10 @@ static int run_knob(const char *model, const knob *k, int held[][3], int nheld, 
                 else
                     t->psnr_sum += db;
             }
-            result_free(&r);
+            cosmos3_result_free(o);
         }
     }
-    engine_close(e);
-    events_free(ev);
-    settings_free(&s);
+    cosmos3_close(e);
     return rc;
 }
 
@@ -130,8 +124,6 @@ int main(int argc, char **argv) {
     int nheld = demo_card_held_out(model, held, MAX_HELD, NULL);
     T_CHECK(nheld >= 8, "%s: %d held-out combinations (need >= 8)", model, nheld);
     if (nheld < 8) return t_done("demo_cache");
-    char tmpd[] = "/tmp/c3dcacheXXXXXX";
-    if (!mkdtemp(tmpd)) return fprintf(stderr, "mkdtemp failed\n"), 1;
     static const knob ci[] = {{"plain", "none", NULL, NULL, NULL},
                               {"--cache sea", "sea", NULL, NULL, NULL}};
     static const knob every[] = {
@@ -153,7 +145,7 @@ int main(int argc, char **argv) {
                "|---|---|---|---|---|---|---|\n");
     for (int i = 0; i < nk; i++) {
         tally t;
-        if (run_knob(model, &ks[i], held, nheld, tmpd, plain, &t)) break;
+        if (run_knob(model, &ks[i], held, nheld, plain, &t)) break;
         if (i == 0) t0 = t;
         int npsnr = t.n - t.psnr_inf;
         char db[32];
@@ -190,6 +182,5 @@ int main(int argc, char **argv) {
     }
     for (int i = 0; i < N_PROMPTS * N_SEEDS; i++)
         free(plain[i]);
-    rmdir(tmpd);
     return t_done("demo_cache");
 }
