@@ -81,8 +81,8 @@ static int run_knob(const char *model, const knob *k, int held[][3], int nheld, 
             T_CHECK(rc == C3_OK, "%s: %s seed %d: %s", k->name, prompt, q, err);
             if (rc) break;
             size_t bytes = (size_t)o->width * o->height * 3;
-            T_CHECK(o->width == DEMO_SIZE && o->height == DEMO_SIZE, "%s: %dx%d", k->name,
-                    o->width, o->height);
+            T_CHECK(o->width == DEMO_SIZE && o->height == DEMO_SIZE, "%s: %dx%d", k->name, o->width,
+                    o->height);
             demo_verdict v;
             memset(&v, -1, sizeof v);
             demo_judge(o->rgb, &v);
