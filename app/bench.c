@@ -47,6 +47,11 @@ static void print_text(const cosmos3_bench_result *r, double t_png) {
                "uncond %.2f)\n",
                r->steps, r->step_mean * 1e3, r->step_min * 1e3, r->step_max * 1e3,
                r->cond_mean * 1e3, r->uncond_mean * 1e3);
+    if (r->step_mean > 0) /* the step cache: a served step beside a computed one */
+        printf("cached CFG step (--cache), mean of %d: sea %.2f ms (%.1f %% of computed), fb %.2f "
+               "ms (%.1f %%)\n",
+               r->steps, r->step_cached_sea * 1e3, 100 * r->step_cached_sea / r->step_mean,
+               r->step_cached_fb * 1e3, 100 * r->step_cached_fb / r->step_mean);
     printf("achieved: %.4g TFLOP/s, MFU %.4f (of %.0f TFLOP/s)\n", tf, tf / BENCH_PEAK_TFLOPS,
            BENCH_PEAK_TFLOPS);
     double rest = r->prof_total - r->prof_linear - r->prof_attn;
@@ -140,6 +145,9 @@ static void print_json(const cosmos3_bench_result *r, double t_png) {
     json_object_set_new(j, "step_ms_max", json_real(r->step_max * 1e3));
     json_object_set_new(j, "cond_ms", json_real(r->cond_mean * 1e3));
     json_object_set_new(j, "uncond_ms", json_real(r->uncond_mean * 1e3));
+    json_object_set_new(j, "step_cached_ms",
+                        json_pack("{s:f,s:f}", "sea", r->step_cached_sea * 1e3, "fb",
+                                  r->step_cached_fb * 1e3));
     double tf = r->flop_step / r->step_mean / TFLOP;
     json_object_set_new(j, "tflops", json_real(tf));
     json_object_set_new(j, "mfu", json_real(tf / BENCH_PEAK_TFLOPS));

@@ -23,6 +23,7 @@ typedef struct {
     c3_event_kind kind;
     cosmos3_event ev; /* EV_ENGINE */
     int code;
+    bool cached; /* EV_STEP_END: the step cache skipped the block stack (--cache) */
     double when; /* c3_now() at push */
     char stage[16];
     char text[512];

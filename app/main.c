@@ -196,7 +196,8 @@ static int gen_call(void *arg) {
     return session_generate(j->e, j->s, &j->r);
 }
 
-static void progress_line(const cosmos3_event *ev, double t_first, int cfgp) {
+static void progress_line(const cosmos3_event *ev, double t_first, int cfgp, bool cache,
+                          int cached) {
     double el = c3_now() - t_first;
     double per = ev->step ? el / ev->step : 0;
     double eta = per * (ev->steps - ev->step);
@@ -206,6 +207,8 @@ static void progress_line(const cosmos3_event *ev, double t_first, int cfgp) {
         fprintf(stderr, "  uncond %.2fs", ev->uncond_s);
     else
         fprintf(stderr, "  uncond -");
+    if (cache) /* the step cache: this step's state, the run's count */
+        fprintf(stderr, "  %s (%d cached)", ev->cached ? "cached" : "computed", cached);
     fflush(stderr);
 }
 
@@ -298,7 +301,8 @@ static int run_generation(c3_settings *s) {
         }
         monitor_event(mon, &x); /* the step's uncond time as drawn, the first step's start */
         if (v->kind == COSMOS3_EV_STEP && tty) {
-            progress_line(v, mon->t_first_step, mon->cfg_parallel);
+            progress_line(v, mon->t_first_step, mon->cfg_parallel,
+                          s->cache && strcmp(s->cache, "none"), mon->steps_cached);
             open = steps_line = true;
         }
     }
@@ -766,6 +770,10 @@ static int cmd_meta(c3_settings *s, char **pos, int npos) {
                 print_text(att);
                 putchar('\n');
             }
+            json_t *sc = json_object_get(o, "steps_cached"); /* the step cache, when on */
+            if (json_is_integer(sc))
+                printf("steps cached: %lld of %lld\n", (long long)json_integer_value(sc),
+                       (long long)json_integer_value(json_object_get(st, "steps")));
             const char *ver = json_string_value(json_object_get(o, "version"));
             printf("version: ");
             print_text(ver ? ver : "?");

@@ -29,6 +29,11 @@ char *metadata_parameters(const cosmos3_result *r) {
         size_t k = strlen(buf);
         snprintf(buf + k, cap - k, ", Frames: %d, FPS: %g", r->frames, r->fps);
     }
+    if (r->cache[0] && strcmp(r->cache, "none")) {
+        size_t k = strlen(buf);
+        snprintf(buf + k, cap - k, ", Cache: %s %g (%d of %d steps cached)", r->cache,
+                 r->cache_threshold, r->steps_cached, r->steps);
+    }
     return buf;
 }
 
@@ -59,6 +64,12 @@ char *metadata_json(const cosmos3_result *r, const c3_meta_extra *x) {
     const char *sys = x && x->system_prompt ? x->system_prompt : r->system_prompt ? "on" : "off";
     json_object_set_new(st, "system_prompt", json_string(sys));
     json_object_set_new(st, "templates", json_boolean(r->templates));
+    if (r->cache[0] && strcmp(r->cache, "none")) { /* the step cache and its settings */
+        json_object_set_new(st, "cache", json_string(r->cache));
+        json_object_set_new(st, "cache_threshold", json_real(r->cache_threshold));
+        json_object_set_new(st, "cache_max_skip", json_integer(r->cache_max_skip));
+        json_object_set_new(st, "cache_warmup", json_integer(r->cache_warmup));
+    }
     if (x && x->noise) json_object_set_new(st, "noise", json_string(x->noise));
     if (x && (x->image || x->video)) { /* the conditioning input: file and hash of its bytes */
         json_t *c = json_object();
@@ -87,6 +98,8 @@ char *metadata_json(const cosmos3_result *r, const c3_meta_extra *x) {
                                   "precision", r->precision, "attention", r->attention));
     json_object_set_new(o, "L_cond", json_integer(r->L_cond));
     json_object_set_new(o, "L_uncond", json_integer(r->L_uncond));
+    if (r->cache[0] && strcmp(r->cache, "none"))
+        json_object_set_new(o, "steps_cached", json_integer(r->steps_cached));
     char *txt = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
     json_decref(o);
     return txt;

@@ -21,6 +21,7 @@ void monitor_engine(c3_monitor *m, const cosmos3_layout *layout) {
 void monitor_run(c3_monitor *m, int steps) {
     m->step = 0;
     m->steps = steps;
+    m->steps_cached = 0;
     memset(m->st, 0, sizeof m->st);
     for (int i = 0; i <= MONITOR_MAX_STEPS; i++)
         m->st[i].cond_group = m->st[i].uncond_group = -1;
@@ -101,10 +102,12 @@ void monitor_event(c3_monitor *m, c3_event *x) {
         if (ev->step >= 1 && ev->step <= MONITOR_MAX_STEPS) {
             c3_mon_step *s = &m->st[ev->step];
             s->seconds = ev->seconds;
+            s->cached = ev->cached;
             if (ev->cond_s > 0) s->cond_s = ev->cond_s;
             if (ev->uncond_s > 0) s->uncond_s = ev->uncond_s;
         }
         m->steps_total++;
+        m->steps_cached += ev->cached;
         m->step_s += ev->seconds;
         m->cond_s += ev->cond_s;
         m->uncond_s += ev->uncond_s;

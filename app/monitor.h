@@ -21,6 +21,7 @@
 typedef struct {
     double seconds, cond_s, uncond_s, combine_s;
     int cond_group, uncond_group; /* rank group that ran the branch (-1: not run) */
+    bool cached;                  /* the step cache skipped the block stack */
 } c3_mon_step;
 
 /* Memory of one rank's device: our accounting and the driver's view. Each
@@ -41,6 +42,7 @@ typedef struct {
     c3_mon_dev dev[COSMOS3_MAX_RANKS];
     /* the run in flight (or the last one) */
     int step, steps;
+    int steps_cached;                      /* the run's steps the step cache skipped */
     double t_first_step;                   /* c3_now() when its first step began */
     c3_mon_step st[MONITOR_MAX_STEPS + 1]; /* 1-based */
     double uncond_last;                    /* the last uncond branch's seconds */

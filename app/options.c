@@ -48,6 +48,18 @@ const c3_option c3_options[] = {
     {"guidance-interval", 0, NULL, OPT_RANGE, NULL, NULL, "LO,HI|none",
      "apply CFG only while LO <= t <= HI (image 400,1000; video none)", CMD_RUN,
      F(guidance_interval), true, COSMOS3_FIELD_GUIDANCE_INTERVAL},
+    {"cache", 0, NULL, OPT_ENUM, "none", "none|sea|fb", "KIND",
+     "step cache: skip the GEN block stack on steps whose input barely changed and add its cached residual "
+     "instead; sea (SeaCache: the spectrally filtered latents' change), fb (first-block cache: the first "
+     "block's residual's change); off for the distilled 4-step sampler",
+     CMD_RUN, F(cache), true, COSMOS3_FIELD_NONE},
+    {"cache-threshold", 0, NULL, OPT_FLOAT, NULL, NULL, "X",
+     "step cache: skip while the accumulated relative L1 change stays below X (sea 0.25, fb 0.08; 0 never "
+     "skips)", CMD_RUN, F(cache_threshold), true, COSMOS3_FIELD_NONE},
+    {"cache-max-skip", 0, NULL, OPT_INT, "2", NULL, "N", "step cache: the most consecutive skipped steps",
+     CMD_RUN, F(cache_max_skip), true, COSMOS3_FIELD_NONE},
+    {"cache-warmup", 0, NULL, OPT_INT, "1", NULL, "N", "step cache: the first N steps always run",
+     CMD_RUN, F(cache_warmup), true, COSMOS3_FIELD_NONE},
     {"seed", 'S', NULL, OPT_STR, "random", NULL, "N|random",
      "noise seed (our Philox generator; see rng.h); mkmodel: the weights' seed",
      CMD_RUN | CMD_MKMODEL, F(seed), true, COSMOS3_FIELD_SEED},
@@ -145,6 +157,10 @@ const c3_option c3_options[] = {
     {"keep-videos", 0, NULL, OPT_INT, "32", NULL, "N",
      "finished /v1/videos jobs kept for GET .../content (also at most 1 GiB of MP4); the oldest go first",
      CMD_SERVE, F(keep_videos), false, COSMOS3_FIELD_NONE},
+    {"result-cache", 0, NULL, OPT_INT, "0", NULL, "N",
+     "answer a repeated image request (every resolved setting equal, the seed given) from the last N results "
+     "(at most 256 MiB) without running, marked \"cached\": true; 0: off; never for a random seed",
+     CMD_SERVE, F(result_cache), false, COSMOS3_FIELD_NONE},
     {"queue", 0, "max-queue", OPT_INT, "16", NULL, "N",
      "requests that may wait behind the one running; more are answered 429 with Retry-After", CMD_SERVE,
      F(queue), false, COSMOS3_FIELD_NONE},

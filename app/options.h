@@ -66,6 +66,9 @@ typedef struct {
     double shift;
     char *schedule;      /* native|linear|karras|flowmatch4 */
     c3_range guidance_interval;
+    char *cache;            /* none|sea|fb */
+    double cache_threshold; /* COSMOS3_DEFAULT: the kind's */
+    int cache_max_skip, cache_warmup;
     char *seed;          /* "random" or a number */
     char *noise;         /* safetensors with `latents` */
     char *save_latents;
@@ -108,6 +111,7 @@ typedef struct {
     int port;
     int queue;           /* requests waiting beyond the one running */
     int keep_videos;     /* finished /v1/videos jobs kept */
+    int result_cache;    /* serve: image results kept for repeated requests (0: off) */
     char *api_key;       /* required Bearer token, or NULL */
     int max_cost;        /* per-request bound, in 1024x1024-pixel steps */
     int max_per_client;  /* requests in flight from one client (0: --queue + 16, >= 32) */

@@ -54,6 +54,9 @@ static void progress(c3_repl *r, bool tty) {
         fprintf(stderr, "%.2fs", s->uncond_s);
     else
         fputc('-', stderr);
+    if (r->mon.steps_cached) /* the step cache: this step's state, the run's count */
+        fprintf(stderr, "  %s (%d cached)", s->cached ? "cached" : "computed",
+                r->mon.steps_cached);
     fflush(stderr);
 }
 

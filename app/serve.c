@@ -66,6 +66,7 @@ int serve_main(c3_settings *s, char **pos, int npos) {
 #include "strbuf.h"
 #include "serve_form.h"
 #include "serve_internal.h"
+#include "result_cache.h"
 
 
 
@@ -303,10 +304,21 @@ static bool parse_extra(server *sv, c3_settings *s, json_t *x, req_error *er) {
         } else if (!strcmp(k, "templates")) {
             if (!json_is_boolean(v)) return bad(er, 400, field, "%s: must be true or false", field);
             if (!apply(sv, s, field, "templates", json_is_true(v) ? "on" : "off", er)) return false;
+        } else if (!strcmp(k, "cache")) { /* the step cache: "none", "sea", "fb" */
+            const char *t;
+            if (!get_text(v, field, 8, false, &t, er) || !apply(sv, s, field, "cache", t, er))
+                return false;
+        } else if (!strcmp(k, "cache_threshold")) {
+            if (!apply_number(sv, s, v, field, "cache-threshold", er)) return false;
+        } else if (!strcmp(k, "cache_max_skip")) {
+            if (!apply_int(sv, s, v, field, "cache-max-skip", er)) return false;
+        } else if (!strcmp(k, "cache_warmup")) {
+            if (!apply_int(sv, s, v, field, "cache-warmup", er)) return false;
         } else {
             return bad(er, 400, field,
                        "%s: unknown; extra_params takes schedule, guidance_interval, "
-                       "system_prompt, templates",
+                       "system_prompt, templates, cache, cache_threshold, cache_max_skip, "
+                       "cache_warmup",
                        field);
         }
     }
@@ -1091,6 +1103,8 @@ static json_t *video_object(server *sv, job *j) {
                           "default", "num_frames", j->s.frames, "fps", j->s.fps, "step", j->step,
                           "steps", j->steps ? j->steps : j->s.steps, "media_type", "video/mp4");
     json_object_set_new(o, "size", json_sprintf("%dx%d", j->s.width, j->s.height));
+    if (j->s.cache && strcmp(j->s.cache, "none")) /* the step cache: the steps it skipped so far */
+        json_object_set_new(o, "steps_cached", json_integer(j->steps_cached));
     json_object_set_new(o, "completed_at",
                         j->state == JOB_DONE ? json_integer((json_int_t)j->completed_at)
                                              : json_null());
@@ -1666,6 +1680,9 @@ int serve_main(c3_settings *s, char **pos, int npos) {
                                "is a token such as one from 'openssl rand -hex 32'",
                                from);
     }
+    if (s->result_cache < 0 || s->result_cache > 100000)
+        return c3_fail(COSMOS3_EUSAGE, "--result-cache %d must be in 0..100000 (0: off)",
+                       s->result_cache);
     cosmos3_settings st;
     APP_TRY(session_check(s, NULL, false, NULL, &st));
     int64_t max_pixels = (int64_t)st.width * st.height;
@@ -1701,6 +1718,7 @@ int serve_main(c3_settings *s, char **pos, int npos) {
     settings_copy(&sv->base, s);
     sv->queue_cap = s->queue;
     sv->keep_videos = s->keep_videos;
+    sv->rcache = result_cache_new(s->result_cache);
     sv->max_pixels = max_pixels;
     sv->api_key = sv->base.api_key;
     sv->max_cost = s->max_cost;
@@ -1826,6 +1844,7 @@ out_nopump:
         job_unref_locked(j);
     }
     events_free(sv->ev);
+    result_cache_free(sv->rcache);
     settings_free(&sv->base);
     pthread_cond_destroy(&sv->cv);
     pthread_mutex_destroy(&sv->mu);

@@ -79,6 +79,7 @@ typedef struct job {
     char vid[48];
     time_t created_at, completed_at;
     int step, steps; /* per-step progress (the pump) */
+    int steps_cached; /* of them, skipped by the step cache */
     uint8_t *mp4;
     size_t mp4_len;
     char *verr;            /* why it failed */
@@ -140,6 +141,7 @@ typedef struct {
      * oldest first beyond keep_videos or SERVE_VIDEO_BYTES */
     job *store;
     int keep_videos;
+    struct c3_result_cache *rcache; /* --result-cache: repeated image requests (NULL: off) */
     uint64_t videos;
 } server;
 

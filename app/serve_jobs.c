@@ -16,6 +16,7 @@
 
 #include "output.h"
 #include "serve_internal.h"
+#include "result_cache.h"
 
 static char *base64(const uint8_t *d, size_t n) {
     static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
@@ -168,6 +169,46 @@ static int run_image(server *sv, job *j, int i, json_t *data, json_t *acc) {
         snprintf(seedtxt, sizeof seedtxt, "%llu", (unsigned long long)(j->seed + (uint64_t)i));
         rc = settings_set(&s, "seed", seedtxt, CMD_SERVE);
     }
+    /* --result-cache: the same settings with a given seed, answered from memory (every
+     * option's value: the server's base fills what a request leaves out) */
+    char *key = rc == COSMOS3_OK && sv->rcache
+                    ? result_cache_key(&s, media_format_name(j->ofmt), j->seed_given)
+                    : NULL;
+    if (key) {
+        size_t hlen = 0;
+        uint64_t seed = 0;
+        pthread_mutex_lock(&sv->mu);
+        uint8_t *hit = result_cache_get(sv->rcache, key, &hlen, &seed);
+        pthread_mutex_unlock(&sv->mu);
+        if (hit) {
+            char *b64 = base64(hit, hlen);
+            json_t *item = json_pack("{s:s,s:I,s:b}", "b64_json", b64, "seed", (json_int_t)seed,
+                                     "cached", true);
+            free(b64);
+            free(hit);
+            free(key);
+            json_object_set_new(
+                acc, "result_cache_hits",
+                json_integer(json_integer_value(json_object_get(acc, "result_cache_hits")) + 1));
+            pthread_mutex_lock(&sv->mu);
+            sv->images++;
+            if (j->stream) {
+                json_t *ev = json_pack("{s:s,s:i,s:s,s:I,s:I,s:s,s:I,s:b}", "type",
+                                       "image_generation.completed", "index", i, "b64_json",
+                                       json_string_value(json_object_get(item, "b64_json")),
+                                       "created", (json_int_t)time(NULL), "created_at",
+                                       (json_int_t)time(NULL), "output_format",
+                                       media_format_name(j->ofmt), "seed", (json_int_t)seed,
+                                       "cached", true);
+                sse_event(j, "image_generation.completed", ev);
+                pthread_cond_broadcast(&sv->cv);
+            }
+            pthread_mutex_unlock(&sv->mu);
+            json_array_append_new(data, item);
+            settings_free(&s);
+            return COSMOS3_OK;
+        }
+    }
     session_result r = {0};
     bool ran = false;
     if (rc == COSMOS3_OK) {
@@ -179,6 +220,12 @@ static int run_image(server *sv, job *j, int i, json_t *data, json_t *acc) {
     uint8_t *png = NULL;
     size_t len = 0;
     rc = encode_result(sv, ran, rc, &r, j->ofmt, NULL, &png, &len, err, sizeof err);
+    if (rc == COSMOS3_OK && key) {
+        pthread_mutex_lock(&sv->mu);
+        result_cache_put(sv->rcache, key, png, len, r.out->seed);
+        pthread_mutex_unlock(&sv->mu);
+    }
+    free(key);
     if (rc == COSMOS3_OK) {
         char *b64 = base64(png, len);
         json_t *item = json_pack("{s:s,s:I}", "b64_json", b64, "seed", (json_int_t)r.out->seed);

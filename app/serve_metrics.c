@@ -58,13 +58,14 @@ void *pump_main(void *arg) {
             if (j && j->video) {
                 j->step = v->step;
                 j->steps = v->steps;
+                j->steps_cached += v->cached;
             }
             if (j && j->stream && !j->gone) {
                 sse_event(j, "progress",
-                          json_pack("{s:s,s:i,s:i,s:i,s:f,s:f,s:f,s:I}", "type", "progress",
+                          json_pack("{s:s,s:i,s:i,s:i,s:f,s:f,s:f,s:I,s:b}", "type", "progress",
                                     "index", j->index, "step", v->step, "total", v->steps,
                                     "seconds", v->seconds, "cond_s", v->cond_s, "uncond_s", unc,
-                                    "timestep", (json_int_t)v->timestep));
+                                    "timestep", (json_int_t)v->timestep, "cached", v->cached));
                 pthread_cond_broadcast(&sv->cv);
             }
         }

@@ -103,6 +103,12 @@ static void settings_request(const c3_settings *s, const c3_session *e, cosmos3_
     if (settings_seed(s->seed, &seed) == COSMOS3_OK) rq->seed = seed;
     if (s->system_prompt && strcmp(s->system_prompt, "auto"))
         rq->system_prompt = !strcmp(s->system_prompt, "on");
+    /* the step cache */
+    if (s->cache && strcmp(s->cache, "none")) rq->cache = s->cache;
+    if (s->given[option_index(option_find("cache-threshold"))]) /* a user's -1 is refused */
+        rq->cache_threshold = s->cache_threshold == COSMOS3_DEFAULT ? -2 : s->cache_threshold;
+    rq->cache_max_skip = s->cache_max_skip;
+    rq->cache_warmup = s->cache_warmup;
 }
 
 /* The library's refusal in the options' words: the option that fills the
@@ -230,6 +236,11 @@ json_t *result_json(const session_result *res) {
                                   "cond_mean", t->cond_mean, "uncond_mean", t->uncond_mean, "vae",
                                   t->vae, "write", res->t_write, "total", res->t_total));
     json_object_set_new(o, "mem_peak_bytes", json_integer(r->mem_peak));
+    if (r->cache[0] && strcmp(r->cache, "none")) /* the step cache */
+        json_object_set_new(o, "cache",
+                            json_pack("{s:s,s:f,s:i,s:i,s:i}", "kind", r->cache, "threshold",
+                                      r->cache_threshold, "max_skip", r->cache_max_skip, "warmup",
+                                      r->cache_warmup, "steps_cached", r->steps_cached));
     double gbps = r->h2d_seconds > 0 ? (double)r->h2d_bytes / r->h2d_seconds / 1e9 : 0;
     json_object_set_new(o, "offload",
                         json_pack("{s:I,s:f,s:f}", "h2d_bytes", (json_int_t)r->h2d_bytes,

@@ -111,6 +111,9 @@ typedef struct {
     int64_t dev_free, dev_total;          /* bytes; -1 when unknown */
     int status;
     const char *text; /* valid during the call only */
+    /* COSMOS3_EV_STEP (appended): the step cache skipped the GEN block stack
+     * and added its cached residual (--cache) */
+    bool cached;
 } cosmos3_event;
 
 typedef void (*cosmos3_event_fn)(const cosmos3_event *ev, void *user);
@@ -264,6 +267,14 @@ typedef struct {
      * included (-1 is then checked as -1), but for seed, where it still
      * means "random"; cosmos3_request_defaults sets it */
     bool literal;
+    /* the step cache (appended): "none" (NULL), "sea" (SeaCache) or "fb"
+     * (first-block cache); the accumulated relative change below which a
+     * step is skipped (COSMOS3_DEFAULT: sea 0.25, fb 0.08), the most
+     * consecutive skipped steps (COSMOS3_DEFAULT: 2) and the first steps
+     * always computed (COSMOS3_DEFAULT: 1) */
+    const char *cache;
+    double cache_threshold;
+    int cache_max_skip, cache_warmup;
 } cosmos3_request;
 
 COSMOS3_API void cosmos3_request_init(cosmos3_request *r);
@@ -339,6 +350,10 @@ typedef struct {
     bool system_prompt, templates;
     const char *negative_prompt; /* the request's, or "" (valid while the request is) */
     int latent_shape[5];         /* [1, C, T, h, w] of noise and latents (C 0 without an engine) */
+    /* the step cache (appended): "none", "sea" or "fb" and its settings */
+    char cache[8];
+    double cache_threshold;
+    int cache_max_skip, cache_warmup;
 } cosmos3_settings;
 
 /* Fill the defaults of r (the model card, else the task's) and check every
@@ -433,6 +448,13 @@ typedef struct {
      * CPU its emulation; else "bf16", "fp32" on the CPU) */
     char precision[8];
     char attention[8];
+    /* the step cache (appended): the request's ("none", "sea", "fb") and
+     * its settings, and how many of the steps it skipped (0: it was off,
+     * e.g. for the distilled sampler, with a warning saying so) */
+    char cache[8];
+    double cache_threshold;
+    int cache_max_skip, cache_warmup;
+    int steps_cached;
 } cosmos3_result;
 
 /* Run one generation. *out is NULL on failure; COSMOS3_ECANCEL when

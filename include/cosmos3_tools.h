@@ -202,6 +202,10 @@ typedef struct {
     int64_t plan_need, plan_weights; /* bytes per rank the plan counted */
     /* the GEN attention that ran: "bf16", "fp8", or "bf16 (fp8 declined: <why>)" */
     char attention[128];
+    /* seconds of a CFG step the step cache serves (beside step_mean, a
+     * computed one): --cache sea (the SEA filter, the block stack skipped)
+     * and --cache fb (the first block probed, the rest skipped) */
+    double step_cached_sea, step_cached_fb;
     /* e2e: the timed request's final latents [1, C, T, h, w] (malloc'd) */
     float *e2e_latents;
     int e2e_latent_shape[5];

@@ -33,6 +33,7 @@
 #include "prompt.h"
 #include "rng.h"
 #include "scheduler.h"
+#include "stepcache.h"
 #include "tokenizer.h"
 #include "wan_vae.h"
 #include "weights_random.h"
@@ -461,6 +462,66 @@ static int cfg_step(c3_model *m, const c3_undkv *kc, const c3_undkv *ku, const f
     return C3_OK;
 }
 
+/* A CFG step's GEN calls through the step cache's io (record, reuse or
+ * probe), batched as cfg_step batches them. */
+static int cached_call(c3_model *m, const c3_undkv *kc, const c3_undkv *ku, const float *lat,
+                       const c3_latent_geom *g, float *vc, float *vu, c3_gen_cache io[2]) {
+    const c3_undkv *kv[2] = {kc, ku};
+    float *v[2] = {vc, vu};
+    if (model_batches(m)) {
+        c3_gen_cache both = io[0];
+        both.res[1] = io[1].res[0];
+        both.probe[1] = io[1].probe[0];
+        return model_gen_cached(m, 2, kv, lat, g, BENCH_TIMESTEP, v, &both);
+    }
+    for (int b = 0; b < 2; b++)
+        C3_TRY(model_gen_cached(m, 1, &kv[b], lat, g, BENCH_TIMESTEP, &v[b], &io[b]));
+    return C3_OK;
+}
+
+/* Seconds of a CFG step the step cache serves (mean of n): sea (the SEA
+ * filter of the latents and their change, then the block stack skipped)
+ * and fb (the first block probed, then the rest skipped). */
+static int cached_steps(c3_model *m, const c3_undkv *kc, const c3_undkv *ku, const float *lat,
+                        const c3_latent_geom *g, int C, float *vc, float *vu, int n, double *sea,
+                        double *fb) {
+    c3_tensor res[2] = {{0}};
+    c3_gen_cache io[2] = {{.res = {&res[0]}}, {.res = {&res[1]}}};
+    int64_t nl = (int64_t)C * g->T * g->h * g->w, S, D;
+    model_gen_rows(m, g, &S, &D);
+    float *f = xmalloc(sizeof(float) * (size_t)nl), *prev = xcalloc((size_t)nl, sizeof(float));
+    float *pr[2] = {xmalloc(sizeof(float) * (size_t)(S * D)), xmalloc(sizeof(float) * (size_t)(S * D))};
+    int rc = cached_call(m, kc, ku, lat, g, vc, vu, io); /* record the residuals */
+    double t0 = c3_now();
+    for (int i = 0; i < n && rc == C3_OK; i++) {
+        memcpy(f, lat, sizeof(float) * (size_t)nl);
+        sea_filter(f, C, g->T, g->h, g->w, 0.5, 3.0);
+        double num = 0, den = 0; /* the change against the last signal, as stepcache.c */
+        for (int64_t k = 0; k < nl; k++) num += fabsf(f[k] - prev[k]), den += fabsf(prev[k]);
+        float *t = prev;
+        prev = f;
+        f = t;
+        if (!(num >= 0 && den >= 0)) rc = c3_fail(C3_EFAIL, "bench: a non-finite SEA signal");
+        io[0].reuse = io[1].reuse = true;
+        if (rc == C3_OK) rc = cached_call(m, kc, ku, lat, g, vc, vu, io);
+    }
+    *sea = n ? (c3_now() - t0) / n : 0;
+    t0 = c3_now();
+    for (int i = 0; i < n && rc == C3_OK; i++) {
+        c3_gen_cache probe[2] = {{.probe = {pr[0]}}, {.probe = {pr[1]}}};
+        rc = cached_call(m, kc, ku, lat, g, NULL, NULL, probe);
+        if (rc == C3_OK) rc = cached_call(m, kc, ku, lat, g, vc, vu, io);
+    }
+    *fb = n ? (c3_now() - t0) / n : 0;
+    c3_free(&res[0]);
+    c3_free(&res[1]);
+    free(f);
+    free(prev);
+    free(pr[0]);
+    free(pr[1]);
+    return rc;
+}
+
 /* ------------------------------------------------------ end to end (e2e) */
 
 /* The step times of a request, from its events. */
@@ -796,6 +857,9 @@ static int bench_run(const cosmos3_bench_params *s, const c3_mkmodel_preset *p,
     r->h2d_seconds -= h2d_s0;
     r->cond_mean = sc / r->steps;
     r->uncond_mean = su / r->steps;
+    /* the step cache: a served step's cost beside the computed one's */
+    B_TRY(cached_steps(m, &kc, &ku, lat, &g, c->latent_ch, vc, vu, r->steps, &r->step_cached_sea,
+                       &r->step_cached_fb));
     for (int64_t i = 0; i < nlat; i++)
         if (!isfinite(vc[i]) || !isfinite(vu[i])) {
             rc = c3_fail(C3_EFAIL,

@@ -27,6 +27,16 @@ static void emit_branch(c3_runtime *rt, int rank, int group, int step, int branc
     rt_emit(rt, &ev);
 }
 
+/* One GEN call of branches b0 .. b0 + nb - 1, through the step cache when
+ * one runs. */
+static int gen(c3_stepcache *sc, c3_model *m, int b0, int nb, c3_undkv *kv[2], const float *x,
+               const c3_latent_geom *g, double t, float *const *out) {
+    const c3_undkv *kvs[2] = {kv[b0], nb > 1 ? kv[b0 + 1] : NULL};
+    c3_gen_cache io;
+    if (sc) stepcache_gen(sc, b0, nb, &io);
+    return model_gen_cached(m, nb, kvs, x, g, t, out, sc ? &io : NULL);
+}
+
 /* UND once per branch this rank serves, reusing the K/V of the same ids. */
 static int und_branches(c3_denoise *j, c3_rank *rk, int group, bool need_uncond, c3_undkv *kv[2]) {
     const c3_plan *p = &j->rt->plan;
@@ -89,6 +99,7 @@ static int rank_loop(c3_denoise *j, c3_rank *rk) {
     memcpy(x, j->x_init, (size_t)j->n * sizeof(float));
     c3_sampler *smp =
         sampler_new(sde ? C3_SAMPLER_FLOWMATCH : C3_SAMPLER_UNIPC, s->steps, j->sigmas, j->n);
+    c3_stepcache *sc = j->cache ? stepcache_new(j->cache, &j->cache_params) : NULL;
     bool need_uncond = false;
     for (int i = 0; i < s->steps; i++)
         need_uncond |= cfg_active(s, j->timesteps[i]);
@@ -123,13 +134,30 @@ static int rank_loop(c3_denoise *j, c3_rank *rk) {
         model_fp8_gen_act(rk->model, model_fp8_step_w8a8(j->tc, i, s->steps));
         double ts = c3_now(), tc = 0, tu = 0;
         if (i == 0 && rk->rank == rt->lo) j->first_step_at = ts;
+        /* the step cache: every rank agrees whether the block stack runs */
+        bool cached = false;
+        c3_stepcache_step cst = {.model = rk->model,
+                                 .be = rk->be,
+                                 .rank = rk->rank,
+                                 .tp_rank = plan_tp_rank(p, rk->rank),
+                                 .kv = {kv[0], kv[1]},
+                                 .serve = {p->cfg == 1 || group == 0,
+                                           cfg_on && (p->cfg == 1 || group == 1)},
+                                 .active = {true, cfg_on},
+                                 .x = x,
+                                 .g = &g,
+                                 .C = (int)(j->n / ((int64_t)j->T * j->h * j->w)),
+                                 .timestep = t,
+                                 .sigma = j->sigmas[i],
+                                 .step = i,
+                                 .steps = s->steps};
+        if (sc && (rc = stepcache_decide(sc, &cst, rk->world, &cached))) break;
         if (p->cfg == 1 && cfg_on && model_batches(rk->model)) {
             /* both branches as one batch: the step's time is theirs together,
              * reported half to each */
             double a = c3_now();
-            const c3_undkv *both[2] = {kv[0], kv[1]};
             float *out[2] = {vbuf, vbuf + j->n};
-            rc = model_gen_batch(rk->model, 2, both, x, &g, t, out);
+            rc = gen(sc, rk->model, 0, 2, kv, x, &g, t, out);
             tc = tu = (c3_now() - a) / 2;
             if (lead && rc == C3_OK) {
                 emit_branch(rt, rk->rank, 0, i + 1, 0, tc);
@@ -137,12 +165,12 @@ static int rank_loop(c3_denoise *j, c3_rank *rk) {
             }
         } else if (p->cfg == 1) {
             double a = c3_now();
-            rc = model_gen(rk->model, kv[0], x, &g, t, vbuf);
+            rc = gen(sc, rk->model, 0, 1, kv, x, &g, t, (float *[]){vbuf});
             tc = c3_now() - a;
             if (lead && rc == C3_OK) emit_branch(rt, rk->rank, 0, i + 1, 0, tc);
             if (rc == C3_OK && cfg_on) {
                 a = c3_now();
-                rc = model_gen(rk->model, kv[1], x, &g, t, vbuf + j->n);
+                rc = gen(sc, rk->model, 1, 1, kv, x, &g, t, (float *[]){vbuf + j->n});
                 tu = c3_now() - a;
                 if (lead && rc == C3_OK) emit_branch(rt, rk->rank, 0, i + 1, 1, tu);
             }
@@ -150,7 +178,7 @@ static int rank_loop(c3_denoise *j, c3_rank *rk) {
             /* group 0: cond; group 1: uncond, idle outside the guidance interval */
             float *mine = vbuf + (group ? j->n : 0);
             double a = c3_now();
-            if (group == 0 || cfg_on) rc = model_gen(rk->model, kv[group], x, &g, t, mine);
+            if (group == 0 || cfg_on) rc = gen(sc, rk->model, group, 1, kv, x, &g, t, &mine);
             double sec = c3_now() - a;
             if (group == 0)
                 tc = sec;
@@ -185,6 +213,7 @@ static int rank_loop(c3_denoise *j, c3_rank *rk) {
          * tensor): back to the clean x0, mask * x0 + (1 - mask) * x */
         if (rc == C3_OK && sde && j->cond && c3_denoise_reanchor) cond_mix(j->cond, x);
         if (rk->rank == rt->lo) j->host_sum += c3_now() - th;
+        if (sc && rc == C3_OK) stepcache_commit(sc, &cst, cached);
         if (rc == C3_OK && i == 0 && rk->rank == rt->lo) /* cheap: one pass over the latents */
             rc = denoise_check_finite(x, j->n, "the latents after the first step", "transformer");
         if (rc == C3_OK) { /* this rank's memory, from our own accounting */
@@ -210,7 +239,8 @@ static int rank_loop(c3_denoise *j, c3_rank *rk) {
                                 .seconds = st,
                                 .cond_s = tc,
                                 .uncond_s = tu,
-                                .timestep = t};
+                                .timestep = t,
+                                .cached = cached};
             if (p->cfg == 2) ev.uncond_s = 0; /* the other group's COSMOS3_EV_BRANCH says it */
             rt_emit(rt, &ev);
             if (i == 0) j->step_first = st;
@@ -218,6 +248,7 @@ static int rank_loop(c3_denoise *j, c3_rank *rk) {
             j->cond_sum += tc;
             j->uncond_sum += tu;
             j->steps_run++;
+            j->steps_cached += cached;
         }
     }
     if (rk->rank == rt->lo) {
@@ -229,6 +260,7 @@ static int rank_loop(c3_denoise *j, c3_rank *rk) {
         }
     }
     sampler_free(smp);
+    stepcache_free(sc);
     free(x);
     free(vbuf);
     free(v);

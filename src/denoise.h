@@ -8,6 +8,7 @@
 #include "condition.h"
 #include "runtime.h"
 #include "scheduler.h"
+#include "stepcache.h"
 
 typedef struct {
     c3_runtime *rt;
@@ -34,6 +35,10 @@ typedef struct {
     double host_sum;      /* rank 0's seconds in the steps' host work (CFG combine, sampler) */
     double first_step_at; /* c3_now() when rank 0 began the first step (0: none ran) */
     int steps_run;
+    /* the step cache (stepcache.h), or NULL; rank 0 counts the cached steps */
+    const c3_cache_kind *cache;
+    c3_stepcache_params cache_params;
+    int steps_cached;
 } c3_denoise;
 
 /* Run the loop on every rank of j->rt (one thread each) and join them; the

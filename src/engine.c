@@ -451,6 +451,26 @@ static int gen_denoise(gen_job *g) {
     c3_denoise *j = &g->j;
     bool offload = p->offload && p->cuda;
     if (offload) model_offload_stats(rt_lead(&e->rt)->model, &g->h2d_bytes0, &g->h2d_sec0);
+    /* the step cache, off where it cannot help (said once) */
+    j->cache = stepcache_kind(g->s.cache);
+    j->cache_params = (c3_stepcache_params){.threshold = g->s.cache_threshold,
+                                            .max_skip = g->s.cache_max_skip,
+                                            .warmup = g->s.cache_warmup};
+    if (j->cache && j->sched == C3_SCHED_FLOWMATCH4) {
+        add_warning(e, "cache: off for the distilled 4-step sampler (each of its steps re-noises "
+                       "the latents; none can be skipped)");
+        j->cache = NULL;
+    } else if (j->cache && g->s.steps < g->s.cache_warmup + 2) {
+        add_warning(e, "cache: off (no step between the warm-up steps and the last one to skip)");
+        j->cache = NULL;
+    } else if (j->cache && j->pinned) {
+        bool any = false;
+        for (int f = 0; f < j->T; f++) any |= !j->pinned[f];
+        if (!any) {
+            add_warning(e, "cache: off (every latent frame is given by the conditioning)");
+            j->cache = NULL;
+        }
+    }
     C3_TRY(denoise_run(j));
     C3_TRY(denoise_check_finite(j->x_final, j->n, "the final latents", "transformer"));
     res->timings.und = j->t_und;
@@ -529,6 +549,11 @@ static void gen_result(gen_job *g) {
              attn_fp8_note(e) ? "fp8"
              : p->cuda        ? "bf16"
                               : "fp32");
+    snprintf(res->cache, sizeof res->cache, "%s", s->cache);
+    res->cache_threshold = s->cache_threshold;
+    res->cache_max_skip = s->cache_max_skip;
+    res->cache_warmup = s->cache_warmup;
+    res->steps_cached = g->j.steps_cached;
     snprintf(res->precision, sizeof res->precision, "%s",
              e->precision == C3_PREC_FP8    ? "fp8"
              : e->precision == C3_PREC_BF16 ? "bf16"

@@ -488,6 +488,31 @@ int model_gen(c3_model *m, const c3_undkv *kv, const float *latents, const c3_la
 
 int model_gen_batch(c3_model *m, int nb, const c3_undkv *const *kvs, const float *latents,
                     const c3_latent_geom *g, double timestep, float *const *velocity) {
+    return model_gen_cached(m, nb, kvs, latents, g, timestep, velocity, NULL);
+}
+
+void model_gen_rows(const c3_model *m, const c3_latent_geom *g, int64_t *S, int64_t *D) {
+    int64_t p = m->c.patch, hp = (g->h + p - 1) / p, wp = (g->w + p - 1) / p;
+    int64_t S_all = (int64_t)g->T * hp * wp;
+    int sp = m->shard.sp_size > 1 ? m->shard.sp_size : 1;
+    *S = (S_all + sp - 1) / sp;
+    *D = m->c.hidden;
+}
+
+/* The step cache's residual of branch rows x: res = x - xin_neg's negation
+ * (xin_neg holds -input), allocated on first use. */
+static int cache_record(c3_model *m, c3_tensor *res, const c3_tensor *x, const c3_tensor *xin_neg) {
+    c3_backend *be = m->be;
+    if (!res->data) C3_TRY(c3_alloc(be, res, x->dtype, C3_MEM_ACT, 2, x->ne[0], x->ne[1]));
+    if (c3_numel(res) != c3_numel(x))
+        return c3_fail(C3_EFAIL, "step cache: the residual's shape changed within a run");
+    C3_TRY(be->copy(be, res, x));
+    return be->add(be, res, xin_neg);
+}
+
+int model_gen_cached(c3_model *m, int nb, const c3_undkv *const *kvs, const float *latents,
+                     const c3_latent_geom *g, double timestep, float *const *velocity,
+                     const c3_gen_cache *gc) {
     c3_backend *be = m->be;
     const c3_tconfig *c = &m->c;
     be->fp8_act = m->gen_w8a8;
@@ -510,10 +535,13 @@ int model_gen_batch(c3_model *m, int nb, const c3_undkv *const *kvs, const float
     int64_t n = nb * S; /* rows: branch b holds [b S, (b + 1) S) */
     int rc = C3_OK;
     /* replayable layer loop (see gen_graphs): buffers kept across calls */
-    bool graphs = sp == 1 && gg_enabled(m), recording = false;
+    bool probe = gc && gc->probe[0], reuse = gc && !probe && gc->reuse;
+    bool record = gc && !probe && !reuse;
+    bool graphs = sp == 1 && gg_enabled(m) && !probe && !reuse, recording = false;
     if (graphs) C3_TRY(gg_buffers(m, T, hp, wp, nb));
     gen_acts own = {0}, A = {0};                    /* A: views of the graph buffers, or of own */
     c3_tensor tok = {0}, tok_all = {0}, bias = {0}; /* tokens [S_pad, P]: this rank's [S, P] */
+    c3_tensor xin = {0}; /* the step cache's stack input, negated: [S, D] */
     c3_tensor cs[GEN_MAX_BATCH] = {{0}}, sn[GEN_MAX_BATCH] = {{0}};
     ulysses_scratch u = {.S = S_all, .S_pad = S_pad};
     float *host = NULL, *e = NULL, *temb = NULL, *all = NULL;
@@ -615,6 +643,21 @@ int model_gen_batch(c3_model *m, int nb, const c3_undkv *const *kvs, const float
         TRY(c3_alloc(be, &u.uv, be->act_dtype, C3_MEM_ACT, 3, L, hkv_s, hd));
         TRY(c3_alloc(be, &u.utmp, be->act_dtype, C3_MEM_ACT, 1, L * m->hkv * hd));
     }
+    if (reuse) { /* the step cache: the stack's input plus the cached residual */
+        for (int b = 0; b < nb; b++) {
+            c3_tensor xb = c3_rows(&A.x, b * S, S);
+            if (!gc->res[b] || !gc->res[b]->data || c3_numel(gc->res[b]) != c3_numel(&xb)) {
+                rc = c3_fail(C3_EFAIL, "step cache: no residual of this shape to reuse");
+                goto done;
+            }
+            TRY(be->add(be, &xb, gc->res[b]));
+        }
+        goto stack_done;
+    }
+    if (record || probe) {
+        TRY(c3_alloc(be, &xin, A.x.dtype, C3_MEM_ACT, 2, S, D));
+        TRY(be->affine(be, &xin, &x0, (const float[]){-1.0f}, NULL, 1));
+    }
     int slot = -1;
     bool replayed = false;
     if (graphs) /* replay, record, or (first sight of this key) run eagerly */
@@ -655,7 +698,21 @@ int model_gen_batch(c3_model *m, int nb, const c3_undkv *const *kvs, const float
         TRY(attn_out_and_mlp(m, wl, &A.x, &A.a, &A.s));
         trace("layers.gen_out", l, &A.x);
         TRY(tower_release(m, 1, l));
+        if (probe) { /* the first block's residual, output - input, per branch */
+            for (int b = 0; b < nb; b++) {
+                c3_tensor xb = c3_rows(&A.x, b * S, S);
+                TRY(be->add(be, &xb, &xin));
+                TRY(be->download(be, gc->probe[b], &xb));
+            }
+            goto done; /* the next forward's ring_collect counts the copies queued */
+        }
     }
+    if (record && !graphs) /* replayed graphs record after layers_done */
+        for (int b = 0; b < nb; b++) {
+            c3_tensor xb = c3_rows(&A.x, b * S, S);
+            TRY(cache_record(m, gc->res[b], &xb, &xin));
+        }
+stack_done:
     /* output: norm_moe_gen, proj_out + bias, unpatchify, crop */
     TRY(be->rmsnorm(be, &A.s.xn, &A.x, &m->norm_gen, (int)D, c->eps, c->norm_mul_fp32));
     trace("gen.final_norm", -1, &A.s.xn);
@@ -683,6 +740,11 @@ int model_gen_batch(c3_model *m, int nb, const c3_undkv *const *kvs, const float
         }
         if (graphs) TRY(gg_end(m, slot, &recording));
     layers_done:;
+        if (record && graphs) /* A.x still holds the stack's output (the norm wrote A.s.xn) */
+            for (int b = 0; b < nb; b++) {
+                c3_tensor xb = c3_rows(&A.x, b * S, S);
+                TRY(cache_record(m, gc->res[b], &xb, &xin));
+            }
         int64_t Hp = hp * p, Wp = wp * p;
         for (int b = 0; b < nb; b++) {
             c3_tensor ob = c3_view(&A.out, b * c3_numel(&A.lat), 6, A.lat.ne);
@@ -707,6 +769,7 @@ int model_gen_batch(c3_model *m, int nb, const c3_undkv *const *kvs, const float
 done:
     if (recording) gg_abort(m, slot);
     gen_acts_free(&own);
+    c3_free(&xin);
     c3_free(&tok_all);
     c3_free(&bias);
     ulysses_free(&u);

@@ -103,6 +103,25 @@ int model_gen(c3_model *m, const c3_undkv *kv, const float *latents, const c3_la
  * velocity[b] as model_gen's. Only without Ulysses (model_batches). */
 int model_gen_batch(c3_model *m, int nb, const c3_undkv *const *kvs, const float *latents,
                     const c3_latent_geom *g, double timestep, float *const *velocity);
+/* A step cache's part in one GEN forward (stepcache.c drives it); entry b
+ * belongs to the call's branch b. Probe: probe[0] non-NULL; only the first
+ * block runs and probe[b] (host floats [S, D], this rank's rows; see
+ * model_gen_rows) gets its residual, output - input; velocity is not
+ * written. Reuse: the block stack is skipped, res[b] [S, D] added to its
+ * input instead. Record (neither): the stack runs and res[b] = its output -
+ * input (res[b] allocated on the rank's backend on first use; the caller
+ * frees it with c3_free). Graph replay is used only when recording. */
+typedef struct {
+    float *probe[2];
+    bool reuse;
+    c3_tensor *res[2];
+} c3_gen_cache;
+int model_gen_cached(c3_model *m, int nb, const c3_undkv *const *kvs, const float *latents,
+                     const c3_latent_geom *g, double timestep, float *const *velocity,
+                     const c3_gen_cache *gc);
+/* The GEN rows this rank holds for grid g (the sequence's Ulysses shard)
+ * and the hidden size: a probe's [S, D]. */
+void model_gen_rows(const c3_model *m, const c3_latent_geom *g, int64_t *S, int64_t *D);
 /* Whether the CFG branches should run as one model_gen_batch: no Ulysses,
  * not turned off by model_batch(m, false) (the plan, when the doubled
  * activations do not fit) or COSMOS3_CFG_BATCH=0. */

@@ -1,6 +1,8 @@
 /* request.c - task defaults and request validation, in one place. */
 #include "request.h"
 
+#include "stepcache.h"
+
 #include <ctype.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -18,7 +20,10 @@ void cosmos3_request_init(cosmos3_request *r) {
     r->seed = COSMOS3_DEFAULT;
     r->system_prompt = r->templates = COSMOS3_DEFAULT;
     r->condition_keep = COSMOS3_KEEP_FIRST;
+    r->cache_threshold = COSMOS3_DEFAULT;
+    r->cache_max_skip = r->cache_warmup = COSMOS3_DEFAULT;
 }
+
 
 static const char *const field_names[COSMOS3_FIELD_COUNT] = {
     [COSMOS3_FIELD_NONE] = "",
@@ -86,6 +91,32 @@ static int size_fail(cosmos3_error *er, cosmos3_field f, int v, int m) {
     return field_fail(er, C3_EUSAGE, f, int_text(b, v), COSMOS3_FIELD_NONE, NULL,
                       "must be a positive multiple of %d up to %d (e.g. %d)", m, top,
                       v < m ? m : v > top ? top : (v / m) * m);
+}
+
+/* The step cache's settings (stepcache.h). */
+static int cache_resolve(const cosmos3_request *r, cosmos3_settings *s, cosmos3_error *er) {
+    const char *name = r->cache ? r->cache : "none";
+    const c3_cache_kind *k = stepcache_kind(name);
+    if (!k && strcmp(name, "none"))
+        return field_fail(er, C3_EUSAGE, COSMOS3_FIELD_NONE, "", COSMOS3_FIELD_NONE, NULL,
+                          "cache '%s' is not none, sea or fb", name);
+    snprintf(s->cache, sizeof s->cache, "%s", name);
+    s->cache_threshold = r->cache_threshold != COSMOS3_DEFAULT ? r->cache_threshold
+                         : k                                   ? k->threshold
+                                                               : 0;
+    s->cache_max_skip = r->cache_max_skip != COSMOS3_DEFAULT ? r->cache_max_skip : 2;
+    s->cache_warmup = r->cache_warmup != COSMOS3_DEFAULT ? r->cache_warmup : 1;
+    if (!(s->cache_threshold >= 0) || s->cache_threshold > 10)
+        return field_fail(er, C3_EUSAGE, COSMOS3_FIELD_NONE, "", COSMOS3_FIELD_NONE, NULL,
+                          "cache threshold %g must be in [0, 10] (0 never skips)",
+                       s->cache_threshold);
+    if (s->cache_max_skip < 0 || s->cache_max_skip > 1000)
+        return field_fail(er, C3_EUSAGE, COSMOS3_FIELD_NONE, "", COSMOS3_FIELD_NONE, NULL,
+                          "cache max skip %d must be in 0..1000", s->cache_max_skip);
+    if (s->cache_warmup < 0 || s->cache_warmup > 1000)
+        return field_fail(er, C3_EUSAGE, COSMOS3_FIELD_NONE, "", COSMOS3_FIELD_NONE, NULL,
+                          "cache warmup %d must be in 0..1000", s->cache_warmup);
+    return C3_OK;
 }
 
 /* A value the caller left to the model: COSMOS3_DEFAULT, unless the
@@ -202,6 +233,7 @@ int request_check(const cosmos3_request *r, const c3_ckpt *ck, cosmos3_settings 
     const char *sch;
     fill_defaults(r, ck, s, &sch);
     if (ck && ck->s.distilled) C3_TRY(distilled_resolve(r, &ck->s, s, &sch, er));
+    C3_TRY(cache_resolve(r, s, er));
     char b[32];
 
     /* the latent grid: pixels per latent cell and frames per latent frame

@@ -76,6 +76,70 @@ static void matrix(const char *model, int kv_heads, double *worst) {
     free(ref);
 }
 
+/* One layout with the step cache on (12 steps): its final latents and which
+ * steps it served from the cache (bit i: step i + 1). */
+static float *run_cached(const char *model, int tp, int cfg, int sp, const char *kind,
+                         double threshold, int64_t *n, unsigned *mask, int *ncached) {
+    c3_events *ev = events_new(100000);
+    cosmos3_open_params op;
+    t_engine_open_params(&op, model, "cpu", tp, cfg, sp, ev);
+    cosmos3_request rq;
+    t_engine_request(&rq);
+    rq.steps = 12;
+    rq.cache = kind;
+    rq.cache_threshold = threshold;
+    cosmos3_engine *e = NULL;
+    char err[1024];
+    int rc = cosmos3_open(&op, &e, err, sizeof err);
+    float *x = NULL;
+    *mask = 0;
+    *ncached = -1;
+    if (rc == C3_OK) {
+        cosmos3_result *r = NULL;
+        rc = cosmos3_generate(e, &rq, &r, err, sizeof err);
+        if (rc == C3_OK) {
+            x = t_result_latents(r, n);
+            *ncached = r->steps_cached;
+        }
+        cosmos3_result_free(r);
+        cosmos3_close(e);
+    }
+    c3_event q;
+    while (events_pop(ev, &q, 0))
+        if (ev_is(&q, COSMOS3_EV_STEP) && q.ev.cached) *mask |= 1u << (q.ev.step - 1);
+    if (rc) fprintf(stderr, "  cache %s tp %d cfg %d sp %d: %s\n", kind, tp, cfg, sp, err);
+    events_free(ev);
+    return x;
+}
+
+/* Every layout skips the steps world 1 skips, and stays within the layout
+ * matrix's bound of world 1's latents. */
+static void cache_matrix(const char *model, const char *kind, double threshold) {
+    int64_t n0 = 0, n = 0;
+    unsigned m0, m;
+    int k0, k;
+    float *ref = run_cached(model, 1, 1, 1, kind, threshold, &n0, &m0, &k0);
+    T_CHECK(ref && k0 >= 2 && k0 <= 9, "cache %s: world 1 cached %d of 12 steps (want 2..9)",
+            kind, k0);
+    fprintf(stderr, "  cache %s world 1: %d of 12 steps cached (mask %#x)\n", kind, k0, m0);
+    int layouts[][3] = {{2, 1, 1}, {1, 2, 1}, {1, 1, 2}, {2, 2, 1}, {1, 2, 2}, {2, 2, 2}, {4, 1, 2}};
+    for (size_t i = 0; ref && i < C3_ARRAY_LEN(layouts); i++) {
+        int tp = layouts[i][0], c = layouts[i][1], sp = layouts[i][2];
+        float *x = run_cached(model, tp, c, sp, kind, threshold, &n, &m, &k);
+        T_CHECK(x && n == n0, "cache %s: layout tp %d cfg %d ulysses %d failed", kind, tp, c, sp);
+        T_CHECK(m == m0 && k == k0, "cache %s tp %d cfg %d ulysses %d: cached steps %#x, world 1 %#x",
+                kind, tp, c, sp, m, m0);
+        if (x && n == n0) {
+            double e = t_rel_l2(x, ref, n);
+            fprintf(stderr, "  cache %s tp %d x cfg %d x ulysses %d: rel L2 %.2e, mask %#x\n", kind,
+                    tp, c, sp, e, m);
+            T_CHECK(e <= 1e-5, "cache %s tp %d cfg %d ulysses %d: rel L2 %.3e", kind, tp, c, sp, e);
+        }
+        free(x);
+    }
+    free(ref);
+}
+
 typedef struct {
     cosmos3_engine *e;
     const cosmos3_request *rq;
@@ -110,6 +174,10 @@ int main(void) {
         fprintf(stderr, "fixtures absent: tiny-a layouts skipped\n");
     }
     fprintf(stderr, "largest relative L2 over the layout matrix: %.3e\n", worst);
+    if (rc == C3_OK) { /* the step cache: the same steps skipped in every layout */
+        cache_matrix(tiny, "sea", 0.25);
+        cache_matrix(tiny, "fb", 0.08);
+    }
 
     /* the CFG branches on different groups: cond events on ranks 0..3, uncond on 4..7 */
     int64_t n;

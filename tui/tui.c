@@ -319,6 +319,7 @@ static int draw_run(tui *t, WINDOW *w, int y) {
     }
     const char *state = r->job == REPL_LOADING ? "loading" : r->job == REPL_RUNNING ? "running" : "idle";
     wprintw(w, " %d/%d steps  %.3f s/step  ETA %.0fs  %s", step, steps, per, eta, state);
+    if (r->mon.steps_cached) wprintw(w, "  %d cached", r->mon.steps_cached);
     wmove(w, y++, 0);
     wprintw(w, "step times: ");
     sparkline(t, w, cols - 14);
@@ -346,6 +347,7 @@ static int draw_branches(tui *t, WINDOW *w, int y, int rows) {
         else
             wprintw(w, "  uncond -");
         wprintw(w, "  gather+combine %.3fs", s->combine_s);
+        if (s->cached) wprintw(w, "  cached");
     }
     if (r->mon.step == 0) mvwprintw(w, y++, 0, "(no steps yet)");
     return y;
