@@ -248,6 +248,14 @@ typedef struct {
     bool want_latents;           /* return the final latents too */
     cosmos3_event_fn on_event;   /* NULL: the engine's (open params) */
     void *user;
+    /* joint sound (appended): generate the clip's sound with it. The
+     * checkpoint needs sound_tokenizer/ and the transformer's audio heads
+     * (COSMOS3_EMODEL naming what is missing). sound_noise: the initial
+     * sound latents [sound_dim, T_s] instead of the seed's (T_s: upstream's
+     * ceil(int(frames / fps * rate) / hop)). */
+    bool sound;
+    const float *sound_noise;
+    size_t sound_noise_len;
 } cosmos3_request;
 
 COSMOS3_API void cosmos3_request_init(cosmos3_request *r);
@@ -354,6 +362,17 @@ typedef struct {
      * CPU its emulation; else "bf16", "fp32" on the CPU) */
     char precision[8];
     char attention[8];
+    /* joint sound (appended; NULL and 0 without it): the waveform
+     * [sound_channels, sound_samples] float PCM in [-1, 1] at sound_rate Hz
+     * (T_s latents x hop samples: upstream does not trim it to the video),
+     * and with want_latents the final sound latents [sound_latent_shape] */
+    float *sound;
+    int sound_channels;
+    int64_t sound_samples;
+    int sound_rate;
+    float *sound_latents;
+    int sound_latent_shape[2]; /* [sound_dim, T_s] */
+    double t_sound;            /* seconds in the sound decoder */
 } cosmos3_result;
 
 /* Run one generation. *out is NULL on failure; COSMOS3_ECANCEL when

@@ -73,6 +73,10 @@ int denoise_check_finite(const float *x, int64_t n, const char *where, const cha
                    where, (double)x[bad], bad, stage);
 }
 
+uint64_t denoise_sound_offset(int steps, int64_t n, int64_t ns, int k) {
+    return (uint64_t)(steps + 1) * (uint64_t)n + (uint64_t)k * (uint64_t)ns;
+}
+
 static int rank_loop(c3_denoise *j, c3_rank *rk) {
     cosmos3_engine *e = j->e;
     const c3_plan *p = &e->plan;
@@ -89,6 +93,22 @@ static int rank_loop(c3_denoise *j, c3_rank *rk) {
     memcpy(x, j->x_init, (size_t)j->n * sizeof(float));
     c3_sampler *smp =
         sampler_new(sde ? C3_SAMPLER_FLOWMATCH : C3_SAMPLER_UNIPC, s->steps, j->sigmas, j->n);
+    /* joint sound: its latents sx, velocities [cond | uncond], and sampler */
+    int64_t ns = j->Ts > 0 ? j->ns : 0;
+    float *sx = NULL, *sbuf = NULL, *sv = NULL, *snoise = NULL;
+    c3_sampler *ssmp = NULL;
+    float *sout[2] = {NULL, NULL};
+    if (ns) {
+        sx = xmalloc((size_t)ns * sizeof(float));
+        sbuf = xmalloc((size_t)ns * 2 * sizeof(float));
+        sv = xmalloc((size_t)ns * sizeof(float));
+        if (sde) snoise = xmalloc((size_t)ns * sizeof(float));
+        memcpy(sx, j->s_init, (size_t)ns * sizeof(float));
+        ssmp = sampler_new(sde ? C3_SAMPLER_FLOWMATCH : C3_SAMPLER_UNIPC, s->steps, j->sigmas, ns);
+        g.sound_T = j->Ts;
+        g.sound = sx;
+        g.sound_vel = sout;
+    }
     bool need_uncond = false;
     for (int i = 0; i < s->steps; i++)
         need_uncond |= cfg_active(s, j->timesteps[i]);
@@ -129,6 +149,8 @@ static int rank_loop(c3_denoise *j, c3_rank *rk) {
             double a = c3_now();
             const c3_undkv *both[2] = {kv[0], kv[1]};
             float *out[2] = {vbuf, vbuf + j->n};
+            sout[0] = sbuf;
+            sout[1] = sbuf + ns;
             rc = model_gen_batch(rk->model, 2, both, x, &g, t, out);
             tc = tu = (c3_now() - a) / 2;
             if (lead && rc == C3_OK) {
@@ -137,11 +159,13 @@ static int rank_loop(c3_denoise *j, c3_rank *rk) {
             }
         } else if (p->cfg == 1) {
             double a = c3_now();
+            sout[0] = sbuf;
             rc = model_gen(rk->model, kv[0], x, &g, t, vbuf);
             tc = c3_now() - a;
             if (lead && rc == C3_OK) emit_branch(e, rk->rank, 0, i + 1, 0, tc);
             if (rc == C3_OK && cfg_on) {
                 a = c3_now();
+                sout[0] = sbuf + ns;
                 rc = model_gen(rk->model, kv[1], x, &g, t, vbuf + j->n);
                 tu = c3_now() - a;
                 if (lead && rc == C3_OK) emit_branch(e, rk->rank, 0, i + 1, 1, tu);
@@ -149,6 +173,7 @@ static int rank_loop(c3_denoise *j, c3_rank *rk) {
         } else {
             /* group 0: cond; group 1: uncond, idle outside the guidance interval */
             float *mine = vbuf + (group ? j->n : 0);
+            sout[0] = sbuf + (group ? ns : 0);
             double a = c3_now();
             if (group == 0 || cfg_on) rc = model_gen(rk->model, kv[group], x, &g, t, mine);
             double sec = c3_now() - a;
@@ -160,6 +185,7 @@ static int rank_loop(c3_denoise *j, c3_rank *rk) {
                 emit_branch(e, rk->rank, group, i + 1, group, sec);
             /* exchange: all-gather over the CFG pair (cond | uncond) */
             if (rc == C3_OK) rc = rk->cfg->allgather_host(rk->cfg, vbuf, mine, j->n);
+            if (rc == C3_OK && ns) rc = rk->cfg->allgather_host(rk->cfg, sbuf, sout[0], ns);
         }
         if (rc) break;
         double th = c3_now(); /* the step's host work: CFG combine, noise, the sampler */
@@ -180,6 +206,19 @@ static int rank_loop(c3_denoise *j, c3_rank *rk) {
             }
         }
         rc = sampler_step(smp, i, v, x, eps, NULL, NULL);
+        if (rc == C3_OK && ns) { /* the sound: the same guidance, its own sampler */
+            if (cfg_on)
+                cfg_combine(sv, sbuf, sbuf + ns, (float)s->guidance, ns);
+            else
+                memcpy(sv, sbuf, (size_t)ns * sizeof(float));
+            const float *seps = NULL;
+            if (sampler_needs_noise(ssmp,
+                                    i)) { /* after the initial sound noise: denoise_sound_offset */
+                rng_normal(s->seed, denoise_sound_offset(s->steps, j->n, ns, i + 1), snoise, ns);
+                seps = snoise;
+            }
+            rc = sampler_step(ssmp, i, sv, sx, seps, NULL, NULL);
+        }
         /* the SDE step re-noised the pinned frames with the rest (their draws
          * come from the stream too, as upstream's generator draws the whole
          * tensor): back to the clean x0, mask * x0 + (1 - mask) * x */
@@ -224,11 +263,17 @@ static int rank_loop(c3_denoise *j, c3_rank *rk) {
         j->t_loop = c3_now() - tl;
         if (rc == C3_OK) {
             memcpy(j->x_final, x, (size_t)j->n * sizeof(float));
+            if (ns) memcpy(j->s_final, sx, (size_t)ns * sizeof(float));
             cosmos3_event ev = {.kind = COSMOS3_EV_STAGE, .stage = "denoise", .seconds = j->t_loop};
             engine_emit(e, &ev);
         }
     }
     sampler_free(smp);
+    sampler_free(ssmp);
+    free(sx);
+    free(sbuf);
+    free(sv);
+    free(snoise);
     free(x);
     free(vbuf);
     free(v);

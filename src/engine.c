@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "backend.h"
@@ -529,6 +530,7 @@ void cosmos3_close(cosmos3_engine *e) {
     if (!e) return;
     vae_free(e->vae);
     vae_enc_free(e->venc);
+    avae_free(e->avae);
     for (int r = 0; r < C3_MAX_RANKS; r++)
         for (int b = 0; b < 2; b++) {
             undkv_free(&e->ranks[r].und[b]);
@@ -606,6 +608,66 @@ static bool attn_fp8_note(cosmos3_engine *e) {
     return !declined && calls > 0;
 }
 
+/* Joint sound: the sound decoder (loaded by the first sound request), the
+ * clip's sound length and its initial noise (*s0, the request's or the
+ * seed's after every draw of the latents) into j. C3_EMODEL with one line
+ * when the checkpoint cannot make sound. */
+static int sound_setup(cosmos3_engine *e, const cosmos3_request *rq, const cosmos3_settings *s,
+                       c3_denoise *j, float **s0) {
+    const c3_tconfig *tc = &e->ck.t;
+    if (!model_has_sound(e->ranks[0].model))
+        return c3_fail(
+            C3_EMODEL,
+            "%s: the transformer has no sound heads (audio_proj_in, audio_proj_out); this "
+            "checkpoint makes no sound: leave out --sound",
+            e->ck.dir);
+    if (!e->avae) {
+        char *dir = c3_path_join(e->ck.dir, "sound_tokenizer");
+        struct stat st;
+        int rc;
+        if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
+            rc =
+                c3_fail(C3_EMODEL,
+                        "%s: no sound_tokenizer/ folder; this checkpoint makes no sound: leave out "
+                        "--sound or use a checkpoint with its sound tokenizer",
+                        e->ck.dir);
+        else
+            rc = avae_load(&e->avae, dir);
+        free(dir);
+        C3_TRY(rc);
+    }
+    const c3_aconfig *ac = avae_config(e->avae);
+    if (ac->latent_dim != tc->sound_dim)
+        return c3_fail(C3_EMODEL,
+                       "%s/sound_tokenizer/config.json: vocoder_input_dim %d differs from the "
+                       "transformer's sound_dim %d",
+                       e->ck.dir, ac->latent_dim, tc->sound_dim);
+    int64_t Ts = avae_sound_len(s->frames, s->fps, ac->sampling_rate, ac->hop);
+    if (Ts < 1 || Ts > (1 << 20))
+        return c3_fail(C3_EUSAGE, "sound: %d frames at %g fps give no sound latents", s->frames,
+                       s->fps);
+    j->Ts = (int)Ts;
+    j->ns = (int64_t)tc->sound_dim * Ts;
+    *s0 = xmalloc((size_t)j->ns * sizeof(float));
+    if (rq->sound_noise) {
+        if (rq->sound_noise_len != (size_t)j->ns)
+            return c3_fail(C3_EINPUT,
+                           "sound noise has %zu floats; this clip needs [%d, %lld] = %lld",
+                           rq->sound_noise_len, tc->sound_dim, (long long)Ts, (long long)j->ns);
+        memcpy(*s0, rq->sound_noise, (size_t)j->ns * sizeof(float));
+        size_t bad = c3_first_nonfinite(*s0, (size_t)j->ns);
+        if (bad < (size_t)j->ns)
+            return c3_fail(C3_EINPUT,
+                           "sound noise holds %g at element %zu; noise must be finite numbers",
+                           (double)(*s0)[bad], bad);
+    } else {
+        rng_normal(s->seed, denoise_sound_offset(s->steps, j->n, j->ns, 0), *s0, j->ns);
+    }
+    j->s_init = *s0;
+    j->s_final = xmalloc((size_t)j->ns * sizeof(float));
+    return C3_OK;
+}
+
 /* The steps of one generation into res (allocated by the caller). */
 static int generate(cosmos3_engine *e, const cosmos3_request *rq, cosmos3_result *res) {
     double t_start = c3_now();
@@ -622,7 +684,7 @@ static int generate(cosmos3_engine *e, const cosmos3_request *rq, cosmos3_result
     const c3_tconfig *tc = &e->ck.t;
     cosmos3_settings s;
     c3_denoise j = {.e = e, .s = &s};
-    float *x0 = NULL, *pixels = NULL;
+    float *x0 = NULL, *pixels = NULL, *sx0 = NULL;
     c3_condition cd = {0};
     /* the conditioning picture or clip (condition.c) */
     const cosmos3_frames *cm = rq->image ? rq->image : rq->video;
@@ -710,6 +772,7 @@ static int generate(cosmos3_engine *e, const cosmos3_request *rq, cosmos3_result
     }
     j.x_init = x0;
     j.x_final = xmalloc((size_t)j.n * sizeof(float));
+    if (rq->sound && (rc = sound_setup(e, rq, &s, &j, &sx0))) goto out;
     /* schedule */
     sched_parse(s.schedule, &j.sched);
     j.sigmas = xmalloc((size_t)(s.steps + 1) * sizeof(double));
@@ -728,6 +791,8 @@ static int generate(cosmos3_engine *e, const cosmos3_request *rq, cosmos3_result
     if (p->offload && p->cuda) model_offload_stats(e->ranks[0].model, &h2d_bytes0, &h2d_sec0);
     rc = denoise_run(&j);
     if (rc == C3_OK) rc = denoise_check_finite(j.x_final, j.n, "the final latents", "transformer");
+    if (rc == C3_OK && j.ns)
+        rc = denoise_check_finite(j.s_final, j.ns, "the final sound latents", "transformer");
     if (rc) goto out;
     res->t_und = j.t_und;
     res->t_denoise = j.t_loop;
@@ -763,6 +828,28 @@ static int generate(cosmos3_engine *e, const cosmos3_request *rq, cosmos3_result
         res->latents = j.x_final;
         j.x_final = NULL;
         memcpy(res->latent_shape, s.latent_shape, sizeof res->latent_shape);
+    }
+    if (j.ns) { /* the sound decoder: [channels, Ts * hop] PCM */
+        t0 = c3_now();
+        emit_stage(e, "sound", true, 0);
+        const c3_aconfig *ac = avae_config(e->avae);
+        res->sound_channels = ac->out_channels;
+        res->sound_rate = ac->sampling_rate;
+        res->sound_samples = (int64_t)j.Ts * ac->hop;
+        res->sound = xmalloc((size_t)(res->sound_channels * res->sound_samples) * sizeof(float));
+        rc = avae_decode(e->avae, j.s_final, j.Ts, res->sound, NULL);
+        if (rc == C3_OK)
+            rc = denoise_check_finite(res->sound, res->sound_channels * res->sound_samples,
+                                      "the decoded sound", "sound tokenizer");
+        if (rc) goto out;
+        res->t_sound = c3_now() - t0;
+        emit_stage(e, "sound", false, res->t_sound);
+        if (rq->want_latents) {
+            res->sound_latents = j.s_final;
+            j.s_final = NULL;
+            res->sound_latent_shape[0] = e->ck.t.sound_dim;
+            res->sound_latent_shape[1] = j.Ts;
+        }
     }
     /* the settings used */
     res->prompt = xstrdup(rq->prompt);
@@ -808,6 +895,8 @@ out:
     free(j.ids[1]);
     free(x0);
     free(j.x_final);
+    free(sx0);
+    free(j.s_final);
     free(j.sigmas);
     free(j.timesteps);
     free(pixels);
@@ -865,6 +954,8 @@ void cosmos3_result_free(cosmos3_result *r) {
     if (!r) return;
     free(r->rgb);
     free(r->latents);
+    free(r->sound);
+    free(r->sound_latents);
     free(r->prompt);
     free(r->negative_prompt);
     for (int i = 0; i < r->nwarnings; i++)

@@ -11,6 +11,7 @@
 
 #include <pthread.h>
 
+#include "audio_vae.h"
 #include "checkpoint.h"
 #include "comm.h"
 #include "comm_shm.h"
@@ -62,6 +63,7 @@ struct cosmos3_engine {
     c3_comm_set *set;      /* C3_COMM_NCCL, C3_COMM_DEVICE */
     c3_vae *vae;
     c3_vae_enc *venc; /* the VAE encoder, loaded by the first conditioned request */
+    c3_audio_vae *avae; /* the sound decoder, loaded by the first sound request */
     volatile int cancel;
     int precision;    /* C3_PREC_* (model.h) */
     bool attn_fp8;    /* --attention fp8 (every rank's backend: attn_fp8) */
