@@ -82,6 +82,7 @@ void settings_request(const c3_settings *s, cosmos3_request *rq) {
     if (s->system_prompt && strcmp(s->system_prompt, "auto"))
         rq->system_prompt = !strcmp(s->system_prompt, "on");
     if (GIVEN(s, "templates")) rq->templates = s->templates;
+    rq->sound = s->sound;
 }
 
 /* The library names a request's field ("steps 0 must be ..."); the
@@ -411,7 +412,7 @@ static int generate(c3_engine *e, const c3_settings *s, const c3_cond_frames *in
                        "%s already exists; use --overwrite or another --save-latents",
                        s->save_latents);
     }
-    float *noise = NULL, *step_noise = NULL;
+    float *noise = NULL, *step_noise = NULL, *sound_noise = NULL;
     if (s->noise) {
         size_t n;
         int nrc = cosmos3_latents_read(s->noise, st.latent_shape, &noise, &n, err, sizeof err);
@@ -433,6 +434,17 @@ static int generate(c3_engine *e, const c3_settings *s, const c3_cond_frames *in
         }
         rq.step_noise = step_noise;
         rq.step_noise_len = n;
+        /* the initial sound noise, when the file has it and sound is asked */
+        if (s->sound && e->model.sound_dim > 0 &&
+            (nrc = cosmos3_sound_noise_read(s->noise, e->model.sound_dim, &sound_noise, &n, err,
+                                            sizeof err))) {
+            free(noise);
+            free(step_noise);
+            output_free(&o);
+            return c3_fail(COSMOS3_EINPUT, "--noise %s", err);
+        }
+        rq.sound_noise = sound_noise;
+        rq.sound_noise_len = n;
     }
     rq.want_latents = s->save_latents != NULL;
     /* the conditioning picture or clip, read from its PNG files; first-last
@@ -473,6 +485,7 @@ static int generate(c3_engine *e, const c3_settings *s, const c3_cond_frames *in
         free(fl_a);
         free(noise);
         free(step_noise);
+        free(sound_noise);
         output_free(&o);
         return rc;
     }
@@ -504,14 +517,16 @@ static int generate(c3_engine *e, const c3_settings *s, const c3_cond_frames *in
     cond_file_free(&cf);
     free(noise);
     free(step_noise);
+    free(sound_noise);
     if (rc) {
         output_free(&o);
         free(fl_a);
         return c3_fail(rc, "%s", err);
     }
     const cosmos3_result *r = res->out;
-    if (s->save_latents && cosmos3_latents_write(s->save_latents, r->latents, r->latent_shape,
-                                                 s->overwrite, err, sizeof err)) {
+    if (s->save_latents &&
+        cosmos3_latents_write_sound(s->save_latents, r->latents, r->latent_shape, r->sound_latents,
+                                    r->sound_latent_shape, s->overwrite, err, sizeof err)) {
         output_free(&o);
         free(fl_a);
         return c3_fail(COSMOS3_EOUTPUT, "%s", err);

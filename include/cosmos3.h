@@ -171,6 +171,10 @@ typedef struct {
     int layers, hidden, heads, kv_heads, head_dim, latent_channels, patch;
     int vae_spatial, vae_temporal;       /* pixels per latent cell, frames per latent frame */
     int64_t parameters, parameter_bytes; /* as stored, both towers and the VAE */
+    /* joint sound (appended): the transformer's sound latent width (0: no
+     * sound heads) and whether the folder holds sound_tokenizer/ */
+    int sound_dim;
+    bool sound_tokenizer;
 } cosmos3_model_info;
 
 COSMOS3_API void cosmos3_model(const cosmos3_engine *e, cosmos3_model_info *out);
@@ -399,6 +403,18 @@ COSMOS3_API int cosmos3_latents_read(const char *path, const int want[5], float 
  * COSMOS3_EUSAGE, a dtype or value as for the latents COSMOS3_EINPUT. */
 COSMOS3_API int cosmos3_step_noise_read(const char *path, int steps, const int want[5], float **out,
                                         size_t *n, char *err, size_t errlen);
+
+/* Joint sound: the latents file with the final sound latents beside them
+ * ("sound_latents" [sound_dim, T_s]; sound NULL: as cosmos3_latents_write). */
+COSMOS3_API int cosmos3_latents_write_sound(const char *path, const float *latents,
+                                            const int shape[5], const float *sound,
+                                            const int sound_shape[2], bool overwrite, char *err,
+                                            size_t errlen);
+/* The initial sound noise from the same file: "sound_latents" [sound_dim,
+ * T_s] F32 (the engine checks T_s against the clip). A file without one
+ * gives *out NULL, n 0 and COSMOS3_OK; errors as cosmos3_latents_read. */
+COSMOS3_API int cosmos3_sound_noise_read(const char *path, int sound_dim, float **out, size_t *n,
+                                         char *err, size_t errlen);
 
 /* ---------------------------------------------------------- inspecting */
 

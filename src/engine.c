@@ -156,6 +156,13 @@ void engine_model_info(const c3_ckpt *ck, cosmos3_model_info *o) {
     o->patch = ck->t.patch;
     o->vae_spatial = ck->v.scale_spatial;
     o->vae_temporal = ck->v.scale_temporal;
+    o->sound_dim = ckpt_find(ck, "audio_proj_in.weight") ? ck->t.sound_dim : 0;
+    {
+        char *sd = c3_path_join(ck->dir, "sound_tokenizer");
+        struct stat st;
+        o->sound_tokenizer = stat(sd, &st) == 0 && S_ISDIR(st.st_mode);
+        free(sd);
+    }
     c3_sizes sz;
     ckpt_sizes(ck, &sz);
     o->parameters =
