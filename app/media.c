@@ -1189,6 +1189,15 @@ static int probe_av(const uint8_t *data, size_t n, const char *path, c3_media_in
     snprintf(info->pix_fmt, sizeof info->pix_fmt, "%s", pf ? pf : "");
     info->width = s->codecpar->width;
     info->height = s->codecpar->height;
+    int ai = av_find_best_stream(ic, AVMEDIA_TYPE_AUDIO, -1, -1, NULL, 0);
+    if (ai >= 0) { /* the sound beside the video */
+        AVStream *as = ic->streams[ai];
+        snprintf(info->audio_codec, sizeof info->audio_codec, "%s",
+                 avcodec_get_name(as->codecpar->codec_id));
+        info->audio_rate = as->codecpar->sample_rate;
+        info->audio_channels = as->codecpar->ch_layout.nb_channels;
+        if (as->duration > 0) info->audio_seconds = (double)as->duration * av_q2d(as->time_base);
+    }
     bool still = strstr(fmt, "_pipe") != NULL;
     AVRational r = s->avg_frame_rate.num ? s->avg_frame_rate : s->r_frame_rate;
     if (!still && r.num > 0 && r.den > 0) info->fps = av_q2d(r);

@@ -102,6 +102,10 @@ typedef struct {
     int width, height, frames;
     double fps, seconds;
     int64_t bytes;
+    /* the sound stream of a clip ("" and 0: none) */
+    char audio_codec[32]; /* "aac", "opus" */
+    int audio_rate, audio_channels;
+    double audio_seconds;
 } c3_media_info;
 
 int media_probe(const char *path, c3_media_info *info);

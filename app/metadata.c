@@ -59,6 +59,7 @@ char *metadata_json(const cosmos3_result *r, const c3_meta_extra *x) {
     const char *sys = x && x->system_prompt ? x->system_prompt : r->system_prompt ? "on" : "off";
     json_object_set_new(st, "system_prompt", json_string(sys));
     json_object_set_new(st, "templates", json_boolean(r->templates));
+    if (r->sound) json_object_set_new(st, "sound", json_true()); /* --sound */
     if (x && x->noise) json_object_set_new(st, "noise", json_string(x->noise));
     if (x && (x->image || x->video)) { /* the conditioning input: file and hash of its bytes */
         json_t *c = json_object();

@@ -43,6 +43,11 @@ for run in "9 24" "17 16"; do
     near "$va" "$aa" 0.04 && ok || bad "$1 frames at $2 fps: audio $aa s, video $va s"
     near "$va" "$(python3 -c "print($1 / $2)")" 0.001 && ok || bad "video $va s for $1 frames at $2 fps"
 done
+# info shows the audio stream, meta the --sound setting
+expect 0 "" -- info c9.mp4
+grep -q "^audio: aac, 48000 Hz, 2 channels" out && ok || bad "info c9.mp4: $(cat out)"
+expect 0 "" -- meta c9.mp4
+grep -qx "sound: on" out && ok || bad "meta c9.mp4: $(cat out)"
 # without --sound the clip stays silent
 expect 0 "" -- "${G[@]}" --frames 9 -o silent.mp4
 [ -z "$(astream silent.mp4 codec_name)" ] && ok || bad "a silent run has an audio stream"
@@ -94,6 +99,30 @@ for gk, k in (('e2e_t2vs_9f_64_g7.sound_latents_final', 'sound_latents'), ('e2e_
     print('%s: rel L2 %.3g' % (k, err))
     if len(ref) != len(got) or err > 1e-3: sys.exit(1)
 PY
+
+# the REPL: `set sound on`, and the level meter line of the finished clip's sound
+printf 'set width 64\nset height 64\nset frames 9\nset steps 2\nset sound on\nset output r.mp4\nwaves on a beach\n' |
+    "$bin" repl -m ck --device cpu > repl.out 2>&1
+grep -q "^sound 48 kHz stereo 0.40 s  L \[[#.]*\] .* dBFS" repl.out && ok || bad "REPL level meter: $(cat repl.out)"
+[ "$(astream r.mp4 codec_name)" = aac ] && ok || bad "REPL r.mp4 has no aac stream"
+
+# serve: /v1/videos/sync with generate_sound returns an MP4 with the sound
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; }
+if command -v curl >/dev/null && serve_start sv -m ck --device cpu --max-cost 100000; then
+    for _ in $(seq 300); do grep -q "ready:" sv.err && break; sleep 0.1; done
+    code=$(curl -s -o served.mp4 -w "%{http_code}" -X POST -H 'Content-Type: application/json' \
+        -d '{"prompt":"waves","size":"64x64","num_frames":9,"num_inference_steps":2,"generate_sound":true}' \
+        "http://127.0.0.1:$port/v1/videos/sync")
+    [ "$code" = 200 ] && [ "$(vstream served.mp4 codec_name)" = h264 ] && ok || bad "served: HTTP $code"
+    [ "$(astream served.mp4 codec_name)" = aac ] && [ "$(astream served.mp4 sample_rate)" = 48000 ] &&
+        [ "$(astream served.mp4 channels)" = 2 ] && ok || bad "served.mp4 audio '$(astream served.mp4 codec_name)'"
+    near "$(vstream served.mp4 duration)" "$(astream served.mp4 duration)" 0.04 && ok || bad "served.mp4 durations"
+    code=$(curl -s -o bad.json -w "%{http_code}" -X POST -H 'Content-Type: application/json' \
+        -d '{"prompt":"waves","generate_sound":"maybe"}' "http://127.0.0.1:$port/v1/videos/sync")
+    [ "$code" = 400 ] && grep -q "generate_sound" bad.json && ok || bad "generate_sound maybe: HTTP $code"
+    kill -TERM "$spid"; wait "$spid"
+fi
 
 # a checkpoint without the sound tokenizer: one line naming the folder, exit 3
 expect 3 "sound_tokenizer/" -- gen -m "$fx/tiny-a/model" -p "$S" -W 64 -H 64 --frames 9 --steps 1 --device cpu \
