@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "bench.h"
+#include "cosmos3_tools.h"
 #include "docs.h"
 #include "events.h"
 #include "metadata.h"

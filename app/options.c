@@ -55,8 +55,8 @@ const c3_option c3_options[] = {
      "initial noise: tensor 'latents' [1,48,T,H/16,W/16] f32 from a safetensors file (replaces the seed)",
      CMD_GEN, F(noise), true},
     {"save-latents", 0, NULL, OPT_STR, NULL, NULL, "FILE",
-     "write the final latents as 'latents' to FILE (with --sound also the final 'sound_latents')",
-     CMD_GEN, F(save_latents), true},
+     "write the final latents as 'latents' to FILE (with --sound also the final 'sound_latents'; bench --e2e: the "
+     "timed request's)", CMD_GEN | CMD_BENCH, F(save_latents), true},
     {"sound", 0, NULL, OPT_FLAG, NULL, NULL, NULL,
      "generate the clip's sound with it (checkpoints with sound_tokenizer/): AAC 48 kHz stereo in .mp4, "
      "Opus in .webm, sound.wav beside PNG frames, -o x.wav the waveform alone; --noise may hold "
