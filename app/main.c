@@ -514,6 +514,12 @@ static int info_media(const c3_settings *s, const char *path) {
                       mi.container, "codec", mi.codec, "pix_fmt", mi.pix_fmt, "width", mi.width,
                       "height", mi.height, "frames", mi.frames, "fps", mi.fps, "seconds",
                       mi.seconds, "bytes", (json_int_t)mi.bytes, "cosmos3_metadata", meta);
+        json_object_set_new(o, "audio",
+                            mi.audio_codec[0]
+                                ? json_pack("{s:s,s:i,s:i,s:f}", "codec", mi.audio_codec, "rate",
+                                            mi.audio_rate, "channels", mi.audio_channels, "seconds",
+                                            mi.audio_seconds)
+                                : json_null());
         char *txt = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
         printf("%s\n", txt);
         free(txt);
@@ -528,6 +534,11 @@ static int info_media(const c3_settings *s, const char *path) {
                mi.seconds > 0 ? mi.seconds : mi.frames / mi.fps);
     else
         printf("frames: %d\n", mi.frames);
+    if (mi.audio_codec[0])
+        printf("audio: %s, %d Hz, %d channel%s (%.2f s)\n", mi.audio_codec, mi.audio_rate,
+               mi.audio_channels, mi.audio_channels == 1 ? "" : "s", mi.audio_seconds);
+    else if (mi.fps > 0)
+        printf("audio: none\n");
     if (mi.bytes) {
         char b[32];
         printf("bytes: %lld (%s)\n", (long long)mi.bytes, c3_bytes_text(mi.bytes, b, sizeof b));

@@ -36,6 +36,7 @@
 #include <libavformat/avformat.h>
 #include <libavutil/imgutils.h>
 #include <libavutil/opt.h>
+#include <libswresample/swresample.h>
 #include <libswscale/swscale.h>
 #endif
 
@@ -340,10 +341,110 @@ static int drain_packets(AVCodecContext *cc, AVFormatContext *oc, AVStream *st, 
     }
 }
 
+static bool codec_small_last(const AVCodecContext *cc) {
+    return cc->codec && (cc->codec->capabilities & AV_CODEC_CAP_SMALL_LAST_FRAME);
+}
+
+/* The sound stream's encoder: MP4 AAC (FFmpeg's native encoder), WebM Opus,
+ * at MEDIA_AUDIO_RATE, stereo or as many channels as the sound has. */
+#define MEDIA_AUDIO_RATE 48000
+static int audio_open(c3_media_format f, const c3_media_audio *a, AVFormatContext *oc,
+                      AVCodecContext **acc, AVStream **ast) {
+    const char *name = f == MEDIA_MP4 ? "MP4" : "WebM";
+    int rc = COSMOS3_OK, fail_code = COSMOS3_EFAIL;
+    const char *enc = f == MEDIA_MP4 ? "aac" : "libopus";
+    const AVCodec *codec = avcodec_find_encoder_by_name(enc);
+    if (!codec)
+        return c3_fail(COSMOS3_EFAIL, "%s: this FFmpeg has no %s encoder for the sound", name, enc);
+    if (a->channels < 1 || a->channels > 8 || a->rate < 1 || a->samples < 1 || !a->pcm)
+        return c3_fail(COSMOS3_EUSAGE, "%s: the sound (%d channels, %d Hz, %lld samples) is empty",
+                       name, a->channels, a->rate, (long long)a->samples);
+    AVCodecContext *cc;
+    AV_NEW(*ast, avformat_new_stream(oc, NULL));
+    AV_NEW(*acc, avcodec_alloc_context3(codec));
+    cc = *acc;
+    cc->sample_fmt = codec->sample_fmts ? codec->sample_fmts[0] : AV_SAMPLE_FMT_FLTP;
+    cc->sample_rate = MEDIA_AUDIO_RATE;
+    av_channel_layout_default(&cc->ch_layout, a->channels);
+    cc->bit_rate = f == MEDIA_MP4 ? 96000 * a->channels : 64000 * a->channels;
+    cc->time_base = (AVRational){1, MEDIA_AUDIO_RATE};
+    if (oc->oformat->flags & AVFMT_GLOBALHEADER) cc->flags |= AV_CODEC_FLAG_GLOBAL_HEADER;
+    AV_TRY(avcodec_open2(cc, codec, NULL));
+    AV_TRY(avcodec_parameters_from_context((*ast)->codecpar, cc));
+    (*ast)->time_base = cc->time_base;
+done:
+    return rc;
+}
+
+/* The sound cut to `seconds` (the video's length), converted by
+ * libswresample to the encoder's rate and sample format, encoded and
+ * muxed; then the encoder drained. */
+static int audio_write(c3_media_format f, const c3_media_audio *a, double seconds,
+                       AVFormatContext *oc, AVCodecContext *cc, AVStream *st, AVPacket *pkt) {
+    const char *name = f == MEDIA_MP4 ? "MP4" : "WebM";
+    int rc = COSMOS3_OK, fail_code = COSMOS3_EFAIL;
+    SwrContext *swr = NULL;
+    AVFrame *fr = NULL;
+    uint8_t **conv = NULL;
+    AVChannelLayout in_layout;
+    av_channel_layout_default(&in_layout, a->channels);
+    int64_t in_n = C3_MIN(a->samples, (int64_t)llround(seconds * a->rate));
+    if (in_n > INT_MAX / 2) in_n = INT_MAX / 2;
+    AV_TRY(swr_alloc_set_opts2(&swr, &cc->ch_layout, cc->sample_fmt, cc->sample_rate, &in_layout,
+                               AV_SAMPLE_FMT_FLTP, a->rate, 0, NULL));
+    AV_TRY(swr_init(swr));
+    const uint8_t *in[8];
+    for (int c = 0; c < a->channels; c++)
+        in[c] = (const uint8_t *)(a->pcm + (size_t)c * a->samples);
+    int cap = swr_get_out_samples(swr, (int)in_n) + 64, got = 0;
+    AV_TRY(av_samples_alloc_array_and_samples(&conv, NULL, a->channels, cap, cc->sample_fmt, 0));
+    AV_TRY(got = swr_convert(swr, conv, cap, in, (int)in_n));
+    int more;
+    uint8_t *tail[8];
+    int bps = av_get_bytes_per_sample(cc->sample_fmt),
+        planar = av_sample_fmt_is_planar(cc->sample_fmt);
+    for (int c = 0; c < (planar ? a->channels : 1); c++)
+        tail[c] = conv[c] + (size_t)got * bps * (planar ? 1 : a->channels);
+    AV_TRY(more = swr_convert(swr, tail, cap - got, NULL, 0)); /* the resampler's delay */
+    int total = got + more;
+    int fs = cc->frame_size > 0 ? cc->frame_size : 1024;
+    bool small_last = codec_small_last(cc);
+    AV_NEW(fr, av_frame_alloc());
+    for (int pos = 0; pos < total; pos += fs) {
+        int nfr = C3_MIN(fs, total - pos), nalloc = small_last ? nfr : fs;
+        av_frame_unref(fr);
+        fr->format = cc->sample_fmt;
+        fr->sample_rate = cc->sample_rate;
+        fr->nb_samples = nalloc;
+        AV_TRY(av_channel_layout_copy(&fr->ch_layout, &cc->ch_layout));
+        AV_TRY(av_frame_get_buffer(fr, 0));
+        if (nalloc >
+            nfr) /* the last frame padded with silence where the encoder wants whole frames */
+            AV_TRY(
+                av_samples_set_silence(fr->extended_data, 0, nalloc, a->channels, cc->sample_fmt));
+        AV_TRY(av_samples_copy(fr->extended_data, conv, 0, pos, nfr, a->channels, cc->sample_fmt));
+        fr->pts = pos;
+        AV_TRY(avcodec_send_frame(cc, fr));
+        AV_TRY(drain_packets(cc, oc, st, pkt));
+    }
+    AV_TRY(avcodec_send_frame(cc, NULL));
+    AV_TRY(drain_packets(cc, oc, st, pkt));
+done:
+    if (conv) av_freep(&conv[0]);
+    av_freep(&conv);
+    av_frame_free(&fr);
+    swr_free(&swr);
+    av_channel_layout_uninit(&in_layout);
+    return rc;
+}
+
 static int encode_video(c3_media_format f, const uint8_t *rgb, int W, int H, int F, double fps,
                         const c3_media_meta *meta, const c3_media_opts *opts, uint8_t **out,
                         size_t *n) {
     const char *name = f == MEDIA_MP4 ? "MP4" : "WebM";
+    AVCodecContext *acc = NULL;
+    AVStream *ast = NULL;
+    const c3_media_audio *audio = opts ? opts->audio : NULL;
     int rc = COSMOS3_OK, fail_code = COSMOS3_EFAIL;
     AVFormatContext *oc = NULL;
     AVCodecContext *cc = NULL;
@@ -396,6 +497,7 @@ static int encode_video(c3_media_format f, const uint8_t *rgb, int W, int H, int
     AV_TRY(avcodec_parameters_from_context(st->codecpar, cc));
     st->time_base = cc->time_base;
     st->avg_frame_rate = rate;
+    if (audio && (rc = audio_open(f, audio, oc, &acc, &ast))) goto done;
     if (meta && meta->parameters)
         AV_TRY(av_dict_set(&oc->metadata, "comment", meta->parameters, 0));
     if (meta && meta->json) AV_TRY(av_dict_set(&oc->metadata, "description", meta->json, 0));
@@ -425,6 +527,7 @@ static int encode_video(c3_media_format f, const uint8_t *rgb, int W, int H, int
     }
     AV_TRY(avcodec_send_frame(cc, NULL));
     AV_TRY(drain_packets(cc, oc, st, pkt));
+    if (audio && (rc = audio_write(f, audio, F / fps, oc, acc, ast, pkt))) goto done;
     AV_TRY(av_write_trailer(oc));
     avio_flush(oc->pb);
     *out = mb.data;
@@ -435,6 +538,7 @@ done:
     av_packet_free(&pkt);
     av_frame_free(&fr);
     avcodec_free_context(&cc);
+    avcodec_free_context(&acc);
     if (oc) {
         mv_close(&oc->pb);
         avformat_free_context(oc);
@@ -1193,6 +1297,15 @@ static int probe_av(const uint8_t *data, size_t n, const char *path, c3_media_in
     snprintf(info->pix_fmt, sizeof info->pix_fmt, "%s", pf ? pf : "");
     info->width = s->codecpar->width;
     info->height = s->codecpar->height;
+    int ai = av_find_best_stream(ic, AVMEDIA_TYPE_AUDIO, -1, -1, NULL, 0);
+    if (ai >= 0) { /* the sound beside the video */
+        AVStream *as = ic->streams[ai];
+        snprintf(info->audio_codec, sizeof info->audio_codec, "%s",
+                 avcodec_get_name(as->codecpar->codec_id));
+        info->audio_rate = as->codecpar->sample_rate;
+        info->audio_channels = as->codecpar->ch_layout.nb_channels;
+        if (as->duration > 0) info->audio_seconds = (double)as->duration * av_q2d(as->time_base);
+    }
     bool still = strstr(fmt, "_pipe") != NULL;
     AVRational r = s->avg_frame_rate.num ? s->avg_frame_rate : s->r_frame_rate;
     if (!still && r.num > 0 && r.den > 0) info->fps = av_q2d(r);

@@ -48,9 +48,20 @@ typedef struct {
     const char *json;
 } c3_media_meta;
 
+/* A clip's sound: planar float PCM [channels, samples] in [-1, 1]. */
+typedef struct {
+    const float *pcm;
+    int channels, rate;
+    int64_t samples;
+} c3_media_audio;
+
 typedef struct {
     int crf;     /* MP4/WebM constant rate factor; <0: the default (18 for H.264, 24 for VP9) */
     int quality; /* JPEG/WebP 1..100; <=0: 95 */
+    /* MP4/WebM: a sound stream beside the video (NULL: silent), cut to the
+     * video's length: MP4 AAC (FFmpeg's native encoder), WebM Opus
+     * (libopus), at 48 kHz (libswresample converts other rates) */
+    const c3_media_audio *audio;
 } c3_media_opts;
 
 #define MEDIA_CRF_DEFAULT 18
@@ -104,6 +115,10 @@ typedef struct {
     int width, height, frames;
     double fps, seconds;
     int64_t bytes;
+    /* the sound stream of a clip ("" and 0: none) */
+    char audio_codec[32]; /* "aac", "opus" */
+    int audio_rate, audio_channels;
+    double audio_seconds;
 } c3_media_info;
 
 int media_probe(const char *path, c3_media_info *info);

@@ -70,6 +70,7 @@ char *metadata_json(const cosmos3_result *r, const c3_meta_extra *x) {
         json_object_set_new(st, "cache_max_skip", json_integer(r->cache_max_skip));
         json_object_set_new(st, "cache_warmup", json_integer(r->cache_warmup));
     }
+    if (r->sound) json_object_set_new(st, "sound", json_true()); /* --sound */
     if (x && x->noise) json_object_set_new(st, "noise", json_string(x->noise));
     if (x && (x->image || x->video)) { /* the conditioning input: file and hash of its bytes */
         json_t *c = json_object();

@@ -67,8 +67,15 @@ const c3_option c3_options[] = {
      "initial noise: tensor 'latents' [1,48,T,H/16,W/16] f32 from a safetensors file (replaces the seed)",
      CMD_GEN, F(noise), true, COSMOS3_FIELD_NOISE},
     {"save-latents", 0, NULL, OPT_STR, NULL, NULL, "FILE",
-     "write the final latents as 'latents' to FILE (bench --e2e: the timed request's)", CMD_GEN | CMD_BENCH,
-     F(save_latents), true, COSMOS3_FIELD_NONE},
+     "write the final latents as 'latents' to FILE (with --sound also the final 'sound_latents'; bench --e2e: the "
+     "timed request's)", CMD_GEN | CMD_BENCH, F(save_latents), true, COSMOS3_FIELD_NONE},
+    {"sound", 0, NULL, OPT_FLAG, NULL, NULL, NULL,
+     "generate the clip's sound with it (checkpoints with sound_tokenizer/): AAC 48 kHz stereo in .mp4, "
+     "Opus in .webm, sound.wav beside PNG frames, -o x.wav the waveform alone; --noise may hold "
+     "'sound_latents' [64,T_s]", CMD_RUN, F(sound), true, COSMOS3_FIELD_NONE},
+    {"wav-format", 0, NULL, OPT_ENUM, "s16", "s16|f32", "FMT",
+     "PCM of the WAV files sound writes: 16-bit integers or 32-bit floats", CMD_RUN, F(wav_format), true,
+     COSMOS3_FIELD_NONE},
     {"from", 0, NULL, OPT_STR, NULL, NULL, "FILE",
      "run again with the settings stored in FILE (an image or video cosmos3 wrote; see meta); options after it "
      "override them", CMD_GEN, F(from), false, COSMOS3_FIELD_NONE},

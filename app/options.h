@@ -72,6 +72,8 @@ typedef struct {
     char *seed;          /* "random" or a number */
     char *noise;         /* safetensors with `latents` */
     char *save_latents;
+    bool sound;       /* --sound: the clip's sound with it */
+    char *wav_format; /* s16|f32 */
     char *from; /* gen --from FILE */
     /* conditioning (image/video to video) */
     char *image;            /* a picture */

@@ -1,6 +1,7 @@
 /* output.c - where a result goes: format by extension, destination checks
  * before the model loads, atomic writes, cleanup on signals (output.h). */
 #include "output.h"
+#include "wav.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -204,8 +205,12 @@ static bool pattern_ok(const char *p) {
     return *q == 'd' && !strchr(q, '%');
 }
 
+/* The sound a frame folder holds beside its frames (--sound). */
+#define OUT_SOUND_NAME "sound.wav"
+
 static bool is_frame_name(const char *n) {
     int k = 0;
+    if (!strcmp(n, OUT_SOUND_NAME)) return true; /* ours: replaced with the frames */
     if (strncmp(n, "frame_", 6)) return false;
     for (n += 6; *n >= '0' && *n <= '9'; n++)
         k++;
@@ -369,6 +374,8 @@ static int plan(const c3_settings *s, int frames, int width, int height, int64_t
     o->frames = frames;
     o->width = width;
     o->height = height;
+    o->sound = s->sound;
+    o->wav_f32 = s->wav_format && !strcmp(s->wav_format, "f32");
     bool video = frames > 1;
     const char *p = s->output && *s->output ? s->output : NULL;
     if (p && !strcmp(p, "-")) {
@@ -393,6 +400,22 @@ static int plan(const c3_settings *s, int frames, int width, int height, int64_t
     const char *dot = strrchr(base, '.');
     if (dot) snprintf(ext, sizeof ext, "%s", dot);
     dot = dot ? ext : NULL;
+    if (dot && !strcasecmp(dot, ".wav")) { /* the sound alone */
+        if (!s->sound)
+            return c3_fail(COSMOS3_EUSAGE,
+                           "-o %s: a .wav file holds the clip's sound; add --sound (or pick .mp4, "
+                           ".webm or a picture format)",
+                           p);
+        if (isdir)
+            return c3_fail(COSMOS3_EOUTPUT, "-o %s is a folder; remove it or pick another -o", p);
+        if (exists && !o->overwrite)
+            return c3_fail(COSMOS3_EOUTPUT, "%s already exists; use --overwrite or another -o", p);
+        o->kind = OUT_WAV;
+        char *d = dir_of(p);
+        int wrc = check_room(o, d);
+        free(d);
+        return wrc;
+    }
     c3_media_format f;
     bool known = media_format_from_path(base, &f);
     free(base);
@@ -519,8 +542,11 @@ typedef struct {
 int output_encode(c3_media_format f, const cosmos3_result *r, const c3_media_meta *m,
                   const c3_media_opts *opts, uint8_t **out, size_t *n) {
     if (!r->rgb) return c3_fail(COSMOS3_EFAIL, "the result holds no frames");
-    return media_encode(f, r->rgb, r->width, r->height, r->frames, r->fps > 0 ? r->fps : 24, m,
-                        opts, out, n);
+    c3_media_opts mo = opts ? *opts : (c3_media_opts){.crf = -1, .quality = -1};
+    c3_media_audio au = {r->sound, r->sound_channels, r->sound_rate, r->sound_samples};
+    if (r->sound && media_format_is_video(f)) mo.audio = &au; /* AAC / Opus beside the video */
+    return media_encode(f, r->rgb, r->width, r->height, r->frames, r->fps > 0 ? r->fps : 24, m, &mo,
+                        out, n);
 }
 
 static void add_path(path_list *l, const char *p) {
@@ -710,10 +736,20 @@ static int write_folder(const c3_output *o, const cosmos3_result *r, const c3_me
         return rc0;
     }
     int rc = COSMOS3_OK;
+    char *sound_tmp = NULL;
+    if (r->sound) { /* sound.wav beside the frames, in the same temporary folder */
+        uint8_t *data = NULL;
+        size_t n = 0;
+        sound_tmp = c3_path_join(g_fly.tmp_dir, OUT_SOUND_NAME);
+        rc = wav_encode(r->sound, r->sound_channels, r->sound_samples, r->sound_rate, o->wav_f32,
+                        &data, &n);
+        if (rc == COSMOS3_OK) rc = write_new(sound_tmp, data, n);
+        free(data);
+    }
     struct stat st;
-    if (stat(target, &st) != 0) {
+    if (rc == COSMOS3_OK && stat(target, &st) != 0) {
         if (c3_place_file(g_fly.tmp_dir, target, false) != 0) rc = io_fail(target, errno);
-    } else {
+    } else if (rc == COSMOS3_OK) {
         /* replace the old folder as a whole: swap, then remove the old frames */
         int nf;
         bool other;
@@ -740,6 +776,8 @@ static int write_folder(const c3_output *o, const cosmos3_result *r, const c3_me
             rmdir(g_fly.tmp_dir);
         }
     }
+    if (rc && sound_tmp) unlink(sound_tmp);
+    free(sound_tmp);
     if (rc) remove_frames(g_fly.tmp_dir, tmp, r->frames);
     forget_dir();
     free_paths(tmp, r->frames);
@@ -751,6 +789,11 @@ static int write_folder(const c3_output *o, const cosmos3_result *r, const c3_me
             char name[64];
             snprintf(name, sizeof name, OUT_FRAME_FMT, f);
             char *fp = c3_path_join(target, name);
+            add_path(out, fp);
+            free(fp);
+        }
+        if (r->sound) {
+            char *fp = c3_path_join(target, OUT_SOUND_NAME);
             add_path(out, fp);
             free(fp);
         }
@@ -827,6 +870,20 @@ int output_write_timed(const c3_output *o, const cosmos3_result *r, const c3_med
     *paths = NULL;
     *npaths = 0;
     int rc = COSMOS3_OK;
+    if (o->kind == OUT_WAV) { /* the sound alone */
+        if (!r->sound) return c3_fail(COSMOS3_EFAIL, "the result holds no sound to write");
+        uint8_t *data = NULL;
+        size_t n = 0;
+        rc = wav_encode(r->sound, r->sound_channels, r->sound_samples, r->sound_rate, o->wav_f32,
+                        &data, &n);
+        if (rc == COSMOS3_OK) rc = output_write_file(o->path, data, n, o->overwrite);
+        free(data);
+        if (rc) return rc;
+        add_path(&out, o->path);
+        *paths = out.v;
+        *npaths = out.n;
+        return COSMOS3_OK;
+    }
     if (!r->rgb) return c3_fail(COSMOS3_EFAIL, "the result holds no frames to write");
     if (o->kind == OUT_FOLDER) {
         rc = write_folder(o, r, m, &out);

@@ -9,6 +9,7 @@
  *                                as a whole)
  *   -o shots/%04d.png            video frames by pattern (an image: the first
  *                                free number)
+ *   -o clip.wav                  --sound: the waveform alone (PCM, --wav-format)
  *   -o -                         the encoded file on standard output (PNG for
  *                                an image, MP4 for a video)
  *   (none)                       cosmos3-SEED.png, or cosmos3-SEED.mp4 for a video
@@ -31,6 +32,7 @@ typedef enum {
     OUT_STDOUT,  /* one encoded file on standard output */
     OUT_FOLDER,  /* PNG frames in a folder of their own */
     OUT_PATTERN, /* PNG frames named by a %0Nd pattern */
+    OUT_WAV,     /* -o x.wav: the clip's sound alone (--sound) */
 } c3_out_kind;
 
 typedef struct {
@@ -41,6 +43,9 @@ typedef struct {
     c3_media_opts media;
     int frames, width, height;
     int64_t seed; /* names the default path (-1: not known yet) */
+    /* --sound: the result's sound goes into .mp4 (AAC) / .webm (Opus), a
+     * frame folder's sound.wav, or -o x.wav; WAV as 16-bit or float PCM */
+    bool sound, wav_f32;
 } c3_output;
 
 /* Decide the format from -o (s->output) and check the destination for a

@@ -12,6 +12,7 @@
 #include "media.h"
 #include "output.h"
 #include "repl_internal.h"
+#include "wav.h"
 #include "config.h"
 
 #ifdef COSMOS3_HAVE_TUI
@@ -249,6 +250,12 @@ static void finish_job(c3_repl *r) {
         const session_result *res = &r->last_r;
         char line[4096 + 128];
         if (result_wrote_line(res, line, sizeof line)) repl_print(r, 0, "%s", line);
+        if (res->out && res->out->sound) { /* the level meter of the clip's sound */
+            char lv[256];
+            wav_level_line(res->out->sound, res->out->sound_channels, res->out->sound_samples,
+                           res->out->sound_rate, lv, sizeof lv);
+            repl_print(r, 0, "%s", lv);
+        }
         if (res->npaths > 0) {
             free(r->last_png);
             r->last_png = xstrdup(res->paths[res->npaths - 1]);

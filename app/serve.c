@@ -945,6 +945,7 @@ static const char *const video_fields[] = {"model",
                                            "input_reference",
                                            "image_reference",
                                            "video_reference",
+                                           "generate_sound",
                                            "extra_params"};
 
 /* The fields of a /v1/videos request (JSON, or a multipart form's text
@@ -1037,6 +1038,27 @@ static bool parse_video_ref(server *sv, json_t *o, const uint8_t *file, size_t n
     }
     if (FIELD("guidance_scale") && !apply_form_number(sv, s, v, "guidance_scale", "guidance", er))
         return false;
+    if (FIELD("generate_sound")) { /* the clip's sound as AAC in the MP4 (vLLM-Omni's field) */
+        const char *b =
+            json_is_boolean(v) ? (json_is_true(v) ? "on" : "off")
+            : json_is_string(v) &&
+                    (!strcmp(json_string_value(v), "true") || !strcmp(json_string_value(v), "1"))
+                ? "on"
+            : json_is_string(v) &&
+                    (!strcmp(json_string_value(v), "false") || !strcmp(json_string_value(v), "0"))
+                ? "off"
+                : NULL;
+        if (!b) return bad(er, 400, "generate_sound", "generate_sound: must be true or false");
+        if (!strcmp(b, "on") && sv->e) {
+            const cosmos3_model_info *mi = session_model(sv->e);
+            if (mi->sound_dim <= 0 || !mi->sound_tokenizer)
+                return bad(er, 400, "generate_sound",
+                           "generate_sound: this server's model (%s) makes no sound: it has no "
+                           "%s",
+                           sv->model_id, mi->sound_dim <= 0 ? "sound heads" : "sound_tokenizer/");
+        }
+        if (!apply(sv, s, "generate_sound", "sound", b, er)) return false;
+    }
     if (FIELD("flow_shift") && !apply_form_number(sv, s, v, "flow_shift", "shift", er))
         return false;
     if (FIELD("seed")) {

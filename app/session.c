@@ -109,6 +109,7 @@ static void settings_request(const c3_settings *s, const c3_session *e, cosmos3_
         rq->cache_threshold = s->cache_threshold == COSMOS3_DEFAULT ? -2 : s->cache_threshold;
     rq->cache_max_skip = s->cache_max_skip;
     rq->cache_warmup = s->cache_warmup;
+    rq->sound = s->sound;
 }
 
 /* The library's refusal in the options' words: the option that fills the
@@ -368,7 +369,7 @@ static uint64_t random_seed(void) {
  * fixed-step sampler's draws), the conditioning picture or clip (files, or
  * frames in memory), first-last's clip of both ends. */
 typedef struct {
-    float *noise, *step_noise;
+    float *noise, *step_noise, *sound_noise;
     c3_cond_file cf;      /* the conditioning frames (first-last: its clip) */
     cosmos3_frames media; /* what the request points at */
     int cidx[64], ncidx;
@@ -378,6 +379,7 @@ typedef struct {
 
 static void inputs_free(gen_inputs *gi) {
     free(gi->noise);
+    free(gi->sound_noise);
     free(gi->step_noise);
     cond_file_free(&gi->cf);
     free(gi->fl_a);
@@ -385,8 +387,8 @@ static void inputs_free(gen_inputs *gi) {
 }
 
 /* --noise FILE: the latents (and step_noise) into rq. */
-static int noise_load(const c3_settings *s, const cosmos3_settings *st, cosmos3_request *rq,
-                      gen_inputs *gi) {
+static int noise_load(const c3_settings *s, const cosmos3_settings *st, int sound_dim,
+                      cosmos3_request *rq, gen_inputs *gi) {
     char err[1024];
     size_t n;
     int rc = cosmos3_latents_read(s->noise, st->latent_shape, &gi->noise, &n, err, sizeof err);
@@ -403,6 +405,14 @@ static int noise_load(const c3_settings *s, const cosmos3_settings *st, cosmos3_
                        rc == COSMOS3_EUSAGE ? "; check -W/-H/--frames and --steps" : "");
     rq->step_noise = gi->step_noise;
     rq->step_noise_len = n;
+    /* the initial sound noise, when the file has it and sound is asked */
+    if (s->sound && sound_dim > 0) {
+        if ((rc = cosmos3_sound_noise_read(s->noise, sound_dim, &gi->sound_noise, &n, err,
+                                           sizeof err)))
+            return c3_fail(COSMOS3_EINPUT, "--noise %s", err);
+        rq->sound_noise = gi->sound_noise;
+        rq->sound_noise_len = n;
+    }
     return COSMOS3_OK;
 }
 
@@ -478,8 +488,9 @@ static int outputs_write(c3_session *e, const c3_settings *s, const c3_cond_fram
                          const gen_inputs *gi, const c3_output *o, session_result *res) {
     const cosmos3_result *r = res->out;
     char err[1024];
-    if (e->layout.process == 0 && s->save_latents && cosmos3_latents_write(s->save_latents, r->latents, r->latent_shape,
-                                                 s->overwrite, err, sizeof err))
+    if (e->layout.process == 0 && s->save_latents &&
+        cosmos3_latents_write_sound(s->save_latents, r->latents, r->latent_shape, r->sound_latents,
+                                    r->sound_latent_shape, s->overwrite, err, sizeof err))
         return c3_fail(COSMOS3_EOUTPUT, "%s", err);
     double t0 = c3_now();
     res->png_parameters = metadata_parameters(r);
@@ -525,7 +536,7 @@ static int generate(c3_session *e, const c3_settings *s, const c3_cond_frames *i
         rc =
             c3_fail(COSMOS3_EOUTPUT, "%s already exists; use --overwrite or another --save-latents",
                     s->save_latents);
-    if (rc == COSMOS3_OK && s->noise) rc = noise_load(s, &st, &rq, &gi);
+    if (rc == COSMOS3_OK && s->noise) rc = noise_load(s, &st, e->model.sound_dim, &rq, &gi);
     if (rc == COSMOS3_OK) rc = cond_load(e, s, in, &st, &rq, &gi);
     if (rc == COSMOS3_OK) {
         char err[1024];

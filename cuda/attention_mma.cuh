@@ -31,12 +31,13 @@ typedef struct {
     float scale_log2;   /* softmax scale times log2(e): exp2 replaces exp */
 } att_args;
 
-static __device__ __forceinline__ void mma_bf16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+static __device__ __forceinline__ void mma_bf16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
+                                                uint32_t b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, "
+                 "{%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
 static __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
@@ -51,8 +52,7 @@ static __device__ __forceinline__ uint32_t pack_raw(__nv_bfloat16 lo, __nv_bfloa
  *   A 16x16 row-major: a0 (g, 2t..2t+1) a1 (g+8, 2t..) a2 (g, 2t+8..) a3 (g+8, 2t+8..)
  *   B 16x8 (k x n):    b0 (k = 2t..2t+1, n = g)  b1 (k = 2t+8.., n = g)
  *   C 16x8:            c0,c1 (g, 2t..2t+1)       c2,c3 (g+8, 2t..2t+1) */
-template <int D>
-__global__ void __launch_bounds__(ATT_WARPS * 32) att_mma(att_args a) {
+template <int D> __global__ void __launch_bounds__(ATT_WARPS * 32) att_mma(att_args a) {
     constexpr int KS = D / 16; /* k-steps over head_dim */
     constexpr int DT = D / 8;  /* n-tiles over head_dim */
     constexpr int NT = ATT_BK / 8;
@@ -79,16 +79,18 @@ __global__ void __launch_bounds__(ATT_WARPS * 32) att_mma(att_args a) {
     }
     float o[DT][4];
 #pragma unroll
-    for (int i = 0; i < DT; i++) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
+    for (int i = 0; i < DT; i++)
+        o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
     const int64_t qlast = (qblk + ATT_BQ < a.Sq ? qblk + ATT_BQ : a.Sq) - 1;
 
     for (int sg = 0; sg < a.nseg; sg++) {
-        const __nv_bfloat16 *kp = (const __nv_bfloat16 *)a.k[sg], *vp = (const __nv_bfloat16 *)a.v[sg];
+        const __nv_bfloat16 *kp = (const __nv_bfloat16 *)a.k[sg],
+                            *vp = (const __nv_bfloat16 *)a.v[sg];
         const int64_t n = a.n[sg], valid = a.valid[sg], start = a.start[sg];
         for (int64_t k0 = 0; k0 < valid; k0 += ATT_BK) {
             if (a.causal && start + k0 > qlast + a.causal_off) break; /* block-uniform */
-            __syncthreads(); /* the previous tile is no longer read */
+            __syncthreads();          /* the previous tile is no longer read */
             constexpr int CH = D / 8; /* 16-byte chunks per row */
             for (int i = threadIdx.x; i < ATT_BK * CH; i += ATT_WARPS * 32) {
                 int r = i / CH, c = (i % CH) * 8;
@@ -111,7 +113,8 @@ __global__ void __launch_bounds__(ATT_WARPS * 32) att_mma(att_args a) {
                 const __nv_bfloat16 *kr = Ks + (nt * 8 + g) * LD + 2 * t;
 #pragma unroll
                 for (int kk = 0; kk < KS; kk++)
-                    mma_bf16(s[nt], qa[kk], *(const uint32_t *)(kr + kk * 16), *(const uint32_t *)(kr + kk * 16 + 8));
+                    mma_bf16(s[nt], qa[kk], *(const uint32_t *)(kr + kk * 16),
+                             *(const uint32_t *)(kr + kk * 16 + 8));
             }
             /* scale, mask, row max */
             float mx[2] = {-INFINITY, -INFINITY};
@@ -153,7 +156,8 @@ __global__ void __launch_bounds__(ATT_WARPS * 32) att_mma(att_args a) {
             /* O += P V: the score C-fragments are the A-fragments of P */
 #pragma unroll
             for (int kk = 0; kk < ATT_BK / 16; kk++) {
-                uint32_t pa[4] = {pack_bf16(s[2 * kk][0], s[2 * kk][1]), pack_bf16(s[2 * kk][2], s[2 * kk][3]),
+                uint32_t pa[4] = {pack_bf16(s[2 * kk][0], s[2 * kk][1]),
+                                  pack_bf16(s[2 * kk][2], s[2 * kk][3]),
                                   pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]),
                                   pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3])};
                 const __nv_bfloat16 *v0 = Vs + (kk * 16 + 2 * t) * LD + g;
@@ -178,8 +182,12 @@ __global__ void __launch_bounds__(ATT_WARPS * 32) att_mma(att_args a) {
 #pragma unroll
     for (int i = 0; i < DT; i++) {
         const int c = i * 8 + 2 * t;
-        if (r0 < a.Sq) *(uint32_t *)(out + r0 * qstride + h * D + c) = pack_bf16(o[i][0] * l[0], o[i][1] * l[0]);
-        if (r1 < a.Sq) *(uint32_t *)(out + r1 * qstride + h * D + c) = pack_bf16(o[i][2] * l[1], o[i][3] * l[1]);
+        if (r0 < a.Sq)
+            *(uint32_t *)(out + r0 * qstride + h * D + c) =
+                pack_bf16(o[i][0] * l[0], o[i][1] * l[0]);
+        if (r1 < a.Sq)
+            *(uint32_t *)(out + r1 * qstride + h * D + c) =
+                pack_bf16(o[i][2] * l[1], o[i][3] * l[1]);
     }
 }
 

@@ -181,6 +181,10 @@ typedef struct {
     int layers, hidden, heads, kv_heads, head_dim, latent_channels, patch;
     int vae_spatial, vae_temporal;       /* pixels per latent cell, frames per latent frame */
     int64_t parameters, parameter_bytes; /* as stored, both towers and the VAE */
+    /* joint sound (appended): the transformer's sound latent width (0: no
+     * sound heads) and whether the folder holds sound_tokenizer/ */
+    int sound_dim;
+    bool sound_tokenizer;
 } cosmos3_model_info;
 
 COSMOS3_API void cosmos3_model(const cosmos3_engine *e, cosmos3_model_info *out);
@@ -275,6 +279,14 @@ typedef struct {
     const char *cache;
     double cache_threshold;
     int cache_max_skip, cache_warmup;
+    /* joint sound (appended): generate the clip's sound with it. The
+     * checkpoint needs sound_tokenizer/ and the transformer's audio heads
+     * (COSMOS3_EMODEL naming what is missing). sound_noise: the initial
+     * sound latents [sound_dim, T_s] instead of the seed's (T_s: upstream's
+     * ceil(int(frames / fps * rate) / hop)). */
+    bool sound;
+    const float *sound_noise;
+    size_t sound_noise_len;
 } cosmos3_request;
 
 COSMOS3_API void cosmos3_request_init(cosmos3_request *r);
@@ -408,6 +420,7 @@ typedef struct {
      * none ran): a program relates them to its own start, e.g. launch to
      * the first step */
     double clock_open, clock_generate, clock_first_step;
+    double sound; /* the sound decoder (0 without sound) */
 } cosmos3_timings;
 
 typedef struct {
@@ -455,6 +468,16 @@ typedef struct {
     double cache_threshold;
     int cache_max_skip, cache_warmup;
     int steps_cached;
+    /* joint sound (appended; NULL and 0 without it): the waveform
+     * [sound_channels, sound_samples] float PCM in [-1, 1] at sound_rate Hz
+     * (T_s latents x hop samples: upstream does not trim it to the video),
+     * and with want_latents the final sound latents [sound_latent_shape] */
+    float *sound;
+    int sound_channels;
+    int64_t sound_samples;
+    int sound_rate;
+    float *sound_latents;
+    int sound_latent_shape[2]; /* [sound_dim, T_s]; its decoder's time: timings.sound */
 } cosmos3_result;
 
 /* Run one generation. *out is NULL on failure; COSMOS3_ECANCEL when
@@ -488,6 +511,18 @@ COSMOS3_API int cosmos3_latents_read(const char *path, const int want[5], float 
  * COSMOS3_EUSAGE, a dtype or value as for the latents COSMOS3_EINPUT. */
 COSMOS3_API int cosmos3_step_noise_read(const char *path, int steps, const int want[5], float **out,
                                         size_t *n, char *err, size_t errlen);
+
+/* Joint sound: the latents file with the final sound latents beside them
+ * ("sound_latents" [sound_dim, T_s]; sound NULL: as cosmos3_latents_write). */
+COSMOS3_API int cosmos3_latents_write_sound(const char *path, const float *latents,
+                                            const int shape[5], const float *sound,
+                                            const int sound_shape[2], bool overwrite, char *err,
+                                            size_t errlen);
+/* The initial sound noise from the same file: "sound_latents" [sound_dim,
+ * T_s] F32 (the engine checks T_s against the clip). A file without one
+ * gives *out NULL, n 0 and COSMOS3_OK; errors as cosmos3_latents_read. */
+COSMOS3_API int cosmos3_sound_noise_read(const char *path, int sound_dim, float **out, size_t *n,
+                                         char *err, size_t errlen);
 
 #ifdef __cplusplus
 }

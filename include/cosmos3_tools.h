@@ -27,7 +27,7 @@ typedef struct cosmos3_checkpoint cosmos3_checkpoint;
 
 /* What cosmos3_model_info does not say. */
 typedef struct {
-    const char *mlp;           /* "swiglu" or "relu2" */
+    const char *mlp; /* "swiglu" or "relu2" */
     int intermediate, vocab, patch_dim;
     double rms_eps, rope_theta;
     int mrope[3];
@@ -35,11 +35,11 @@ typedef struct {
     /* parameters and bytes as stored, per part ("unused": heads generation never reads) */
     int64_t und_params, gen_params, vae_params, unused_params;
     int64_t und_bytes, gen_bytes, vae_bytes, unused_bytes;
-    const char *scheduler;     /* the scheduler's class name */
+    const char *scheduler; /* the scheduler's class name */
     bool karras_sigmas;
     const char *const *fillers; /* words read that change nothing it draws */
     int nfillers;
-    const char *scores_json;   /* the card's measured scores (compact JSON), or NULL */
+    const char *scores_json; /* the card's measured scores (compact JSON), or NULL */
     /* NVIDIA ModelOpt FP8 (transformer/config.json quantization_config): E4M3
      * layer weights with per-tensor scales, counted at 1 byte each above */
     bool fp8;
@@ -79,12 +79,12 @@ COSMOS3_API int cosmos3_checkpoint_plan(const cosmos3_checkpoint *c, const cosmo
 typedef struct cosmos3_tokenizer cosmos3_tokenizer;
 
 typedef struct {
-    bool raw;                  /* bare BPE ids: no chat template, eos or vision_start */
-    bool negative;             /* the negative prompt's template */
-    int system_prompt;         /* -1 = the checkpoint's default, 0 off, 1 on */
-    bool templates;            /* the resolution/duration sentences */
-    int width, height;         /* 0 = the task default (image 1024x1024, video 1280x720) */
-    int frames;                /* 1 = image */
+    bool raw;          /* bare BPE ids: no chat template, eos or vision_start */
+    bool negative;     /* the negative prompt's template */
+    int system_prompt; /* -1 = the checkpoint's default, 0 off, 1 on */
+    bool templates;    /* the resolution/duration sentences */
+    int width, height; /* 0 = the task default (image 1024x1024, video 1280x720) */
+    int frames;        /* 1 = image */
     double fps;
 } cosmos3_tokenize_params;
 
@@ -104,8 +104,8 @@ COSMOS3_API int cosmos3_tokenize(const cosmos3_tokenizer *t, const cosmos3_token
  * and plan checks): written into out_dir atomically (a temporary folder
  * renamed at the end). A field left at zero is the preset's. */
 typedef struct {
-    const char *preset;        /* "tiny", "demo", "edge", "nano", "super" */
-    int layers;                /* 0 = the preset's */
+    const char *preset; /* "tiny", "demo", "edge", "nano", "super" */
+    int layers;         /* 0 = the preset's */
     uint64_t seed;
     const char *out_dir;
     const char *tokenizer_dir; /* NULL = the installed Qwen3 tokenizer */
@@ -128,11 +128,11 @@ COSMOS3_API int cosmos3_mkmodel(const cosmos3_mkmodel_params *p, char *err, size
  * in memory (no checkpoint on disk): what `cosmos3 bench` prints. One rank.
  * FLOPs are model FLOPs: 2 x weights applied per token x tokens for the
  * linears, 4 x S x (L + S) x Hq x head_dim per GEN layer for attention (S GEN
- * tokens, L prompt tokens; the softmax and the elementwise ops not counted). Unless skip_vae, a random VAE of the preset's
- * geometry is written by mkmodel into a temporary folder under $TMPDIR
+ * tokens, L prompt tokens; the softmax and the elementwise ops not counted). Unless skip_vae, a
+ * random VAE of the preset's geometry is written by mkmodel into a temporary folder under $TMPDIR
  * (removed before the call returns) and decodes the last latents once. */
-#define COSMOS3_BENCH_NOPS 11           /* op kinds of the device-timed step */
-#define COSMOS3_BENCH_E2E_MAX_STEPS 16  /* steps of an e2e request whose times are kept */
+#define COSMOS3_BENCH_NOPS 11          /* op kinds of the device-timed step */
+#define COSMOS3_BENCH_E2E_MAX_STEPS 16 /* steps of an e2e request whose times are kept */
 
 typedef struct {
     const char *preset;    /* "tiny", "demo", "edge", "nano", "super" (NULL: "tiny") */
@@ -161,7 +161,7 @@ typedef struct {
     char preset[16];
     /* geometry (per tower) */
     int layers, hidden, heads, kv_heads, head_dim, intermediate;
-    bool mlp_gated; /* SwiGLU; false: ReLU^2 */
+    bool mlp_gated;  /* SwiGLU; false: ReLU^2 */
     char device[96]; /* "cpu", "cuda:0 NVIDIA H200" */
     int width, height, frames;
     int latent_t, latent_h, latent_w, gen_tokens, L_cond, L_uncond;
@@ -197,8 +197,8 @@ typedef struct {
     int e2e_steps;   /* forwards (the t_list) */
     double e2e_step[COSMOS3_BENCH_E2E_MAX_STEPS];
     double e2e_tokenize, e2e_und, e2e_denoise, e2e_vae, e2e_total;
-    double e2e_wall;        /* around cosmos3_generate (the result's copies included) */
-    double e2e_first_total; /* the warm-up: the first request after the load */
+    double e2e_wall;                 /* around cosmos3_generate (the result's copies included) */
+    double e2e_first_total;          /* the warm-up: the first request after the load */
     int64_t plan_need, plan_weights; /* bytes per rank the plan counted */
     /* the GEN attention that ran: "bf16", "fp8", or "bf16 (fp8 declined: <why>)" */
     char attention[128];

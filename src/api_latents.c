@@ -16,6 +16,20 @@ int cosmos3_latents_write(const char *path, const float *latents, const int shap
     return rc;
 }
 
+int cosmos3_latents_write_sound(const char *path, const float *latents, const int shape[5],
+                                const float *sound, const int sound_shape[2], bool overwrite,
+                                char *err, size_t errlen) {
+    st_wtensor wt[2] = {{.name = "latents", .dtype = C3_F32, .ndim = 5, .data = latents},
+                        {.name = "sound_latents", .dtype = C3_F32, .ndim = 2, .data = sound}};
+    for (int i = 0; i < 5; i++)
+        wt[0].shape[i] = shape[i];
+    for (int i = 0; i < 2; i++)
+        wt[1].shape[i] = sound ? sound_shape[i] : 0;
+    int rc = st_write(path, wt, sound ? 2 : 1, NULL, 0, overwrite);
+    if (rc && err && errlen) snprintf(err, errlen, "%s", c3_errmsg());
+    return rc;
+}
+
 static void shape_text(char *buf, size_t n, int ndim, const int64_t *shape) {
     size_t o = (size_t)snprintf(buf, n, "[");
     for (int i = 0; i < ndim && o < n; i++)
@@ -108,6 +122,26 @@ int cosmos3_step_noise_read(const char *path, int steps, const int want[5], floa
             shape[i + 1] = want[i];
         if (st_find(&f, "step_noise")) /* optional: absent, the seed's stream re-noises */
             rc = read_noise(&f, path, "step_noise", 6, shape, "(steps, 1, C, T, h, w)", out, n);
+        st_close(&f);
+    }
+    if (rc && err && errlen) snprintf(err, errlen, "%s", c3_errmsg());
+    return rc;
+}
+
+int cosmos3_sound_noise_read(const char *path, int sound_dim, float **out, size_t *n, char *err,
+                             size_t errlen) {
+    *out = NULL;
+    *n = 0;
+    st_file f;
+    int rc = st_open(&f, path);
+    if (rc) {
+        rc = C3_EINPUT;
+    } else {
+        const st_tensor *t = st_find(&f, "sound_latents");
+        if (t) { /* optional: absent, the seed's stream gives the sound noise */
+            int64_t shape[2] = {sound_dim, t->ndim == 2 ? t->shape[1] : 0};
+            rc = read_noise(&f, path, "sound_latents", 2, shape, "(sound_dim, T_s)", out, n);
+        }
         st_close(&f);
     }
     if (rc && err && errlen) snprintf(err, errlen, "%s", c3_errmsg());

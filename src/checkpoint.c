@@ -306,6 +306,17 @@ int ckpt_parse_tconfig(c3_tconfig *t, const char *text, size_t len, const char *
     G(get_bool(j, "enable_fps_modulation", true, &t->fps_modulation, path));
     G(get_int(j, "unified_3d_mrope_temporal_modality_margin", 15000, &margin, path));
     t->temporal_margin = margin;
+    /* joint sound (sound_gen): the audio_* tensors' width and the latent rate */
+    G(get_bool(j, "sound_gen", false, &t->sound_gen, path));
+    G(get_int(j, "sound_dim", 64, &t->sound_dim, path));
+    double sfps = 25;
+    G(get_num(j, "sound_latent_fps", 25, &sfps, path));
+    if (t->sound_dim < 1 || !(sfps > 0) || !isfinite(sfps)) {
+        rc =
+            c3_fail(C3_EMODEL, "%s: \"sound_dim\" and \"sound_latent_fps\" must be positive", path);
+        goto out;
+    }
+    t->sound_latent_fps = sfps;
 #undef G
     t->config_hash = c3_fnv1a(text, len, C3_FNV_INIT);
 out:

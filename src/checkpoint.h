@@ -50,6 +50,11 @@ typedef struct {
     int fp8_first, fp8_last;
     bool fp8_overlap_a16, fp8_reasoner_a16;
     int weight_dtype; /* "torch_dtype"/"dtype": C3_BF16, C3_F16, C3_F32, or -1 if not given */
+    /* joint sound: sound_gen (the checkpoint was trained with it), sound_dim
+     * (the sound latent width, audio_proj_in's input), sound_latent_fps (25) */
+    bool sound_gen;
+    int sound_dim;
+    double sound_latent_fps;
 } c3_tconfig;
 
 /* Wan2.2 VAE (vae/config.json). */

@@ -83,6 +83,10 @@ int denoise_check_finite(const float *x, int64_t n, const char *where, const cha
                    where, (double)x[bad], bad, stage);
 }
 
+uint64_t denoise_sound_offset(int steps, int64_t n, int64_t ns, int k) {
+    return (uint64_t)(steps + 1) * (uint64_t)n + (uint64_t)k * (uint64_t)ns;
+}
+
 static int rank_loop(c3_denoise *j, c3_rank *rk) {
     c3_runtime *rt = j->rt;
     const c3_plan *p = &rt->plan;
@@ -100,6 +104,22 @@ static int rank_loop(c3_denoise *j, c3_rank *rk) {
     c3_sampler *smp =
         sampler_new(sde ? C3_SAMPLER_FLOWMATCH : C3_SAMPLER_UNIPC, s->steps, j->sigmas, j->n);
     c3_stepcache *sc = j->cache ? stepcache_new(j->cache, &j->cache_params) : NULL;
+    /* joint sound: its latents sx, velocities [cond | uncond], and sampler */
+    int64_t ns = j->Ts > 0 ? j->ns : 0;
+    float *sx = NULL, *sbuf = NULL, *sv = NULL, *snoise = NULL;
+    c3_sampler *ssmp = NULL;
+    float *sout[2] = {NULL, NULL};
+    if (ns) {
+        sx = xmalloc((size_t)ns * sizeof(float));
+        sbuf = xmalloc((size_t)ns * 2 * sizeof(float));
+        sv = xmalloc((size_t)ns * sizeof(float));
+        if (sde) snoise = xmalloc((size_t)ns * sizeof(float));
+        memcpy(sx, j->s_init, (size_t)ns * sizeof(float));
+        ssmp = sampler_new(sde ? C3_SAMPLER_FLOWMATCH : C3_SAMPLER_UNIPC, s->steps, j->sigmas, ns);
+        g.sound_T = j->Ts;
+        g.sound = sx;
+        g.sound_vel = sout;
+    }
     bool need_uncond = false;
     for (int i = 0; i < s->steps; i++)
         need_uncond |= cfg_active(s, j->timesteps[i]);
@@ -157,6 +177,8 @@ static int rank_loop(c3_denoise *j, c3_rank *rk) {
              * reported half to each */
             double a = c3_now();
             float *out[2] = {vbuf, vbuf + j->n};
+            sout[0] = sbuf;
+            sout[1] = sbuf + ns;
             rc = gen(sc, rk->model, 0, 2, kv, x, &g, t, out);
             tc = tu = (c3_now() - a) / 2;
             if (lead && rc == C3_OK) {
@@ -165,11 +187,13 @@ static int rank_loop(c3_denoise *j, c3_rank *rk) {
             }
         } else if (p->cfg == 1) {
             double a = c3_now();
+            sout[0] = sbuf;
             rc = gen(sc, rk->model, 0, 1, kv, x, &g, t, (float *[]){vbuf});
             tc = c3_now() - a;
             if (lead && rc == C3_OK) emit_branch(rt, rk->rank, 0, i + 1, 0, tc);
             if (rc == C3_OK && cfg_on) {
                 a = c3_now();
+                sout[0] = sbuf + ns;
                 rc = gen(sc, rk->model, 1, 1, kv, x, &g, t, (float *[]){vbuf + j->n});
                 tu = c3_now() - a;
                 if (lead && rc == C3_OK) emit_branch(rt, rk->rank, 0, i + 1, 1, tu);
@@ -177,6 +201,7 @@ static int rank_loop(c3_denoise *j, c3_rank *rk) {
         } else {
             /* group 0: cond; group 1: uncond, idle outside the guidance interval */
             float *mine = vbuf + (group ? j->n : 0);
+            sout[0] = sbuf + (group ? ns : 0);
             double a = c3_now();
             if (group == 0 || cfg_on) rc = gen(sc, rk->model, group, 1, kv, x, &g, t, &mine);
             double sec = c3_now() - a;
@@ -188,6 +213,7 @@ static int rank_loop(c3_denoise *j, c3_rank *rk) {
                 emit_branch(rt, rk->rank, group, i + 1, group, sec);
             /* exchange: all-gather over the CFG pair (cond | uncond) */
             if (rc == C3_OK) rc = rk->cfg->allgather_host(rk->cfg, vbuf, mine, j->n);
+            if (rc == C3_OK && ns) rc = rk->cfg->allgather_host(rk->cfg, sbuf, sout[0], ns);
         }
         if (rc) break;
         double th = c3_now(); /* the step's host work: CFG combine, noise, the sampler */
@@ -208,6 +234,19 @@ static int rank_loop(c3_denoise *j, c3_rank *rk) {
             }
         }
         rc = sampler_step(smp, i, v, x, eps, NULL, NULL);
+        if (rc == C3_OK && ns) { /* the sound: the same guidance, its own sampler */
+            if (cfg_on)
+                cfg_combine(sv, sbuf, sbuf + ns, (float)s->guidance, ns);
+            else
+                memcpy(sv, sbuf, (size_t)ns * sizeof(float));
+            const float *seps = NULL;
+            if (sampler_needs_noise(ssmp,
+                                    i)) { /* after the initial sound noise: denoise_sound_offset */
+                rng_normal(s->seed, denoise_sound_offset(s->steps, j->n, ns, i + 1), snoise, ns);
+                seps = snoise;
+            }
+            rc = sampler_step(ssmp, i, sv, sx, seps, NULL, NULL);
+        }
         /* the SDE step re-noised the pinned frames with the rest (their draws
          * come from the stream too, as upstream's generator draws the whole
          * tensor): back to the clean x0, mask * x0 + (1 - mask) * x */
@@ -255,12 +294,18 @@ static int rank_loop(c3_denoise *j, c3_rank *rk) {
         j->t_loop = c3_now() - tl;
         if (rc == C3_OK) {
             memcpy(j->x_final, x, (size_t)j->n * sizeof(float));
+            if (ns) memcpy(j->s_final, sx, (size_t)ns * sizeof(float));
             cosmos3_event ev = {.kind = COSMOS3_EV_STAGE, .stage = "denoise", .seconds = j->t_loop};
             rt_emit(rt, &ev);
         }
     }
     sampler_free(smp);
     stepcache_free(sc);
+    sampler_free(ssmp);
+    free(sx);
+    free(sbuf);
+    free(sv);
+    free(snoise);
     free(x);
     free(vbuf);
     free(v);

@@ -39,6 +39,14 @@ typedef struct {
     const c3_cache_kind *cache;
     c3_stepcache_params cache_params;
     int steps_cached;
+    /* joint sound (0: none): Ts sound latent frames, ns = sound_dim * Ts
+     * floats [sound_dim, Ts], stepped beside the latents with the same
+     * guidance by a sampler of their own (upstream: a copy of the scheduler
+     * made after set_timesteps, its own multistep history) */
+    int Ts;
+    int64_t ns;
+    const float *s_init;
+    float *s_final; /* [ns], written by rank 0 */
 } c3_denoise;
 
 /* Run the loop on every rank of j->rt (one thread each) and join them; the
@@ -49,6 +57,10 @@ int denoise_run(c3_denoise *j);
  * latents"): the noise was checked before, so it came from the weights of
  * `stage` ("transformer", "VAE"); C3_EMODEL naming both, else C3_OK. */
 int denoise_check_finite(const float *x, int64_t n, const char *where, const char *stage);
+/* Where the seed's stream gives the sound's draws: the latents take [0, n)
+ * and the SDE's step i [(i + 1) n, (i + 2) n); after them, the initial
+ * sound noise (k 0) and the SDE's sound draws of step k - 1, ns each. */
+uint64_t denoise_sound_offset(int steps, int64_t n, int64_t ns, int k);
 /* Tests only: false skips the re-anchoring above (default true). */
 extern bool c3_denoise_reanchor;
 

@@ -5,6 +5,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 
 #include "backend.h"
 #include "condition.h"
@@ -90,6 +91,13 @@ void engine_model_info(const c3_ckpt *ck, cosmos3_model_info *o) {
     o->patch = ck->t.patch;
     o->vae_spatial = ck->v.scale_spatial;
     o->vae_temporal = ck->v.scale_temporal;
+    o->sound_dim = ckpt_find(ck, "audio_proj_in.weight") ? ck->t.sound_dim : 0;
+    {
+        char *sd = c3_path_join(ck->dir, "sound_tokenizer");
+        struct stat st;
+        o->sound_tokenizer = stat(sd, &st) == 0 && S_ISDIR(st.st_mode);
+        free(sd);
+    }
     c3_sizes sz;
     ckpt_sizes(ck, &sz);
     o->parameters =
@@ -305,6 +313,7 @@ typedef struct {
     c3_denoise j;     /* the loop's input and output */
     float *x0;        /* [1, C, T, h, w] the initial latents */
     float *pixels;    /* [F, H, W, 3] decoded */
+    float *sx0;       /* [sound_dim, T_s] the initial sound latents (joint sound) */
     int64_t h2d_bytes0;
     double h2d_sec0;
 } gen_job;
@@ -443,6 +452,91 @@ static int gen_schedule(gen_job *g) {
                         j->timesteps);
 }
 
+/* Joint sound: the sound decoder (loaded by the first sound request), the
+ * clip's sound length and its initial noise (the request's, or the seed's
+ * after every draw of the latents) into j. C3_EMODEL with one line when the
+ * checkpoint cannot make sound. */
+static int gen_sound(gen_job *g) {
+    if (!g->rq->sound) return C3_OK;
+    cosmos3_engine *e = g->e;
+    const cosmos3_request *rq = g->rq;
+    const cosmos3_settings *s = &g->s;
+    const c3_tconfig *tc = &e->ck.t;
+    c3_denoise *j = &g->j;
+    if (!model_has_sound(e->rt.ranks[0].model))
+        return c3_fail(
+            C3_EMODEL,
+            "%s: the transformer has no sound heads (audio_proj_in, audio_proj_out); this "
+            "checkpoint makes no sound: leave out --sound",
+            e->ck.dir);
+    if (!e->avae) {
+        char *dir = c3_path_join(e->ck.dir, "sound_tokenizer");
+        struct stat st;
+        int rc;
+        if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
+            rc =
+                c3_fail(C3_EMODEL,
+                        "%s: no sound_tokenizer/ folder; this checkpoint makes no sound: leave out "
+                        "--sound or use a checkpoint with its sound tokenizer",
+                        e->ck.dir);
+        else
+            rc = avae_load(&e->avae, dir);
+        free(dir);
+        C3_TRY(rc);
+    }
+    const c3_aconfig *ac = avae_config(e->avae);
+    if (ac->latent_dim != tc->sound_dim)
+        return c3_fail(C3_EMODEL,
+                       "%s/sound_tokenizer/config.json: vocoder_input_dim %d differs from the "
+                       "transformer's sound_dim %d",
+                       e->ck.dir, ac->latent_dim, tc->sound_dim);
+    int64_t Ts = avae_sound_len(s->frames, s->fps, ac->sampling_rate, ac->hop);
+    if (Ts < 1 || Ts > (1 << 20))
+        return c3_fail(C3_EUSAGE, "sound: %d frames at %g fps give no sound latents", s->frames,
+                       s->fps);
+    j->Ts = (int)Ts;
+    j->ns = (int64_t)tc->sound_dim * Ts;
+    g->sx0 = xmalloc((size_t)j->ns * sizeof(float));
+    if (rq->sound_noise) {
+        if (rq->sound_noise_len != (size_t)j->ns)
+            return c3_fail(C3_EINPUT,
+                           "sound noise has %zu floats; this clip needs [%d, %lld] = %lld",
+                           rq->sound_noise_len, tc->sound_dim, (long long)Ts, (long long)j->ns);
+        memcpy(g->sx0, rq->sound_noise, (size_t)j->ns * sizeof(float));
+        size_t bad = c3_first_nonfinite(g->sx0, (size_t)j->ns);
+        if (bad < (size_t)j->ns)
+            return c3_fail(C3_EINPUT,
+                           "sound noise holds %g at element %zu; noise must be finite numbers",
+                           (double)g->sx0[bad], bad);
+    } else {
+        rng_normal(s->seed, denoise_sound_offset(s->steps, j->n, j->ns, 0), g->sx0, j->ns);
+    }
+    j->s_init = g->sx0;
+    j->s_final = xmalloc((size_t)j->ns * sizeof(float));
+    return C3_OK;
+}
+
+/* The final sound latents through the sound decoder: [channels, T_s hop] PCM. */
+static int gen_sound_decode(gen_job *g) {
+    const c3_denoise *j = &g->j;
+    if (!j->ns) return C3_OK;
+    cosmos3_engine *e = g->e;
+    cosmos3_result *res = g->res;
+    double t0 = c3_now();
+    rt_emit_stage(&e->rt, "sound", true, 0);
+    const c3_aconfig *ac = avae_config(e->avae);
+    res->sound_channels = ac->out_channels;
+    res->sound_rate = ac->sampling_rate;
+    res->sound_samples = (int64_t)j->Ts * ac->hop;
+    res->sound = xmalloc((size_t)(res->sound_channels * res->sound_samples) * sizeof(float));
+    C3_TRY(avae_decode(e->avae, j->s_final, j->Ts, res->sound, NULL));
+    C3_TRY(denoise_check_finite(res->sound, res->sound_channels * res->sound_samples,
+                                "the decoded sound", "sound tokenizer"));
+    res->timings.sound = c3_now() - t0;
+    rt_emit_stage(&e->rt, "sound", false, res->timings.sound);
+    return C3_OK;
+}
+
 /* The denoising loop on every rank (denoise.c), its times into the result. */
 static int gen_denoise(gen_job *g) {
     cosmos3_engine *e = g->e;
@@ -456,7 +550,11 @@ static int gen_denoise(gen_job *g) {
     j->cache_params = (c3_stepcache_params){.threshold = g->s.cache_threshold,
                                             .max_skip = g->s.cache_max_skip,
                                             .warmup = g->s.cache_warmup};
-    if (j->cache && j->sched == C3_SCHED_FLOWMATCH4) {
+    if (j->cache && j->Ts > 0) {
+        add_warning(e, "cache: off with --sound (a skipped step would reuse the video tokens' "
+                       "residual without the sound's)");
+        j->cache = NULL;
+    } else if (j->cache && j->sched == C3_SCHED_FLOWMATCH4) {
         add_warning(e, "cache: off for the distilled 4-step sampler (each of its steps re-noises "
                        "the latents; none can be skipped)");
         j->cache = NULL;
@@ -473,6 +571,8 @@ static int gen_denoise(gen_job *g) {
     }
     C3_TRY(denoise_run(j));
     C3_TRY(denoise_check_finite(j->x_final, j->n, "the final latents", "transformer"));
+    if (j->ns)
+        C3_TRY(denoise_check_finite(j->s_final, j->ns, "the final sound latents", "transformer"));
     res->timings.und = j->t_und;
     res->timings.denoise = j->t_loop;
     if (j->steps_run) {
@@ -523,6 +623,12 @@ static void gen_result(gen_job *g) {
         res->latents = g->j.x_final;
         g->j.x_final = NULL;
         memcpy(res->latent_shape, s->latent_shape, sizeof res->latent_shape);
+        if (g->j.ns) {
+            res->sound_latents = g->j.s_final;
+            g->j.s_final = NULL;
+            res->sound_latent_shape[0] = e->ck.t.sound_dim;
+            res->sound_latent_shape[1] = g->j.Ts;
+        }
     }
     res->prompt = xstrdup(rq->prompt);
     res->negative_prompt = xstrdup(s->negative_prompt);
@@ -574,6 +680,8 @@ static void gen_free(gen_job *g) {
     free(g->j.ids[1]);
     free(g->x0);
     free(g->j.x_final);
+    free(g->sx0);
+    free(g->j.s_final);
     free(g->j.sigmas);
     free(g->j.timesteps);
     free(g->pixels);
@@ -588,8 +696,10 @@ static int generate(cosmos3_engine *e, const cosmos3_request *rq, cosmos3_result
     if (rc == C3_OK) rc = gen_noise(&g);
     if (rc == C3_OK) rc = gen_encode(&g);
     if (rc == C3_OK) rc = gen_schedule(&g);
+    if (rc == C3_OK) rc = gen_sound(&g);
     if (rc == C3_OK) rc = gen_denoise(&g);
     if (rc == C3_OK) rc = gen_decode(&g);
+    if (rc == C3_OK) rc = gen_sound_decode(&g);
     if (rc == C3_OK) gen_result(&g);
     gen_free(&g);
     return rc;
@@ -673,6 +783,8 @@ void cosmos3_result_free(cosmos3_result *r) {
     if (!r) return;
     free(r->rgb);
     free(r->latents);
+    free(r->sound);
+    free(r->sound_latents);
     free(r->prompt);
     free(r->negative_prompt);
     for (int i = 0; i < r->nwarnings; i++)

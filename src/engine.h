@@ -9,6 +9,7 @@
 #ifndef COSMOS3_ENGINE_H
 #define COSMOS3_ENGINE_H
 
+#include "audio_vae.h"
 #include "checkpoint.h"
 #include "cosmos3.h"
 #include "loader.h"
@@ -23,6 +24,7 @@ struct cosmos3_engine {
     c3_runtime rt; /* the plan, its ranks and communicators, cancel, the events */
     c3_vae *vae;
     c3_vae_enc *venc; /* the VAE encoder, loaded by the first conditioned request */
+    c3_audio_vae *avae; /* the sound decoder, loaded by the first sound request */
     int precision;    /* C3_PREC_* (model.h) */
     bool attn_fp8;    /* --attention fp8 (every rank's backend: attn_fp8) */
     bool attn_warned; /* the FP8 attention's decline warned (once per engine) */

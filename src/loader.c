@@ -260,6 +260,7 @@ void loader_close(cosmos3_engine *e) {
     if (!e) return;
     vae_free(e->vae);
     vae_enc_free(e->venc);
+    avae_free(e->avae);
     rt_free(&e->rt);
     tok_free(e->tok);
     ckpt_close(&e->ck);

@@ -24,6 +24,10 @@ void (*model_trace_hook)(const char *name, int layer, const c3_tensor *t);
 
 const c3_tconfig *model_config(const c3_model *m) { return &m->c; }
 
+bool model_has_sound(const c3_model *m) {
+    return m && m->has_sound;
+}
+
 static void trace(const char *name, int layer, const c3_tensor *t) {
     if (model_trace_hook) model_trace_hook(name, layer, t);
 }
@@ -52,6 +56,17 @@ void model_gen_position(const c3_tconfig *c, int L, const c3_latent_geom *g, int
     int64_t hp = (g->h + c->patch - 1) / c->patch, wp = (g->w + c->patch - 1) / c->patch;
     int64_t f = token / (hp * wp), r = (token / wp) % hp, col = token % wp;
     int64_t o = (int64_t)L + c->temporal_margin;
+    int64_t Sv = (int64_t)g->T * hp * wp;
+    if (g->sound_T > 0 && token >= Sv) { /* sound token k: (t, 0, 0) from vision frame 0's t */
+        int64_t k = token - Sv;
+        if (g->sound_T > 1 &&
+            c->fps_modulation) /* fp32 as upstream: (k / sound_fps) * base_fps + o */
+            pos[0] = (float)((float)k / (float)c->sound_latent_fps * (float)c->base_fps) + (float)o;
+        else
+            pos[0] = (double)(o + k);
+        pos[1] = pos[2] = 0;
+        return;
+    }
     if (g->T > 1 && c->fps_modulation && g->fps > 0) {
         /* fp32, as the reference computes it: o + f * (base_fps / fps) */
         float ratio = (float)(c->base_fps / g->fps);
@@ -451,7 +466,7 @@ static int gen_rope(c3_model *m, int L, const c3_latent_geom *g, int64_t t0, int
     for (int i = 0; i < ROPE_CACHE_SLOTS && !hit; i++) {
         rope_cache *r = &m->rope[i];
         if (r->valid && r->L == L && r->t0 == t0 && r->S == S && r->g.T == g->T && r->g.h == g->h &&
-            r->g.w == g->w && (g->T <= 1 || r->g.fps == g->fps))
+            r->g.w == g->w && r->g.sound_T == g->sound_T && (g->T <= 1 || r->g.fps == g->fps))
             hit = r;
     }
     if (!hit) {
@@ -523,9 +538,13 @@ int model_gen_cached(c3_model *m, int nb, const c3_undkv *const *kvs, const floa
             return c3_fail(C3_EFAIL, "GEN forward: the UND cache does not belong to this model");
     if (g->T <= 0 || g->h <= 0 || g->w <= 0)
         return c3_fail(C3_EINPUT, "GEN forward: latent grid %dx%dx%d is empty", g->T, g->h, g->w);
+    if (g->sound_T < 0 || (g->sound_T > 0 && (!m->has_sound || !g->sound || !g->sound_vel)))
+        return c3_fail(C3_EFAIL,
+                       "GEN forward: sound tokens need the transformer's audio_proj_in/out");
     int64_t C = c->latent_ch, p = c->patch, P = c->patch_dim, D = c->hidden;
-    int64_t T = g->T, h = g->h, w = g->w;
-    int64_t hp = (h + p - 1) / p, wp = (w + p - 1) / p, S_all = T * hp * wp;
+    int64_t T = g->T, h = g->h, w = g->w, Ts = g->sound_T, SD = c->sound_dim;
+    /* the sequence: S_v vision tokens, then Ts sound tokens */
+    int64_t hp = (h + p - 1) / p, wp = (w + p - 1) / p, S_v = T * hp * wp, S_all = S_v + Ts;
     /* Ulysses: this rank holds tokens [t0, t0 + S) of the sequence padded to S_pad */
     int sp = m->shard.sp_size > 1 ? m->shard.sp_size : 1;
     if (nb > 1 && sp > 1)
@@ -537,11 +556,13 @@ int model_gen_cached(c3_model *m, int nb, const c3_undkv *const *kvs, const floa
     /* replayable layer loop (see gen_graphs): buffers kept across calls */
     bool probe = gc && gc->probe[0], reuse = gc && !probe && gc->reuse;
     bool record = gc && !probe && !reuse;
-    bool graphs = sp == 1 && gg_enabled(m) && !probe && !reuse, recording = false;
+    bool graphs = sp == 1 && Ts == 0 && gg_enabled(m) && !probe && !reuse, recording = false;
     if (graphs) C3_TRY(gg_buffers(m, T, hp, wp, nb));
     gen_acts own = {0}, A = {0};                    /* A: views of the graph buffers, or of own */
     c3_tensor tok = {0}, tok_all = {0}, bias = {0}; /* tokens [S_pad, P]: this rank's [S, P] */
     c3_tensor xin = {0}; /* the step cache's stack input, negated: [S, D] */
+    c3_tensor snd = {0}, sbias = {0}, sout = {0}; /* sound: [S, SD] in, F32 [D] bias, [n, SD] out */
+    float *shost = NULL, *sall = NULL;
     c3_tensor cs[GEN_MAX_BATCH] = {{0}}, sn[GEN_MAX_BATCH] = {{0}};
     ulysses_scratch u = {.S = S_all, .S_pad = S_pad};
     float *host = NULL, *e = NULL, *temb = NULL, *all = NULL;
@@ -579,9 +600,9 @@ int model_gen_cached(c3_model *m, int nb, const c3_undkv *const *kvs, const floa
         int64_t pne[] = {T, hp, wp, p, p, C};
         c3_tensor body = c3_view(&tok_all, 0, 6, pne);
         TRY(be->permute(be, &body, &A.lat, to_tokens));
-        if (S_pad > S_all) { /* Ulysses padding rows: zeros */
-            float *z = xcalloc((size_t)((S_pad - S_all) * P), sizeof(float));
-            c3_tensor pad = c3_rows(&tok_all, S_all, S_pad - S_all);
+        if (S_pad > S_v) { /* the sound and Ulysses padding rows: zeros */
+            float *z = xcalloc((size_t)((S_pad - S_v) * P), sizeof(float));
+            c3_tensor pad = c3_rows(&tok_all, S_v, S_pad - S_v);
             rc = be->upload(be, &pad, z, C3_F32);
             free(z);
             if (rc) goto done;
@@ -613,6 +634,12 @@ int model_gen_cached(c3_model *m, int nb, const c3_undkv *const *kvs, const floa
         TRY(be->linear(be, &x0, &tok, &m->proj_in, &m->proj_in_bd, false));
         trace("gen.proj_in", -1, &x0);
     }
+    if (Ts > 0) { /* the sound tokens' bias: audio_proj_in's + audio_modality_embed + temb */
+        TRY(c3_alloc(be, &sbias, C3_F32, C3_MEM_ACT, 2, (int64_t)1, D));
+        TRY(be->copy(be, &sbias, &m->a_in_b));
+        TRY(be->add(be, &sbias, &m->a_me));
+        TRY(be->add(be, &sbias, &bias));
+    }
     TRY(be->add(be, &bias, &m->proj_in_bd)); /* temb + proj_in bias: one bias vector */
     if (!g->pinned) {
         TRY(be->linear(be, &x0, &tok, &m->proj_in, &bias, false)); /* [S, D] */
@@ -620,11 +647,31 @@ int model_gen_cached(c3_model *m, int nb, const c3_undkv *const *kvs, const floa
         int64_t fs = hp * wp;
         for (int64_t r0 = 0, r1; r0 < S; r0 = r1) {
             int64_t j = t0 + r0;
-            bool pin = j < S_all && g->pinned[j / fs];
-            r1 = j < S_all ? C3_MIN(S, (j / fs + 1) * fs - t0) : S;
+            bool pin = j < S_v && g->pinned[j / fs];
+            r1 = j < S_v ? C3_MIN(S, (j / fs + 1) * fs - t0) : S;
             c3_tensor xr = c3_rows(&x0, r0, r1 - r0), tr = c3_rows(&tok, r0, r1 - r0);
             TRY(be->linear(be, &xr, &tr, &m->proj_in, pin ? &m->proj_in_bd : &bias, false));
         }
+    }
+    /* this rank's sound rows [s0, s1) of the sequence: audio_proj_in(z) +
+     * (its bias + audio_modality_embed) + temb over the vision rows there */
+    int64_t s0 = C3_MAX(S_v, t0), s1 = C3_MIN(S_all, t0 + S);
+    if (s1 > s0) {
+        int64_t ns = s1 - s0;
+        float *zt = xmalloc(sizeof(float) * (size_t)(ns * SD)); /* [ns, SD]: z transposed */
+        for (int64_t k = 0; k < ns; k++)
+            for (int64_t ch = 0; ch < SD; ch++)
+                zt[k * SD + ch] = g->sound[ch * Ts + (s0 - S_v + k)];
+        int64_t zne[] = {ns, SD};
+        rc = upload_new(be, &snd, zt, C3_MEM_ACT, 2, zne);
+        free(zt);
+        if (rc) goto done;
+        c3_tensor xs = c3_rows(&x0, s0 - t0, ns);
+        if (model_trace_hook) {
+            TRY(be->linear(be, &xs, &snd, &m->a_in, &m->a_in_b, false));
+            trace("gen.sound_proj_in", -1, &xs);
+        }
+        TRY(be->linear(be, &xs, &snd, &m->a_in, &sbias, false)); /* [ns, D] */
     }
     for (int b = 1; b < nb; b++) {
         c3_tensor xb = c3_rows(&A.x, b * S, S);
@@ -718,6 +765,23 @@ stack_done:
     trace("gen.final_norm", -1, &A.s.xn);
     TRY(be->linear(be, &A.y, &A.s.xn, &m->proj_out, &m->proj_out_b, false)); /* [n, P] */
     trace("gen.proj_out", -1, &A.y);
+    if (Ts > 0) { /* sound velocity: audio_proj_out over the rank's rows, the sound rows kept */
+        TRY(c3_alloc(be, &sout, be->act_dtype, C3_MEM_ACT, 2, n, SD));
+        TRY(be->linear(be, &sout, &A.s.xn, &m->a_out, &m->a_out_b, false)); /* [n, SD] */
+        trace("gen.sound_proj_out", -1, &sout);
+        shost = xmalloc(sizeof(float) * (size_t)(n * SD));
+        TRY(be->download(be, shost, &sout));
+        const float *rows = shost; /* [nb S, SD]; Ulysses: gathered [S_pad, SD] */
+        if (sp > 1) {
+            sall = xmalloc(sizeof(float) * (size_t)(S_pad * SD));
+            TRY(m->shard.sp->allgather_host(m->shard.sp, sall, shost, S * SD));
+            rows = sall;
+        }
+        for (int b = 0; b < nb; b++) /* [SD, Ts] */
+            for (int64_t k = 0; k < Ts; k++)
+                for (int64_t ch = 0; ch < SD; ch++)
+                    g->sound_vel[b][ch * Ts + k] = rows[(b * S + S_v + k) * SD + ch];
+    }
     TRY(ring_collect(m, 1));
     if (sp > 1) { /* gather the sequence shards, unpatchify on the host */
         TRY(be->download(be, host, &A.y));
@@ -772,6 +836,11 @@ done:
     c3_free(&xin);
     c3_free(&tok_all);
     c3_free(&bias);
+    c3_free(&snd);
+    c3_free(&sbias);
+    c3_free(&sout);
+    free(shost);
+    free(sall);
     ulysses_free(&u);
     free(host);
     free(all);

@@ -89,6 +89,13 @@ typedef struct {
      * video). Their tokens enter clean, without the timestep embedding, and
      * their velocity comes out zero, as upstream's noisy-frame indexes. */
     const uint8_t *pinned;
+    /* Joint sound (model_has_sound): sound_T sound latent frames, one GEN
+     * token each after the vision tokens (0: none). Their input is
+     * audio_proj_in(z_k) + audio_modality_embed + the timestep embedding;
+     * positions (t, 0, 0) from vision frame 0's t at sound_latent_fps. */
+    int sound_T;
+    const float *sound;      /* [sound_dim, sound_T] host floats (the noisy sound latents) */
+    float *const *sound_vel; /* [nb] outputs, each [sound_dim, sound_T] host floats */
 } c3_latent_geom;
 
 /* One GEN forward: latents [C, T, h, w] (host floats, normalised space),
@@ -127,6 +134,10 @@ void model_gen_rows(const c3_model *m, const c3_latent_geom *g, int64_t *S, int6
  * activations do not fit) or COSMOS3_CFG_BATCH=0. */
 bool model_batches(const c3_model *m);
 void model_batch(c3_model *m, bool on);
+
+/* Whether the transformer holds the sound heads (audio_proj_in/out,
+ * audio_modality_embed); their width is model_config(m)->sound_dim. */
+bool model_has_sound(const c3_model *m);
 
 /* Debug taps for the golden tests (NULL = off): called with a name from
  * trace.safetensors ("layer_in.gen", "layers.und_q" with layer index, ...),

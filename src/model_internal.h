@@ -154,6 +154,11 @@ struct c3_model {
     bool gen_w8a8, und_w8a8; /* FP8 x FP8 products in the GEN / UND tower (else W8A16) */
     int64_t h2d_bytes;
     double h2d_seconds;
+    /* joint sound (the checkpoint holds audio_proj_in): the sound tokens'
+     * projections and modality embedding */
+    bool has_sound;
+    c3_tensor a_in, a_out, a_out_b; /* [D, sound_dim], [sound_dim, D], [sound_dim] */
+    c3_tensor a_in_b, a_me;         /* F32 [D]: audio_proj_in.bias, audio_modality_embed */
 };
 
 #define TRY(x)                                                                                     \

@@ -627,6 +627,11 @@ void model_free(c3_model *m) {
     c3_free(&m->te_w2d);
     c3_free(&m->te_b2d);
     c3_free(&m->proj_in_bd);
+    c3_free(&m->a_in);
+    c3_free(&m->a_out);
+    c3_free(&m->a_out_b);
+    c3_free(&m->a_in_b);
+    c3_free(&m->a_me);
     for (int i = 0; i < ROPE_CACHE_SLOTS; i++) {
         c3_free(&m->rope[i].cs);
         c3_free(&m->rope[i].sn);
@@ -762,6 +767,22 @@ int model_load(c3_model **out, const c3_ckpt *ck, c3_backend *be, const c3_shard
         free(m->te_w2);
         free(m->te_b2);
         m->te_w1 = m->te_b1 = m->te_w2 = m->te_b2 = NULL;
+    }
+    if (ckpt_find(ck, "audio_proj_in.weight")) { /* the sound heads (replicated, small) */
+        int64_t si[] = {D, c->sound_dim}, so[] = {c->sound_dim, D}, sb[] = {c->sound_dim},
+                db[] = {D};
+        float *ab = NULL, *me = NULL;
+        TRY(load_tensor(m, ck, &m->a_in, "audio_proj_in.weight", 2, si, SPLIT_NONE));
+        TRY(load_tensor(m, ck, &m->a_out, "audio_proj_out.weight", 2, so, SPLIT_NONE));
+        TRY(load_tensor(m, ck, &m->a_out_b, "audio_proj_out.bias", 1, sb, SPLIT_NONE));
+        rc = load_host(ck, &ab, "audio_proj_in.bias", 1, db);
+        if (!rc) rc = load_host(ck, &me, "audio_modality_embed", 1, db);
+        if (!rc) rc = upload_f32(be, &m->a_in_b, ab, 1, db);
+        if (!rc) rc = upload_f32(be, &m->a_me, me, 1, db);
+        free(ab);
+        free(me);
+        if (rc) goto done;
+        m->has_sound = true;
     }
     rope_setup(m);
 done:

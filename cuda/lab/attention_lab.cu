@@ -28,8 +28,8 @@
  * Build (here or on the GPU machine; needs only the CUDA toolkit):
  *   nvcc -std=c++17 -O3 -lineinfo -gencode=arch=compute_90a,code=sm_90a \
  *        -o attention_lab cuda/lab/attention_lab.cu
- * Run:  ./attention_lab [--quick] [--experimental] [--only NAME[,NAME..]] [--sizes S[,S..]]   (prints a table;
- *       exit 1 on a failed check; --only times just the variants whose name contains one of the
+ * Run:  ./attention_lab [--quick] [--experimental] [--only NAME[,NAME..]] [--sizes S[,S..]] (prints
+ * a table; exit 1 on a failed check; --only times just the variants whose name contains one of the
  *       NAMEs, e.g. "bk176,fp8"; --sizes the GEN query counts timed; --experimental checks and
  *       times only the variants not yet measured, v7 and v8, and no others: a hang costs its own
  *       invocation, not the measured table)
@@ -128,7 +128,8 @@ static bool run_v1(const prob &a, cudaStream_t st) {
     m.q = a.q, m.out = a.out, m.Sq = a.Sq, m.Hq = a.Hq, m.Hkv = a.Hkv, m.D = a.D, m.nseg = a.nseg;
     int64_t start = 0;
     for (int s = 0; s < a.nseg; s++) {
-        m.k[s] = a.k[s], m.v[s] = a.v[s], m.n[s] = a.n[s], m.valid[s] = a.valid[s], m.start[s] = start;
+        m.k[s] = a.k[s], m.v[s] = a.v[s], m.n[s] = a.n[s], m.valid[s] = a.valid[s],
+        m.start[s] = start;
         start += a.n[s];
     }
     m.scale_log2 = a.scale * LOG2E;
@@ -511,7 +512,8 @@ static double time_ms(const variant &v, const prob &a, int reps) {
 }
 
 #define TOL 1e-2
-#define FP8_TOL 8e-2 /* E4M3 keeps 3 mantissa bits: ~4e-2 measured (bench/NOTES.md); a layout bug gives ~1 */
+#define FP8_TOL                                                                                    \
+    8e-2 /* E4M3 keeps 3 mantissa bits: ~4e-2 measured (bench/NOTES.md); a layout bug gives ~1 */
 static double tol_of(const variant &v) { return v.tol > 0 ? v.tol : TOL; }
 
 int main(int argc, char **argv) {
