@@ -26,6 +26,7 @@
 #include "output.h"
 #include "session.h"
 #include "png_io.h"
+#include "precheck.h"
 #include "repl.h"
 #include "serve.h"
 #include "task.h"
@@ -268,7 +269,7 @@ static int run_generation(c3_settings *s) {
          */
         bool for_tty = x.kind == EV_LOG && !strncmp(x.text, "seed ", 5);
         if (x.kind == EV_LOG && (!s->quiet || !strncmp(x.text, "warning:", 8)) &&
-            (tty || !for_tty)) {
+            (tty || !for_tty) && !(for_tty && s->noise)) { /* --noise: no seed was drawn */
             fprintf(stderr, "%s%s\n", open ? "\r\033[K" : "", x.text);
             open = false;
         }
@@ -323,17 +324,22 @@ static int run_generation(c3_settings *s) {
     } else if (!s->quiet) {
         const char *where =
             j.r.npaths == 1 && !strcmp(j.r.paths[0], "-") ? "standard output" : NULL;
+        /* with --noise the seed drew nothing: name the noise instead */
+        char seed_txt[4200];
+        if (s->noise)
+            snprintf(seed_txt, sizeof seed_txt, "noise %s", s->noise);
+        else
+            snprintf(seed_txt, sizeof seed_txt, "seed %llu", (unsigned long long)j.r.seed);
         if (j.r.npaths == 1 && j.r.frames > 1)
-            fprintf(stderr, "wrote %s (%d frames, %g fps, seed %llu, %.1f s)\n",
+            fprintf(stderr, "wrote %s (%d frames, %g fps, %s, %.1f s)\n",
                     where ? where : j.r.paths[0], j.r.frames, j.r.out ? j.r.out->fps : 0,
-                    (unsigned long long)j.r.seed, j.r.t_total);
+                    seed_txt, j.r.t_total);
         else if (j.r.npaths == 1)
-            fprintf(stderr, "wrote %s (seed %llu, %.1f s)\n", where ? where : j.r.paths[0],
-                    (unsigned long long)j.r.seed, j.r.t_total);
-        else if (j.r.npaths > 1)
-            fprintf(stderr, "wrote %d frames %s .. %s (seed %llu, %.1f s)\n", j.r.npaths,
-                    j.r.paths[0], j.r.paths[j.r.npaths - 1], (unsigned long long)j.r.seed,
+            fprintf(stderr, "wrote %s (%s, %.1f s)\n", where ? where : j.r.paths[0], seed_txt,
                     j.r.t_total);
+        else if (j.r.npaths > 1)
+            fprintf(stderr, "wrote %d frames %s .. %s (%s, %.1f s)\n", j.r.npaths,
+                    j.r.paths[0], j.r.paths[j.r.npaths - 1], seed_txt, j.r.t_total);
         char line[640];
         result_phases_line(&j.r, line, sizeof line);
         fprintf(stderr, "%s\n", line);
@@ -384,6 +390,7 @@ static int cmd_gen(c3_settings *s, char **pos, int npos) {
     }
     /* validate everything that needs no model before loading it, the output's
      * format and destination included */
+    APP_TRY(precheck_all(s)); /* the prompt and every input file */
     c3_settings tmp;
     settings_copy(&tmp, s);
     int rc = settings_resolve(&tmp, NULL);

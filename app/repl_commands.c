@@ -171,6 +171,13 @@ static int cmd_set(c3_repl *r, const char *arg) {
         c3_settings tmp;
         settings_copy(&tmp, &r->s);
         rc = settings_resolve(&tmp, r->e);
+        /* the destination now, not after the next run: a missing folder, -o - on a terminal */
+        c3_output out;
+        if (rc == COSMOS3_OK && !strcmp(o->name, "output")) {
+            if ((rc = output_plan(&tmp, tmp.frames, tmp.width, tmp.height, -1, &out)) ==
+                COSMOS3_OK)
+                output_free(&out);
+        }
         settings_free(&tmp);
     }
     if (rc) {

@@ -31,6 +31,7 @@ int tui_main(c3_settings *s, char **pos, int npos) {
 #include <unistd.h>
 
 #include "repl.h"
+#include "precheck.h"
 
 /* ------------------------------------------------------------ constants */
 
@@ -782,6 +783,7 @@ int tui_main(c3_settings *s, char **pos, int npos) {
         return c3_fail(
             COSMOS3_EUSAGE,
             "tui: needs a terminal on standard input and output; use 'cosmos3 repl' in scripts");
+    APP_TRY(precheck_session(s)); /* before the model loads and curses takes the screen */
     tui *t = xcalloc(1, sizeof *t);
     g_tui = t;
     repl_init(&t->r, s);

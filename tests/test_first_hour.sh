@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# A new user's first hour (issue 36): what can be checked before the model
+# loads is refused before it loads (timed against a load made slow on
+# purpose), messages that say what is wrong, help that matches the program,
+# did-you-mean for mistyped options and commands.
+set -u
+. "${COSMOS3_SRCDIR:?}/tests/cli_lib.sh"
+
+# --- checks before the model loads ------------------------------------------
+# COSMOS3_TEST_LOAD_DELAY makes gen's load take 4 s more: a refusal that
+# comes after the load takes longer than that; one before it, well under 1 s.
+delay=4
+now() { date +%s.%N; }
+# refused_fast CODE SUBSTRING -- ARGS...: expect(), and in under 1 s
+refused_fast() {
+    local t0 t1
+    t0=$(now)
+    COSMOS3_TEST_LOAD_DELAY=$delay expect "$@"
+    t1=$(now)
+    if awk -v a="$t0" -v b="$t1" 'BEGIN { exit !(b - a < 1.0) }'; then ok; else
+        bad "cosmos3 ${*:4}: refused after $(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }') s (the load takes $delay s): not before the load"
+    fi
+}
+# the delay is real: a good run takes at least that long
+t0=$(now)
+COSMOS3_TEST_LOAD_DELAY=$delay expect 0 "" -- gen -p "a red circle on a blue background" -o slow.png -q
+t1=$(now)
+awk -v a="$t0" -v b="$t1" -v d=$delay 'BEGIN { exit !(b - a >= d) }' && ok || bad "COSMOS3_TEST_LOAD_DELAY did not slow the load"
+
+printf 'not a picture\n' > notimg.png
+"$bin" gen -p "a red circle on a blue background" -o a.png -q 2>/dev/null
+refused_fast 5 "the folder newdir does not exist; make it (mkdir -p newdir)" -- gen -p x -o newdir/x.png
+refused_fast 5 "the folder no/such does not exist" -- gen -p x --frames 5 -o no/such/clip.mp4
+[ ! -e newdir ] && [ ! -e no ] && ok || bad "a refused output made a folder"
+refused_fast 4 "--image nothere.png: No such file or directory" -- gen -p x --image nothere.png --frames 5
+refused_fast 4 "--video nothere.mp4: No such file or directory" -- gen -p x --video nothere.mp4 --frames 9
+refused_fast 4 "--video nothere/%04d.png: no frame matches" -- gen -p x --video 'nothere/%04d.png' --frames 9
+refused_fast 4 "--noise /nonexistent/lat.safetensors: No such file" -- gen -p x --noise /nonexistent/lat.safetensors
+refused_fast 4 "--first-last nothere.png: No such file" -- gen -p x --first-last a.png nothere.png --frames 9
+refused_fast 4 "notimg.png is not a picture or clip" -- gen -p x --image notimg.png --frames 5
+refused_fast 2 "the prompt is empty" -- gen -p "" -o e.png
+refused_fast 2 "the prompt is empty" -- gen -p "   " -o e.png
+# -o - on a terminal (script gives the command a pty)
+if command -v script >/dev/null; then
+    t0=$(now)
+    COSMOS3_TEST_LOAD_DELAY=$delay script -qec "$bin gen -p x -o -" /dev/null > tty.out 2>&1
+    rc=$?
+    t1=$(now)
+    [ "$rc" = 2 ] && grep -q "standard output is a terminal" tty.out && ok || bad "-o - on a terminal: exit $rc: $(cat tty.out)"
+    awk -v a="$t0" -v b="$t1" 'BEGIN { exit !(b - a < 1.0) }' && ok || bad "-o - on a terminal refused after the load"
+fi
+# the REPL: the destination at `set output`, and its own -o at start, before the load
+printf 'set output nodir/x.png\nquit\n' | "$bin" > repl.out 2> repl.err
+grep -q "the folder nodir does not exist" repl.err && ok || bad "REPL set output to a missing folder: $(cat repl.err)"
+"$bin" -o nodir/x.png < /dev/null > repl2.out 2> repl2.err
+rc=$?
+[ "$rc" = 5 ] && ! grep -q loaded repl2.err && ok || bad "REPL -o nodir/x.png: exit $rc, $(cat repl2.err)"
+
+finish first_hour
