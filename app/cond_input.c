@@ -74,11 +74,11 @@ static int read_folder(const char *dir, c3_cond_file *f) {
 
 /* A picture or clip in another format than PNG (media.c): --image takes its
  * first frame. */
-static int add_media(c3_cond_file *f, const char *path, bool clip) {
+static int add_media(c3_cond_file *f, const char *path, bool clip, const char *opt) {
     c3_media_limits lim = {.min_frames = 1, .max_frames = clip ? COND_MAX_FRAMES : 1};
     c3_media_frames m;
     int rc = media_decode(path, &lim, &m);
-    if (rc) return c3_context(rc, "--%s", clip ? "video" : "image");
+    if (rc) return c3_context(rc, "--%s", opt);
     char *bytes;
     size_t len;
     if (c3_read_file(path, &bytes, &len) == COSMOS3_OK) {
@@ -111,6 +111,10 @@ static bool is_pattern(const char *p) {
 }
 
 int cond_file_read(const char *path, bool clip, c3_cond_file *out) {
+    return cond_file_read_as(path, clip, clip ? "video" : "image", out);
+}
+
+int cond_file_read_as(const char *path, bool clip, const char *opt, c3_cond_file *out) {
     memset(out, 0, sizeof *out);
     out->hash = C3_FNV_INIT;
     struct stat st;
@@ -127,17 +131,17 @@ int cond_file_read(const char *path, bool clip, c3_cond_file *out) {
             rc = add_frame(out, p);
         }
         if (rc == COSMOS3_OK && !out->media.frames)
-            rc = c3_fail(COSMOS3_EINPUT, "--video %s: no frame matches the pattern (tried 0 and 1)",
-                         path);
+            rc = c3_fail(COSMOS3_EINPUT, "--%s %s: no frame matches the pattern (tried 0 and 1)",
+                         opt, path);
     } else if (stat(path, &st) != 0) {
         rc =
-            c3_fail(COSMOS3_EINPUT, "--%s %s: %s", clip ? "video" : "image", path, strerror(errno));
+            c3_fail(COSMOS3_EINPUT, "--%s %s: %s", opt, path, strerror(errno));
     } else if (S_ISDIR(st.st_mode)) {
         rc = clip ? read_folder(path, out)
                   : c3_fail(COSMOS3_EINPUT,
                             "--image %s is a folder; give one picture, or a clip as --video", path);
     } else {
-        rc = is_png_file(path) ? add_frame(out, path) : add_media(out, path, clip);
+        rc = is_png_file(path) ? add_frame(out, path) : add_media(out, path, clip, opt);
     }
     if (rc) {
         cond_file_free(out);

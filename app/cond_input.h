@@ -18,6 +18,8 @@ typedef struct {
  * order, a printf pattern with one %d counted from 0 or 1 until a file is
  * missing, or one PNG). COSMOS3_EINPUT with a one-line message naming the file. */
 int cond_file_read(const char *path, bool clip, c3_cond_file *out);
+/* The same, its messages naming option opt ("first-last"), not --video/--image. */
+int cond_file_read_as(const char *path, bool clip, const char *opt, c3_cond_file *out);
 void cond_file_free(c3_cond_file *f);
 
 /* Parse latent frame indexes "0,1,2" (spaces allowed) into idx[max].

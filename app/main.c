@@ -84,7 +84,7 @@ static void usage(FILE *f) {
     fprintf(f, "  %-10s %s\n", "help", "help COMMAND shows a command's options");
     fprintf(f,
             "\nexamples:\n"
-            "  cosmos3 gen -p \"a red cube on a wooden table\" -o cube.png\n"
+            "  cosmos3 gen -p \"a red circle on a blue background, on the right\" -o circle.png\n"
             "  cosmos3 gen -m ~/Cosmos3-Nano -p \"...\" --tp 4 --cfg-parallel 2\n"
             "  cosmos3 info -m ~/Cosmos3-Nano --tp 2\n"
             "\nThe model is -m DIR, else $COSMOS3_MODEL, else the built-in demo model (-m demo).\n"

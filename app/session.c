@@ -460,8 +460,8 @@ static int generate(c3_engine *e, const c3_settings *s, const c3_cond_frames *in
     }
     if (rc == COSMOS3_OK && cond_video)
         rc = cond_parse_frames(s->condition_frames, cidx, 64, &ncidx);
-    if (rc == COSMOS3_OK && fl_a) rc = cond_file_read(fl_a, true, &cf);
-    if (rc == COSMOS3_OK && fl_a) rc = cond_file_read(fl_b, true, &cb);
+    if (rc == COSMOS3_OK && fl_a) rc = cond_file_read_as(fl_a, true, "first-last", &cf);
+    if (rc == COSMOS3_OK && fl_a) rc = cond_file_read_as(fl_b, true, "first-last", &cb);
     if (rc == COSMOS3_OK && fl_a &&
         (rc =
              cosmos3_first_last(&cf.media, &cb.media, st.frames, st.width, st.height,

@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#define C3_MAX_SIDE 16384 /* pixels, either side */
+
 const c3_task_defaults c3_image_defaults = {1024, 1024, 50, 7.0, 3.0, true, 400, 1000};
 const c3_task_defaults c3_video_defaults = {1280, 720, 35, 6.0, 10.0, false, 400, 1000};
 
@@ -19,9 +21,16 @@ void cosmos3_request_init(cosmos3_request *r) {
     r->condition_keep = COSMOS3_KEEP_FIRST;
 }
 
+/* One message per check: too large, or not a positive multiple of m (the
+ * nearest multiple as the example). */
 static int size_fail(const char *what, int v, int m) {
+    if (v > C3_MAX_SIDE)
+        return c3_fail(C3_EUSAGE, "%s %d is larger than %d, the largest side (e.g. %d)", what, v,
+                       C3_MAX_SIDE, C3_MAX_SIDE);
+    int near = v < m ? m : (int)(((int64_t)v + m / 2) / m * m);
+    if (near > C3_MAX_SIDE) near = C3_MAX_SIDE;
     return c3_fail(C3_EUSAGE, "%s %d must be a positive multiple of %d (e.g. %d)", what, v, m,
-                   v < m ? m : (v / m) * m);
+                   near);
 }
 
 /* A distilled checkpoint fixes what upstream fixes (diffusers'
@@ -95,12 +104,15 @@ int request_resolve(const cosmos3_request *r, const c3_ckpt *ck, cosmos3_setting
      * from the VAE config (the Wan2.2 VAE's before a model is known) */
     int ss = ck && ck->v.scale_spatial > 0 ? ck->v.scale_spatial : C3_WAN_SCALE_SPATIAL;
     int st = ck && ck->v.scale_temporal > 0 ? ck->v.scale_temporal : C3_WAN_SCALE_TEMPORAL;
-    if (s->width < ss || s->width % ss || s->width > 16384) return size_fail("width", s->width, ss);
-    if (s->height < ss || s->height % ss || s->height > 16384)
+    if (s->width < ss || s->width % ss || s->width > C3_MAX_SIDE)
+        return size_fail("width", s->width, ss);
+    if (s->height < ss || s->height % ss || s->height > C3_MAX_SIDE)
         return size_fail("height", s->height, ss);
     if (s->frames < 1 || (s->frames - 1) % st || s->frames > 4097)
         return c3_fail(C3_EUSAGE, "frames %d must be 1 (image) or 1 + %dk (e.g. %d)", s->frames, st,
-                       s->frames < 1 ? 1 : ((s->frames - 1) / st) * st + 1);
+                       s->frames < 1      ? 1
+                       : s->frames > 4097 ? 4097
+                                          : ((s->frames - 1 + st / 2) / st) * st + 1);
     if (!(s->fps > 0) || s->fps > 1000)
         return c3_fail(C3_EUSAGE, "fps %g must be in (0, 1000]", s->fps);
     if (s->steps < 1 || s->steps > 1000)

@@ -56,4 +56,25 @@ grep -q "the folder nodir does not exist" repl.err && ok || bad "REPL set output
 rc=$?
 [ "$rc" = 5 ] && ! grep -q loaded repl2.err && ok || bad "REPL -o nodir/x.png: exit $rc, $(cat repl2.err)"
 
+# --- messages that say what is wrong ----------------------------------------
+expect 2 "--width 32768 is larger than 16384" -- gen -p x -W 32768
+expect 2 "--height 16400 is larger than 16384" -- gen -p x -H 16400
+expect 2 "multiple of 16 (e.g. 96)" -- gen -p x -W 100
+expect 2 "1 + 4k (e.g. 81)" -- gen -p x --frames 80
+expect 4 "--first-last nothere.png" -- gen -p x --first-last a.png nothere.png --frames 9
+grep -q -- "--video" "$tmp/err" && bad "--first-last's missing file blamed --video: $(cat "$tmp/err")" || ok
+# --from a run made with --noise, from another folder: the stored noise is found beside it
+mkdir -p made && (cd made && "$bin" gen -p "a red circle on a blue background" --seed 4 -q -o a.png --save-latents lat.safetensors >/dev/null 2>&1 &&
+    "$bin" gen -p "a red circle on a blue background" --noise lat.safetensors -q -o nz.png >/dev/null 2>&1)
+expect 0 "" -- gen --from made/nz.png -o nz2.png
+same_pixels made/nz.png nz2.png && ok || bad "--from another folder did not reuse the stored noise"
+grep -q "(noise made/lat.safetensors, " "$tmp/err" && ! grep -q "seed [0-9]" "$tmp/err" && ok ||
+    bad "--from a --noise picture names a seed that was not used: $(cat "$tmp/err")"
+# --help's first example draws with the built-in model, no unknown words
+expect 0 "" -- --help
+ex=$(sed -n 's/^  cosmos3 gen -p "\([^"]*\)".*/\1/p' "$tmp/out" | head -1)
+[ -n "$ex" ] && ok || bad "--help has no gen example"
+expect 0 "" -- gen -p "$ex" -o ex.png
+grep -q "does not know" "$tmp/err" && bad "--help's first example has words the demo does not know: $(cat "$tmp/err")" || ok
+
 finish first_hour
