@@ -44,8 +44,13 @@ static void print_text(const cosmos3_bench_result *r, double t_png) {
                "uncond %.2f)\n",
                r->steps, r->step_mean * 1e3, r->step_min * 1e3, r->step_max * 1e3,
                r->cond_mean * 1e3, r->uncond_mean * 1e3);
-    printf("achieved: %.4g TFLOP/s, MFU %.4f (of %.0f TFLOP/s)\n", tf,
-           tf / COSMOS3_BENCH_PEAK_TFLOPS, COSMOS3_BENCH_PEAK_TFLOPS);
+    if (!strcmp(r->device, "cuda"))
+        printf("achieved: %.4g TFLOP/s, MFU %.4f (of %.0f TFLOP/s)\n", tf,
+               tf / COSMOS3_BENCH_PEAK_TFLOPS, COSMOS3_BENCH_PEAK_TFLOPS);
+    else /* the peak is a GPU's: a fraction of it says nothing about a CPU */
+        printf("achieved: %.4g TFLOP/s (no MFU on the %s: the peak it is taken of is an H200's "
+               "%.0f TFLOP/s)\n",
+               tf, r->device, COSMOS3_BENCH_PEAK_TFLOPS);
     double rest = r->prof_total - r->prof_linear - r->prof_attn;
     printf("breakdown (one step, synchronised around every matrix product and attention call): "
            "total %.2f ms\n",

@@ -64,7 +64,8 @@ static const c3_command commands[] = {
     {"tui", CMD_TUI, "[options]",
      "the live dashboard: memory, progress, CFG branch timings, previews", tui_main},
     {"serve", CMD_SERVE, "[-m DIR] [--host ADDR] [--port N] [--queue N] [--tp N ...]",
-     "the OpenAI-compatible image API: POST /v1/images/generations (JSON or SSE progress)",
+     "the OpenAI-compatible API: POST /v1/images/generations (JSON or SSE progress), "
+     "/v1/videos (jobs, /sync), /v1/models, /health, /metrics",
      serve_main},
     {"bench", CMD_BENCH,
      "--preset tiny|edge|nano|super [-W PX -H PX -F N] [--steps N] [--e2e [-o FILE]] [--json]",
@@ -127,10 +128,19 @@ static void print_version(FILE *f) {
     fprintf(f, "  CPU math         %s, OpenMP\n", openblas_get_config());
 }
 
+/* The command a mistyped one most likely meant (NULL: none near). */
+static const char *near_command(const char *w) {
+    const char *names[C3_ARRAY_LEN(commands) + 1];
+    for (size_t i = 0; i < C3_ARRAY_LEN(commands); i++)
+        names[i] = commands[i].name;
+    names[C3_ARRAY_LEN(commands)] = "help";
+    return c3_nearest_word(w, names, (int)C3_ARRAY_LEN(commands) + 1);
+}
+
 static void command_help(FILE *f, const c3_command *c) {
     fprintf(f, "usage: cosmos3 %s %s\n\n%s\n\noptions:\n", c->name, c->args, c->summary);
     options_usage(f, c->bit);
-    fprintf(f, "  -h, --help                         this help\n");
+    fprintf(f, "%-34s %s\n", "  -h, --help", "this help");
 }
 
 /* ----------------------------------------------------- OpenMP wait policy */
@@ -659,7 +669,10 @@ static int cmd_info(c3_settings *s, char **pos, int npos) {
         if (quant) printf("weights: %s\n", quant);
         printf("system prompt by default: %s; scheduler: %s%s\n",
                mi.default_system_prompt ? "on" : "off", d.scheduler,
-               d.karras_sigmas ? " (karras sigmas)" : "");
+               /* its config's Karras sigmas, unless the card's schedule replaces them */
+               d.karras_sigmas && !(mi.schedule && mi.schedule[0] && strcmp(mi.schedule, "karras"))
+                   ? " (karras sigmas)"
+                   : "");
         if (prc == COSMOS3_OK) {
             printf("%s\n", p.device_note);
             printf("plan for %dx%d, %d frame%s (%s):\n", W, H, s->frames, s->frames == 1 ? "" : "s",
@@ -882,13 +895,25 @@ int main(int argc, char **argv) {
             strncat(names, " ", sizeof names - strlen(names) - 1);
             strncat(names, commands[i].name, sizeof names - strlen(names) - 1);
         }
+        const char *near = near_command(argv[2]);
+        if (near)
+            return finish(c3_fail(COSMOS3_EUSAGE,
+                                  "help: no command '%s'; did you mean '%s'? commands:%s", argv[2],
+                                  near, names));
         return finish(
             c3_fail(COSMOS3_EUSAGE, "help: no command '%s'; commands:%s", argv[2], names));
     }
     const c3_command *c = NULL;
     for (size_t i = 0; i < C3_ARRAY_LEN(commands); i++)
         if (!strcmp(cmd, commands[i].name)) c = &commands[i];
-    if (!c) return finish(c3_fail(COSMOS3_EUSAGE, "unknown command '%s'; see cosmos3 --help", cmd));
+    if (!c) {
+        const char *near = near_command(cmd);
+        if (near)
+            return finish(c3_fail(COSMOS3_EUSAGE,
+                                  "unknown command '%s'; did you mean '%s'? (see cosmos3 --help)",
+                                  cmd, near));
+        return finish(c3_fail(COSMOS3_EUSAGE, "unknown command '%s'; see cosmos3 --help", cmd));
+    }
     for (int i = 2; i < argc; i++)
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             command_help(stdout, c);

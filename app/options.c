@@ -4,6 +4,7 @@
 #include "metadata.h"
 
 #include <math.h>
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -49,7 +50,7 @@ const c3_option c3_options[] = {
      "apply CFG only while LO <= t <= HI (image 400,1000; video none)", CMD_RUN,
      F(guidance_interval), true},
     {"seed", 'S', NULL, OPT_STR, "random", NULL, "N|random",
-     "noise seed (our Philox generator; see rng.h); mkmodel: the weights' seed",
+     "noise seed: the same seed with the same settings, model and device repeats a picture (random: a new one, printed); mkmodel: the weights' seed",
      CMD_RUN | CMD_MKMODEL, F(seed), true},
     {"noise", 0, NULL, OPT_STR, NULL, NULL, "FILE",
      "initial noise: tensor 'latents' [1,48,T,H/16,W/16] f32 from a safetensors file (replaces the seed)",
@@ -60,12 +61,13 @@ const c3_option c3_options[] = {
      "run again with the settings stored in FILE (an image or video cosmos3 wrote; see meta); options after it "
      "override them", CMD_GEN, F(from), false},
     {"image", 0, NULL, OPT_STR, NULL, NULL, "FILE",
-     "image-to-video: continue this picture (PNG), resized to cover the size and centre-cropped; "
+     "image-to-video: continue this picture (PNG, JPEG or WebP; of a clip, its first frame), "
+     "resized to cover the size and centre-cropped; "
      "pins latent frame 0",
      CMD_GEN, F(image), true},
     {"video", 0, NULL, OPT_STR, NULL, NULL, "FILE|DIR",
-     "video-to-video: continue this clip (a folder of PNG frames in name order, a pattern such as "
-     "clip/%04d.png, or one PNG)",
+     "video-to-video: continue this clip (MP4, WebM or MOV; animated WebP; a folder of PNG frames "
+     "in name order; a pattern such as clip/%04d.png; or one picture)",
      CMD_GEN, F(video), true},
     {"condition-frames", 0, NULL, OPT_STR, "0,1", NULL, "I,J,..",
      "video-to-video: the latent frames taken from the clip (frame k covers clip frames up to 4k)",
@@ -155,7 +157,7 @@ const c3_option c3_options[] = {
      "largest request: width x height x frames x steps x n, in 1024x1024-pixel steps (200: four 1024x1024 "
      "images of 50 steps); more is answered 400",
      CMD_SERVE, F(max_cost), false},
-    {"preview", 0, NULL, OPT_ENUM, "auto", "auto|off|sixel|blocks", "HOW", "show finished images in the terminal",
+    {"preview", 0, NULL, OPT_ENUM, "auto", "auto|off|sixel|blocks", "HOW", "show finished images in the terminal: auto (sixel where the terminal answers, else blocks), off, sixel or blocks (colour half-blocks; shades under NO_COLOR)",
      CMD_REPL | CMD_TUI, F(preview), true},
 };
 /* clang-format on */
@@ -235,6 +237,73 @@ const c3_option *option_find_for(const char *name, unsigned cmds) {
 
 const c3_option *option_find(const char *name) {
     return option_find_for(name, ~0u);
+}
+
+/* Optimal string alignment distance (edits, transpositions counting one)
+ * between a[0..n) and b, both short (longer words count as far apart). */
+int c3_edit_distance(const char *a, size_t n, const char *b) {
+    size_t m = strlen(b);
+    enum { MAXW = 32 };
+    if (n >= MAXW || m >= MAXW) return 99;
+    int d[MAXW + 1][MAXW + 1];
+    for (size_t i = 0; i <= n; i++)
+        d[i][0] = (int)i;
+    for (size_t j = 0; j <= m; j++)
+        d[0][j] = (int)j;
+    for (size_t i = 1; i <= n; i++)
+        for (size_t j = 1; j <= m; j++) {
+            int cost = tolower((unsigned char)a[i - 1]) != b[j - 1];
+            int v = C3_MIN(d[i - 1][j] + 1, d[i][j - 1] + 1);
+            v = C3_MIN(v, d[i - 1][j - 1] + cost);
+            if (i > 1 && j > 1 && tolower((unsigned char)a[i - 1]) == b[j - 2] &&
+                tolower((unsigned char)a[i - 2]) == b[j - 1])
+                v = C3_MIN(v, d[i - 2][j - 2] + 1);
+            d[i][j] = v;
+        }
+    return d[n][m];
+}
+
+const char *c3_nearest_word(const char *w, const char *const *words, int nwords) {
+    size_t n = strlen(w);
+    if (n < 2) return NULL;
+    int limit = n >= 6 ? 2 : 1, best = limit + 1;
+    const char *name = NULL;
+    for (int i = 0; i < nwords; i++) {
+        int k = c3_edit_distance(w, n, words[i]);
+        if (k < best) {
+            best = k;
+            name = words[i];
+        }
+    }
+    return name;
+}
+
+/* The long name (or alias) of cmd's options nearest to a mistyped one. */
+static const char *near_option(const char *name, unsigned cmd) {
+    const char *words[256];
+    static _Thread_local char alias_buf[2048]; /* the answer can point into it */
+    size_t used = 0;
+    int n = 0;
+    for (int i = 0; i < c3_noptions && n < 250; i++) {
+        const c3_option *o = &c3_options[i];
+        if (!(option_cli_cmds(o) & cmd)) continue;
+        words[n++] = o->name;
+        for (const char *p = o->aliases; p && *p && n < 250;) {
+            size_t L = strcspn(p, " ");
+            if (used + L + 1 > sizeof alias_buf) break;
+            memcpy(alias_buf + used, p, L);
+            alias_buf[used + L] = 0;
+            words[n++] = alias_buf + used;
+            used += L + 1;
+            p += L;
+            while (*p == ' ')
+                p++;
+        }
+    }
+    const char *w = c3_nearest_word(name, words, n);
+    if (!w) return NULL;
+    /* an alias names its row's long name */
+    return w;
 }
 
 /* ------------------------------------------------------------- values */
@@ -409,8 +478,10 @@ int settings_parse(c3_settings *s, unsigned cmd, int argc, char **argv, char ***
     *pos = xcalloc((size_t)argc + 1, sizeof(char *));
     *npos = 0;
     bool only_pos = false;
+    char bundle[256]; /* -qo x.png: the rest of a bundle of short flags, as its own word */
     for (int i = 0; i < argc; i++) {
         char *a = argv[i];
+    again:
         if (only_pos || a[0] != '-' || strcmp(a, "-") == 0) {
             (*pos)[(*npos)++] = a;
             continue;
@@ -439,9 +510,16 @@ int settings_parse(c3_settings *s, unsigned cmd, int argc, char **argv, char ***
                     continue;
                 }
             }
-            if (!o)
+            if (!o) {
+                const char *near = near_option(name, cmd);
+                if (near)
+                    return c3_fail(COSMOS3_EUSAGE,
+                                   "%s: unknown option --%s; did you mean --%s? (see 'cosmos3 "
+                                   "help %s')",
+                                   cmd_name(cmd), name, near, cmd_name(cmd));
                 return c3_fail(COSMOS3_EUSAGE, "%s: unknown option --%s; see 'cosmos3 help %s'",
                                cmd_name(cmd), name, cmd_name(cmd));
+            }
         } else {
             for (int k = 0; k < c3_noptions; k++)
                 if (c3_options[k].short_name == a[1] && (c3_options[k].cmds & cmd)) {
@@ -456,6 +534,18 @@ int settings_parse(c3_settings *s, unsigned cmd, int argc, char **argv, char ***
             if (a[2]) val = a + 2;
         }
         if (o->type == OPT_FLAG) {
+            /* a short flag followed by another short option's letter: a bundle (-qo FILE) */
+            if (a[1] != '-' && val && isalpha((unsigned char)val[0]) && strlen(val) < 200) {
+                bool is_short = false;
+                for (int k = 0; k < c3_noptions; k++)
+                    is_short |= c3_options[k].short_name == val[0] && (c3_options[k].cmds & cmd);
+                if (is_short) {
+                    APP_TRY(set_value(s, o, NULL));
+                    snprintf(bundle, sizeof bundle, "-%s", val);
+                    a = bundle;
+                    goto again;
+                }
+            }
             APP_TRY(set_value(s, o, val));
             continue;
         }
@@ -493,7 +583,10 @@ void options_usage(FILE *f, unsigned cmd) {
         else
             k = snprintf(left, sizeof left, "      --%s", o->name);
         if (o->type != OPT_FLAG && o->metavar) snprintf(left + k, sizeof left - (size_t)k, " %s", o->metavar);
-        fprintf(f, "%-34s %s", left, o->help);
+        if (strlen(left) > 34) /* a long name and metavar: the help on the next line */
+            fprintf(f, "%s\n%-34s %s", left, "", o->help);
+        else
+            fprintf(f, "%-34s %s", left, o->help);
         if (o->def && *o->def && o->type != OPT_FLAG) fprintf(f, " [default: %s]", o->def);
         if (o->aliases) {
             fputs(" (also", f);

@@ -145,6 +145,12 @@ unsigned option_cli_cmds(const c3_option *o);
 /* Usage text for a subcommand, printed to f. */
 void options_usage(FILE *f, unsigned cmd);
 
+/* Optimal string alignment distance between a[0..n) and b (99: too long). */
+int c3_edit_distance(const char *a, size_t n, const char *b);
+/* The word of words[] a mistyped w most likely meant: one edit away for
+ * words of up to 5 letters, two for longer ones; NULL when none is that near. */
+const char *c3_nearest_word(const char *w, const char *const *words, int nwords);
+
 /* Subcommand names <-> bits. */
 const char *cmd_name(unsigned cmd);
 unsigned cmd_parse(const char *name);
