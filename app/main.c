@@ -18,6 +18,7 @@
 
 #include "bench.h"
 #include "docs.h"
+#include "hf_cache.h"
 #include "events.h"
 #include "metadata.h"
 #include "monitor.h"
@@ -830,6 +831,36 @@ static int cmd_mkmodel(c3_settings *s, char **pos, int npos) {
 
 /* ----------------------------------------------------------------- main */
 
+/* vLLM-Omni's launch line: `serve MODEL` (the model as serve's one word),
+ * a Hugging Face model id (org/name, --revision) found in the local cache,
+ * --model-class-name checked against the checkpoint. The same for every
+ * command that opens a model (-m org/name or $COSMOS3_MODEL). */
+static int model_from_launch_line(c3_settings *s, unsigned cmd, char **pos, int *npos) {
+    int mi = option_index(option_find("model"));
+    if (cmd == CMD_SERVE && *npos == 1 && !s->given[mi]) {
+        free(s->model);
+        s->model = xstrdup(pos[0]);
+        s->given[mi] = true;
+        *npos = 0;
+    }
+    const char *m = s->model ? s->model : getenv("COSMOS3_MODEL");
+    if (m && hf_is_model_id(m)) {
+        char dir[4096];
+        APP_TRY(hf_resolve(m, s->revision, dir, sizeof dir));
+        free(s->model);
+        s->model = xstrdup(dir);
+    } else if (s->revision) {
+        return c3_fail(COSMOS3_EUSAGE,
+                       "--revision goes with a Hugging Face model id (-m org/name); %s is a folder",
+                       m ? m : "the built-in model");
+    }
+    if (s->model_class_name) {
+        char dir[4096];
+        APP_TRY(hf_check_class(pipeline_model_dir(s, dir, sizeof dir), s->model_class_name));
+    }
+    return COSMOS3_OK;
+}
+
 static int finish(int rc) {
     if (rc && rc != COSMOS3_ECANCEL) fprintf(stderr, "cosmos3: %s\n", c3_errmsg());
     if (rc == COSMOS3_ECANCEL) fprintf(stderr, "cosmos3: cancelled\n");
@@ -929,6 +960,7 @@ int main(int argc, char **argv) {
     char **pos;
     int npos;
     int rc = settings_parse(&s, c->bit, argc - 2, argv + 2, &pos, &npos);
+    if (rc == COSMOS3_OK) rc = model_from_launch_line(&s, c->bit, pos, &npos);
     if (rc == COSMOS3_OK) rc = c->run(&s, pos, npos);
     free(pos);
     settings_free(&s);

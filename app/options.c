@@ -16,6 +16,14 @@ const c3_option c3_options[] = {
     {"model", 'm', NULL, OPT_STR, NULL, NULL, "DIR",
      "model folder (Diffusers layout); default $COSMOS3_MODEL, else the built-in default model",
      CMD_RUN | CMD_TOKENIZE | CMD_INFO, F(model), false},
+    {"revision", 0, NULL, OPT_STR, NULL, NULL, "REV",
+     "with a Hugging Face model id (-m org/name): the branch, tag or commit in the local Hugging Face "
+     "cache [default: main]",
+     CMD_RUN | CMD_TOKENIZE | CMD_INFO, F(revision), false},
+    {"model-class-name", 0, NULL, OPT_STR, NULL, NULL, "NAME",
+     "refuse a checkpoint whose model_index.json _class_name is another (vLLM-Omni's "
+     "Cosmos3OmniDiffusersPipeline names Cosmos3OmniPipeline)",
+     CMD_RUN | CMD_INFO, F(model_class_name), false},
     {"prompt", 'p', NULL, OPT_STR, NULL, NULL, "TEXT", "what to draw (- reads standard input)",
      CMD_GEN | CMD_BENCH | CMD_TUI, F(prompt), true},
     {"negative-prompt", 'n', "negative", OPT_STR, "", NULL, "TEXT", "negative prompt (the unconditional branch)",
@@ -141,6 +149,16 @@ const c3_option c3_options[] = {
      "forward per step with the fixed-step SDE sampler, the preset's VAE decode, the PNG written to -o or "
      "$TMPDIR), after a warm-up request; prints the memory plan and every phase", CMD_BENCH, F(e2e), false},
     {"host", 0, NULL, OPT_STR, "127.0.0.1", NULL, "ADDR", "address to listen on", CMD_SERVE, F(host), false},
+    {"omni", 0, NULL, OPT_FLAG, NULL, NULL, NULL,
+     "accepted for vLLM-Omni's launch line (vllm serve MODEL --omni); cosmos3 serve is always the "
+     "omni server", CMD_SERVE, F(omni), false},
+    {"allowed-local-media-path", 0, NULL, OPT_STR, NULL, NULL, "DIR",
+     "let a request name a local picture or clip (file:///... or a plain path) as a reference, only "
+     "inside DIR (real paths: '..' and symlinks out of it are refused); off by default",
+     CMD_SERVE, F(allowed_media), false},
+    {"init-timeout", 0, NULL, OPT_FLOAT, "0", NULL, "S",
+     "stop with an error when the model has not loaded in S seconds (0: no bound)", CMD_SERVE,
+     F(init_timeout), false},
     {"port", 0, NULL, OPT_INT, "8000", NULL, "PORT", "port to listen on (0: any free port, printed at start)",
      CMD_SERVE, F(port), false},
     {"keep-videos", 0, NULL, OPT_INT, "32", NULL, "N",

@@ -52,6 +52,8 @@ typedef struct {
 typedef struct {
     /* model and prompt */
     char *model;
+    char *revision;         /* with a Hugging Face model id */
+    char *model_class_name; /* checked against model_index.json */
     char *prompt;
     char *negative;
     char *system_prompt; /* "auto", "on", "off" */
@@ -109,10 +111,13 @@ typedef struct {
     int keep_videos;     /* finished /v1/videos jobs kept */
     char *api_key;       /* required Bearer token, or NULL */
     int max_cost;        /* per-request bound, in 1024x1024-pixel steps */
+    bool omni;           /* vLLM-Omni's --omni: accepted */
+    char *allowed_media; /* --allowed-local-media-path DIR, or NULL */
+    double init_timeout; /* seconds the load may take (0: no bound) */
     /* preview */
     char *preview;
     /* which options the user gave (by table index) */
-    bool given[64];
+    bool given[96];
 } c3_settings;
 
 extern const c3_option c3_options[];

@@ -1496,6 +1496,9 @@ int serve_main(c3_settings *s, char **pos, int npos) {
     if (s->max_cost < 1)
         return c3_fail(COSMOS3_EUSAGE, "--max-cost %d must be at least 1 (one 1024x1024 step)",
                        s->max_cost);
+    if (!(s->init_timeout >= 0))
+        return c3_fail(COSMOS3_EUSAGE, "--init-timeout %g must be 0 (no bound) or more seconds",
+                       s->init_timeout);
     const char *env_key = getenv("COSMOS3_API_KEY");
     if (!s->api_key && env_key) s->api_key = xstrdup(env_key);
     if (s->api_key) {
@@ -1612,6 +1615,7 @@ int serve_main(c3_settings *s, char **pos, int npos) {
     have_worker = true;
     int sig = 0;
     bool announced = false;
+    double t_load = c3_now();
     for (;;) {
         struct timespec ts = {0, 200 * 1000 * 1000};
         int got = sigtimedwait(&sigs, NULL, &ts);
@@ -1621,9 +1625,18 @@ int serve_main(c3_settings *s, char **pos, int npos) {
             break;
         }
         pthread_mutex_lock(&sv->mu);
-        bool failed = sv->load_done && sv->load_rc, ready = sv->ready;
+        bool failed = sv->load_done && sv->load_rc, ready = sv->ready, loading = !sv->load_done;
         pthread_mutex_unlock(&sv->mu);
         if (failed) break;
+        if (loading && s->init_timeout > 0 && c3_now() - t_load > s->init_timeout) {
+            /* the worker is inside the load and cannot be stopped there: the
+               listener closes and the process exits (main), the load with it */
+            MHD_stop_daemon(d);
+            return c3_fail(COSMOS3_EMODEL,
+                           "the model did not load within --init-timeout %g s (%s); give it "
+                           "longer, or 0 for no bound",
+                           s->init_timeout, dir);
+        }
         if (ready && !announced) {
             const cosmos3_layout *p = engine_layout(sv->e);
             fprintf(stderr,
