@@ -847,6 +847,7 @@ static int model_from_launch_line(c3_settings *s, unsigned cmd, char **pos, int 
     if (m && hf_is_model_id(m)) {
         char dir[4096];
         APP_TRY(hf_resolve(m, s->revision, dir, sizeof dir));
+        snprintf(s->model_name, sizeof s->model_name, "%s", m);
         free(s->model);
         s->model = xstrdup(dir);
     } else if (s->revision) {

@@ -54,6 +54,7 @@ typedef struct {
     char *model;
     char *revision;         /* with a Hugging Face model id */
     char *model_class_name; /* checked against model_index.json */
+    char model_name[256];   /* the Hugging Face id -m named ("": a folder); serve answers to it */
     char *prompt;
     char *negative;
     char *system_prompt; /* "auto", "on", "off" */

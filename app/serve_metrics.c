@@ -63,6 +63,21 @@ void *pump_main(void *arg) {
             }
             break;
         }
+        case EV_LOG: /* the engine's warnings (the demo's limits, ...): the log, and the answer */
+            if (!strncmp(x.text, "warning: ", 9)) {
+                fprintf(stderr, "cosmos3 serve: %s\n", x.text);
+                if (j) {
+                    bool seen = false;
+                    size_t k;
+                    json_t *w;
+                    json_array_foreach(j->notes, k, w) seen |= !strcmp(json_string_value(w), x.text + 9);
+                    if (!seen) {
+                        if (!j->notes) j->notes = json_array();
+                        json_array_append_new(j->notes, json_string(x.text + 9));
+                    }
+                }
+            }
+            break;
         case EV_DONE:
         case EV_ERROR:
         case EV_CANCELLED:
