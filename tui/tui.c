@@ -113,8 +113,9 @@ static void tui_collect(tui *t) {
     c3_event x;
     while (repl_pump(&t->r, &x, 0)) {
         t->dirty = true;
-        /* EV_ERROR is not logged: the REPL reports the job's outcome once */
-        if (x.kind == EV_CANCELLED) log_add(t, 2, "generation cancelled");
+        /* EV_ERROR and EV_CANCELLED are not logged: the REPL reports the job's
+           outcome once ("cancelled; the model is still loaded") */
+        if (x.kind == EV_LOG) log_add(t, 2, x.text); /* the engine's notes and warnings */
     }
     double now = c3_now();
     if (now - t->t_driver >= DRIVER_POLL_S) { /* the driver's view between events */
@@ -918,9 +919,11 @@ int tui_main(c3_settings *s, char **pos, int npos) {
     bool busy = t->r.job != REPL_IDLE; /* a signal that stops a job is not a success */
     if (g_exit130 || g_term || t->quit_cancelled) repl_cancel(&t->r);
     free(t->pending);
-    /* the last few log lines stay on the terminal after the screen closes */
-    for (int i = t->nlog > 5 ? t->nlog - 5 : 0; i < t->nlog; i++)
-        if (t->log[i].level == 1) fprintf(stderr, "cosmos3: %s\n", t->log[i].text);
+    /* a session that never had a model: why, on the terminal after the screen
+       closes (an error the log showed while the model ran was seen there) */
+    if (!t->r.e)
+        for (int i = t->nlog > 5 ? t->nlog - 5 : 0; i < t->nlog; i++)
+            if (t->log[i].level == 1) fprintf(stderr, "cosmos3: %s\n", t->log[i].text);
     g_tui = NULL;
     del_windows(t);
     repl_free(&t->r);
