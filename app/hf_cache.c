@@ -67,10 +67,11 @@ int hf_resolve(const char *id, const char *revision, char *out, size_t n) {
     const char *slash = strchr(id, '/'); /* models--org--name */
     snprintf(repo, sizeof repo, "%s/models--%.*s--%s", hub, (int)(slash - id), id, slash + 1);
     if (!is_dir(repo))
-        return c3_fail(COSMOS3_EMODEL,
-                       "model %s is not in the Hugging Face cache (%s, from %s); cosmos3 fetches "
-                       "nothing: download it with 'huggingface-cli download %s%s%s', or pass -m DIR",
-                       id, hub, from, id, revision ? " --revision " : "", revision ? revision : "");
+        return c3_fail(
+            COSMOS3_EMODEL,
+            "model %s is not in the Hugging Face cache (%s, from %s); cosmos3 fetches "
+            "nothing: download it with 'huggingface-cli download %s%s%s', or pass -m DIR",
+            id, hub, from, id, revision ? " --revision " : "", revision ? revision : "");
     char commit[128] = "";
     snprintf(path, sizeof path, "%s/refs/%s", repo, rev);
     FILE *f = fopen(path, "r");
