@@ -7,7 +7,7 @@
 #ifndef COSMOS3_BENCH_H
 #define COSMOS3_BENCH_H
 
-#include "cosmos3.h"
+#include "cosmos3_tools.h"
 #include "options.h"
 
 /* Run `cosmos3 bench` with parsed settings; prints the report on stdout.

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "bench.h"
+#include "cosmos3_tools.h"
 #include "docs.h"
 #include "hf_cache.h"
 #include "events.h"

@@ -63,8 +63,9 @@ const c3_option c3_options[] = {
     {"noise", 0, NULL, OPT_STR, NULL, NULL, "FILE",
      "initial noise: tensor 'latents' [1,48,T,H/16,W/16] f32 from a safetensors file (replaces the seed)",
      CMD_GEN, F(noise), true},
-    {"save-latents", 0, NULL, OPT_STR, NULL, NULL, "FILE", "write the final latents as 'latents' to FILE",
-     CMD_GEN, F(save_latents), true},
+    {"save-latents", 0, NULL, OPT_STR, NULL, NULL, "FILE",
+     "write the final latents as 'latents' to FILE (bench --e2e: the timed request's)", CMD_GEN | CMD_BENCH,
+     F(save_latents), true},
     {"from", 0, NULL, OPT_STR, NULL, NULL, "FILE",
      "run again with the settings stored in FILE (an image or video cosmos3 wrote; see meta); options after it "
      "override them", CMD_GEN, F(from), false},

@@ -31,7 +31,7 @@
 #define PNG_MODE_FILE 0644
 /* The image data: Sub filter, zlib level 1 with Z_RLE (runs only: on a
  * 1360x768 picture 3.0x faster than the default strategy on noise, 1.25x on
- * a smooth one, and 19 % smaller there; bench/s8_super.md). Images of at
+ * a smooth one, and 19 % smaller there; bench/NOTES.md, session 8 super). Images of at
  * least PNG_STRIPS_MIN_BYTES are deflated in strips of rows, one thread of
  * their own each (not OpenMP's pool: frame writers call this from threads,
  * and a forked child would hang in it), and written as IDAT chunks of at

@@ -22,7 +22,7 @@
 #include <stdlib.h>
 
 extern "C" {
-#include "comm_cuda.h"
+#include "comm.h"
 #include "rendezvous.h"
 }
 

@@ -14,7 +14,7 @@
 #include <stdlib.h>
 
 extern "C" {
-#include "comm_cuda.h"
+#include "comm.h"
 }
 
 #define NC_NCOMM 4 /* world, tp, sp, cfg */

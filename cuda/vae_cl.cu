@@ -380,7 +380,7 @@ int cu_vcl_conv(c3_backend *be, c3_tensor *y, const c3_tensor *x, const c3_tenso
         int ev = env_variant;
         if (ev >= 1 && ev <= 6 && (ev < 4 || (ev == 6 ? wp_ok : wg_ok))) v = ev;
     }
-    /* measured (vae_lab, H200; bench/s8_vae.md): over the 720p decoder shapes the persistent
+    /* measured (vae_lab, H200; NOTES.md, s8 VAE): over the 720p decoder shapes the persistent
      * wgmma 128x256 (v6: 504-777 TF/s, 4.18 s summed) is ahead of the plain one (v4: 471-722,
      * 4.45 s), wgmma 128x128 (v5: 439-592, 5.34 s) and the best mma.sync tile (128x128 with 2
      * blocks per SM: 200-286, 10.5 s); 128x64 mma.sync only for conv_out's 12 channels */

@@ -10,6 +10,15 @@
 /* Number of worker threads for CPU loops (OpenMP); 0 = all cores. */
 void cpu_set_threads(int n);
 
+/* y[M, N] (row stride ldy) = a[M, K] (lda) . op(b) + beta y, row-major
+ * floats; op(b) is b[N, K]^T (ldb) when b_trans, else b[K, N] (ldb). The
+ * same bits whatever the thread count: OpenBLAS's result for an element
+ * depends on how a call is blocked and threaded, so the product is cut into
+ * tiles of a fixed size (never one per thread), each one single-threaded
+ * sgemm, and the tiles are spread over the OpenMP threads. */
+void cpu_gemm(bool b_trans, int64_t M, int64_t N, int64_t K, const float *a, int64_t lda,
+              const float *b, int64_t ldb, float beta, float *y, int64_t ldy);
+
 int cpu_linear(c3_backend *be, c3_tensor *y, const c3_tensor *x, const c3_tensor *w,
                const c3_tensor *bias, bool accumulate);
 int cpu_rmsnorm(c3_backend *be, c3_tensor *y, const c3_tensor *x, const c3_tensor *w, int dim,

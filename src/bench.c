@@ -35,7 +35,7 @@
 #include "tokenizer.h"
 #include "wan_vae.h"
 #include "weights_random.h"
-#include "cosmos3.h"
+#include "cosmos3_tools.h"
 #include "config.h"
 #include "engine.h"
 
@@ -241,7 +241,7 @@ enum {
     OP_OTHER,
     OP_N
 };
-_Static_assert(OP_N == COSMOS3_BENCH_NOPS, "cosmos3.h's COSMOS3_BENCH_NOPS counts these ops");
+_Static_assert(OP_N == COSMOS3_BENCH_NOPS, "cosmos3_tools.h's COSMOS3_BENCH_NOPS counts these ops");
 static const char *const op_names[OP_N] = {
     "matrix products", "attention", "rmsnorm",  "qkv_rope", "glu", "add", "copy",
     "permute",         "upload",    "download", "other"};
@@ -483,17 +483,17 @@ static cosmos3_engine *e2e_engine(const c3_ckpt *ck, const c3_ckpt *vck, const c
                                   c3_backend *be, c3_model *m, c3_vae *vae, c3_tokenizer *tok,
                                   const c3_shard *shard) {
     cosmos3_engine *e = xcalloc(1, sizeof *e);
-    pthread_mutex_init(&e->ev_mu, NULL);
+    rt_init(&e->rt, NULL, NULL);
     e->ck = *ck;
     e->ck.v = vck->v;
     e->ck.s = vck->s;
     e->ck.card = vck->card;
     e->ck.has_vae = true;
-    e->plan = *plan;
+    e->rt.plan = *plan;
     e->tok = tok;
     e->vae = vae;
     e->precision = shard->precision;
-    e->ranks[0] = (c3_rank){.rank = 0, .be = be, .model = m, .shard = *shard};
+    e->rt.ranks[0] = (c3_rank){.rank = 0, .be = be, .model = m, .shard = *shard};
     model_batch(m, plan->cfg_batch);
     return e;
 }
@@ -502,16 +502,16 @@ static cosmos3_engine *e2e_engine(const c3_ckpt *ck, const c3_ckpt *vck, const c
  * the timed request runs its UND as a new prompt does. */
 static void e2e_forget_und(cosmos3_engine *e) {
     for (int b = 0; b < 2; b++) {
-        undkv_free(&e->ranks[0].und[b]);
-        free(e->ranks[0].und_ids[b]);
-        e->ranks[0].und_ids[b] = NULL;
+        undkv_free(&e->rt.ranks[0].und[b]);
+        free(e->rt.ranks[0].und_ids[b]);
+        e->rt.ranks[0].und_ids[b] = NULL;
     }
 }
 
 static void e2e_engine_free(cosmos3_engine *e) {
     if (!e) return;
     e2e_forget_und(e);
-    pthread_mutex_destroy(&e->ev_mu);
+    pthread_mutex_destroy(&e->rt.ev_mu);
     free(e);
 }
 
@@ -531,6 +531,7 @@ static int e2e_requests(cosmos3_engine *e, const cosmos3_bench_params *s, cosmos
         rq.seed = BENCH_E2E_SEED;
         rq.on_event = e2e_event;
         rq.user = &st;
+        rq.want_latents = run == 1;
         e2e_forget_und(e);
         double t0 = c3_now();
         int rc = cosmos3_generate(e, &rq, &res, err, sizeof err);
@@ -557,6 +558,13 @@ static int e2e_requests(cosmos3_engine *e, const cosmos3_bench_params *s, cosmos
         size_t nb = (size_t)res->width * res->height * 3;
         r->frame_rgb = xmalloc(nb);
         memcpy(r->frame_rgb, res->rgb, nb);
+        if (res->latents) {
+            size_t nl = 1;
+            for (int i = 0; i < 5; i++)
+                nl *= (size_t)(r->e2e_latent_shape[i] = res->latent_shape[i]);
+            r->e2e_latents = xmalloc(nl * sizeof(float));
+            memcpy(r->e2e_latents, res->latents, nl * sizeof(float));
+        }
         cosmos3_result_free(res);
     }
     return C3_OK;
@@ -698,15 +706,16 @@ static int bench_run(const cosmos3_bench_params *s, const c3_mkmodel_preset *p,
     c3_shard one = {.tp_size = 1,
                     .sp_size = 1,
                     .offload = s->offload && real->device >= 0,
-                    .precision = s->precision && !strcmp(s->precision, "fp8")    ? C3_PREC_FP8
-                                 : s->precision && !strcmp(s->precision, "bf16") ? C3_PREC_BF16
-                                                                                 : C3_PREC_AUTO};
+                    .precision = plan_precision(s->precision)};
     c3_plan plan;
     if (s->e2e) { /* the plan gen checks before any weight loads, at this size */
-        c3_sizes sz;
-        ckpt_sizes(&mc.ck, &sz);
-        B_TRY(plan_make(&plan, c, &sz, 1, 1, 1, real->device >= 0 ? "cuda" : "cpu", s->gpus,
-                        one.offload, one.precision, r->width, r->height, r->frames));
+        cosmos3_open_params op;
+        cosmos3_open_params_init(&op);
+        op.device = real->device >= 0 ? "cuda" : "cpu";
+        op.gpus = s->gpus;
+        op.offload = one.offload;
+        op.precision = s->precision;
+        B_TRY(plan_open(&plan, &mc.ck, &op, r->width, r->height, r->frames));
         r->plan_text = engine_plan_text(&plan);
         r->plan_need = plan.need;
         r->plan_weights = plan.weights;
@@ -906,6 +915,8 @@ void cosmos3_bench_result_free(cosmos3_bench_result *r) {
     if (!r) return;
     free(r->frame_rgb);
     r->frame_rgb = NULL;
+    free(r->e2e_latents);
+    r->e2e_latents = NULL;
     free(r->plan_text);
     r->plan_text = NULL;
 }
@@ -933,6 +944,8 @@ static int bench_call(const cosmos3_bench_params *s, cosmos3_bench_result *r) {
             C3_TLIST4_N, s->steps);
     if (s->attention && strcmp(s->attention, "bf16") && strcmp(s->attention, "fp8"))
         return c3_fail(C3_EUSAGE, "bench: attention '%s' must be bf16 or fp8", s->attention);
+    if (plan_precision(s->precision) < 0)
+        return c3_fail(C3_EUSAGE, "bench: precision '%s' must be auto, bf16 or fp8", s->precision);
     int rc = bench_run(s, p, r);
     if (rc) cosmos3_bench_result_free(r);
     return rc;

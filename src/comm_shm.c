@@ -1,5 +1,7 @@
-/* comm_shm.c - collectives between threads through shared host memory. */
-#include "comm_shm.h"
+/* comm_shm.c - collectives between CPU rank threads through shared host
+ * memory (comm.h's c3_comm_set): the world and its TP, Ulysses and CFG
+ * groups, one rendezvous each (rendezvous.h). */
+#include "comm.h"
 
 #include <stdlib.h>
 
@@ -10,11 +12,11 @@ typedef struct {
     c3_rdv *sh;
 } shm_comm;
 
-struct c3_comm_group {
-    int world;
+typedef struct {
+    c3_comm_set pub;
     c3_rdv_set set;
     shm_comm *comms; /* [world * RDV_NCOMM]: world, tp, sp, cfg per rank */
-};
+} shm_set;
 
 #define SH(c) (((shm_comm *)(c))->sh)
 
@@ -87,9 +89,35 @@ static int shm_barrier(c3_comm *c) {
 
 static void shm_destroy(c3_comm *c) { (void)c; }
 
-int comm_shm_create(const c3_plan *p, c3_comm_group **out) {
-    c3_comm_group *g = xcalloc(1, sizeof *g);
-    g->world = p->world;
+static c3_comm *shm_get(c3_comm_set *s, int rank, int which) {
+    return &((shm_set *)s)->comms[rank * RDV_NCOMM + which].pub;
+}
+
+static void shm_abort(c3_comm_set *s) {
+    rdv_set_abort(&((shm_set *)s)->set);
+}
+
+static int shm_reset(c3_comm_set *s) {
+    rdv_set_reset(&((shm_set *)s)->set);
+    return C3_OK;
+}
+
+static void shm_set_destroy(c3_comm_set *s) {
+    shm_set *g = (shm_set *)s;
+    if (!g) return;
+    rdv_set_free(&g->set);
+    free(g->comms);
+    free(g);
+}
+
+int comm_shm_create(const c3_plan *p, c3_comm_set **out) {
+    shm_set *g = xcalloc(1, sizeof *g);
+    g->pub = (c3_comm_set){.kind = "shm",
+                           .world = p->world,
+                           .get = shm_get,
+                           .abort = shm_abort,
+                           .reset = shm_reset,
+                           .destroy = shm_set_destroy};
     rdv_set_init(&g->set, p);
     g->comms = xcalloc((size_t)p->world * RDV_NCOMM, sizeof *g->comms);
     static const char *const names[RDV_NCOMM] = {"world", "tp", "sp", "cfg"};
@@ -100,34 +128,19 @@ int comm_shm_create(const c3_plan *p, c3_comm_group **out) {
         for (int k = 0; k < RDV_NCOMM; k++) {
             shm_comm *m = &g->comms[r * RDV_NCOMM + k];
             m->sh = blk[k];
-            m->pub = (c3_comm){.rank = rk[k], .size = sz[k], .name = names[k], .ctx = m,
-                               .allreduce_sum = shm_allreduce, .allgather = shm_allgather,
-                               .alltoall = shm_alltoall, .broadcast = shm_broadcast, .barrier = shm_barrier,
-                               .allgather_host = shm_allgather_host, .destroy = shm_destroy};
+            m->pub = (c3_comm){.rank = rk[k],
+                               .size = sz[k],
+                               .name = names[k],
+                               .ctx = m,
+                               .allreduce_sum = shm_allreduce,
+                               .allgather = shm_allgather,
+                               .alltoall = shm_alltoall,
+                               .broadcast = shm_broadcast,
+                               .barrier = shm_barrier,
+                               .allgather_host = shm_allgather_host,
+                               .destroy = shm_destroy};
         }
     }
-    *out = g;
+    *out = &g->pub;
     return C3_OK;
-}
-
-void comm_shm_rank(c3_comm_group *g, int rank, c3_comm **world, c3_comm **tp, c3_comm **sp, c3_comm **cfg) {
-    *world = &g->comms[rank * RDV_NCOMM + 0].pub;
-    *tp = &g->comms[rank * RDV_NCOMM + 1].pub;
-    *sp = &g->comms[rank * RDV_NCOMM + 2].pub;
-    *cfg = &g->comms[rank * RDV_NCOMM + 3].pub;
-}
-
-void comm_shm_abort(c3_comm_group *g) {
-    rdv_set_abort(&g->set);
-}
-
-void comm_shm_reset(c3_comm_group *g) {
-    rdv_set_reset(&g->set);
-}
-
-void comm_shm_destroy(c3_comm_group *g) {
-    if (!g) return;
-    rdv_set_free(&g->set);
-    free(g->comms);
-    free(g);
 }

@@ -3,14 +3,13 @@
  *
  * The convolution is im2col + OpenBLAS sgemm, tiled over output rows so the
  * column buffer stays bounded (CONV_COL_BUDGET floats) whatever the image
- * size: y[Cout, n] = w[Cout, K] . col[K, n], K = Cin * kt * kh * kw. When
- * OpenBLAS runs single-threaded (OPENBLAS_NUM_THREADS=1, as in the tests),
- * the tile's columns are split over the OpenMP threads instead. */
+ * size: y[Cout, n] = w[Cout, K] . col[K, n], K = Cin * kt * kh * kw, each
+ * product through cpu_gemm (fixed tiles over the OpenMP threads). */
 #include "backend_cpu.h"
 
-#include <cblas.h>
 #include <math.h>
 #include <omp.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 /* Floats in one im2col tile (32 MiB): big enough for efficient GEMMs, small
@@ -18,8 +17,8 @@
 enum { CONV_COL_BUDGET = 8 * 1024 * 1024 };
 /* Work below which loops stay single-threaded (a parallel region costs more
  * than it saves, badly so on a busy machine): elements for the simple loops
- * and im2col, multiply-adds for a GEMM. */
-enum { PAR_MIN = 65536, IM2COL_PAR_MIN = 1 << 20, GEMM_PAR_MIN = 1 << 23 };
+ * and im2col. */
+enum { PAR_MIN = 65536, IM2COL_PAR_MIN = 1 << 20 };
 /* Norm floor of F.normalize (Wan RMS_norm). */
 #define CHAN_NORM_EPS 1e-12
 
@@ -46,26 +45,10 @@ static int out_shape(const char *op, const c3_tensor *y, int ndim, const int64_t
     return c3_fail(C3_EFAIL, "cpu %s: output has shape %s, expected %s", op, a, b);
 }
 
-/* y[M, n] (row stride ldy) = w[M, K] . b[K, n] (row stride ldb), split over
- * columns among OpenMP threads when OpenBLAS itself is single-threaded. */
+/* y[M, n] (row stride ldy) = w[M, K] . b[K, n] (row stride ldb). */
 static void gemm_cols(int64_t M, int64_t n, int64_t K, const float *w, const float *b, int64_t ldb,
                       float *y, int64_t ldy) {
-    int nth = omp_get_max_threads();
-    if (openblas_get_num_threads() > 1 || nth <= 1 || n < 2 * 16 || M * n * K < GEMM_PAR_MIN) {
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (blasint)M, (blasint)n, (blasint)K, 1.0f, w,
-                    (blasint)K, b, (blasint)ldb, 0.0f, y, (blasint)ldy);
-        return;
-    }
-#pragma omp parallel num_threads(nth)
-    {
-        int id = omp_get_thread_num(), cnt = omp_get_num_threads();
-        /* column slices rounded to 16 floats (one cache line) */
-        int64_t per = ((n + cnt - 1) / cnt + 15) / 16 * 16;
-        int64_t c0 = per * id, c1 = C3_MIN(n, c0 + per);
-        if (c1 > c0)
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (blasint)M, (blasint)(c1 - c0), (blasint)K,
-                        1.0f, w, (blasint)K, b + c0, (blasint)ldb, 0.0f, y + c0, (blasint)ldy);
-    }
+    cpu_gemm(false, M, n, K, w, K, b, ldb, 0.0f, y, ldy);
 }
 
 int cpu_conv3d(c3_backend *be, c3_tensor *y, const c3_tensor *x, const c3_tensor *w,

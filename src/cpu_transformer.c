@@ -24,6 +24,32 @@ void cpu_set_threads(int n) {
 
 /* ------------------------------------------------------------------ linear */
 
+/* cpu_gemm's tiles: rows x columns of y. Fixed, so a run gives the same bits
+ * on 1 or 64 threads; large enough that each sgemm runs at speed. */
+enum { GEMM_TILE_M = 128, GEMM_TILE_N = 512 };
+/* Multiply-adds below which the product stays one tile on one thread. */
+#define GEMM_TILE_PAR_MIN (1 << 22)
+
+static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
+static void blas_single(void) { /* the threads are cpu_gemm's own */
+    openblas_set_num_threads(1);
+}
+
+void cpu_gemm(bool b_trans, int64_t M, int64_t N, int64_t K, const float *a, int64_t lda,
+              const float *b, int64_t ldb, float beta, float *y, int64_t ldy) {
+    pthread_once(&blas_once, blas_single);
+    int64_t tm = (M + GEMM_TILE_M - 1) / GEMM_TILE_M, tn = (N + GEMM_TILE_N - 1) / GEMM_TILE_N;
+#pragma omp parallel for schedule(dynamic, 1) if (tm * tn > 1 && M * N * K > GEMM_TILE_PAR_MIN)
+    for (int64_t t = 0; t < tm * tn; t++) {
+        int64_t i0 = t / tn * GEMM_TILE_M, j0 = t % tn * GEMM_TILE_N;
+        int64_t m = C3_MIN((int64_t)GEMM_TILE_M, M - i0), n = C3_MIN((int64_t)GEMM_TILE_N, N - j0);
+        const float *bt = b_trans ? b + j0 * ldb : b + j0;
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, b_trans ? CblasTrans : CblasNoTrans, (blasint)m,
+                    (blasint)n, (blasint)K, 1.0f, a + i0 * lda, (blasint)lda, bt, (blasint)ldb,
+                    beta, y + i0 * ldy + j0, (blasint)ldy);
+    }
+}
+
 /* COSMOS3_FP8_CALIBRATE=N, as on CUDA (cuda/gemm.cu): the first N calls of
  * each FP8 weight without an input scale set its static activation scale
  * (the max |x| over them); later calls use it. */
@@ -115,8 +141,7 @@ int cpu_linear(c3_backend *be, c3_tensor *y, const c3_tensor *x, const c3_tensor
         xd = xq;
     }
     /* y[M,N] = x[M,K] . w[N,K]^T */
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)M, (blasint)N, (blasint)K, 1.0f,
-                xd, (blasint)K, w->data, (blasint)K, accumulate ? 1.0f : 0.0f, yd, (blasint)N);
+    cpu_gemm(true, M, N, K, xd, K, w->data, K, accumulate ? 1.0f : 0.0f, yd, N);
     free(xq);
     if (bias) {
         const float *b = bias->data;

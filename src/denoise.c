@@ -17,19 +17,19 @@ static bool cfg_active(const cosmos3_settings *s, double t) {
     return (double)t >= s->guidance_lo && (double)t <= s->guidance_hi;
 }
 
-static void emit_branch(cosmos3_engine *e, int rank, int group, int step, int branch, double sec) {
+static void emit_branch(c3_runtime *rt, int rank, int group, int step, int branch, double sec) {
     cosmos3_event ev = {.kind = COSMOS3_EV_BRANCH,
                         .rank = rank,
                         .group = group,
                         .step = step,
                         .branch = branch,
                         .seconds = sec};
-    engine_emit(e, &ev);
+    rt_emit(rt, &ev);
 }
 
 /* UND once per branch this rank serves, reusing the K/V of the same ids. */
 static int und_branches(c3_denoise *j, c3_rank *rk, int group, bool need_uncond, c3_undkv *kv[2]) {
-    const c3_plan *p = &j->e->plan;
+    const c3_plan *p = &j->rt->plan;
     for (int b = 0; b < 2; b++) {
         if (p->cfg == 2 && b != group) continue;
         if (b == 1 && !need_uncond) continue;
@@ -74,8 +74,8 @@ int denoise_check_finite(const float *x, int64_t n, const char *where, const cha
 }
 
 static int rank_loop(c3_denoise *j, c3_rank *rk) {
-    cosmos3_engine *e = j->e;
-    const c3_plan *p = &e->plan;
+    c3_runtime *rt = j->rt;
+    const c3_plan *p = &rt->plan;
     const cosmos3_settings *s = j->s;
     int group = plan_cfg_rank(p, rk->rank);
     bool lead = plan_tp_rank(p, rk->rank) == 0 && plan_sp_rank(p, rk->rank) == 0;
@@ -95,21 +95,21 @@ static int rank_loop(c3_denoise *j, c3_rank *rk) {
     double t0 = c3_now();
     if (rk->rank == 0) {
         cosmos3_event ev = {.kind = COSMOS3_EV_STAGE, .stage = "und", .begin = true};
-        engine_emit(e, &ev);
+        rt_emit(rt, &ev);
     }
-    model_fp8_und_act(rk->model, !(e->ck.t.fp8_policy && e->ck.t.fp8_reasoner_a16));
+    model_fp8_und_act(rk->model, !(j->tc->fp8_policy && j->tc->fp8_reasoner_a16));
     int rc = und_branches(j, rk, group, need_uncond, kv);
     if (rk->rank == 0) {
         j->t_und = c3_now() - t0;
         cosmos3_event ev = {.kind = COSMOS3_EV_STAGE, .stage = "und", .seconds = j->t_und};
-        if (rc == C3_OK) engine_emit(e, &ev);
+        if (rc == C3_OK) rt_emit(rt, &ev);
         cosmos3_event ev2 = {
             .kind = COSMOS3_EV_STAGE, .stage = "denoise", .begin = true, .steps = s->steps};
-        if (rc == C3_OK) engine_emit(e, &ev2);
+        if (rc == C3_OK) rt_emit(rt, &ev2);
     }
     double tl = c3_now();
     for (int i = 0; i < s->steps && rc == C3_OK; i++) {
-        if (e->cancel) {
+        if (rt->cancel) {
             rc = c3_fail(C3_ECANCEL, "cancelled");
             break;
         }
@@ -120,7 +120,7 @@ static int rank_loop(c3_denoise *j, c3_rank *rk) {
         double t = j->timesteps[i];
         bool cfg_on = cfg_active(s, t);
         /* FP8 weights: this step's products, W8A8 or W8A16 (the checkpoint's policy) */
-        model_fp8_gen_act(rk->model, model_fp8_step_w8a8(&e->ck.t, i, s->steps));
+        model_fp8_gen_act(rk->model, model_fp8_step_w8a8(j->tc, i, s->steps));
         double ts = c3_now(), tc = 0, tu = 0;
         if (i == 0 && rk->rank == 0) j->first_step_at = ts;
         if (p->cfg == 1 && cfg_on && model_batches(rk->model)) {
@@ -132,19 +132,19 @@ static int rank_loop(c3_denoise *j, c3_rank *rk) {
             rc = model_gen_batch(rk->model, 2, both, x, &g, t, out);
             tc = tu = (c3_now() - a) / 2;
             if (lead && rc == C3_OK) {
-                emit_branch(e, rk->rank, 0, i + 1, 0, tc);
-                emit_branch(e, rk->rank, 0, i + 1, 1, tu);
+                emit_branch(rt, rk->rank, 0, i + 1, 0, tc);
+                emit_branch(rt, rk->rank, 0, i + 1, 1, tu);
             }
         } else if (p->cfg == 1) {
             double a = c3_now();
             rc = model_gen(rk->model, kv[0], x, &g, t, vbuf);
             tc = c3_now() - a;
-            if (lead && rc == C3_OK) emit_branch(e, rk->rank, 0, i + 1, 0, tc);
+            if (lead && rc == C3_OK) emit_branch(rt, rk->rank, 0, i + 1, 0, tc);
             if (rc == C3_OK && cfg_on) {
                 a = c3_now();
                 rc = model_gen(rk->model, kv[1], x, &g, t, vbuf + j->n);
                 tu = c3_now() - a;
-                if (lead && rc == C3_OK) emit_branch(e, rk->rank, 0, i + 1, 1, tu);
+                if (lead && rc == C3_OK) emit_branch(rt, rk->rank, 0, i + 1, 1, tu);
             }
         } else {
             /* group 0: cond; group 1: uncond, idle outside the guidance interval */
@@ -157,7 +157,7 @@ static int rank_loop(c3_denoise *j, c3_rank *rk) {
             else
                 tu = sec;
             if (lead && rc == C3_OK && (group == 0 || cfg_on))
-                emit_branch(e, rk->rank, group, i + 1, group, sec);
+                emit_branch(rt, rk->rank, group, i + 1, group, sec);
             /* exchange: all-gather over the CFG pair (cond | uncond) */
             if (rc == C3_OK) rc = rk->cfg->allgather_host(rk->cfg, vbuf, mine, j->n);
         }
@@ -200,7 +200,7 @@ static int rank_loop(c3_denoise *j, c3_rank *rk) {
                                  .mem_act = rk->be->mem[2],
                                  .dev_total = p->dev_total[rk->rank],
                                  .dev_free = p->dev_free[rk->rank]};
-            engine_emit(e, &mev);
+            rt_emit(rt, &mev);
         }
         if (rk->rank == 0 && rc == C3_OK) {
             double st = c3_now() - ts;
@@ -212,7 +212,7 @@ static int rank_loop(c3_denoise *j, c3_rank *rk) {
                                 .uncond_s = tu,
                                 .timestep = t};
             if (p->cfg == 2) ev.uncond_s = 0; /* the other group's COSMOS3_EV_BRANCH says it */
-            engine_emit(e, &ev);
+            rt_emit(rt, &ev);
             if (i == 0) j->step_first = st;
             j->step_sum += st;
             j->cond_sum += tc;
@@ -225,7 +225,7 @@ static int rank_loop(c3_denoise *j, c3_rank *rk) {
         if (rc == C3_OK) {
             memcpy(j->x_final, x, (size_t)j->n * sizeof(float));
             cosmos3_event ev = {.kind = COSMOS3_EV_STAGE, .stage = "denoise", .seconds = j->t_loop};
-            engine_emit(e, &ev);
+            rt_emit(rt, &ev);
         }
     }
     sampler_free(smp);
@@ -236,12 +236,12 @@ static int rank_loop(c3_denoise *j, c3_rank *rk) {
     return rc;
 }
 
-static int rank_run(cosmos3_engine *e, c3_rank *rk, void *ud) {
-    (void)e;
+static int rank_run(c3_runtime *rt, c3_rank *rk, void *ud) {
+    (void)rt;
     return rank_loop(ud, rk);
 }
 
 int denoise_run(c3_denoise *j) {
-    C3_TRY(engine_comms_reset(j->e));
-    return engine_run_ranks(j->e, rank_run, j, false);
+    C3_TRY(rt_reset(j->rt));
+    return rt_run_ranks(j->rt, rank_run, j, false);
 }

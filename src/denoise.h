@@ -6,11 +6,12 @@
 #define COSMOS3_DENOISE_H
 
 #include "condition.h"
-#include "engine.h"
+#include "runtime.h"
 #include "scheduler.h"
 
 typedef struct {
-    cosmos3_engine *e;
+    c3_runtime *rt;
+    const c3_tconfig *tc; /* the transformer's config (its FP8 policy) */
     const cosmos3_settings *s;
     int32_t *ids[2]; /* cond, uncond prompt ids */
     int L[2];
@@ -35,7 +36,7 @@ typedef struct {
     int steps_run;
 } c3_denoise;
 
-/* Run the loop on every rank of e (one thread each) and join them; the
+/* Run the loop on every rank of j->rt (one thread each) and join them; the
  * first real failure wins over the cancellations it caused. Rank 0 checks
  * the latents after the first step with denoise_check_finite. */
 int denoise_run(c3_denoise *j);

@@ -1,14 +1,12 @@
-/* engine.c - cosmos3.h: open (plan, then load every rank), generate (tokenize,
- * the denoising loop, decode), cancel, close; the one event emitter. */
+/* engine.c - cosmos3.h: open and close (loader.c does the work), generate
+ * (stage by stage: settings, tokenize, noise, encode, schedule, the
+ * denoising loop on the runtime's ranks, decode, result), cancel. */
 #include "engine.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <unistd.h>
 
 #include "backend.h"
-#include "backend_cpu.h"
 #include "condition.h"
 #include "denoise.h"
 #include "frames.h"
@@ -38,88 +36,20 @@ const char *cosmos3_features(void) {
 #endif
 }
 
-/* ------------------------------------------------------------- events */
-
-void engine_emit(cosmos3_engine *e, cosmos3_event *ev) {
-    pthread_mutex_lock(&e->ev_mu);
-    ev->job = e->job;
-    cosmos3_event_fn fn = e->job ? e->job_fn : e->open_fn;
-    void *user = e->job ? e->job_user : e->open_user;
-    if (fn) fn(ev, user);
-    pthread_mutex_unlock(&e->ev_mu);
-}
-
-void engine_emitf(cosmos3_engine *e, cosmos3_event_kind kind, const char *fmt, ...) {
-    char text[2048];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(text, sizeof text, fmt, ap);
-    va_end(ap);
-    cosmos3_event ev = {.kind = kind, .text = text};
-    engine_emit(e, &ev);
-}
-
-static void emit_stage(cosmos3_engine *e, const char *stage, bool begin, double seconds) {
-    cosmos3_event ev = {
-        .kind = COSMOS3_EV_STAGE, .stage = stage, .begin = begin, .seconds = seconds};
-    engine_emit(e, &ev);
-}
-
-/* ------------------------------------------------------------- comms */
-
-void engine_comms_abort(cosmos3_engine *e) {
-    if (e->groups) comm_shm_abort(e->groups);
-    if (e->set) e->set->abort(e->set);
-}
-
-int engine_comms_reset(cosmos3_engine *e) {
-    if (e->groups) comm_shm_reset(e->groups);
-    if (e->set) return e->set->reset(e->set);
-    return C3_OK;
-}
+/* ------------------------------------------------------------- views */
 
 const c3_ckpt *engine_ckpt_of(const cosmos3_engine *e) {
     return &e->ck;
 }
 const c3_plan *engine_plan_of(const cosmos3_engine *e) {
-    return &e->plan;
+    return &e->rt.plan;
 }
 
 void cosmos3_cancel(cosmos3_engine *e) {
-    if (e) e->cancel = 1;
+    if (e) e->rt.cancel = 1;
 }
 
 /* ------------------------------------------------------------- models */
-
-/* A built-in model by name (no '/'): the user's data folder, the installed
- * data folder, then the source tree's share/models. */
-static bool named_model(const char *name, char *buf, size_t n) {
-    if (!name[0] || strchr(name, '/') || !strcmp(name, ".") || !strcmp(name, "..")) return false;
-    char user[4096] = "";
-    const char *xdg = getenv("XDG_DATA_HOME"), *home = getenv("HOME");
-    if (xdg && *xdg)
-        snprintf(user, sizeof user, "%s/cosmos3/models", xdg);
-    else if (home && *home)
-        snprintf(user, sizeof user, "%s/.local/share/cosmos3/models", home);
-    const char *roots[] = {user, COSMOS3_DATADIR "/models", COSMOS3_SRCDIR "/share/models"};
-    for (size_t i = 0; i < C3_ARRAY_LEN(roots); i++) {
-        if (!roots[i][0]) continue;
-        snprintf(buf, n, "%s/%s/model_index.json", roots[i], name);
-        if (c3_file_exists(buf)) {
-            snprintf(buf, n, "%s/%s", roots[i], name);
-            return true;
-        }
-    }
-    return false;
-}
-
-const char *cosmos3_model_dir(const char *model, char *buf, size_t n) {
-    const char *env = getenv("COSMOS3_MODEL");
-    const char *m = model && *model ? model : env && *env ? env : "demo";
-    /* a folder that exists wins over a built-in name */
-    if (c3_file_exists(m) || !named_model(m, buf, n)) snprintf(buf, n, "%s", m);
-    return buf;
-}
 
 void cosmos3_model(const cosmos3_engine *e, cosmos3_model_info *o) {
     engine_model_info(&e->ck, o);
@@ -164,7 +94,7 @@ void engine_model_info(const c3_ckpt *ck, cosmos3_model_info *o) {
 }
 
 void cosmos3_layout_get(const cosmos3_engine *e, cosmos3_layout *o) {
-    engine_plan_layout(&e->plan, o);
+    engine_plan_layout(&e->rt.plan, o);
 }
 
 void engine_plan_layout(const c3_plan *p, cosmos3_layout *o) {
@@ -190,7 +120,7 @@ void engine_plan_layout(const c3_plan *p, cosmos3_layout *o) {
 }
 
 char *cosmos3_layout_text(const cosmos3_engine *e) {
-    return engine_plan_text(&e->plan);
+    return engine_plan_text(&e->rt.plan);
 }
 
 char *engine_plan_text(const c3_plan *p) {
@@ -237,284 +167,6 @@ void cosmos3_open_params_init(cosmos3_open_params *p) {
     memset(p, 0, sizeof *p);
 }
 
-static int load_rank(cosmos3_engine *e, c3_rank *r, void *ud) {
-    (void)ud;
-    C3_TRY(model_load(&r->model, &e->ck, r->be, &r->shard));
-    model_batch(r->model, e->plan.cfg_batch);
-    return C3_OK;
-}
-
-typedef struct {
-    cosmos3_engine *e;
-    c3_rank *rk;
-    int (*fn)(cosmos3_engine *, c3_rank *, void *);
-    void *ud;
-} rank_thread;
-
-static void *rank_main(void *arg) {
-    rank_thread *a = arg;
-    a->rk->rc = a->fn(a->e, a->rk, a->ud);
-    if (a->rk->rc) {
-        snprintf(a->rk->err, sizeof a->rk->err, "%s", c3_errmsg());
-        /* a failing rank stops the others: they see cancel between layers,
-         * and the communicator is aborted so no one waits forever */
-        a->e->cancel = 1;
-        engine_comms_abort(a->e);
-    }
-    return NULL;
-}
-
-int engine_run_ranks(cosmos3_engine *e, int (*fn)(cosmos3_engine *e, c3_rank *rk, void *ud),
-                     void *ud, bool prefix) {
-    const c3_plan *p = &e->plan;
-    rank_thread args[C3_MAX_RANKS];
-    for (int r = 0; r < p->world; r++) {
-        args[r] = (rank_thread){e, &e->ranks[r], fn, ud};
-        e->ranks[r].rc = 0;
-        if (pthread_create(&e->ranks[r].thread, NULL, rank_main, &args[r]) != 0) {
-            e->cancel = 1;
-            engine_comms_abort(e);
-            for (int q = 0; q < r; q++)
-                pthread_join(e->ranks[q].thread, NULL);
-            return c3_fail(C3_EFAIL, "cannot start rank thread %d", r);
-        }
-    }
-    for (int r = 0; r < p->world; r++)
-        pthread_join(e->ranks[r].thread, NULL);
-    for (int pass = 0; pass < 2; pass++)
-        for (int r = 0; r < p->world; r++) {
-            const c3_rank *rk = &e->ranks[r];
-            if (rk->rc && (pass == 1 || rk->rc != C3_ECANCEL))
-                return prefix && p->world > 1 ? c3_fail(rk->rc, "rank %d: %s", r, rk->err)
-                                              : c3_fail(rk->rc, "%s", rk->err);
-        }
-    return C3_OK;
-}
-
-typedef struct {
-    const char *path;
-    pthread_t thread;
-    bool started;
-    c3_tokenizer *tok;
-    int rc;
-    double seconds; /* the load's own time */
-    char err[1024];
-} tok_job;
-
-static void *tok_thread(void *arg) {
-    tok_job *j = arg;
-    double t0 = c3_now();
-    j->rc = tok_load(&j->tok, j->path);
-    j->seconds = c3_now() - t0;
-    if (j->rc) snprintf(j->err, sizeof j->err, "%s", c3_errmsg());
-    return NULL;
-}
-/* Wait for the tokenizer thread; its error becomes this thread's. */
-static int tok_join(tok_job *j, c3_tokenizer **out) {
-    pthread_join(j->thread, NULL);
-    j->started = false;
-    *out = j->tok;
-    return j->rc ? c3_fail(j->rc, "%s", j->err) : C3_OK;
-}
-
-/* Backends and communicators of every rank of the plan. */
-static int make_ranks(cosmos3_engine *e) {
-    const c3_plan *p = &e->plan;
-    for (int r = 0; r < p->world; r++) {
-        c3_rank *rk = &e->ranks[r];
-        rk->rank = r;
-        if (p->cuda)
-            C3_TRY(c3_backend_cuda(p->devices[r], &rk->be));
-        else
-            rk->be = c3_backend_cpu();
-        rk->be->attn_fp8 = e->attn_fp8;
-    }
-    e->comm = comm_choose(p->cuda, p->world, p->devices);
-    /* COSMOS3_COMM=device: the device-memory communicator on distinct GPUs too */
-    const char *force = getenv("COSMOS3_COMM");
-    if (e->comm == C3_COMM_NCCL && force && !strcmp(force, "device")) e->comm = C3_COMM_DEVICE;
-    c3_backend *bes[C3_MAX_RANKS];
-    for (int r = 0; r < p->world; r++)
-        bes[r] = e->ranks[r].be;
-    if (e->comm == C3_COMM_SHM) C3_TRY(comm_shm_create(p, &e->groups));
-    if (e->comm == C3_COMM_NCCL) C3_TRY(comm_nccl_create(p, bes, &e->set));
-    if (e->comm == C3_COMM_DEVICE) C3_TRY(comm_dev_create(p, bes, &e->set));
-    for (int r = 0; r < p->world; r++) {
-        c3_rank *rk = &e->ranks[r];
-        if (e->groups) comm_shm_rank(e->groups, r, &rk->world, &rk->tp, &rk->sp, &rk->cfg);
-        if (e->set) {
-            rk->world = e->set->get(e->set, r, 0);
-            rk->tp = e->set->get(e->set, r, 1);
-            rk->sp = e->set->get(e->set, r, 2);
-            rk->cfg = e->set->get(e->set, r, 3);
-        }
-        rk->shard = (c3_shard){.tp_rank = plan_tp_rank(p, r),
-                               .tp_size = p->tp,
-                               .tp = p->tp > 1 ? rk->tp : NULL,
-                               .sp_rank = plan_sp_rank(p, r),
-                               .sp_size = p->sp,
-                               .sp = p->sp > 1 ? rk->sp : NULL,
-                               .offload = p->offload && p->cuda,
-                               .precision = e->precision,
-                               .cancel = &e->cancel};
-    }
-    return C3_OK;
-}
-
-/* COSMOS3_PREFAULT=0: no prefault threads (the loader faults the pages in
- * as it reads them, the comparison for the launch measurement). */
-static bool prefault_wanted(void) {
-    const char *v = getenv("COSMOS3_PREFAULT");
-    return !(v && !strcmp(v, "0"));
-}
-
-/* Every mapped file of the checkpoint (the shards, the VAE) prefaulted on
- * threads of their own while the backends and the tokenizer start; not
- * when they exceed half the memory (the first pages would be evicted
- * before the loader reads them, and read twice). */
-static st_prefault *prefault_start(const c3_ckpt *ck) {
-    if (!prefault_wanted()) return NULL;
-    const st_file **f = xcalloc((size_t)ck->nshards + 1, sizeof *f);
-    int n = 0;
-    double bytes = 0;
-    for (int i = 0; i < ck->nshards; i++) {
-        f[n++] = &ck->shards[i];
-        bytes += (double)ck->shards[i].size;
-    }
-    if (ck->has_vae) {
-        f[n++] = &ck->vae;
-        bytes += (double)ck->vae.size;
-    }
-    long pages = sysconf(_SC_PHYS_PAGES), pg = sysconf(_SC_PAGESIZE);
-    if (pages > 0 && pg > 0 && bytes > 0.5 * (double)pages * (double)pg) n = 0;
-    st_prefault *pf = st_prefault_start(f, n, 0);
-    free(f);
-    return pf;
-}
-
-static int engine_open(const cosmos3_open_params *op, cosmos3_engine **out) {
-    *out = NULL;
-    tok_job tj = {0};
-    st_prefault *pf = NULL;
-    cosmos3_engine *e = xcalloc(1, sizeof *e);
-    pthread_mutex_init(&e->ev_mu, NULL);
-    e->open_fn = op->on_event;
-    e->open_user = op->user;
-    int tp = op->tp ? op->tp : 1, cfg = op->cfg_parallel ? op->cfg_parallel : 1;
-    int sp = op->ulysses ? op->ulysses : 1;
-    int rc = C3_OK;
-    if (tp < 1 || cfg < 1 || sp < 1)
-        rc = c3_fail(C3_EUSAGE, "tp, cfg-parallel and ulysses must be at least 1");
-    else if (op->threads < 0)
-        rc = c3_fail(C3_EUSAGE, "threads %d must be 0 (all cores) or more", op->threads);
-    else if (op->precision && strcmp(op->precision, "auto") && strcmp(op->precision, "bf16") &&
-             strcmp(op->precision, "fp8"))
-        rc = c3_fail(C3_EUSAGE, "precision '%s' must be auto, bf16 or fp8", op->precision);
-    else if (op->attention && strcmp(op->attention, "bf16") && strcmp(op->attention, "fp8"))
-        rc = c3_fail(C3_EUSAGE, "attention '%s' must be bf16 or fp8", op->attention);
-    e->attn_fp8 = op->attention && !strcmp(op->attention, "fp8");
-    e->precision = !op->precision || !strcmp(op->precision, "auto") ? C3_PREC_AUTO
-                   : !strcmp(op->precision, "bf16")                 ? C3_PREC_BF16
-                                                                    : C3_PREC_FP8;
-    if (rc) goto fail;
-    cpu_set_threads(op->threads);
-    char dir[4096];
-    cosmos3_model_dir(op->model, dir, sizeof dir);
-    double t0 = c3_now();
-    e->load.open_at = t0;
-    emit_stage(e, "load", true, 0);
-    rc = ckpt_open(&e->ck, dir, true);
-    if (rc) goto fail;
-    double t_read = c3_now() - t0; /* the headers parsed, the shards mapped */
-    /* plan before any weight is read, at the size asked (the model's default image) */
-    cosmos3_request rq;
-    cosmos3_request_init(&rq);
-    if (op->plan_width > 0) rq.width = op->plan_width;
-    if (op->plan_height > 0) rq.height = op->plan_height;
-    if (op->plan_frames > 0) rq.frames = op->plan_frames;
-    cosmos3_settings st;
-    rc = request_resolve(&rq, &e->ck, &st);
-    if (rc) goto fail;
-    if (e->ck.s.distilled && cfg > 1) { /* vLLM-Omni refuses it too */
-        rc = c3_fail(C3_EUSAGE,
-                     "--cfg-parallel %d: this distilled checkpoint runs one forward per step (no "
-                     "unconditional branch); use --cfg-parallel 1 and --tp or --ulysses instead",
-                     cfg);
-        goto fail;
-    }
-    c3_sizes sz;
-    ckpt_sizes(&e->ck, &sz);
-    rc = plan_make(&e->plan, &e->ck.t, &sz, tp, cfg, sp, op->device ? op->device : "auto", op->gpus,
-                   op->offload, e->precision, st.width, st.height, st.frames);
-    if (rc) goto fail;
-    /* which device runs and why: once, before anything loads (--device cpu: the user said so) */
-    if (!op->device || strcmp(op->device, "cpu") != 0)
-        engine_emitf(e, e->plan.device_warn ? COSMOS3_EV_WARNING : COSMOS3_EV_DEVICE, "%s",
-                     e->plan.device_note);
-    /* the tokenizer loads on its own thread while the weights load */
-    tj.path = e->ck.tokenizer_json;
-    if (pthread_create(&tj.thread, NULL, tok_thread, &tj) != 0) {
-        rc = c3_fail(C3_EFAIL, "cannot start the tokenizer thread");
-        goto fail;
-    }
-    tj.started = true;
-    /* the shards' pages mapped beside the backends' creation and the tokenizer */
-    pf = prefault_start(&e->ck);
-    double ta = c3_now();
-    rc = make_ranks(e);
-    e->load.backends = c3_now() - ta;
-    if (rc) goto fail;
-    double t_pf = 0;
-    st_prefault_join(pf, &e->load.prefault_bytes, &t_pf);
-    pf = NULL;
-    e->load.read = t_read + t_pf;
-    if (e->plan.offload && !e->plan.cuda)
-        engine_emitf(
-            e, COSMOS3_EV_LOG,
-            "note: --offload does nothing on the CPU backend (weights live in host memory)");
-    ta = c3_now();
-    rc = engine_run_ranks(e, load_rank, NULL, true); /* every rank in parallel */
-    e->load.weights = c3_now() - ta;
-    ta = c3_now();
-    if (rc == C3_OK) rc = vae_load(&e->vae, &e->ck, e->ranks[0].be);
-    e->load.vae = c3_now() - ta;
-    if (rc == C3_OK) rc = tok_join(&tj, &e->tok);
-    e->load.tokenizer = tj.seconds;
-    if (rc) goto fail;
-    const c3_plan *p = &e->plan;
-    for (int r = 0; r < p->world; r++) {
-        const c3_backend *be = e->ranks[r].be;
-        cosmos3_event ev = {.kind = COSMOS3_EV_LOADED,
-                            .rank = r,
-                            .device = p->devices[r],
-                            .seconds = c3_now() - t0,
-                            .mem_weights = be->mem[0],
-                            .mem_kv = be->mem[1],
-                            .mem_act = be->mem[2],
-                            .dev_total = p->dev_total[r],
-                            .dev_free = p->dev_free[r],
-                            .text = p->dev_name[r]};
-        engine_emit(e, &ev);
-    }
-    e->load.total = c3_now() - t0;
-    emit_stage(e, "load", false, e->load.total);
-    *out = e;
-    return C3_OK;
-fail:
-    st_prefault_join(pf, NULL, NULL);
-    if (tj.started) {
-        int rc2 = rc;
-        char msg[1024];
-        snprintf(msg, sizeof msg, "%s", c3_errmsg());
-        c3_tokenizer *t = NULL;
-        tok_join(&tj, &t);
-        tok_free(t);
-        rc = c3_fail(rc2, "%s", msg);
-    }
-    cosmos3_close(e);
-    return rc;
-}
-
 int cosmos3_open(const cosmos3_open_params *p, cosmos3_engine **out, char *err, size_t errlen) {
     cosmos3_open_params def;
     if (!p) {
@@ -522,29 +174,11 @@ int cosmos3_open(const cosmos3_open_params *p, cosmos3_engine **out, char *err, 
         p = &def;
     }
     if (!out) return give_err(c3_fail(C3_EUSAGE, "cosmos3_open: out is NULL"), err, errlen);
-    return give_err(engine_open(p, out), err, errlen);
+    return give_err(loader_open(p, out), err, errlen);
 }
 
 void cosmos3_close(cosmos3_engine *e) {
-    if (!e) return;
-    vae_free(e->vae);
-    vae_enc_free(e->venc);
-    for (int r = 0; r < C3_MAX_RANKS; r++)
-        for (int b = 0; b < 2; b++) {
-            undkv_free(&e->ranks[r].und[b]);
-            free(e->ranks[r].und_ids[b]);
-        }
-    for (int r = 0; r < C3_MAX_RANKS; r++)
-        model_free(e->ranks[r].model);
-    /* communicators use the backends' streams: they go first */
-    if (e->set) e->set->destroy(e->set);
-    if (e->groups) comm_shm_destroy(e->groups);
-    for (int r = 0; r < C3_MAX_RANKS; r++)
-        if (e->ranks[r].be) c3_backend_destroy(e->ranks[r].be);
-    tok_free(e->tok);
-    ckpt_close(&e->ck);
-    pthread_mutex_destroy(&e->ev_mu);
-    free(e);
+    loader_close(e);
 }
 
 /* ------------------------------------------------------------- requests */
@@ -560,12 +194,12 @@ static void add_warning(void *ud, const char *line) {
     cosmos3_engine *e = ud;
     e->warnings = xrealloc(e->warnings, sizeof(char *) * (size_t)(e->nwarnings + 1));
     e->warnings[e->nwarnings++] = xstrdup(line);
-    engine_emitf(e, COSMOS3_EV_WARNING, "%s", line);
+    rt_emitf(&e->rt, COSMOS3_EV_WARNING, "%s", line);
 }
 
 /* VAE progress: one event per latent frame; a cancel stops the decode. */
 typedef struct {
-    cosmos3_engine *e;
+    c3_runtime *rt;
     double t0;
 } vae_progress;
 
@@ -573,8 +207,8 @@ static int on_vae_frame(void *ud, int t, int T) {
     vae_progress *vp = ud;
     cosmos3_event ev = {
         .kind = COSMOS3_EV_VAE, .frame = t + 1, .frames = T, .seconds = c3_now() - vp->t0};
-    engine_emit(vp->e, &ev);
-    return vp->e->cancel ? c3_fail(C3_ECANCEL, "cancelled") : C3_OK;
+    rt_emit(vp->rt, &ev);
+    return vp->rt->cancel ? c3_fail(C3_ECANCEL, "cancelled") : C3_OK;
 }
 
 /* --attention fp8: once per engine, a warning when a GEN attention call ran
@@ -582,10 +216,11 @@ static int on_vae_frame(void *ud, int t, int T) {
  * which attention ran. True when every GEN call took the FP8 path. */
 static bool attn_fp8_note(cosmos3_engine *e) {
     if (!e->attn_fp8) return false;
+    const c3_plan *p = &e->rt.plan;
     int64_t calls = 0, declined = 0;
     const char *why = NULL;
-    for (int r = 0; r < e->plan.world; r++) {
-        const c3_backend *be = e->ranks[r].be;
+    for (int r = 0; r < p->world; r++) {
+        const c3_backend *be = e->rt.ranks[r].be;
         calls += be->attn_fp8_calls;
         declined += be->attn_fp8_declined;
         if (!why) why = be->attn_fp8_why;
@@ -594,24 +229,46 @@ static bool attn_fp8_note(cosmos3_engine *e) {
         char w[256];
         snprintf(w, sizeof w,
                  "--attention fp8: %s; %lld GEN attention calls ran in %s instead (%lld in FP8)",
-                 why ? why : "not taken", (long long)declined, e->plan.cuda ? "bf16" : "fp32",
+                 why ? why : "not taken", (long long)declined, p->cuda ? "bf16" : "fp32",
                  (long long)calls);
         add_warning(e, w);
         e->attn_warned = true;
     } else if (!declined) {
-        engine_emitf(e, COSMOS3_EV_LOG,
-                     "attention: fp8 on %lld GEN calls (the UND tower's causal attention in %s)",
-                     (long long)calls, e->plan.cuda ? "bf16" : "fp32");
+        rt_emitf(&e->rt, COSMOS3_EV_LOG,
+                 "attention: fp8 on %lld GEN calls (the UND tower's causal attention in %s)",
+                 (long long)calls, p->cuda ? "bf16" : "fp32");
     }
     return !declined && calls > 0;
 }
 
-/* The steps of one generation into res (allocated by the caller). */
-static int generate(cosmos3_engine *e, const cosmos3_request *rq, cosmos3_result *res) {
-    double t_start = c3_now();
+/* ----------------------------------------------------------- generation */
+
+/* One generation's state, from the request to the result; each stage below
+ * fills its part. */
+typedef struct {
+    cosmos3_engine *e;
+    const cosmos3_request *rq;
+    cosmos3_result *res;
+    double t_start;
+    cosmos3_settings s;
+    c3_media media;   /* the conditioning picture or clip (condition.c) */
+    c3_cond_input ci; /* the request's conditioning, over media */
+    c3_condition cd;  /* the conditioning encoded */
+    c3_denoise j;     /* the loop's input and output */
+    float *x0;        /* [1, C, T, h, w] the initial latents */
+    float *pixels;    /* [F, H, W, 3] decoded */
+    int64_t h2d_bytes0;
+    double h2d_sec0;
+} gen_job;
+
+/* The load's times, the settings resolved and checked, the warnings, the seed. */
+static int gen_settings(gen_job *g) {
+    const cosmos3_request *rq = g->rq;
+    cosmos3_engine *e = g->e;
+    cosmos3_result *res = g->res;
     const c3_load_times *ld = &e->load;
     res->clock_open = ld->open_at;
-    res->clock_generate = t_start;
+    res->clock_generate = g->t_start;
     res->t_load = ld->total;
     res->t_load_read = ld->read;
     res->t_load_backends = ld->backends;
@@ -619,47 +276,46 @@ static int generate(cosmos3_engine *e, const cosmos3_request *rq, cosmos3_result
     res->t_load_vae = ld->vae;
     res->t_load_tokenizer = ld->tokenizer;
     res->load_prefault_bytes = ld->prefault_bytes;
-    const c3_tconfig *tc = &e->ck.t;
-    cosmos3_settings s;
-    c3_denoise j = {.e = e, .s = &s};
-    float *x0 = NULL, *pixels = NULL;
-    c3_condition cd = {0};
-    /* the conditioning picture or clip (condition.c) */
     const cosmos3_frames *cm = rq->image ? rq->image : rq->video;
-    c3_media media = {0};
     if (cm)
-        media = (c3_media){
+        g->media = (c3_media){
             .rgb = cm->rgb, .width = cm->width, .height = cm->height, .frames = cm->frames};
-    c3_cond_input ci = {.image = rq->image ? &media : NULL,
-                        .video = rq->video ? &media : NULL,
-                        .indexes = rq->condition_frames,
-                        .nindexes = rq->condition_frames ? rq->ncondition_frames : 0,
-                        .keep =
-                            rq->condition_keep == COSMOS3_KEEP_LAST ? C3_KEEP_LAST : C3_KEEP_FIRST};
-    int rc = request_resolve(rq, &e->ck, &s);
-    if (rc == C3_OK && (!rq->prompt || !rq->prompt[0]))
-        rc = c3_fail(C3_EUSAGE, "no prompt; give the request a prompt");
-    if (rc == C3_OK) rc = cond_check(&ci, s.frames, s.width, s.height, e->ck.v.scale_temporal);
-    if (rc) goto out;
-    request_warnings(rq->prompt, &s, &e->ck, add_warning, e);
+    g->ci = (c3_cond_input){.image = rq->image ? &g->media : NULL,
+                            .video = rq->video ? &g->media : NULL,
+                            .indexes = rq->condition_frames,
+                            .nindexes = rq->condition_frames ? rq->ncondition_frames : 0,
+                            .keep = rq->condition_keep == COSMOS3_KEEP_LAST ? C3_KEEP_LAST
+                                                                            : C3_KEEP_FIRST};
+    cosmos3_settings *s = &g->s;
+    C3_TRY(request_resolve(rq, &e->ck, s));
+    if (!rq->prompt || !rq->prompt[0])
+        return c3_fail(C3_EUSAGE, "no prompt; give the request a prompt");
+    C3_TRY(cond_check(&g->ci, s->frames, s->width, s->height, e->ck.v.scale_temporal));
+    request_warnings(rq->prompt, s, &e->ck, add_warning, e);
     /* random seeds stay below 2^53 so every JSON reader keeps them exact */
-    if (!s.seed_given) s.seed = rng_random_seed() & ((1ull << 53) - 1);
+    if (!s->seed_given) s->seed = rng_random_seed() & ((1ull << 53) - 1);
     /* the seed when the run starts (a long run can be reproduced before it ends) */
-    if (!rq->noise) engine_emitf(e, COSMOS3_EV_LOG, "seed %llu", (unsigned long long)s.seed);
-    /* tokenize */
+    if (!rq->noise) rt_emitf(&e->rt, COSMOS3_EV_LOG, "seed %llu", (unsigned long long)s->seed);
+    return C3_OK;
+}
+
+/* The prompt and the negative prompt through the chat template to ids. */
+static int gen_tokenize(gen_job *g) {
+    cosmos3_engine *e = g->e;
+    const cosmos3_settings *s = &g->s;
+    c3_denoise *j = &g->j;
     double t0 = c3_now();
-    emit_stage(e, "tokenize", true, 0);
-    c3_prompt_opts po = {.system_prompt = s.system_prompt,
-                         .templates = s.templates,
-                         .width = s.width,
-                         .height = s.height,
-                         .frames = s.frames,
-                         .fps = s.fps};
-    rc = prompt_ids(e->tok, rq->prompt, false, &po, &j.ids[0], &j.L[0]);
-    if (rc == C3_OK) rc = prompt_ids(e->tok, s.negative_prompt, true, &po, &j.ids[1], &j.L[1]);
-    if (rc) goto out;
+    rt_emit_stage(&e->rt, "tokenize", true, 0);
+    c3_prompt_opts po = {.system_prompt = s->system_prompt,
+                         .templates = s->templates,
+                         .width = s->width,
+                         .height = s->height,
+                         .frames = s->frames,
+                         .fps = s->fps};
+    C3_TRY(prompt_ids(e->tok, g->rq->prompt, false, &po, &j->ids[0], &j->L[0]));
+    C3_TRY(prompt_ids(e->tok, s->negative_prompt, true, &po, &j->ids[1], &j->L[1]));
     for (int b = 0; b < 2; b++) { /* prompt_ids keeps the first C3_MAX_SEQ ids and appends two */
-        if (j.L[b] < C3_MAX_SEQ + 2) continue;
+        if (j->L[b] < C3_MAX_SEQ + 2) continue;
         char w[160];
         snprintf(w, sizeof w,
                  "the %s prompt (with its template) reaches the %d-token limit; the rest of it is "
@@ -667,125 +323,158 @@ static int generate(cosmos3_engine *e, const cosmos3_request *rq, cosmos3_result
                  b ? "negative" : "positive", C3_MAX_SEQ);
         add_warning(e, w);
     }
-    res->L_cond = j.L[0];
-    res->L_uncond = j.L[1];
-    res->t_tokenize = c3_now() - t0;
-    emit_stage(e, "tokenize", false, res->t_tokenize);
-    /* latents [1, C, T, h, w] */
-    j.T = s.latent_shape[2];
-    j.h = s.latent_shape[3];
-    j.w = s.latent_shape[4];
-    j.n = (int64_t)tc->latent_ch * j.T * j.h * j.w;
-    x0 = xmalloc((size_t)j.n * sizeof(float));
-    if (rq->noise) {
-        if (rq->noise_len != (size_t)j.n) {
-            rc = c3_fail(C3_EINPUT,
-                         "noise has %zu floats; this size needs [1, %d, %d, %d, %d] = %lld",
-                         rq->noise_len, tc->latent_ch, j.T, j.h, j.w, (long long)j.n);
-            goto out;
-        }
-        memcpy(x0, rq->noise, (size_t)j.n * sizeof(float));
-        size_t bad = c3_first_nonfinite(x0, (size_t)j.n);
-        if (bad < (size_t)j.n) {
-            rc = c3_fail(C3_EINPUT, "noise holds %g at element %zu; noise must be finite numbers",
-                         (double)x0[bad], bad);
-            goto out;
-        }
-    } else {
-        rng_normal(s.seed, 0, x0, j.n);
+    g->res->L_cond = j->L[0];
+    g->res->L_uncond = j->L[1];
+    g->res->t_tokenize = c3_now() - t0;
+    rt_emit_stage(&e->rt, "tokenize", false, g->res->t_tokenize);
+    return C3_OK;
+}
+
+/* The initial latents [1, C, T, h, w]: the request's noise (checked) or the seed's. */
+static int gen_noise(gen_job *g) {
+    const cosmos3_request *rq = g->rq;
+    const c3_tconfig *tc = &g->e->ck.t;
+    c3_denoise *j = &g->j;
+    j->T = g->s.latent_shape[2];
+    j->h = g->s.latent_shape[3];
+    j->w = g->s.latent_shape[4];
+    j->n = (int64_t)tc->latent_ch * j->T * j->h * j->w;
+    g->x0 = xmalloc((size_t)j->n * sizeof(float));
+    if (!rq->noise) {
+        rng_normal(g->s.seed, 0, g->x0, j->n);
+        return C3_OK;
     }
-    if (cond_given(&ci)) { /* x0 on the pinned frames: mask * x0 + (1 - mask) * noise */
-        emit_stage(e, "encode", true, 0);
-        t0 = c3_now();
-        if (!e->venc) rc = vae_enc_load(&e->venc, &e->ck, e->ranks[0].be);
-        if (rc == C3_OK)
-            rc = cond_prepare(&ci, e->venc, s.frames, s.width, s.height, e->ck.v.scale_temporal,
-                              &cd);
-        if (rc) goto out;
-        cond_mix(&cd, x0);
-        j.pinned = cd.pinned;
-        j.cond = &cd; /* the distilled sampler re-anchors the pinned frames after each step */
-        res->t_encode = c3_now() - t0;
-        emit_stage(e, "encode", false, res->t_encode);
+    if (rq->noise_len != (size_t)j->n)
+        return c3_fail(C3_EINPUT,
+                       "noise has %zu floats; this size needs [1, %d, %d, %d, %d] = %lld",
+                       rq->noise_len, tc->latent_ch, j->T, j->h, j->w, (long long)j->n);
+    memcpy(g->x0, rq->noise, (size_t)j->n * sizeof(float));
+    size_t bad = c3_first_nonfinite(g->x0, (size_t)j->n);
+    if (bad < (size_t)j->n)
+        return c3_fail(C3_EINPUT, "noise holds %g at element %zu; noise must be finite numbers",
+                       (double)g->x0[bad], bad);
+    return C3_OK;
+}
+
+/* A conditioned request: the media through the VAE encoder, x0 on the
+ * pinned frames (mask * x0 + (1 - mask) * noise). */
+static int gen_encode(gen_job *g) {
+    if (!cond_given(&g->ci)) return C3_OK;
+    cosmos3_engine *e = g->e;
+    const cosmos3_settings *s = &g->s;
+    rt_emit_stage(&e->rt, "encode", true, 0);
+    double t0 = c3_now();
+    if (!e->venc) C3_TRY(vae_enc_load(&e->venc, &e->ck, e->rt.ranks[0].be));
+    C3_TRY(cond_prepare(&g->ci, e->venc, s->frames, s->width, s->height, e->ck.v.scale_temporal,
+                        &g->cd));
+    cond_mix(&g->cd, g->x0);
+    g->j.pinned = g->cd.pinned;
+    g->j.cond = &g->cd; /* the distilled sampler re-anchors the pinned frames after each step */
+    g->res->t_encode = c3_now() - t0;
+    rt_emit_stage(&e->rt, "encode", false, g->res->t_encode);
+    return C3_OK;
+}
+
+/* The sigmas and timesteps: the checkpoint's fixed list (distilled) or the schedule's. */
+static int gen_schedule(gen_job *g) {
+    const c3_ckpt *ck = &g->e->ck;
+    const cosmos3_settings *s = &g->s;
+    c3_denoise *j = &g->j;
+    j->x_init = g->x0;
+    j->x_final = xmalloc((size_t)j->n * sizeof(float));
+    sched_parse(s->schedule, &j->sched);
+    j->sigmas = xmalloc((size_t)(s->steps + 1) * sizeof(double));
+    j->timesteps = xmalloc((size_t)s->steps * sizeof(double));
+    j->step_noise = g->rq->step_noise;
+    if (ck->s.distilled) /* the checkpoint's t_list and shift */
+        return sched_fixed(ck->s.t_list, ck->s.n_tlist, ck->s.flow_shift, ck->s.num_train_timesteps,
+                           j->sigmas, j->timesteps);
+    return sched_sigmas(j->sched, s->steps, s->shift, ck->s.sigma_min, ck->s.sigma_max, j->sigmas,
+                        j->timesteps);
+}
+
+/* The denoising loop on every rank (denoise.c), its times into the result. */
+static int gen_denoise(gen_job *g) {
+    cosmos3_engine *e = g->e;
+    const c3_plan *p = &e->rt.plan;
+    cosmos3_result *res = g->res;
+    c3_denoise *j = &g->j;
+    bool offload = p->offload && p->cuda;
+    if (offload) model_offload_stats(e->rt.ranks[0].model, &g->h2d_bytes0, &g->h2d_sec0);
+    C3_TRY(denoise_run(j));
+    C3_TRY(denoise_check_finite(j->x_final, j->n, "the final latents", "transformer"));
+    res->t_und = j->t_und;
+    res->t_denoise = j->t_loop;
+    if (j->steps_run) {
+        res->t_step_mean = j->step_sum / j->steps_run;
+        res->t_cond_mean = j->cond_sum / j->steps_run;
+        res->t_uncond_mean = j->uncond_sum / j->steps_run;
+        res->t_step_first = j->step_first;
+        res->t_step_host_mean = j->host_sum / j->steps_run;
+        if (j->steps_run > 1)
+            res->t_step_rest_mean = (j->step_sum - j->step_first) / (j->steps_run - 1);
     }
-    j.x_init = x0;
-    j.x_final = xmalloc((size_t)j.n * sizeof(float));
-    /* schedule */
-    sched_parse(s.schedule, &j.sched);
-    j.sigmas = xmalloc((size_t)(s.steps + 1) * sizeof(double));
-    j.timesteps = xmalloc((size_t)s.steps * sizeof(double));
-    j.step_noise = rq->step_noise;
-    if (e->ck.s.distilled) /* the checkpoint's t_list and shift */
-        rc = sched_fixed(e->ck.s.t_list, e->ck.s.n_tlist, e->ck.s.flow_shift,
-                         e->ck.s.num_train_timesteps, j.sigmas, j.timesteps);
-    else
-        rc = sched_sigmas(j.sched, s.steps, s.shift, e->ck.s.sigma_min, e->ck.s.sigma_max, j.sigmas,
-                          j.timesteps);
-    if (rc) goto out;
-    const c3_plan *p = &e->plan;
-    int64_t h2d_bytes0 = 0;
-    double h2d_sec0 = 0;
-    if (p->offload && p->cuda) model_offload_stats(e->ranks[0].model, &h2d_bytes0, &h2d_sec0);
-    rc = denoise_run(&j);
-    if (rc == C3_OK) rc = denoise_check_finite(j.x_final, j.n, "the final latents", "transformer");
-    if (rc) goto out;
-    res->t_und = j.t_und;
-    res->t_denoise = j.t_loop;
-    if (j.steps_run) {
-        res->t_step_mean = j.step_sum / j.steps_run;
-        res->t_cond_mean = j.cond_sum / j.steps_run;
-        res->t_uncond_mean = j.uncond_sum / j.steps_run;
-        res->t_step_first = j.step_first;
-        res->t_step_host_mean = j.host_sum / j.steps_run;
-        if (j.steps_run > 1)
-            res->t_step_rest_mean = (j.step_sum - j.step_first) / (j.steps_run - 1);
-    }
-    res->clock_first_step = j.first_step_at;
-    /* decode */
-    t0 = c3_now();
-    emit_stage(e, "vae", true, 0);
+    res->clock_first_step = j->first_step_at;
+    return C3_OK;
+}
+
+/* The final latents through the VAE decoder to the result's RGB frames. */
+static int gen_decode(gen_job *g) {
+    cosmos3_engine *e = g->e;
+    cosmos3_result *res = g->res;
+    const c3_denoise *j = &g->j;
+    double t0 = c3_now();
+    rt_emit_stage(&e->rt, "vae", true, 0);
     int F, H, W;
-    vae_progress vp = {e, t0};
-    rc = vae_decode(e->vae, j.x_final, j.T, j.h, j.w, &pixels, &F, &H, &W, on_vae_frame, &vp);
-    if (rc == C3_OK && e->cancel) rc = c3_fail(C3_ECANCEL, "cancelled");
-    if (rc == C3_OK)
-        rc = denoise_check_finite(pixels, (int64_t)F * H * W * 3, "the decoded pixels", "VAE");
-    if (rc) goto out;
+    vae_progress vp = {&e->rt, t0};
+    C3_TRY(vae_decode(e->vae, j->x_final, j->T, j->h, j->w, &g->pixels, &F, &H, &W, on_vae_frame,
+                      &vp));
+    if (e->rt.cancel) return c3_fail(C3_ECANCEL, "cancelled");
+    C3_TRY(denoise_check_finite(g->pixels, (int64_t)F * H * W * 3, "the decoded pixels", "VAE"));
     res->t_vae = c3_now() - t0;
-    emit_stage(e, "vae", false, res->t_vae);
+    rt_emit_stage(&e->rt, "vae", false, res->t_vae);
     res->rgb = xmalloc((size_t)F * H * W * 3);
-    frames_to_rgb(pixels, F, H, W, res->rgb);
+    frames_to_rgb(g->pixels, F, H, W, res->rgb);
     res->width = W;
     res->height = H;
     res->frames = F;
-    res->fps = s.fps;
+    res->fps = g->s.fps;
+    return C3_OK;
+}
+
+/* The latents when asked, the settings used, the layout and the numerics. */
+static void gen_result(gen_job *g) {
+    cosmos3_engine *e = g->e;
+    const cosmos3_request *rq = g->rq;
+    const cosmos3_settings *s = &g->s;
+    const c3_plan *p = &e->rt.plan;
+    cosmos3_result *res = g->res;
     if (rq->want_latents) {
-        res->latents = j.x_final;
-        j.x_final = NULL;
-        memcpy(res->latent_shape, s.latent_shape, sizeof res->latent_shape);
+        res->latents = g->j.x_final;
+        g->j.x_final = NULL;
+        memcpy(res->latent_shape, s->latent_shape, sizeof res->latent_shape);
     }
-    /* the settings used */
     res->prompt = xstrdup(rq->prompt);
-    res->negative_prompt = xstrdup(s.negative_prompt);
-    res->seed = s.seed;
+    res->negative_prompt = xstrdup(s->negative_prompt);
+    res->seed = s->seed;
     res->noise_given = rq->noise != NULL;
-    res->steps = s.steps;
-    res->guidance = s.guidance;
-    res->shift = s.shift;
-    snprintf(res->schedule, sizeof res->schedule, "%s", s.schedule);
-    snprintf(res->sampler, sizeof res->sampler, "%s", s.sampler);
-    res->guidance_interval = s.guidance_interval;
-    res->guidance_lo = s.guidance_lo;
-    res->guidance_hi = s.guidance_hi;
-    res->system_prompt = s.system_prompt;
-    res->templates = s.templates;
+    res->steps = s->steps;
+    res->guidance = s->guidance;
+    res->shift = s->shift;
+    snprintf(res->schedule, sizeof res->schedule, "%s", s->schedule);
+    snprintf(res->sampler, sizeof res->sampler, "%s", s->sampler);
+    res->guidance_interval = s->guidance_interval;
+    res->guidance_lo = s->guidance_lo;
+    res->guidance_hi = s->guidance_hi;
+    res->system_prompt = s->system_prompt;
+    res->templates = s->templates;
     snprintf(res->model_id, sizeof res->model_id, "%s", e->ck.model_id);
-    res->config_hash = tc->config_hash;
+    res->config_hash = e->ck.t.config_hash;
     res->tp = p->tp;
     res->cfg_parallel = p->cfg;
     res->ulysses = p->sp;
     snprintf(res->device, sizeof res->device, "%s", p->cuda ? "cuda" : "cpu");
-    res->mem_peak = e->ranks[0].be->mem_peak;
+    res->mem_peak = e->rt.ranks[0].be->mem_peak;
     snprintf(res->attention, sizeof res->attention, "%s",
              attn_fp8_note(e) ? "fp8"
              : p->cuda        ? "bf16"
@@ -797,20 +486,37 @@ static int generate(cosmos3_engine *e, const cosmos3_request *rq, cosmos3_result
     if (p->offload && p->cuda) { /* rank 0's weight stream over this generation */
         int64_t bytes;
         double sec;
-        model_offload_stats(e->ranks[0].model, &bytes, &sec);
-        res->h2d_bytes = bytes - h2d_bytes0;
-        res->h2d_seconds = sec - h2d_sec0;
+        model_offload_stats(e->rt.ranks[0].model, &bytes, &sec);
+        res->h2d_bytes = bytes - g->h2d_bytes0;
+        res->h2d_seconds = sec - g->h2d_sec0;
     }
-    res->t_total = c3_now() - t_start;
-out:
-    cond_free(&cd);
-    free(j.ids[0]);
-    free(j.ids[1]);
-    free(x0);
-    free(j.x_final);
-    free(j.sigmas);
-    free(j.timesteps);
-    free(pixels);
+    res->t_total = c3_now() - g->t_start;
+}
+
+static void gen_free(gen_job *g) {
+    cond_free(&g->cd);
+    free(g->j.ids[0]);
+    free(g->j.ids[1]);
+    free(g->x0);
+    free(g->j.x_final);
+    free(g->j.sigmas);
+    free(g->j.timesteps);
+    free(g->pixels);
+}
+
+/* One generation into res (allocated by the caller), stage by stage. */
+static int generate(cosmos3_engine *e, const cosmos3_request *rq, cosmos3_result *res) {
+    gen_job g = {.e = e, .rq = rq, .res = res, .t_start = c3_now()};
+    g.j = (c3_denoise){.rt = &e->rt, .tc = &e->ck.t, .s = &g.s};
+    int rc = gen_settings(&g);
+    if (rc == C3_OK) rc = gen_tokenize(&g);
+    if (rc == C3_OK) rc = gen_noise(&g);
+    if (rc == C3_OK) rc = gen_encode(&g);
+    if (rc == C3_OK) rc = gen_schedule(&g);
+    if (rc == C3_OK) rc = gen_denoise(&g);
+    if (rc == C3_OK) rc = gen_decode(&g);
+    if (rc == C3_OK) gen_result(&g);
+    gen_free(&g);
     return rc;
 }
 
@@ -823,14 +529,10 @@ int cosmos3_generate(cosmos3_engine *e, const cosmos3_request *r, cosmos3_result
     if (!__atomic_compare_exchange_n(&e->busy, &idle, 1, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
         return give_err(c3_fail(C3_EUSAGE, "the engine is busy with another generation"), err,
                         errlen);
-    e->cancel = 0;
-    pthread_mutex_lock(&e->ev_mu);
-    e->job = ++e->next_job;
-    e->job_fn = r->on_event ? r->on_event : e->open_fn;
-    e->job_user = r->on_event ? r->user : e->open_user;
-    pthread_mutex_unlock(&e->ev_mu);
+    e->rt.cancel = 0;
+    uint64_t job = rt_job_begin(&e->rt, r->on_event, r->user);
     cosmos3_result *res = xcalloc(1, sizeof *res);
-    res->job = e->job;
+    res->job = job;
     int rc = generate(e, r, res);
     res->warnings = e->warnings;
     res->nwarnings = e->nwarnings;
@@ -841,17 +543,15 @@ int cosmos3_generate(cosmos3_engine *e, const cosmos3_request *r, cosmos3_result
     snprintf(msg, sizeof msg, "%s", rc ? c3_errmsg() : "");
     if (rc == C3_ECANCEL) {
         cosmos3_event ev = {.kind = COSMOS3_EV_CANCELLED, .status = rc};
-        engine_emit(e, &ev);
+        rt_emit(&e->rt, &ev);
     } else if (rc) {
         cosmos3_event ev = {.kind = COSMOS3_EV_FAILED, .status = rc, .text = msg};
-        engine_emit(e, &ev);
+        rt_emit(&e->rt, &ev);
     } else {
         cosmos3_event ev = {.kind = COSMOS3_EV_DONE, .seconds = res->t_total};
-        engine_emit(e, &ev);
+        rt_emit(&e->rt, &ev);
     }
-    pthread_mutex_lock(&e->ev_mu);
-    e->job = 0;
-    pthread_mutex_unlock(&e->ev_mu);
+    rt_job_end(&e->rt);
     if (rc)
         cosmos3_result_free(res);
     else

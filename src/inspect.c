@@ -5,7 +5,7 @@
 
 #include "backend.h"
 #include "checkpoint.h"
-#include "cosmos3.h"
+#include "cosmos3_tools.h"
 #include "engine.h"
 #include "model.h"
 #include "plan.h"
@@ -92,13 +92,8 @@ void cosmos3_checkpoint_model(const cosmos3_checkpoint *c, cosmos3_model_info *o
  * loaders onto the meta backend (every name, shape, dtype and scale check
  * they make, in the order gen makes them), then the tokenizer. */
 static int check_load(const c3_ckpt *ck, const cosmos3_open_params *p) {
-    cosmos3_request rq;
-    cosmos3_request_init(&rq);
-    if (p->plan_width > 0) rq.width = p->plan_width;
-    if (p->plan_height > 0) rq.height = p->plan_height;
-    if (p->plan_frames > 0) rq.frames = p->plan_frames;
     cosmos3_settings st;
-    C3_TRY(request_resolve(&rq, ck, &st));
+    C3_TRY(request_plan_size(ck, p, &st));
     c3_backend *be = c3_backend_meta();
     c3_model *m = NULL;
     int rc = model_load(&m, ck, be, NULL);
@@ -141,13 +136,8 @@ int cosmos3_checkpoint_plan(const cosmos3_checkpoint *c, const cosmos3_open_para
     if (text) *text = NULL;
     if (!c || !p || !out)
         return give_err(c3_fail(C3_EUSAGE, "cosmos3_checkpoint_plan: NULL argument"), err, errlen);
-    c3_sizes sz;
-    ckpt_sizes(&c->ck, &sz);
     c3_plan plan;
-    int rc =
-        plan_make(&plan, &c->ck.t, &sz, p->tp ? p->tp : 1, p->cfg_parallel ? p->cfg_parallel : 1,
-                  p->ulysses ? p->ulysses : 1, p->device ? p->device : "auto", p->gpus, p->offload,
-                  plan_precision(p->precision), width, height, frames);
+    int rc = plan_open(&plan, &c->ck, p, width, height, frames);
     if (rc) return give_err(rc, err, errlen);
     engine_plan_layout(&plan, out);
     if (text) *text = engine_plan_text(&plan);

@@ -3,7 +3,7 @@
 #include "mkmodel.h"
 
 #include "checkpoint.h"
-#include "cosmos3.h"
+#include "cosmos3_tools.h"
 
 #include <dirent.h>
 #include <fcntl.h>

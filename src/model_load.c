@@ -43,7 +43,7 @@ typedef struct {
 static bool pin_wanted(const c3_backend *be, const c3_shard *sh) {
     const char *v = getenv("COSMOS3_PINNED_LOAD");
     /* on by default: the Nano 30 GB upload 4.9 -> 1.1 s on an H200, the
-       same picture bit for bit (bench/RESULTS.md, session 8) */
+       same picture bit for bit (bench/HISTORY.md, session 8) */
     return !(v && !strcmp(v, "0")) && !be->meta && !sh->offload && be->host_alloc &&
            be->host_free && be->upload_async && be->event_new && be->event_free &&
            be->event_record && be->event_wait && be->event_ms;

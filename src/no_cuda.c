@@ -4,7 +4,7 @@
 
 #include "backend.h"
 #include "plan.h"
-#include "../cuda/comm_cuda.h"
+#include "comm.h"
 
 #define NO_CUDA_FIX "this cosmos3 was built without CUDA; rebuild with -Dcuda=enabled"
 

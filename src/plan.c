@@ -60,6 +60,14 @@ int plan_precision(const char *s) {
                                     : -1;
 }
 
+int plan_open(c3_plan *p, const c3_ckpt *ck, const cosmos3_open_params *op, int W, int H, int F) {
+    c3_sizes sz;
+    ckpt_sizes(ck, &sz);
+    return plan_make(p, &ck->t, &sz, op->tp ? op->tp : 1, op->cfg_parallel ? op->cfg_parallel : 1,
+                     op->ulysses ? op->ulysses : 1, op->device ? op->device : "auto", op->gpus,
+                     op->offload, plan_precision(op->precision), W, H, F);
+}
+
 int64_t plan_weight_bytes(const c3_tconfig *t, const c3_sizes *sz, bool cuda, int precision, int tp,
                           bool offload) {
     double stored = cuda ? 1.0 : 2.0; /* stored bf16 -> f32 on the CPU */

@@ -66,6 +66,15 @@ static int distilled_resolve(const cosmos3_request *r, const c3_sconfig *sc, cos
     return C3_OK;
 }
 
+int request_plan_size(const c3_ckpt *ck, const cosmos3_open_params *op, cosmos3_settings *out) {
+    cosmos3_request rq;
+    cosmos3_request_init(&rq);
+    if (op->plan_width > 0) rq.width = op->plan_width;
+    if (op->plan_height > 0) rq.height = op->plan_height;
+    if (op->plan_frames > 0) rq.frames = op->plan_frames;
+    return request_resolve(&rq, ck, out);
+}
+
 int request_resolve(const cosmos3_request *r, const c3_ckpt *ck, cosmos3_settings *s) {
     memset(s, 0, sizeof *s);
     const c3_model_card *k = ck ? &ck->card : NULL;

@@ -23,6 +23,10 @@ extern const c3_task_defaults c3_image_defaults, c3_video_defaults;
 /* Resolve r against ck (NULL: no card, latent_shape[1] 0). C3_EUSAGE with
  * a one-line message on a bad value. */
 int request_resolve(const cosmos3_request *r, const c3_ckpt *ck, cosmos3_settings *out);
+/* The size a plan is checked at before any weight loads: the open
+ * parameters' plan_width, plan_height, plan_frames, else the default image
+ * (the card's, else the task's), resolved as a request. */
+int request_plan_size(const c3_ckpt *ck, const cosmos3_open_params *op, cosmos3_settings *out);
 /* One-line warnings where the request leaves what the card knows (another
  * size than trained, words outside its vocabulary), given to warn(). */
 void request_warnings(const char *prompt, const cosmos3_settings *s, const c3_ckpt *ck,

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "checkpoint.h"
-#include "cosmos3.h"
+#include "cosmos3_tools.h"
 #include "prompt.h"
 #include "tokenizer.h"
 

@@ -620,15 +620,17 @@ int add_shortcut(c3_vae *v, const char *what, c3_tensor *y, const c3_tensor *sc)
     return v->be->add(v->be, y, sc);
 }
 
-static int up_fwd(c3_vae *v, vup *u, const c3_tensor *x, c3_tensor *y, bool first, bool keep) {
+int block_fwd(c3_vae *v, vres *res, int n, const vblock *k, const c3_tensor *x, c3_tensor *y,
+              bool keep) {
+    if (n < 1) return c3_fail(C3_EFAIL, "%s without ResBlocks", k->what);
     c3_tensor a = {0}, b = {0}, sc = {0};
     int rc = C3_OK;
-    for (int r = 0; r < u->nres; r++)
-        VAE_STEP(res_fwd(v, &u->res[r], r ? &a : x, &b, keep));
-    if (u->mode != UP_NONE) {
-        VAE_STEP(upsample_fwd(v, u, &a, &b, first, keep));
-        if ((rc = dupup_fwd(v, u, x, &sc, first))) goto out;
-        if ((rc = add_shortcut(v, "VAE up block", &a, &sc))) goto out;
+    for (int r = 0; r < n; r++)
+        VAE_STEP(res_fwd(v, &res[r], r ? &a : x, &b, keep));
+    if (k->resample) VAE_STEP(k->resample(k->ud, &a, &b));
+    if (k->shortcut) {
+        if ((rc = k->shortcut(k->ud, x, &sc))) goto out;
+        if ((rc = add_shortcut(v, k->what, &a, &sc))) goto out;
     }
     *y = a;
     a = (c3_tensor){0};
@@ -639,17 +641,56 @@ out:
     return rc;
 }
 
+int mid_fwd(c3_vae *v, vres mid[2], vattn *at, const c3_tensor *x, c3_tensor *y, bool keep) {
+    c3_tensor a = {0}, b = {0};
+    int rc;
+    if ((rc = res_fwd(v, &mid[0], x, &a, keep))) goto out;
+    VAE_STEP(attn_fwd(v, at, &a, &b));
+    VAE_STEP(res_fwd(v, &mid[1], &a, &b, keep));
+    *y = a;
+    a = (c3_tensor){0};
+out:
+    c3_free(&a);
+    c3_free(&b);
+    return rc;
+}
+
+int head_fwd(c3_vae *v, const c3_tensor *gamma, vconv *conv, c3_tensor *x, c3_tensor *y,
+             bool keep) {
+    C3_TRY(v->be->chan_rmsnorm(v->be, x, x, gamma, NULL));
+    C3_TRY(v->be->silu(v->be, x, x));
+    return conv_fwd(v, conv, x, y, keep);
+}
+
+/* An up block: ResBlocks, then (unless UP_NONE) the upsampler plus DupUp3D of its input. */
+typedef struct {
+    c3_vae *v;
+    vup *u;
+    bool first, keep;
+} up_ctx;
+static int up_resample(void *ud, const c3_tensor *a, c3_tensor *y) {
+    up_ctx *c = ud;
+    return upsample_fwd(c->v, c->u, a, y, c->first, c->keep);
+}
+static int up_shortcut(void *ud, const c3_tensor *x, c3_tensor *y) {
+    up_ctx *c = ud;
+    return dupup_fwd(c->v, c->u, x, y, c->first);
+}
+static int up_fwd(c3_vae *v, vup *u, const c3_tensor *x, c3_tensor *y, bool first, bool keep) {
+    up_ctx c = {v, u, first, keep};
+    bool up = u->mode != UP_NONE;
+    vblock k = {"VAE up block", up ? up_resample : NULL, up ? up_shortcut : NULL, &c};
+    return block_fwd(v, u->res, u->nres, &k, x, y, keep);
+}
+
 /* One decoder call on one latent frame x [z_dim, 1, h, w] -> y [dec_out, F, H/p, W/p]. */
 static int decode_chunk(c3_vae *v, const c3_tensor *x, int chunk, bool keep, c3_tensor *y) {
-    c3_backend *be = v->be;
     bool first = chunk == 0;
     c3_tensor a = {0}, b = {0};
     int rc;
     if ((rc = conv_fwd(v, &v->conv_in, x, &a, keep))) goto out;
     trace("decoder.conv_in", chunk, &a);
-    VAE_STEP(res_fwd(v, &v->mid[0], &a, &b, keep));
-    VAE_STEP(attn_fwd(v, &v->attn, &a, &b));
-    VAE_STEP(res_fwd(v, &v->mid[1], &a, &b, keep));
+    VAE_STEP(mid_fwd(v, v->mid, &v->attn, &a, &b, keep));
     trace("decoder.mid_block", chunk, &a);
     for (int i = 0; i < v->nup; i++) {
         char name[NAME_MAX_LEN];
@@ -657,9 +698,7 @@ static int decode_chunk(c3_vae *v, const c3_tensor *x, int chunk, bool keep, c3_
         snprintf(name, sizeof name, "decoder.up_blocks.%d", i);
         trace(name, chunk, &a);
     }
-    if ((rc = be->chan_rmsnorm(be, &a, &a, &v->norm_out, NULL))) goto out;
-    if ((rc = be->silu(be, &a, &a))) goto out;
-    if ((rc = conv_fwd(v, &v->conv_out, &a, y, keep))) goto out;
+    if ((rc = head_fwd(v, &v->norm_out, &v->conv_out, &a, y, keep))) goto out;
     trace("decoder.conv_out", chunk, y);
 out:
     c3_free(&a);

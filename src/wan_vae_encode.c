@@ -240,73 +240,84 @@ static int time_down(c3_vae_enc *e, vdown *d, const c3_tensor *x, c3_tensor *y) 
     return rc;
 }
 
-/* A down block: ResBlocks, the downsampler, plus AvgDown3D of its input. */
-static int down_fwd(c3_vae_enc *e, vdown *d, const c3_tensor *x, c3_tensor *y, bool first,
-                    bool keep) {
+/* A down block: ResBlocks, then (unless DOWN_NONE) the downsampler, plus
+ * AvgDown3D of its input. */
+typedef struct {
+    c3_vae_enc *e;
+    vdown *d;
+    bool first;
+} down_ctx;
+
+/* ZeroPad2d(0, 1, 0, 1) + Conv2d(3, stride 2) on every frame of x, then for
+ * DOWN_3D the time conv (a first chunk of one frame passes and is the next
+ * history). */
+static int down_resample(void *ud, const c3_tensor *x, c3_tensor *y) {
+    down_ctx *c = ud;
+    c3_vae_enc *e = c->e;
+    vdown *d = c->d;
     c3_backend *be = e->be;
-    c3_vae *v = e->ctx;
-    c3_tensor a = {0}, b = {0}, sc = {0};
-    int rc = C3_OK;
-    for (int r = 0; r < d->nres; r++)
-        VAE_STEP(res_fwd(v, &d->res[r], r ? &a : x, &b, keep));
-    if (d->mode != DOWN_NONE) {
-        /* ZeroPad2d(0, 1, 0, 1) + Conv2d(3, stride 2) on every frame */
-        int64_t C = a.ne[0], T = a.ne[1], H = a.ne[2], W = a.ne[3];
-        static const int sstride[3] = {1, ENC_DOWN_S, ENC_DOWN_S}, rbpad[4] = {0, 1, 0, 1};
-        if ((rc = act4(e, &b, C, T, (H + 1 - 3) / ENC_DOWN_S + 1, (W + 1 - 3) / ENC_DOWN_S + 1)))
-            goto out;
-        VAE_STEP(be->conv3d_strided(be, &b, &a, &d->resample.w, &d->resample.b, sstride, rbpad));
-        if (d->mode == DOWN_3D) {
-            int64_t HW = a.ne[2] * a.ne[3];
-            if (first) { /* the first chunk (one frame) passes; it is the next history */
-                if (a.ne[1] != 1) {
-                    rc = c3_fail(C3_EFAIL,
-                                 "VAE encoder: a first chunk must have one frame, found %lld",
-                                 (long long)a.ne[1]);
-                    goto out;
-                }
-                c3_free(&d->last);
-                if ((rc = c3_alloc(be, &d->last, be->act_dtype, C3_MEM_ACT, 3, (int64_t)1, C, HW)))
-                    goto out;
-                if ((rc = be->copy(be, &d->last, &a))) goto out;
-                d->last_live = true;
-            } else {
-                if (!d->last_live) {
-                    rc = c3_fail(C3_EFAIL, "VAE encoder: a later chunk came without the first");
-                    goto out;
-                }
-                VAE_STEP(time_down(e, d, &a, &b));
+    c3_tensor a = {0}, b = {0};
+    int64_t C = x->ne[0], T = x->ne[1], H = x->ne[2], W = x->ne[3];
+    static const int sstride[3] = {1, ENC_DOWN_S, ENC_DOWN_S}, rbpad[4] = {0, 1, 0, 1};
+    int rc = act4(e, &a, C, T, (H + 1 - 3) / ENC_DOWN_S + 1, (W + 1 - 3) / ENC_DOWN_S + 1);
+    if (rc) goto out;
+    if ((rc = be->conv3d_strided(be, &a, x, &d->resample.w, &d->resample.b, sstride, rbpad)))
+        goto out;
+    if (d->mode == DOWN_3D) {
+        int64_t HW = a.ne[2] * a.ne[3];
+        if (c->first) {
+            if (a.ne[1] != 1) {
+                rc = c3_fail(C3_EFAIL, "VAE encoder: a first chunk must have one frame, found %lld",
+                             (long long)a.ne[1]);
+                goto out;
             }
+            c3_free(&d->last);
+            if ((rc = c3_alloc(be, &d->last, be->act_dtype, C3_MEM_ACT, 3, (int64_t)1, C, HW)))
+                goto out;
+            if ((rc = be->copy(be, &d->last, &a))) goto out;
+            d->last_live = true;
+        } else {
+            if (!d->last_live) {
+                rc = c3_fail(C3_EFAIL, "VAE encoder: a later chunk came without the first");
+                goto out;
+            }
+            VAE_STEP(time_down(e, d, &a, &b));
         }
     }
-    int64_t Ts = (x->ne[1] + d->ft - 1) / d->ft;
-    if ((rc = act4(e, &sc, d->cout, Ts, x->ne[2] / d->fs, x->ne[3] / d->fs))) goto out;
-    if ((rc = be->avgdown3d(be, &sc, x, d->ft, d->fs))) goto out;
-    if ((rc = add_shortcut(v, "VAE encoder down block", &a, &sc))) goto out;
     *y = a;
     a = (c3_tensor){0};
 out:
     c3_free(&a);
     c3_free(&b);
-    c3_free(&sc);
     return rc;
+}
+
+static int down_shortcut(void *ud, const c3_tensor *x, c3_tensor *y) {
+    down_ctx *c = ud;
+    vdown *d = c->d;
+    int64_t Ts = (x->ne[1] + d->ft - 1) / d->ft;
+    C3_TRY(act4(c->e, y, d->cout, Ts, x->ne[2] / d->fs, x->ne[3] / d->fs));
+    return c->e->be->avgdown3d(c->e->be, y, x, d->ft, d->fs);
+}
+
+static int down_fwd(c3_vae_enc *e, vdown *d, const c3_tensor *x, c3_tensor *y, bool first,
+                    bool keep) {
+    down_ctx c = {e, d, first};
+    vblock k = {"VAE encoder down block", d->mode != DOWN_NONE ? down_resample : NULL,
+                down_shortcut, &c};
+    return block_fwd(e->ctx, d->res, d->nres, &k, x, y, keep);
 }
 
 /* One encoder call: x [in_ch, Tc, H/p, W/p] -> y [2 z_dim, t, h, w] after quant_conv. */
 static int encode_chunk(c3_vae_enc *e, const c3_tensor *x, bool first, bool keep, c3_tensor *y) {
-    c3_backend *be = e->be;
     c3_vae *v = e->ctx;
     c3_tensor a = {0}, b = {0};
     int rc;
     if ((rc = conv_fwd(v, &e->conv_in, x, &a, keep))) goto out;
     for (int i = 0; i < e->ndown; i++)
         VAE_STEP(down_fwd(e, &e->down[i], &a, &b, first, keep));
-    VAE_STEP(res_fwd(v, &e->mid[0], &a, &b, keep));
-    VAE_STEP(attn_fwd(v, &e->attn, &a, &b));
-    VAE_STEP(res_fwd(v, &e->mid[1], &a, &b, keep));
-    if ((rc = be->chan_rmsnorm(be, &a, &a, &e->norm_out, NULL))) goto out;
-    if ((rc = be->silu(be, &a, &a))) goto out;
-    VAE_STEP(conv_fwd(v, &e->conv_out, &a, &b, keep));
+    VAE_STEP(mid_fwd(v, e->mid, &e->attn, &a, &b, keep));
+    VAE_STEP(head_fwd(v, &e->norm_out, &e->conv_out, &a, &b, keep));
     rc = conv_fwd(v, &e->quant, &a, y, false);
 out:
     c3_free(&a);

@@ -22,6 +22,9 @@
 #define attn_fwd vae_attn_fwd
 #define reset_history vae_reset_history
 #define add_shortcut vae_add_shortcut
+#define block_fwd vae_block_fwd
+#define mid_fwd vae_mid_fwd
+#define head_fwd vae_head_fwd
 
 /* A (causal) 3-D conv with its history. */
 typedef struct {
@@ -71,6 +74,25 @@ int attn_fwd(c3_vae *v, vattn *at, const c3_tensor *x, c3_tensor *y);
 void reset_history(c3_vae *v);
 /* y += sc, a block's shortcut of the same size; what names the block in the error. */
 int add_shortcut(c3_vae *v, const char *what, c3_tensor *y, const c3_tensor *sc);
+/* An up or down block's own parts (block_fwd): the resampler of its
+ * ResBlocks' output a -> y and the shortcut of the block's input x -> y, each
+ * NULL where the block has none (the decoder's upsampler and DupUp3D, the
+ * encoder's downsampler and AvgDown3D). */
+typedef struct {
+    const char *what; /* names the block in its errors */
+    int (*resample)(void *ud, const c3_tensor *a, c3_tensor *y);
+    int (*shortcut)(void *ud, const c3_tensor *x, c3_tensor *y);
+    void *ud;
+} vblock;
+
+/* The blocks the decoder and the encoder share, x [C, T, H, W] -> y: an up
+ * or down block (its n >= 1 ResBlocks in a row, then k's resampler, plus k's
+ * shortcut of x); the middle block (ResBlock, attention, ResBlock); the
+ * output head (RMS norm and SiLU of x in place, then conv_out). */
+int block_fwd(c3_vae *v, vres *res, int n, const vblock *k, const c3_tensor *x, c3_tensor *y,
+              bool keep);
+int mid_fwd(c3_vae *v, vres mid[2], vattn *at, const c3_tensor *x, c3_tensor *y, bool keep);
+int head_fwd(c3_vae *v, const c3_tensor *gamma, vconv *conv, c3_tensor *x, c3_tensor *y, bool keep);
 
 /* The forward chain of a chunk: run call, which writes b from a; b becomes a.
  * Needs rc, a, b and an out label in scope. */

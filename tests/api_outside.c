@@ -1,5 +1,6 @@
 /* api_outside.c - a program outside the tree on the installed library:
- * includes only <cosmos3.h> (and the demo world's judge), links with
+ * includes only <cosmos3.h>, <cosmos3_tools.h> (the tokenizer, mkmodel,
+ * checkpoint and bench calls) and the demo world's judge, links with
  * `pkg-config --cflags --libs cosmos3`; run by tests/test_install.sh.
  *
  *   api_outside MODEL_DIR [WORK_DIR]
@@ -16,6 +17,7 @@
  * back (geometry, FlowMatch scheduler), and cosmos3_bench times a 64x64 step
  * of the tiny preset (4 GEN tokens, its FLOP count adds up, a 64x64 frame). */
 #include <cosmos3.h>
+#include <cosmos3_tools.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -41,6 +41,23 @@ serve_start() {
     [ -n "$port" ] || { bad "$name did not start: $(cat "$name.err")"; return 1; }
 }
 
+# latents_rel A.st B.st: prints |B - A| / |A| (relative L2) of the tensor
+# 'latents' of two safetensors files (python3)
+latents_rel() {
+    python3 - "$1" "$2" <<'PY'
+import array, json, math, struct, sys
+def lat(p):
+    d = open(p, 'rb').read(); n = struct.unpack('<Q', d[:8])[0]
+    t = json.loads(d[8:8 + n])['latents']; o = t['data_offsets']
+    a = array.array('f'); a.frombytes(d[8 + n + o[0]:8 + n + o[1]]); return a
+a, b = lat(sys.argv[1]), lat(sys.argv[2])
+assert len(a) == len(b), 'the latents differ in size'
+print('%.6e' % math.sqrt(sum((x - y) ** 2 for x, y in zip(a, b)) / sum(x * x for x in a)))
+PY
+}
+# le X Y: the number X is at most Y (awk; both may be in e notation)
+le() { awk -v x="$1" -v y="$2" 'BEGIN { exit !(x + 0 <= y + 0) }'; }
+
 # same_pixels A.png B.png: the decompressed image data are equal (python3)
 same_pixels() {
     python3 - "$1" "$2" <<'PY'

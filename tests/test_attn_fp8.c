@@ -31,11 +31,11 @@
 #define L_VALID 300 /* ... and visible */
 #define S 256
 #define FP8_MIN 5e-3  /* the rounding happened */
-#define FP8_FLAT 6e-2 /* measured 4.05e-2 on flat scores (bench/s8_attn.md) */
+#define FP8_FLAT 6e-2 /* measured 4.05e-2 on flat scores (NOTES.md, s8 attn) */
 #define FP8_PEAKED                                                                                 \
     1.2e-1 /* measured 7.8e-2 on peaked ones: Q K^T rounding moves the large scores */
 #define CUDA_VS_EMU 1.5e-2
-#define MODEL_MIN 1e-3 /* tiny, 64x64, 8 steps: measured 4.27e-2 (bench/s8_attn.md) */
+#define MODEL_MIN 1e-3 /* tiny, 64x64, 8 steps: measured 4.27e-2 (NOTES.md, s8 attn) */
 #define MODEL_MAX 1e-1
 #define BF16_MAX 1e-2
 

@@ -1,5 +1,6 @@
 #!/bin/bash
 # The library as a user gets it: `meson install --destdir D` puts cosmos3.h,
+# cosmos3_tools.h,
 # libcosmos3.so, libcosmos3.a and cosmos3.pc under D; a program outside the
 # tree (tests/api_outside.c with the demo judge), built with
 # `pkg-config --cflags --libs cosmos3` and -fsanitize=address,undefined,
@@ -14,7 +15,7 @@ fail() { echo "FAIL: $*"; exit 1; }
 
 meson install -C "$build" --destdir "$tmp/root" --no-rebuild --quiet >"$tmp/install.log" 2>&1 ||
     { cat "$tmp/install.log"; fail "meson install"; }
-for f in include/cosmos3.h libcosmos3.so libcosmos3.a cosmos3.pc man3/cosmos3.3; do
+for f in include/cosmos3.h include/cosmos3_tools.h libcosmos3.so libcosmos3.a cosmos3.pc man3/cosmos3.3; do
     [ -n "$(find "$tmp/root" -path "*/$f" -print -quit)" ] || fail "$f not installed"
 done
 pc=$(dirname "$(find "$tmp/root" -name cosmos3.pc -print -quit)")

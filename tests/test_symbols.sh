@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The library's surface: libcosmos3.so exports the calls cosmos3.h declares
-# (COSMOS3_API) and nothing else; the applications' archive reaches into the
+# The library's surface: libcosmos3.so exports the calls cosmos3.h and
+# cosmos3_tools.h declare (COSMOS3_API) and nothing else; cosmos3.h keeps to
+# generation; the applications' archive reaches into the
 # library only through them (its other outside symbols are app/util.h's
 # helpers, src/common.c compiled once more for them); no app/ or tui/ file
 # includes a src/ header; the cosmos3 program loads libcosmos3.so and holds
@@ -21,10 +22,23 @@ nm -D --defined-only "$so" | awk '{print $3}' | sort -u >"$tmp/exported"
 [ -s "$tmp/exported" ] && ok || bad "libcosmos3.so exports nothing"
 others=$(grep -v '^cosmos3_' "$tmp/exported" | head -5 | tr '\n' ' ')
 [ -z "$others" ] && ok || bad "libcosmos3.so exports more than cosmos3_*: $others"
-grep -o 'COSMOS3_API [^(]*(' "$src/include/cosmos3.h" | grep -o 'cosmos3_[a-z_0-9]*' | sort -u >"$tmp/declared"
-[ "$(wc -l <"$tmp/declared")" -ge 30 ] && ok || bad "cosmos3.h declares only $(wc -l <"$tmp/declared") calls"
+calls() { grep -o 'COSMOS3_API [^(]*(' "$@" | grep -o 'cosmos3_[a-z_0-9]*' | sort -u; }
+calls "$src/include/cosmos3.h" >"$tmp/public"
+calls "$src/include/cosmos3_tools.h" >"$tmp/tools"
+sort -u "$tmp/public" "$tmp/tools" >"$tmp/declared"
+[ "$(wc -l <"$tmp/public")" -ge 20 ] && ok || bad "cosmos3.h declares only $(wc -l <"$tmp/public") calls"
+[ "$(wc -l <"$tmp/tools")" -ge 10 ] && ok || bad "cosmos3_tools.h declares only $(wc -l <"$tmp/tools") calls"
+# the public header keeps to generation: the tools' calls, a card's
+# constants and paths outside the repository are cosmos3_tools.h's or none
+t=$(grep -E '^cosmos3_(checkpoint|tokeniz|mkmodel|bench)' "$tmp/public" | head -4 | tr '\n' ' ')
+[ -z "$t" ] && ok || bad "cosmos3.h declares tool calls (cosmos3_tools.h's): $t"
+t=$(grep -nE 'PEAK|TFLOPS|989|\.\./' "$src/include/cosmos3.h" "$src/include/cosmos3_tools.h" | head -3)
+[ -z "$t" ] && ok || bad "a card's constant or a path outside the repository in the headers: $t"
+# every call has its line in the library's man page
+t=$(while read -r c; do grep -q "^\.Fn $c " "$src/man/cosmos3.3" || echo "$c"; done <"$tmp/declared" | head -5 | tr '\n' ' ')
+[ -z "$t" ] && ok || bad "calls missing from man/cosmos3.3's synopsis: $t"
 missing=$(comm -23 "$tmp/declared" "$tmp/exported" | tr '\n' ' ')
-[ -z "$missing" ] && ok || bad "declared in cosmos3.h but not exported: $missing"
+[ -z "$missing" ] && ok || bad "declared in the headers but not exported: $missing"
 extra=$(comm -13 "$tmp/declared" "$tmp/exported" | tr '\n' ' ')
 [ -z "$extra" ] && ok || bad "exported but not declared with COSMOS3_API: $extra"
 

@@ -6,7 +6,7 @@
  * Synthetic frames, structured as a decoded video is (a gradient, a moving
  * disc, a little noise), so that deflate works as on real frames.
  * E2E_WRITE_FRAMES=189 E2E_WRITE_SIZE=1280x720 measures the headline
- * video's write (bench/s8_e2e.md). */
+ * video's write (bench/NOTES.md, session 8 e2e). */
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>

@@ -11,7 +11,7 @@
 #              clock over each). About 6
 #              minutes on an H200 (mkmodel ~1, gen ~4.5). E2E_TINY=1: a dry run
 #              on the tiny preset at 128x128/9 frames (the CPU here: see
-#              bench/s8_e2e.md); E2E_SKIP_GEN=1 leaves the headline gen out,
+#              bench/NOTES.md, session 8 e2e); E2E_SKIP_GEN=1 leaves the headline gen out,
 #              E2E_GEN_ARGS adds options to the headline gen (e.g. "--precision fp8
 #              --attention fp8"), E2E_ONLY_GEN=1 stops after it,
 #              E2E_COLD=1 adds two launches from a cold page cache (prefault on /

@@ -3,8 +3,9 @@
  * checks every version on fresh random inputs (poisoned outputs, sampled rows
  * against the reference) and times each on the GEN shapes.
  *
- *   v1  mma.sync m16n8k16, single-buffered 64-key tiles (the kernel that
- *       cuda/attention.cu shipped before the Hopper one)
+ *   v1  mma.sync m16n8k16, single-buffered 64-key tiles: att_mma<128> of
+ *       cuda/attention_mma.cuh (shipped before the Hopper kernel; attention.cu
+ *       still runs it where the Hopper kernel does not)
  *   v2  wgmma + TMA, producer warp + 2 consumer warpgroups, 2 stages,
  *       no overlap of softmax with the tensor cores
  *   v3  v2 + intra-warpgroup pipelining (Q K^T of tile j+1 and P V of tile j
@@ -118,140 +119,23 @@ __global__ void ref_rows(prob a, const int64_t *rows, float *out /* [nrows, Hq, 
 }
 
 /* ======================================================================== */
-/* v1: mma.sync (the previous shipped kernel, D = 128)                       */
+/* v1: mma.sync, the shipped att_mma<128> (cuda/attention_mma.cuh)          */
 /* ======================================================================== */
-#define V1_WARPS 4
-#define V1_BQ (16 * V1_WARPS)
-#define V1_BK 64
-#define V1_PAD 8
-static __device__ __forceinline__ void mma_bf16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-static __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
-    __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
-    return *(uint32_t *)&h;
-}
-static __device__ __forceinline__ uint32_t pack_raw(__nv_bfloat16 lo, __nv_bfloat16 hi) {
-    return (uint32_t)__bfloat16_as_ushort(lo) | ((uint32_t)__bfloat16_as_ushort(hi) << 16);
-}
-__global__ void __launch_bounds__(V1_WARPS * 32) v1_kernel(prob a) {
-    constexpr int D = 128, KS = D / 16, DT = D / 8, NT = V1_BK / 8, LD = D + V1_PAD;
-    extern __shared__ __align__(16) unsigned char v1_smem[];
-    __nv_bfloat16 *Ks = (__nv_bfloat16 *)v1_smem, *Vs = Ks + V1_BK * LD;
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-    const int h = blockIdx.y, hk = h / (a.Hq / a.Hkv);
-    const int64_t qblk = (int64_t)blockIdx.x * V1_BQ, r0 = qblk + warp * 16 + g, r1 = r0 + 8;
-    const int64_t qstride = (int64_t)a.Hq * D, kstride = (int64_t)a.Hkv * D;
-    const float sl2 = a.scale * LOG2E;
-    uint32_t qa[KS][4];
-#pragma unroll
-    for (int kk = 0; kk < KS; kk++) {
-        const int c = kk * 16 + 2 * t;
-        qa[kk][0] = r0 < a.Sq ? *(const uint32_t *)(a.q + r0 * qstride + h * D + c) : 0u;
-        qa[kk][1] = r1 < a.Sq ? *(const uint32_t *)(a.q + r1 * qstride + h * D + c) : 0u;
-        qa[kk][2] = r0 < a.Sq ? *(const uint32_t *)(a.q + r0 * qstride + h * D + c + 8) : 0u;
-        qa[kk][3] = r1 < a.Sq ? *(const uint32_t *)(a.q + r1 * qstride + h * D + c + 8) : 0u;
-    }
-    float o[DT][4];
-#pragma unroll
-    for (int i = 0; i < DT; i++) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
-    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
-    for (int sg = 0; sg < a.nseg; sg++) {
-        const __nv_bfloat16 *kp = a.k[sg], *vp = a.v[sg];
-        const int64_t n = a.n[sg], valid = a.valid[sg];
-        for (int64_t k0 = 0; k0 < valid; k0 += V1_BK) {
-            __syncthreads();
-            for (int i = threadIdx.x; i < V1_BK * (D / 8); i += V1_WARPS * 32) {
-                int r = i / (D / 8), c = (i % (D / 8)) * 8;
-                int64_t j = k0 + r;
-                uint4 kv = make_uint4(0, 0, 0, 0), vv = make_uint4(0, 0, 0, 0);
-                if (j < n) {
-                    kv = *(const uint4 *)(kp + j * kstride + hk * D + c);
-                    vv = *(const uint4 *)(vp + j * kstride + hk * D + c);
-                }
-                *(uint4 *)(Ks + r * LD + c) = kv;
-                *(uint4 *)(Vs + r * LD + c) = vv;
-            }
-            __syncthreads();
-            float s[NT][4];
-#pragma unroll
-            for (int nt = 0; nt < NT; nt++) {
-                s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
-                const __nv_bfloat16 *kr = Ks + (nt * 8 + g) * LD + 2 * t;
-#pragma unroll
-                for (int kk = 0; kk < KS; kk++)
-                    mma_bf16(s[nt], qa[kk], *(const uint32_t *)(kr + kk * 16), *(const uint32_t *)(kr + kk * 16 + 8));
-            }
-            float mx[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-            for (int nt = 0; nt < NT; nt++)
-#pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    int64_t j = k0 + nt * 8 + 2 * t + (e & 1);
-                    float v = j < valid ? s[nt][e] * sl2 : -INFINITY;
-                    s[nt][e] = v;
-                    mx[e >> 1] = fmaxf(mx[e >> 1], v);
-                }
-            float alpha[2], mu[2];
-#pragma unroll
-            for (int r = 0; r < 2; r++) {
-                mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
-                mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-                float mn = fmaxf(m[r], mx[r]);
-                mu[r] = mn == -INFINITY ? 0.0f : mn;
-                alpha[r] = exp2f(m[r] - mu[r]);
-                m[r] = mn;
-                l[r] *= alpha[r];
-            }
-#pragma unroll
-            for (int nt = 0; nt < NT; nt++)
-#pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    float p = exp2f(s[nt][e] - mu[e >> 1]);
-                    s[nt][e] = p;
-                    l[e >> 1] += p;
-                }
-#pragma unroll
-            for (int i = 0; i < DT; i++) {
-                o[i][0] *= alpha[0], o[i][1] *= alpha[0];
-                o[i][2] *= alpha[1], o[i][3] *= alpha[1];
-            }
-#pragma unroll
-            for (int kk = 0; kk < V1_BK / 16; kk++) {
-                uint32_t pa[4] = {pack_bf16(s[2 * kk][0], s[2 * kk][1]), pack_bf16(s[2 * kk][2], s[2 * kk][3]),
-                                  pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]),
-                                  pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3])};
-                const __nv_bfloat16 *v0 = Vs + (kk * 16 + 2 * t) * LD + g;
-#pragma unroll
-                for (int i = 0; i < DT; i++) {
-                    const __nv_bfloat16 *vc = v0 + i * 8;
-                    mma_bf16(o[i], pa, pack_raw(vc[0], vc[LD]), pack_raw(vc[8 * LD], vc[9 * LD]));
-                }
-            }
-        }
-    }
-#pragma unroll
-    for (int r = 0; r < 2; r++) {
-        l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
-        l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
-        l[r] = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
-    }
-#pragma unroll
-    for (int i = 0; i < DT; i++) {
-        const int c = i * 8 + 2 * t;
-        if (r0 < a.Sq) *(uint32_t *)(a.out + r0 * qstride + h * D + c) = pack_bf16(o[i][0] * l[0], o[i][1] * l[0]);
-        if (r1 < a.Sq) *(uint32_t *)(a.out + r1 * qstride + h * D + c) = pack_bf16(o[i][2] * l[1], o[i][3] * l[1]);
-    }
-}
+#include "../attention_mma.cuh"
 static bool run_v1(const prob &a, cudaStream_t st) {
-    size_t smem = 2 * (size_t)V1_BK * (128 + V1_PAD) * sizeof(__nv_bfloat16);
-    CK(cudaFuncSetAttribute(v1_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-    dim3 grid((unsigned)((a.Sq + V1_BQ - 1) / V1_BQ), (unsigned)a.Hq);
-    v1_kernel<<<grid, V1_WARPS * 32, smem, st>>>(a);
+    if (a.D != 128 || a.nseg > ATT_MAX_SEG) return false;
+    att_args m = {};
+    m.q = a.q, m.out = a.out, m.Sq = a.Sq, m.Hq = a.Hq, m.Hkv = a.Hkv, m.D = a.D, m.nseg = a.nseg;
+    int64_t start = 0;
+    for (int s = 0; s < a.nseg; s++) {
+        m.k[s] = a.k[s], m.v[s] = a.v[s], m.n[s] = a.n[s], m.valid[s] = a.valid[s], m.start[s] = start;
+        start += a.n[s];
+    }
+    m.scale_log2 = a.scale * LOG2E;
+    size_t smem = 2 * (size_t)ATT_BK * (128 + ATT_PAD) * sizeof(__nv_bfloat16);
+    CK(cudaFuncSetAttribute(att_mma<128>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    dim3 grid((unsigned)((a.Sq + ATT_BQ - 1) / ATT_BQ), (unsigned)a.Hq);
+    att_mma<128><<<grid, ATT_WARPS * 32, smem, st>>>(m);
     return cudaGetLastError() == cudaSuccess;
 }
 
@@ -627,7 +511,7 @@ static double time_ms(const variant &v, const prob &a, int reps) {
 }
 
 #define TOL 1e-2
-#define FP8_TOL 8e-2 /* E4M3 keeps 3 mantissa bits: ~4e-2 measured (bench/s8_attn.md); a layout bug gives ~1 */
+#define FP8_TOL 8e-2 /* E4M3 keeps 3 mantissa bits: ~4e-2 measured (bench/NOTES.md); a layout bug gives ~1 */
 static double tol_of(const variant &v) { return v.tol > 0 ? v.tol : TOL; }
 
 int main(int argc, char **argv) {
@@ -666,7 +550,7 @@ int main(int argc, char **argv) {
         {"v6 v3+masksplit bk176", run_fa<176, 1, 0, 1>, true, true, 0, false},
         {"fp8+quant bk128", run_fp8, true, true, FP8_TOL, false},
         {"fp8 kernel bk128", run_fp8_kernel, true, true, FP8_TOL, false},
-        /* issue 24 item 3's "three K/V stages", untimed when written (bench/s8_attn.md) */
+        /* issue 24 item 3's "three K/V stages", untimed when written (NOTES.md, s8 attn) */
         {"v7 v5+3 stages bk128", run_fa<128, 1, 1, 1, 3>, true, true, 0, true},
         {"fp8 kernel bk128 3 stages", run_fp8_kernel<3>, true, true, FP8_TOL, true},
         {"fp8 kernel bk128 4 stages", run_fp8_kernel<4>, true, true, FP8_TOL, true},

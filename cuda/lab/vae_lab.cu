@@ -551,7 +551,7 @@ int main(int argc, char **argv) {
             double fl = 2.0 * s.g.T * s.g.H * s.g.W * (double)s.g.cout * s.g.cin *
                         (s.g.kt - s.g.a0) * s.g.ks * s.g.ks;
             float best = 1e30f, vt[VARIANTS + 1] = {0};
-            /* the mma.sync tiles were timed in device call 1 (bench/step_notes.md); --all
+            /* the mma.sync tiles were timed in device call 1 (bench/NOTES.md); --all
              * times them again; the old default (1) and the wgmma ones every time */
             for (int v = 1; v <= VARIANTS; v++) {
                 if ((v == 2 || v == 3) && !all_variants) continue;

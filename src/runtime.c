@@ -1,0 +1,153 @@
+/* runtime.c - the ranks' threads, their communicators, cancel / abort /
+ * reset and the event emitter (runtime.h). */
+#include "runtime.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+void rt_init(c3_runtime *rt, cosmos3_event_fn fn, void *user) {
+    memset(rt, 0, sizeof *rt);
+    pthread_mutex_init(&rt->ev_mu, NULL);
+    rt->open_fn = fn;
+    rt->open_user = user;
+}
+
+void rt_free(c3_runtime *rt) {
+    for (int r = 0; r < C3_MAX_RANKS; r++)
+        for (int b = 0; b < 2; b++) {
+            undkv_free(&rt->ranks[r].und[b]);
+            free(rt->ranks[r].und_ids[b]);
+        }
+    for (int r = 0; r < C3_MAX_RANKS; r++)
+        model_free(rt->ranks[r].model);
+    /* communicators use the backends' streams: they go first */
+    if (rt->set) rt->set->destroy(rt->set);
+    for (int r = 0; r < C3_MAX_RANKS; r++)
+        if (rt->ranks[r].be) c3_backend_destroy(rt->ranks[r].be);
+    pthread_mutex_destroy(&rt->ev_mu);
+}
+
+/* ------------------------------------------------------------- events */
+
+uint64_t rt_job_begin(c3_runtime *rt, cosmos3_event_fn fn, void *user) {
+    pthread_mutex_lock(&rt->ev_mu);
+    uint64_t job = rt->job = ++rt->next_job;
+    rt->job_fn = fn ? fn : rt->open_fn;
+    rt->job_user = fn ? user : rt->open_user;
+    pthread_mutex_unlock(&rt->ev_mu);
+    return job;
+}
+
+void rt_job_end(c3_runtime *rt) {
+    pthread_mutex_lock(&rt->ev_mu);
+    rt->job = 0;
+    pthread_mutex_unlock(&rt->ev_mu);
+}
+
+void rt_emit(c3_runtime *rt, cosmos3_event *ev) {
+    pthread_mutex_lock(&rt->ev_mu);
+    ev->job = rt->job;
+    cosmos3_event_fn fn = rt->job ? rt->job_fn : rt->open_fn;
+    void *user = rt->job ? rt->job_user : rt->open_user;
+    if (fn) fn(ev, user);
+    pthread_mutex_unlock(&rt->ev_mu);
+}
+
+void rt_emitf(c3_runtime *rt, cosmos3_event_kind kind, const char *fmt, ...) {
+    char text[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    cosmos3_event ev = {.kind = kind, .text = text};
+    rt_emit(rt, &ev);
+}
+
+void rt_emit_stage(c3_runtime *rt, const char *stage, bool begin, double seconds) {
+    cosmos3_event ev = {
+        .kind = COSMOS3_EV_STAGE, .stage = stage, .begin = begin, .seconds = seconds};
+    rt_emit(rt, &ev);
+}
+
+/* ------------------------------------------------------------- comms */
+
+int rt_comms_open(c3_runtime *rt) {
+    const c3_plan *p = &rt->plan;
+    rt->comm = comm_choose(p->cuda, p->world, p->devices);
+    /* COSMOS3_COMM=device: the device-memory communicator on distinct GPUs too */
+    const char *force = getenv("COSMOS3_COMM");
+    if (rt->comm == C3_COMM_NCCL && force && !strcmp(force, "device")) rt->comm = C3_COMM_DEVICE;
+    c3_backend *bes[C3_MAX_RANKS];
+    for (int r = 0; r < p->world; r++)
+        bes[r] = rt->ranks[r].be;
+    if (rt->comm == C3_COMM_SHM) C3_TRY(comm_shm_create(p, &rt->set));
+    if (rt->comm == C3_COMM_NCCL) C3_TRY(comm_nccl_create(p, bes, &rt->set));
+    if (rt->comm == C3_COMM_DEVICE) C3_TRY(comm_dev_create(p, bes, &rt->set));
+    if (!rt->set) return C3_OK;
+    for (int r = 0; r < p->world; r++) {
+        c3_rank *rk = &rt->ranks[r];
+        rk->world = rt->set->get(rt->set, r, 0);
+        rk->tp = rt->set->get(rt->set, r, 1);
+        rk->sp = rt->set->get(rt->set, r, 2);
+        rk->cfg = rt->set->get(rt->set, r, 3);
+    }
+    return C3_OK;
+}
+
+void rt_abort(c3_runtime *rt) {
+    if (rt->set) rt->set->abort(rt->set);
+}
+
+int rt_reset(c3_runtime *rt) {
+    return rt->set ? rt->set->reset(rt->set) : C3_OK;
+}
+
+/* ------------------------------------------------------------- threads */
+
+typedef struct {
+    c3_runtime *rt;
+    c3_rank *rk;
+    int (*fn)(c3_runtime *, c3_rank *, void *);
+    void *ud;
+} rank_thread;
+
+static void *rank_main(void *arg) {
+    rank_thread *a = arg;
+    a->rk->rc = a->fn(a->rt, a->rk, a->ud);
+    if (a->rk->rc) {
+        snprintf(a->rk->err, sizeof a->rk->err, "%s", c3_errmsg());
+        /* a failing rank stops the others: they see cancel between layers,
+         * and the communicator is aborted so no one waits forever */
+        a->rt->cancel = 1;
+        rt_abort(a->rt);
+    }
+    return NULL;
+}
+
+int rt_run_ranks(c3_runtime *rt, int (*fn)(c3_runtime *rt, c3_rank *rk, void *ud), void *ud,
+                 bool prefix) {
+    const c3_plan *p = &rt->plan;
+    rank_thread args[C3_MAX_RANKS];
+    for (int r = 0; r < p->world; r++) {
+        args[r] = (rank_thread){rt, &rt->ranks[r], fn, ud};
+        rt->ranks[r].rc = 0;
+        if (pthread_create(&rt->ranks[r].thread, NULL, rank_main, &args[r]) != 0) {
+            rt->cancel = 1;
+            rt_abort(rt);
+            for (int q = 0; q < r; q++)
+                pthread_join(rt->ranks[q].thread, NULL);
+            return c3_fail(C3_EFAIL, "cannot start rank thread %d", r);
+        }
+    }
+    for (int r = 0; r < p->world; r++)
+        pthread_join(rt->ranks[r].thread, NULL);
+    for (int pass = 0; pass < 2; pass++)
+        for (int r = 0; r < p->world; r++) {
+            const c3_rank *rk = &rt->ranks[r];
+            if (rk->rc && (pass == 1 || rk->rc != C3_ECANCEL))
+                return prefix && p->world > 1 ? c3_fail(rk->rc, "rank %d: %s", r, rk->err)
+                                              : c3_fail(rk->rc, "%s", rk->err);
+        }
+    return C3_OK;
+}

@@ -1,0 +1,84 @@
+/* runtime.h - the rank runtime of a run, below the engine (engine.c,
+ * loader.c) and the denoising loop (denoise.c): the plan's ranks, one
+ * thread each; their communicators (one c3_comm_set, whatever carries it);
+ * cancel, abort and reset; and the one event emitter, serialised, with the
+ * job id filled in. Nothing here knows the checkpoint, the tokenizer or the
+ * VAE. */
+#ifndef COSMOS3_RUNTIME_H
+#define COSMOS3_RUNTIME_H
+
+#include <pthread.h>
+
+#include "comm.h"
+#include "cosmos3.h"
+#include "model.h"
+#include "plan.h"
+
+typedef struct {
+    int rank;
+    c3_backend *be;
+    c3_model *model;
+    c3_comm *tp, *sp, *cfg, *world;
+    c3_shard shard;
+    pthread_t thread;
+    int rc;
+    char err[1024];
+    /* the last UND K/V of each branch and the ids it was computed from: a
+     * request with the same ids (the same negative prompt, a repeated
+     * prompt) reuses it, and with it the GEN graphs recorded over it */
+    c3_undkv und[2];
+    int32_t *und_ids[2];
+} c3_rank;
+
+typedef struct c3_runtime c3_runtime;
+struct c3_runtime {
+    c3_plan plan;
+    c3_rank ranks[C3_MAX_RANKS];
+    c3_comm_kind comm; /* which communicator the ranks use */
+    c3_comm_set *set;  /* NULL for one rank */
+    volatile int cancel;
+    /* events: the open's callback, the job's (one at a time, under ev_mu) */
+    pthread_mutex_t ev_mu;
+    cosmos3_event_fn open_fn, job_fn;
+    void *open_user, *job_user;
+    uint64_t job, next_job;
+};
+
+/* An empty runtime whose events go to fn (the open's callback). */
+void rt_init(c3_runtime *rt, cosmos3_event_fn fn, void *user);
+/* The ranks' UND caches, models, communicators and backends, in that order
+ * (the communicators use the backends' streams). */
+void rt_free(c3_runtime *rt);
+
+/* The communicators of the plan's ranks, once every rank has its backend:
+ * fills each rank's world, tp, sp and cfg. */
+int rt_comms_open(c3_runtime *rt);
+/* Wake every rank waiting in a collective (a rank failed or was cancelled);
+ * reset makes the communicators usable again before the next run. */
+void rt_abort(c3_runtime *rt);
+int rt_reset(c3_runtime *rt);
+
+/* Run fn(rt, rank, ud) on every rank, one thread each, and join them: the
+ * one place the ranks' threads start and carry their errors back. A failing
+ * rank stops the others (cancel, communicators aborted); the first real
+ * failure wins over the cancellations it caused, its message prefixed with
+ * "rank N: " when prefix is set. */
+int rt_run_ranks(c3_runtime *rt, int (*fn)(c3_runtime *rt, c3_rank *rk, void *ud), void *ud,
+                 bool prefix);
+
+/* A job's events go to fn (NULL: the open's callback) under a new job id,
+ * until rt_job_end; returns the id. */
+uint64_t rt_job_begin(c3_runtime *rt, cosmos3_event_fn fn, void *user);
+void rt_job_end(c3_runtime *rt);
+/* Send one event to the job's callback (job id filled in); serialised. */
+void rt_emit(c3_runtime *rt, cosmos3_event *ev);
+/* The same with kind and text. */
+void rt_emitf(c3_runtime *rt, cosmos3_event_kind kind, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* A stage's begin or end (seconds: its time, at the end). */
+void rt_emit_stage(c3_runtime *rt, const char *stage, bool begin, double seconds);
+
+/* Tests only: the rank that fails on purpose at step 2 (-1: none). */
+extern int c3_inject_fail_rank;
+
+#endif
