@@ -12,6 +12,7 @@
 #include "cond_input.h"
 #include "output.h"
 #include "repl_internal.h"
+#include "hf_cache.h"
 #include "config.h"
 
 #define RANDOM_SEED "random"
@@ -422,6 +423,13 @@ static int cmd_load(c3_repl *r, const char *arg) {
     if (r->job != REPL_IDLE) {
         free(dir);
         return c3_fail(COSMOS3_EUSAGE, "busy: wait for the run to finish or cancel it first");
+    }
+    if (hf_is_model_id(dir)) { /* a Hugging Face model id, from the local cache (as -m) */
+        char snap[4096];
+        int rc = hf_resolve(dir, NULL, snap, sizeof snap);
+        free(dir);
+        if (rc) return rc;
+        dir = xstrdup(snap);
     }
     free(r->prev_model);
     r->prev_model = r->s.model; /* back if the load fails */

@@ -63,6 +63,7 @@ int serve_main(c3_settings *s, char **pos, int npos) {
 #include "monitor.h"
 #include "session.h"
 #include "strbuf.h"
+#include "precheck.h"
 #include "serve_internal.h"
 
 
@@ -431,6 +432,10 @@ static bool parse_request(server *sv, const char *body, size_t len, job *j, req_
         goto out;
     }
     if (!get_text(v, "prompt", SERVE_MAX_PROMPT, false, &t, er)) goto out;
+    if (precheck_prompt(t) != COSMOS3_OK) { /* only spaces: refused before it is queued */
+        bad(er, 400, "prompt", "prompt: has no words, e.g. \"prompt\": \"a red fox in the snow\"");
+        goto out;
+    }
     free(s->prompt);
     s->prompt = xstrdup(t);
     if (FIELD("negative_prompt")) {
@@ -456,6 +461,10 @@ static bool parse_request(server *sv, const char *body, size_t len, job *j, req_
                 t[0] > '9' || !strchr(t, 'x') || strchr(t, 'x')[1] < '0' ||
                 strchr(t, 'x')[1] > '9') {
                 bad(er, 400, "size", "size: '%.32s' is not WIDTHxHEIGHT (e.g. \"1024x1024\")", t);
+                goto out;
+            }
+            if (!w || !h) {
+                bad(er, 400, "size", "size: '%.32s' has no side of 0 pixels (e.g. \"64x64\")", t);
                 goto out;
             }
             if (w > SERVE_MAX_SIDE || h > SERVE_MAX_SIDE || (int64_t)w * h > sv->max_pixels) {
@@ -1096,6 +1105,8 @@ static bool parse_video(server *sv, json_t *o, const uint8_t *file, size_t nfile
     if (!FIELD("prompt"))
         return bad(er, 400, "prompt", "prompt: required, e.g. \"prompt\": \"a red fox runs\"");
     if (!get_text(v, "prompt", SERVE_MAX_PROMPT, false, &t, er)) return false;
+    if (precheck_prompt(t) != COSMOS3_OK) /* only spaces: refused before it is queued */
+        return bad(er, 400, "prompt", "prompt: has no words, e.g. \"prompt\": \"a red fox runs\"");
     free(s->prompt);
     s->prompt = xstrdup(t);
     if (FIELD("negative_prompt") &&
@@ -1110,6 +1121,8 @@ static bool parse_video(server *sv, json_t *o, const uint8_t *file, size_t nfile
         if (!get_text(v, "size", 32, false, &t, er)) return false;
         if (sscanf(t, "%5u%*[x]%5u%n", &w, &h, &used) != 2 || t[used] || t[0] < '0' || t[0] > '9')
             return bad(er, 400, "size", "size: '%.32s' is not WIDTHxHEIGHT (e.g. \"1280x720\")", t);
+        if (!w || !h)
+            return bad(er, 400, "size", "size: '%.32s' has no side of 0 pixels (e.g. \"64x64\")", t);
         char a[16], b[16];
         snprintf(a, sizeof a, "%u", round_side(j, "size width", w));
         snprintf(b, sizeof b, "%u", round_side(j, "size height", h));

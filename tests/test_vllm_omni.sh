@@ -95,6 +95,9 @@ post dotdot "$B/v1/videos" -F "prompt=x" -F "image_reference={\"image_url\": \"$
 post link "$B/v1/videos" -F "prompt=x" -F "image_reference={\"image_url\": \"file://$tmp/media/out.png\"}" -F "num_frames=9"
 [ "$code" = 400 ] && jq -r .error.message link.body | grep -q "outside the folder" && ok || bad "a symlink out of the allowed folder: $code $(cat link.body)"
 
+# a prompt of spaces is refused before it is queued
+post blank "$B/v1/videos" -F "prompt=   " -F "num_frames=9"
+[ "$code" = 400 ] && jq -r .error.param blank.body | grep -qx prompt && ok || bad "a blank prompt: $code $(cat blank.body)"
 # image_generation_api.md: JSON, seed, n, negative_prompt (above), response_format "file"
 post img "$B/v1/images/generations" "${J[@]}" -d '{"prompt": "a red circle on a blue background", "size": "64x64", "seed": 42}'
 [ "$code" = 200 ] && jq -r '.data[0].b64_json' img.body | base64 -d > img.png && [ "$(head -c 4 img.png | tail -c 3)" = PNG ] && ok || bad "images: $code $(head -c 300 img.body)"
@@ -129,6 +132,8 @@ HF_HOME="$tmp/hf" expect 3 "revision 'v2' is not in the Hugging Face cache" -- g
 HF_HOME="$tmp/hf" expect 3 "does not match the checkpoint" -- info -m nvidia/Cosmos3-Super --model-class-name WanPipeline
 printf 'a red circle on a blue background\nquit\n' | HF_HOME="$tmp/hf" "$bin" -m nvidia/Cosmos3-Super > repl.out 2> repl.err
 grep -q "loaded .* ($snap" repl.err && ok || bad "REPL -m MODEL-ID: $(cat repl.err)"
+printf 'load nvidia/Cosmos3-Super\nquit\n' | HF_HOME="$tmp/hf" "$bin" > repl2.out 2> repl2.err
+grep -q "loaded .* ($snap" repl2.err && ok || bad "REPL load MODEL-ID: $(cat repl2.err)"
 # the load bounded: --init-timeout
 COSMOS3_TEST_SERVE_LOAD_DELAY=5 "$bin" serve --port 0 --init-timeout 1 > it.out 2> it.err
 rc=$?
