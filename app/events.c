@@ -31,6 +31,20 @@ void events_free(c3_events *q) {
     free(q);
 }
 
+/* The engine event's strings are the slot's own copies. */
+static void repoint(c3_event *x) {
+    if (x->kind != EV_ENGINE) return;
+    if (x->ev.text) x->ev.text = x->text;
+    if (x->ev.stage) x->ev.stage = x->stage;
+}
+
+void events_push_engine(c3_events *q, const cosmos3_event *ev) {
+    c3_event x = {.kind = EV_ENGINE, .ev = *ev};
+    if (ev->text) snprintf(x.text, sizeof x.text, "%s", ev->text);
+    if (ev->stage) snprintf(x.stage, sizeof x.stage, "%s", ev->stage);
+    events_push(q, &x);
+}
+
 void events_push(c3_events *q, const c3_event *e) {
     if (!q) return;
     pthread_mutex_lock(&q->mu);
@@ -40,6 +54,7 @@ void events_push(c3_events *q, const c3_event *e) {
     }
     c3_event *slot = &q->ring[(q->head + q->count) % q->cap];
     *slot = *e;
+    repoint(slot);
     slot->when = c3_now();
     q->count++;
     pthread_cond_signal(&q->cv);
@@ -65,6 +80,7 @@ bool events_pop(c3_events *q, c3_event *e, double timeout) {
     bool ok = q->count > 0;
     if (ok) {
         *e = q->ring[q->head];
+        repoint(e);
         q->head = (q->head + 1) % q->cap;
         q->count--;
     }
@@ -72,8 +88,8 @@ bool events_pop(c3_events *q, c3_event *e, double timeout) {
     return ok;
 }
 
-void events_emit(c3_events *q, c3_event_kind kind, int rank, const char *fmt, ...) {
-    c3_event e = {.kind = kind, .rank = rank};
+void events_emit(c3_events *q, c3_event_kind kind, int code, const char *fmt, ...) {
+    c3_event e = {.kind = kind, .code = code};
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(e.text, sizeof e.text, fmt, ap);

@@ -173,7 +173,7 @@ static void omp_wait_passive(char **argv) {
 
 /* ------------------------------------------------------------- signals */
 
-static c3_engine *volatile g_engine;
+static c3_session *volatile g_engine;
 static volatile sig_atomic_t g_sigint;
 
 static void on_sigint(int sig) {
@@ -183,23 +183,23 @@ static void on_sigint(int sig) {
         output_abort();
         _exit(COSMOS3_ECANCEL);
     }
-    if (g_engine) engine_cancel(g_engine);
+    if (g_engine) session_cancel(g_engine);
 }
 
 /* ------------------------------------------------------------------ gen */
 
 typedef struct {
-    c3_engine *e;
+    c3_session *e;
     c3_settings *s;
-    c3_result r;
+    session_result r;
 } gen_job;
 
 static int gen_call(void *arg) {
     gen_job *j = arg;
-    return engine_generate(j->e, j->s, &j->r);
+    return session_generate(j->e, j->s, &j->r);
 }
 
-static void progress_line(const c3_event *ev, double t_first, int cfgp) {
+static void progress_line(const cosmos3_event *ev, double t_first, int cfgp) {
     double el = c3_now() - t_first;
     double per = ev->step ? el / ev->step : 0;
     double eta = per * (ev->steps - ev->step);
@@ -212,15 +212,15 @@ static void progress_line(const c3_event *ev, double t_first, int cfgp) {
     fflush(stderr);
 }
 
-/* The progress line's text for a stage event (NULL: the line stays). */
-static const char *stage_text(const c3_event *x, char *buf, size_t n) {
-    const char *st = x->text;
-    if (x->code == EV_STAGE_CHUNK) {
-        snprintf(buf, n, "decoding (VAE): %d/%d latent frame%s", x->step, x->steps,
-                 x->steps == 1 ? "" : "s");
+/* The progress line's text for a stage or VAE event (NULL: the line stays). */
+static const char *stage_text(const cosmos3_event *x, char *buf, size_t n) {
+    if (x->kind == COSMOS3_EV_VAE) {
+        snprintf(buf, n, "decoding (VAE): %d/%d latent frame%s", x->frame, x->frames,
+                 x->frames == 1 ? "" : "s");
         return buf;
     }
-    if (x->code == EV_STAGE_BEGIN) {
+    const char *st = x->stage ? x->stage : "";
+    if (x->begin) {
         if (!strcmp(st, "tokenize")) return "tokenizing the prompt ...";
         if (!strcmp(st, "encode")) return "encoding the conditioning input (VAE) ...";
         if (!strcmp(st, "und")) return "reading the prompt (UND tower) ...";
@@ -233,7 +233,7 @@ static const char *stage_text(const c3_event *x, char *buf, size_t n) {
 
 static int run_generation(c3_settings *s) {
     c3_events *ev = events_new(4096);
-    c3_engine *e = NULL;
+    c3_session *e = NULL;
     bool tty = isatty(2) && !s->quiet && !s->json;
     if (tty) { /* a terminal sees every phase on the one progress line, the load first */
         char dir[4096];
@@ -244,11 +244,11 @@ static int run_generation(c3_settings *s) {
     /* tests only: a slow load, to Ctrl-C it */
     const char *delay = getenv("COSMOS3_TEST_LOAD_DELAY");
     if (delay && atof(delay) > 0) usleep((useconds_t)(atof(delay) * 1e6));
-    int rc = engine_open(&e, s, ev);
+    int rc = session_open(&e, s, ev);
     if (tty) fputs("\r\033[K", stderr);
     /* Ctrl-C while loading: nothing to cancel yet, so stop here */
     if (rc == COSMOS3_OK && g_sigint) {
-        engine_close(e);
+        session_close(e);
         rc = c3_fail(COSMOS3_ECANCEL, "cancelled while the model loaded");
     }
     if (rc) {
@@ -260,34 +260,39 @@ static int run_generation(c3_settings *s) {
     c3_task task;
     if (task_start(&task, gen_call, &j, ev) != COSMOS3_OK) {
         g_engine = NULL;
-        engine_close(e);
+        session_close(e);
         events_free(ev);
         return c3_fail(COSMOS3_EFAIL, "cannot start the generation thread");
     }
     c3_monitor *mon = xmalloc(sizeof *mon);
     monitor_init(mon);
-    monitor_engine(mon, engine_layout(e));
+    monitor_engine(mon, session_layout(e));
     mon->t_first_step = c3_now();
     /* the terminal's one progress line: open (no newline yet), and whether it is the step line */
     bool open = false, steps_line = false;
     for (;;) {
         c3_event x;
         /* a Ctrl-C can land before engine_generate clears its cancel flag: repeat it */
-        if (g_sigint) engine_cancel(e);
+        if (g_sigint) session_cancel(e);
         if (!events_pop(ev, &x, 0.2)) continue;
         if (x.kind == EV_FINISHED) break;
+        if (x.kind != EV_ENGINE) continue;
+        const cosmos3_event *v = &x.ev;
         /* the engine's notes and warnings, one line each on stderr (-q keeps the warnings) */
         /* the seed at the start is for the terminal: a script reads it in the last line (or --json)
          */
-        bool for_tty = x.kind == EV_LOG && !strncmp(x.text, "seed ", 5);
-        if (x.kind == EV_LOG && (!s->quiet || !strncmp(x.text, "warning:", 8)) &&
-            (tty || !for_tty) && !(for_tty && s->noise)) { /* --noise: no seed was drawn */
-            fprintf(stderr, "%s%s\n", open ? "\r\033[K" : "", x.text);
+        bool note = v->kind == COSMOS3_EV_LOG || v->kind == COSMOS3_EV_DEVICE ||
+                    v->kind == COSMOS3_EV_PLAN,
+             warning = v->kind == COSMOS3_EV_WARNING;
+        bool for_tty = note && !strncmp(x.text, "seed ", 5);
+        if (((note && !s->quiet) || warning) && (tty || !for_tty) &&
+            !(for_tty && s->noise)) { /* --noise: no seed was drawn */
+            fprintf(stderr, "%s%s%s\n", open ? "\r\033[K" : "", warning ? "warning: " : "", x.text);
             open = false;
         }
-        if (x.kind == EV_STAGE && tty) {
+        if ((v->kind == COSMOS3_EV_STAGE || v->kind == COSMOS3_EV_VAE) && tty) {
             char buf[128];
-            const char *line = stage_text(&x, buf, sizeof buf);
+            const char *line = stage_text(v, buf, sizeof buf);
             if (line) { /* the last step line stays; a phase's line is rewritten in place */
                 fprintf(stderr, "%s%s", open && steps_line ? "\n" : "\r\033[K", line);
                 fflush(stderr);
@@ -296,15 +301,16 @@ static int run_generation(c3_settings *s) {
             }
         }
         monitor_event(mon, &x); /* the step's uncond time as drawn, the first step's start */
-        if (x.kind == EV_STEP_END && tty) {
-            progress_line(&x, mon->t_first_step, mon->cfg_parallel);
+        if (v->kind == COSMOS3_EV_STEP && tty) {
+            progress_line(v, mon->t_first_step, mon->cfg_parallel);
             open = steps_line = true;
         }
     }
     rc = task_join(&task);
     if (rc == COSMOS3_OK) { /* the process's own start: launch to the first step, and to here */
         double t_proc = session_process_start();
-        if (j.r.clock_first_step > 0) j.r.t_launch_first_step = j.r.clock_first_step - t_proc;
+        double first_step = j.r.out->timings.clock_first_step;
+        if (first_step > 0) j.r.t_launch_first_step = first_step - t_proc;
         j.r.t_launch_total = c3_now() - t_proc;
     }
     free(mon);
@@ -322,8 +328,8 @@ static int run_generation(c3_settings *s) {
         if (!s->offload) json_object_del(res, "offload");
         json_object_update(o, res);
         json_decref(res);
-        json_object_set_new(o, "model", json_string(engine_model(e)->id));
-        const cosmos3_layout *p = engine_layout(e);
+        json_object_set_new(o, "model", json_string(session_model(e)->id));
+        const cosmos3_layout *p = session_layout(e);
         json_object_set_new(o, "layout",
                             json_pack("{s:i,s:i,s:i,s:s,s:s}", "tp", p->tp, "cfg_parallel",
                                       p->cfg_parallel, "ulysses", p->ulysses, "device",
@@ -334,30 +340,14 @@ static int run_generation(c3_settings *s) {
         free(txt);
         json_decref(o);
     } else if (!s->quiet) {
-        const char *where =
-            j.r.npaths == 1 && !strcmp(j.r.paths[0], "-") ? "standard output" : NULL;
-        /* with --noise the seed drew nothing: name the noise instead */
-        char seed_txt[4200];
-        if (s->noise)
-            snprintf(seed_txt, sizeof seed_txt, "noise %s", s->noise);
-        else
-            snprintf(seed_txt, sizeof seed_txt, "seed %llu", (unsigned long long)j.r.seed);
-        if (j.r.npaths == 1 && j.r.frames > 1)
-            fprintf(stderr, "wrote %s (%d frames, %g fps, %s, %.1f s)\n",
-                    where ? where : j.r.paths[0], j.r.frames, j.r.out ? j.r.out->fps : 0,
-                    seed_txt, j.r.t_total);
-        else if (j.r.npaths == 1)
-            fprintf(stderr, "wrote %s (%s, %.1f s)\n", where ? where : j.r.paths[0], seed_txt,
-                    j.r.t_total);
-        else if (j.r.npaths > 1)
-            fprintf(stderr, "wrote %d frames %s .. %s (%s, %.1f s)\n", j.r.npaths,
-                    j.r.paths[0], j.r.paths[j.r.npaths - 1], seed_txt, j.r.t_total);
+        char wrote[4096 + 128];
+        if (result_wrote_line(&j.r, wrote, sizeof wrote)) fprintf(stderr, "%s\n", wrote);
         char line[640];
         result_phases_line(&j.r, line, sizeof line);
         fprintf(stderr, "%s\n", line);
     }
     result_free(&j.r);
-    engine_close(e);
+    session_close(e);
     events_free(ev);
     return rc;
 }
@@ -392,10 +382,7 @@ static int cmd_gen(c3_settings *s, char **pos, int npos) {
     if (npos > 0)
         return c3_fail(COSMOS3_EUSAGE,
                        "gen: unexpected argument '%s'; quote the prompt: -p \"...\"", pos[0]);
-    if (!s->prompt)
-        return c3_fail(COSMOS3_EUSAGE,
-                       "gen: no prompt; give one with -p \"a red fox in the snow\"");
-    if (strcmp(s->prompt, "-") == 0) {
+    if (s->prompt && strcmp(s->prompt, "-") == 0) {
         free(s->prompt);
         s->prompt = NULL;
         APP_TRY(read_stdin(&s->prompt));
@@ -403,13 +390,10 @@ static int cmd_gen(c3_settings *s, char **pos, int npos) {
     /* validate everything that needs no model before loading it, the output's
      * format and destination included */
     APP_TRY(precheck_all(s)); /* the prompt and every input file */
-    c3_settings tmp;
-    settings_copy(&tmp, s);
-    int rc = settings_resolve(&tmp, NULL);
+    cosmos3_settings st;
+    APP_TRY(session_check(s, NULL, true, NULL, &st));
     c3_output out;
-    if (rc == COSMOS3_OK) rc = output_plan(&tmp, tmp.frames, tmp.width, tmp.height, -1, &out);
-    settings_free(&tmp);
-    if (rc) return rc;
+    APP_TRY(output_plan(s, st.frames, st.width, st.height, -1, &out));
     bool to_stdout = out.kind == OUT_STDOUT;
     output_free(&out);
     if (to_stdout && s->json)

@@ -2,6 +2,7 @@
 #include "monitor.h"
 
 #include <stdio.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 void monitor_init(c3_monitor *m) {
@@ -37,8 +38,7 @@ static void poll_dev(const c3_monitor *m, c3_mon_dev *d) {
         }
         return;
     }
-    d->dev_total = (int64_t)sysconf(_SC_PHYS_PAGES) * sysconf(_SC_PAGESIZE);
-    d->dev_free = (int64_t)sysconf(_SC_AVPHYS_PAGES) * sysconf(_SC_PAGESIZE);
+    monitor_host_memory(&d->dev_total, &d->dev_free);
     d->driver_valid = d->dev_total > 0;
 }
 
@@ -48,64 +48,81 @@ void monitor_poll(c3_monitor *m) {
 }
 
 void monitor_event(c3_monitor *m, c3_event *x) {
-    switch (x->kind) {
-    case EV_LOADED:
-    case EV_MEMORY:
-        if (x->rank >= 0 && x->rank < COSMOS3_MAX_RANKS) {
-            c3_mon_dev *d = &m->dev[x->rank];
+    if (x->kind != EV_ENGINE) return;
+    cosmos3_event *ev = &x->ev;
+    switch (ev->kind) {
+    case COSMOS3_EV_LOADED:
+    case COSMOS3_EV_MEMORY:
+        if (ev->rank >= 0 && ev->rank < COSMOS3_MAX_RANKS) {
+            c3_mon_dev *d = &m->dev[ev->rank];
             d->valid = true;
-            d->device = x->device;
-            for (int c = 0; c < 3; c++)
-                d->bytes[c] = x->bytes[c];
-            if (x->dev_total > 0) { /* the engine's figure (the plan's, at open) */
+            d->device = ev->device;
+            d->bytes[0] = ev->mem_weights;
+            d->bytes[1] = ev->mem_kv;
+            d->bytes[2] = ev->mem_act;
+            if (ev->dev_total > 0) { /* the engine's figure (the plan's, at open) */
                 d->driver_valid = true;
-                d->dev_total = x->dev_total;
-                d->dev_free = x->dev_free;
+                d->dev_total = ev->dev_total;
+                d->dev_free = ev->dev_free;
             }
-            if (x->kind == EV_LOADED) snprintf(d->name, sizeof d->name, "%.63s", x->text);
-            if (x->kind == EV_MEMORY && m->cuda) { /* a GPU's memory now */
+            if (ev->kind == COSMOS3_EV_LOADED)
+                snprintf(d->name, sizeof d->name, "%.63s", ev->text ? ev->text : "");
+            if (ev->kind == COSMOS3_EV_MEMORY && m->cuda) { /* a GPU's memory now */
                 poll_dev(m, d);
-                x->dev_free = d->dev_free;
-                x->dev_total = d->dev_total;
+                ev->dev_free = d->dev_free;
+                ev->dev_total = d->dev_total;
             }
-            if (x->rank + 1 > m->nranks) m->nranks = x->rank + 1;
+            if (ev->rank + 1 > m->nranks) m->nranks = ev->rank + 1;
         }
         break;
-    case EV_STEP_BEGIN:
-        m->steps = x->steps;
-        if (x->step == 1) m->t_first_step = c3_now();
+    case COSMOS3_EV_STAGE: /* the denoising loop begins: its first step */
+        if (ev->begin && ev->stage && !strcmp(ev->stage, "denoise")) {
+            m->steps = ev->steps;
+            m->t_first_step = c3_now();
+        }
         break;
-    case EV_BRANCH:
-        if (x->branch == 1) m->uncond_last = x->seconds;
-        if (x->step >= 1 && x->step <= MONITOR_MAX_STEPS) {
-            c3_mon_step *s = &m->st[x->step];
-            if (x->branch == 0) {
-                s->cond_s = x->seconds;
-                s->cond_group = x->group;
+    case COSMOS3_EV_BRANCH:
+        if (ev->branch == 1) m->uncond_last = ev->seconds;
+        if (ev->step >= 1 && ev->step <= MONITOR_MAX_STEPS) {
+            c3_mon_step *s = &m->st[ev->step];
+            if (ev->branch == 0) {
+                s->cond_s = ev->seconds;
+                s->cond_group = ev->group;
             } else {
-                s->uncond_s = x->seconds;
-                s->uncond_group = x->group;
+                s->uncond_s = ev->seconds;
+                s->uncond_group = ev->group;
             }
         }
         break;
-    case EV_STEP_END:
-        if (m->cfg_parallel == 2) x->uncond_s = m->uncond_last;
-        m->step = x->step;
-        m->steps = x->steps;
-        if (x->step >= 1 && x->step <= MONITOR_MAX_STEPS) {
-            c3_mon_step *s = &m->st[x->step];
-            s->seconds = x->seconds;
-            s->combine_s = x->combine_s;
-            if (x->cond_s > 0) s->cond_s = x->cond_s;
-            if (x->uncond_s > 0) s->uncond_s = x->uncond_s;
+    case COSMOS3_EV_STEP:
+        if (m->cfg_parallel == 2) ev->uncond_s = m->uncond_last;
+        m->step = ev->step;
+        m->steps = ev->steps;
+        if (ev->step >= 1 && ev->step <= MONITOR_MAX_STEPS) {
+            c3_mon_step *s = &m->st[ev->step];
+            s->seconds = ev->seconds;
+            if (ev->cond_s > 0) s->cond_s = ev->cond_s;
+            if (ev->uncond_s > 0) s->uncond_s = ev->uncond_s;
         }
         m->steps_total++;
-        m->step_s += x->seconds;
-        m->cond_s += x->cond_s;
-        m->uncond_s += x->uncond_s;
-        m->last_step_s = x->seconds;
+        m->step_s += ev->seconds;
+        m->cond_s += ev->cond_s;
+        m->uncond_s += ev->uncond_s;
+        m->last_step_s = ev->seconds;
         break;
     default:
         break;
     }
+}
+
+void monitor_host_memory(int64_t *total, int64_t *avail) {
+    *total = (int64_t)sysconf(_SC_PHYS_PAGES) * sysconf(_SC_PAGESIZE);
+    *avail = (int64_t)sysconf(_SC_AVPHYS_PAGES) * sysconf(_SC_PAGESIZE);
+}
+
+double monitor_cpu_seconds(void) {
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru) != 0) return 0;
+    return (double)ru.ru_utime.tv_sec + 1e-6 * (double)ru.ru_utime.tv_usec +
+           (double)ru.ru_stime.tv_sec + 1e-6 * (double)ru.ru_stime.tv_usec;
 }

@@ -54,11 +54,17 @@ void monitor_init(c3_monitor *m);
 void monitor_engine(c3_monitor *m, const cosmos3_layout *layout);
 /* A new run of `steps` steps: its step table is cleared. */
 void monitor_run(c3_monitor *m, int steps);
-/* Apply one event. For EV_STEP_END, x->uncond_s is set to the step's
- * uncond seconds as drawn (the branch event's with --cfg-parallel 2). */
+/* Apply one event (the engine's; the others pass by). For COSMOS3_EV_STEP,
+ * x->ev.uncond_s is set to the step's uncond seconds as drawn (the branch
+ * event's with --cfg-parallel 2); for COSMOS3_EV_MEMORY on GPUs, dev_free
+ * and dev_total to the driver's now. */
 void monitor_event(c3_monitor *m, c3_event *x);
 /* Refresh the driver's (or, on the CPU, the host's) free and total memory of
  * every known rank. */
 void monitor_poll(c3_monitor *m);
+/* The host's memory now, bytes: total and available (the CPU's "device"). */
+void monitor_host_memory(int64_t *total, int64_t *avail);
+/* This process's CPU time so far (user + system), seconds. */
+double monitor_cpu_seconds(void);
 
 #endif

@@ -41,6 +41,7 @@ typedef struct {
     unsigned cmds;
     size_t offset;       /* into c3_settings */
     bool repl;           /* settable with REPL `set` */
+    cosmos3_field field; /* the cosmos3_request field it gives (COSMOS3_FIELD_NONE: none) */
 } c3_option;
 
 typedef struct {
@@ -143,6 +144,10 @@ const c3_option *option_find(const char *name);
  * different rows: gen's --negative is --negative-prompt, tokenize's is a flag). */
 const c3_option *option_find_for(const char *name, unsigned cmds);
 int option_index(const c3_option *o);
+/* The row that gives request field f, or NULL. */
+const c3_option *option_for_field(cosmos3_field f);
+/* Whether the user gave the option that fills request field f. */
+bool settings_given(const c3_settings *s, cosmos3_field f);
 /* Current value as text (xmalloc'd). */
 char *settings_get(const c3_settings *s, const c3_option *o);
 /* The commands that take option o on their command line (o->cmds less the

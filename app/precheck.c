@@ -116,13 +116,10 @@ int precheck_all(const c3_settings *s) {
 int precheck_session(const c3_settings *s) {
     APP_TRY(precheck_all(s));
     if (!s->output || !s->given[option_index(option_find("output"))]) return COSMOS3_OK;
-    c3_settings tmp;
-    settings_copy(&tmp, s);
-    int rc = settings_resolve(&tmp, NULL);
+    cosmos3_settings st;
+    APP_TRY(session_check(s, NULL, false, NULL, &st));
     c3_output out;
-    if (rc == COSMOS3_OK &&
-        (rc = output_plan(&tmp, tmp.frames, tmp.width, tmp.height, -1, &out)) == COSMOS3_OK)
-        output_free(&out);
-    settings_free(&tmp);
-    return rc;
+    APP_TRY(output_plan(s, st.frames, st.width, st.height, -1, &out));
+    output_free(&out);
+    return COSMOS3_OK;
 }

@@ -146,12 +146,12 @@ void repl_history_add(c3_repl *r, const char *text) {
 
 static int job_load(void *arg) {
     c3_repl *r = arg;
-    return engine_open(&r->e_next, &r->job_s, r->ev);
+    return session_open(&r->e_next, &r->job_s, r->ev);
 }
 
 static int job_run(void *arg) {
     c3_repl *r = arg;
-    int rc = engine_generate(r->e, &r->job_s, &r->job_r);
+    int rc = session_generate(r->e, &r->job_s, &r->job_r);
     cosmos3_result *out = r->job_r.out;
     if (rc == COSMOS3_OK && out && out->rgb) { /* keep a preview, not every frame */
         media_strip(out->rgb, out->width, out->height, out->frames, &r->job_img, &r->job_img_w);
@@ -186,7 +186,7 @@ int repl_load_start(c3_repl *r) {
 }
 
 void repl_cancel(c3_repl *r) {
-    if (r->job == REPL_RUNNING && r->e) engine_cancel(r->e);
+    if (r->job == REPL_RUNNING && r->e) session_cancel(r->e);
 }
 
 static void finish_job(c3_repl *r) {
@@ -201,9 +201,9 @@ static void finish_job(c3_repl *r) {
     if (was == REPL_LOADING && rc == COSMOS3_ERESOURCE && r->e) {
         /* no room for two models: give the old one up and try again */
         repl_print(r, 2, "%s; unloading %s to make room", r->job_err, r->prev_model_dir);
-        engine_close(r->e);
+        session_close(r->e);
         r->e = NULL;
-        r->job_rc = engine_open(&r->e_next, &r->job_s, r->ev);
+        r->job_rc = session_open(&r->e_next, &r->job_s, r->ev);
         rc = r->job_rc;
         if (rc) snprintf(r->job_err, sizeof r->job_err, "%s", c3_errmsg());
         if (rc) r->status = rc;
@@ -220,7 +220,7 @@ static void finish_job(c3_repl *r) {
                 repl_print(r, 2, "kept %s loaded", r->model_dir);
             }
         } else {
-            if (r->e) engine_close(r->e);
+            if (r->e) session_close(r->e);
             r->e = r->e_next;
             r->e_next = NULL;
             /* the new engine's ranks came with its EV_LOADED events, before this:
@@ -228,7 +228,7 @@ static void finish_job(c3_repl *r) {
             int nr = r->mon.nranks;
             c3_mon_dev *keep = xmalloc(sizeof r->mon.dev);
             memcpy(keep, r->mon.dev, sizeof r->mon.dev);
-            const cosmos3_layout *lay = engine_layout(r->e);
+            const cosmos3_layout *lay = session_layout(r->e);
             monitor_engine(&r->mon, lay);
             memcpy(r->mon.dev, keep, sizeof r->mon.dev);
             free(keep);
@@ -236,7 +236,7 @@ static void finish_job(c3_repl *r) {
             free(r->prev_model);
             r->prev_model = NULL;
             r->load_seconds = c3_now() - r->job_t0;
-            repl_print(r, 2, "loaded %s (%s, %.1f s)", engine_model(r->e)->id, r->model_dir,
+            repl_print(r, 2, "loaded %s (%s, %.1f s)", session_model(r->e)->id, r->model_dir,
                        r->load_seconds);
         }
         return;
@@ -255,17 +255,9 @@ static void finish_job(c3_repl *r) {
     } else if (rc) {
         repl_print(r, 1, "%s", r->job_err);
     } else {
-        const c3_result *res = &r->last_r;
-        if (res->npaths == 1 && res->frames > 1)
-            repl_print(r, 0, "wrote %s (%d frames, %g fps, seed %llu, %.1f s)", res->paths[0],
-                       res->frames, res->out ? res->out->fps : 0, (unsigned long long)res->seed,
-                       res->t_total);
-        else if (res->npaths == 1)
-            repl_print(r, 0, "wrote %s (seed %llu, %.1f s)", res->paths[0], (unsigned long long)res->seed,
-                       res->t_total);
-        else if (res->npaths > 1)
-            repl_print(r, 0, "wrote %d frames %s .. %s (seed %llu, %.1f s)", res->npaths, res->paths[0],
-                       res->paths[res->npaths - 1], (unsigned long long)res->seed, res->t_total);
+        const session_result *res = &r->last_r;
+        char line[4096 + 128];
+        if (result_wrote_line(res, line, sizeof line)) repl_print(r, 0, "%s", line);
         if (res->npaths > 0) {
             free(r->last_png);
             r->last_png = xstrdup(res->paths[res->npaths - 1]);
@@ -311,8 +303,8 @@ void repl_free(c3_repl *r) {
         while (r->task.live)
             repl_pump(r, NULL, 0.1);
     }
-    if (r->e) engine_close(r->e);
-    if (r->e_next) engine_close(r->e_next);
+    if (r->e) session_close(r->e);
+    if (r->e_next) session_close(r->e_next);
     free(r->prev_model);
     events_free(r->ev);
     settings_free(&r->s);

@@ -33,8 +33,8 @@ typedef void (*c3_repl_sink)(void *ctx, int level, const char *line);
 struct c3_repl {
     c3_settings s; /* what `set` changes */
     c3_events *ev;
-    c3_engine *e;  /* NULL until loaded */
-    c3_engine *e_next; /* a load in progress opens this; e stays until it is ready */
+    c3_session *e;  /* NULL until loaded */
+    c3_session *e_next; /* a load in progress opens this; e stays until it is ready */
     char model_dir[4096];
     char prev_model_dir[4096]; /* the model before a load, back if the load fails */
     char *prev_model;          /* r->s.model before a load (owned) */
@@ -44,7 +44,7 @@ struct c3_repl {
     int job_rc; /* its outcome, once finished */
     char job_err[1024];
     c3_settings job_s;
-    c3_result job_r;
+    session_result job_r;
     double job_t0;
     /* the run in flight (or the last one) */
     char *run_prompt;
@@ -52,7 +52,7 @@ struct c3_repl {
     bool have_last;
     int last_rc;
     c3_settings last_s;
-    c3_result last_r;
+    session_result last_r;
     char last_err[1024];
     char *last_png;   /* latest file written (a picture, a clip or the last frame) */
     int image_serial; /* bumps on each new image */

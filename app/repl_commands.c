@@ -5,7 +5,6 @@
 #include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -109,18 +108,14 @@ static int generate(c3_repl *r, const char *prompt, bool new_seed) {
     }
     expand_output(r, &r->job_s);
     /* validate now so a bad value is one line, not a failed run */
-    c3_settings tmp;
-    settings_copy(&tmp, &r->job_s);
-    int rc = settings_resolve(&tmp, r->e);
+    cosmos3_settings st;
     c3_output out;
-    if (rc == COSMOS3_OK &&
-        (rc = output_plan(&tmp, tmp.frames, tmp.width, tmp.height, -1, &out)) == COSMOS3_OK)
-        output_free(&out);
-    settings_free(&tmp);
-    if (rc) return rc;
+    APP_TRY(session_check(&r->job_s, r->e, true, NULL, &st));
+    APP_TRY(output_plan(&r->job_s, st.frames, st.width, st.height, -1, &out));
+    output_free(&out);
     free(r->run_prompt);
     r->run_prompt = xstrdup(prompt);
-    monitor_run(&r->mon, r->job_s.steps);
+    monitor_run(&r->mon, st.steps);
     return repl_start_job(r, false);
 }
 
@@ -145,17 +140,13 @@ static int cmd_set(c3_repl *r, const char *arg) {
     settings_copy(&keep, &r->s);
     int rc = settings_set(&r->s, o->name, v, o->cmds);
     if (rc == COSMOS3_OK) {
-        c3_settings tmp;
-        settings_copy(&tmp, &r->s);
-        rc = settings_resolve(&tmp, r->e);
+        cosmos3_settings st;
+        rc = session_check(&r->s, r->e, false, NULL, &st);
         /* the destination now, not after the next run: a missing folder, -o - on a terminal */
         c3_output out;
-        if (rc == COSMOS3_OK && !strcmp(o->name, "output")) {
-            if ((rc = output_plan(&tmp, tmp.frames, tmp.width, tmp.height, -1, &out)) ==
-                COSMOS3_OK)
-                output_free(&out);
-        }
-        settings_free(&tmp);
+        if (rc == COSMOS3_OK && !strcmp(o->name, "output") &&
+            (rc = output_plan(&r->s, st.frames, st.width, st.height, -1, &out)) == COSMOS3_OK)
+            output_free(&out);
     }
     if (rc) {
         settings_free(&r->s);
@@ -176,7 +167,8 @@ static int cmd_show(c3_repl *r, const char *arg) {
     /* show the values a run would use: the task defaults resolved */
     c3_settings eff;
     settings_copy(&eff, &r->s);
-    settings_resolve(&eff, r->e);
+    cosmos3_settings st;
+    if (session_check(&r->s, r->e, false, NULL, &st) == COSMOS3_OK) settings_show_resolved(&eff, &st);
     int rc = COSMOS3_OK;
     if (*name) {
         const c3_option *o = option_find_for(name, CMD_REPL);
@@ -300,13 +292,6 @@ static int cmd_again(c3_repl *r, const char *arg) {
     return rc;
 }
 
-static double cpu_seconds(void) {
-    struct rusage ru;
-    if (getrusage(RUSAGE_SELF, &ru) != 0) return 0;
-    return (double)ru.ru_utime.tv_sec + 1e-6 * (double)ru.ru_utime.tv_usec + (double)ru.ru_stime.tv_sec +
-           1e-6 * (double)ru.ru_stime.tv_usec;
-}
-
 static int cmd_gpus(c3_repl *r, const char *arg) {
     (void)arg;
     char a[32], b[32], c[32], d[32];
@@ -325,13 +310,13 @@ static int cmd_gpus(c3_repl *r, const char *arg) {
     }
     if (n == 0) {
         /* the CPU: process CPU time over the last second, host memory */
-        double c0 = cpu_seconds(), t0 = c3_now();
+        double c0 = monitor_cpu_seconds(), t0 = c3_now();
         struct timespec ts = {0, 200 * 1000 * 1000};
         nanosleep(&ts, NULL);
-        double util = (cpu_seconds() - c0) / (c3_now() - t0) * 100.0;
+        double util = (monitor_cpu_seconds() - c0) / (c3_now() - t0) * 100.0;
         long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-        int64_t total = (int64_t)sysconf(_SC_PHYS_PAGES) * sysconf(_SC_PAGESIZE);
-        int64_t avail = (int64_t)sysconf(_SC_AVPHYS_PAGES) * sysconf(_SC_PAGESIZE);
+        int64_t total, avail;
+        monitor_host_memory(&total, &avail);
         c3_bytes_text(total - avail, a, sizeof a);
         c3_bytes_text(total, b, sizeof b);
         c3_bytes_text(avail, c, sizeof c);
@@ -353,8 +338,8 @@ static int cmd_gpus(c3_repl *r, const char *arg) {
         repl_print(r, 0, "  rank %d (%s): weights %s, K/V %s, activations %s = %s (our accounting)", k, where, a, b,
                    c, d);
     }
-    if (r->have_last && r->last_r.mem_peak > 0) {
-        c3_bytes_text(r->last_r.mem_peak, a, sizeof a);
+    if (r->have_last && r->last_r.out && r->last_r.out->mem_peak > 0) {
+        c3_bytes_text(r->last_r.out->mem_peak, a, sizeof a);
         repl_print(r, 0, "  peak of the last run on rank 0: %s", a);
     }
     return COSMOS3_OK;
@@ -367,7 +352,7 @@ static void plan_to(FILE *f, const void *text) {
 static int cmd_plan(c3_repl *r, const char *arg) {
     (void)arg;
     APP_TRY(need_engine(r));
-    char *text = cosmos3_layout_text(engine_library(r->e));
+    char *text = cosmos3_layout_text(session_library(r->e));
     repl_print_stream(r, plan_to, text);
     free(text);
     return COSMOS3_OK;
@@ -377,7 +362,7 @@ static int cmd_last(c3_repl *r, const char *arg) {
     (void)arg;
     if (!r->have_last) return c3_fail(COSMOS3_EUSAGE, "last: nothing ran yet; type a prompt");
     const c3_settings *s = &r->last_s;
-    const c3_result *x = &r->last_r;
+    const session_result *x = &r->last_r;
     char a[32];
     repl_print(r, 0, "prompt: %s", s->prompt ? s->prompt : "");
     if (s->image || s->video)

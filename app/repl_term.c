@@ -41,7 +41,7 @@ static void on_sigint(int sig) {
     if (repl_second_ctrl_c(&g_last_sigint)) g_exit130 = 1;
     g_sigint = 1;
     c3_repl *r = g_repl;
-    if (r && r->job == REPL_RUNNING && r->e) engine_cancel(r->e);
+    if (r && r->job == REPL_RUNNING && r->e) session_cancel(r->e);
 }
 
 static void progress(c3_repl *r, bool tty) {
@@ -66,12 +66,15 @@ static void wait_job(c3_repl *r) {
         c3_event x;
         if (g_exit130) break;
         if (!repl_pump(r, &x, 0.1)) continue;
-        if (x.kind == EV_STEP_END) {
+        if (ev_is(&x, COSMOS3_EV_STEP)) {
             progress(r, tty);
             shown = tty;
         }
         if (x.kind == EV_FINISHED) break;
-        if (x.kind == EV_LOG) repl_print(r, 2, "%s", x.text); /* the engine's notes and warnings */
+        /* the engine's notes and warnings */
+        if (ev_is(&x, COSMOS3_EV_LOG) || ev_is(&x, COSMOS3_EV_DEVICE) || ev_is(&x, COSMOS3_EV_PLAN))
+            repl_print(r, 2, "%s", x.text);
+        if (ev_is(&x, COSMOS3_EV_WARNING)) repl_print(r, 2, "warning: %s", x.text);
         /* repl_pump printed the outcome; the newline goes before it */
     }
     (void)shown;

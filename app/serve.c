@@ -207,11 +207,8 @@ static bool apply(server *sv, c3_settings *s, const char *field, const char *nam
                   const char *value, req_error *er) {
     if (settings_set(s, name, value, CMD_SERVE) != COSMOS3_OK)
         return bad(er, 400, field, "%s: %s", field, c3_errmsg());
-    c3_settings t;
-    settings_copy(&t, s);
-    int rc = settings_resolve(&t, sv->e);
-    settings_free(&t);
-    if (rc) return bad(er, 400, field, "%s: %s", field, c3_errmsg());
+    if (session_check(s, sv->e, false, NULL, NULL))
+        return bad(er, 400, field, "%s: %s", field, c3_errmsg());
     return true;
 }
 
@@ -545,15 +542,13 @@ static bool parse_request(server *sv, const char *body, size_t len, job *j, req_
     }
 #undef FIELD
     /* the size the answer reports */
-    c3_settings r;
-    settings_copy(&r, s);
-    int rc = settings_resolve(&r, sv->e);
+    cosmos3_settings r = {0};
+    int rc = session_check(s, sv->e, false, NULL, &r);
     s->width = r.width;
     s->height = r.height;
     /* what one request may cost: pixels x frames x steps x images */
     double cost = (double)r.width * r.height * r.frames * r.steps * j->n / SERVE_COST_UNIT;
     int frames = r.frames, steps = r.steps;
-    settings_free(&r);
     if (rc) {
         bad(er, 400, NULL, "%s", c3_errmsg());
         goto out;
@@ -1184,14 +1179,12 @@ static bool parse_video(server *sv, json_t *o, const uint8_t *file, size_t nfile
     if (FIELD("video_reference") && !take_data_url(sv, j, v, "video_reference", REF_CLIP, er))
         return false;
 #undef FIELD
-    c3_settings r;
-    settings_copy(&r, s);
-    int rc = settings_resolve(&r, sv->e);
+    cosmos3_settings r = {0};
+    int rc = session_check(s, sv->e, false, NULL, &r);
     s->width = r.width;
     s->height = r.height;
     double cost = (double)r.width * r.height * r.frames * r.steps / SERVE_COST_UNIT;
     int steps = r.steps;
-    settings_free(&r);
     if (rc) return bad(er, 400, NULL, "%s", c3_errmsg());
     if ((int64_t)s->width * s->height > sv->max_pixels)
         return bad(er, 400, "size",
@@ -1710,7 +1703,7 @@ static void drain(server *sv, const sigset_t *sigs) {
         if (!cancelled && (sig > 0 || c3_now() - t0 > SERVE_GRACE_S)) {
             pthread_mutex_lock(&sv->mu);
             sv->cancel_all = true;
-            if (sv->current && sv->e) engine_cancel(sv->e);
+            if (sv->current && sv->e) session_cancel(sv->e);
             pthread_mutex_unlock(&sv->mu);
             cancelled = true;
             fprintf(stderr, "cosmos3 serve: cancelling the request in flight\n");
@@ -1756,12 +1749,10 @@ int serve_main(c3_settings *s, char **pos, int npos) {
                                "is a token such as one from 'openssl rand -hex 32'",
                                from);
     }
-    c3_settings tmp;
-    settings_copy(&tmp, s);
-    int rc = settings_resolve(&tmp, NULL);
-    int64_t max_pixels = (int64_t)tmp.width * tmp.height;
-    settings_free(&tmp);
-    if (rc) return rc;
+    cosmos3_settings st;
+    APP_TRY(session_check(s, NULL, false, NULL, &st));
+    int64_t max_pixels = (int64_t)st.width * st.height;
+    int rc = COSMOS3_OK;
     struct addrinfo hints = {.ai_family = AF_UNSPEC,
                              .ai_socktype = SOCK_STREAM,
                              .ai_flags = AI_PASSIVE},
@@ -1880,7 +1871,7 @@ int serve_main(c3_settings *s, char **pos, int npos) {
                            s->init_timeout, dir);
         }
         if (ready && !announced) {
-            const cosmos3_layout *p = engine_layout(sv->e);
+            const cosmos3_layout *p = session_layout(sv->e);
             fprintf(stderr,
                     "cosmos3 serve: ready: %s on %s (tp %d x cfg-parallel %d x ulysses %d), loaded "
                     "in %.1f s\n",
@@ -1912,7 +1903,7 @@ out_nopump:
     if (rc == COSMOS3_OK && sv->load_done && sv->load_rc)
         rc = c3_fail(sv->load_rc, "%s", sv->load_err);
     if (rc == COSMOS3_OK) fprintf(stderr, "cosmos3 serve: stopped\n");
-    engine_close(sv->e);
+    session_close(sv->e);
     while (sv->store) { /* the videos kept */
         job *j = sv->store;
         sv->store = j->snext;

@@ -99,7 +99,7 @@ typedef struct {
     pthread_cond_t cv; /* any job or server state changed (CLOCK_MONOTONIC) */
     c3_settings base;  /* the command line: the defaults of every request */
     c3_events *ev;
-    c3_engine *e; /* set by the worker once loaded */
+    c3_session *e; /* set by the worker once loaded */
     bool load_done, ready, draining, stopping, cancel_all, pump_stop;
     int load_rc;
     char load_err[1024];

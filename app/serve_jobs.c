@@ -113,7 +113,7 @@ void job_cancel_locked(server *sv, job *j) {
         j->status = HTTP_CLIENT_GONE;
         job_unref_locked(j); /* the queue's reference */
     } else if (sv->e) {
-        engine_cancel(sv->e);
+        session_cancel(sv->e);
     }
     pthread_cond_broadcast(&sv->cv);
 }
@@ -134,13 +134,13 @@ bool client_gone(int fd) {
 
 /* max_sequence_length shorter than the prompt's tokens: said in the answer
  * (cosmos3 reads the whole prompt; server mutex held). */
-static void note_max_seq(job *j, const c3_result *r) {
-    if (!j->max_seq || r->L_cond <= j->max_seq || j->max_seq_noted) return;
+static void note_max_seq(job *j, const session_result *r) {
+    if (!r->out || !j->max_seq || r->out->L_cond <= j->max_seq || j->max_seq_noted) return;
     j->max_seq_noted = true;
     char msg[256];
     snprintf(msg, sizeof msg,
              "max_sequence_length: the prompt is %d tokens, more than %d; cosmos3 read all of it",
-             r->L_cond, j->max_seq);
+             r->out->L_cond, j->max_seq);
     if (!j->notes) j->notes = json_array();
     json_array_append_new(j->notes, json_string(msg));
 }
@@ -151,7 +151,7 @@ static void note_max_seq(job *j, const c3_result *r) {
  * last event for it (the stream has every step before the answer); then,
  * when rc is COSMOS3_OK, encode its frames in memory as f (the time is
  * r->t_write, counted into r->t_total). A failure's message goes into err. */
-static int encode_result(server *sv, bool ran, int rc, c3_result *r, c3_media_format f,
+static int encode_result(server *sv, bool ran, int rc, session_result *r, c3_media_format f,
                          const c3_media_opts *o, uint8_t **out, size_t *len, char *err,
                          size_t errlen) {
     pthread_mutex_lock(&sv->mu);
@@ -182,10 +182,10 @@ static int run_image(server *sv, job *j, int i, json_t *data, json_t *acc) {
         snprintf(seedtxt, sizeof seedtxt, "%llu", (unsigned long long)(j->seed + (uint64_t)i));
         rc = settings_set(&s, "seed", seedtxt, CMD_SERVE);
     }
-    c3_result r = {0};
+    session_result r = {0};
     bool ran = false;
     if (rc == COSMOS3_OK) {
-        rc = engine_generate_frames(sv->e, &s, &r);
+        rc = session_generate_frames(sv->e, &s, &r);
         ran = true;
     }
     char err[1024];
@@ -195,7 +195,7 @@ static int run_image(server *sv, job *j, int i, json_t *data, json_t *acc) {
     rc = encode_result(sv, ran, rc, &r, j->ofmt, NULL, &png, &len, err, sizeof err);
     if (rc == COSMOS3_OK) {
         char *b64 = base64(png, len);
-        json_t *item = json_pack("{s:s,s:I}", "b64_json", b64, "seed", (json_int_t)r.seed);
+        json_t *item = json_pack("{s:s,s:I}", "b64_json", b64, "seed", (json_int_t)r.out->seed);
         free(b64);
         /* the metrics: this image's report (result_json) added to the job's */
         json_t *rj = result_json(&r), *rs = json_object_get(rj, "seconds");
@@ -227,13 +227,13 @@ static int run_image(server *sv, job *j, int i, json_t *data, json_t *acc) {
                 "index", i, "b64_json", json_string_value(json_object_get(item, "b64_json")),
                 "created", (json_int_t)time(NULL), "created_at", (json_int_t)time(NULL),
                 "output_format", media_format_name(j->ofmt), "quality", "auto", "background",
-                "opaque", "seed", (json_int_t)r.seed, "metrics", acc);
-            json_object_set_new(ev, "size", json_sprintf("%dx%d", r.width, r.height));
+                "opaque", "seed", (json_int_t)r.out->seed, "metrics", acc);
+            json_object_set_new(ev, "size", json_sprintf("%dx%d", r.out->width, r.out->height));
             json_object_set_new(ev, "usage",
-                                json_pack("{s:i,s:i,s:i,s:{s:i,s:i}}", "input_tokens", r.L_cond,
-                                          "output_tokens", 0, "total_tokens", r.L_cond,
-                                          "input_tokens_details", "text_tokens", r.L_cond,
-                                          "image_tokens", 0));
+                                json_pack("{s:i,s:i,s:i,s:{s:i,s:i}}", "input_tokens",
+                                          r.out->L_cond, "output_tokens", 0, "total_tokens",
+                                          r.out->L_cond, "input_tokens_details", "text_tokens",
+                                          r.out->L_cond, "image_tokens", 0));
             sse_event(j, "image_generation.completed", ev);
             pthread_cond_broadcast(&sv->cv);
         }
@@ -268,7 +268,7 @@ static void run_job(server *sv, job *j) {
     }
     char err[1024];
     snprintf(err, sizeof err, "%s", c3_errmsg());
-    const cosmos3_layout *p = engine_layout(sv->e);
+    const cosmos3_layout *p = session_layout(sv->e);
     json_object_set_new(acc, "images", json_integer((json_int_t)json_array_size(data)));
     json_object_set_new(acc, "layout",
                         json_pack("{s:i,s:i,s:i,s:s}", "tp", p->tp, "cfg_parallel", p->cfg_parallel,
@@ -341,8 +341,8 @@ static void store_trim_locked(server *sv) {
 /* One video job: generate, encode the MP4 in memory, keep it in the job. */
 static void run_video(server *sv, job *j) {
     double t0 = c3_now();
-    c3_result r = {0};
-    int rc = engine_generate_frames_with(sv->e, &j->s, j->cond.rgb ? &j->cond : NULL, &r);
+    session_result r = {0};
+    int rc = session_generate_frames_with(sv->e, &j->s, j->cond.rgb ? &j->cond : NULL, &r);
     char err[1024];
     snprintf(err, sizeof err, "%s", c3_errmsg());
     uint8_t *mp4 = NULL;
@@ -354,7 +354,7 @@ static void run_video(server *sv, job *j) {
     if (rc == COSMOS3_OK) {
         j->mp4 = mp4;
         j->mp4_len = len;
-        j->vframes_seed = r.seed;
+        j->vframes_seed = r.out->seed;
         note_max_seq(j, &r);
         sv->videos++;
         json_t *rj = result_json(&r), *rs = json_object_get(rj, "seconds");
@@ -380,12 +380,12 @@ static void run_video(server *sv, job *j) {
 
 void *worker_main(void *arg) {
     server *sv = arg;
-    c3_engine *e = NULL;
+    c3_session *e = NULL;
     double t0 = c3_now();
     /* tests only: a slow load, to see /health answer 503 */
     const char *delay = getenv("COSMOS3_TEST_SERVE_LOAD_DELAY");
     if (delay && atof(delay) > 0) usleep((useconds_t)(atof(delay) * 1e6));
-    int rc = engine_open(&e, &sv->base, sv->ev);
+    int rc = session_open(&e, &sv->base, sv->ev);
     pthread_mutex_lock(&sv->mu);
     sv->load_done = true;
     sv->load_rc = rc;
@@ -399,8 +399,8 @@ void *worker_main(void *arg) {
     sv->load_s = c3_now() - t0;
     /* the Hugging Face id it was launched with (vLLM-Omni's clients send it as model) */
     snprintf(sv->model_id, sizeof sv->model_id, "%s",
-             sv->base.model_name[0] ? sv->base.model_name : engine_model(e)->id);
-    const cosmos3_layout *p = engine_layout(e);
+             sv->base.model_name[0] ? sv->base.model_name : session_model(e)->id);
+    const cosmos3_layout *p = session_layout(e);
     snprintf(sv->device, sizeof sv->device, "%s", !strcmp(p->device, "cuda") ? "cuda" : "cpu");
     sv->cfg_parallel = p->cfg_parallel;
     monitor_engine(&sv->mon, p);

@@ -46,48 +46,42 @@ void *pump_main(void *arg) {
         /* a cancel can land before engine_generate resets its flag: repeat it */
         bool cancel = j && (j->gone || sv->cancel_all);
         monitor_event(&sv->mon, &x);
-        switch (x.kind) {
-        case EV_STEP_END: {
-            double unc = x.uncond_s; /* the monitor's: the branch's with --cfg-parallel 2 */
+        const cosmos3_event *v = &x.ev;
+        /* the job's one terminal event: the engine's, or a refusal before it ran */
+        bool terminal = x.kind == EV_ERROR || ev_is(&x, COSMOS3_EV_DONE) ||
+                        ev_is(&x, COSMOS3_EV_CANCELLED) || ev_is(&x, COSMOS3_EV_FAILED);
+        if (terminal) {
+            sv->terminal_seen++;
+            pthread_cond_broadcast(&sv->cv);
+        } else if (ev_is(&x, COSMOS3_EV_WARNING)) {
+            /* the engine's warnings (the demo's limits, ...): the log, and the answer */
+            fprintf(stderr, "cosmos3 serve: warning: %s\n", x.text);
+            if (j) {
+                bool seen = false;
+                size_t k;
+                json_t *w;
+                json_array_foreach(j->notes, k, w) seen |= !strcmp(json_string_value(w), x.text);
+                if (!seen) {
+                    if (!j->notes) j->notes = json_array();
+                    json_array_append_new(j->notes, json_string(x.text));
+                }
+            }
+        } else if (ev_is(&x, COSMOS3_EV_STEP)) {
+            double unc = v->uncond_s; /* the monitor's: the branch's with --cfg-parallel 2 */
             if (j && j->video) {
-                j->step = x.step;
-                j->steps = x.steps;
+                j->step = v->step;
+                j->steps = v->steps;
             }
             if (j && j->stream && !j->gone) {
                 sse_event(j, "progress",
                           json_pack("{s:s,s:i,s:i,s:i,s:f,s:f,s:f,s:I}", "type", "progress",
-                                    "index", j->index, "step", x.step, "total", x.steps, "seconds",
-                                    x.seconds, "cond_s", x.cond_s, "uncond_s", unc, "timestep",
-                                    (json_int_t)x.timestep));
+                                    "index", j->index, "step", v->step, "total", v->steps,
+                                    "seconds", v->seconds, "cond_s", v->cond_s, "uncond_s", unc,
+                                    "timestep", (json_int_t)v->timestep));
                 pthread_cond_broadcast(&sv->cv);
             }
-            break;
         }
-        case EV_LOG: /* the engine's warnings (the demo's limits, ...): the log, and the answer */
-            if (!strncmp(x.text, "warning: ", 9)) {
-                fprintf(stderr, "cosmos3 serve: %s\n", x.text);
-                if (j) {
-                    bool seen = false;
-                    size_t k;
-                    json_t *w;
-                    json_array_foreach(j->notes, k, w) seen |= !strcmp(json_string_value(w), x.text + 9);
-                    if (!seen) {
-                        if (!j->notes) j->notes = json_array();
-                        json_array_append_new(j->notes, json_string(x.text + 9));
-                    }
-                }
-            }
-            break;
-        case EV_DONE:
-        case EV_ERROR:
-        case EV_CANCELLED:
-            sv->terminal_seen++;
-            pthread_cond_broadcast(&sv->cv);
-            break;
-        default:
-            break;
-        }
-        if (cancel && sv->e) engine_cancel(sv->e);
+        if (cancel && sv->e) session_cancel(sv->e);
         pthread_mutex_unlock(&sv->mu);
     }
     return NULL;
@@ -104,7 +98,7 @@ void metrics_text(server *sv, c3_sbuf *b) {
                      "cosmos3_model_info gauge\n"
                      "cosmos3_model_info{model=\"");
         sb_label(b, sv->model_id);
-        const cosmos3_layout *p = engine_layout(sv->e);
+        const cosmos3_layout *p = session_layout(sv->e);
         sb_printf(b, "\",device=\"%s\",tp=\"%d\",cfg_parallel=\"%d\",ulysses=\"%d\"} 1\n",
                   sv->device, p->tp, p->cfg_parallel, p->ulysses);
         sb_printf(b,

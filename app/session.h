@@ -1,10 +1,11 @@
-/* session.h - the applications' engine: cosmos3.h driven by the options'
- * settings, its events turned into the event queue the front ends read, and
- * its frames written by the output module.
+/* session.h - a session on the engine for the applications: the options'
+ * settings made into a cosmos3_request (the model's defaults, the user's
+ * options over them), the engine's events queued as they come, and its
+ * frames written by the output module.
  *
- * engine_open / engine_generate / engine_cancel / engine_close keep the
- * shape the REPL, the TUI, serve and the tests use; underneath they are
- * cosmos3_open / cosmos3_generate / cosmos3_cancel / cosmos3_close. */
+ * session_open / session_generate / session_cancel / session_close are
+ * cosmos3_open / cosmos3_generate / cosmos3_cancel / cosmos3_close with the
+ * inputs read (noise, conditioning media) and the outputs written. */
 #ifndef COSMOS3_SESSION_H
 #define COSMOS3_SESSION_H
 
@@ -14,40 +15,24 @@
 #include "events.h"
 #include "options.h"
 
-typedef struct c3_engine c3_engine;
+typedef struct c3_session c3_session;
 
-/* What a finished generation produced. */
+/* What a finished generation produced: the library's result, and what the
+ * application added to it (the files, their writing, the metadata text). */
 typedef struct {
-    char **paths; /* files written ("-": standard output) */
+    cosmos3_result *out; /* the engine's: frames, the settings used, timings (NULL on failure) */
+    char **paths;        /* files written ("-": standard output) */
     int npaths;
-    uint64_t seed;
-    int width, height, frames, steps;
-    double guidance, shift;
-    char schedule[16];
-    int L_cond, L_uncond;
-    /* seconds per stage */
-    double t_tokenize, t_und, t_denoise, t_vae, t_write, t_total;
-    double t_step_mean, t_cond_mean, t_uncond_mean;
-    /* the phases (result_json's "phases"; phases_line): t_write holds
-     * t_media_encode (a container encoded in memory, inside the write) */
-    double t_load, t_load_read, t_load_backends, t_load_weights, t_load_vae, t_load_tokenizer;
-    int64_t load_prefault_bytes;
-    double t_cond_encode, t_step_first, t_step_rest_mean, t_step_host_mean, t_media_encode;
-    double t_generate; /* the engine's generation (t_total less the write) */
-    /* CLOCK_MONOTONIC seconds (cosmos3_result's clock_*); process start to
-     * first step and to the end are set by the program (gen) where it knows
-     * them, else stay < 0 */
-    double clock_open, clock_generate, clock_first_step;
+    double t_write;        /* the metadata and the files (t_media_encode inside it) */
+    double t_media_encode; /* a container encoded in memory, inside the write */
+    double t_total;        /* the whole request: the engine's call and the write */
+    /* the process's start to the first step and to the end, set by the
+     * program (gen) where it knows them, else < 0 */
     double t_launch_first_step, t_launch_total;
-    int64_t mem_peak;
-    /* --offload on GPUs: rank 0's weight stream (host -> device) */
-    int64_t h2d_bytes;
-    double h2d_seconds, h2d_gbps;
     char *png_parameters; /* the A1111 text */
     char *meta_json;      /* the "cosmos3" metadata object */
-    cosmos3_result *out;  /* the engine's result: frames in memory, the settings used */
-} c3_result;
-void result_free(c3_result *r);
+} session_result;
+void result_free(session_result *r);
 /* What a finished generation reports, the one shape gen --json, serve's
  * metrics and the REPL's `last` use: {seed, width, height, frames, steps,
  * guidance, shift, schedule, L_cond, L_uncond, seconds: {tokenize, und,
@@ -61,9 +46,12 @@ void result_free(c3_result *r);
  * engine spent outside the named phases, "encode" the media encode inside
  * "write"; start (the process's start to the load's), launch_to_first_step
  * and total appear only where the program set them). A new reference. */
-json_t *result_json(const c3_result *r);
+json_t *result_json(const session_result *r);
+/* "wrote PATH (seed N, 1.2 s)" (a clip: its frames and fps; PNG frames:
+ * the first and last); false when nothing was written. */
+bool result_wrote_line(const session_result *r, char *buf, size_t n);
 /* The phases as one text line: "phases: load 8.1 s (read ..., ...), ...". */
-void result_phases_line(const c3_result *r, char *buf, size_t n);
+void result_phases_line(const session_result *r, char *buf, size_t n);
 /* CLOCK_MONOTONIC seconds when this process started (its exec, from
  * /proc/self/stat; else when the program's constructors ran). */
 double session_process_start(void);
@@ -76,17 +64,18 @@ const char *pipeline_model_dir(const c3_settings *s, char *buf, size_t n);
 /* The open parameters the settings give (model, devices, layout, threads). */
 void session_open_params(const c3_settings *s, cosmos3_open_params *op);
 
-int engine_open(c3_engine **out, const c3_settings *s, c3_events *ev);
-void engine_close(c3_engine *e);
-const cosmos3_layout *engine_layout(const c3_engine *e);
-const cosmos3_model_info *engine_model(const c3_engine *e);
-cosmos3_engine *engine_library(c3_engine *e);
+/* Open the engine the settings name (cosmos3_open); its events go to ev. */
+int session_open(c3_session **out, const c3_settings *s, c3_events *ev);
+void session_close(c3_session *e);
+const cosmos3_layout *session_layout(const c3_session *e);
+const cosmos3_model_info *session_model(const c3_session *e);
+cosmos3_engine *session_library(c3_session *e);
 /* Run one generation with settings s and write its frames (s->output, any
  * format output.c writes). */
-int engine_generate(c3_engine *e, const c3_settings *s, c3_result *r);
+int session_generate(c3_session *e, const c3_settings *s, session_result *r);
 /* The same without files: the frames stay in r->out (serve, previews);
  * s->output and the overwrite rules play no part. */
-int engine_generate_frames(c3_engine *e, const c3_settings *s, c3_result *r);
+int session_generate_frames(c3_session *e, const c3_settings *s, session_result *r);
 /* Conditioning frames already in memory (the server's decoded
  * input_reference / image_reference / video_reference). */
 typedef struct {
@@ -95,19 +84,24 @@ typedef struct {
     bool video;       /* a clip (video-to-video), else a picture (image-to-video) */
     const char *name; /* for the metadata, e.g. "input_reference" */
 } c3_cond_frames;
-/* engine_generate_frames conditioned on frames in memory (in: NULL for none). */
-int engine_generate_frames_with(c3_engine *e, const c3_settings *s, const c3_cond_frames *in,
-                                c3_result *r);
+/* session_generate_frames conditioned on frames in memory (in: NULL for none). */
+int session_generate_frames_with(c3_session *e, const c3_settings *s, const c3_cond_frames *in,
+                                 session_result *r);
 /* Ask the generation in flight to stop (async-signal-safe). */
-void engine_cancel(c3_engine *e);
+void session_cancel(c3_session *e);
 
 /* The seed a setting names: -1 for "random", else 0..2^63-1 (COSMOS3_EUSAGE). */
 int settings_seed(const char *text, int64_t *seed);
-/* The request settings s describe (strings point into s; noise not read). */
-void settings_request(const c3_settings *s, cosmos3_request *rq);
-/* Fill the task defaults (cosmos3_resolve on e, or without a model when
- * NULL) into s for the options the user did not give, and check every
- * value: COSMOS3_EUSAGE with a one-line message naming the option. */
-int settings_resolve(c3_settings *s, const c3_engine *e);
+/* The request settings s give on e (NULL: without a model): the model's
+ * defaults for the task (cosmos3_request_defaults), the options the user
+ * gave over them, checked once (cosmos3_request_check) into *st (may be
+ * NULL). need_prompt: a request without a prompt is refused. rq (may be
+ * NULL) gets the request; its strings point into s. COSMOS3_EUSAGE with a
+ * one-line message naming the option. */
+int session_check(const c3_settings *s, const c3_session *e, bool need_prompt, cosmos3_request *rq,
+                  cosmos3_settings *st);
+/* For display (the REPL's `show`): s's values with the resolved ones in
+ * place of the defaults (dst: a copy of s to fill). */
+void settings_show_resolved(c3_settings *dst, const cosmos3_settings *st);
 
 #endif

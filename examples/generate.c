@@ -78,7 +78,8 @@ int main(int argc, char **argv) {
         return 1;
     }
     printf("%dx%d, %d frame(s), seed %llu, %d steps (%d seen), %s, %.2f s\n", r->width, r->height,
-           r->frames, (unsigned long long)r->seed, r->steps, p.steps_seen, r->model_id, r->t_total);
+           r->frames, (unsigned long long)r->seed, r->steps, p.steps_seen, r->model_id,
+           r->timings.total);
     int bad = p.steps_seen != r->steps || p.ends != 1 || p.last_end != COSMOS3_EV_DONE;
     if (argc > 2 && write_ppm(argv[2], r) != 0) {
         fprintf(stderr, "generate: cannot write %s\n", argv[2]);

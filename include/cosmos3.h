@@ -250,9 +250,68 @@ typedef struct {
     bool want_latents;           /* return the final latents too */
     cosmos3_event_fn on_event;   /* NULL: the engine's (open params) */
     void *user;
+    /* (appended) every value above is meant as written, COSMOS3_DEFAULT
+     * included (-1 is then checked as -1), but for seed, where it still
+     * means "random"; cosmos3_request_defaults sets it */
+    bool literal;
 } cosmos3_request;
 
 COSMOS3_API void cosmos3_request_init(cosmos3_request *r);
+
+/* The model's defaults for a task, by value: r is initialised
+ * (cosmos3_request_init) and filled with the values a request of frames
+ * frames (1: an image; 1 + 4k: a video) runs with on e: width, height,
+ * frames, fps, steps, guidance, shift, schedule, the guidance interval,
+ * system_prompt and templates, from the model card (a distilled
+ * checkpoint's fixed sampler), else the upstream task defaults (e NULL: the
+ * task defaults only); the seed stays random. r->literal is set, so a
+ * caller sets what its user gave and cosmos3_request_check checks each
+ * value as written. COSMOS3_EUSAGE only for a NULL r. */
+COSMOS3_API int cosmos3_request_defaults(const cosmos3_engine *e, int frames, cosmos3_request *r);
+
+/* The request fields an error can name. */
+typedef enum {
+    COSMOS3_FIELD_NONE = 0, /* not one field (or not a request's) */
+    COSMOS3_FIELD_PROMPT,
+    COSMOS3_FIELD_NEGATIVE_PROMPT,
+    COSMOS3_FIELD_WIDTH,
+    COSMOS3_FIELD_HEIGHT,
+    COSMOS3_FIELD_FRAMES,
+    COSMOS3_FIELD_FPS,
+    COSMOS3_FIELD_STEPS,
+    COSMOS3_FIELD_GUIDANCE,
+    COSMOS3_FIELD_SHIFT,
+    COSMOS3_FIELD_SCHEDULE,
+    COSMOS3_FIELD_GUIDANCE_INTERVAL,
+    COSMOS3_FIELD_SEED,
+    COSMOS3_FIELD_SYSTEM_PROMPT,
+    COSMOS3_FIELD_TEMPLATES,
+    COSMOS3_FIELD_NOISE,
+    COSMOS3_FIELD_STEP_NOISE,
+    COSMOS3_FIELD_IMAGE,
+    COSMOS3_FIELD_VIDEO,
+    COSMOS3_FIELD_CONDITION_FRAMES,
+    COSMOS3_FIELD_COUNT
+} cosmos3_field;
+
+/* The field's name in cosmos3_request ("steps", "guidance_interval"); ""
+ * for COSMOS3_FIELD_NONE or an unknown value. */
+COSMOS3_API const char *cosmos3_field_name(cosmos3_field f);
+
+/* A refused request, in parts a front end can say in its own words: the
+ * whole line is "<name(field)> <value> <reason>", then "; use <name(fix)>
+ * <fix_value>" or, with fix_value "", "; leave <name(fix)> out" when fix is
+ * not COSMOS3_FIELD_NONE. With field COSMOS3_FIELD_NONE the message is the
+ * whole story. */
+typedef struct {
+    int status;          /* the cosmos3_status returned */
+    cosmos3_field field; /* the field whose value failed */
+    char value[64];      /* that value as checked, as text ("" where no one value) */
+    char reason[384];    /* what is wrong with it: "must be in 1..1000" */
+    cosmos3_field fix;   /* the field the fix names (COSMOS3_FIELD_NONE: none) */
+    char fix_value[32];  /* what to give it ("": leave it out) */
+    char message[640];   /* the one line, fields by their names */
+} cosmos3_error;
 
 /* The settings a request resolves to on an engine (NULL: without a model,
  * the upstream task defaults only). */
@@ -277,6 +336,10 @@ typedef struct {
  * the field and the fix. The prompt is not required here. */
 COSMOS3_API int cosmos3_resolve(const cosmos3_engine *e, const cosmos3_request *r,
                                 cosmos3_settings *out, char *err, size_t errlen);
+/* cosmos3_resolve with the failure in parts: err (may be NULL) says which
+ * field failed, its value and why, so a front end names its own option. */
+COSMOS3_API int cosmos3_request_check(const cosmos3_engine *e, const cosmos3_request *r,
+                                      cosmos3_settings *out, cosmos3_error *err);
 
 /* First-last conditioning: a clip of frames x height x width (frames 1 + k
  * vae_temporal, k >= 1) whose leading frames come from start and trailing
@@ -291,6 +354,36 @@ COSMOS3_API int cosmos3_first_last(const cosmos3_frames *start, const cosmos3_fr
                                    size_t errlen);
 
 /* ------------------------------------------------------------- results */
+
+/* Where a generation's time went: seconds, 0 where a phase did not run. */
+typedef struct {
+    /* the stages of this generation */
+    double tokenize, und, denoise, vae;
+    double encode; /* the conditioning picture or clip through the VAE encoder */
+    double total;  /* the whole of cosmos3_generate */
+    /* the denoising steps: mean per step and per branch; the first step
+     * (CUDA graphs recorded, plans made); the mean of the steps after it (0:
+     * one step); the mean host work inside a step (the CFG combine and the
+     * sampler step on the host latents) */
+    double step_mean, cond_mean, uncond_mean, step_first, step_rest_mean, step_host_mean;
+    /* The engine's load (cosmos3_open; the same in every result of one
+     * engine): the whole of it, and its parts. The shards are mapped and
+     * prefaulted on threads of their own while the backends start, and the
+     * tokenizer loads on its own thread, so the parts overlap: load_read and
+     * load_tokenizer need not add to the rest. */
+    double load;
+    double load_read;            /* checkpoint headers parsed, shards mapped and prefaulted */
+    double load_backends;        /* the backends (CUDA context, cuBLAS) and communicators */
+    double load_weights;         /* the transformer's weights converted and uploaded, every rank */
+    double load_vae;             /* the VAE decoder's weights */
+    double load_tokenizer;       /* the tokenizer (its own thread) */
+    int64_t load_prefault_bytes; /* what the prefault mapped (0: COSMOS3_PREFAULT=0) */
+    /* CLOCK_MONOTONIC seconds (clock_gettime) when cosmos3_open began, when
+     * this generation began and when its first denoising step began (0:
+     * none ran): a program relates them to its own start, e.g. launch to
+     * the first step */
+    double clock_open, clock_generate, clock_first_step;
+} cosmos3_timings;
 
 typedef struct {
     uint64_t job;
@@ -317,39 +410,13 @@ typedef struct {
     int L_cond, L_uncond;      /* prompt lengths in tokens */
     int tp, cfg_parallel, ulysses;
     char device[8];            /* "cpu", "cuda" */
-    /* seconds per stage */
-    double t_tokenize, t_und, t_denoise, t_vae, t_total;
-    double t_step_mean, t_cond_mean, t_uncond_mean;
+    cosmos3_timings timings; /* where the time went */
     int64_t mem_peak;
     int64_t h2d_bytes; /* --offload: rank 0's weight stream */
     double h2d_seconds;
     /* warnings given for this request, one line each */
     char **warnings;
     int nwarnings;
-    /* ---- the phases (appended; seconds, 0 where a phase did not run) ----
-     * The engine's load (cosmos3_open; the same in every result of one
-     * engine): the whole of it, and its parts. The shards are mapped and
-     * prefaulted on threads of their own while the backends start, and the
-     * tokenizer loads on its own thread, so the parts overlap:
-     * t_load_read and t_load_tokenizer need not add to the rest. */
-    double t_load;
-    double t_load_read;          /* checkpoint headers parsed, shards mapped and prefaulted */
-    double t_load_backends;      /* the backends (CUDA context, cuBLAS) and communicators */
-    double t_load_weights;       /* the transformer's weights converted and uploaded, every rank */
-    double t_load_vae;           /* the VAE decoder's weights */
-    double t_load_tokenizer;     /* the tokenizer (its own thread) */
-    int64_t load_prefault_bytes; /* what the prefault mapped (0: COSMOS3_PREFAULT=0) */
-    double t_encode;             /* the conditioning picture or clip through the VAE encoder */
-    double t_step_first;         /* the first denoising step (CUDA graphs recorded, plans made) */
-    double t_step_rest_mean;     /* the mean of the steps after the first (0: one step) */
-    /* CLOCK_MONOTONIC seconds (clock_gettime) when cosmos3_open began, when
-     * this generation began and when its first denoising step began (0:
-     * none ran): a program relates them to its own start, e.g. launch to
-     * the first step */
-    double clock_open, clock_generate, clock_first_step;
-    /* the mean of each step's host work inside t_step_mean (the CFG combine
-     * and the sampler step on the host latents) */
-    double t_step_host_mean;
     /* the numerics it ran with (appended): the weights' precision the engine
      * was opened with ("auto": as stored, "bf16", "fp8") and the GEN
      * attention that ran ("fp8" when every GEN call took the FP8 path, on the

@@ -538,18 +538,18 @@ static int e2e_requests(cosmos3_engine *e, const cosmos3_bench_params *s, cosmos
         double wall = c3_now() - t0;
         if (rc) return rc; /* recorded by cosmos3_generate */
         if (run == 0) {
-            r->e2e_first_total = res->t_total;
+            r->e2e_first_total = res->timings.total;
             cosmos3_result_free(res);
             continue;
         }
         r->e2e_steps = res->steps;
         for (int i = 0; i < st.n; i++)
             r->e2e_step[i] = st.step[i];
-        r->e2e_tokenize = res->t_tokenize;
-        r->e2e_und = res->t_und;
-        r->e2e_denoise = res->t_denoise;
-        r->e2e_vae = res->t_vae;
-        r->e2e_total = res->t_total;
+        r->e2e_tokenize = res->timings.tokenize;
+        r->e2e_und = res->timings.und;
+        r->e2e_denoise = res->timings.denoise;
+        r->e2e_vae = res->timings.vae;
+        r->e2e_total = res->timings.total;
         r->e2e_wall = wall;
         r->L_cond = res->L_cond;
         r->L_uncond = 0; /* one forward per step: no unconditional branch */

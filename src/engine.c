@@ -190,6 +190,24 @@ int cosmos3_resolve(const cosmos3_engine *e, const cosmos3_request *r, cosmos3_s
     return give_err(request_resolve(r, e ? &e->ck : NULL, out), err, errlen);
 }
 
+int cosmos3_request_defaults(const cosmos3_engine *e, int frames, cosmos3_request *r) {
+    if (!r) return C3_EUSAGE;
+    return request_defaults(e ? &e->ck : NULL, frames, r);
+}
+
+int cosmos3_request_check(const cosmos3_engine *e, const cosmos3_request *r, cosmos3_settings *out,
+                          cosmos3_error *err) {
+    if (!r || !out) {
+        int rc = c3_fail(C3_EUSAGE, "cosmos3_request_check: NULL argument");
+        if (err) {
+            *err = (cosmos3_error){.status = rc};
+            snprintf(err->message, sizeof err->message, "%s", c3_errmsg());
+        }
+        return rc;
+    }
+    return request_check(r, e ? &e->ck : NULL, out, err);
+}
+
 static void add_warning(void *ud, const char *line) {
     cosmos3_engine *e = ud;
     e->warnings = xrealloc(e->warnings, sizeof(char *) * (size_t)(e->nwarnings + 1));
@@ -267,15 +285,15 @@ static int gen_settings(gen_job *g) {
     cosmos3_engine *e = g->e;
     cosmos3_result *res = g->res;
     const c3_load_times *ld = &e->load;
-    res->clock_open = ld->open_at;
-    res->clock_generate = g->t_start;
-    res->t_load = ld->total;
-    res->t_load_read = ld->read;
-    res->t_load_backends = ld->backends;
-    res->t_load_weights = ld->weights;
-    res->t_load_vae = ld->vae;
-    res->t_load_tokenizer = ld->tokenizer;
-    res->load_prefault_bytes = ld->prefault_bytes;
+    res->timings.clock_open = ld->open_at;
+    res->timings.clock_generate = g->t_start;
+    res->timings.load = ld->total;
+    res->timings.load_read = ld->read;
+    res->timings.load_backends = ld->backends;
+    res->timings.load_weights = ld->weights;
+    res->timings.load_vae = ld->vae;
+    res->timings.load_tokenizer = ld->tokenizer;
+    res->timings.load_prefault_bytes = ld->prefault_bytes;
     const cosmos3_frames *cm = rq->image ? rq->image : rq->video;
     if (cm)
         g->media = (c3_media){
@@ -325,8 +343,8 @@ static int gen_tokenize(gen_job *g) {
     }
     g->res->L_cond = j->L[0];
     g->res->L_uncond = j->L[1];
-    g->res->t_tokenize = c3_now() - t0;
-    rt_emit_stage(&e->rt, "tokenize", false, g->res->t_tokenize);
+    g->res->timings.tokenize = c3_now() - t0;
+    rt_emit_stage(&e->rt, "tokenize", false, g->res->timings.tokenize);
     return C3_OK;
 }
 
@@ -370,8 +388,8 @@ static int gen_encode(gen_job *g) {
     cond_mix(&g->cd, g->x0);
     g->j.pinned = g->cd.pinned;
     g->j.cond = &g->cd; /* the distilled sampler re-anchors the pinned frames after each step */
-    g->res->t_encode = c3_now() - t0;
-    rt_emit_stage(&e->rt, "encode", false, g->res->t_encode);
+    g->res->timings.encode = c3_now() - t0;
+    rt_emit_stage(&e->rt, "encode", false, g->res->timings.encode);
     return C3_OK;
 }
 
@@ -403,18 +421,18 @@ static int gen_denoise(gen_job *g) {
     if (offload) model_offload_stats(e->rt.ranks[0].model, &g->h2d_bytes0, &g->h2d_sec0);
     C3_TRY(denoise_run(j));
     C3_TRY(denoise_check_finite(j->x_final, j->n, "the final latents", "transformer"));
-    res->t_und = j->t_und;
-    res->t_denoise = j->t_loop;
+    res->timings.und = j->t_und;
+    res->timings.denoise = j->t_loop;
     if (j->steps_run) {
-        res->t_step_mean = j->step_sum / j->steps_run;
-        res->t_cond_mean = j->cond_sum / j->steps_run;
-        res->t_uncond_mean = j->uncond_sum / j->steps_run;
-        res->t_step_first = j->step_first;
-        res->t_step_host_mean = j->host_sum / j->steps_run;
+        res->timings.step_mean = j->step_sum / j->steps_run;
+        res->timings.cond_mean = j->cond_sum / j->steps_run;
+        res->timings.uncond_mean = j->uncond_sum / j->steps_run;
+        res->timings.step_first = j->step_first;
+        res->timings.step_host_mean = j->host_sum / j->steps_run;
         if (j->steps_run > 1)
-            res->t_step_rest_mean = (j->step_sum - j->step_first) / (j->steps_run - 1);
+            res->timings.step_rest_mean = (j->step_sum - j->step_first) / (j->steps_run - 1);
     }
-    res->clock_first_step = j->first_step_at;
+    res->timings.clock_first_step = j->first_step_at;
     return C3_OK;
 }
 
@@ -431,8 +449,8 @@ static int gen_decode(gen_job *g) {
                       &vp));
     if (e->rt.cancel) return c3_fail(C3_ECANCEL, "cancelled");
     C3_TRY(denoise_check_finite(g->pixels, (int64_t)F * H * W * 3, "the decoded pixels", "VAE"));
-    res->t_vae = c3_now() - t0;
-    rt_emit_stage(&e->rt, "vae", false, res->t_vae);
+    res->timings.vae = c3_now() - t0;
+    rt_emit_stage(&e->rt, "vae", false, res->timings.vae);
     res->rgb = xmalloc((size_t)F * H * W * 3);
     frames_to_rgb(g->pixels, F, H, W, res->rgb);
     res->width = W;
@@ -490,7 +508,7 @@ static void gen_result(gen_job *g) {
         res->h2d_bytes = bytes - g->h2d_bytes0;
         res->h2d_seconds = sec - g->h2d_sec0;
     }
-    res->t_total = c3_now() - g->t_start;
+    res->timings.total = c3_now() - g->t_start;
 }
 
 static void gen_free(gen_job *g) {
@@ -548,7 +566,7 @@ int cosmos3_generate(cosmos3_engine *e, const cosmos3_request *r, cosmos3_result
         cosmos3_event ev = {.kind = COSMOS3_EV_FAILED, .status = rc, .text = msg};
         rt_emit(&e->rt, &ev);
     } else {
-        cosmos3_event ev = {.kind = COSMOS3_EV_DONE, .seconds = res->t_total};
+        cosmos3_event ev = {.kind = COSMOS3_EV_DONE, .seconds = res->timings.total};
         rt_emit(&e->rt, &ev);
     }
     rt_job_end(&e->rt);

@@ -23,6 +23,12 @@ extern const c3_task_defaults c3_image_defaults, c3_video_defaults;
 /* Resolve r against ck (NULL: no card, latent_shape[1] 0). C3_EUSAGE with
  * a one-line message on a bad value. */
 int request_resolve(const cosmos3_request *r, const c3_ckpt *ck, cosmos3_settings *out);
+/* The same with the failure in parts into er (may be NULL). */
+int request_check(const cosmos3_request *r, const c3_ckpt *ck, cosmos3_settings *out,
+                  cosmos3_error *er);
+/* r initialised and filled with the real values a request of frames frames
+ * runs with on ck (NULL: the task defaults); r->literal set. */
+int request_defaults(const c3_ckpt *ck, int frames, cosmos3_request *r);
 /* The size a plan is checked at before any weight loads: the open
  * parameters' plan_width, plan_height, plan_frames, else the default image
  * (the card's, else the task's), resolved as a request. */

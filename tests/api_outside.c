@@ -165,6 +165,43 @@ int main(int argc, char **argv) {
     rc = cosmos3_generate(e, &rq, &r, err, sizeof err);
     CHECK(rc == COSMOS3_EUSAGE && r == NULL && strstr(err, "width 17"), "bad width: %d %s", rc,
           err);
+
+    /* the model's defaults for a task, by value; a refusal in parts */
+    cosmos3_request d;
+    rc = cosmos3_request_defaults(e, 1, &d);
+    CHECK(rc == COSMOS3_OK && d.literal && d.width == 64 && d.height == 64 && d.frames == 1 &&
+              d.steps == 20 && d.guidance >= 0 && d.shift > 0 && d.schedule &&
+              d.seed == COSMOS3_DEFAULT && d.fps > 0,
+          "defaults: %dx%d x%d, %d steps, guidance %g, shift %g", d.width, d.height, d.frames,
+          d.steps, d.guidance, d.shift);
+    cosmos3_settings st;
+    cosmos3_error er;
+    rc = cosmos3_request_check(e, &d, &st, &er);
+    CHECK(rc == COSMOS3_OK && st.steps == d.steps && st.guidance == d.guidance &&
+              st.shift == d.shift && !strcmp(st.schedule, d.schedule) && !st.seed_given,
+          "the defaults resolve to themselves: %d %s", rc, er.message);
+    d.steps = COSMOS3_DEFAULT; /* literal: -1 is checked as -1, not taken as "the default" */
+    rc = cosmos3_request_check(e, &d, &st, &er);
+    CHECK(rc == COSMOS3_EUSAGE && er.status == rc && er.field == COSMOS3_FIELD_STEPS &&
+              !strcmp(er.value, "-1") && strstr(er.reason, "1..1000") &&
+              er.fix == COSMOS3_FIELD_NONE && !strcmp(cosmos3_field_name(er.field), "steps") &&
+              !strcmp(er.message, "steps -1 must be in 1..1000"),
+          "steps -1: %d field %d value '%s' reason '%s' message '%s'", rc, er.field, er.value,
+          er.reason, er.message);
+    d.steps = 6;
+    d.schedule = "flowmatch4";
+    rc = cosmos3_request_check(e, &d, &st, &er);
+    CHECK(rc == COSMOS3_EUSAGE && er.field == COSMOS3_FIELD_SCHEDULE &&
+              !strcmp(er.value, "flowmatch4") && er.fix == COSMOS3_FIELD_STEPS &&
+              !strcmp(er.fix_value, "4") && strstr(er.message, "; use steps 4"),
+          "flowmatch4 at 6 steps: field %d fix %d '%s': %s", er.field, er.fix, er.fix_value,
+          er.message);
+    /* without an engine: the task's (a video: 1280x720, 35 steps, guidance 6, shift 10) */
+    rc = cosmos3_request_defaults(NULL, 5, &d);
+    CHECK(rc == COSMOS3_OK && d.width == 1280 && d.height == 720 && d.frames == 5 &&
+              d.steps == 35 && d.guidance == 6 && d.shift == 10 && d.guidance_interval == 0,
+          "video task defaults: %dx%d, %d steps, guidance %g, shift %g", d.width, d.height,
+          d.steps, d.guidance, d.shift);
     cosmos3_close(e);
 
     /* the tokenizer without weights: BPE ids of a known text, and the templated prompt */

@@ -19,9 +19,7 @@
 #include "demo_card.h"
 #include "demo_judge.h"
 #include "demo_world.h"
-#include "events.h"
-#include "options.h"
-#include "session.h"
+#include "cosmos3.h"
 #include "png_io.h"
 #include "test_util.h"
 
@@ -56,46 +54,50 @@ int main(void) {
     char tmpd[] = "/tmp/c3demoXXXXXX";
     if (!mkdtemp(tmpd)) return fprintf(stderr, "mkdtemp failed\n"), 1;
     const char *dev = getenv("COSMOS3_TEST_DEVICE");
-    c3_settings s;
-    memset(&s, 0, sizeof s);
-    settings_defaults(&s);
-    settings_set(&s, "model", model, CMD_GEN);
-    settings_set(&s, "prompt", "a red circle on a blue background", CMD_GEN);
-    settings_set(&s, "overwrite", "on", CMD_GEN);
-    if (dev && *dev) settings_set(&s, "device", dev, CMD_GEN);
+    cosmos3_open_params op;
+    cosmos3_open_params_init(&op);
+    op.model = model;
+    if (dev && *dev) op.device = dev;
     const char *prec = getenv("COSMOS3_TEST_PRECISION"); /* fp8: the demo judged in FP8 */
-    if (prec && *prec) settings_set(&s, "precision", prec, CMD_GEN);
+    if (prec && *prec) op.precision = prec;
     const char *attn =
         getenv("COSMOS3_TEST_ATTENTION"); /* fp8: the demo judged with FP8 attention */
-    if (attn && *attn) settings_set(&s, "attention", attn, CMD_GEN);
-    c3_events *ev = events_new(1 << 20);
-    c3_engine *e = NULL;
+    if (attn && *attn) op.attention = attn;
+    cosmos3_engine *e = NULL;
+    char err[1024];
     double t0 = c3_now();
-    int rc = engine_open(&e, &s, ev);
-    T_CHECK(rc == C3_OK, "engine_open %s: %s", model, c3_errmsg());
+    int rc = cosmos3_open(&op, &e, err, sizeof err);
+    T_CHECK(rc == C3_OK, "cosmos3_open %s: %s", model, err);
     if (rc) return t_done("demo");
     double t_load = c3_now() - t0;
+    /* the model's own defaults (64x64, its steps and guidance), as gen uses them */
+    cosmos3_request rq;
+    cosmos3_request_defaults(e, 1, &rq);
     int n = 0, ok_colours = 0, ok_shape = 0, n_place = 0, ok_place = 0;
     double t_gen = 0, t_part[5] = {0}; /* tokenize, UND, denoise, VAE, PNG */
     for (int p = 0; p < N_PROMPTS; p++) {
         const int *c = held[p % nheld];
         int place = p == 9 ? DEMO_BOTTOM : p % 6 - 1; /* 8 of 10 with a place phrase */
-        char prompt[160], png[4200], seed[16];
+        char prompt[160], png[4200];
         demo_caption(c[0], c[1], c[2], place, prompt, sizeof prompt);
         for (int k = 1; k <= N_SEEDS; k++) {
-            snprintf(seed, sizeof seed, "%d", k);
             snprintf(png, sizeof png, "%s/p%d_s%d.png", tmpd, p, k);
-            settings_set(&s, "prompt", prompt, CMD_GEN);
-            settings_set(&s, "seed", seed, CMD_GEN);
-            settings_set(&s, "output", png, CMD_GEN);
-            c3_result r;
+            rq.prompt = prompt;
+            rq.seed = k;
+            cosmos3_result *r = NULL;
             double t1 = c3_now();
-            rc = engine_generate(e, &s, &r);
+            rc = cosmos3_generate(e, &rq, &r, err, sizeof err);
+            double t_write = c3_now();
+            if (rc == C3_OK && png_write(png, r->rgb, r->width, r->height, NULL, 0, true) != C3_OK)
+                T_CHECK(0, "%s: %s", png, c3_errmsg());
+            t_write = c3_now() - t_write;
             t_gen += c3_now() - t1;
-            for (int q = 0; q < 5; q++)
-                t_part[q] += (double[]){r.t_tokenize, r.t_und, r.t_denoise, r.t_vae, r.t_write}[q];
-            result_free(&r);
-            T_CHECK(rc == C3_OK, "%s seed %d: %s", prompt, k, c3_errmsg());
+            if (r)
+                for (int q = 0; q < 5; q++)
+                    t_part[q] += (double[]){r->timings.tokenize, r->timings.und, r->timings.denoise,
+                                            r->timings.vae, t_write}[q];
+            cosmos3_result_free(r);
+            T_CHECK(rc == C3_OK, "%s seed %d: %s", prompt, k, err);
             uint8_t *rgb = NULL;
             int W = 0, H = 0;
             if (rc == C3_OK && png_read_rgb(png, &rgb, &W, &H) != C3_OK)
@@ -121,9 +123,7 @@ int main(void) {
             free(rgb);
         }
     }
-    engine_close(e);
-    events_free(ev);
-    settings_free(&s);
+    cosmos3_close(e);
     rmdir(tmpd);
     double rc_col = n ? (double)ok_colours / n : 0, rc_shape = n ? (double)ok_shape / n : 0,
            rc_place = n_place ? (double)ok_place / n_place : 0;

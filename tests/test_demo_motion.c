@@ -102,9 +102,9 @@ int main(void) {
     settings_set(&s, "frames", "9", CMD_GEN);
     if (dev && *dev) settings_set(&s, "device", dev, CMD_GEN);
     c3_events *ev = events_new(1 << 20);
-    c3_engine *e = NULL;
-    int rc = engine_open(&e, &s, ev);
-    T_CHECK(rc == C3_OK, "engine_open %s: %s", model, c3_errmsg());
+    c3_session *e = NULL;
+    int rc = session_open(&e, &s, ev);
+    T_CHECK(rc == C3_OK, "session_open %s: %s", model, c3_errmsg());
     if (rc) return t_done("demo_motion");
 
     size_t fsz = (size_t)DEMO_SIZE * DEMO_SIZE * DEMO_CHANNELS;
@@ -155,9 +155,9 @@ int main(void) {
             settings_set(&s, "prompt", prompt, CMD_GEN);
             settings_set(&s, "seed", seed, CMD_GEN);
             settings_set(&s, "output", out, CMD_GEN);
-            c3_result r;
+            session_result r;
             double t1 = c3_now();
-            rc = engine_generate(e, &s, &r);
+            rc = session_generate(e, &s, &r);
             t_gen += c3_now() - t1;
             result_free(&r);
             T_CHECK(rc == C3_OK, "%s %s seed %d: %s", task_names[task], prompt, k, c3_errmsg());
@@ -203,7 +203,7 @@ int main(void) {
                    task == T2V ? 0.0f : v.start_dist, v.consistent, DEMO_CLIP_FRAMES);
         }
     }
-    engine_close(e);
+    session_close(e);
     events_free(ev);
     settings_free(&s);
     free(clip);

@@ -15,7 +15,6 @@
 #include "events.h"
 #include "mkmodel.h"
 #include "model.h"
-#include "session.h"
 #include "plan.h"
 #include "test_engine.h"
 
@@ -50,60 +49,59 @@ typedef struct {
     int steps;          /* 0: 3 */
 } layout;
 
+/* The weights an --offload run streamed (rank 0, host -> device). */
+typedef struct {
+    int64_t h2d_bytes;
+    double h2d_seconds, h2d_gbps;
+} streamed;
+
 /* One generation; the final latents (or NULL), the result's offload numbers
  * and the plan's communicator kind. */
-static float *run(const char *model, const layout *L, int64_t *n, c3_result *res_out, c3_comm_kind *kind,
-                  bool *offloaded) {
-    c3_settings s;
-    char out[160], lat[160], v[160];
-    snprintf(out, sizeof out, "%s/img.png", tmpd);
-    snprintf(lat, sizeof lat, "%s/lat.safetensors", tmpd);
-    t_engine_settings(&s, model, out);
-    settings_set(&s, "device", L->device, CMD_GEN);
-    settings_set(&s, "save-latents", lat, CMD_GEN);
+static float *run(const char *model, const layout *L, int64_t *n, streamed *res_out,
+                  c3_comm_kind *kind, bool *offloaded) {
+    char gpus[160];
+    cosmos3_open_params op;
+    t_engine_open_params(&op, model, L->device, L->tp, L->cfg, L->sp, NULL);
+    cosmos3_request rq;
+    t_engine_request(&rq);
     if (L->size) {
-        int W = 0, H = 0;
-        sscanf(L->size, "%dx%d", &W, &H);
-        snprintf(v, sizeof v, "%d", W);
-        settings_set(&s, "width", v, CMD_GEN);
-        snprintf(v, sizeof v, "%d", H);
-        settings_set(&s, "height", v, CMD_GEN);
+        sscanf(L->size, "%dx%d", &rq.width, &rq.height);
+        op.plan_width = rq.width;
+        op.plan_height = rq.height;
     }
-    if (L->steps) {
-        snprintf(v, sizeof v, "%d", L->steps);
-        settings_set(&s, "steps", v, CMD_GEN);
-    }
-    t_engine_layout(&s, L->tp, L->cfg, L->sp);
+    if (L->steps) rq.steps = L->steps;
     int world = L->tp * L->cfg * L->sp;
     if (!strcmp(L->device, "cuda")) { /* every rank on GPU 0 */
-        v[0] = 0;
-        for (int r = 0; r < world; r++) strcat(v, r ? ",0" : "0");
-        settings_set(&s, "gpus", v, CMD_GEN);
+        gpus[0] = 0;
+        for (int r = 0; r < world; r++) strcat(gpus, r ? ",0" : "0");
+        op.gpus = gpus;
     }
-    if (L->offload) settings_set(&s, "offload", "on", CMD_GEN);
-    c3_events *ev = events_new(100000);
-    c3_engine *e = NULL;
+    op.offload = L->offload;
+    cosmos3_engine *e = NULL;
     float *x = NULL;
-    int rc = engine_open(&e, &s, ev);
+    char err[1024];
+    int rc = cosmos3_open(&op, &e, err, sizeof err);
     if (rc == C3_OK) {
-        const cosmos3_layout *p = engine_layout(e);
+        cosmos3_layout p;
+        cosmos3_layout_get(e, &p);
         int devices[C3_MAX_RANKS];
-        for (int i = 0; i < p->world; i++)
-            devices[i] = p->ranks[i].device;
-        if (kind) *kind = comm_choose(!strcmp(p->device, "cuda"), p->world, devices);
-        c3_result r;
-        unlink(lat);
-        rc = engine_generate(e, &s, &r);
-        if (res_out) *res_out = r;
-        if (offloaded) *offloaded = r.h2d_bytes > 0;
-        result_free(&r);
-        if (rc == C3_OK) x = t_read_latents(lat, n);
-        engine_close(e);
+        for (int i = 0; i < p.world; i++)
+            devices[i] = p.ranks[i].device;
+        if (kind) *kind = comm_choose(!strcmp(p.device, "cuda"), p.world, devices);
+        cosmos3_result *r = NULL;
+        rc = cosmos3_generate(e, &rq, &r, err, sizeof err);
+        if (r && res_out)
+            *res_out = (streamed){r->h2d_bytes, r->h2d_seconds,
+                                  r->h2d_seconds > 0 ? (double)r->h2d_bytes / r->h2d_seconds / 1e9
+                                                     : 0};
+        if (offloaded) *offloaded = r && r->h2d_bytes > 0;
+        if (rc == C3_OK) x = t_result_latents(r, n);
+        cosmos3_result_free(r);
+        cosmos3_close(e);
     }
+    if (rc) c3_fail(rc, "%s", err);
     if (rc) fprintf(stderr, "  %s tp %d cfg %d sp %d%s: %s\n", L->device, L->tp, L->cfg, L->sp,
                     L->offload ? " offload" : "", c3_errmsg());
-    events_free(ev);
-    settings_free(&s);
     return x;
 }
 
@@ -162,7 +160,7 @@ static void gpu_layouts(const char *model, int kv_heads) {
         layout O = R;
         O.offload = true;
         int64_t nr = 0, no = 0;
-        c3_result res = {0};
+        streamed res = {0};
         float *xr = off_tp[i] == 1 ? ref : run(model, &R, &nr, NULL, NULL, NULL);
         if (off_tp[i] == 1) nr = n1;
         float *xo = run(model, &O, &no, &res, NULL, NULL);

@@ -9,8 +9,9 @@
 #include "monitor.h"
 #include "test_util.h"
 
-static c3_event ev(c3_event_kind k) {
-    return (c3_event){.kind = k};
+/* The engine's event of kind k as the session queues it. */
+static c3_event ev(cosmos3_event_kind k) {
+    return (c3_event){.kind = EV_ENGINE, .ev = {.kind = k}};
 }
 
 int main(void) {
@@ -24,23 +25,24 @@ int main(void) {
     T_CHECK(m->st[1].cond_group == -1 && m->st[1].uncond_group == -1, "branches not run: -1");
 
     /* loading: rank 1 reports first, with the plan's device figures */
-    c3_event x = ev(EV_LOADED);
-    x.rank = 1;
-    x.device = 0;
-    x.bytes[0] = 1000;
-    x.dev_total = 8000;
-    x.dev_free = 5000;
+    c3_event x = ev(COSMOS3_EV_LOADED);
+    x.ev.rank = 1;
+    x.ev.device = 0;
+    x.ev.mem_weights = 1000;
+    x.ev.dev_total = 8000;
+    x.ev.dev_free = 5000;
     snprintf(x.text, sizeof x.text, "cpu");
+    x.ev.text = x.text;
     monitor_event(m, &x);
     T_CHECK(m->nranks == 2 && m->dev[1].valid && !m->dev[0].valid, "ranks %d, valid %d %d",
             m->nranks, m->dev[1].valid, m->dev[0].valid);
     T_CHECK(m->dev[1].driver_valid && m->dev[1].dev_total == 8000 && m->dev[1].dev_free == 5000 &&
                 !strcmp(m->dev[1].name, "cpu") && m->dev[1].bytes[0] == 1000,
             "rank 1 memory");
-    x = ev(EV_MEMORY); /* no driver figure: the last one stays */
-    x.rank = 1;
-    x.bytes[0] = 1000;
-    x.bytes[2] = 77;
+    x = ev(COSMOS3_EV_MEMORY); /* no driver figure: the last one stays */
+    x.ev.rank = 1;
+    x.ev.mem_weights = 1000;
+    x.ev.mem_act = 77;
     monitor_event(m, &x);
     T_CHECK(m->dev[1].bytes[2] == 77 && m->dev[1].dev_free == 5000,
             "memory event: act %lld free %lld", (long long)m->dev[1].bytes[2],
@@ -50,26 +52,29 @@ int main(void) {
     monitor_run(m, 3);
     double t0 = c3_now();
     for (int i = 1; i <= 3; i++) {
-        x = ev(EV_STEP_BEGIN);
-        x.step = i;
-        x.steps = 3;
-        monitor_event(m, &x);
-        for (int b = 0; b < 2; b++) { /* cond on group 0 (0.25 i s), uncond on group 1 (0.5 i s) */
-            x = (c3_event){.kind = EV_BRANCH,
-                           .step = i,
-                           .branch = b,
-                           .group = b,
-                           .seconds = (b ? 0.5 : 0.25) * i};
+        if (i == 1) { /* the denoising loop begins: its first step */
+            x = ev(COSMOS3_EV_STAGE);
+            x.ev.stage = "denoise";
+            x.ev.begin = true;
             monitor_event(m, &x);
         }
-        x = ev(EV_STEP_END);
-        x.step = i;
-        x.steps = 3;
-        x.seconds = 1.0 * i;
-        x.cond_s = 0.25 * i;
-        x.uncond_s = 0; /* rank 0 does not see the other group's time */
+        for (int b = 0; b < 2; b++) { /* cond on group 0 (0.25 i s), uncond on group 1 (0.5 i s) */
+            x = (c3_event){.kind = EV_ENGINE,
+                           .ev = {.kind = COSMOS3_EV_BRANCH,
+                                  .step = i,
+                                  .branch = b,
+                                  .group = b,
+                                  .seconds = (b ? 0.5 : 0.25) * i}};
+            monitor_event(m, &x);
+        }
+        x = ev(COSMOS3_EV_STEP);
+        x.ev.step = i;
+        x.ev.steps = 3;
+        x.ev.seconds = 1.0 * i;
+        x.ev.cond_s = 0.25 * i;
+        x.ev.uncond_s = 0; /* rank 0 does not see the other group's time */
         monitor_event(m, &x);
-        T_CHECK(x.uncond_s == 0.5 * i, "step %d: uncond as drawn %g, want %g", i, x.uncond_s,
+        T_CHECK(x.ev.uncond_s == 0.5 * i, "step %d: uncond as drawn %g, want %g", i, x.ev.uncond_s,
                 0.5 * i);
     }
     T_CHECK(m->t_first_step >= t0 && m->t_first_step <= c3_now(), "first step's start");
@@ -102,12 +107,12 @@ int main(void) {
     lay.cfg_parallel = 1;
     monitor_engine(m, &lay);
     T_CHECK(m->nranks == 0 && !m->dev[1].valid && m->cfg_parallel == 1, "engine reset");
-    x = ev(EV_STEP_END); /* cfg-parallel 1: the event's own uncond time */
-    x.step = 1;
-    x.steps = 1;
-    x.uncond_s = 0.125;
+    x = ev(COSMOS3_EV_STEP); /* cfg-parallel 1: the event's own uncond time */
+    x.ev.step = 1;
+    x.ev.steps = 1;
+    x.ev.uncond_s = 0.125;
     monitor_event(m, &x);
-    T_CHECK(x.uncond_s == 0.125, "cfg-parallel 1 keeps the event's uncond %g", x.uncond_s);
+    T_CHECK(x.ev.uncond_s == 0.125, "cfg-parallel 1 keeps the event's uncond %g", x.ev.uncond_s);
     free(m);
     return t_done("monitor");
 }

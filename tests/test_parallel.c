@@ -8,57 +8,52 @@
  * 80x48 gives a 3x5 latent grid -> 2x3 = 6 GEN tokens, so ulysses 4 pads to 8. */
 #include <pthread.h>
 
+#include "engine.h"
 #include "events.h"
 #include "mkmodel.h"
-#include "session.h"
-#include "engine.h"
 #include "test_engine.h"
 
 static char tmpd[64];
 
-static void base_settings(c3_settings *s, const char *model, const char *out) {
-    t_engine_settings(s, model, out);
-    settings_set(s, "device", "cpu", CMD_GEN);
-}
-
-
-/* Run one layout; returns the final latents (or NULL) and the status. */
-static float *run_layout(const char *model, int tp, int cfg, int sp, const char *extra_k, const char *extra_v,
-                         int64_t *n, int *rc_out, c3_events **ev_out) {
-    c3_settings s;
-    char out[128], lat[128];
-    snprintf(out, sizeof out, "%s/img_%d_%d_%d.png", tmpd, tp, cfg, sp);
-    snprintf(lat, sizeof lat, "%s/lat_%d_%d_%d.safetensors", tmpd, tp, cfg, sp);
-    base_settings(&s, model, out);
-    settings_set(&s, "save-latents", lat, CMD_GEN);
-    t_engine_layout(&s, tp, cfg, sp);
-    if (extra_k) settings_set(&s, extra_k, extra_v, CMD_GEN);
+/* Run one layout of the shared request (interval: CFG only for t in
+ * [990, 1000]); returns the final latents (or NULL) and the status. */
+static float *run_layout(const char *model, int tp, int cfg, int sp, bool interval, int64_t *n,
+                         int *rc_out, c3_events **ev_out) {
     c3_events *ev = events_new(100000);
-    c3_engine *e = NULL;
-    int rc = engine_open(&e, &s, ev);
+    cosmos3_open_params op;
+    t_engine_open_params(&op, model, "cpu", tp, cfg, sp, ev);
+    cosmos3_request rq;
+    t_engine_request(&rq);
+    if (interval) {
+        rq.guidance_interval = 1;
+        rq.guidance_lo = 990;
+        rq.guidance_hi = 1000;
+    }
+    cosmos3_engine *e = NULL;
+    char err[1024];
+    int rc = cosmos3_open(&op, &e, err, sizeof err);
     float *x = NULL;
     if (rc == C3_OK) {
-        c3_result r;
-        unlink(lat);
-        rc = engine_generate(e, &s, &r);
-        result_free(&r);
-        if (rc == C3_OK) x = t_read_latents(lat, n);
-        engine_close(e);
+        cosmos3_result *r = NULL;
+        rc = cosmos3_generate(e, &rq, &r, err, sizeof err);
+        if (rc == C3_OK) x = t_result_latents(r, n);
+        cosmos3_result_free(r);
+        cosmos3_close(e);
     }
+    if (rc) c3_fail(rc, "%s", err); /* the message for the caller's checks */
     if (rc) fprintf(stderr, "  layout tp %d cfg %d sp %d: %s\n", tp, cfg, sp, c3_errmsg());
     *rc_out = rc;
     if (ev_out)
         *ev_out = ev;
     else
         events_free(ev);
-    settings_free(&s);
     return x;
 }
 
 static void matrix(const char *model, int kv_heads, double *worst) {
     int64_t n0 = 0, n = 0;
     int rc;
-    float *ref = run_layout(model, 1, 1, 1, NULL, NULL, &n0, &rc, NULL);
+    float *ref = run_layout(model, 1, 1, 1, false, &n0, &rc, NULL);
     T_CHECK(ref != NULL, "%s: world-1 run failed", model);
     if (!ref) return;
     int tps[] = {1, 2, 4, 8}, sps[] = {1, 2, 4};
@@ -68,7 +63,7 @@ static void matrix(const char *model, int kv_heads, double *worst) {
                 int tp = tps[a], sp = sps[b];
                 if (tp * c * sp > 8 || (tp == 1 && c == 1 && sp == 1)) continue;
                 if (kv_heads % tp || (kv_heads / tp) % sp) continue;
-                float *x = run_layout(model, tp, c, sp, NULL, NULL, &n, &rc, NULL);
+                float *x = run_layout(model, tp, c, sp, false, &n, &rc, NULL);
                 T_CHECK(x && n == n0, "%s: layout tp %d cfg %d ulysses %d failed", model, tp, c, sp);
                 if (x && n == n0) {
                     double e = t_rel_l2(x, ref, n);
@@ -82,17 +77,19 @@ static void matrix(const char *model, int kv_heads, double *worst) {
 }
 
 typedef struct {
-    c3_engine *e;
-    c3_settings *s;
+    cosmos3_engine *e;
+    const cosmos3_request *rq;
     int rc;
+    bool frames; /* the result held frames */
     char err[1024];
 } gen_arg;
 static void *gen_main(void *p) {
     gen_arg *a = p;
-    c3_result r;
-    a->rc = engine_generate(a->e, a->s, &r);
-    snprintf(a->err, sizeof a->err, "%s", c3_errmsg()); /* messages are per thread */
-    result_free(&r);
+    cosmos3_result *r = NULL;
+    a->err[0] = 0;
+    a->rc = cosmos3_generate(a->e, a->rq, &r, a->err, sizeof a->err);
+    a->frames = r && r->rgb && r->frames == 1;
+    cosmos3_result_free(r);
     return NULL;
 }
 
@@ -117,39 +114,39 @@ int main(void) {
     /* the CFG branches on different groups: cond events on ranks 0..3, uncond on 4..7 */
     int64_t n;
     c3_events *ev = NULL;
-    float *x = run_layout(tiny, 2, 2, 2, NULL, NULL, &n, &rc, &ev);
+    float *x = run_layout(tiny, 2, 2, 2, false, &n, &rc, &ev);
     free(x);
     int cond_ranks = 0, uncond_ranks = 0, bad = 0;
     c3_event e;
     while (ev && events_pop(ev, &e, 0))
-        if (e.kind == EV_BRANCH) {
-            if (e.branch == 0) cond_ranks |= 1 << e.rank;
-            if (e.branch == 1) uncond_ranks |= 1 << e.rank;
-            if ((e.branch == 0) != (e.rank < 4)) bad++;
+        if (ev_is(&e, COSMOS3_EV_BRANCH)) {
+            if (e.ev.branch == 0) cond_ranks |= 1 << e.ev.rank;
+            if (e.ev.branch == 1) uncond_ranks |= 1 << e.ev.rank;
+            if ((e.ev.branch == 0) != (e.ev.rank < 4)) bad++;
         }
     events_free(ev);
     T_CHECK(rc == C3_OK && cond_ranks && uncond_ranks && !(cond_ranks & uncond_ranks) && !bad,
             "cfg-parallel events: cond ranks %#x, uncond ranks %#x", cond_ranks, uncond_ranks);
     /* guidance interval: the uncond group idles outside it */
     ev = NULL;
-    x = run_layout(tiny, 1, 2, 1, "guidance-interval", "990,1000", &n, &rc, &ev);
+    x = run_layout(tiny, 1, 2, 1, true, &n, &rc, &ev);
     free(x);
     int uncond_steps = 0, steps = 0;
     while (ev && events_pop(ev, &e, 0)) {
-        if (e.kind == EV_BRANCH && e.branch == 1) uncond_steps++;
-        if (e.kind == EV_STEP_END) steps++;
+        if (ev_is(&e, COSMOS3_EV_BRANCH) && e.ev.branch == 1) uncond_steps++;
+        if (ev_is(&e, COSMOS3_EV_STEP)) steps++;
     }
     events_free(ev);
     T_CHECK(rc == C3_OK && steps == 3 && uncond_steps == 1, "interval: %d uncond of %d steps", uncond_steps, steps);
 
     /* impossible layouts are refused before loading */
-    x = run_layout(tiny, 3, 1, 1, NULL, NULL, &n, &rc, NULL);
+    x = run_layout(tiny, 3, 1, 1, false, &n, &rc, NULL);
     T_CHECK(rc == C3_EUSAGE && strstr(c3_errmsg(), "does not divide"), "tp 3: %d %s", rc, c3_errmsg());
     free(x);
-    x = run_layout(tiny, 1, 3, 1, NULL, NULL, &n, &rc, NULL);
+    x = run_layout(tiny, 1, 3, 1, false, &n, &rc, NULL);
     T_CHECK(rc == C3_EUSAGE, "cfg 3 refused: %d", rc);
     free(x);
-    x = run_layout(tiny, 8, 1, 2, NULL, NULL, &n, &rc, NULL);
+    x = run_layout(tiny, 8, 1, 2, false, &n, &rc, NULL);
     T_CHECK(rc == C3_EUSAGE && strstr(c3_errmsg(), "ulysses"), "tp 8 ulysses 2: %s", c3_errmsg());
     free(x);
 
@@ -157,50 +154,47 @@ int main(void) {
     int layouts[][3] = {{1, 1, 1}, {2, 1, 1}, {1, 2, 1}, {1, 1, 2}, {2, 2, 2}};
     for (size_t k = 0; k < C3_ARRAY_LEN(layouts); k++) {
         int tp = layouts[k][0], cfg = layouts[k][1], sp = layouts[k][2];
-        c3_settings s;
-        char out[128];
-        snprintf(out, sizeof out, "%s/cancel.png", tmpd);
-        unlink(out);
-        base_settings(&s, tiny, out);
-        settings_set(&s, "steps", "40", CMD_GEN);
-        t_engine_layout(&s, tp, cfg, sp);
         c3_events *q = events_new(100000);
-        c3_engine *eng = NULL;
-        rc = engine_open(&eng, &s, q);
-        T_CHECK(rc == C3_OK, "open: %s", c3_errmsg());
+        cosmos3_open_params op;
+        t_engine_open_params(&op, tiny, "cpu", tp, cfg, sp, q);
+        cosmos3_request rq;
+        t_engine_request(&rq);
+        rq.want_latents = false;
+        rq.steps = 40;
+        cosmos3_engine *eng = NULL;
+        char err[1024];
+        rc = cosmos3_open(&op, &eng, err, sizeof err);
+        T_CHECK(rc == C3_OK, "open: %s", err);
         if (rc) {
             events_free(q);
-            settings_free(&s);
             continue;
         }
-        gen_arg a = {eng, &s, -1, ""};
+        gen_arg a = {eng, &rq, -1, false, ""};
         pthread_t th;
         pthread_create(&th, NULL, gen_main, &a);
         for (;;) { /* cancel after the second step */
-            if (events_pop(q, &e, 5.0) && e.kind == EV_STEP_END && e.step >= 2) break;
+            if (events_pop(q, &e, 5.0) && ev_is(&e, COSMOS3_EV_STEP) && e.ev.step >= 2) break;
         }
-        engine_cancel(eng);
+        cosmos3_cancel(eng);
         pthread_join(th, NULL);
         T_CHECK(a.rc == C3_ECANCEL, "cancel tp %d cfg %d sp %d: rc %d", tp, cfg, sp, a.rc);
-        T_CHECK(!c3_file_exists(out), "cancelled run wrote %s", out);
+        T_CHECK(!a.frames, "cancelled run gave frames");
         /* the engine keeps working after a cancel */
-        settings_set(&s, "steps", "2", CMD_GEN);
+        rq.steps = 2;
         pthread_create(&th, NULL, gen_main, &a);
         pthread_join(th, NULL);
-        T_CHECK(a.rc == C3_OK && c3_file_exists(out), "generation after cancel: %s", a.err);
+        T_CHECK(a.rc == C3_OK && a.frames, "generation after cancel: %s", a.err);
         /* a failing rank stops all ranks with its reason */
         int world = tp * cfg * sp;
         c3_inject_fail_rank = world - 1;
-        settings_set(&s, "steps", "4", CMD_GEN);
-        unlink(out);
+        rq.steps = 4;
         pthread_create(&th, NULL, gen_main, &a);
         pthread_join(th, NULL);
         c3_inject_fail_rank = -1;
         T_CHECK(a.rc == C3_EFAIL && strstr(a.err, "injected failure"), "failing rank: rc %d: %s", a.rc, a.err);
-        T_CHECK(!c3_file_exists(out), "failed run wrote %s", out);
-        engine_close(eng);
+        T_CHECK(!a.frames, "failed run gave frames");
+        cosmos3_close(eng);
         events_free(q);
-        settings_free(&s);
     }
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf %s", tmpd);

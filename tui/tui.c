@@ -113,9 +113,16 @@ static void tui_collect(tui *t) {
     c3_event x;
     while (repl_pump(&t->r, &x, 0)) {
         t->dirty = true;
-        /* EV_ERROR and EV_CANCELLED are not logged: the REPL reports the job's
-           outcome once ("cancelled; the model is still loaded") */
-        if (x.kind == EV_LOG) log_add(t, 2, x.text); /* the engine's notes and warnings */
+        /* a failure or a cancel is not logged: the REPL reports the job's outcome once
+           ("cancelled; the model is still loaded") */
+        /* the engine's notes and warnings */
+        if (ev_is(&x, COSMOS3_EV_LOG) || ev_is(&x, COSMOS3_EV_DEVICE) || ev_is(&x, COSMOS3_EV_PLAN))
+            log_add(t, 2, x.text);
+        if (ev_is(&x, COSMOS3_EV_WARNING)) {
+            char w[560];
+            snprintf(w, sizeof w, "warning: %s", x.text);
+            log_add(t, 2, w);
+        }
     }
     double now = c3_now();
     if (now - t->t_driver >= DRIVER_POLL_S) { /* the driver's view between events */
@@ -187,7 +194,7 @@ static void draw_bar(tui *t, WINDOW *w, int width, const int64_t *seg, const int
 static int draw_devices(tui *t, WINDOW *w, int y) {
     const c3_repl *r = &t->r;
     int cols = getmaxx(w);
-    const cosmos3_layout *p = r->e ? engine_layout(r->e) : NULL;
+    const cosmos3_layout *p = r->e ? session_layout(r->e) : NULL;
     if (r->mon.nranks == 0) {
         mvwprintw(w, y++, 0, "devices: %s", r->job == REPL_LOADING ? "loading the model ..." : "N/A (no model)");
         return y;
@@ -270,7 +277,7 @@ static void sparkline(tui *t, WINDOW *w, int width) {
 static int draw_run(tui *t, WINDOW *w, int y) {
     const c3_repl *r = &t->r;
     int cols = getmaxx(w);
-    const cosmos3_layout *p = r->e ? engine_layout(r->e) : NULL;
+    const cosmos3_layout *p = r->e ? session_layout(r->e) : NULL;
     int plen = r->run_prompt ? (int)strlen(r->run_prompt) : 0;
     if (!r->run_prompt)
         mvwprintw(w, y++, 0, "prompt: (type one on the input line below and press Enter)");
@@ -329,7 +336,7 @@ static int draw_run(tui *t, WINDOW *w, int y) {
 
 static int draw_branches(tui *t, WINDOW *w, int y, int rows) {
     const c3_repl *r = &t->r;
-    const cosmos3_layout *p = r->e ? engine_layout(r->e) : NULL;
+    const cosmos3_layout *p = r->e ? session_layout(r->e) : NULL;
     wattron(w, A_BOLD);
     mvwprintw(w, y++, 0, "CFG branches (%s)",
               p && p->cfg_parallel == 2 ? "in parallel on two groups"
@@ -365,7 +372,7 @@ static void draw_top(tui *t) {
     wattron(w, A_REVERSE);
     mvwhline(w, 0, 0, ' ', cols);
     mvwprintw(w, 0, 0, " cosmos3 tui  %.*s", cols - 15,
-              t->r.e ? engine_model(t->r.e)->id : t->r.model_dir);
+              t->r.e ? session_model(t->r.e)->id : t->r.model_dir);
     wattroff(w, A_REVERSE);
     int y = draw_devices(t, w, 1);
     y = draw_run(t, w, y);
@@ -759,7 +766,7 @@ static void on_sigint(int sig) {
     if (repl_second_ctrl_c(&g_last_sigint)) g_exit130 = 1;
     g_sigint = 1;
     tui *t = g_tui;
-    if (t && t->r.job == REPL_RUNNING && t->r.e) engine_cancel(t->r.e);
+    if (t && t->r.job == REPL_RUNNING && t->r.e) session_cancel(t->r.e);
 }
 
 static void on_term(int sig) {
