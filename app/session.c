@@ -263,15 +263,17 @@ bool result_wrote_line(const session_result *r, char *buf, size_t n) {
     const cosmos3_result *o = r->out;
     if (!o || r->npaths < 1) return false;
     const char *first = !strcmp(r->paths[0], "-") ? "standard output" : r->paths[0];
+    /* with --noise the seed drew nothing: no seed is named */
+    char seed[48] = "";
+    if (!o->noise_given) snprintf(seed, sizeof seed, "seed %llu, ", (unsigned long long)o->seed);
     if (r->npaths == 1 && o->frames > 1)
-        snprintf(buf, n, "wrote %s (%d frames, %g fps, seed %llu, %.1f s)", first, o->frames,
-                 o->fps, (unsigned long long)o->seed, r->t_total);
-    else if (r->npaths == 1)
-        snprintf(buf, n, "wrote %s (seed %llu, %.1f s)", first, (unsigned long long)o->seed,
+        snprintf(buf, n, "wrote %s (%d frames, %g fps, %s%.1f s)", first, o->frames, o->fps, seed,
                  r->t_total);
+    else if (r->npaths == 1)
+        snprintf(buf, n, "wrote %s (%s%.1f s)", first, seed, r->t_total);
     else
-        snprintf(buf, n, "wrote %d frames %s .. %s (seed %llu, %.1f s)", r->npaths, r->paths[0],
-                 r->paths[r->npaths - 1], (unsigned long long)o->seed, r->t_total);
+        snprintf(buf, n, "wrote %d frames %s .. %s (%s%.1f s)", r->npaths, r->paths[0],
+                 r->paths[r->npaths - 1], seed, r->t_total);
     return true;
 }
 
