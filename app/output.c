@@ -130,17 +130,6 @@ static void fsync_dir(const char *dir) {
     }
 }
 
-/* rename tmp -> path; without overwrite never replace what is there. */
-static int place(const char *tmp, const char *path, bool overwrite) {
-    if (overwrite) return rename(tmp, path);
-    if (renameat2(AT_FDCWD, tmp, AT_FDCWD, path, RENAME_NOREPLACE) == 0) return 0;
-    if (errno != EINVAL && errno != ENOSYS) return -1;
-    if (link(tmp, path) != 0)
-        return -1; /* no RENAME_NOREPLACE here: link fails with EEXIST likewise */
-    unlink(tmp);
-    return 0;
-}
-
 /* ------------------------------------------------------ atomic files */
 
 int output_write_file(const char *path, const void *data, size_t n, bool overwrite) {
@@ -159,7 +148,7 @@ int output_write_file(const char *path, const void *data, size_t n, bool overwri
     if (write_all(fd, data, n) != 0 || fsync(fd) != 0 || fchmod(fd, OUT_MODE_FILE) != 0)
         rc = io_fail(path, errno);
     if (close(fd) != 0 && rc == COSMOS3_OK) rc = io_fail(path, errno);
-    if (rc == COSMOS3_OK && place(g_fly.tmp_file, path, overwrite) != 0) {
+    if (rc == COSMOS3_OK && c3_place_file(g_fly.tmp_file, path, overwrite) != 0) {
         if (errno == EEXIST)
             rc = c3_fail(COSMOS3_EOUTPUT, "%s already exists; use --overwrite or another -o", path);
         else
@@ -667,7 +656,7 @@ static int write_folder(const c3_output *o, const cosmos3_result *r, const c3_me
     int rc = COSMOS3_OK;
     struct stat st;
     if (stat(target, &st) != 0) {
-        if (place(g_fly.tmp_dir, target, false) != 0) rc = io_fail(target, errno);
+        if (c3_place_file(g_fly.tmp_dir, target, false) != 0) rc = io_fail(target, errno);
     } else {
         /* replace the old folder as a whole: swap, then remove the old frames */
         int nf;
@@ -742,7 +731,7 @@ static int write_pattern(const c3_output *o, const cosmos3_result *r, const c3_m
     if (rc == COSMOS3_OK) {
         g_fly.placed = final;
         for (int f = 0; f < F && rc == COSMOS3_OK; f++) {
-            if (place(tmp[f], final[f], o->overwrite) != 0)
+            if (c3_place_file(tmp[f], final[f], o->overwrite) != 0)
                 rc = errno == EEXIST
                          ? c3_fail(COSMOS3_EOUTPUT,
                                    "%s already exists; use --overwrite or another -o", final[f])

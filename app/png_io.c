@@ -337,17 +337,6 @@ static int encode_with(FILE *fp, png_mem *mem, const char *path, const uint8_t *
     return COSMOS3_OK;
 }
 
-/* rename tmp -> path; without overwrite never replace an existing file. */
-static int place_file(const char *tmp, const char *path, bool overwrite) {
-    if (overwrite) return rename(tmp, path);
-    if (renameat2(AT_FDCWD, tmp, AT_FDCWD, path, RENAME_NOREPLACE) == 0) return 0;
-    if (errno != EINVAL && errno != ENOSYS) return -1;
-    /* filesystem without RENAME_NOREPLACE: link fails with EEXIST likewise */
-    if (link(tmp, path) != 0) return -1;
-    unlink(tmp);
-    return 0;
-}
-
 static int check_args(const char *path, int W, int H, const c3_png_text *texts, int ntexts) {
     if (W <= 0 || H <= 0 || W > PNG_READ_MAX_SIDE || H > PNG_READ_MAX_SIDE)
         return c3_fail(COSMOS3_EINPUT, "%s: image size %dx%d is out of range (1..%d per side)",
@@ -408,7 +397,7 @@ int png_write(const char *path, const uint8_t *rgb, int W, int H, const c3_png_t
         rc = c3_fail(COSMOS3_EOUTPUT, "cannot write %s: chmod: %s", path, strerror(errno));
     if (fclose(fp) != 0 && rc == COSMOS3_OK)
         rc = c3_fail(COSMOS3_EOUTPUT, "cannot write %s: %s", path, strerror(errno));
-    if (rc == COSMOS3_OK && place_file(tmp, path, overwrite) != 0) {
+    if (rc == COSMOS3_OK && c3_place_file(tmp, path, overwrite) != 0) {
         if (errno == EEXIST)
             rc = c3_fail(COSMOS3_EOUTPUT, "%s exists; use --overwrite to replace it", path);
         else

@@ -23,7 +23,7 @@
 #              resident and its H2D rate, the real-geometry VAE (nano 256x256),
 #              nano latents CUDA vs CPU after 1 and 2 steps, compute-sanitizer
 #     demo     the demo model's 30 judged pictures on CUDA bf16 / fp32 / op by op
-#              (COSMOS3_GRAPHS=0) / CPU, the C engine vs bench/demo/demo_train.py's
+#              (COSMOS3_GRAPHS=0) / CPU, the C engine vs demo/demo_train.py's
 #              forward, time per picture beside the PyTorch sampler
 #     speed    cosmos3 bench, Nano 36 layers: T2I 1024^2 and 480p/93f with the CFG
 #              batch and without, 720p/189f; bench/reference/torch_ref.py on the same
@@ -32,7 +32,7 @@
 #     all      check goldens layouts demo speed (about 8-10 minutes on an H200: if
 #              the call limit is 10 minutes, run "check goldens layouts demo" and
 #              "speed" as two calls)
-#     train    bench/demo/demo_train.py --smoke, then every stage, its check of the
+#     train    demo/demo_train.py --smoke, then every stage, its check of the
 #              C engine (pictures and conditioned clips) and the C engine's judged
 #              clips (tests/test_demo_motion) on the new model (not in all: ~9 minutes;
 #              TRAIN_ARGS adds trainer options; NO_NANO=1 skips the nano model setup makes)
@@ -78,7 +78,7 @@ if [ -f "$sdir/carry.sh" ]; then . "$sdir/carry.sh"; else . bench/carry.sh; fi
 files=(cosmos3 tests/test_model tests/test_vae tests/test_e2e
     tests/test_backends tests/test_gpu_ranks tests/test_demo tests/test_demo_motion tests/libdemojudge.so
     ${WITH_COND:+tests/test_cond tests/test_cond_e2e})
-[ -n "${NO_OPS:-}" ] || files+=(cuda/lab/ops_check cuda/lab/vae_lab)
+[ -n "${NO_OPS:-}" ] || files+=(tests/ops_check cuda/lab/vae_lab)
 fails=0
 out=${OUT:-/tmp/gpu}
 
@@ -281,7 +281,7 @@ PY
         counted "asked verdicts $v vs cpu" $?
     done
     section "demo: C engine vs the training script's forward (fp32, TF32 off) on the shipped weights"
-    local t="python3 bench/demo/demo_train.py --work $w --cosmos3 $bin --judge $pk/libdemojudge.so --ckpt share/models/demo"
+    local t="python3 demo/demo_train.py --work $w --cosmos3 $bin --judge $pk/libdemojudge.so --ckpt share/models/demo"
     # shellcheck disable=SC2086 # $t is a command line
     timeout 200 $t check --c-devices cpu,cuda --json-out "$out/demo_check.json"
     counted "demo_train.py check" $?
@@ -375,10 +375,10 @@ sec_train() {
 }
 
 train_run() {
-    section "train: bench/demo/demo_train.py --smoke (every stage, a few steps), then every stage, the C engine's check and its judged clips"
+    section "train: demo/demo_train.py --smoke (every stage, a few steps), then every stage, the C engine's check and its judged clips"
     local w=$1 lg=$2 sm=/tmp/demo_smoke
     # TRAIN_PY: the trainer to run (a carried copy; torch_ref.py beside it in ../reference)
-    local py=${TRAIN_PY:-bench/demo/demo_train.py}
+    local py=${TRAIN_PY:-demo/demo_train.py}
     local t="python3 $py --cosmos3 $bin --judge $pk/libdemojudge.so"
     mkdir -p "$w" "$sm"
     local t0

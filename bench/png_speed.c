@@ -3,8 +3,8 @@
  * fsync, rename) on noise (what random weights decode to), a smooth and a
  * flat picture; the best of REPS wall times and the bytes. Build and run
  * (after meson compile -C build):
- *   cc -O2 -fopenmp -Iapp -Iinclude -Isrc -Ibuild bench/png_speed.c build/libcosmos3app.a \
- *      build/libcosmos3apputil.a -Lbuild -lcosmos3 -lpng -lz -ljansson -lm -o build/png_speed
+ *   cc -O2 -fopenmp -Iapp -Iinclude -Ibase -Isrc -Ibuild bench/png_speed.c build/libcosmos3app.a \
+ *      build/libcosmos3base.a -Lbuild -lcosmos3 -lpng -lz -ljansson -lm -o build/png_speed
  *   LD_LIBRARY_PATH=build OMP_NUM_THREADS=N build/png_speed [DIR]   (DIR: where png_write writes;
  * /tmp) */
 #include <math.h>

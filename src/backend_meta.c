@@ -2,7 +2,7 @@
  * and shape, uploads and copies are accepted and dropped. Loading a model
  * and its VAE onto it runs every check gen's load makes (tensor names,
  * shapes, dtypes, FP8 scales) without a byte of weights: what `cosmos3 info`
- * validates a checkpoint with (src/inspect.c). No compute op is set. */
+ * validates a checkpoint with (src/api_checkpoint.c). No compute op is set. */
 #include "backend.h"
 
 #include <stdlib.h>

@@ -29,6 +29,7 @@
 #include "mkmodel.h"
 #include "model.h"
 #include "plan.h"
+#include "request.h"
 #include "prompt.h"
 #include "rng.h"
 #include "scheduler.h"

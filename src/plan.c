@@ -5,6 +5,7 @@
 
 #include "comm.h"
 #include "model.h"
+#include "request.h"
 
 #define PLAN_VAE_BUFFERS 4                /* live activations of the decoder's largest block */
 #define PLAN_VAE_CHUNK_FRAMES 4           /* frames decoded at once (one latent frame) */

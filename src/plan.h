@@ -15,7 +15,6 @@
 #include <stdio.h>
 
 #include "checkpoint.h"
-#include "cosmos3.h"
 
 #define C3_MAX_RANKS 64 /* = COSMOS3_MAX_RANKS */
 
@@ -61,11 +60,6 @@ int c3_gpu_info(int dev, char *name, size_t n, int64_t *total, int64_t *free_b);
 int plan_make(c3_plan *p, const c3_tconfig *t, const c3_sizes *sz, int tp, int cfg, int sp,
               const char *device, const char *gpus, bool offload, int precision, int W, int H,
               int F);
-/* The plan open parameters give checkpoint ck at W x H x F: what
- * cosmos3_open checks before any weight loads, cosmos3_checkpoint_plan shows
- * and cosmos3_bench's e2e reports (tp, cfg_parallel, ulysses 0: 1; device
- * NULL: "auto"; precision by name, NULL: "auto"). */
-int plan_open(c3_plan *p, const c3_ckpt *ck, const cosmos3_open_params *op, int W, int H, int F);
 /* The bytes of one rank's weights on the device: embed and the replicated
  * tensors whole, the layers' share for tp (with offload: the two slots of
  * each tower's ring), the linear layer weights at 1 byte where they stay FP8

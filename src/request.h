@@ -5,6 +5,7 @@
 
 #include "checkpoint.h"
 #include "cosmos3.h"
+#include "plan.h"
 #include "scheduler.h"
 
 /* The task defaults where a model card is silent (vLLM-Omni's image and
@@ -33,6 +34,11 @@ int request_defaults(const c3_ckpt *ck, int frames, cosmos3_request *r);
  * parameters' plan_width, plan_height, plan_frames, else the default image
  * (the card's, else the task's), resolved as a request. */
 int request_plan_size(const c3_ckpt *ck, const cosmos3_open_params *op, cosmos3_settings *out);
+/* The plan open parameters give checkpoint ck at W x H x F (plan.c): what
+ * cosmos3_open checks before any weight loads, cosmos3_checkpoint_plan shows
+ * and cosmos3_bench's e2e reports (tp, cfg_parallel, ulysses 0: 1; device
+ * NULL: "auto"; precision by name, NULL: "auto"). */
+int plan_open(c3_plan *p, const c3_ckpt *ck, const cosmos3_open_params *op, int W, int H, int F);
 /* One-line warnings where the request leaves what the card knows (another
  * size than trained, words outside its vocabulary), given to warn(). */
 void request_warnings(const char *prompt, const cosmos3_settings *s, const c3_ckpt *ck,

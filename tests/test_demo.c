@@ -2,10 +2,10 @@
  *
  * Ten prompts over the combinations the training never saw (listed by the
  * model itself in model_index.json "cosmos3.held_out", written by
- * bench/demo/demo_train.py), eight of them with a place phrase, three seeds each:
+ * demo/demo_train.py), eight of them with a place phrase, three seeds each:
  * the C engine generates every picture from the shipped model with its own
  * defaults (64x64, 20 steps, its guidance), writes the PNG, and the judge
- * (tests/demo_judge.c, itself checked by the `judge` test) reads the PNG back
+ * (demo/demo_judge.c, itself checked by the `judge` test) reads the PNG back
  * and decides background, object colour, shape and place from the picture
  * alone. Passes at both colours right >= 95 %, shape >= 90 %, place >= 95 %.
  *

@@ -3,7 +3,7 @@
  *
  * Held-out combinations (the model card's "cosmos3.held_out"), every motion
  * among the cases, two seeds each. For image-to-video the given picture is
- * frame 0 of demo_render_clip (tests/demo_world.c) of the asked motion,
+ * frame 0 of demo_render_clip (demo/demo_world.c) of the asked motion,
  * written as a PNG ("still.png"); for video-to-video the clip's 9 frames as a
  * folder of PNGs (the engine keeps the first 5: latent frames 0 and 1). The
  * C engine generates 9 frames at the model's defaults and writes an MP4

@@ -32,7 +32,7 @@ fi
 
 # outside the tree: only the installed header (no -I into the source)
 mkdir "$tmp/outside"
-cp "$src/tests/api_outside.c" "$src"/tests/demo_judge.[ch] "$src"/tests/demo_world.[ch] "$tmp/outside/"
+cp "$src/tests/api_outside.c" "$src"/demo/demo_judge.[ch] "$src"/demo/demo_world.[ch] "$tmp/outside/"
 cd "$tmp/outside" || exit 1
 # shellcheck disable=SC2086 # flags are words
 "$cc" -std=c11 -Wall -Wextra -Werror -g -fsanitize=address,undefined -fno-omit-frame-pointer \

@@ -2,8 +2,9 @@
 # The library's surface: libcosmos3.so exports the calls cosmos3.h and
 # cosmos3_tools.h declare (COSMOS3_API) and nothing else; cosmos3.h keeps to
 # generation; the applications' archive reaches into the
-# library only through them (its other outside symbols are app/util.h's
-# helpers, src/common.c compiled once more for them); no app/ or tui/ file
+# library only through them (its other outside symbols are the base
+# library's, libcosmos3base.a: base/c3base.c compiled once, linked into both
+# sides); no app/ or tui/ file
 # includes a src/ header; the cosmos3 program loads libcosmos3.so and holds
 # no engine code of its own.
 set -u
@@ -45,7 +46,7 @@ extra=$(comm -13 "$tmp/declared" "$tmp/exported" | tr '\n' ' ')
 # the applications: what they need from outside, that the library defines
 nm -u "$build/libcosmos3app.a" 2>/dev/null | awk '{print $2}' | sort -u >"$tmp/app_needs"
 nm --defined-only -g "$build/libcosmos3.a" 2>/dev/null | awk 'NF == 3 {print $3}' | sort -u >"$tmp/lib_has"
-nm --defined-only -g "$build/libcosmos3apputil.a" 2>/dev/null | awk 'NF == 3 {print $3}' | sort -u >"$tmp/util_has"
+nm --defined-only -g "$build/libcosmos3base.a" 2>/dev/null | awk 'NF == 3 {print $3}' | sort -u >"$tmp/util_has"
 [ -s "$tmp/app_needs" ] && [ -s "$tmp/lib_has" ] && ok || bad "cannot read the archives' symbols"
 reach=$(comm -12 "$tmp/app_needs" "$tmp/lib_has" | grep -v '^cosmos3_' | comm -23 - "$tmp/util_has" |
         head -8 | tr '\n' ' ')

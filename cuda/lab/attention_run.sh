@@ -15,12 +15,12 @@ cd "$here"
 
 pack() {
     local build=${1:-build-attn}
-    carry_build "$build" cuda/lab/ops_check || exit 1
-    carry_pack carry/attn "$build" cuda/lab/ops_check || exit 1
+    carry_build "$build" tests/ops_check || exit 1
+    carry_pack carry/attn "$build" tests/ops_check || exit 1
     nvcc -std=c++17 -O3 -lineinfo -gencode=arch=compute_90a,code=sm_90a -Xcompiler=-Wall,-Wextra \
         --Werror all-warnings -o carry/attn/attention_lab cuda/lab/attention_lab.cu || exit 1
     git rev-parse --short HEAD > carry/attn/commit
-    git status --short cuda/attention.cu cuda/attention_hopper.cuh cuda/lab/attention_lab.cu >> carry/attn/commit
+    git status --short cuda/attention.cu cuda/attention_mma.cuh cuda/attention_hopper.cuh cuda/lab/attention_lab.cu >> carry/attn/commit
     du -sh carry/attn/*
 }
 

@@ -2,7 +2,7 @@
  * DEMO_SIZE x DEMO_SIZE RGB image alone, decide background colour, object
  * colour, shape and place. Robust to the noise and blur of generated
  * pictures: medians, colour-distance thresholds, the largest connected
- * component. Rules in tests/demo_world.md. */
+ * component. Rules in demo/demo_world.md. */
 #ifndef COSMOS3_DEMO_JUDGE_H
 #define COSMOS3_DEMO_JUDGE_H
 

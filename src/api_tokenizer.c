@@ -1,4 +1,5 @@
-/* tokenize.c - cosmos3_tokenize: a checkpoint's tokenizer and the prompt
+/* api_tokenizer.c - cosmos3_tokenizer_* and cosmos3_tokenize, the public calls
+ * over tokenizer.c and prompt.c: a checkpoint's tokenizer and the prompt
  * templates as library calls (for `cosmos3 tokenize`), without any weights. */
 #include <jansson.h>
 #include <stdlib.h>

@@ -1,5 +1,5 @@
-/* inspect.c - cosmos3_checkpoint_*: a checkpoint's configs, sizes and plan
- * without its weights (for `cosmos3 info`). */
+/* api_checkpoint.c - cosmos3_checkpoint_*: a checkpoint's configs, sizes and
+ * plan without its weights (for `cosmos3 info`). */
 #include <stdlib.h>
 #include <string.h>
 

@@ -1,4 +1,4 @@
-/* latents.c - latents as safetensors ("latents" [1, C, T, h, w]), the one
+/* api_latents.c - latents as safetensors ("latents" [1, C, T, h, w]), the one
  * file the library writes when asked (cosmos3_latents_write). */
 #include <stdio.h>
 #include <stdlib.h>

@@ -4,24 +4,24 @@
 A Cosmos3 of the exact architecture at toy size (the `demo` preset of
 `cosmos3 mkmodel`: hidden 256, head_dim 32, 8 / 4 heads, 4 layers per tower,
 SwiGLU 768, mRoPE [8,4,4]; Wan2.2 VAE at base 16), trained on the synthetic
-world of tests/demo_world.md, drawn on the GPU every step. The model is the
+world of demo/demo_world.md, drawn on the GPU every step. The model is the
 one in bench/reference/torch_ref.py (imported, not restated).
 
-  python3 bench/demo/demo_train.py all   --work DIR          every stage below, in order
-  python3 bench/demo/demo_train.py vae   --work DIR          1: VAE (encoder + decoder)        -> DIR/vae.pt
-  python3 bench/demo/demo_train.py dit   --work DIR          2: latents + transformer          -> DIR/dit.pt
-  python3 bench/demo/demo_train.py score --work DIR          3: sample + judge, guidance sweep -> DIR/scores.json
-  python3 bench/demo/demo_train.py pack  --work DIR --to D   4: Diffusers checkpoint (DIR/diffusers) and the
+  python3 demo/demo_train.py all   --work DIR          every stage below, in order
+  python3 demo/demo_train.py vae   --work DIR          1: VAE (encoder + decoder)        -> DIR/vae.pt
+  python3 demo/demo_train.py dit   --work DIR          2: latents + transformer          -> DIR/dit.pt
+  python3 demo/demo_train.py score --work DIR          3: sample + judge, guidance sweep -> DIR/scores.json
+  python3 demo/demo_train.py pack  --work DIR --to D   4: Diffusers checkpoint (DIR/diffusers) and the
                                                            shipped form (D, e.g. share/models/demo)
-  python3 bench/demo/demo_train.py bench --work DIR          PyTorch sampler: s per 64x64 image (batch 1)
-  python3 bench/demo/demo_train.py check --work DIR          the C engine vs this forward on the shipped weights
+  python3 demo/demo_train.py bench --work DIR          PyTorch sampler: s per 64x64 image (batch 1)
+  python3 demo/demo_train.py check --work DIR          the C engine vs this forward on the shipped weights
 
-Pictures and 9-frame clips (tests/demo_world.md "Clips": five motions): the
+Pictures and 9-frame clips (demo/demo_world.md "Clips": five motions): the
 VAE learns both (the clips through the causal time chunks the engine runs);
 the transformer learns text-to-image, text-to-video, image-to-video (latent
 frame 0 pinned: clean, no timestep, its velocity zero in the loss, as the
 engine samples) and video-to-video (latent frames 0 and 1 pinned). `score`
-judges pictures and clips (tests/demo_judge.c, demo_judge_clip), `check`
+judges pictures and clips (demo/demo_judge.c, demo_judge_clip), `check`
 compares the C engine on pictures and on --image / --video clips. --smoke:
 every stage with a handful of steps and tiny batches (proves the code first).
 
@@ -53,7 +53,7 @@ import time
 import torch
 import torch.nn.functional as F
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "reference"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench", "reference"))
 import torch_ref as R  # noqa: E402
 
 # ------------------------------------------------------------- the world
@@ -71,7 +71,7 @@ HELD_OUT = (("circle", "red", "blue"), ("circle", "yellow", "black"), ("circle",
             ("square", "green", "orange"), ("square", "purple", "white"), ("square", "black", "yellow"),
             ("triangle", "blue", "red"), ("triangle", "orange", "green"), ("triangle", "red", "white"))
 N_PLACE_OPT = 1 + len(PLACES)  # caption without a place phrase, then one per place
-# Clips (tests/demo_world.md "Clips"): 9 frames, the object at the centre place
+# Clips (demo/demo_world.md "Clips"): 9 frames, the object at the centre place
 # moving MOTION_STEP px a frame, from 8 px before the centre to 8 px after it.
 MOTIONS = ("not moving", "moving to the right", "moving to the left", "moving up", "moving down")
 MOTION_DX, MOTION_DY = (0, 1, -1, 0, 0), (0, 0, 0, -1, 1)
@@ -122,7 +122,7 @@ def consts(dev):
 
 
 def render(sh, col, bg, cx, cy, r, dev):
-    """N pictures exactly as tests/demo_world.c: shape, colour, bg, centre and
+    """N pictures exactly as demo/demo_world.c: shape, colour, bg, centre and
     size [N] -> images [N, 3, 64, 64] in [-1, 1] and object masks [N, 64, 64]."""
     k = consts(dev)
     pal, p = k["pal"], k["p"]
@@ -138,7 +138,7 @@ def render(sh, col, bg, cx, cy, r, dev):
 
 
 def draw(attr, geo, dev):
-    """Render a batch exactly as tests/demo_world.c: attr [B, 4] (shape, colour,
+    """Render a batch exactly as demo/demo_world.c: attr [B, 4] (shape, colour,
     bg, place), geo [B, 3] (size, jitter x, jitter y) -> images [B, 3, 64, 64]
     in [-1, 1] and the object mask [B, 64, 64]."""
     k = consts(dev)
@@ -190,7 +190,7 @@ def to_uint8(img):
 
 
 class Judge:
-    """tests/demo_judge.c through ctypes: the tests' own judge."""
+    """demo/demo_judge.c through ctypes: the tests' own judge."""
 
     class Verdict(ctypes.Structure):
         _fields_ = [("bg", ctypes.c_int), ("colour", ctypes.c_int), ("shape", ctypes.c_int),
@@ -952,7 +952,7 @@ def stage_pack(a, dev):
     # clip prompts stay out: `info` prints each as `cosmos3 gen -p "..."`, one picture; the about text
     # and the model card say --frames 9
     about = ("the built-in demo model: Cosmos3's architecture at toy size, trained from scratch by "
-             "bench/demo/demo_train.py on a synthetic world (tests/demo_world.md): 64x64 pictures of one circle, square "
+             "demo/demo_train.py on a synthetic world (demo/demo_world.md): 64x64 pictures of one circle, square "
              "or triangle (apex up, 10-15 px) in red, green, blue, yellow, purple, orange, white or black, on a "
              "plain background of another of those colours, in the center or 10 px left, right, up or down of it; "
              "prompts read \"a {colour} {shape} on a {colour} background\", optionally followed by "
@@ -976,7 +976,7 @@ def stage_pack(a, dev):
                                             ("held_out", "seen")} for t in sc["clips"]}
     write_json(os.path.join(dd, "model_index.json"), mi)
     tc = dict(st["cfg"])
-    tc["_cosmos3_note"] = f"trained by bench/demo/demo_train.py (seed {a.seed}, {st['steps']} steps)"
+    tc["_cosmos3_note"] = f"trained by demo/demo_train.py (seed {a.seed}, {st['steps']} steps)"
     write_json(os.path.join(dd, "transformer", "config.json"), tc)
     write_json(os.path.join(dd, "vae", "config.json"), vcfg)
     tfull = {k: v.to(torch.bfloat16) for k, v in tw.items()}

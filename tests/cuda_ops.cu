@@ -1,4 +1,4 @@
-/* ops_check.cu - every op of the backend table on random inputs, CUDA vs the
+/* cuda_ops.cu - every op of the backend table on random inputs, CUDA vs the
  * CPU backend (the fp32 reference), then a timing table: the flash attention
  * kernels vs a cuBLAS reference that materialises the scores, and the linear
  * layer (cuBLASLt, cached plan) vs plain cublasGemmEx, on model shapes.
@@ -7,7 +7,8 @@
  * the error measured is the CUDA op's own (bf16 storage of the output,
  * bf16 operands inside GEMMs); the tolerance is relative L2 <= 1e-2.
  *
- * Built by meson as build-NAME/cuda/lab/ops_check when CUDA is found. Run:
+ * Built by meson as build-NAME/tests/ops_check when CUDA is found (test
+ * cuda_ops, suite gpu: --quick). Run:
  *   ops_check            checks and timings
  *   ops_check --quick    checks only
  *   ops_check --fp8      checks, then the FP8 linear timings only
@@ -23,8 +24,8 @@
 #include <algorithm>
 #include <vector>
 
-#include "../cuda_internal.h"
-#include "lab.h"
+#include "cuda_internal.h"
+#include "lab/lab.h"
 
 extern "C" {
 #include "backend_cpu.h"

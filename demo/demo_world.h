@@ -1,7 +1,7 @@
 /* demo_world.h - the synthetic world of the built-in demo model (issue 13):
  * 64x64 RGB pictures of one object (circle, square, triangle apex up) on a
  * plain background, eight fixed sRGB colours, five places. A seeded renderer
- * for ground truth and the caption builder. See tests/demo_world.md. */
+ * for ground truth and the caption builder. See demo/demo_world.md. */
 #ifndef COSMOS3_DEMO_WORLD_H
 #define COSMOS3_DEMO_WORLD_H
 
