@@ -52,8 +52,13 @@ static void print_text(const cosmos3_bench_result *r, double t_png) {
                "ms (%.1f %%)\n",
                r->steps, r->step_cached_sea * 1e3, 100 * r->step_cached_sea / r->step_mean,
                r->step_cached_fb * 1e3, 100 * r->step_cached_fb / r->step_mean);
-    printf("achieved: %.4g TFLOP/s, MFU %.4f (of %.0f TFLOP/s)\n", tf, tf / BENCH_PEAK_TFLOPS,
-           BENCH_PEAK_TFLOPS);
+    if (!strcmp(r->device, "cuda"))
+        printf("achieved: %.4g TFLOP/s, MFU %.4f (of %.0f TFLOP/s)\n", tf,
+               tf / BENCH_PEAK_TFLOPS, BENCH_PEAK_TFLOPS);
+    else /* the peak is a GPU's: a fraction of it says nothing about a CPU */
+        printf("achieved: %.4g TFLOP/s (no MFU on the %s: the peak it is taken of is an H200's "
+               "%.0f TFLOP/s)\n",
+               tf, r->device, BENCH_PEAK_TFLOPS);
     double rest = r->prof_total - r->prof_linear - r->prof_attn;
     printf("breakdown (one step, synchronised around every matrix product and attention call): "
            "total %.2f ms\n",

@@ -117,15 +117,15 @@ static int read_folder(const char *dir, c3_cond_file *f, const cond_bounds *b) {
 }
 
 /* A picture or clip in another format than PNG (media.c): --image takes its
- * first frame. */
-static int add_media(c3_cond_file *f, const char *path, bool clip, const cond_bounds *b) {
+ * first frame (b's max_frames). */
+static int add_media(c3_cond_file *f, const char *path, const cond_bounds *b, const char *opt) {
     c3_media_limits lim = {.min_frames = 1,
                            .max_frames = b->max_frames,
                            .max_pixels = b->max_pixels,
                            .keep_last = b->keep_last};
     c3_media_frames m;
     int rc = media_decode(path, &lim, &m);
-    if (rc) return c3_context(rc, "--%s", clip ? "video" : "image");
+    if (rc) return c3_context(rc, "--%s", opt);
     char *bytes;
     size_t len;
     if (c3_read_file(path, &bytes, &len) == COSMOS3_OK) {
@@ -162,7 +162,16 @@ int cond_file_read(const char *path, bool clip, c3_cond_file *out) {
     return cond_file_read_for(path, clip, NULL, out);
 }
 
+int cond_file_read_as(const char *path, bool clip, const char *opt, c3_cond_file *out) {
+    return cond_file_read_use_as(path, clip, NULL, opt, out);
+}
+
 int cond_file_read_for(const char *path, bool clip, const c3_cond_use *use, c3_cond_file *out) {
+    return cond_file_read_use_as(path, clip, use, clip ? "video" : "image", out);
+}
+
+int cond_file_read_use_as(const char *path, bool clip, const c3_cond_use *use, const char *opt,
+                          c3_cond_file *out) {
     memset(out, 0, sizeof *out);
     cond_bounds b = bounds_of(use, clip);
     out->hash = C3_FNV_INIT;
@@ -180,11 +189,11 @@ int cond_file_read_for(const char *path, bool clip, const c3_cond_use *use, c3_c
             rc = add_frame(out, p, &b);
         }
         if (rc == COSMOS3_OK && !out->media.frames)
-            rc = c3_fail(COSMOS3_EINPUT, "--video %s: no frame matches the pattern (tried 0 and 1)",
-                         path);
+            rc = c3_fail(COSMOS3_EINPUT, "--%s %s: no frame matches the pattern (tried 0 and 1)",
+                         opt, path);
     } else if (stat(path, &st) != 0) {
         rc =
-            c3_fail(COSMOS3_EINPUT, "--%s %s: %s", clip ? "video" : "image", path, strerror(errno));
+            c3_fail(COSMOS3_EINPUT, "--%s %s: %s", opt, path, strerror(errno));
     } else if (S_ISDIR(st.st_mode)) {
         rc = clip ? read_folder(path, out, &b)
                   : c3_fail(COSMOS3_EINPUT,
@@ -200,7 +209,7 @@ int cond_file_read_for(const char *path, bool clip, const c3_cond_use *use, c3_c
                      clip ? "video" : "image", path, (long long)(st.st_size >> 20),
                      MEDIA_MAX_BYTES >> 20);
     } else {
-        rc = is_png_file(path) ? add_frame(out, path, &b) : add_media(out, path, clip, &b);
+        rc = is_png_file(path) ? add_frame(out, path, &b) : add_media(out, path, &b, opt);
     }
     if (rc) {
         cond_file_free(out);

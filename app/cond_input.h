@@ -31,6 +31,11 @@ int cond_file_read_for(const char *path, bool clip, const c3_cond_use *use, c3_c
  * "START\nEND") is readable and no larger than an output of W x H can use;
  * only a clip's first frame is decoded. */
 int cond_precheck(const char *image, const char *video, const char *first_last, int W, int H);
+/* The same, its messages naming option opt ("first-last"), not --video/--image. */
+int cond_file_read_as(const char *path, bool clip, const char *opt, c3_cond_file *out);
+/* Both: the use's bounds and messages naming option opt. */
+int cond_file_read_use_as(const char *path, bool clip, const c3_cond_use *use, const char *opt,
+                          c3_cond_file *out);
 void cond_file_free(c3_cond_file *f);
 
 /* Parse latent frame indexes "0,1,2" (spaces allowed) into idx[max].

@@ -19,6 +19,7 @@
 #include "bench.h"
 #include "cosmos3_tools.h"
 #include "docs.h"
+#include "hf_cache.h"
 #include "events.h"
 #include "metadata.h"
 #include "monitor.h"
@@ -28,6 +29,7 @@
 #include "output.h"
 #include "session.h"
 #include "png_io.h"
+#include "precheck.h"
 #include "repl.h"
 #include "serve.h"
 #include "task.h"
@@ -65,7 +67,8 @@ static const c3_command commands[] = {
     {"tui", CMD_TUI, "[options]",
      "the live dashboard: memory, progress, CFG branch timings, previews", tui_main},
     {"serve", CMD_SERVE, "[-m DIR] [--host ADDR] [--port N] [--queue N] [--tp N ...]",
-     "the OpenAI-compatible image API: POST /v1/images/generations (JSON or SSE progress)",
+     "the OpenAI-compatible API: POST /v1/images/generations (JSON or SSE progress), "
+     "/v1/videos (jobs, /sync), /v1/models, /health, /metrics",
      serve_main},
     {"bench", CMD_BENCH,
      "--preset tiny|edge|nano|super [-W PX -H PX -F N] [--steps N] [--e2e [-o FILE]] [--json]",
@@ -85,7 +88,7 @@ static void usage(FILE *f) {
     fprintf(f, "  %-10s %s\n", "help", "help COMMAND shows a command's options");
     fprintf(f,
             "\nexamples:\n"
-            "  cosmos3 gen -p \"a red cube on a wooden table\" -o cube.png\n"
+            "  cosmos3 gen -p \"a red circle on a blue background, on the right\" -o circle.png\n"
             "  cosmos3 gen -m ~/Cosmos3-Nano -p \"...\" --tp 4 --cfg-parallel 2\n"
             "  cosmos3 info -m ~/Cosmos3-Nano --tp 2\n"
             "\nThe model is -m DIR, else $COSMOS3_MODEL, else the built-in demo model (-m demo).\n"
@@ -135,10 +138,19 @@ static void print_version(FILE *f) {
     fprintf(f, "  CPU math         %s, OpenMP\n", openblas_get_config());
 }
 
+/* The command a mistyped one most likely meant (NULL: none near). */
+static const char *near_command(const char *w) {
+    const char *names[C3_ARRAY_LEN(commands) + 1];
+    for (size_t i = 0; i < C3_ARRAY_LEN(commands); i++)
+        names[i] = commands[i].name;
+    names[C3_ARRAY_LEN(commands)] = "help";
+    return c3_nearest_word(w, names, (int)C3_ARRAY_LEN(commands) + 1);
+}
+
 static void command_help(FILE *f, const c3_command *c) {
     fprintf(f, "usage: cosmos3 %s %s\n\n%s\n\noptions:\n", c->name, c->args, c->summary);
     options_usage(f, c->bit);
-    fprintf(f, "  -h, --help                         this help\n");
+    fprintf(f, "%-34s %s\n", "  -h, --help", "this help");
 }
 
 /* ----------------------------------------------------- OpenMP wait policy */
@@ -285,7 +297,8 @@ static int run_generation(c3_settings *s) {
                     v->kind == COSMOS3_EV_PLAN,
              warning = v->kind == COSMOS3_EV_WARNING;
         bool for_tty = note && !strncmp(x.text, "seed ", 5);
-        if (((note && !s->quiet) || warning) && (tty || !for_tty)) {
+        if (((note && !s->quiet) || warning) && (tty || !for_tty) &&
+            !(for_tty && s->noise)) { /* --noise: no seed was drawn */
             fprintf(stderr, "%s%s%s\n", open ? "\r\033[K" : "", warning ? "warning: " : "", x.text);
             open = false;
         }
@@ -389,6 +402,7 @@ static int cmd_gen(c3_settings *s, char **pos, int npos) {
     }
     /* validate everything that needs no model before loading it, the output's
      * format and destination included */
+    APP_TRY(precheck_all(s)); /* the prompt and every input file */
     cosmos3_settings st;
     APP_TRY(session_check(s, NULL, true, NULL, &st));
     c3_output out;
@@ -671,7 +685,10 @@ static int cmd_info(c3_settings *s, char **pos, int npos) {
         if (quant) printf("weights: %s\n", quant);
         printf("system prompt by default: %s; scheduler: %s%s\n",
                mi.default_system_prompt ? "on" : "off", d.scheduler,
-               d.karras_sigmas ? " (karras sigmas)" : "");
+               /* its config's Karras sigmas, unless the card's schedule replaces them */
+               d.karras_sigmas && !(mi.schedule && mi.schedule[0] && strcmp(mi.schedule, "karras"))
+                   ? " (karras sigmas)"
+                   : "");
         if (prc == COSMOS3_OK) {
             printf("%s\n", p.device_note);
             printf("plan for %dx%d, %d frame%s (%s):\n", W, H, s->frames, s->frames == 1 ? "" : "s",
@@ -833,6 +850,37 @@ static int cmd_mkmodel(c3_settings *s, char **pos, int npos) {
 
 /* ----------------------------------------------------------------- main */
 
+/* vLLM-Omni's launch line: `serve MODEL` (the model as serve's one word),
+ * a Hugging Face model id (org/name, --revision) found in the local cache,
+ * --model-class-name checked against the checkpoint. The same for every
+ * command that opens a model (-m org/name or $COSMOS3_MODEL). */
+static int model_from_launch_line(c3_settings *s, unsigned cmd, char **pos, int *npos) {
+    int mi = option_index(option_find("model"));
+    if (cmd == CMD_SERVE && *npos == 1 && !s->given[mi]) {
+        free(s->model);
+        s->model = xstrdup(pos[0]);
+        s->given[mi] = true;
+        *npos = 0;
+    }
+    const char *m = s->model ? s->model : getenv("COSMOS3_MODEL");
+    if (m && hf_is_model_id(m)) {
+        char dir[4096];
+        APP_TRY(hf_resolve(m, s->revision, dir, sizeof dir));
+        snprintf(s->model_name, sizeof s->model_name, "%s", m);
+        free(s->model);
+        s->model = xstrdup(dir);
+    } else if (s->revision) {
+        return c3_fail(COSMOS3_EUSAGE,
+                       "--revision goes with a Hugging Face model id (-m org/name); %s is a folder",
+                       m ? m : "the built-in model");
+    }
+    if (s->model_class_name) {
+        char dir[4096];
+        APP_TRY(hf_check_class(pipeline_model_dir(s, dir, sizeof dir), s->model_class_name));
+    }
+    return COSMOS3_OK;
+}
+
 static int finish(int rc) {
     if (rc && rc != COSMOS3_ECANCEL) fprintf(stderr, "cosmos3: %s\n", c3_errmsg());
     if (rc == COSMOS3_ECANCEL) fprintf(stderr, "cosmos3: cancelled\n");
@@ -902,13 +950,25 @@ int main(int argc, char **argv) {
             strncat(names, " ", sizeof names - strlen(names) - 1);
             strncat(names, commands[i].name, sizeof names - strlen(names) - 1);
         }
+        const char *near = near_command(argv[2]);
+        if (near)
+            return finish(c3_fail(COSMOS3_EUSAGE,
+                                  "help: no command '%s'; did you mean '%s'? commands:%s", argv[2],
+                                  near, names));
         return finish(
             c3_fail(COSMOS3_EUSAGE, "help: no command '%s'; commands:%s", argv[2], names));
     }
     const c3_command *c = NULL;
     for (size_t i = 0; i < C3_ARRAY_LEN(commands); i++)
         if (!strcmp(cmd, commands[i].name)) c = &commands[i];
-    if (!c) return finish(c3_fail(COSMOS3_EUSAGE, "unknown command '%s'; see cosmos3 --help", cmd));
+    if (!c) {
+        const char *near = near_command(cmd);
+        if (near)
+            return finish(c3_fail(COSMOS3_EUSAGE,
+                                  "unknown command '%s'; did you mean '%s'? (see cosmos3 --help)",
+                                  cmd, near));
+        return finish(c3_fail(COSMOS3_EUSAGE, "unknown command '%s'; see cosmos3 --help", cmd));
+    }
     for (int i = 2; i < argc; i++)
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             command_help(stdout, c);
@@ -924,6 +984,7 @@ int main(int argc, char **argv) {
     char **pos;
     int npos;
     int rc = settings_parse(&s, c->bit, argc - 2, argv + 2, &pos, &npos);
+    if (rc == COSMOS3_OK) rc = model_from_launch_line(&s, c->bit, pos, &npos);
     if (rc == COSMOS3_OK) rc = c->run(&s, pos, npos);
     free(pos);
     settings_free(&s);

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "util.h"
 #include "options.h"
@@ -131,6 +132,17 @@ static int apply_one(c3_settings *s, const char *name, json_t *v, unsigned cmds,
         snprintf(buf, sizeof buf, "%s", json_is_true(v) ? "on" : "off");
     else
         return COSMOS3_OK;
+    /* a stored input file named relative to where the run was made: when it is
+       not here but is beside the --from file, that one */
+    char beside[4200];
+    if (json_is_string(v) && text[0] && text[0] != '/' && access(text, F_OK) != 0 &&
+        (!strcmp(o->name, "noise") || !strcmp(o->name, "image") || !strcmp(o->name, "video"))) {
+        const char *slash = strrchr(path, '/');
+        if (slash) {
+            snprintf(beside, sizeof beside, "%.*s/%s", (int)(slash - path), path, text);
+            if (access(beside, F_OK) == 0) text = beside;
+        }
+    }
     if (settings_set(s, o->name, text, cmds) != COSMOS3_OK) {
         char why[512];
         snprintf(why, sizeof why, "%s", c3_errmsg());

@@ -4,6 +4,7 @@
 #include "metadata.h"
 
 #include <math.h>
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -15,6 +16,14 @@ const c3_option c3_options[] = {
     {"model", 'm', NULL, OPT_STR, NULL, NULL, "DIR",
      "model folder (Diffusers layout); default $COSMOS3_MODEL, else the built-in default model",
      CMD_RUN | CMD_TOKENIZE | CMD_INFO, F(model), false, COSMOS3_FIELD_NONE},
+    {"revision", 0, NULL, OPT_STR, NULL, NULL, "REV",
+     "with a Hugging Face model id (-m org/name): the branch, tag or commit in the local Hugging Face "
+     "cache [default: main]",
+     CMD_RUN | CMD_TOKENIZE | CMD_INFO, F(revision), false, COSMOS3_FIELD_NONE},
+    {"model-class-name", 0, NULL, OPT_STR, NULL, NULL, "NAME",
+     "refuse a checkpoint whose model_index.json _class_name is another (vLLM-Omni's "
+     "Cosmos3OmniDiffusersPipeline names Cosmos3OmniPipeline)",
+     CMD_RUN | CMD_INFO, F(model_class_name), false, COSMOS3_FIELD_NONE},
     {"prompt", 'p', NULL, OPT_STR, NULL, NULL, "TEXT", "what to draw (- reads standard input)",
      CMD_GEN | CMD_BENCH | CMD_TUI, F(prompt), true, COSMOS3_FIELD_PROMPT},
     {"negative-prompt", 'n', "negative", OPT_STR, "", NULL, "TEXT", "negative prompt (the unconditional branch)",
@@ -61,7 +70,7 @@ const c3_option c3_options[] = {
     {"cache-warmup", 0, NULL, OPT_INT, "1", NULL, "N", "step cache: the first N steps always run",
      CMD_RUN, F(cache_warmup), true, COSMOS3_FIELD_NONE},
     {"seed", 'S', NULL, OPT_STR, "random", NULL, "N|random",
-     "noise seed (our Philox generator; see rng.h); mkmodel: the weights' seed",
+     "noise seed: the same seed with the same settings, model and device repeats a picture (random: a new one, printed); mkmodel: the weights' seed",
      CMD_RUN | CMD_MKMODEL, F(seed), true, COSMOS3_FIELD_SEED},
     {"noise", 0, NULL, OPT_STR, NULL, NULL, "FILE",
      "initial noise: tensor 'latents' [1,48,T,H/16,W/16] f32 from a safetensors file (replaces the seed)",
@@ -80,12 +89,13 @@ const c3_option c3_options[] = {
      "run again with the settings stored in FILE (an image or video cosmos3 wrote; see meta); options after it "
      "override them", CMD_GEN, F(from), false, COSMOS3_FIELD_NONE},
     {"image", 0, NULL, OPT_STR, NULL, NULL, "FILE",
-     "image-to-video: continue this picture (PNG), resized to cover the size and centre-cropped; "
+     "image-to-video: continue this picture (PNG, JPEG or WebP; of a clip, its first frame), "
+     "resized to cover the size and centre-cropped; "
      "pins latent frame 0",
      CMD_GEN, F(image), true, COSMOS3_FIELD_IMAGE},
     {"video", 0, NULL, OPT_STR, NULL, NULL, "FILE|DIR",
-     "video-to-video: continue this clip (a folder of PNG frames in name order, a pattern such as "
-     "clip/%04d.png, or one PNG)",
+     "video-to-video: continue this clip (MP4, WebM or MOV; animated WebP; a folder of PNG frames "
+     "in name order; a pattern such as clip/%04d.png; or one picture)",
      CMD_GEN, F(video), true, COSMOS3_FIELD_VIDEO},
     {"condition-frames", 0, NULL, OPT_STR, "0,1", NULL, "I,J,..",
      "video-to-video: the latent frames taken from the clip (frame k covers clip frames up to 4k)",
@@ -159,6 +169,16 @@ const c3_option c3_options[] = {
      "forward per step with the fixed-step SDE sampler, the preset's VAE decode, the PNG written to -o or "
      "$TMPDIR), after a warm-up request; prints the memory plan and every phase", CMD_BENCH, F(e2e), false, COSMOS3_FIELD_NONE},
     {"host", 0, NULL, OPT_STR, "127.0.0.1", NULL, "ADDR", "address to listen on", CMD_SERVE, F(host), false, COSMOS3_FIELD_NONE},
+    {"omni", 0, NULL, OPT_FLAG, NULL, NULL, NULL,
+     "accepted for vLLM-Omni's launch line (vllm serve MODEL --omni); cosmos3 serve is always the "
+     "omni server", CMD_SERVE, F(omni), false, COSMOS3_FIELD_NONE},
+    {"allowed-local-media-path", 0, NULL, OPT_STR, NULL, NULL, "DIR",
+     "let a request name a local picture or clip (file:///... or a plain path) as a reference, only "
+     "inside DIR (real paths: '..' and symlinks out of it are refused); off by default",
+     CMD_SERVE, F(allowed_media), false, COSMOS3_FIELD_NONE},
+    {"init-timeout", 0, NULL, OPT_FLOAT, "0", NULL, "S",
+     "stop with an error when the model has not loaded in S seconds (0: no bound)", CMD_SERVE,
+     F(init_timeout), false, COSMOS3_FIELD_NONE},
     {"port", 0, NULL, OPT_INT, "8000", NULL, "PORT", "port to listen on (0: any free port, printed at start)",
      CMD_SERVE, F(port), false, COSMOS3_FIELD_NONE},
     {"keep-videos", 0, NULL, OPT_INT, "32", NULL, "N",
@@ -187,7 +207,7 @@ const c3_option c3_options[] = {
      "the address of a reverse proxy (load balancer) in front of this server: for its connections the last "
      "X-Forwarded-For entry is the client that --max-per-client counts",
      CMD_SERVE, F(trusted_proxy), false, COSMOS3_FIELD_NONE},
-    {"preview", 0, NULL, OPT_ENUM, "auto", "auto|off|sixel|blocks", "HOW", "show finished images in the terminal",
+    {"preview", 0, NULL, OPT_ENUM, "auto", "auto|off|sixel|blocks", "HOW", "show finished images in the terminal: auto (sixel where the terminal answers, else blocks), off, sixel or blocks (colour half-blocks; shades under NO_COLOR)",
      CMD_REPL | CMD_TUI, F(preview), true, COSMOS3_FIELD_NONE},
 };
 /* clang-format on */
@@ -278,6 +298,73 @@ const c3_option *option_find_for(const char *name, unsigned cmds) {
 
 const c3_option *option_find(const char *name) {
     return option_find_for(name, ~0u);
+}
+
+/* Optimal string alignment distance (edits, transpositions counting one)
+ * between a[0..n) and b, both short (longer words count as far apart). */
+int c3_edit_distance(const char *a, size_t n, const char *b) {
+    size_t m = strlen(b);
+    enum { MAXW = 32 };
+    if (n >= MAXW || m >= MAXW) return 99;
+    int d[MAXW + 1][MAXW + 1];
+    for (size_t i = 0; i <= n; i++)
+        d[i][0] = (int)i;
+    for (size_t j = 0; j <= m; j++)
+        d[0][j] = (int)j;
+    for (size_t i = 1; i <= n; i++)
+        for (size_t j = 1; j <= m; j++) {
+            int cost = tolower((unsigned char)a[i - 1]) != b[j - 1];
+            int v = C3_MIN(d[i - 1][j] + 1, d[i][j - 1] + 1);
+            v = C3_MIN(v, d[i - 1][j - 1] + cost);
+            if (i > 1 && j > 1 && tolower((unsigned char)a[i - 1]) == b[j - 2] &&
+                tolower((unsigned char)a[i - 2]) == b[j - 1])
+                v = C3_MIN(v, d[i - 2][j - 2] + 1);
+            d[i][j] = v;
+        }
+    return d[n][m];
+}
+
+const char *c3_nearest_word(const char *w, const char *const *words, int nwords) {
+    size_t n = strlen(w);
+    if (n < 2) return NULL;
+    int limit = n >= 6 ? 2 : 1, best = limit + 1;
+    const char *name = NULL;
+    for (int i = 0; i < nwords; i++) {
+        int k = c3_edit_distance(w, n, words[i]);
+        if (k < best) {
+            best = k;
+            name = words[i];
+        }
+    }
+    return name;
+}
+
+/* The long name (or alias) of cmd's options nearest to a mistyped one. */
+static const char *near_option(const char *name, unsigned cmd) {
+    const char *words[256];
+    static _Thread_local char alias_buf[2048]; /* the answer can point into it */
+    size_t used = 0;
+    int n = 0;
+    for (int i = 0; i < c3_noptions && n < 250; i++) {
+        const c3_option *o = &c3_options[i];
+        if (!(option_cli_cmds(o) & cmd)) continue;
+        words[n++] = o->name;
+        for (const char *p = o->aliases; p && *p && n < 250;) {
+            size_t L = strcspn(p, " ");
+            if (used + L + 1 > sizeof alias_buf) break;
+            memcpy(alias_buf + used, p, L);
+            alias_buf[used + L] = 0;
+            words[n++] = alias_buf + used;
+            used += L + 1;
+            p += L;
+            while (*p == ' ')
+                p++;
+        }
+    }
+    const char *w = c3_nearest_word(name, words, n);
+    if (!w) return NULL;
+    /* an alias names its row's long name */
+    return w;
 }
 
 /* ------------------------------------------------------------- values */
@@ -452,8 +539,10 @@ int settings_parse(c3_settings *s, unsigned cmd, int argc, char **argv, char ***
     *pos = xcalloc((size_t)argc + 1, sizeof(char *));
     *npos = 0;
     bool only_pos = false;
+    char bundle[256]; /* -qo x.png: the rest of a bundle of short flags, as its own word */
     for (int i = 0; i < argc; i++) {
         char *a = argv[i];
+    again:
         if (only_pos || a[0] != '-' || strcmp(a, "-") == 0) {
             (*pos)[(*npos)++] = a;
             continue;
@@ -482,9 +571,16 @@ int settings_parse(c3_settings *s, unsigned cmd, int argc, char **argv, char ***
                     continue;
                 }
             }
-            if (!o)
+            if (!o) {
+                const char *near = near_option(name, cmd);
+                if (near)
+                    return c3_fail(COSMOS3_EUSAGE,
+                                   "%s: unknown option --%s; did you mean --%s? (see 'cosmos3 "
+                                   "help %s')",
+                                   cmd_name(cmd), name, near, cmd_name(cmd));
                 return c3_fail(COSMOS3_EUSAGE, "%s: unknown option --%s; see 'cosmos3 help %s'",
                                cmd_name(cmd), name, cmd_name(cmd));
+            }
         } else {
             for (int k = 0; k < c3_noptions; k++)
                 if (c3_options[k].short_name == a[1] && (c3_options[k].cmds & cmd)) {
@@ -499,6 +595,18 @@ int settings_parse(c3_settings *s, unsigned cmd, int argc, char **argv, char ***
             if (a[2]) val = a + 2;
         }
         if (o->type == OPT_FLAG) {
+            /* a short flag followed by another short option's letter: a bundle (-qo FILE) */
+            if (a[1] != '-' && val && isalpha((unsigned char)val[0]) && strlen(val) < 200) {
+                bool is_short = false;
+                for (int k = 0; k < c3_noptions; k++)
+                    is_short |= c3_options[k].short_name == val[0] && (c3_options[k].cmds & cmd);
+                if (is_short) {
+                    APP_TRY(set_value(s, o, NULL));
+                    snprintf(bundle, sizeof bundle, "-%s", val);
+                    a = bundle;
+                    goto again;
+                }
+            }
             APP_TRY(set_value(s, o, val));
             continue;
         }
@@ -536,7 +644,10 @@ void options_usage(FILE *f, unsigned cmd) {
         else
             k = snprintf(left, sizeof left, "      --%s", o->name);
         if (o->type != OPT_FLAG && o->metavar) snprintf(left + k, sizeof left - (size_t)k, " %s", o->metavar);
-        fprintf(f, "%-34s %s", left, o->help);
+        if (strlen(left) > 34) /* a long name and metavar: the help on the next line */
+            fprintf(f, "%s\n%-34s %s", left, "", o->help);
+        else
+            fprintf(f, "%-34s %s", left, o->help);
         if (o->def && *o->def && o->type != OPT_FLAG) fprintf(f, " [default: %s]", o->def);
         if (o->aliases) {
             fputs(" (also", f);

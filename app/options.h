@@ -53,6 +53,9 @@ typedef struct {
 typedef struct {
     /* model and prompt */
     char *model;
+    char *revision;         /* with a Hugging Face model id */
+    char *model_class_name; /* checked against model_index.json */
+    char model_name[256];   /* the Hugging Face id -m named ("": a folder); serve answers to it */
     char *prompt;
     char *negative;
     char *system_prompt; /* "auto", "on", "off" */
@@ -118,6 +121,9 @@ typedef struct {
     int max_cost;        /* per-request bound, in 1024x1024-pixel steps */
     int max_per_client;  /* requests in flight from one client (0: --queue + 16, >= 32) */
     char *trusted_proxy; /* a reverse proxy whose X-Forwarded-For names the client */
+    bool omni;           /* vLLM-Omni's --omni: accepted */
+    char *allowed_media; /* --allowed-local-media-path DIR, or NULL */
+    double init_timeout; /* seconds the load may take (0: no bound) */
     /* preview */
     char *preview;
     /* which options the user gave (by table index) */
@@ -157,6 +163,12 @@ char *settings_get(const c3_settings *s, const c3_option *o);
 unsigned option_cli_cmds(const c3_option *o);
 /* Usage text for a subcommand, printed to f. */
 void options_usage(FILE *f, unsigned cmd);
+
+/* Optimal string alignment distance between a[0..n) and b (99: too long). */
+int c3_edit_distance(const char *a, size_t n, const char *b);
+/* The word of words[] a mistyped w most likely meant: one edit away for
+ * words of up to 5 letters, two for longer ones; NULL when none is that near. */
+const char *c3_nearest_word(const char *w, const char *const *words, int nwords);
 
 /* Subcommand names <-> bits. */
 const char *cmd_name(unsigned cmd);

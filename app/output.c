@@ -289,6 +289,21 @@ static int check_room(const c3_output *o, const char *dir) {
     return rc;
 }
 
+/* A file's folder must be there (a frame folder is made, a file's folder
+ * is not: a typo in it should not grow a tree), then writable with room. */
+static int check_file_folder(const c3_output *o, const char *dir) {
+    struct stat st;
+    if (stat(dir, &st) != 0)
+        return c3_fail(COSMOS3_EOUTPUT,
+                       "cannot write %s: the folder %s does not exist; make it (mkdir -p %s) or "
+                       "pick another -o",
+                       o->path ? o->path : dir, dir, dir);
+    if (!S_ISDIR(st.st_mode))
+        return c3_fail(COSMOS3_EOUTPUT, "cannot write %s: %s is not a folder",
+                       o->path ? o->path : dir, dir);
+    return check_room(o, dir);
+}
+
 static bool ends_with_slash(const char *p) {
     size_t L = strlen(p);
     return L > 0 && p[L - 1] == '/';
@@ -381,6 +396,11 @@ static int plan(const c3_settings *s, int frames, int width, int height, int64_t
     if (p && !strcmp(p, "-")) {
         o->kind = OUT_STDOUT;
         o->fmt = video ? MEDIA_MP4 : MEDIA_PNG;
+        if (isatty(1))
+            return c3_fail(
+                COSMOS3_EUSAGE,
+                "-o -: standard output is a terminal; redirect it (-o - > %s) or pipe it",
+                video ? "clip.mp4" : "pic.png");
         return COSMOS3_OK;
     }
     o->kind = OUT_FILE;
@@ -444,7 +464,7 @@ static int plan(const c3_settings *s, int frames, int width, int height, int64_t
         o->fmt = f;
         o->kind = video ? OUT_PATTERN : OUT_FILE;
         char *d = dir_of(p);
-        rc = check_room(o, d);
+        rc = video ? check_room(o, d) : check_file_folder(o, d); /* frames make their folder */
         free(d);
         return rc;
     }
@@ -473,7 +493,7 @@ static int plan(const c3_settings *s, int frames, int width, int height, int64_t
         if (exists && !o->overwrite)
             return c3_fail(COSMOS3_EOUTPUT, "%s already exists; use --overwrite or another -o", p);
         char *d = dir_of(p);
-        rc = check_room(o, d);
+        rc = check_file_folder(o, d);
         free(d);
         return rc;
     }
@@ -483,7 +503,7 @@ static int plan(const c3_settings *s, int frames, int width, int height, int64_t
                 return c3_fail(COSMOS3_EOUTPUT, "-o %s: %s is not a folder", p, p);
             o->kind = OUT_FILE;
             o->fmt = MEDIA_PNG;
-            return check_room(o, p);
+            return check_file_folder(o, p);
         }
         o->kind = OUT_FOLDER;
         if (exists && !isdir)
@@ -516,7 +536,7 @@ static int plan(const c3_settings *s, int frames, int width, int height, int64_t
         if (exists && !o->overwrite)
             return c3_fail(COSMOS3_EOUTPUT, "%s already exists; use --overwrite or another -o", p);
         char *d = dir_of(p);
-        rc = check_room(o, d);
+        rc = check_file_folder(o, d);
         free(d);
         return rc;
     }

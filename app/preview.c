@@ -286,6 +286,15 @@ int preview_blocks(const uint8_t *rgb, int w, int h, bool color, char **out, siz
     FILE *f = open_memstream(&buf, &len);
     if (!f) return c3_fail(COSMOS3_EFAIL, "preview: open_memstream: %s", strerror(errno));
     const int nramp = (int)sizeof ascii_ramp - 1;
+    /* NO_COLOR: the picture's own luma range stretched over the whole ramp,
+       so that two colours of near luma (red on blue) still differ */
+    int lo = 255, hi = 0;
+    for (size_t i = 0; !color && i < (size_t)w * h; i++) {
+        int l = (299 * rgb[3 * i] + 587 * rgb[3 * i + 1] + 114 * rgb[3 * i + 2]) / 1000;
+        lo = l < lo ? l : lo;
+        hi = l > hi ? l : hi;
+    }
+    int span = hi - lo < 1 ? 1 : hi - lo;
     for (int y = 0; y < h; y += 2) {
         for (int x = 0; x < w; x++) {
             const uint8_t *a = rgb + ((size_t)y * w + x) * 3;
@@ -300,7 +309,8 @@ int preview_blocks(const uint8_t *rgb, int w, int h, bool color, char **out, siz
                 /* Rec. 601 luma of the cell's mean */
                 int la = (299 * a[0] + 587 * a[1] + 114 * a[2]) / 1000;
                 int lb = b ? (299 * b[0] + 587 * b[1] + 114 * b[2]) / 1000 : la;
-                int l = (la + lb) / 2;
+                int l = ((la + lb) / 2 - lo) * 255 / span;
+                l = l < 0 ? 0 : l > 255 ? 255 : l;
                 fputc(ascii_ramp[l * nramp / 256], f);
             }
         }

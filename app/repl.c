@@ -224,7 +224,16 @@ static void finish_job(c3_repl *r) {
             if (r->e) session_close(r->e);
             r->e = r->e_next;
             r->e_next = NULL;
-            monitor_engine(&r->mon, session_layout(r->e));
+            /* the new engine's ranks came with its EV_LOADED events, before this:
+               kept, so that the devices show from the start (not after a first run) */
+            int nr = r->mon.nranks;
+            c3_mon_dev *keep = xmalloc(sizeof r->mon.dev);
+            memcpy(keep, r->mon.dev, sizeof r->mon.dev);
+            const cosmos3_layout *lay = session_layout(r->e);
+            monitor_engine(&r->mon, lay);
+            memcpy(r->mon.dev, keep, sizeof r->mon.dev);
+            free(keep);
+            r->mon.nranks = nr < lay->world ? nr : lay->world;
             free(r->prev_model);
             r->prev_model = NULL;
             r->load_seconds = c3_now() - r->job_t0;

@@ -11,6 +11,7 @@
 #include "cond_input.h"
 #include "output.h"
 #include "repl_internal.h"
+#include "hf_cache.h"
 #include "config.h"
 
 #define RANDOM_SEED "random"
@@ -44,30 +45,6 @@ static const c3_repl_cmd *find_cmd(const char *name, size_t n) {
     return NULL;
 }
 
-/* Optimal string alignment distance (edits, transpositions counting one)
- * between a[0..n) and b, both short (longer words count as far apart). */
-static int edit_distance(const char *a, size_t n, const char *b) {
-    size_t m = strlen(b);
-    enum { MAXW = 32 };
-    if (n >= MAXW || m >= MAXW) return 99;
-    int d[MAXW + 1][MAXW + 1];
-    for (size_t i = 0; i <= n; i++)
-        d[i][0] = (int)i;
-    for (size_t j = 0; j <= m; j++)
-        d[0][j] = (int)j;
-    for (size_t i = 1; i <= n; i++)
-        for (size_t j = 1; j <= m; j++) {
-            int cost = tolower((unsigned char)a[i - 1]) != b[j - 1];
-            int v = C3_MIN(d[i - 1][j] + 1, d[i][j - 1] + 1);
-            v = C3_MIN(v, d[i - 1][j - 1] + cost);
-            if (i > 1 && j > 1 && tolower((unsigned char)a[i - 1]) == b[j - 2] &&
-                tolower((unsigned char)a[i - 2]) == b[j - 1])
-                v = C3_MIN(v, d[i - 2][j - 2] + 1);
-            d[i][j] = v;
-        }
-    return d[n][m];
-}
-
 /* The command a mistyped first word most likely meant: one edit away for
  * words of 3 to 5 letters, two for longer ones; NULL when none is that near. */
 static const char *near_cmd(const char *w, size_t n) {
@@ -77,13 +54,13 @@ static const char *near_cmd(const char *w, size_t n) {
     int limit = n >= 6 ? 2 : 1, best = limit + 1;
     const char *name = NULL;
     for (int i = 0; i < c3_repl_ncmds; i++) {
-        int k = edit_distance(w, n, c3_repl_cmds[i].name);
+        int k = c3_edit_distance(w, n, c3_repl_cmds[i].name);
         if (k < best) {
             best = k;
             name = c3_repl_cmds[i].name;
         }
     }
-    if (edit_distance(w, n, "exit") < best) name = "exit";
+    if (c3_edit_distance(w, n, "exit") < best) name = "exit";
     return name;
 }
 
@@ -162,7 +139,15 @@ static int cmd_set(c3_repl *r, const char *arg) {
     c3_settings keep;
     settings_copy(&keep, &r->s);
     int rc = settings_set(&r->s, o->name, v, o->cmds);
-    if (rc == COSMOS3_OK) rc = session_check(&r->s, r->e, false, NULL, NULL);
+    if (rc == COSMOS3_OK) {
+        cosmos3_settings st;
+        rc = session_check(&r->s, r->e, false, NULL, &st);
+        /* the destination now, not after the next run: a missing folder, -o - on a terminal */
+        c3_output out;
+        if (rc == COSMOS3_OK && !strcmp(o->name, "output") &&
+            (rc = output_plan(&r->s, st.frames, st.width, st.height, -1, &out)) == COSMOS3_OK)
+            output_free(&out);
+    }
     if (rc) {
         settings_free(&r->s);
         r->s = keep;
@@ -424,6 +409,13 @@ static int cmd_load(c3_repl *r, const char *arg) {
         free(dir);
         return c3_fail(COSMOS3_EUSAGE, "busy: wait for the run to finish or cancel it first");
     }
+    if (hf_is_model_id(dir)) { /* a Hugging Face model id, from the local cache (as -m) */
+        char snap[4096];
+        int rc = hf_resolve(dir, NULL, snap, sizeof snap);
+        free(dir);
+        if (rc) return rc;
+        dir = xstrdup(snap);
+    }
     free(r->prev_model);
     r->prev_model = r->s.model; /* back if the load fails */
     r->s.model = dir;
@@ -498,9 +490,9 @@ const c3_repl_cmd c3_repl_cmds[] = {
     {"show", "[NAME]", "the current value of one option, or of all", cmd_show, COMPLETE_OPTION},
     {"seed", "random|N", "the noise seed of the next runs", cmd_seed, COMPLETE_SEED},
     {"neg", "[TEXT]", "set the negative prompt (no TEXT clears it)", cmd_neg, COMPLETE_NONE},
-    {"image", "FILE", "continue this picture (PNG) in the next prompts (image-to-video)", cmd_image,
+    {"image", "FILE", "continue this picture (PNG, JPEG, WebP) in the next prompts (image-to-video)", cmd_image,
      COMPLETE_PATH},
-    {"video", "FILE|DIR", "continue this clip of PNG frames in the next prompts (video-to-video)",
+    {"video", "FILE|DIR", "continue this clip (MP4, WebM, MOV, or PNG frames) in the next prompts (video-to-video)",
      cmd_video, COMPLETE_PATH},
     {"clear", "", "drop the picture or clip: the next prompts start from noise", cmd_clear,
      COMPLETE_NONE},

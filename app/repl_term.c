@@ -2,6 +2,7 @@
  * a run goes, previews, readline (or plain lines from a pipe) and
  * repl_main. */
 #include "repl.h"
+#include "precheck.h"
 
 #include <poll.h>
 #include <signal.h>
@@ -227,6 +228,7 @@ int repl_main(c3_settings *s, char **pos, int npos) {
     if (npos)
         return c3_fail(COSMOS3_EUSAGE, "repl: unexpected argument '%s'; type prompts at the prompt",
                        pos[0]);
+    APP_TRY(precheck_session(s)); /* before the model loads */
     c3_repl *r = xmalloc(sizeof *r);
     repl_init(r, s);
     r->interactive = isatty(0);

@@ -45,6 +45,7 @@ int serve_main(c3_settings *s, char **pos, int npos) {
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -65,6 +66,7 @@ int serve_main(c3_settings *s, char **pos, int npos) {
 #include "session.h"
 #include "strbuf.h"
 #include "serve_form.h"
+#include "precheck.h"
 #include "serve_internal.h"
 #include "result_cache.h"
 
@@ -228,6 +230,36 @@ __attribute__((format(printf, 4, 5))) static bool bad(req_error *er, int status,
 
 /* Set option `name` from text and check the whole request as gen would;
  * a failure names the request field. */
+/* A note on what the request was changed to (vLLM-Omni's rounding) or a
+ * warning, in the answer ("warnings") and the server's log. */
+__attribute__((format(printf, 2, 3))) static void note(job *j, const char *fmt, ...) {
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (!j->notes) j->notes = json_array();
+    json_array_append_new(j->notes, json_string(msg));
+    fprintf(stderr, "cosmos3 serve: warning: %s\n", msg);
+}
+
+/* A JSON object sent as a string (multipart forms carry every field as
+ * text: vLLM-Omni's extra_params, image_reference, video_reference): the
+ * object, new (NULL: not a string holding an object). */
+static json_t *object_in_string(json_t *v) {
+    if (!json_is_string(v)) return NULL;
+    const char *t = json_string_value(v);
+    while (*t == ' ' || *t == '\t' || *t == '\n' || *t == '\r')
+        t++;
+    if (*t != '{') return NULL;
+    json_t *o = json_loads(t, JSON_REJECT_DUPLICATES, NULL);
+    if (o && !json_is_object(o)) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
+
 static bool apply(server *sv, c3_settings *s, const char *field, const char *name,
                   const char *value, req_error *er) {
     if (settings_set(s, name, value, CMD_SERVE) != COSMOS3_OK)
@@ -271,10 +303,40 @@ static bool get_text(json_t *v, const char *field, size_t max, bool empty_ok, co
     return true;
 }
 
-static bool parse_extra(server *sv, c3_settings *s, json_t *x, req_error *er) {
+static bool parse_extra_object(server *sv, job *j, c3_settings *s, json_t *x, req_error *er);
+
+/* extra_params: an object, or (a multipart form's text) a JSON string of one. */
+static bool parse_extra(server *sv, job *j, c3_settings *s, json_t *x, req_error *er) {
+    json_t *in = object_in_string(x);
+    if (json_is_string(x) && !in)
+        return bad(er, 400, "extra_params",
+                   "extra_params: the text is not a JSON object (e.g. '{\"schedule\": \"linear\"}')");
+    bool ok = parse_extra_object(sv, j, s, in ? in : x, er);
+    json_decref(in);
+    return ok;
+}
+
+static bool parse_extra_object(server *sv, job *j, c3_settings *s, json_t *x, req_error *er) {
     if (!json_is_object(x)) return bad(er, 400, "extra_params", "extra_params: must be an object");
     const char *k;
     json_t *v;
+    /* vLLM-Omni's two template switches are one here: on when either is on */
+    json_t *ur = json_object_get(x, "use_resolution_template"),
+           *ud = json_object_get(x, "use_duration_template");
+    if ((ur && !json_is_null(ur)) || (ud && !json_is_null(ud))) {
+        if ((ur && !json_is_null(ur) && !json_is_boolean(ur)) ||
+            (ud && !json_is_null(ud) && !json_is_boolean(ud)))
+            return bad(er, 400, "extra_params.use_resolution_template",
+                       "extra_params.use_resolution_template and use_duration_template: must be "
+                       "true or false");
+        bool on = json_is_true(ur) || json_is_true(ud);
+        if (ur && ud && !json_is_null(ur) && !json_is_null(ud) && json_is_true(ur) != json_is_true(ud))
+            note(j, "extra_params: use_resolution_template and use_duration_template differ; "
+                    "cosmos3 appends both template sentences or neither: both on");
+        if (!apply(sv, s, "extra_params.use_resolution_template", "templates", on ? "on" : "off",
+                   er))
+            return false;
+    }
     json_object_foreach(x, k, v) {
         char field[96];
         snprintf(field, sizeof field, "extra_params.%.60s", k);
@@ -304,6 +366,24 @@ static bool parse_extra(server *sv, c3_settings *s, json_t *x, req_error *er) {
         } else if (!strcmp(k, "templates")) {
             if (!json_is_boolean(v)) return bad(er, 400, field, "%s: must be true or false", field);
             if (!apply(sv, s, field, "templates", json_is_true(v) ? "on" : "off", er)) return false;
+        } else if (!strcmp(k, "use_resolution_template") || !strcmp(k, "use_duration_template")) {
+            /* above */
+        } else if (!strcmp(k, "use_system_prompt")) { /* vLLM-Omni's name for system_prompt */
+            if (!json_is_boolean(v)) return bad(er, 400, field, "%s: must be true or false", field);
+            if (!apply(sv, s, field, "system-prompt", json_is_true(v) ? "on" : "off", er))
+                return false;
+        } else if (!strcmp(k, "negative_metadata_mode")) {
+            /* vLLM-Omni: how its negative prompt's metadata sentences are built; cosmos3 gives
+               both branches the same template sentences, so every mode draws the same here */
+            const char *t;
+            if (!get_text(v, field, 64, true, &t, er)) return false;
+        } else if (!strcmp(k, "guardrails")) {
+            /* vLLM-Omni: its optional safety models; cosmos3 ships none */
+            if (!json_is_boolean(v) && !json_is_string(v))
+                return bad(er, 400, field, "%s: must be true or false", field);
+            if (json_is_true(v))
+                note(j, "extra_params.guardrails: cosmos3 runs no guardrail models; the request "
+                        "ran without them");
         } else if (!strcmp(k, "cache")) { /* the step cache: "none", "sea", "fb" */
             const char *t;
             if (!get_text(v, field, 8, false, &t, er) || !apply(sv, s, field, "cache", t, er))
@@ -318,17 +398,57 @@ static bool parse_extra(server *sv, c3_settings *s, json_t *x, req_error *er) {
             return bad(er, 400, field,
                        "%s: unknown; extra_params takes schedule, guidance_interval, "
                        "system_prompt, templates, cache, cache_threshold, cache_max_skip, "
-                       "cache_warmup",
+                       "cache_warmup (and vLLM-Omni's use_resolution_template, "
+                       "use_duration_template, use_system_prompt, negative_metadata_mode, "
+                       "guardrails)",
                        field);
         }
     }
     return true;
 }
 
+/* vLLM-Omni rounds a side to the nearest multiple of 16 and num_frames to
+ * the nearest 1 + 4k: so does this server, saying so in the answer. */
+static unsigned round_side(job *j, const char *field, unsigned v) {
+    unsigned r = (v + 8) / 16 * 16;
+    if (r < 16) r = 16;
+    if (r > SERVE_MAX_SIDE) r = SERVE_MAX_SIDE;
+    if (r != v) note(j, "%s: %u rounded to %u (a multiple of 16)", field, v, r);
+    return r;
+}
+
+static long long round_frames(job *j, long long v) {
+    long long r = (v - 1 + 2) / 4 * 4 + 1;
+    if (r > 4097) r = 4097;
+    if (r != v) note(j, "num_frames: %lld rounded to %lld (1 + 4k)", v, r);
+    return r;
+}
+
+/* max_sequence_length (every vLLM-Omni Cosmos3 request sends it): the
+ * prompt's token limit there. Checked; cosmos3 reads the whole prompt, and a
+ * prompt longer than the limit is said so in the answer. */
+static bool take_max_seq(job *j, json_t *v, req_error *er) {
+    long long x;
+    if (json_is_integer(v)) {
+        x = json_integer_value(v);
+    } else if (json_is_string(v)) {
+        char *end;
+        x = strtoll(json_string_value(v), &end, 10);
+        if (end == json_string_value(v) || *end)
+            return bad(er, 400, "max_sequence_length", "max_sequence_length: must be an integer");
+    } else {
+        return bad(er, 400, "max_sequence_length", "max_sequence_length: must be an integer");
+    }
+    if (x < 1 || x > 1 << 20)
+        return bad(er, 400, "max_sequence_length", "max_sequence_length: must be in 1..%d", 1 << 20);
+    j->max_seq = (int)x;
+    return true;
+}
+
 static const char *const known_fields[] = {
     "model", "prompt", "n", "size", "response_format", "negative_prompt", "guidance_scale",
     "num_inference_steps", "seed", "flow_shift", "extra_params", "stream", "user", "output_format",
-    "true_cfg_scale",
+    "true_cfg_scale", "max_sequence_length",
     /* sent by the OpenAI client, not used (see serve.h) */
     "quality", "style", "partial_images", "background", "moderation", "output_compression"};
 
@@ -377,6 +497,10 @@ static bool parse_request(server *sv, const char *body, size_t len, job *j, req_
         goto out;
     }
     if (!get_text(v, "prompt", SERVE_MAX_PROMPT, false, &t, er)) goto out;
+    if (precheck_prompt(t) != COSMOS3_OK) { /* only spaces: refused before it is queued */
+        bad(er, 400, "prompt", "prompt: has no words, e.g. \"prompt\": \"a red fox in the snow\"");
+        goto out;
+    }
     free(s->prompt);
     s->prompt = xstrdup(t);
     if (FIELD("negative_prompt")) {
@@ -404,6 +528,10 @@ static bool parse_request(server *sv, const char *body, size_t len, job *j, req_
                 bad(er, 400, "size", "size: '%.32s' is not WIDTHxHEIGHT (e.g. \"1024x1024\")", t);
                 goto out;
             }
+            if (!w || !h) {
+                bad(er, 400, "size", "size: '%.32s' has no side of 0 pixels (e.g. \"64x64\")", t);
+                goto out;
+            }
             if (w > SERVE_MAX_SIDE || h > SERVE_MAX_SIDE || (int64_t)w * h > sv->max_pixels) {
                 bad(er, 400, "size",
                     "size: %ux%u is larger than this server's %lld pixels (start it with larger "
@@ -412,12 +540,13 @@ static bool parse_request(server *sv, const char *body, size_t len, job *j, req_
                 goto out;
             }
             char a[16], b[16];
-            snprintf(a, sizeof a, "%u", w);
-            snprintf(b, sizeof b, "%u", h);
+            snprintf(a, sizeof a, "%u", round_side(j, "size width", w));
+            snprintf(b, sizeof b, "%u", round_side(j, "size height", h));
             if (!apply(sv, s, "size", "width", a, er) || !apply(sv, s, "size", "height", b, er))
                 goto out;
         }
     }
+    if (FIELD("max_sequence_length") && !take_max_seq(j, v, er)) goto out;
     if (FIELD("response_format")) {
         if (!get_text(v, "response_format", 32, false, &t, er)) goto out;
         if (!strcmp(t, "url")) {
@@ -426,8 +555,11 @@ static bool parse_request(server *sv, const char *body, size_t len, job *j, req_
                 "b64_json");
             goto out;
         }
-        if (strcmp(t, "b64_json") != 0) {
-            bad(er, 400, "response_format", "response_format: '%.32s' is not b64_json", t);
+        if (!strcmp(t, "file")) {
+            j->file_response = true;
+        } else if (strcmp(t, "b64_json") != 0) {
+            bad(er, 400, "response_format",
+                "response_format: '%.32s' is not b64_json or file (the picture's bytes)", t);
             goto out;
         }
     }
@@ -463,13 +595,18 @@ static bool parse_request(server *sv, const char *body, size_t len, job *j, req_
         j->seed_given = true;
         j->seed = strtoull(s->seed, NULL, 10);
     }
-    if (FIELD("extra_params") && !parse_extra(sv, s, v, er)) goto out;
+    if (FIELD("extra_params") && !parse_extra(sv, j, s, v, er)) goto out;
     if (FIELD("stream")) {
         if (!json_is_boolean(v)) {
             bad(er, 400, "stream", "stream: must be true or false");
             goto out;
         }
         j->stream = json_is_true(v);
+    }
+    if (j->file_response && (j->n > 1 || j->stream)) {
+        bad(er, 400, "response_format",
+            "response_format: 'file' answers one picture; drop n and stream, or use b64_json");
+        goto out;
     }
 #undef FIELD
     /* the size the answer reports */
@@ -678,6 +815,37 @@ static bool enqueue_locked(server *sv, struct MHD_Connection *c, req_ctx *r, job
     return false;
 }
 
+static uint8_t *base64_decode(const char *t, size_t n, size_t *out_n);
+static enum MHD_Result send_bytes(server *sv, struct MHD_Connection *c, req_ctx *r, int status,
+                                  const char *type, const uint8_t *data, size_t n,
+                                  const char *disposition);
+
+/* response_format "file": the picture itself (the answer's one image), as
+ * vLLM-Omni answers it, with its name in Content-Disposition; body (the
+ * JSON answer) is freed. */
+static enum MHD_Result send_file_answer(server *sv, struct MHD_Connection *c, req_ctx *r, job *j,
+                                        char *body) {
+    json_t *o = json_loads(body, 0, NULL);
+    free(body);
+    json_t *item = json_array_get(json_object_get(o, "data"), 0);
+    const char *b64 = json_string_value(json_object_get(item, "b64_json"));
+    size_t n = 0;
+    uint8_t *d = b64 ? base64_decode(b64, strlen(b64), &n) : NULL;
+    char disp[128];
+    const char *ext = j->ofmt == MEDIA_JPEG ? "jpg" : j->ofmt == MEDIA_WEBP ? "webp" : "png";
+    snprintf(disp, sizeof disp, "attachment; filename=\"cosmos3-%lld.%s\"",
+             (long long)json_integer_value(json_object_get(item, "seed")), ext);
+    json_decref(o);
+    if (!d) return send_error(sv, c, r, 500, NULL, "the picture could not be read back", NULL, NULL);
+    enum MHD_Result ok = send_bytes(sv, c, r, 200,
+                                    j->ofmt == MEDIA_JPEG   ? "image/jpeg"
+                                    : j->ofmt == MEDIA_WEBP ? "image/webp"
+                                                            : "image/png",
+                                    d, n, disp);
+    free(d);
+    return ok;
+}
+
 static enum MHD_Result post_generation(server *sv, struct MHD_Connection *c, req_ctx *r) {
     char ra[16];
     enum MHD_Result refused;
@@ -749,6 +917,8 @@ static enum MHD_Result post_generation(server *sv, struct MHD_Connection *c, req
         return MHD_NO; /* close the connection */
     }
     MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT, (unsigned)SERVE_IDLE_TIMEOUT_S);
+    if (status == 200 && j->file_response) /* vLLM-Omni's response_format "file" */
+        return send_file_answer(sv, c, r, j, body);
     snprintf(ra, sizeof ra, "%d", SERVE_LOAD_RETRY_S);
     return send_text(sv, c, r, status, "application/json", body,
                      status == 503 ? "Retry-After" : NULL, ra);
@@ -805,23 +975,27 @@ static uint8_t *base64_decode(const char *t, size_t n, size_t *out_n) {
     return o;
 }
 
+enum { REF_IMAGE, REF_CLIP, REF_ANY }; /* a picture, a clip, or what the file is */
+
 /* A picture or clip of the request, held undecoded until the request's
- * size, frames and cost are known (decode_reference). */
+ * size, frames and cost are known (decode_reference). REF_CLIP: a
+ * video_reference; REF_IMAGE: its first frame; REF_ANY (input_reference, as
+ * vLLM-Omni takes it): a clip is video-to-video, a picture image-to-video. */
 typedef struct {
     uint8_t *data; /* owned (NULL: none) */
     size_t n;
     const char *field;
-    bool clip;
+    int kind;
 } reference;
 
 static bool take_reference(reference *ref, const uint8_t *data, size_t n, const char *field,
-                           bool clip, req_error *er) {
+                           int kind, req_error *er) {
     if (ref->data)
         return bad(er, 400, field,
                    "%s: give one of input_reference, image_reference and video_reference", field);
     ref->data = xmalloc(n ? n : 1);
     if (n) memcpy(ref->data, data, n);
-    *ref = (reference){.data = ref->data, .n = n, .field = field, .clip = clip};
+    *ref = (reference){.data = ref->data, .n = n, .field = field, .kind = kind};
     return true;
 }
 
@@ -835,7 +1009,7 @@ static bool decode_reference(server *sv, job *j, const reference *ref, double co
                              req_error *er) {
     int64_t budget = (int64_t)(cost_left * SERVE_COST_UNIT) * 3;
     c3_media_limits lim = {.min_frames = 1,
-                           .max_frames = ref->clip ? j->s.frames : 1,
+                           .max_frames = ref->kind == REF_IMAGE ? 1 : j->s.frames,
                            .max_pixels = media_cond_pixels(j->s.width, j->s.height),
                            .max_bytes = C3_MIN(budget, (int64_t)MEDIA_MAX_BYTES)};
     if (lim.max_bytes < 3) lim.max_bytes = 3;
@@ -855,34 +1029,84 @@ static bool decode_reference(server *sv, job *j, const reference *ref, double co
                                .width = m.width,
                                .height = m.height,
                                .frames = m.frames,
-                               .video = ref->clip,
+                               .video = ref->kind == REF_CLIP || (ref->kind == REF_ANY && m.frames > 1),
                                .name = ref->field};
     return true;
 }
 
-/* "data:MIME;base64,DATA" (a string, or {"image_url": ...} / {"video_url": ...}). */
-static bool take_data_url(reference *ref, json_t *v, const char *field, bool clip,
+/* A local picture or clip named by path (file:///x or /x), read only when
+ * the server was started with --allowed-local-media-path DIR and its real
+ * path (symlinks and '..' resolved) lies inside DIR's. */
+static bool take_local(server *sv, reference *ref, const char *u, const char *field, int kind,
+                       req_error *er) {
+    const char *path = !strncmp(u, "file://", 7) ? u + 7 : u;
+    char root[PATH_MAX], real[PATH_MAX];
+    if (!realpath(sv->base.allowed_media, root))
+        return bad(er, 400, field, "%s: the server's --allowed-local-media-path %s: %s", field,
+                   sv->base.allowed_media, strerror(errno));
+    if (!realpath(path, real))
+        return bad(er, 400, field, "%s: %.512s: %s", field, path, strerror(errno));
+    size_t L = strlen(root);
+    bool inside = !strcmp(root, "/") ||
+                  (!strncmp(real, root, L) && (real[L] == '/' || real[L] == 0));
+    if (!inside)
+        return bad(er, 400, field,
+                   "%s: %.512s is outside the folder this server reads (--allowed-local-media-path "
+                   "%s); send the file as a data URL",
+                   field, path, sv->base.allowed_media);
+    char *data;
+    size_t n;
+    if (c3_read_file(real, &data, &n) != COSMOS3_OK)
+        return bad(er, 400, field, "%s: %s", field, c3_errmsg());
+    bool ok = take_reference(ref, (const uint8_t *)data, n, field, kind, er);
+    free(data);
+    return ok;
+}
+
+static bool take_url(server *sv, reference *ref, json_t *v, const char *field, int kind, req_error *er);
+
+/* "data:MIME;base64,DATA": a string, or {"image_url": ...} / {"video_url": ...}
+ * (the URL itself a string or {"url": ...}), or (multipart forms, as
+ * vLLM-Omni sends them) that object as a JSON string. */
+static bool take_data_url(server *sv, reference *ref, json_t *v, const char *field, int kind,
                           req_error *er) {
-    const char *key = clip ? "video_url" : "image_url";
+    json_t *in = object_in_string(v);
+    bool ok = take_url(sv, ref, in ? in : v, field, kind, er);
+    json_decref(in);
+    return ok;
+}
+
+static bool take_url(server *sv, reference *ref, json_t *v, const char *field, int kind, req_error *er) {
+    const char *key = kind == REF_CLIP ? "video_url" : "image_url";
     if (json_is_object(v)) {
         if (json_object_get(v, "file_id"))
             return bad(er, 400, field,
                        "%s.file_id: this server keeps no files; send %s as a data URL", field, key);
-        v = json_object_get(v, key);
+        json_t *u = json_object_get(v, key);
+        if (!u) u = json_object_get(v, kind == REF_CLIP ? "image_url" : "video_url");
+        if (!u) u = json_object_get(v, "url");
+        if (json_is_object(u)) u = json_object_get(u, "url"); /* {"image_url": {"url": ...}} */
+        v = u;
     }
     if (!json_is_string(v))
         return bad(er, 400, field, "%s: must be a data URL string (or {\"%s\": \"data:...\"})",
                    field, key);
     const char *u = json_string_value(v), *comma = strchr(u, ',');
+    bool remote = strstr(u, "://") && strncmp(u, "file://", 7) != 0;
+    if (strncmp(u, "data:", 5) != 0 && !remote && sv->base.allowed_media)
+        return take_local(sv, ref, u, field, kind, er);
     if (strncmp(u, "data:", 5) != 0 || !comma || !memmem(u, (size_t)(comma - u), ";base64", 7))
         return bad(er, 400, field,
                    "%s: not a base64 data URL; send data:image/png;base64,... (this server fetches "
-                   "no URLs and reads no server paths)",
-                   field);
+                   "no URLs%s)",
+                   field,
+                   sv->base.allowed_media ? ""
+                                          : " and reads no server paths unless started with "
+                                            "--allowed-local-media-path DIR");
     size_t n;
     uint8_t *d = base64_decode(comma + 1, strlen(comma + 1), &n);
     if (!d) return bad(er, 400, field, "%s: the base64 data is malformed", field);
-    bool ok = take_reference(ref, d, n, field, clip, er);
+    bool ok = take_reference(ref, d, n, field, kind, er);
     free(d);
     return ok;
 }
@@ -946,7 +1170,9 @@ static const char *const video_fields[] = {"model",
                                            "image_reference",
                                            "video_reference",
                                            "generate_sound",
-                                           "extra_params"};
+                                           "extra_params",
+                                           "max_sequence_length",
+                                           "response_format"};
 
 /* The fields of a /v1/videos request (JSON, or a multipart form's text
  * fields as strings with its file part in file/nfile). */
@@ -988,6 +1214,8 @@ static bool parse_video_ref(server *sv, json_t *o, const uint8_t *file, size_t n
     if (!FIELD("prompt"))
         return bad(er, 400, "prompt", "prompt: required, e.g. \"prompt\": \"a red fox runs\"");
     if (!get_text(v, "prompt", SERVE_MAX_PROMPT, false, &t, er)) return false;
+    if (precheck_prompt(t) != COSMOS3_OK) /* only spaces: refused before it is queued */
+        return bad(er, 400, "prompt", "prompt: has no words, e.g. \"prompt\": \"a red fox runs\"");
     free(s->prompt);
     s->prompt = xstrdup(t);
     if (FIELD("negative_prompt") &&
@@ -1002,27 +1230,37 @@ static bool parse_video_ref(server *sv, json_t *o, const uint8_t *file, size_t n
         if (!get_text(v, "size", 32, false, &t, er)) return false;
         if (sscanf(t, "%5u%*[x]%5u%n", &w, &h, &used) != 2 || t[used] || t[0] < '0' || t[0] > '9')
             return bad(er, 400, "size", "size: '%.32s' is not WIDTHxHEIGHT (e.g. \"1280x720\")", t);
+        if (!w || !h)
+            return bad(er, 400, "size", "size: '%.32s' has no side of 0 pixels (e.g. \"64x64\")", t);
         char a[16], b[16];
-        snprintf(a, sizeof a, "%u", w);
-        snprintf(b, sizeof b, "%u", h);
+        snprintf(a, sizeof a, "%u", round_side(j, "size width", w));
+        snprintf(b, sizeof b, "%u", round_side(j, "size height", h));
         if (!apply(sv, s, "size", "width", a, er) || !apply(sv, s, "size", "height", b, er))
             return false;
     }
     char txt[32];
     if (FIELD("width")) {
         if (!form_int(v, "width", 1, SERVE_MAX_SIDE, &x, er)) return false;
-        snprintf(txt, sizeof txt, "%lld", x);
+        snprintf(txt, sizeof txt, "%u", round_side(j, "width", (unsigned)x));
         if (!apply(sv, s, "width", "width", txt, er)) return false;
     }
     if (FIELD("height")) {
         if (!form_int(v, "height", 1, SERVE_MAX_SIDE, &x, er)) return false;
-        snprintf(txt, sizeof txt, "%lld", x);
+        snprintf(txt, sizeof txt, "%u", round_side(j, "height", (unsigned)x));
         if (!apply(sv, s, "height", "height", txt, er)) return false;
+    }
+    if (FIELD("max_sequence_length") && !take_max_seq(j, v, er)) return false;
+    if (FIELD("response_format")) { /* vLLM-Omni's video answers: the job object, or the file */
+        if (!get_text(v, "response_format", 32, false, &t, er)) return false;
+        if (strcmp(t, "file") && strcmp(t, "b64_json") && strcmp(t, "url"))
+            return bad(er, 400, "response_format",
+                       "response_format: '%.32s' is not file (the MP4 from /content)", t);
     }
     if (FIELD("fps") && !apply_form_number(sv, s, v, "fps", "fps", er)) return false;
     long long frames = 0;
     if (FIELD("num_frames")) {
         if (!form_int(v, "num_frames", 1, 4097, &frames, er)) return false;
+        frames = round_frames(j, frames);
     } else {
         long long sec = SERVE_VIDEO_SECONDS;
         if (FIELD("seconds") && !form_int(v, "seconds", 1, 600, &sec, er)) return false;
@@ -1066,14 +1304,14 @@ static bool parse_video_ref(server *sv, json_t *o, const uint8_t *file, size_t n
         snprintf(txt, sizeof txt, "%lld", x);
         if (!apply(sv, s, "seed", "seed", txt, er)) return false;
     }
-    if (FIELD("extra_params") && !parse_extra(sv, s, v, er)) return false;
+    if (FIELD("extra_params") && !parse_extra(sv, j, s, v, er)) return false;
     /* the conditioning: kept undecoded until the request's cost is known */
-    if (file && !take_reference(ref, file, nfile, "input_reference", false, er)) return false;
-    if (FIELD("input_reference") && !take_data_url(ref, v, "input_reference", false, er))
+    if (file && !take_reference(ref, file, nfile, "input_reference", REF_ANY, er)) return false;
+    if (FIELD("input_reference") && !take_data_url(sv, ref, v, "input_reference", REF_ANY, er))
         return false;
-    if (FIELD("image_reference") && !take_data_url(ref, v, "image_reference", false, er))
+    if (FIELD("image_reference") && !take_data_url(sv, ref, v, "image_reference", REF_IMAGE, er))
         return false;
-    if (FIELD("video_reference") && !take_data_url(ref, v, "video_reference", true, er))
+    if (FIELD("video_reference") && !take_data_url(sv, ref, v, "video_reference", REF_CLIP, er))
         return false;
 #undef FIELD
     cosmos3_settings r = {0};
@@ -1098,7 +1336,7 @@ static bool parse_video_ref(server *sv, json_t *o, const uint8_t *file, size_t n
     /* a request that cannot run is refused now, not failed later */
     if (s->frames == 1)
         return bad(er, 400, "num_frames",
-                   ref->clip ? "num_frames: a conditioning clip needs a video; ask for 1 + 4k > 1 "
+                   ref->kind == REF_CLIP ? "num_frames: a conditioning clip needs a video; ask for 1 + 4k > 1 "
                                "frames (e.g. 17)"
                              : "num_frames: a conditioning picture starts a video; ask for 1 + "
                                "4k > 1 frames (e.g. 9)");
@@ -1134,6 +1372,7 @@ static json_t *video_object(server *sv, job *j) {
         json_object_set_new(o, "bytes", json_integer((json_int_t)j->mp4_len));
         json_object_set_new(o, "seed", json_integer((json_int_t)j->vframes_seed));
     }
+    if (j->notes) json_object_set(o, "warnings", j->notes);
     json_object_set_new(o, "error",
                         j->state == JOB_DONE && !j->mp4
                             ? json_pack("{s:s,s:s}", "code", "generation_failed", "message",
@@ -1673,6 +1912,9 @@ int serve_main(c3_settings *s, char **pos, int npos) {
                            "address as it connects here (e.g. 127.0.0.1)",
                            s->trusted_proxy);
     }
+    if (!(s->init_timeout >= 0))
+        return c3_fail(COSMOS3_EUSAGE, "--init-timeout %g must be 0 (no bound) or more seconds",
+                       s->init_timeout);
     /* ranks in several processes (mpirun, srun): process 0 listens and
      * forwards each request; the others only follow it (session_open) */
     int prank = 0, psize = 1;
@@ -1814,6 +2056,7 @@ int serve_main(c3_settings *s, char **pos, int npos) {
     have_worker = true;
     int sig = 0;
     bool announced = false;
+    double t_load = c3_now();
     for (;;) {
         struct timespec ts = {0, 200 * 1000 * 1000};
         int got = sigtimedwait(&sigs, NULL, &ts);
@@ -1823,9 +2066,18 @@ int serve_main(c3_settings *s, char **pos, int npos) {
             break;
         }
         pthread_mutex_lock(&sv->mu);
-        bool failed = sv->load_done && sv->load_rc, ready = sv->ready;
+        bool failed = sv->load_done && sv->load_rc, ready = sv->ready, loading = !sv->load_done;
         pthread_mutex_unlock(&sv->mu);
         if (failed) break;
+        if (loading && s->init_timeout > 0 && c3_now() - t_load > s->init_timeout) {
+            /* the worker is inside the load and cannot be stopped there: the
+               listener closes and the process exits (main), the load with it */
+            MHD_stop_daemon(d);
+            return c3_fail(COSMOS3_EMODEL,
+                           "the model did not load within --init-timeout %g s (%s); give it "
+                           "longer, or 0 for no bound",
+                           s->init_timeout, dir);
+        }
         if (ready && !announced) {
             const cosmos3_layout *p = session_layout(sv->e);
             fprintf(stderr,

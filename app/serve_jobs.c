@@ -48,6 +48,7 @@ void job_unref_locked(job *j) {
     free(j->mp4);
     free(j->verr);
     free(j->cond_rgb);
+    json_decref(j->notes);
     free(j);
 }
 
@@ -130,6 +131,19 @@ bool client_gone(int fd) {
         return r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
     }
     return false;
+}
+
+/* max_sequence_length shorter than the prompt's tokens: said in the answer
+ * (cosmos3 reads the whole prompt; server mutex held). */
+static void note_max_seq(job *j, const session_result *r) {
+    if (!r->out || !j->max_seq || r->out->L_cond <= j->max_seq || j->max_seq_noted) return;
+    j->max_seq_noted = true;
+    char msg[256];
+    snprintf(msg, sizeof msg,
+             "max_sequence_length: the prompt is %d tokens, more than %d; cosmos3 read all of it",
+             r->out->L_cond, j->max_seq);
+    if (!j->notes) j->notes = json_array();
+    json_array_append_new(j->notes, json_string(msg));
 }
 
 /* -------------------------------------------------------------- worker */
@@ -250,6 +264,7 @@ static int run_image(server *sv, job *j, int i, json_t *data, json_t *acc) {
             json_object_set(acc, "mem_peak_bytes", peak);
         json_decref(rj);
         pthread_mutex_lock(&sv->mu);
+        note_max_seq(j, &r);
         sv->images++;
         for (int k = 0; k < STAGES; k++)
             sv->stage_s[k] += st[k];
@@ -321,6 +336,7 @@ static void run_job(server *sv, job *j) {
         json_t *o = json_pack("{s:I,s:O,s:s,s:O}", "created", (json_int_t)time(NULL), "data", data,
                               "output_format", media_format_name(j->ofmt), "metrics", acc);
         json_object_set_new(o, "size", json_sprintf("%dx%d", j->s.width, j->s.height));
+        if (j->notes) json_object_set(o, "warnings", j->notes);
         body = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
         json_decref(o);
     }
@@ -386,6 +402,7 @@ static void run_video(server *sv, job *j) {
         j->mp4 = mp4;
         j->mp4_len = len;
         j->vframes_seed = r.out->seed;
+        note_max_seq(j, &r);
         sv->videos++;
         json_t *rj = result_json(&r), *rs = json_object_get(rj, "seconds");
         for (int k = 0; k < STAGES; k++)
@@ -427,7 +444,9 @@ void *worker_main(void *arg) {
     }
     sv->e = e;
     sv->load_s = c3_now() - t0;
-    snprintf(sv->model_id, sizeof sv->model_id, "%s", session_model(e)->id);
+    /* the Hugging Face id it was launched with (vLLM-Omni's clients send it as model) */
+    snprintf(sv->model_id, sizeof sv->model_id, "%s",
+             sv->base.model_name[0] ? sv->base.model_name : session_model(e)->id);
     const cosmos3_layout *p = session_layout(e);
     snprintf(sv->device, sizeof sv->device, "%s", !strcmp(p->device, "cuda") ? "cuda" : "cpu");
     sv->cfg_parallel = p->cfg_parallel;

@@ -53,6 +53,19 @@ void *pump_main(void *arg) {
         if (terminal) {
             sv->terminal_seen++;
             pthread_cond_broadcast(&sv->cv);
+        } else if (ev_is(&x, COSMOS3_EV_WARNING)) {
+            /* the engine's warnings (the demo's limits, ...): the log, and the answer */
+            fprintf(stderr, "cosmos3 serve: warning: %s\n", x.text);
+            if (j) {
+                bool seen = false;
+                size_t k;
+                json_t *w;
+                json_array_foreach(j->notes, k, w) seen |= !strcmp(json_string_value(w), x.text);
+                if (!seen) {
+                    if (!j->notes) j->notes = json_array();
+                    json_array_append_new(j->notes, json_string(x.text));
+                }
+            }
         } else if (ev_is(&x, COSMOS3_EV_STEP)) {
             double unc = v->uncond_s; /* the monitor's: the branch's with --cfg-parallel 2 */
             if (j && j->video) {

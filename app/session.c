@@ -105,8 +105,8 @@ static void settings_request(const c3_settings *s, const c3_session *e, cosmos3_
         rq->system_prompt = !strcmp(s->system_prompt, "on");
     /* the step cache */
     if (s->cache && strcmp(s->cache, "none")) rq->cache = s->cache;
-    if (s->given[option_index(option_find("cache-threshold"))]) /* a user's -1 is refused */
-        rq->cache_threshold = s->cache_threshold == COSMOS3_DEFAULT ? -2 : s->cache_threshold;
+    if (s->given[option_index(option_find("cache-threshold"))]) /* as written: -1 is refused */
+        rq->cache_threshold = s->cache_threshold;
     rq->cache_max_skip = s->cache_max_skip;
     rq->cache_warmup = s->cache_warmup;
     rq->sound = s->sound;
@@ -281,15 +281,17 @@ bool result_wrote_line(const session_result *r, char *buf, size_t n) {
     const cosmos3_result *o = r->out;
     if (!o || r->npaths < 1) return false;
     const char *first = !strcmp(r->paths[0], "-") ? "standard output" : r->paths[0];
+    /* with --noise the seed drew nothing: no seed is named */
+    char seed[48] = "";
+    if (!o->noise_given) snprintf(seed, sizeof seed, "seed %llu, ", (unsigned long long)o->seed);
     if (r->npaths == 1 && o->frames > 1)
-        snprintf(buf, n, "wrote %s (%d frames, %g fps, seed %llu, %.1f s)", first, o->frames,
-                 o->fps, (unsigned long long)o->seed, r->t_total);
-    else if (r->npaths == 1)
-        snprintf(buf, n, "wrote %s (seed %llu, %.1f s)", first, (unsigned long long)o->seed,
+        snprintf(buf, n, "wrote %s (%d frames, %g fps, %s%.1f s)", first, o->frames, o->fps, seed,
                  r->t_total);
+    else if (r->npaths == 1)
+        snprintf(buf, n, "wrote %s (%s%.1f s)", first, seed, r->t_total);
     else
-        snprintf(buf, n, "wrote %d frames %s .. %s (seed %llu, %.1f s)", r->npaths, r->paths[0],
-                 r->paths[r->npaths - 1], (unsigned long long)o->seed, r->t_total);
+        snprintf(buf, n, "wrote %d frames %s .. %s (%s%.1f s)", r->npaths, r->paths[0],
+                 r->paths[r->npaths - 1], seed, r->t_total);
     return true;
 }
 
@@ -448,8 +450,8 @@ static int cond_load(const c3_session *e, const c3_settings *s, const c3_cond_fr
         c3_cond_use fl_use = {st->width, st->height, st->frames, false},
                     fl_end = {st->width, st->height, st->frames, true};
         c3_cond_file cb = {0};
-        APP_TRY(cond_file_read_for(gi->fl_a, true, &fl_use, &gi->cf));
-        int rc = cond_file_read_for(gi->fl_b, true, &fl_end, &cb);
+        APP_TRY(cond_file_read_use_as(gi->fl_a, true, &fl_use, "first-last", &gi->cf));
+        int rc = cond_file_read_use_as(gi->fl_b, true, &fl_end, "first-last", &cb);
         uint8_t *fl_rgb = NULL;
         char err[1024];
         if (rc == COSMOS3_OK &&

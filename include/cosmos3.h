@@ -273,7 +273,8 @@ typedef struct {
     bool literal;
     /* the step cache (appended): "none" (NULL), "sea" (SeaCache) or "fb"
      * (first-block cache); the accumulated relative change below which a
-     * step is skipped (COSMOS3_DEFAULT: sea 0.25, fb 0.08), the most
+     * step is skipped (NAN, as cosmos3_request_init sets it: the kind's own,
+     * sea 0.25, fb 0.08), the most
      * consecutive skipped steps (COSMOS3_DEFAULT: 2) and the first steps
      * always computed (COSMOS3_DEFAULT: 1) */
     const char *cache;

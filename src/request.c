@@ -4,9 +4,12 @@
 #include "stepcache.h"
 
 #include <ctype.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+
+#define C3_MAX_SIDE 16384 /* pixels, either side */
 
 const c3_task_defaults c3_image_defaults = {1024, 1024, 50, 7.0, 3.0, true, 400, 1000};
 const c3_task_defaults c3_video_defaults = {1280, 720, 35, 6.0, 10.0, false, 400, 1000};
@@ -20,7 +23,7 @@ void cosmos3_request_init(cosmos3_request *r) {
     r->seed = COSMOS3_DEFAULT;
     r->system_prompt = r->templates = COSMOS3_DEFAULT;
     r->condition_keep = COSMOS3_KEEP_FIRST;
-    r->cache_threshold = COSMOS3_DEFAULT;
+    r->cache_threshold = NAN; /* the cache kind's own */
     r->cache_max_skip = r->cache_warmup = COSMOS3_DEFAULT;
 }
 
@@ -85,13 +88,22 @@ static const char *real_text(char *buf, double v) {
     return buf;
 }
 
+/* One message per check: too large, or not a positive multiple of m (the
+ * nearest multiple as the example). */
 static int size_fail(cosmos3_error *er, cosmos3_field f, int v, int m) {
     char b[32];
-    int top = (16384 / m) * m; /* the suggestion is one that is taken */
+    if (v > 16384)
+        return field_fail(er, C3_EUSAGE, f, int_text(b, v), COSMOS3_FIELD_NONE, NULL,
+                          "is larger than 16384, the largest side (e.g. 16384)");
+    int near = v < m ? m : (int)(((int64_t)v + m / 2) / m * m);
+    if (near > 16384) near = 16384;
     return field_fail(er, C3_EUSAGE, f, int_text(b, v), COSMOS3_FIELD_NONE, NULL,
-                      "must be a positive multiple of %d up to %d (e.g. %d)", m, top,
-                      v < m ? m : v > top ? top : (v / m) * m);
+                      "must be a positive multiple of %d (e.g. %d)", m, near);
 }
+
+/* The step cache's defaults: the most consecutive skipped steps and the
+ * first steps always computed (vLLM-Omni's Cosmos3 SeaCache). */
+enum { C3_CACHE_MAX_SKIP = 2, C3_CACHE_WARMUP = 1 };
 
 /* The step cache's settings (stepcache.h). */
 static int cache_resolve(const cosmos3_request *r, cosmos3_settings *s, cosmos3_error *er) {
@@ -101,11 +113,11 @@ static int cache_resolve(const cosmos3_request *r, cosmos3_settings *s, cosmos3_
         return field_fail(er, C3_EUSAGE, COSMOS3_FIELD_NONE, "", COSMOS3_FIELD_NONE, NULL,
                           "cache '%s' is not none, sea or fb", name);
     snprintf(s->cache, sizeof s->cache, "%s", name);
-    s->cache_threshold = r->cache_threshold != COSMOS3_DEFAULT ? r->cache_threshold
-                         : k                                   ? k->threshold
-                                                               : 0;
-    s->cache_max_skip = r->cache_max_skip != COSMOS3_DEFAULT ? r->cache_max_skip : 2;
-    s->cache_warmup = r->cache_warmup != COSMOS3_DEFAULT ? r->cache_warmup : 1;
+    s->cache_threshold = !isnan(r->cache_threshold) ? r->cache_threshold
+                         : k                         ? k->threshold
+                                                     : 0;
+    s->cache_max_skip = r->cache_max_skip != COSMOS3_DEFAULT ? r->cache_max_skip : C3_CACHE_MAX_SKIP;
+    s->cache_warmup = r->cache_warmup != COSMOS3_DEFAULT ? r->cache_warmup : C3_CACHE_WARMUP;
     if (!(s->cache_threshold >= 0) || s->cache_threshold > 10)
         return field_fail(er, C3_EUSAGE, COSMOS3_FIELD_NONE, "", COSMOS3_FIELD_NONE, NULL,
                           "cache threshold %g must be in [0, 10] (0 never skips)",
@@ -224,6 +236,8 @@ int request_defaults(const c3_ckpt *ck, int frames, cosmos3_request *r) {
     r->guidance_hi = s.guidance_hi;
     r->system_prompt = s.system_prompt;
     r->templates = s.templates;
+    r->cache_max_skip = C3_CACHE_MAX_SKIP; /* the threshold stays NAN: the cache kind's */
+    r->cache_warmup = C3_CACHE_WARMUP;
     r->literal = true;
     return C3_OK;
 }
@@ -247,7 +261,9 @@ int request_check(const cosmos3_request *r, const c3_ckpt *ck, cosmos3_settings 
     if (s->frames < 1 || (s->frames - 1) % st || s->frames > 4097)
         return field_fail(er, C3_EUSAGE, COSMOS3_FIELD_FRAMES, int_text(b, s->frames),
                           COSMOS3_FIELD_NONE, NULL, "must be 1 (image) or 1 + %dk (e.g. %d)", st,
-                          s->frames < 1 ? 1 : ((s->frames - 1) / st) * st + 1);
+                          s->frames < 1      ? 1
+                          : s->frames > 4097 ? 4097
+                                             : ((s->frames - 1 + st / 2) / st) * st + 1);
     /* below 1 a "video" of a few frames would last minutes to hours */
     if (!(s->fps >= 1) || s->fps > 1000)
         return field_fail(er, C3_EUSAGE, COSMOS3_FIELD_FPS, real_text(b, s->fps),

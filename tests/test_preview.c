@@ -384,6 +384,13 @@ int main(void) {
     T_CHECK(preview_blocks(bw, 2, 2, false, &txt, &n) == C3_OK && n == 3 && memcmp(txt, " @\n", 3) == 0,
             "ASCII ramp: '%.*s'", (int)n, txt);
     free(txt);
+    /* NO_COLOR, red on blue (lumas 76 and 29, one ramp step apart unstretched): the
+       picture's own range spans the ramp, so the disc and its ground are ' ' and '@' */
+    uint8_t rb[4 * 2 * 3] = {0, 0, 255, 255, 0, 0, 255, 0, 0, 0, 0, 255,
+                             0, 0, 255, 255, 0, 0, 255, 0, 0, 0, 0, 255};
+    T_CHECK(preview_blocks(rb, 4, 2, false, &txt, &n) == C3_OK && n == 5 && memcmp(txt, " @@ \n", 5) == 0,
+            "NO_COLOR red on blue: '%.*s'", (int)n, txt);
+    free(txt);
 
     /* tmux wrap round trip */
     size_t wn, un;

@@ -151,4 +151,37 @@ t capture-pane -p -e > "$tmp/screen-e"
 grep -qE $'\e\\[([0-9;]*;)?(37|97|2)(;[0-9;]*)?m' "$tmp/screen-e" && bad "light grey or dim text on screen" || ok
 t kill-server 2>/dev/null
 
+# 6. (issue 36) the engine's warnings in the log, the devices filled at start,
+#    one "cancelled" line, and no error printed again after quitting
+start f 120 40 "'$bin' tui -W 32 -H 32 --steps 2 -S 5 --overwrite"
+expect_screen 'loaded demo' "third dashboard" 15
+sleep 0.5
+screen
+grep -q 'N/A (no model)' "$tmp/screen" && bad "devices: N/A before the first run: $(grep devices "$tmp/screen")" || ok
+grep -qE 'CPU .*rank 0 \[' "$tmp/screen" && ok || bad "the device panel is empty at start"
+t send-keys -l 'a quiet red circle on a blue background'
+t send-keys Enter
+expect_screen 'does not know "quiet"' "the demo's vocabulary warning in the TUI's log" 20
+expect_screen 'trained at 64x64' "the demo's size warning in the TUI's log" 5
+t send-keys -l 'set steps 400'
+t send-keys Enter
+t send-keys -l 'set width 256'
+t send-keys Enter
+t send-keys -l 'a red circle on a blue background'
+t send-keys Enter
+expect_screen '[0-9]+/400 steps' "a long run" 20
+t send-keys C-c
+expect_screen 'cancelled; the model is still loaded' "the cancel" 20
+sleep 0.5
+screen
+[ "$(grep -c 'cancelled; the model is still loaded' "$tmp/screen")" = 1 ] && ! grep -q 'generation cancelled' "$tmp/screen" && ok ||
+    bad "more than one cancelled line: $(grep cancel "$tmp/screen")"
+t send-keys -l 'set output nodir/x.png'
+t send-keys Enter
+expect_screen 'the folder nodir does not exist' "an error in the log" 10
+t send-keys F10
+expect_screen '^EXIT=0$' "F10 quits" 10
+grep -q '^cosmos3: .*nodir' "$tmp/screen" && bad "the last error printed again after quitting" || ok
+t kill-server 2>/dev/null
+
 finish tui

@@ -31,6 +31,7 @@ int tui_main(c3_settings *s, char **pos, int npos) {
 #include <unistd.h>
 
 #include "repl.h"
+#include "precheck.h"
 
 /* ------------------------------------------------------------ constants */
 
@@ -112,8 +113,16 @@ static void tui_collect(tui *t) {
     c3_event x;
     while (repl_pump(&t->r, &x, 0)) {
         t->dirty = true;
-        /* a failure is not logged: the REPL reports the job's outcome once */
-        if (ev_is(&x, COSMOS3_EV_CANCELLED)) log_add(t, 2, "generation cancelled");
+        /* a failure or a cancel is not logged: the REPL reports the job's outcome once
+           ("cancelled; the model is still loaded") */
+        /* the engine's notes and warnings */
+        if (ev_is(&x, COSMOS3_EV_LOG) || ev_is(&x, COSMOS3_EV_DEVICE) || ev_is(&x, COSMOS3_EV_PLAN))
+            log_add(t, 2, x.text);
+        if (ev_is(&x, COSMOS3_EV_WARNING)) {
+            char w[560];
+            snprintf(w, sizeof w, "warning: %s", x.text);
+            log_add(t, 2, w);
+        }
     }
     double now = c3_now();
     if (now - t->t_driver >= DRIVER_POLL_S) { /* the driver's view between events */
@@ -784,6 +793,7 @@ int tui_main(c3_settings *s, char **pos, int npos) {
         return c3_fail(
             COSMOS3_EUSAGE,
             "tui: needs a terminal on standard input and output; use 'cosmos3 repl' in scripts");
+    APP_TRY(precheck_session(s)); /* before the model loads and curses takes the screen */
     tui *t = xcalloc(1, sizeof *t);
     g_tui = t;
     repl_init(&t->r, s);
@@ -918,9 +928,11 @@ int tui_main(c3_settings *s, char **pos, int npos) {
     bool busy = t->r.job != REPL_IDLE; /* a signal that stops a job is not a success */
     if (g_exit130 || g_term || t->quit_cancelled) repl_cancel(&t->r);
     free(t->pending);
-    /* the last few log lines stay on the terminal after the screen closes */
-    for (int i = t->nlog > 5 ? t->nlog - 5 : 0; i < t->nlog; i++)
-        if (t->log[i].level == 1) fprintf(stderr, "cosmos3: %s\n", t->log[i].text);
+    /* a session that never had a model: why, on the terminal after the screen
+       closes (an error the log showed while the model ran was seen there) */
+    if (!t->r.e)
+        for (int i = t->nlog > 5 ? t->nlog - 5 : 0; i < t->nlog; i++)
+            if (t->log[i].level == 1) fprintf(stderr, "cosmos3: %s\n", t->log[i].text);
     g_tui = NULL;
     del_windows(t);
     repl_free(&t->r);
