@@ -79,13 +79,21 @@ grep -q 'load' w3.out && bad "world 3 vs 4: it began loading" || ok
 gen_args demo kill
 mpi 2 gen "${args[@]}" -W 512 -H 512 -s 1000 --cfg-parallel 2 >kill.out 2>kill.err &
 mpid=$!
-victim=
+# the ranks: processes named cosmos3 below the backgrounded launch (mpirun is
+# a child of that subshell and the ranks its children, so walk the tree)
+ranks() {
+    ps -e -o pid=,ppid=,comm= | awk -v root="$mpid" '
+        { pid[NR] = $1; ppid[NR] = $2; comm[NR] = $3 }
+        END { seen[root] = 1
+              do { n = 0; for (i = 1; i <= NR; i++) if (seen[ppid[i]] && !seen[pid[i]]) { seen[pid[i]] = 1; n++ } } while (n)
+              for (i = 1; i <= NR; i++) if (seen[pid[i]] && comm[i] == "cosmos3") print pid[i] }'
+}
 for _ in $(seq 1 120); do # both processes up (at most 60 s on a busy machine)
-    [ "$(pgrep -P "$mpid" -f "$bin" | wc -l)" -ge 2 ] && break
+    [ "$(ranks | wc -l)" -ge 2 ] && break
     sleep 0.5
 done
 sleep 4 # loaded (the demo loads in well under a second) and stepping
-victim=$(pgrep -P "$mpid" -f "$bin" | sort -n | tail -1)
+victim=$(ranks | sort -n | tail -1)
 if [ -n "$victim" ] && kill -0 "$mpid" 2>/dev/null; then
     kill -9 "$victim"
     t0=$(date +%s)
