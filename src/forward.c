@@ -72,7 +72,7 @@ static int get_arr(unpack_buf *b, const void **out, int64_t *n, size_t sz) {
 }
 
 static int get_frames(unpack_buf *b, cosmos3_frames *f, const cosmos3_frames **out) {
-    bool has;
+    bool has = false;
     C3_TRY(get(b, &has, sizeof has));
     *out = NULL;
     if (!has) return C3_OK;
