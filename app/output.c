@@ -421,6 +421,7 @@ static int plan(const c3_settings *s, int frames, int width, int height, int64_t
     if (dot) snprintf(ext, sizeof ext, "%s", dot);
     dot = dot ? ext : NULL;
     if (dot && !strcasecmp(dot, ".wav")) { /* the sound alone */
+        free(base);
         if (!s->sound)
             return c3_fail(COSMOS3_EUSAGE,
                            "-o %s: a .wav file holds the clip's sound; add --sound (or pick .mp4, "
