@@ -61,13 +61,13 @@ extern "C" {
 /* Status codes; they are also the command line's exit statuses. */
 typedef enum {
     COSMOS3_OK = 0,
-    COSMOS3_EFAIL = 1,      /* internal or unexpected failure */
-    COSMOS3_EUSAGE = 2,     /* a bad parameter or request value */
-    COSMOS3_EMODEL = 3,     /* checkpoint missing, malformed or inconsistent */
-    COSMOS3_EINPUT = 4,     /* bad input data (prompt, noise, conditioning media) */
-    COSMOS3_EOUTPUT = 5,    /* cannot write what was asked (mkmodel, latents) */
-    COSMOS3_ERESOURCE = 6,  /* not enough devices or memory for the plan */
-    COSMOS3_ECANCEL = 130,  /* cancelled (cosmos3_cancel) */
+    COSMOS3_EFAIL = 1,     /* internal or unexpected failure */
+    COSMOS3_EUSAGE = 2,    /* a bad parameter or request value */
+    COSMOS3_EMODEL = 3,    /* checkpoint missing, malformed or inconsistent */
+    COSMOS3_EINPUT = 4,    /* bad input data (prompt, noise, conditioning media) */
+    COSMOS3_EOUTPUT = 5,   /* cannot write what was asked (mkmodel, latents) */
+    COSMOS3_ERESOURCE = 6, /* not enough devices or memory for the plan */
+    COSMOS3_ECANCEL = 130, /* cancelled (cosmos3_cancel) */
 } cosmos3_status;
 
 /* "0.1.0" */
@@ -80,16 +80,18 @@ typedef struct cosmos3_engine cosmos3_engine;
 /* ------------------------------------------------------------- events */
 
 typedef enum {
-    COSMOS3_EV_LOG,       /* text: an informational line */
-    COSMOS3_EV_WARNING,   /* text: a warning line (another size than trained, unknown words ...) */
-    COSMOS3_EV_DEVICE,    /* text: which device runs and why ("cpu: no usable GPU (<driver's reason>)") */
-    COSMOS3_EV_PLAN,      /* text: the layout */
-    COSMOS3_EV_LOADED,    /* rank, mem_* of that rank, seconds */
-    COSMOS3_EV_STAGE,     /* stage, begin (true at its start, false at its end with seconds) */
-    COSMOS3_EV_STEP,      /* a denoising step ended: step (1-based), steps, timestep, seconds,
-                             cond_s, uncond_s (0 when the uncond branch did not run) */
-    COSMOS3_EV_BRANCH,    /* one CFG branch of a step ended: step, branch (0 cond, 1 uncond), rank, group, seconds */
-    COSMOS3_EV_VAE,       /* frame chunk decoded: frame (latent frames done), frames (of all), seconds */
+    COSMOS3_EV_LOG,     /* text: an informational line */
+    COSMOS3_EV_WARNING, /* text: a warning line (another size than trained, unknown words ...) */
+    COSMOS3_EV_DEVICE, /* text: which device runs and why ("cpu: no usable GPU (<driver's reason>)")
+                        */
+    COSMOS3_EV_PLAN,   /* text: the layout */
+    COSMOS3_EV_LOADED, /* rank, mem_* of that rank, seconds */
+    COSMOS3_EV_STAGE,  /* stage, begin (true at its start, false at its end with seconds) */
+    COSMOS3_EV_STEP,   /* a denoising step ended: step (1-based), steps, timestep, seconds,
+                          cond_s, uncond_s (0 when the uncond branch did not run) */
+    COSMOS3_EV_BRANCH, /* one CFG branch of a step ended: step, branch (0 cond, 1 uncond), rank,
+                          group, seconds */
+    COSMOS3_EV_VAE, /* frame chunk decoded: frame (latent frames done), frames (of all), seconds */
     COSMOS3_EV_MEMORY,    /* rank, device, mem_* (this rank's accounting), dev_free, dev_total */
     COSMOS3_EV_DONE,      /* the job finished: seconds */
     COSMOS3_EV_CANCELLED, /* the job was cancelled */
@@ -121,7 +123,8 @@ typedef void (*cosmos3_event_fn)(const cosmos3_event *ev, void *user);
 /* ------------------------------------------------------------- opening */
 
 typedef struct {
-    const char *model;     /* a checkpoint folder or a built-in name ("demo"); NULL: $COSMOS3_MODEL, else "demo" */
+    const char *model;     /* a checkpoint folder or a built-in name ("demo"); NULL: $COSMOS3_MODEL,
+                              else "demo" */
     const char *device;    /* "auto" (NULL), "cpu" or "cuda" */
     const char *gpus;      /* "0,1,2,3" (NULL: every visible GPU, in order) */
     int tp;                /* tensor parallel ranks (0: 1) */
@@ -132,7 +135,8 @@ typedef struct {
     const char *precision; /* "auto" (NULL: as stored), "bf16" or "fp8" (quantise at load) */
     /* the size the memory plan is checked at (0: the model's default image size) */
     int plan_width, plan_height, plan_frames;
-    cosmos3_event_fn on_event; /* loading events (job 0), and every job's events when a request sets none */
+    cosmos3_event_fn
+        on_event; /* loading events (job 0), and every job's events when a request sets none */
     void *user;
     /* the GEN tower's attention: "bf16" (NULL) or "fp8" (Q, K, P, V in E4M3 with
      * per-head scales, fp32 accumulation; CUDA on Hopper, head_dim 128; the
@@ -247,11 +251,11 @@ typedef struct {
     double guidance;             /* classifier-free guidance scale; COSMOS3_DEFAULT */
     double shift;                /* flow shift; COSMOS3_DEFAULT */
     const char *schedule;        /* "linear", "karras", "native"; NULL: default */
-    int guidance_interval;       /* COSMOS3_DEFAULT, 0: CFG on every step, 1: only for t in [lo, hi] */
+    int guidance_interval; /* COSMOS3_DEFAULT, 0: CFG on every step, 1: only for t in [lo, hi] */
     double guidance_lo, guidance_hi;
-    int64_t seed;                /* COSMOS3_DEFAULT: random (below 2^53); else 0..2^63-1 */
-    int system_prompt;           /* COSMOS3_DEFAULT: as the checkpoint says; 0 off; 1 on */
-    int templates;               /* COSMOS3_DEFAULT (on), 0, 1: the resolution/duration sentences */
+    int64_t seed;      /* COSMOS3_DEFAULT: random (below 2^53); else 0..2^63-1 */
+    int system_prompt; /* COSMOS3_DEFAULT: as the checkpoint says; 0 off; 1 on */
+    int templates;     /* COSMOS3_DEFAULT (on), 0, 1: the resolution/duration sentences */
     /* initial noise instead of the seed's: [1, C, T, H/16, W/16] floats */
     const float *noise;
     size_t noise_len;
@@ -264,8 +268,8 @@ typedef struct {
     const int *condition_frames; /* latent frame indexes pinned from the clip (NULL: 0 and 1) */
     int ncondition_frames;
     cosmos3_keep condition_keep;
-    bool want_latents;           /* return the final latents too */
-    cosmos3_event_fn on_event;   /* NULL: the engine's (open params) */
+    bool want_latents;         /* return the final latents too */
+    cosmos3_event_fn on_event; /* NULL: the engine's (open params) */
     void *user;
     /* (appended) every value above is meant as written, COSMOS3_DEFAULT
      * included (-1 is then checked as -1), but for seed, where it still
@@ -288,6 +292,14 @@ typedef struct {
     bool sound;
     const float *sound_noise;
     size_t sound_noise_len;
+    /* (appended) this request alone stops (COSMOS3_ECANCEL) once *cancel is
+     * nonzero, e.g. one request of a batch while the others run on; NULL:
+     * only cosmos3_cancel stops it */
+    const volatile int *cancel;
+    /* (appended) leave the VAE decode to cosmos3_decode: the result holds
+     * the final latents (latents, latent_shape) and no frames yet, so a
+     * server decodes and encodes one job while the next one denoises */
+    bool defer_decode;
 } cosmos3_request;
 
 COSMOS3_API void cosmos3_request_init(cosmos3_request *r);
@@ -435,7 +447,7 @@ typedef struct {
     int latent_shape[5];
     /* the settings actually used */
     char *prompt, *negative_prompt;
-    uint64_t seed;  /* the seed (meaningless when noise_given) */
+    uint64_t seed; /* the seed (meaningless when noise_given) */
     bool noise_given;
     int steps;
     double guidance, shift;
@@ -446,9 +458,9 @@ typedef struct {
     bool system_prompt, templates;
     char model_id[256];
     uint64_t config_hash;
-    int L_cond, L_uncond;      /* prompt lengths in tokens */
+    int L_cond, L_uncond; /* prompt lengths in tokens */
     int tp, cfg_parallel, ulysses;
-    char device[8];            /* "cpu", "cuda" */
+    char device[8];          /* "cpu", "cuda" */
     cosmos3_timings timings; /* where the time went */
     int64_t mem_peak;
     int64_t h2d_bytes; /* --offload: rank 0's weight stream */
@@ -485,6 +497,33 @@ typedef struct {
  * cancelled (the engine stays usable). */
 COSMOS3_API int cosmos3_generate(cosmos3_engine *e, const cosmos3_request *r, cosmos3_result **out,
                                  char *err, size_t errlen);
+/* Batches. Requests with the same batch key (the model, the task, width,
+ * height, frames, steps, schedule, shift, the guidance interval, distilled
+ * or not, as they resolve on e) may run as one batch: B requests x their CFG
+ * branches through the GEN tower in one forward, each with its own prompt,
+ * seed, noise and guidance scale. A request's result does not depend on
+ * what it ran with (on the CPU within 1e-5 relative L2 of its latents run
+ * alone). COSMOS3_EUSAGE (naming the field) when r does not resolve. */
+COSMOS3_API int cosmos3_batch_key(const cosmos3_engine *e, const cosmos3_request *r, uint64_t *key,
+                                  char *err, size_t errlen);
+/* The most requests like r one batch may hold on e (the memory plan
+ * counting the batch's activations); at least 1. */
+COSMOS3_API int cosmos3_batch_max(const cosmos3_engine *e, const cosmos3_request *r);
+/* Run n requests (1 .. cosmos3_batch_max, one batch key) as one batch. Each
+ * request ends on its own: rc[i] its status, out[i] its result (NULL on
+ * failure), err + i * errlen its one-line message; one cancelled (its
+ * cancel flag) or failing request leaves the others running. Returns
+ * COSMOS3_OK when the batch ran (see rc[]), else the error that stopped
+ * every request (then also in each rc[i]). Events go to each request's own
+ * on_event. */
+COSMOS3_API int cosmos3_generate_batch(cosmos3_engine *e, int n, const cosmos3_request *const *r,
+                                       cosmos3_result **out, int *rc, char *err, size_t errlen);
+/* The VAE decode of a result generated with defer_decode: fills rgb,
+ * width, height, frames and timings.vae (timings.total grows by it). Safe
+ * to call on another thread while e runs the next cosmos3_generate (its own
+ * stream on CUDA); COSMOS3_OK at once when res already has its frames. */
+COSMOS3_API int cosmos3_decode(cosmos3_engine *e, cosmos3_result *res, char *err, size_t errlen);
+
 /* Ranks in several processes (mpirun, srun; cosmos3_layout's processes):
  * process 0's cosmos3_generate first sends the request to the others, and
  * every other process runs cosmos3_follow instead of generating on its own:

@@ -563,7 +563,8 @@ static int gen_denoise(gen_job *g) {
         j->cache = NULL;
     } else if (j->cache && j->pinned) {
         bool any = false;
-        for (int f = 0; f < j->T; f++) any |= !j->pinned[f];
+        for (int f = 0; f < j->T; f++)
+            any |= !j->pinned[f];
         if (!any) {
             add_warning(e, "cache: off (every latent frame is given by the conditioning)");
             j->cache = NULL;
@@ -812,4 +813,63 @@ int cosmos3_first_last(const cosmos3_frames *start, const cosmos3_frames *end, i
     return give_err(
         cond_first_last(&a, &b, frames, width, height, vae_temporal, rgb, &clip, idx, max, n), err,
         errlen);
+}
+
+/* ------------------------------------------------------------- batches */
+
+static uint64_t key_mix(uint64_t h, const void *p, size_t n) {
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ b[i]) * 1099511628211ULL; /* FNV-1a */
+    return h;
+}
+
+int cosmos3_batch_key(const cosmos3_engine *e, const cosmos3_request *r, uint64_t *key, char *err,
+                      size_t errlen) {
+    if (!e || !r || !key)
+        return give_err(c3_fail(C3_EUSAGE, "cosmos3_batch_key: NULL argument"), err, errlen);
+    cosmos3_settings s;
+    C3_TRY(give_err(request_resolve(r, &e->ck, &s), err, errlen));
+    int task = r->video ? 3 : r->image ? 2 : s.frames > 1 ? 1 : 0;
+    int ints[] = {task,     s.width,          s.height, s.frames, s.steps, s.guidance_interval,
+                  r->sound, e->ck.s.distilled};
+    double dbl[] = {s.shift, s.guidance_interval ? s.guidance_lo : 0,
+                    s.guidance_interval ? s.guidance_hi : 0};
+    uint64_t h = 1469598103934665603ULL;
+    h = key_mix(h, &e->ck.t.config_hash, sizeof e->ck.t.config_hash);
+    h = key_mix(h, ints, sizeof ints);
+    h = key_mix(h, dbl, sizeof dbl);
+    h = key_mix(h, s.schedule, strlen(s.schedule));
+    *key = h;
+    return C3_OK;
+}
+
+int cosmos3_batch_max(const cosmos3_engine *e, const cosmos3_request *r) {
+    (void)e;
+    (void)r;
+    return 4; /* FIXME(batch): the sequential stand-in; the memory plan decides */
+}
+
+int cosmos3_generate_batch(cosmos3_engine *e, int n, const cosmos3_request *const *r,
+                           cosmos3_result **out, int *rc, char *err, size_t errlen) {
+    if (!e || !r || !out || !rc || n < 1)
+        return give_err(c3_fail(C3_EUSAGE, "cosmos3_generate_batch: NULL argument or n < 1"), err,
+                        errlen);
+    /* FIXME(batch): the sequential stand-in, one request after the other */
+    for (int i = 0; i < n; i++) {
+        char *ei = err ? err + (size_t)i * errlen : NULL;
+        if (r[i]->cancel && *r[i]->cancel) {
+            out[i] = NULL;
+            rc[i] = give_err(c3_fail(C3_ECANCEL, "cancelled"), ei, errlen);
+            continue;
+        }
+        rc[i] = cosmos3_generate(e, r[i], &out[i], ei, errlen);
+    }
+    return C3_OK;
+}
+
+int cosmos3_decode(cosmos3_engine *e, cosmos3_result *res, char *err, size_t errlen) {
+    if (!e || !res)
+        return give_err(c3_fail(C3_EUSAGE, "cosmos3_decode: NULL argument"), err, errlen);
+    return C3_OK; /* FIXME(batch): the stand-in decodes in cosmos3_generate */
 }
