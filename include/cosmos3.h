@@ -519,9 +519,14 @@ COSMOS3_API int cosmos3_batch_max(const cosmos3_engine *e, const cosmos3_request
 COSMOS3_API int cosmos3_generate_batch(cosmos3_engine *e, int n, const cosmos3_request *const *r,
                                        cosmos3_result **out, int *rc, char *err, size_t errlen);
 /* The VAE decode of a result generated with defer_decode: fills rgb,
- * width, height, frames and timings.vae (timings.total grows by it). Safe
- * to call on another thread while e runs the next cosmos3_generate (its own
- * stream on CUDA); COSMOS3_OK at once when res already has its frames. */
+ * width, height, frames and timings.vae (and with sound the waveform and
+ * timings.sound; timings.total grows by both). Safe to call on another
+ * thread while e runs the next cosmos3_generate (the VAE has a backend of
+ * its own: on CUDA its own stream and buffers); decodes of one engine take
+ * turns. COSMOS3_OK at once when res already has its frames. It emits no
+ * events (the job ended with its COSMOS3_EV_DONE) and cosmos3_cancel does
+ * not stop it; the latents stay in res. The same pixels as the decode
+ * inside cosmos3_generate. */
 COSMOS3_API int cosmos3_decode(cosmos3_engine *e, cosmos3_result *res, char *err, size_t errlen);
 
 /* Ranks in several processes (mpirun, srun; cosmos3_layout's processes):

@@ -312,7 +312,6 @@ typedef struct {
     c3_condition cd;  /* the conditioning encoded */
     c3_denoise j;     /* the loop's input and output */
     float *x0;        /* [1, C, T, h, w] the initial latents */
-    float *pixels;    /* [F, H, W, 3] decoded */
     float *sx0;       /* [sound_dim, T_s] the initial sound latents (joint sound) */
     int64_t h2d_bytes0;
     double h2d_sec0;
@@ -516,27 +515,6 @@ static int gen_sound(gen_job *g) {
     return C3_OK;
 }
 
-/* The final sound latents through the sound decoder: [channels, T_s hop] PCM. */
-static int gen_sound_decode(gen_job *g) {
-    const c3_denoise *j = &g->j;
-    if (!j->ns) return C3_OK;
-    cosmos3_engine *e = g->e;
-    cosmos3_result *res = g->res;
-    double t0 = c3_now();
-    rt_emit_stage(&e->rt, "sound", true, 0);
-    const c3_aconfig *ac = avae_config(e->avae);
-    res->sound_channels = ac->out_channels;
-    res->sound_rate = ac->sampling_rate;
-    res->sound_samples = (int64_t)j->Ts * ac->hop;
-    res->sound = xmalloc((size_t)(res->sound_channels * res->sound_samples) * sizeof(float));
-    C3_TRY(avae_decode(e->avae, j->s_final, j->Ts, res->sound, NULL));
-    C3_TRY(denoise_check_finite(res->sound, res->sound_channels * res->sound_samples,
-                                "the decoded sound", "sound tokenizer"));
-    res->timings.sound = c3_now() - t0;
-    rt_emit_stage(&e->rt, "sound", false, res->timings.sound);
-    return C3_OK;
-}
-
 /* The denoising loop on every rank (denoise.c), its times into the result. */
 static int gen_denoise(gen_job *g) {
     cosmos3_engine *e = g->e;
@@ -589,27 +567,75 @@ static int gen_denoise(gen_job *g) {
     return C3_OK;
 }
 
-/* The final latents through the VAE decoder to the result's RGB frames. */
+/* Latents [C, T, h, w] through the VAE decoder into res's RGB frames and
+ * timings.vae, under the engine's decode lock (the VAE on its own backend:
+ * generate's decode and cosmos3_decode's on another thread take turns). vp:
+ * the progress events and the cancel check of a generation, or NULL. */
+static int decode_frames(cosmos3_engine *e, const float *lat, int T, int h, int w, double fps,
+                         cosmos3_result *res, vae_progress *vp) {
+    double t0 = c3_now();
+    int F, H, W;
+    float *pixels = NULL;
+    pthread_mutex_lock(&e->vae_mu);
+    int rc = vae_decode(e->vae, lat, T, h, w, &pixels, &F, &H, &W, vp ? on_vae_frame : NULL, vp);
+    pthread_mutex_unlock(&e->vae_mu);
+    if (rc == C3_OK && vp && vp->rt->cancel) rc = c3_fail(C3_ECANCEL, "cancelled");
+    if (rc == C3_OK)
+        rc = denoise_check_finite(pixels, (int64_t)F * H * W * 3, "the decoded pixels", "VAE");
+    if (rc == C3_OK) {
+        res->rgb = xmalloc((size_t)F * H * W * 3);
+        frames_to_rgb(pixels, F, H, W, res->rgb);
+        res->width = W;
+        res->height = H;
+        res->frames = F;
+        res->fps = fps;
+        res->timings.vae = c3_now() - t0;
+    }
+    free(pixels);
+    return rc;
+}
+
+/* The final sound latents [sound_dim, Ts] through the sound decoder into
+ * res's waveform and timings.sound (under the decode lock). */
+static int decode_sound(cosmos3_engine *e, const float *slat, int Ts, cosmos3_result *res) {
+    double t0 = c3_now();
+    const c3_aconfig *ac = avae_config(e->avae);
+    res->sound_channels = ac->out_channels;
+    res->sound_rate = ac->sampling_rate;
+    res->sound_samples = (int64_t)Ts * ac->hop;
+    res->sound = xmalloc((size_t)(res->sound_channels * res->sound_samples) * sizeof(float));
+    pthread_mutex_lock(&e->vae_mu);
+    int rc = avae_decode(e->avae, slat, Ts, res->sound, NULL);
+    pthread_mutex_unlock(&e->vae_mu);
+    if (rc == C3_OK)
+        rc = denoise_check_finite(res->sound, res->sound_channels * res->sound_samples,
+                                  "the decoded sound", "sound tokenizer");
+    res->timings.sound = c3_now() - t0;
+    return rc;
+}
+
+/* The final sound latents through the sound decoder: [channels, T_s hop] PCM. */
+static int gen_sound_decode(gen_job *g) {
+    const c3_denoise *j = &g->j;
+    if (!j->ns || g->rq->defer_decode) return C3_OK;
+    cosmos3_engine *e = g->e;
+    rt_emit_stage(&e->rt, "sound", true, 0);
+    C3_TRY(decode_sound(e, j->s_final, j->Ts, g->res));
+    rt_emit_stage(&e->rt, "sound", false, g->res->timings.sound);
+    return C3_OK;
+}
+
+/* The final latents through the VAE decoder to the result's RGB frames
+ * (with defer_decode: left to cosmos3_decode, the latents kept). */
 static int gen_decode(gen_job *g) {
     cosmos3_engine *e = g->e;
-    cosmos3_result *res = g->res;
     const c3_denoise *j = &g->j;
-    double t0 = c3_now();
+    g->res->fps = g->s.fps;
+    if (g->rq->defer_decode) return C3_OK;
     rt_emit_stage(&e->rt, "vae", true, 0);
-    int F, H, W;
-    vae_progress vp = {&e->rt, t0};
-    C3_TRY(vae_decode(e->vae, j->x_final, j->T, j->h, j->w, &g->pixels, &F, &H, &W, on_vae_frame,
-                      &vp));
-    if (e->rt.cancel) return c3_fail(C3_ECANCEL, "cancelled");
-    C3_TRY(denoise_check_finite(g->pixels, (int64_t)F * H * W * 3, "the decoded pixels", "VAE"));
-    res->timings.vae = c3_now() - t0;
-    rt_emit_stage(&e->rt, "vae", false, res->timings.vae);
-    res->rgb = xmalloc((size_t)F * H * W * 3);
-    frames_to_rgb(g->pixels, F, H, W, res->rgb);
-    res->width = W;
-    res->height = H;
-    res->frames = F;
-    res->fps = g->s.fps;
+    vae_progress vp = {&e->rt, c3_now()};
+    C3_TRY(decode_frames(e, j->x_final, j->T, j->h, j->w, g->s.fps, g->res, &vp));
+    rt_emit_stage(&e->rt, "vae", false, g->res->timings.vae);
     return C3_OK;
 }
 
@@ -620,7 +646,7 @@ static void gen_result(gen_job *g) {
     const cosmos3_settings *s = &g->s;
     const c3_plan *p = &e->rt.plan;
     cosmos3_result *res = g->res;
-    if (rq->want_latents) {
+    if (rq->want_latents || rq->defer_decode) { /* cosmos3_decode reads them */
         res->latents = g->j.x_final;
         g->j.x_final = NULL;
         memcpy(res->latent_shape, s->latent_shape, sizeof res->latent_shape);
@@ -685,7 +711,6 @@ static void gen_free(gen_job *g) {
     free(g->j.s_final);
     free(g->j.sigmas);
     free(g->j.timesteps);
-    free(g->pixels);
 }
 
 /* One generation into res (allocated by the caller), stage by stage. */
@@ -871,5 +896,25 @@ int cosmos3_generate_batch(cosmos3_engine *e, int n, const cosmos3_request *cons
 int cosmos3_decode(cosmos3_engine *e, cosmos3_result *res, char *err, size_t errlen) {
     if (!e || !res)
         return give_err(c3_fail(C3_EUSAGE, "cosmos3_decode: NULL argument"), err, errlen);
-    return C3_OK; /* FIXME(batch): the stand-in decodes in cosmos3_generate */
+    if (res->rgb) return C3_OK; /* decoded already (in cosmos3_generate, or before) */
+    const int *ls = res->latent_shape;
+    if (!res->latents || ls[1] != e->ck.t.latent_ch || ls[2] < 1 || ls[3] < 1 || ls[4] < 1)
+        return give_err(c3_fail(C3_EUSAGE,
+                                "cosmos3_decode: the result holds no latents of this model to "
+                                "decode; generate it with defer_decode on this engine"),
+                        err, errlen);
+    /* no events and no cancel here: the job ended with its COSMOS3_EV_DONE,
+     * and cosmos3_cancel stops the generation in flight, not this decode */
+    int rc = decode_frames(e, res->latents, ls[2], ls[3], ls[4], res->fps, res, NULL);
+    if (rc == C3_OK && res->sound_latents && !res->sound && e->avae)
+        rc = decode_sound(e, res->sound_latents, res->sound_latent_shape[1], res);
+    if (rc) {
+        free(res->rgb);
+        res->rgb = NULL;
+        free(res->sound);
+        res->sound = NULL;
+        return give_err(rc, err, errlen);
+    }
+    res->timings.total += res->timings.vae + res->timings.sound;
+    return C3_OK;
 }
