@@ -497,10 +497,6 @@ static int gen_rope(c3_model *m, int L, const c3_latent_geom *g, int64_t t0, int
     return C3_OK;
 }
 
-int model_gen_max(void) {
-    return GEN_MAX_BATCH;
-}
-
 bool model_batches(const c3_model *m) {
     return m->shard.sp_size <= 1 && !m->no_batch && c3_env()->cfg_batch;
 }

@@ -104,7 +104,7 @@ typedef struct {
  * GEN position offset). velocity: host floats [C, T, h, w]. */
 int model_gen(c3_model *m, const c3_undkv *kv, const float *latents, const c3_latent_geom *g,
               double timestep, float *velocity);
-/* nb (1 .. model_gen_max()) GEN forwards on the same latents and timestep, one per UND
+/* nb (1 .. C3_GEN_MAX_BATCH) GEN forwards on the same latents and timestep, one per UND
  * cache kvs[b], as one batch: every matrix product runs once over all the
  * branches' tokens (the weights are read once), attention per branch.
  * velocity[b] as model_gen's. Only without Ulysses (model_batches). */
@@ -126,7 +126,10 @@ typedef struct {
 int model_gen_cached(c3_model *m, int nb, const c3_undkv *const *kvs, const float *latents,
                      const c3_latent_geom *g, double timestep, float *const *velocity,
                      const c3_gen_cache *gc);
-/* The batch of several requests: nb GEN forwards (1 .. model_gen_max())
+/* The most branches one GEN call batches: the CFG branches of up to 8
+ * requests of a batch. */
+#define C3_GEN_MAX_BATCH 16
+/* The batch of several requests: nb GEN forwards (1 .. C3_GEN_MAX_BATCH)
  * at one timestep as one batch over nl latents (all of grid g): branch b
  * reads the UND cache kvs[b] and the latents lats[lat_of[b]] (lat_of NULL:
  * all read lats[0]; nl 1 is model_gen_cached). Each branch's rows are what
@@ -136,8 +139,7 @@ int model_gen_cached(c3_model *m, int nb, const c3_undkv *const *kvs, const floa
 int model_gen_multi(c3_model *m, int nb, const c3_undkv *const *kvs, int nl,
                     const float *const *lats, const int *lat_of, const c3_latent_geom *g,
                     double timestep, float *const *velocity, const c3_gen_cache *gc);
-/* The most branches one GEN call batches (GEN_MAX_BATCH). */
-int model_gen_max(void);
+
 /* The GEN rows this rank holds for grid g (the sequence's Ulysses shard)
  * and the hidden size: a probe's [S, D]. */
 void model_gen_rows(const c3_model *m, const c3_latent_geom *g, int64_t *S, int64_t *D);

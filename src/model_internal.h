@@ -86,7 +86,7 @@ typedef struct {
 } rope_cache;
 /* Branches one GEN call batches: the CFG branches (cond, uncond) of up to
  * GEN_MAX_BATCH / 2 requests of a batch, each over its own latents. */
-#define GEN_MAX_BATCH 16
+#define GEN_MAX_BATCH C3_GEN_MAX_BATCH
 #define ROPE_CACHE_SLOTS (2 * GEN_MAX_BATCH)
 
 /* Scratch for the MLP of one tower over n tokens. */
