@@ -685,7 +685,9 @@ static void gen_result(gen_job *g) {
     res->cfg_parallel = p->cfg;
     res->ulysses = p->sp;
     snprintf(res->device, sizeof res->device, "%s", p->cuda ? "cuda" : "cpu");
-    res->mem_peak = rt_lead(&e->rt)->be->mem_peak;
+    pthread_mutex_lock(&e->vae_mu); /* the VAE's backend: a decode may run beside */
+    res->mem_peak = rt_lead(&e->rt)->be->mem_peak + e->vbe->mem_peak;
+    pthread_mutex_unlock(&e->vae_mu);
     snprintf(res->attention, sizeof res->attention, "%s",
              attn_fp8_note(e) ? "fp8"
              : p->cuda        ? "bf16"

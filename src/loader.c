@@ -51,7 +51,10 @@ const char *cosmos3_model_dir(const char *model, char *buf, size_t n) {
 static int load_rank(c3_runtime *rt, c3_rank *r, void *ud) {
     const cosmos3_engine *e = ud;
     C3_TRY(model_load(&r->model, &e->ck, r->be, &r->shard));
-    model_batch(r->model, rt->plan.cfg_batch);
+    /* branches as one batch: both CFG branches on one rank where the plan
+     * fits them; with CFG parallelism (no Ulysses) a batch's requests' */
+    const c3_plan *p = &rt->plan;
+    model_batch(r->model, p->cfg_batch || (p->cfg == 2 && p->sp == 1));
     return C3_OK;
 }
 

@@ -3,8 +3,10 @@
  *   - defer_decode: the result holds the latents and no frames; cosmos3_decode
  *     gives the same bytes as the decode inside cosmos3_generate, also on a
  *     thread while the same engine runs the next generation;
- *   - a batch of 3 (other prompts, seeds, guidance scales, one negative
- *     prompt longer than the others) equals each request run alone: the
+ *   - a batch of 3 (other prompts, seeds, guidance scales, one of them 1:
+ *     no uncond branch; one negative prompt longer than the others) on one
+ *     rank, CFG-parallel, TP and Ulysses (one after another) layouts, equals
+ *     each request run alone: the
  *     latents within 1e-5 relative L2, the pixels equal but for single-level
  *     flips (counted and bounded);
  *   - one request cancelled (its flag) after step 2 ends cancelled alone,
@@ -95,9 +97,9 @@ static void check_same(const char *what, const cosmos3_result *b, const cosmos3_
     T_CHECK(b->seed == a->seed && b->guidance == a->guidance, "%s: settings", what);
 }
 
-static cosmos3_engine *open_cpu(const char *model, int w, int h) {
+static cosmos3_engine *open_layout(const char *model, int w, int h, int tp, int cfg, int sp) {
     cosmos3_open_params op;
-    t_engine_open_params(&op, model, "cpu", 1, 1, 1, NULL);
+    t_engine_open_params(&op, model, "cpu", tp, cfg, sp, NULL);
     op.plan_width = w;
     op.plan_height = h;
     cosmos3_engine *e = NULL;
@@ -114,7 +116,7 @@ static void three_requests(cosmos3_request rq[3], int w, int h, int steps, const
         "blurry", "blurry",
         "blurry, low quality, washed-out colours, two objects, a gradient background, noise, "
         "jpeg artefacts, a cropped shape, text, a watermark"};
-    static const double guid[3] = {5, 3, 7};
+    static const double guid[3] = {5, 1, 7}; /* 1: no uncond branch for request 1 */
     for (int i = 0; i < 3; i++) {
         t_engine_request(&rq[i]);
         rq[i].prompt = p[i];
@@ -154,7 +156,7 @@ static void *decode_thread(void *arg) {
 
 static void test_defer(const char *name, const char *model, int w, int h, int steps,
                        const char *prompt) {
-    cosmos3_engine *e = open_cpu(model, w, h);
+    cosmos3_engine *e = open_layout(model, w, h, 1, 1, 1);
     if (!e) return;
     char err[512];
     cosmos3_request rq;
@@ -218,8 +220,8 @@ out:
 /* --------------------------------------------------------------- batches */
 
 static void test_batch(const char *name, const char *model, int w, int h, int steps,
-                       const char *prompts[3]) {
-    cosmos3_engine *e = open_cpu(model, w, h);
+                       const char *prompts[3], int tp, int cfg, int sp) {
+    cosmos3_engine *e = open_layout(model, w, h, tp, cfg, sp);
     if (!e) return;
     char err[512], errs[4 * 512];
     cosmos3_request rq[4];
@@ -252,7 +254,7 @@ static void test_batch(const char *name, const char *model, int w, int h, int st
     }
 
     /* the three as one batch */
-    int n = bmax >= 3 ? 3 : bmax;
+    int n = bmax >= 3 || sp > 1 ? 3 : bmax; /* Ulysses: one after another, any number */
     const cosmos3_request *rp[4] = {&rq[0], &rq[1], &rq[2], NULL};
     cosmos3_result *out[4] = {0};
     int rcs[4] = {0};
@@ -286,7 +288,7 @@ static void test_batch(const char *name, const char *model, int w, int h, int st
     fprintf(stderr, "%s: batch of %d: %lld single-level flips in all\n", name, n,
             (long long)flips);
     /* they ran as one batch: one UND stage and one loop, the same times in each */
-    T_CHECK(n < 2 || (ev[0].und == ev[1].und && ev[0].denoise == ev[n - 1].denoise &&
+    T_CHECK(n < 2 || sp > 1 || (ev[0].und == ev[1].und && ev[0].denoise == ev[n - 1].denoise &&
                       ev[0].denoise > 0),
             "%s: the batch's requests report other loop times (%g, %g): not run as one", name,
             ev[0].denoise, ev[n - 1].denoise);
@@ -323,7 +325,7 @@ static void test_batch(const char *name, const char *model, int w, int h, int st
     }
 
     /* a request of another shape in the batch: refused alone, one line */
-    if (bmax >= 2) {
+    if (n >= 2) {
         memset(ev, 0, sizeof ev);
         cosmos3_request odd = rq[2], mute = rq[1];
         odd.height = h + 16;
@@ -332,8 +334,8 @@ static void test_batch(const char *name, const char *model, int w, int h, int st
         mute.user = &ev[2];
         rq[0].user = &ev[0];
         const cosmos3_request *rp2[3] = {&rq[0], &odd, &mute};
-        rc = cosmos3_generate_batch(e, bmax >= 3 ? 3 : 2, rp2, out, rcs, errs, 512);
-        if (bmax >= 3) {
+        rc = cosmos3_generate_batch(e, n, rp2, out, rcs, errs, 512);
+        if (n >= 3) {
             T_CHECK(rcs[2] == C3_EUSAGE && !out[2] && strstr(errs + 1024, "prompt"),
                     "%s: no prompt: rc %d, '%s'", name, rcs[2], errs + 1024);
             T_CHECK(ev[2].terminal == 1 && ev[2].last_terminal == COSMOS3_EV_FAILED,
@@ -366,7 +368,7 @@ int main(void) {
                                           "a white square on a black background, on the left",
                                           "a yellow triangle on a purple background, at the top"};
     test_defer("demo defer", demo, 64, 64, 6, demo_prompts[0]);
-    test_batch("demo", demo, 64, 64, 6, demo_prompts);
+    test_batch("demo", demo, 64, 64, 6, demo_prompts, 1, 1, 1);
 
     char tmpd[] = "/tmp/c3batchXXXXXX", tiny[128];
     if (!mkdtemp(tmpd)) {
@@ -380,7 +382,12 @@ int main(void) {
                                           "Two cats on a sofa, watching the rain outside."};
     if (rc == C3_OK) {
         test_defer("tiny defer", tiny, 80, 48, 4, tiny_prompts[0]);
-        test_batch("tiny", tiny, 80, 48, 5, tiny_prompts);
+        test_batch("tiny", tiny, 80, 48, 5, tiny_prompts, 1, 1, 1);
+        /* the layouts: the CFG groups exchange the batch's predictions, TP
+         * ranks agree on a cancel; Ulysses runs the requests one after another */
+        test_batch("tiny cfg 2", tiny, 80, 48, 5, tiny_prompts, 1, 2, 1);
+        test_batch("tiny tp 2", tiny, 80, 48, 5, tiny_prompts, 2, 1, 1);
+        test_batch("tiny ulysses 2", tiny, 80, 48, 5, tiny_prompts, 1, 1, 2);
     }
     char cmd[256];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpd);
