@@ -220,12 +220,18 @@ out:
 /* --------------------------------------------------------------- batches */
 
 static void test_batch(const char *name, const char *model, int w, int h, int steps,
-                       const char *prompts[3], int tp, int cfg, int sp) {
+                       const char *prompts[3], int tp, int cfg, int sp, bool distilled) {
     cosmos3_engine *e = open_layout(model, w, h, tp, cfg, sp);
     if (!e) return;
     char err[512], errs[4 * 512];
     cosmos3_request rq[4];
     three_requests(rq, w, h, steps, prompts);
+    if (distilled) /* the fixed sampler: its own steps, one branch, the seed's step noise */
+        for (int i = 0; i < 3; i++) {
+            rq[i].steps = COSMOS3_DEFAULT;
+            rq[i].guidance = COSMOS3_DEFAULT;
+            rq[i].guidance_interval = COSMOS3_DEFAULT;
+        }
 
     /* keys and the bound */
     uint64_t k0 = 0, k1 = 0, k2 = 0, k3 = 0;
@@ -239,8 +245,8 @@ static void test_batch(const char *name, const char *model, int w, int h, int st
     T_CHECK(cosmos3_batch_key(e, &other, &k2, err, sizeof err) == C3_OK && k2 != k0,
             "%s: another size has the same batch key", name);
     other = rq[0];
-    other.steps = steps + 1;
-    T_CHECK(cosmos3_batch_key(e, &other, &k3, err, sizeof err) == C3_OK && k3 != k0,
+    other.steps = steps + 1; /* (the distilled checkpoint runs its own steps only) */
+    T_CHECK(distilled || (cosmos3_batch_key(e, &other, &k3, err, sizeof err) == C3_OK && k3 != k0),
             "%s: another step count has the same batch key", name);
     int bmax = cosmos3_batch_max(e, &rq[0]);
     T_CHECK(bmax >= 1, "%s: batch_max %d", name, bmax);
@@ -368,7 +374,7 @@ int main(void) {
                                           "a white square on a black background, on the left",
                                           "a yellow triangle on a purple background, at the top"};
     test_defer("demo defer", demo, 64, 64, 6, demo_prompts[0]);
-    test_batch("demo", demo, 64, 64, 6, demo_prompts, 1, 1, 1);
+    test_batch("demo", demo, 64, 64, 6, demo_prompts, 1, 1, 1, false);
 
     char tmpd[] = "/tmp/c3batchXXXXXX", tiny[128];
     if (!mkdtemp(tmpd)) {
@@ -377,17 +383,31 @@ int main(void) {
     }
     int rc = t_make_tiny8(tmpd, tiny, sizeof tiny);
     T_CHECK(rc == C3_OK, "mkmodel: %s", c3_errmsg());
+    char dist[160], tokdir[4096];
+    snprintf(dist, sizeof dist, "%s/tinyd", tmpd);
+    snprintf(tokdir, sizeof tokdir, "%s/share/tokenizer", src ? src : ".");
+    c3_mkmodel_opts mo = {.preset = "tiny",
+                          .layers = 2,
+                          .seed = 6,
+                          .distilled = true,
+                          .out_dir = dist,
+                          .tokenizer_dir = tokdir};
+    int rcd = mkmodel_write(&mo);
+    T_CHECK(rcd == C3_OK, "mkmodel --distilled: %s", c3_errmsg());
     static const char *tiny_prompts[3] = {"A red fox jumps over a frozen creek at dawn.",
                                           "A lighthouse in a storm.",
                                           "Two cats on a sofa, watching the rain outside."};
     if (rc == C3_OK) {
         test_defer("tiny defer", tiny, 80, 48, 4, tiny_prompts[0]);
-        test_batch("tiny", tiny, 80, 48, 5, tiny_prompts, 1, 1, 1);
+        test_batch("tiny", tiny, 80, 48, 5, tiny_prompts, 1, 1, 1, false);
         /* the layouts: the CFG groups exchange the batch's predictions, TP
          * ranks agree on a cancel; Ulysses runs the requests one after another */
-        test_batch("tiny cfg 2", tiny, 80, 48, 5, tiny_prompts, 1, 2, 1);
-        test_batch("tiny tp 2", tiny, 80, 48, 5, tiny_prompts, 2, 1, 1);
-        test_batch("tiny ulysses 2", tiny, 80, 48, 5, tiny_prompts, 1, 1, 2);
+        test_batch("tiny cfg 2", tiny, 80, 48, 5, tiny_prompts, 1, 2, 1, false);
+        test_batch("tiny tp 2", tiny, 80, 48, 5, tiny_prompts, 2, 1, 1, false);
+        test_batch("tiny ulysses 2", tiny, 80, 48, 5, tiny_prompts, 1, 1, 2, false);
+    }
+    if (rcd == C3_OK) { /* the distilled sampler: each request its own step noise */
+        test_batch("tiny distilled", dist, 80, 48, 4, tiny_prompts, 1, 1, 1, true);
     }
     char cmd[256];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpd);
