@@ -105,16 +105,16 @@ uint64_t denoise_sound_offset(int steps, int64_t n, int64_t ns, int k) {
 /* One request's state on one rank. */
 typedef struct {
     c3_denoise *j;
-    bool live;               /* still stepping */
-    bool cfg_on;             /* this step runs its uncond branch */
-    c3_undkv *kv[2];         /* cond, uncond (NULL where this rank does not serve it) */
-    c3_latent_geom g;        /* its grid, pinned frames and sound */
-    float *x;                /* [n] its latents [C, T, h, w] */
-    float *vbuf;             /* [2 n] velocities [cond | uncond] */
-    float *v, *noise;        /* [n] the guided velocity; the SDE's draw (NULL: none) */
+    bool live;        /* still stepping */
+    bool cfg_on;      /* this step runs its uncond branch */
+    c3_undkv *kv[2];  /* cond, uncond (NULL where this rank does not serve it) */
+    c3_latent_geom g; /* its grid, pinned frames and sound */
+    float *x;         /* [n] its latents [C, T, h, w] */
+    float *vbuf;      /* [2 n] velocities [cond | uncond] */
+    float *v, *noise; /* [n] the guided velocity; the SDE's draw (NULL: none) */
     c3_sampler *smp;
-    c3_stepcache *sc;        /* a run of one only */
-    int64_t ns;              /* joint sound (a run of one only) */
+    c3_stepcache *sc; /* a run of one only */
+    int64_t ns;       /* joint sound (a run of one only) */
     float *sx, *sbuf, *sv, *snoise;
     c3_sampler *ssmp;
     float *sout[2];
@@ -160,7 +160,8 @@ static void djob_init(djob *d, c3_denoise *j) {
         d->sv = xmalloc((size_t)ns * sizeof(float));
         if (sde) d->snoise = xmalloc((size_t)ns * sizeof(float));
         memcpy(d->sx, j->s_init, (size_t)ns * sizeof(float));
-        d->ssmp = sampler_new(sde ? C3_SAMPLER_FLOWMATCH : C3_SAMPLER_UNIPC, s->steps, j->sigmas, ns);
+        d->ssmp =
+            sampler_new(sde ? C3_SAMPLER_FLOWMATCH : C3_SAMPLER_UNIPC, s->steps, j->sigmas, ns);
         d->g.sound_T = j->Ts;
         d->g.sound = d->sx;
         d->g.sound_vel = d->sout;
@@ -236,7 +237,8 @@ static int step_exchange(c3_rank *rk, djob *d, int nj, int group) {
     float *all = xmalloc((size_t)(2 * live * n) * sizeof(float));
     for (int k = 0, i = 0; k < nj; k++)
         if (d[k].live)
-            memcpy(mine + (size_t)(i++ * n), d[k].vbuf + (group ? n : 0), (size_t)n * sizeof(float));
+            memcpy(mine + (size_t)(i++ * n), d[k].vbuf + (group ? n : 0),
+                   (size_t)n * sizeof(float));
     int rc = rk->cfg->allgather_host(rk->cfg, all, mine, live * n);
     for (int k = 0, i = 0; k < nj && rc == C3_OK; k++) {
         if (!d[k].live) continue;
@@ -401,21 +403,21 @@ static int rank_loop(const dbatch *bt, c3_rank *rk) {
         /* the step cache (a run of one): every rank agrees whether the block stack runs */
         bool cached = false;
         djob *c0 = &d[0];
-        c3_stepcache_step cst = {.model = rk->model,
-                                 .be = rk->be,
-                                 .rank = rk->rank,
-                                 .tp_rank = plan_tp_rank(p, rk->rank),
-                                 .kv = {c0->kv[0], c0->kv[1]},
-                                 .serve = {p->cfg == 1 || group == 0,
-                                           c0->cfg_on && (p->cfg == 1 || group == 1)},
-                                 .active = {true, c0->cfg_on},
-                                 .x = c0->x,
-                                 .g = &c0->g,
-                                 .C = (int)(j0->n / ((int64_t)j0->T * j0->h * j0->w)),
-                                 .timestep = t,
-                                 .sigma = j0->sigmas[i],
-                                 .step = i,
-                                 .steps = steps};
+        c3_stepcache_step cst = {
+            .model = rk->model,
+            .be = rk->be,
+            .rank = rk->rank,
+            .tp_rank = plan_tp_rank(p, rk->rank),
+            .kv = {c0->kv[0], c0->kv[1]},
+            .serve = {p->cfg == 1 || group == 0, c0->cfg_on && (p->cfg == 1 || group == 1)},
+            .active = {true, c0->cfg_on},
+            .x = c0->x,
+            .g = &c0->g,
+            .C = (int)(j0->n / ((int64_t)j0->T * j0->h * j0->w)),
+            .timestep = t,
+            .sigma = j0->sigmas[i],
+            .step = i,
+            .steps = steps};
         if (c0->sc && (rc = stepcache_decide(c0->sc, &cst, rk->world, &cached))) break;
         if ((rc = step_branches(rt, rk, d, nj, group, lead, i + 1, t))) break;
         /* exchange: all-gather over the CFG pair (cond | uncond) */

@@ -892,8 +892,8 @@ static int batch_shape_of(const cosmos3_engine *e, const cosmos3_request *r, bat
 
 static uint64_t batch_key_of(const cosmos3_engine *e, const batch_shape *b) {
     const cosmos3_settings *s = &b->s;
-    int ints[] = {b->task,  s->width,           s->height, s->frames, s->steps,
-                  s->guidance_interval, b->sound, e->ck.s.distilled};
+    int ints[] = {b->task,  s->width,         s->height, s->frames, s->steps, s->guidance_interval,
+                  b->sound, e->ck.s.distilled};
     double dbl[] = {s->shift, s->guidance_interval ? s->guidance_lo : 0,
                     s->guidance_interval ? s->guidance_hi : 0};
     uint64_t h = 1469598103934665603ULL;
@@ -1034,7 +1034,7 @@ static void generate_lockstep(cosmos3_engine *e, int n, const cosmos3_request *c
         gen_job *gi = &g[i];
         rt_job_set(rt, job[i], r[i]->on_event, r[i]->user);
         warn_restore(e, gi);
-        int k = all ? c3_fail(all, "%s", allmsg)
+        int k = all        ? c3_fail(all, "%s", allmsg)
                 : gi->j.rc ? c3_fail(gi->j.rc, "%s", gi->j.err)
                            : C3_OK;
         if (k == C3_OK) k = gen_denoise_post(gi);
@@ -1105,7 +1105,8 @@ int cosmos3_generate_batch(cosmos3_engine *e, int n, const cosmos3_request *cons
             }
             __atomic_store_n(&e->busy, 0, __ATOMIC_RELEASE);
         }
-    } else if (!top) { /* one after another (Ulysses, processes, conditioning, sound, one request) */
+    } else if (!top) { /* one after another (Ulysses, processes, conditioning, sound, one request)
+                        */
         for (int i = 0; i < n; i++)
             if (!skip[i])
                 rc[i] = cosmos3_generate(e, r[i], &out[i], err ? err + (size_t)i * errlen : NULL,

@@ -133,7 +133,7 @@ static void three_requests(cosmos3_request rq[3], int w, int h, int steps, const
 
 typedef struct {
     cosmos3_engine *e;
-    cosmos3_result *res;    /* deferred: decoded again and again */
+    cosmos3_result *res;       /* deferred: decoded again and again */
     const cosmos3_result *ref; /* its pixels decoded inside generate */
     volatile int stop;
     int decodes, wrong, rc;
@@ -235,10 +235,8 @@ static void test_batch(const char *name, const char *model, int w, int h, int st
 
     /* keys and the bound */
     uint64_t k0 = 0, k1 = 0, k2 = 0, k3 = 0;
-    T_CHECK(cosmos3_batch_key(e, &rq[0], &k0, err, sizeof err) == C3_OK, "%s: key: %s", name,
-            err);
-    T_CHECK(cosmos3_batch_key(e, &rq[2], &k1, err, sizeof err) == C3_OK, "%s: key: %s", name,
-            err);
+    T_CHECK(cosmos3_batch_key(e, &rq[0], &k0, err, sizeof err) == C3_OK, "%s: key: %s", name, err);
+    T_CHECK(cosmos3_batch_key(e, &rq[2], &k1, err, sizeof err) == C3_OK, "%s: key: %s", name, err);
     T_CHECK(k0 == k1, "%s: the same shape has another batch key", name);
     cosmos3_request other = rq[0];
     other.height = h + 16;
@@ -282,8 +280,8 @@ static void test_batch(const char *name, const char *model, int w, int h, int st
                     !ev[i].after_terminal && ev[i].steps == steps,
                 "%s: request %d's events: %d terminal, %d steps", name, i, ev[i].terminal,
                 ev[i].steps);
-        T_CHECK(out[i] && ev[i].job == out[i]->job, "%s: request %d's events carry its job",
-                name, i);
+        T_CHECK(out[i] && ev[i].job == out[i]->job, "%s: request %d's events carry its job", name,
+                i);
         if (out[i]) {
             ev[i].und = out[i]->timings.und;
             ev[i].denoise = out[i]->timings.denoise;
@@ -291,11 +289,10 @@ static void test_batch(const char *name, const char *model, int w, int h, int st
         cosmos3_result_free(out[i]);
         out[i] = NULL;
     }
-    fprintf(stderr, "%s: batch of %d: %lld single-level flips in all\n", name, n,
-            (long long)flips);
+    fprintf(stderr, "%s: batch of %d: %lld single-level flips in all\n", name, n, (long long)flips);
     /* they ran as one batch: one UND stage and one loop, the same times in each */
-    T_CHECK(n < 2 || sp > 1 || (ev[0].und == ev[1].und && ev[0].denoise == ev[n - 1].denoise &&
-                      ev[0].denoise > 0),
+    T_CHECK(n < 2 || sp > 1 ||
+                (ev[0].und == ev[1].und && ev[0].denoise == ev[n - 1].denoise && ev[0].denoise > 0),
             "%s: the batch's requests report other loop times (%g, %g): not run as one", name,
             ev[0].denoise, ev[n - 1].denoise);
     T_CHECK(n < 2 || ev[0].job != ev[1].job, "%s: two requests of a batch share a job id", name);
@@ -307,16 +304,14 @@ static void test_batch(const char *name, const char *model, int w, int h, int st
         rq[1].cancel = &ev[1].flag;
         rc = cosmos3_generate_batch(e, 3, rp, out, rcs, errs, 512);
         T_CHECK(rc == C3_OK, "%s: batch with a cancel: %s", name, errs);
-        T_CHECK(rcs[1] == C3_ECANCEL && !out[1], "%s: the cancelled request: rc %d", name,
-                rcs[1]);
+        T_CHECK(rcs[1] == C3_ECANCEL && !out[1], "%s: the cancelled request: rc %d", name, rcs[1]);
         T_CHECK(ev[1].terminal == 1 && ev[1].last_terminal == COSMOS3_EV_CANCELLED &&
                     ev[1].steps <= 3,
                 "%s: the cancelled request's events: %d terminal (%d), %d steps", name,
                 ev[1].terminal, ev[1].last_terminal, ev[1].steps);
         flips = 0;
         for (int i = 0; i < 3; i += 2) {
-            T_CHECK(rcs[i] == C3_OK, "%s: request %d beside a cancel: %s", name, i,
-                    errs + i * 512);
+            T_CHECK(rcs[i] == C3_OK, "%s: request %d beside a cancel: %s", name, i, errs + i * 512);
             char what[64];
             snprintf(what, sizeof what, "%s: request %d beside a cancel", name, i);
             check_same(what, out[i], alone[i], &flips);
