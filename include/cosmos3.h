@@ -293,8 +293,9 @@ typedef struct {
     const float *sound_noise;
     size_t sound_noise_len;
     /* (appended) this request alone stops (COSMOS3_ECANCEL) once *cancel is
-     * nonzero, e.g. one request of a batch while the others run on; NULL:
-     * only cosmos3_cancel stops it */
+     * nonzero, at the next denoising step, e.g. one request of a batch while
+     * the others run on; NULL: only cosmos3_cancel stops it. With ranks in
+     * several processes it is read only before the request starts. */
     const volatile int *cancel;
     /* (appended) leave the VAE decode to cosmos3_decode: the result holds
      * the final latents (latents, latent_shape) and no frames yet, so a
@@ -507,7 +508,9 @@ COSMOS3_API int cosmos3_generate(cosmos3_engine *e, const cosmos3_request *r, co
 COSMOS3_API int cosmos3_batch_key(const cosmos3_engine *e, const cosmos3_request *r, uint64_t *key,
                                   char *err, size_t errlen);
 /* The most requests like r one batch may hold on e (the memory plan
- * counting the batch's activations); at least 1. */
+ * counting the batch's activations); at least 1. On the CPU at most 8; 1
+ * where the requests would run one after another (Ulysses, ranks in several
+ * processes, conditioning, sound). */
 COSMOS3_API int cosmos3_batch_max(const cosmos3_engine *e, const cosmos3_request *r);
 /* Run n requests (1 .. cosmos3_batch_max, one batch key) as one batch. Each
  * request ends on its own: rc[i] its status, out[i] its result (NULL on
@@ -515,7 +518,12 @@ COSMOS3_API int cosmos3_batch_max(const cosmos3_engine *e, const cosmos3_request
  * cancel flag) or failing request leaves the others running. Returns
  * COSMOS3_OK when the batch ran (see rc[]), else the error that stopped
  * every request (then also in each rc[i]). Events go to each request's own
- * on_event. */
+ * on_event, each request its own job. A request that does not resolve, has
+ * another batch key than the first that does (named in its message), or
+ * fails its own checks ends alone before the batch starts. More than
+ * cosmos3_batch_max run as several batches; where batches cannot run in
+ * lockstep (see cosmos3_batch_max) the requests run one after another. The
+ * step cache is off inside a batch of more than one (a warning says so). */
 COSMOS3_API int cosmos3_generate_batch(cosmos3_engine *e, int n, const cosmos3_request *const *r,
                                        cosmos3_result **out, int *rc, char *err, size_t errlen);
 /* The VAE decode of a result generated with defer_decode: fills rgb,
