@@ -295,7 +295,7 @@ typedef struct {
     /* (appended) this request alone stops (COSMOS3_ECANCEL) once *cancel is
      * nonzero, at the next denoising step, e.g. one request of a batch while
      * the others run on; NULL: only cosmos3_cancel stops it. With ranks in
-     * several processes it is read only before the request starts. */
+     * several processes it is not read (cosmos3_cancel stops the run). */
     const volatile int *cancel;
     /* (appended) leave the VAE decode to cosmos3_decode: the result holds
      * the final latents (latents, latent_shape) and no frames yet, so a
