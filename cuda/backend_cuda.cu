@@ -33,9 +33,9 @@ static int cu_attention_route(c3_backend *be, c3_tensor *out, const c3_tensor *q
 #define CU_XFER_CHUNK ((int64_t)1 << 24)
 /* The F32 host transfers (a step's latents up, its velocity down) go through
  * two pinned buffers of this many bytes, used in turn, from CU_PIN_MIN bytes:
- * a pageable copy ran at ~2.6 GB/s on the H200 machine (38.7 ms of a 720p
- * step for 33 MB up and 66 MB down), a pinned one at ~50 GB/s while the host
- * copies the next piece. */
+ * the pageable copies took 38.7 ms of a 720p step on the H200 machine (34 MB
+ * up, 68 MB down: ~2.6 GB/s), where pinned memory moves ~55 GB/s (the
+ * offload's rate) while the host copies the next piece in or out. */
 #define CU_PIN_CHUNK ((size_t)8 << 20)
 #define CU_PIN_MIN ((size_t)256 << 10)
 /* Scratch grows in steps of this many bytes. */
@@ -160,30 +160,6 @@ int cu_as_bf16(c3_backend *be, const c3_tensor *t, void *buf, const __nv_bfloat1
     return C3_OK;
 }
 
-/* The pinned staging buffers, made on first use (false: none, and none will
- * be: the pageable copies then). Not while a graph is recorded: a copy from
- * them would be recorded with the bytes of that moment. */
-static bool pin_ready(cu_ctx *c, size_t bytes) {
-    if (bytes < CU_PIN_MIN || c->recording || c->pin_off) return false;
-    if (c->pin[0]) return true;
-    for (int i = 0; i < 2; i++) {
-        if (cudaHostAlloc(&c->pin[i], CU_PIN_CHUNK, cudaHostAllocDefault) != cudaSuccess ||
-            cudaEventCreateWithFlags(&c->pin_ev[i], cudaEventDisableTiming) != cudaSuccess) {
-            (void)cudaGetLastError();
-            c->pin[i] = NULL;
-            c->pin_off = true;
-            break;
-        }
-    }
-    if (c->pin_off)
-        for (int i = 0; i < 2; i++) {
-            if (c->pin[i]) (void)cudaFreeHost(c->pin[i]);
-            if (c->pin_ev[i]) (void)cudaEventDestroy(c->pin_ev[i]);
-            c->pin[i] = NULL, c->pin_ev[i] = NULL;
-        }
-    return !c->pin_off;
-}
-
 static void pin_free(cu_ctx *c) {
     for (int i = 0; i < 2; i++) {
         if (c->pin_ev[i]) (void)cudaEventSynchronize(c->pin_ev[i]);
@@ -191,6 +167,27 @@ static void pin_free(cu_ctx *c) {
         if (c->pin_ev[i]) (void)cudaEventDestroy(c->pin_ev[i]);
         c->pin[i] = NULL, c->pin_ev[i] = NULL;
     }
+}
+
+/* The pinned staging buffers, made on first use (false: none, and none will
+ * be: the pageable copies then). Not while a graph is recorded: a copy from
+ * them would be recorded with the bytes of that moment. */
+static bool pin_ready(cu_ctx *c, size_t bytes) {
+    if (bytes < CU_PIN_MIN || c->recording || c->pin_off) return false;
+    if (c->pin[0]) return true;
+    for (int i = 0; i < 2 && !c->pin_off; i++) {
+        void *p = NULL;
+        cudaEvent_t e = NULL;
+        if (cudaHostAlloc(&p, CU_PIN_CHUNK, cudaHostAllocDefault) != cudaSuccess) p = NULL;
+        if (p && cudaEventCreateWithFlags(&e, cudaEventDisableTiming) != cudaSuccess) e = NULL;
+        c->pin[i] = p, c->pin_ev[i] = e;
+        c->pin_off = !p || !e;
+    }
+    if (c->pin_off) { /* no pinned memory to spare: pageable from now on */
+        (void)cudaGetLastError();
+        pin_free(c);
+    }
+    return !c->pin_off;
 }
 
 /* dev[0, bytes) = host[0, bytes) through the pinned buffers, queued on the

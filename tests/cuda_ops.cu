@@ -776,8 +776,9 @@ static void time_passes(void) {
                (long long)M, (long long)D, tn, bn / tn / 1e6, (long long)I, tg, bg / tg / 1e6);
         c3_free(&x), c3_free(&y), c3_free(&w), c3_free(&gu), c3_free(&h);
     }
-    /* 720p/189f: latents [48, 48, 90, 160] f32 up, one branch's velocity down */
-    const int64_t n = (int64_t)48 * 48 * 90 * 160;
+    /* 720p/189f: latents [48, 48, 46, 80] f32 (h 45 padded to the patch) up,
+     * one branch's velocity down */
+    const int64_t n = (int64_t)48 * 48 * 46 * 80;
     std::vector<float> hv((size_t)n, 0.5f), back((size_t)n);
     c3_tensor t, tf;
     OK(c3_alloc(gpu, &t, C3_BF16, C3_MEM_ACT, 1, n));
