@@ -44,12 +44,26 @@ ready() { # NAME: wait for "ready:" in NAME.err
     for _ in $(seq 300); do grep -q "ready:" "$1.err" && return 0; sleep 0.1; done
     bad "$1 did not get ready: $(cat "$1.err")"; return 1
 }
+J=(-H "Content-Type: application/json")
 declare -A port_of pid_of
 for name in a b; do
     serve_start "$name" --instance "$name" --trusted-proxy 127.0.0.1 && ready "$name" || { finish nginx; exit; }
     port_of[$name]=$port pid_of[$name]=$spid
 done
 grep -q "as instance a " a.err && ok || bad "a.err does not name instance a: $(head -1 a.err)"
+# --instance: a name a job id can carry, else refused before anything loads
+expect 2 "--instance 'Bad_x'" -- serve --port 0 --instance Bad_x
+expect 2 "a-z, 0-9 and '-'" -- serve --port 0 --instance "$(printf 'x%.0s' $(seq 49))"
+# the default: the host name in [a-z0-9-], then the port
+serve_start c && ready c && {
+    want="$(hostname | tr 'A-Z' 'a-z' | sed 's/[^a-z0-9]\{1,\}/-/g; s/^-//' | cut -c1-42 | sed 's/-$//')-$port"
+    got=$(curl -s "http://127.0.0.1:$port/health" | jq -r .instance)
+    [ "$got" = "$want" ] && ok || bad "the default instance is '$got', want '$want'"
+    code=$(curl -s -o c.json -w '%{http_code}' "${J[@]}" -d '{"prompt":"a red circle on a blue background, moving up","num_frames":9}' "http://127.0.0.1:$port/v1/videos")
+    [ "$code" = 200 ] && [[ "$(jq -r .id c.json)" =~ ^video_${want}_[0-9a-f]{20}$ ]] && ok || bad "job id on the default instance: $code $(cat c.json)"
+    curl -s "http://127.0.0.1:$port/metrics" | grep -qx "cosmos3_instance_info{name=\"$want\"} 1" && ok || bad "/metrics lacks cosmos3_instance_info for $want"
+    kill -TERM "$spid"; wait "$spid"
+}
 
 # nginx on a free port (a few tries: another program may take the port first)
 mkdir ngx
@@ -72,7 +86,6 @@ done
 [ -n "$up" ] || { bad "nginx did not start: $(cat ngx/out ngx/error.log 2>/dev/null | tail -5)"; finish nginx; exit; }
 ok
 
-J=(-H "Content-Type: application/json")
 # img NAME SEED [URL]: an image request, body in NAME.json, headers in NAME.hdr; prints the status
 img() {
     curl -s -o "$1.json" -D "$1.hdr" -w '%{http_code}' "${J[@]}" \
