@@ -165,6 +165,11 @@ code=$(curl -s -o v2.json -w '%{http_code}' "${J[@]}" \
 [ "$code" = 200 ] && [[ "$(jq -r .id v2.json)" == "video_${other}_"* ]] && ok ||
     bad "POST /v1/videos after $owner died: $code $(cat v2.json)"
 [ "$(curl -s -o /dev/null -w '%{http_code}' "$N/v1/models")" = 200 ] && ok || bad "GET /v1/models after $owner died"
+v2=$(jq -r .id v2.json)
+code=$(curl -s -o del.json -w '%{http_code}' -X DELETE "$N/v1/videos/$v2")
+[ "$code" = 200 ] && [ "$(jq -r .deleted del.json)" = true ] && ok || bad "DELETE $v2 through nginx: $code $(cat del.json)"
+[ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:${port_of[$other]}/v1/videos/$v2")" = 404 ] && ok ||
+    bad "$v2 is still on instance $other after its DELETE through nginx"
 # a poll of the dead instance's job: a clear JSON error at once, not a hang
 t0=$(date +%s.%N)
 code=$(curl -s -m 30 -o dead.json -w '%{http_code}' "$N/v1/videos/$vid")

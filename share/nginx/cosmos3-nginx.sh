@@ -132,7 +132,6 @@ cat <<'TAIL'
         # a picture request changes nothing on the server: retry it elsewhere
         # when it could not connect or was refused busy (503)
         proxy_next_upstream error timeout http_503 non_idempotent;
-        proxy_next_upstream_tries 2;
     }
     location = /v1/videos {
         client_max_body_size 64m;    # a picture or clip inside (serve: 64 MiB)
