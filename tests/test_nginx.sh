@@ -62,7 +62,8 @@ serve_start c && ready c && {
     code=$(curl -s -o c.json -w '%{http_code}' "${J[@]}" -d '{"prompt":"a red circle on a blue background, moving up","num_frames":9}' "http://127.0.0.1:$port/v1/videos")
     [ "$code" = 200 ] && [[ "$(jq -r .id c.json)" =~ ^video_${want}_[0-9a-f]{20}$ ]] && ok || bad "job id on the default instance: $code $(cat c.json)"
     curl -s "http://127.0.0.1:$port/metrics" | grep -qx "cosmos3_instance_info{name=\"$want\"} 1" && ok || bad "/metrics lacks cosmos3_instance_info for $want"
-    kill -TERM "$spid"; wait "$spid"
+    kill -TERM "$spid"; wait "$spid"; st=$?
+    [ $st = 0 ] && ok || bad "instance c: exit status $st after SIGTERM: $(tail -3 c.err)"
 }
 
 # nginx on a free port (a few tries: another program may take the port first)
@@ -180,5 +181,8 @@ echo "a poll of $vid after $owner died: $code in $dt s: $(cat dead.json)"
 le "$dt" 5 && ok || bad "the poll of the dead instance's job took $dt s"
 code=$(curl -s -m 30 -o dead2.json -w '%{http_code}' "$N/v1/videos/$vid/content")
 [ "$code" = 502 ] && jq -e .error.message dead2.json > /dev/null && ok || bad "content of the dead instance's job: $code"
+# the instance left stops cleanly
+kill -TERM "${pid_of[$other]}"; wait "${pid_of[$other]}"; st=$?
+[ $st = 0 ] && ok || bad "instance $other: exit status $st after SIGTERM: $(tail -3 "$other.err")"
 
 finish nginx
