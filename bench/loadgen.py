@@ -32,7 +32,7 @@ import threading
 import time
 import urllib.parse
 
-STAGES = ("tokenize", "und", "denoise", "vae", "write")
+STAGES = ("tokenize", "und", "denoise", "vae", "encode")  # "encode": the picture's or clip's write
 PROMPTS = (
     "a red circle on a blue background, on the right",
     "a green square on a yellow background, on the left",
@@ -118,16 +118,29 @@ class Client:
 
 
 def timings_of(obj):
-    """(queue seconds, {stage: seconds}) from an answer's metrics/timings, or (None, {})."""
-    for key in ("metrics", "timings", "usage"):
-        m = obj.get(key) if isinstance(obj, dict) else None
-        if isinstance(m, dict):
-            secs = m.get("seconds") if isinstance(m.get("seconds"), dict) else m.get("stages")
-            q = m.get("queue_seconds", m.get("queue_s"))
-            stages = {k: float(v) for k, v in (secs or {}).items() if isinstance(v, (int, float))}
-            if q is not None or stages:
-                return (float(q) if isinstance(q, (int, float)) else None), stages
-    return None, {}
+    """What the server says of a job's time: {"queue": s or None, "stages": {stage: s},
+    "batch": size or None, "replica": index or None}, from an image answer's `metrics`
+    (`seconds`, `queue_seconds`) or a `timings` object (flat: queue, tokenize, ...,
+    batch_size, replica), wherever present; missing parts are None / empty."""
+    out = {"queue": None, "stages": {}, "batch": None, "replica": None}
+    if not isinstance(obj, dict):
+        return out
+    m = obj.get("metrics") if isinstance(obj.get("metrics"), dict) else {}
+    for d in (obj.get("timings"), m.get("timings"), m):
+        if not isinstance(d, dict):
+            continue
+        num = {k: float(v) for k, v in d.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+        secs = d.get("seconds") if isinstance(d.get("seconds"), dict) else d
+        for k, v in secs.items():
+            k = "encode" if k == "write" else k
+            if k in STAGES and isinstance(v, (int, float)) and k not in out["stages"]:
+                out["stages"][k] = float(v)
+        for key, names in (("queue", ("queue", "queue_seconds", "queue_s")), ("batch", ("batch_size",)),
+                           ("replica", ("replica",))):
+            for n in names:
+                if out[key] is None and n in num:
+                    out[key] = num[n]
+    return out
 
 
 def retry_after(r):
@@ -150,10 +163,9 @@ def run_image(cl, job, steps):
             continue
         if st != 200:
             return {"ok": False, "busy": busy, "error": f"{st} {payload[:200]!r}"}
-        ans = json.loads(payload)
-        q, stages = timings_of(ans)
-        return {"ok": True, "busy": busy, "queue": q, "stages": stages,
-                "instance": r.getheader("X-Cosmos3-Instance")}
+        res = timings_of(json.loads(payload))
+        res.update(ok=True, busy=busy, instance=r.getheader("X-Cosmos3-Instance"))
+        return res
 
 
 def run_video(cl, job, steps, poll_s):
@@ -187,8 +199,9 @@ def run_video(cl, job, steps, poll_s):
     cl.request("DELETE", f"/v1/videos/{vid}")  # keep the server's store small
     if st != 200 or not payload:
         return {"ok": False, "busy": busy, "error": f"content {st}"}
-    q, stages = timings_of(v)
-    return {"ok": True, "busy": busy, "queue": q, "stages": stages, "instance": instance, "bytes": len(payload)}
+    res = timings_of(v)
+    res.update(ok=True, busy=busy, instance=instance, bytes=len(payload))
+    return res
 
 
 def pct(xs, p):
@@ -240,10 +253,14 @@ def run_level(args, jobs, conc):
     queues = [r["queue"] for r in ok if r.get("queue") is not None]
     stages = {s: statistics.fmean([r["stages"][s] for r in ok if s in r["stages"]])
               for s in STAGES if any(s in r["stages"] for r in ok)}
-    by_instance = {}
+    by_instance, by_replica = {}, {}
     for r in ok:
         if r.get("instance"):
             by_instance[r["instance"]] = by_instance.get(r["instance"], 0) + 1
+        if r.get("replica") is not None:
+            k = str(int(r["replica"]))
+            by_replica[k] = by_replica.get(k, 0) + 1
+    batches = [r["batch"] for r in ok if r.get("batch") is not None]
     errors = [r["error"] for r in results if not r["ok"]]
     return {
         "concurrency": conc, "jobs": len(results), "ok": len(ok), "errors": len(errors),
@@ -253,7 +270,9 @@ def run_level(args, jobs, conc):
         "image_p50_s": pct([r["latency"] for r in ok if r["kind"] == "image"], 50),
         "video_p50_s": pct([r["latency"] for r in ok if r["kind"] == "video"], 50),
         "queue_p50_s": pct(queues, 50), "queue_mean_s": statistics.fmean(queues) if queues else None,
-        "stage_mean_s": stages, "by_instance": by_instance,
+        "stage_mean_s": stages, "by_instance": by_instance, "by_replica": by_replica,
+        "batch_mean": statistics.fmean(batches) if batches else None,
+        "batch_max": max(batches) if batches else None,
     }
 
 
@@ -264,13 +283,14 @@ def fmt(x, spec=".3f"):
 def print_levels(label, levels, out=sys.stdout):
     print(f"\n{label}", file=out)
     head = ("conc", "jobs", "ok", "err", "busy", "jobs/min", "p50 s", "p99 s", "img p50", "clip p50",
-            "queue p50") + STAGES
+            "queue p50", "batch mean/max") + STAGES
     print("| " + " | ".join(head) + " |", file=out)
     print("|" + "---|" * len(head), file=out)
     for lv in levels:
         row = [str(lv["concurrency"]), str(lv["jobs"]), str(lv["ok"]), str(lv["errors"]), str(lv["busy"]),
                fmt(lv["jobs_per_min"], ".1f"), fmt(lv["p50_s"]), fmt(lv["p99_s"]), fmt(lv["image_p50_s"]),
-               fmt(lv["video_p50_s"]), fmt(lv["queue_p50_s"])]
+               fmt(lv["video_p50_s"]), fmt(lv["queue_p50_s"]),
+               f'{fmt(lv["batch_mean"], ".2f")}/{fmt(lv["batch_max"], ".0f")}']
         row += [fmt(lv["stage_mean_s"].get(s), ".4f") for s in STAGES]
         print("| " + " | ".join(row) + " |", file=out)
     for lv in levels:
