@@ -36,6 +36,14 @@ gen_conf="$src/share/nginx/cosmos3-nginx.sh"
 bash "$gen_conf" a=127.0.0.1:8001 b=127.0.0.1:8002 > shipped.conf &&
     cmp -s shipped.conf "$src/share/nginx/cosmos3.conf" && ok ||
     bad "share/nginx/cosmos3.conf differs from 'share/nginx/cosmos3-nginx.sh a=127.0.0.1:8001 b=127.0.0.1:8002'"
+# the shipped file is valid inside Debian's own nginx.conf (a copy whose
+# paths point here: its conf.d/ includes it in the http block)
+if grep -q "include /etc/nginx/conf.d/\*.conf" /etc/nginx/nginx.conf 2>/dev/null; then
+    cp -r /etc/nginx etc-nginx && cp "$src/share/nginx/cosmos3.conf" etc-nginx/conf.d/ &&
+        sed -i "s#/etc/nginx#$tmp/etc-nginx#g; s#^pid .*#pid $tmp/etc-nginx.pid;#; s#/var/log/nginx#$tmp#g" etc-nginx/nginx.conf
+    "$nginx" -t -p "$tmp" -c "$tmp/etc-nginx/nginx.conf" -e "$tmp/etc-nginx.log" > etc-nginx.out 2>&1 && ok ||
+        bad "share/nginx/cosmos3.conf in Debian's nginx.conf: $(tail -3 etc-nginx.out)"
+fi
 # the generator refuses a name that serve --instance would refuse
 bash "$gen_conf" Bad_name=127.0.0.1:1 > /dev/null 2> gen.err; rc=$?
 [ $rc = 2 ] && grep -q "a-z, 0-9" gen.err && ok || bad "generator: Bad_name -> $rc $(cat gen.err)"
