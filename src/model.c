@@ -459,19 +459,28 @@ static void trace_concat(c3_model *m, const char *name, int l, const c3_tensor *
 }
 
 /* The RoPE tables of one branch's GEN tokens [t0, t0 + S) (views; the cache
- * owns them): found in rope_cache, else computed into the next slot. */
+ * owns them): found in rope_cache, else computed into the next slot that
+ * this forward's other branches do not hold (*busy: the slots they hold; a
+ * branch whose UND length changed must not free the tables of a branch
+ * found before it, issue 36). */
 static int gen_rope(c3_model *m, int L, const c3_latent_geom *g, int64_t t0, int64_t S,
-                    c3_tensor *cs, c3_tensor *sn) {
+                    unsigned *busy, c3_tensor *cs, c3_tensor *sn) {
     rope_cache *hit = NULL;
     for (int i = 0; i < ROPE_CACHE_SLOTS && !hit; i++) {
         rope_cache *r = &m->rope[i];
         if (r->valid && r->L == L && r->t0 == t0 && r->S == S && r->g.T == g->T && r->g.h == g->h &&
-            r->g.w == g->w && r->g.sound_T == g->sound_T && (g->T <= 1 || r->g.fps == g->fps))
+            r->g.w == g->w && r->g.sound_T == g->sound_T && (g->T <= 1 || r->g.fps == g->fps)) {
             hit = r;
+            *busy |= 1u << i;
+        }
     }
     if (!hit) {
-        hit = &m->rope[m->rope_next];
-        m->rope_next = (m->rope_next + 1) % ROPE_CACHE_SLOTS;
+        int i = m->rope_next; /* nb <= ROPE_CACHE_SLOTS: a slot is free */
+        while (*busy & (1u << i))
+            i = (i + 1) % ROPE_CACHE_SLOTS;
+        *busy |= 1u << i;
+        hit = &m->rope[i];
+        m->rope_next = (i + 1) % ROPE_CACHE_SLOTS;
         c3_free(&hit->cs);
         c3_free(&hit->sn);
         hit->valid = false;
@@ -615,8 +624,9 @@ int model_gen_cached(c3_model *m, int nb, const c3_undkv *const *kvs, const floa
     trace("gen.patchified_tokens", -1, &tok);
 
     /* GEN positions and RoPE tables (cached per branch: see rope_cache) */
+    unsigned rope_busy = 0;
     for (int b = 0; b < nb; b++)
-        TRY(gen_rope(m, kvs[b]->L, g, t0, S, &cs[b], &sn[b]));
+        TRY(gen_rope(m, kvs[b]->L, g, t0, S, &rope_busy, &cs[b], &sn[b]));
     trace("rope.cos_gen", -1, &cs[0]);
     trace("rope.sin_gen", -1, &sn[0]);
 
