@@ -5,8 +5,9 @@
  *   C3HOOK_MODE=write   both once the temporary file is written (its fchmod)
  *   C3HOOK_MODE=before  one then, one as its rename into place starts
  *   C3HOOK_MODE=after   one then, one the moment the rename has returned
- * After each signal the hook waits 0.2 s, so the handler runs before the
- * writer goes on (the race the audit saw once in 13 runs, every time). */
+ * After each signal the hook waits until a thread has taken it, and 0.2 s
+ * more, so the handler runs before the writer goes on (the race the audit
+ * saw once in 13 runs, every time). */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
@@ -18,6 +19,18 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+/* SIGINT pending for the process (not yet taken by a thread) */
+static int sigint_pending(void) {
+    FILE *f = fopen("/proc/self/status", "r");
+    if (!f) return 0;
+    char line[256];
+    unsigned long long set = 0;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "ShdPnd: %llx", &set) == 1) break;
+    fclose(f);
+    return (set >> (SIGINT - 1)) & 1;
+}
 
 /* one Ctrl-C, noted in C3HOOK_LOG (the test counts them) */
 static void ctrl_c(const char *when) {
@@ -32,6 +45,11 @@ static void ctrl_c(const char *when) {
         }
     }
     kill(getpid(), SIGINT);
+    /* until a thread has taken it (the process's pending set, ShdPnd, no
+     * longer holds SIGINT; at most 10 s on a loaded machine), then 0.2 s
+     * for its handler */
+    for (int i = 0; i < 1000 && sigint_pending(); i++)
+        usleep(10000);
     usleep(200000);
 }
 
@@ -87,7 +105,8 @@ int rename(const char *from, const char *to) {
 int renameat2(int fd1, const char *from, int fd2, const char *to, unsigned flags) {
     static int (*real)(int, const char *, int, const char *, unsigned);
     if (!real)
-        real = (int (*)(int, const char *, int, const char *, unsigned))dlsym(RTLD_NEXT, "renameat2");
+        real =
+            (int (*)(int, const char *, int, const char *, unsigned))dlsym(RTLD_NEXT, "renameat2");
     around(from, 0);
     int rc = real(fd1, from, fd2, to, flags);
     if (rc == 0) around(from, 1);

@@ -11,7 +11,8 @@
 # for a PNG and a WebM over an old file (--overwrite), and a new PNG.
 #   tests/test_place_signals.sh HOOK.so
 set -u
-hook=${1:?usage: test_place_signals.sh sig_hook.so}
+hook=$(readlink -f "${1:?usage: test_place_signals.sh sig_hook.so}") # before cli_lib.sh's cd
+[ -f "$hook" ] || { echo "place_signals: no $1"; exit 1; }
 src=${COSMOS3_SRCDIR:?}
 # shellcheck source=tests/cli_lib.sh
 . "$src/tests/cli_lib.sh"
