@@ -187,7 +187,8 @@ static volatile sig_atomic_t g_sigint;
 static void on_sigint(int sig) {
     (void)sig;
     g_sigint++;
-    if (g_sigint >= 2 && output_committed()) return; /* the file is whole: finish, exit 0 */
+    /* the file is being placed or is whole: finish, exit 0 */
+    if (g_sigint >= 2 && !output_cancel_claim()) return;
     if (g_sigint >= 2) { /* nothing half-written stays */
         output_abort();
         _exit(COSMOS3_ECANCEL);

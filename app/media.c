@@ -38,6 +38,8 @@
 #include <libavutil/opt.h>
 #include <libswresample/swresample.h>
 #include <libswscale/swscale.h>
+
+#include "ffmpeg_dl.h" /* the libraries loaded on first use: FFMPEG_NEED() */
 #endif
 
 #define MEDIA_IO_BUF (64 * 1024)
@@ -75,14 +77,8 @@ static int av_fail(int code, int e, const char *name, const char *call) {
         }                                                                                          \
     } while (0)
 
-/* The libraries' own log lines off: their errors come back as values. */
-static pthread_once_t quiet_once = PTHREAD_ONCE_INIT;
-static void quiet_init(void) {
-    av_log_set_level(AV_LOG_QUIET);
-}
-static void media_quiet(void) {
-    pthread_once(&quiet_once, quiet_init);
-}
+/* The libraries' own log lines off (ffmpeg_load does it): their errors come back as values. */
+static void media_quiet(void) {}
 #else
 static void media_quiet(void) {}
 /* Built with -Dmedia=disabled (the GPU machine's carried build): PNG and
@@ -441,6 +437,7 @@ done:
 static int encode_video(c3_media_format f, const uint8_t *rgb, int W, int H, int F, double fps,
                         const c3_media_meta *meta, const c3_media_opts *opts, uint8_t **out,
                         size_t *n) {
+    FFMPEG_NEED();
     const char *name = f == MEDIA_MP4 ? "MP4" : "WebM";
     AVCodecContext *acc = NULL;
     AVStream *ast = NULL;
@@ -553,6 +550,7 @@ done:
 
 static int encode_webp(const uint8_t *rgb, int W, int H, const c3_media_meta *meta,
                        const c3_media_opts *opts, uint8_t **out, size_t *n) {
+    FFMPEG_NEED();
     const char *name = "WebP";
     int rc = COSMOS3_OK, fail_code = COSMOS3_EFAIL;
     AVCodecContext *cc = NULL;
@@ -1120,6 +1118,7 @@ static void close_input(AVFormatContext **ic) {
 
 static int decode_av_mem(const uint8_t *data, size_t n, const char *name,
                          const c3_media_limits *lim, c3_media_frames *out) {
+    FFMPEG_NEED();
     AVFormatContext *ic = NULL;
     memview mv;
     membuf mb;
@@ -1265,6 +1264,7 @@ int media_decode(const char *path, const c3_media_limits *lim, c3_media_frames *
 
 #if COSMOS3_HAVE_FFMPEG
 static int probe_av(const uint8_t *data, size_t n, const char *path, c3_media_info *info) {
+    FFMPEG_NEED();
     int rc = COSMOS3_OK, fail_code = COSMOS3_EINPUT;
     const char *name = path;
     AVFormatContext *ic = NULL;
@@ -1335,6 +1335,35 @@ static int probe_av(const uint8_t *data, size_t n, const char *path, c3_media_in
 }
 #endif
 
+/* A PNG's info from its IHDR chunk, as FFmpeg's probe names it, without
+ * loading FFmpeg (cosmos3 info FILE on its own pictures starts at once):
+ * false for what it does not name the same way (bit depths below 8, a
+ * palette of other than 8 bits), which probe_av reads. */
+static bool probe_png(const uint8_t *d, size_t n, c3_media_info *info) {
+    /* signature, IHDR's length and type, width, height, depth, colour type */
+    if (n < 33 || memcmp(d, "\x89PNG\r\n\x1a\n", 8) || memcmp(d + 12, "IHDR", 4)) return false;
+    uint32_t W = (uint32_t)d[16] << 24 | (uint32_t)d[17] << 16 | (uint32_t)d[18] << 8 | d[19];
+    uint32_t H = (uint32_t)d[20] << 24 | (uint32_t)d[21] << 16 | (uint32_t)d[22] << 8 | d[23];
+    int depth = d[24], type = d[25];
+    static const struct {
+        int type, depth;
+        const char *pix_fmt;
+    } fmts[] = {{0, 8, "gray"},     {0, 16, "gray16be"}, {2, 8, "rgb24"},
+                {2, 16, "rgb48be"}, {3, 8, "pal8"},      {4, 8, "ya8"},
+                {4, 16, "ya16be"},  {6, 8, "rgba"},      {6, 16, "rgba64be"}};
+    const char *pf = NULL;
+    for (size_t i = 0; i < sizeof fmts / sizeof fmts[0]; i++)
+        if (fmts[i].type == type && fmts[i].depth == depth) pf = fmts[i].pix_fmt;
+    if (!pf || W < 1 || H < 1 || W > INT32_MAX || H > INT32_MAX) return false;
+    snprintf(info->container, sizeof info->container, "png");
+    snprintf(info->codec, sizeof info->codec, "png");
+    snprintf(info->pix_fmt, sizeof info->pix_fmt, "%s", pf);
+    info->width = (int)W;
+    info->height = (int)H;
+    info->frames = 1;
+    return true;
+}
+
 /* info from decoded frames (a folder, an animated WebP), which it frees */
 static void info_from_frames(c3_media_info *info, c3_media_frames *m, const char *container,
                              const char *codec) {
@@ -1371,7 +1400,8 @@ int media_probe(const char *path, c3_media_info *info) {
         if (rc == COSMOS3_OK) info_from_frames(info, &m, "webp", "webp (animated)");
         goto done;
     }
-    rc = probe_av((const uint8_t *)data, n, path, info);
+    if (!probe_png((const uint8_t *)data, n, info))
+        rc = probe_av((const uint8_t *)data, n, path, info);
 done:
     free(data);
     return rc;
@@ -1383,6 +1413,7 @@ done:
 #if COSMOS3_HAVE_FFMPEG
 static int meta_av(const uint8_t *data, size_t n, const char *name, char **parameters,
                    char **json) {
+    FFMPEG_NEED();
     AVFormatContext *ic = NULL;
     memview mv;
     membuf mb;

@@ -65,6 +65,8 @@ char *metadata_json(const cosmos3_result *r, const c3_meta_extra *x) {
     const char *sys = x && x->system_prompt ? x->system_prompt : r->system_prompt ? "on" : "off";
     json_object_set_new(st, "system_prompt", json_string(sys));
     json_object_set_new(st, "templates", json_boolean(r->templates));
+    if (r->max_sequence_length > 0) /* the prompts' ids were cut there */
+        json_object_set_new(st, "max_sequence_length", json_integer(r->max_sequence_length));
     if (r->cache[0] && strcmp(r->cache, "none")) { /* the step cache and its settings */
         json_object_set_new(st, "cache", json_string(r->cache));
         json_object_set_new(st, "cache_threshold", json_real(r->cache_threshold));

@@ -35,6 +35,10 @@ const c3_option c3_options[] = {
      "append the resolution (and, for video, duration) sentences to both prompts (gen: on, --no-templates "
      "turns them off; tokenize: off unless given)",
      CMD_RUN | CMD_TOKENIZE, F(templates), true, COSMOS3_FIELD_TEMPLATES},
+    {"max-sequence-length", 0, NULL, OPT_INT, "4096", NULL, "N",
+     "cut each prompt's chat-template ids (system message and sentences included) to their first N, "
+     "with a warning, as vLLM-Omni's max_sequence_length (4096 is also the limit)",
+     CMD_RUN, F(max_seq), true, COSMOS3_FIELD_MAX_SEQUENCE_LENGTH},
     {"width", 'W', NULL, OPT_INT, NULL, NULL, "PX", "width in pixels, a multiple of 16 (image 1024, video 1280)",
      CMD_RUN | CMD_TOKENIZE | CMD_BENCH | CMD_INFO, F(width), true, COSMOS3_FIELD_WIDTH},
     {"height", 'H', NULL, OPT_INT, NULL, NULL, "PX", "height in pixels, a multiple of 16 (image 1024, video 720)",

@@ -60,6 +60,7 @@ typedef struct {
     char *negative;
     char *system_prompt; /* "auto", "on", "off" */
     bool templates;      /* resolution/duration sentences */
+    int max_seq;         /* --max-sequence-length: ids kept of each prompt's template */
     /* size */
     int width, height, frames;
     double fps;

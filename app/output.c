@@ -34,11 +34,28 @@ static struct {
     char **placed; /* pattern frames already renamed into place */
     volatile sig_atomic_t nplaced;
     volatile sig_atomic_t aborting; /* output_abort ran: frame writers stop */
-    volatile sig_atomic_t committed; /* the file is in place: nothing left to cancel */
+    int place; /* PLACE_*: the single file's placing against a cancel (atomic) */
 } g_fly;
 
+/* output_write_file's file and a second Ctrl-C, which any thread may take
+ * (a terminal signals the process): the writer moves WRITING -> PLACING
+ * before its rename and to PLACED after it; the handler moves WRITING ->
+ * CANCELLED before it removes anything. Whichever comes first wins, so a
+ * cancel never leaves the new file in place and a placed file is never
+ * reported as cancelled (issue 38, N9). */
+enum { PLACE_WRITING, PLACE_PLACING, PLACE_PLACED, PLACE_CANCELLED };
+
 bool output_committed(void) {
-    return g_fly.committed != 0;
+    int s = __atomic_load_n(&g_fly.place, __ATOMIC_SEQ_CST);
+    return s == PLACE_PLACING || s == PLACE_PLACED;
+}
+
+bool output_cancel_claim(void) {
+    int s = PLACE_WRITING;
+    if (__atomic_compare_exchange_n(&g_fly.place, &s, PLACE_CANCELLED, false, __ATOMIC_SEQ_CST,
+                                    __ATOMIC_SEQ_CST))
+        return true;
+    return s == PLACE_CANCELLED;
 }
 
 void output_abort(void) {
@@ -156,16 +173,24 @@ int output_write_file(const char *path, const void *data, size_t n, bool overwri
     if (close(fd) != 0 && rc == COSMOS3_OK) rc = io_fail(path, errno);
     /* the rename and the bookkeeping as one step for the signals: a signal
        lands before it (nothing placed) or after it (committed: a second
-       Ctrl-C no longer cancels a run whose file is complete) */
+       Ctrl-C no longer cancels a run whose file is complete); a second
+       Ctrl-C taken by another thread meets the PLACE_ claim instead */
     sigset_t block, old;
     sigemptyset(&block);
     sigaddset(&block, SIGINT);
     sigaddset(&block, SIGTERM);
     sigaddset(&block, SIGHUP);
     pthread_sigmask(SIG_BLOCK, &block, &old);
-    int e = 0;
-    if (rc == COSMOS3_OK && c3_place_file(g_fly.tmp_file, path, overwrite) != 0) e = errno;
-    if (rc == COSMOS3_OK && !e) g_fly.committed = 1;
+    int e = 0, s = PLACE_WRITING;
+    bool go =
+        rc == COSMOS3_OK && (__atomic_compare_exchange_n(&g_fly.place, &s, PLACE_PLACING, false,
+                                                         __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST) ||
+                             s == PLACE_PLACED); /* s == PLACE_CANCELLED: the handler is exiting */
+    if (go && c3_place_file(g_fly.tmp_file, path, overwrite) != 0) e = errno;
+    if (go)
+        __atomic_store_n(&g_fly.place, e && s != PLACE_PLACED ? PLACE_WRITING : PLACE_PLACED,
+                         __ATOMIC_SEQ_CST);
+    if (rc == COSMOS3_OK && !go) rc = c3_fail(COSMOS3_ECANCEL, "cancelled");
     g_fly.has_tmp_file = 0;
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (e == EEXIST)

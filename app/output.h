@@ -81,6 +81,10 @@ void output_abort(void);
 /* The last output_write_file placed its file (async-signal-safe): a second
  * Ctrl-C then lets the run finish (exit 0) instead of cancelling it. */
 bool output_committed(void);
+/* A second Ctrl-C's claim (async-signal-safe): true when the single file
+ * output_write_file writes is not being placed nor placed, and now never
+ * will be (abort and exit); false when it is (let the run finish). */
+bool output_cancel_claim(void);
 /* SIGTERM and SIGHUP: output_abort, then the default action (exit 128+N);
  * SIGXFSZ ignored. */
 void output_signals_install(void);

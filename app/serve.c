@@ -425,10 +425,10 @@ static long long round_frames(job *j, long long v) {
     return r;
 }
 
-/* max_sequence_length (every vLLM-Omni Cosmos3 request sends it): the
- * prompt's token limit there. Checked; cosmos3 reads the whole prompt, and a
- * prompt longer than the limit is said so in the answer. */
-static bool take_max_seq(job *j, json_t *v, req_error *er) {
+/* max_sequence_length (every vLLM-Omni Cosmos3 request sends it): each
+ * prompt's chat-template ids are cut to that many, as there (the engine's
+ * warning says so in the answer); above 4096, the engine's limit applies. */
+static bool take_max_seq(server *sv, c3_settings *s, json_t *v, req_error *er) {
     long long x;
     if (json_is_integer(v)) {
         x = json_integer_value(v);
@@ -442,8 +442,9 @@ static bool take_max_seq(job *j, json_t *v, req_error *er) {
     }
     if (x < 1 || x > 1 << 20)
         return bad(er, 400, "max_sequence_length", "max_sequence_length: must be in 1..%d", 1 << 20);
-    j->max_seq = (int)x;
-    return true;
+    char txt[32];
+    snprintf(txt, sizeof txt, "%lld", x);
+    return apply(sv, s, "max_sequence_length", "max-sequence-length", txt, er);
 }
 
 static const char *const known_fields[] = {
@@ -547,7 +548,7 @@ static bool parse_request(server *sv, const char *body, size_t len, job *j, req_
                 goto out;
         }
     }
-    if (FIELD("max_sequence_length") && !take_max_seq(j, v, er)) goto out;
+    if (FIELD("max_sequence_length") && !take_max_seq(sv, s, v, er)) goto out;
     if (FIELD("response_format")) {
         if (!get_text(v, "response_format", 32, false, &t, er)) goto out;
         if (!strcmp(t, "url")) {
@@ -1262,7 +1263,7 @@ static bool parse_video_ref(server *sv, json_t *o, const uint8_t *file, size_t n
         snprintf(txt, sizeof txt, "%u", round_side(j, "height", (unsigned)x));
         if (!apply(sv, s, "height", "height", txt, er)) return false;
     }
-    if (FIELD("max_sequence_length") && !take_max_seq(j, v, er)) return false;
+    if (FIELD("max_sequence_length") && !take_max_seq(sv, s, v, er)) return false;
     if (FIELD("response_format")) { /* vLLM-Omni's video answers: the job object, or the file */
         if (!get_text(v, "response_format", 32, false, &t, er)) return false;
         if (strcmp(t, "file") && strcmp(t, "b64_json") && strcmp(t, "url"))

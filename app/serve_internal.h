@@ -87,8 +87,6 @@ typedef struct job {
     uint8_t *cond_rgb;     /* the decoded reference, owned */
     json_t *notes;         /* what the request was changed to, or warned of (strings), or NULL */
     bool file_response;    /* response_format "file": the picture's bytes, not JSON */
-    int max_seq;           /* max_sequence_length (0: not given) */
-    bool max_seq_noted;
     c3_cond_frames cond;   /* ... as the session takes it (cond.rgb NULL: none) */
     struct job *snext;     /* the store, oldest first */
     uint64_t vframes_seed; /* the seed the video was made with */

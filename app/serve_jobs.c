@@ -133,19 +133,6 @@ bool client_gone(int fd) {
     return false;
 }
 
-/* max_sequence_length shorter than the prompt's tokens: said in the answer
- * (cosmos3 reads the whole prompt; server mutex held). */
-static void note_max_seq(job *j, const session_result *r) {
-    if (!r->out || !j->max_seq || r->out->L_cond <= j->max_seq || j->max_seq_noted) return;
-    j->max_seq_noted = true;
-    char msg[256];
-    snprintf(msg, sizeof msg,
-             "max_sequence_length: the prompt is %d tokens, more than %d; cosmos3 read all of it",
-             r->out->L_cond, j->max_seq);
-    if (!j->notes) j->notes = json_array();
-    json_array_append_new(j->notes, json_string(msg));
-}
-
 /* -------------------------------------------------------------- worker */
 
 /* After a generation that ran: wait until the pump has seen the engine's
@@ -264,7 +251,6 @@ static int run_image(server *sv, job *j, int i, json_t *data, json_t *acc) {
             json_object_set(acc, "mem_peak_bytes", peak);
         json_decref(rj);
         pthread_mutex_lock(&sv->mu);
-        note_max_seq(j, &r);
         sv->images++;
         for (int k = 0; k < STAGES; k++)
             sv->stage_s[k] += st[k];
@@ -402,7 +388,6 @@ static void run_video(server *sv, job *j) {
         j->mp4 = mp4;
         j->mp4_len = len;
         j->vframes_seed = r.out->seed;
-        note_max_seq(j, &r);
         sv->videos++;
         json_t *rj = result_json(&r), *rs = json_object_get(rj, "seconds");
         for (int k = 0; k < STAGES; k++)

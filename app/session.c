@@ -110,6 +110,7 @@ static void settings_request(const c3_settings *s, const c3_session *e, cosmos3_
     rq->cache_max_skip = s->cache_max_skip;
     rq->cache_warmup = s->cache_warmup;
     rq->sound = s->sound;
+    rq->max_sequence_length = s->max_seq;
 }
 
 /* The library's refusal in the options' words: the option that fills the

@@ -301,6 +301,13 @@ typedef struct {
      * the final latents (latents, latent_shape) and no frames yet, so a
      * server decodes and encodes one job while the next one denoises */
     bool defer_decode;
+    /* (appended) vLLM-Omni's max_sequence_length: each prompt's ids through
+     * the chat template (the system message and the template sentences
+     * included) are cut to this many before <|im_end|> and <|vision_start|>
+     * are appended, with a warning saying so; 0 (as cosmos3_request_init
+     * leaves it) or COSMOS3_DEFAULT: 4096, upstream's default, which is also
+     * the engine's limit (a larger value is that limit) */
+    int max_sequence_length;
 } cosmos3_request;
 
 COSMOS3_API void cosmos3_request_init(cosmos3_request *r);
@@ -338,6 +345,7 @@ typedef enum {
     COSMOS3_FIELD_IMAGE,
     COSMOS3_FIELD_VIDEO,
     COSMOS3_FIELD_CONDITION_FRAMES,
+    COSMOS3_FIELD_MAX_SEQUENCE_LENGTH, /* (appended) */
     COSMOS3_FIELD_COUNT
 } cosmos3_field;
 
@@ -492,6 +500,9 @@ typedef struct {
     int sound_rate;
     float *sound_latents;
     int sound_latent_shape[2]; /* [sound_dim, T_s]; its decoder's time: timings.sound */
+    /* (appended) the request's max_sequence_length when below the engine's
+     * 4096-token limit, else 0 */
+    int max_sequence_length;
 } cosmos3_result;
 
 /* Run one generation. *out is NULL on failure; COSMOS3_ECANCEL when

@@ -371,16 +371,29 @@ static int gen_tokenize(gen_job *g) {
                          .width = s->width,
                          .height = s->height,
                          .frames = s->frames,
-                         .fps = s->fps};
+                         .fps = s->fps,
+                         .max_seq = g->rq->max_sequence_length};
+    int full[2] = {0, 0}; /* each prompt's template ids before the cut */
+    po.full = &full[0];
     C3_TRY(prompt_ids(e->tok, g->rq->prompt, false, &po, &j->ids[0], &j->L[0]));
+    po.full = &full[1];
     C3_TRY(prompt_ids(e->tok, s->negative_prompt, true, &po, &j->ids[1], &j->L[1]));
-    for (int b = 0; b < 2; b++) { /* prompt_ids keeps the first C3_MAX_SEQ ids and appends two */
-        if (j->L[b] < C3_MAX_SEQ + 2) continue;
-        char w[160];
-        snprintf(w, sizeof w,
-                 "the %s prompt (with its template) reaches the %d-token limit; the rest of it is "
-                 "cut off",
-                 b ? "negative" : "positive", C3_MAX_SEQ);
+    /* prompt_ids keeps the first max_sequence_length (at most C3_MAX_SEQ) ids and appends two */
+    int cap = g->rq->max_sequence_length;
+    bool asked = cap > 0 && cap < C3_MAX_SEQ;
+    for (int b = 0; b < 2; b++) {
+        if (full[b] <= j->L[b] - 2) continue;
+        char w[256];
+        if (asked)
+            snprintf(w, sizeof w,
+                     "the %s prompt (with its chat template) is %d tokens; max_sequence_length %d "
+                     "cut it to its first %d",
+                     b ? "negative" : "positive", full[b], cap, cap);
+        else
+            snprintf(w, sizeof w,
+                     "the %s prompt (with its template) reaches the %d-token limit; the rest of it "
+                     "is cut off",
+                     b ? "negative" : "positive", C3_MAX_SEQ);
         add_warning(e, w);
     }
     g->res->L_cond = j->L[0];
@@ -679,6 +692,8 @@ static void gen_result(gen_job *g) {
     res->guidance_hi = s->guidance_hi;
     res->system_prompt = s->system_prompt;
     res->templates = s->templates;
+    if (rq->max_sequence_length > 0 && rq->max_sequence_length < C3_MAX_SEQ)
+        res->max_sequence_length = rq->max_sequence_length;
     snprintf(res->model_id, sizeof res->model_id, "%s", e->ck.model_id);
     res->config_hash = e->ck.t.config_hash;
     res->tp = p->tp;

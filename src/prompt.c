@@ -97,7 +97,10 @@ int prompt_ids(const c3_tokenizer *t, const char *text, bool negative, const c3_
     int rc = tok_encode(t, rendered, strlen(rendered), &v, &m);
     free(rendered);
     if (rc) return rc;
-    if (m > C3_MAX_SEQ) m = C3_MAX_SEQ; /* as vLLM-Omni: truncate before the two appended ids */
+    /* as vLLM-Omni: the template's ids cut to max_sequence_length before the two appended */
+    int cap = o && o->max_seq > 0 && o->max_seq < C3_MAX_SEQ ? o->max_seq : C3_MAX_SEQ;
+    if (o && o->full) *o->full = m;
+    if (m > cap) m = cap;
     v = xrealloc(v, (size_t)(m + 2) * sizeof *v);
     v[m++] = eos;
     v[m++] = vision_start;

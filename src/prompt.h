@@ -1,7 +1,7 @@
 /* prompt.h - the pipeline's prompt assembly (spec section 2, steps 1-2):
  * optional duration/resolution sentences (positive and "is not" negative
  * forms), the Qwen chat template (optional system prompt), truncation at
- * 4096 ids, then <|im_end|> (eos) and <|vision_start|> appended. */
+ * max_sequence_length (at most 4096) ids, then <|im_end|> (eos) and <|vision_start|> appended. */
 #ifndef COSMOS3_PROMPT_H
 #define COSMOS3_PROMPT_H
 
@@ -17,6 +17,9 @@ typedef struct {
     int width, height;    /* pixels */
     int frames;           /* 1 = image */
     double fps;
+    int max_seq; /* ids kept before the two appended (vLLM-Omni's max_sequence_length);
+                    <= 0 or above C3_MAX_SEQ: C3_MAX_SEQ */
+    int *full;   /* when not NULL: set to the template's id count before the cut */
 } c3_prompt_opts;
 
 /* The text after the templates for a positive (negative=false) or negative

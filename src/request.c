@@ -1,6 +1,7 @@
 /* request.c - task defaults and request validation, in one place. */
 #include "request.h"
 
+#include "prompt.h"
 #include "stepcache.h"
 
 #include <ctype.h>
@@ -49,6 +50,7 @@ static const char *const field_names[COSMOS3_FIELD_COUNT] = {
     [COSMOS3_FIELD_IMAGE] = "image",
     [COSMOS3_FIELD_VIDEO] = "video",
     [COSMOS3_FIELD_CONDITION_FRAMES] = "condition_frames",
+    [COSMOS3_FIELD_MAX_SEQUENCE_LENGTH] = "max_sequence_length",
 };
 
 const char *cosmos3_field_name(cosmos3_field f) {
@@ -301,6 +303,10 @@ int request_check(const cosmos3_request *r, const c3_ckpt *ck, cosmos3_settings 
     if ((r->image || r->video) && (r->image ? r->image : r->video)->frames < 1)
         return field_fail(er, C3_EINPUT, r->image ? COSMOS3_FIELD_IMAGE : COSMOS3_FIELD_VIDEO, "",
                           COSMOS3_FIELD_NONE, NULL, "has no frames");
+    if (r->max_sequence_length < COSMOS3_DEFAULT)
+        return field_fail(er, C3_EUSAGE, COSMOS3_FIELD_MAX_SEQUENCE_LENGTH,
+                          int_text(b, r->max_sequence_length), COSMOS3_FIELD_NONE, NULL,
+                          "must be a positive number of tokens (0: the default, %d)", C3_MAX_SEQ);
     if (r->condition_frames && !r->video)
         return field_fail(er, C3_EUSAGE, COSMOS3_FIELD_CONDITION_FRAMES, "", COSMOS3_FIELD_NONE,
                           NULL, "apply to a video; an image always gives latent frame 0");

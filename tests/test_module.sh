@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# The CUDA backend is a module (libcosmos3-cuda.so) that libcosmos3 opens
+# FFmpeg's libraries are opened on the first clip or WebP (app/ffmpeg_dl.c),
+# so that --version, help, meta and info of a PNG open none of them. The
+# CUDA backend is a module (libcosmos3-cuda.so) that libcosmos3 opens
 # on the first GPU call: neither the program nor the library links the CUDA
 # libraries, --version and help map none of them, and a machine without the
 # module (hidden here: a copy of the program and the library in a folder of
@@ -15,6 +17,7 @@ demo=$src/share/models/demo
 cuda=0
 grep -q '^#define COSMOS3_HAVE_CUDA 1' "$build/config.h" && cuda=1
 cudalibs='libcudart|libcublas|libcublasLt|libnccl'
+ffmpeglibs='libavformat|libavcodec|libavutil|libswscale|libswresample'
 
 # (what links what: tests/test_symbols.sh)
 # --version, help, meta and info FILE open no CUDA library (ld.so's own account)
@@ -24,7 +27,16 @@ for args in "--version" "help" "help gen" "meta pic.png" "info pic.png"; do
     # shellcheck disable=SC2086 # args: words
     LD_DEBUG=files "$bin" $args >out 2>lddebug || bad "cosmos3 $args: exit $?"
     grep -qE "file=($cudalibs)" lddebug && bad "cosmos3 $args opens the CUDA libraries" || ok
+    # nor FFmpeg's (and their 100-odd dependencies: ~70 ms at every start), loaded on first use
+    grep -qE "file=($ffmpeglibs)" lddebug && bad "cosmos3 $args opens FFmpeg's libraries" || ok
 done
+# a clip loads them: its write and its info (built with FFmpeg)
+if "$bin" --version | grep -q '^  video files *yes'; then
+    "$bin" gen -m "$demo" -p "a red circle on a blue background" -s 2 -S 5 -F 5 -o clip.webm --device cpu \
+        2>/dev/null || bad "gen -o clip.webm"
+    LD_DEBUG=files "$bin" info clip.webm >out 2>lddebug && grep -q '^format: webm, vp9' out &&
+        grep -qE "file=libavformat" lddebug && ok || bad "info clip.webm: $(head -3 out)"
+fi
 
 # hidden: the program and the library copied without the module
 mkdir hidden

@@ -38,7 +38,7 @@ cflags=(-g -O1 -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror
 core=("$root/src/common.c" "$root/src/base/c3base.c" "$root/src/safetensors.c" "$root/src/checkpoint.c")
 libs=($(pkg-config --libs jansson 2>/dev/null || echo -ljansson) -lm)
 tok=("$root/src/tokenizer.c" "$root/src/prompt.c")
-media=("$root/app/media.c" "$root/app/png_io.c" "$root/app/strbuf.c")
+media=("$root/app/media.c" "$root/app/ffmpeg_dl.c" "$root/app/png_io.c" "$root/app/strbuf.c")
 medialibs=($(pkg-config --libs libavformat libavcodec libswscale libswresample libavutil libwebpmux libwebpdemux libpng zlib) -ljpeg -lpthread)
 form=("$root/app/serve_form.c" "$root/app/strbuf.c")
 formlibs=($(pkg-config --libs libmicrohttpd) -lpthread)
