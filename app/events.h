@@ -25,6 +25,7 @@ typedef struct {
     int code;
     bool cached; /* EV_STEP_END: the step cache skipped the block stack (--cache) */
     double when; /* c3_now() at push */
+    uint64_t tag; /* the pusher's own mark (serve: the request it belongs to; 0: none) */
     char stage[16];
     char text[512];
 } c3_event;

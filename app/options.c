@@ -181,6 +181,15 @@ const c3_option c3_options[] = {
      F(init_timeout), false, COSMOS3_FIELD_NONE},
     {"port", 0, NULL, OPT_INT, "8000", NULL, "PORT", "port to listen on (0: any free port, printed at start)",
      CMD_SERVE, F(port), false, COSMOS3_FIELD_NONE},
+    {"replicas", 0, NULL, OPT_INT, "1", NULL, "N",
+     "engines serving at once, each a copy of the model on its own GPU group (--gpus, else every visible "
+     "GPU, split in N groups of tp x cfg-parallel x ulysses); on the CPU they share the cores (--threads, "
+     "else all cores, divided)",
+     CMD_SERVE, F(replicas), false, COSMOS3_FIELD_NONE},
+    {"max-batch", 0, NULL, OPT_INT, "0", NULL, "N",
+     "requests of the same shape (size, frames, steps, sampler) run as one batch through the GEN tower, at "
+     "most N (0: as many as the engine's memory plan allows; 1: one at a time)",
+     CMD_SERVE, F(max_batch), false, COSMOS3_FIELD_NONE},
     {"keep-videos", 0, NULL, OPT_INT, "32", NULL, "N",
      "finished /v1/videos jobs kept for GET .../content (also at most 1 GiB of MP4); the oldest go first",
      CMD_SERVE, F(keep_videos), false, COSMOS3_FIELD_NONE},
