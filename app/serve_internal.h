@@ -90,6 +90,7 @@ typedef struct job {
     int bmax;            /* cosmos3_batch_max for it */
     volatile int cancel; /* every request of the job stops (the engine's per-request flag) */
     bool in_queue;       /* in the FIFO: images not yet handed to a replica */
+    bool waiting;        /* ... none yet (counted in the server's queued) */
     int dispatched;      /* images handed to replicas */
     int finished;        /* ... and back (done, failed, cancelled) */
     int fail_rc;         /* the first image's failure (0: none) */
@@ -263,6 +264,9 @@ void replicas_free(server *sv);
 bool server_busy_locked(server *sv);
 /* Ask every replica's engine to stop what it runs (mutex held). */
 void server_cancel_locked(server *sv);
+/* A replica whose batch holds only cancelled requests: its engine stopped
+ * (mutex held). The others' requests stop by their own flags. */
+void replica_check_cancel_locked(replica *r);
 /* The job's batch key and bound (before it is queued; mutex held). */
 void job_batch_key(server *sv, job *j);
 

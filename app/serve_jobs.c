@@ -112,7 +112,8 @@ static void queue_remove_locked(server *sv, job *j) {
         sv->tail = q;
     j->next = NULL;
     j->in_queue = false;
-    sv->queued--;
+    if (j->waiting) sv->queued--;
+    j->waiting = false;
     job_unref_locked(j); /* the queue's reference */
 }
 
@@ -138,6 +139,8 @@ void job_cancel_locked(server *sv, job *j) {
     }
     queue_remove_locked(sv, j);
     job_settle_locked(sv, j);
+    for (int i = 0; i < sv->nreps; i++)
+        replica_check_cancel_locked(&sv->reps[i]);
     pthread_cond_broadcast(&sv->cv);
 }
 
@@ -325,6 +328,7 @@ static void job_complete_locked(server *sv, job *j) {
 
 void job_batch_key(server *sv, job *j) {
     j->in_queue = true;
+    j->waiting = true;
     j->key = 0;
     j->bmax = 1;
     cosmos3_request rq;
@@ -367,6 +371,10 @@ static int take_batch_locked(server *sv, replica *r, item **items) {
                 it->ticket = ++sv->tickets;
                 it->queue_s = now - q->t_queued;
                 items[n++] = it;
+            }
+            if (q->waiting) { /* running now: no longer counted as waiting */
+                q->waiting = false;
+                sv->queued--;
             }
             if (q->state == JOB_QUEUED) {
                 q->state = JOB_RUNNING;
@@ -478,10 +486,10 @@ static void item_free(item *it) {
 static void item_finish(replica *r, item *it) {
     server *sv = r->sv;
     job *j = it->j;
-    if (it->ran) { /* the stream has every step of it before its answer */
+    if (it->ran && j->stream) { /* the stream has every step of it before its answer */
         pthread_mutex_lock(&sv->mu);
         double t0 = c3_now();
-        while (!it->terminal && c3_now() - t0 < SERVE_TERMINAL_WAIT_S)
+        while (!it->terminal && !j->gone && c3_now() - t0 < SERVE_TERMINAL_WAIT_S)
             cv_wait(sv, SERVE_POLL_S);
         pthread_mutex_unlock(&sv->mu);
     }
@@ -651,6 +659,13 @@ bool server_busy_locked(server *sv) {
         if (r->busy || r->fhead || r->fcur) return true;
     }
     return false;
+}
+
+void replica_check_cancel_locked(replica *r) {
+    if (!r->busy || !r->e || r->nbatch == 0) return;
+    for (int i = 0; i < r->nbatch; i++)
+        if (!r->batch[i]->j->cancel) return;
+    session_cancel(r->e);
 }
 
 void server_cancel_locked(server *sv) {

@@ -66,6 +66,7 @@ void *pump_main(void *arg) {
             bool stop = sv->pump_stop;
             /* a cancel can land before the engine's call resets its flag: repeat it */
             if (sv->cancel_all && r->busy && r->e) session_cancel(r->e);
+            replica_check_cancel_locked(r);
             pthread_mutex_unlock(&sv->mu);
             if (stop) break;
             continue;
@@ -113,6 +114,7 @@ void *pump_main(void *arg) {
             }
         }
         if (sv->cancel_all && r->busy && r->e) session_cancel(r->e);
+        replica_check_cancel_locked(r);
         pthread_mutex_unlock(&sv->mu);
     }
     return NULL;

@@ -222,7 +222,7 @@ async function errors() {
   check(m['cosmos3_requests_total{endpoint="/v1/images/generations",code="413"}'] === 2, 'metrics: 2 answers 413');
   check(m.cosmos3_errors_total >= cases.length + 5, 'metrics: errors_total', m.cosmos3_errors_total);
   check(m.cosmos3_ready === 1 && m.cosmos3_queue_length === 0, 'metrics: ready, empty queue');
-  check(m['cosmos3_memory_bytes{rank="0",device="cpu",kind="weights"}'] > 0, 'metrics: weights memory of rank 0');
+  check(m['cosmos3_memory_bytes{replica="0",rank="0",device="cpu",kind="weights"}'] > 0, 'metrics: weights memory of rank 0');
   check(m['cosmos3_stage_seconds_total{stage="denoise"}'] > 0 && m.cosmos3_step_seconds_count >= 2,
         'metrics: stage and step seconds', m.cosmos3_step_seconds_count);
 }
@@ -243,7 +243,15 @@ async function sse() {
         'SSE: 2 images after their steps', done.length);
   check(done.length === 2 && readPng(Buffer.from(done[1].b64_json, 'base64')).height === 32, 'SSE: a PNG');
   const names = evs.map((e) => e.event).join(',');
-  check(/^(progress,){3}image_generation\.completed,(progress,){3}image_generation\.completed,done,message$/.test(names),
+  // each image's completed event after its own 3 steps (images of one request may run as one
+  // batch, their steps interleaved), then done, then [DONE]
+  const parsed = evs.map((e) => (e.event === 'message' ? null : JSON.parse(e.data)));
+  const after = [0, 1].every((i) => {
+    const c = parsed.findIndex((d) => d && d.type === 'image_generation.completed' && d.index === i);
+    const steps = parsed.map((d, k) => (d && d.type === 'progress' && d.index === i ? k : -1)).filter((k) => k >= 0);
+    return c >= 0 && steps.length === 3 && steps.every((k) => k < c);
+  });
+  check(after && /^((progress|image_generation\.completed),){8}done,message$/.test(names),
         'SSE: event order, done, then [DONE]', names);
   check(evs[evs.length - 1].data === '[DONE]', 'SSE: [DONE] last');
 }
