@@ -805,11 +805,13 @@ int replicas_plan(server *sv, const c3_settings *s) {
             snprintf(lay, sizeof lay, "tp %d x cfg %d%s", tp, cfg, sp > 1 ? " x ulysses" : "");
             if (sp > 1) snprintf(lay + strlen(lay), sizeof lay - strlen(lay), " %d", sp);
             char fix[96];
-            if (ng / per >= 1)
+            if (ng == 0)
+                snprintf(fix, sizeof fix, "use --device cpu");
+            else if (ng / per >= 1)
                 snprintf(fix, sizeof fix, "use --replicas %d", ng / per);
             else
                 snprintf(fix, sizeof fix, "use fewer ranks per replica (--tp, --cfg-parallel, "
-                                          "--ulysses) or --device cpu");
+                                          "--ulysses)");
             return c3_fail(COSMOS3_ERESOURCE, "replicas %d x (%s) = %d GPUs, found %d: %s", n, lay,
                            per * n, ng, fix);
         }

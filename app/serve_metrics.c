@@ -151,10 +151,17 @@ json_t *replicas_json_locked(server *sv) {
     for (int i = 0; i < sv->nreps; i++) {
         const replica *r = &sv->reps[i];
         json_t *jobs = json_array();
-        for (int k = 0; k < r->nbatch; k++) {
-            const job *j = r->batch[k]->j;
-            json_array_append_new(jobs, json_pack("{s:s,s:i}", "job", j->video ? j->vid : "image",
-                                                  "index", r->batch[k]->index));
+        for (int k = 0; k < r->nbatch && r->busy; k++) { /* its batch: each request */
+            const item *it = r->batch[k];
+            const job *j = it->j;
+            json_t *o = json_pack("{s:s,s:i,s:b}", "kind", j->video ? "video" : "image", "index",
+                                  it->index, "cancelled", j->cancel != 0);
+            if (j->video) json_object_set_new(o, "id", json_string(j->vid));
+            if (j->seed_given)
+                json_object_set_new(o, "seed", json_integer((json_int_t)(j->seed + (uint64_t)it->index)));
+            else if (j->video && strcmp(j->s.seed, "random"))
+                json_object_set_new(o, "seed", json_integer((json_int_t)strtoll(j->s.seed, NULL, 10)));
+            json_array_append_new(jobs, o);
         }
         json_t *o = json_pack("{s:i,s:s,s:s,s:i,s:o,s:i,s:i,s:i,s:I,s:I}", "replica", i, "state",
                               !r->loaded ? "loading" : r->busy ? "busy" : "idle", "gpus",
