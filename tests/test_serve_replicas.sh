@@ -88,8 +88,8 @@ grep -q "^cosmos3 serve: 2 replicas of tp 1 x cfg-parallel 1 x ulysses 1 on the 
 for _ in $(seq 300); do grep -q '^cosmos3 serve: ready: ' s.err && break; sleep 0.1; done
 grep -q '^cosmos3 serve: ready: demo on cpu (tp 1 x cfg-parallel 1 x ulysses 1) x 2 replicas' s.err &&
     ok || bad "ready line: $(cat s.err)"
-mkdir -p out
-BASE="http://127.0.0.1:$port" node "$js/replicas_test.js" "$specs" "$tmp/out" > js.log 2>&1
+mkdir -p results
+BASE="http://127.0.0.1:$port" node "$js/replicas_test.js" "$specs" "$tmp/results" > js.log 2>&1
 rc=$?
 cat js.log
 [ $rc = 0 ] && ok || bad "replicas_test.js (exit $rc)"
@@ -100,8 +100,8 @@ wait "$spid"; rc=$?
 
 # every result right (the demo judge) and equal to the request alone
 for s in 1 2 3 4 5 6 7 8 11 12; do
-    f=out/img_$s.png a=alone_$s.png
-    [ "$s" -gt 10 ] && f=out/clip_$s.mp4 a=alone_$s.mp4
+    f=results/img_$s.png a=alone_$s.png
+    [ "$s" -gt 10 ] && f=results/clip_$s.mp4 a=alone_$s.mp4
     [ -s "$f" ] || { bad "no result for seed $s"; continue; }
     v=$("$judge" judge "$f" | cut -d' ' -f2-)
     [ "$v" = "${want[$s]}" ] && ok || bad "seed $s judged '$v', want '${want[$s]}'"
