@@ -106,6 +106,7 @@ for s in 1 2 3 4 5 6 7 8 11 12; do
     v=$("$judge" judge "$f" | cut -d' ' -f2-)
     [ "$v" = "${want[$s]}" ] && ok || bad "seed $s judged '$v', want '${want[$s]}'"
     read -r _ frames _ bytes _ worse _ flips <<< "$("$judge" compare "$a" "$f")"
+    echo "seed $s: judged '$v'; against the request alone: $frames frame(s), $bytes bytes, ${worse:-?} off by more than one level, ${flips:-?} single-level flips"
     [ "${worse:-x}" = 0 ] && le "$flips" "$(awk -v b="$bytes" -v m=$MAX_FLIPS 'BEGIN { print b * m }')" && ok ||
         bad "seed $s differs from the request alone: ${worse:-?} bytes by more than one level, ${flips:-?} flips of ${bytes:-?}"
 done
