@@ -565,7 +565,7 @@ static cosmos3_engine *e2e_engine(const c3_ckpt *ck, const c3_ckpt *vck, const c
 /* The rank's UND cache (a request with the same ids reuses it): dropped so
  * the timed request runs its UND as a new prompt does. */
 static void e2e_forget_und(cosmos3_engine *e) {
-    for (int b = 0; b < 2; b++) {
+    for (int b = 0; b < C3_UND_SLOTS; b++) {
         undkv_free(&e->rt.ranks[0].und[b]);
         free(e->rt.ranks[0].und_ids[b]);
         e->rt.ranks[0].und_ids[b] = NULL;
