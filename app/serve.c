@@ -2050,8 +2050,7 @@ int serve_main(c3_settings *s, char **pos, int npos) {
                         "does not)\n");
     for (int i = 0; i < sv->nreps; i++) {
         replica *rp = &sv->reps[i];
-        if (pthread_create(&rp->worker, NULL, worker_main, rp) != 0 ||
-            !(rp->have_worker = true) ||
+        if (pthread_create(&rp->worker, NULL, worker_main, rp) != 0 || !(rp->have_worker = true) ||
             pthread_create(&rp->finisher, NULL, finisher_main, rp) != 0) {
             rc = c3_fail(COSMOS3_EFAIL, "serve: cannot start the worker threads");
             pthread_mutex_lock(&sv->mu);
@@ -2093,8 +2092,7 @@ int serve_main(c3_settings *s, char **pos, int npos) {
             fprintf(stderr,
                     "cosmos3 serve: ready: %s on %s (tp %d x cfg-parallel %d x ulysses %d)%s, "
                     "loaded in %.1f s\n",
-                    sv->model_id, sv->device, p->tp, p->cfg_parallel, p->ulysses, reps,
-                    sv->load_s);
+                    sv->model_id, sv->device, p->tp, p->cfg_parallel, p->ulysses, reps, sv->load_s);
             announced = true;
         }
     }

@@ -50,11 +50,11 @@
 #define SERVE_SSE_KEEPALIVE_S 15.0    /* an SSE comment after this long without an event */
 #define HTTP_CLIENT_GONE 499          /* status recorded for a client that left (nginx's) */
 #define HTTP_CODES 600
-#define SERVE_MAX_REPLICAS 64         /* --replicas bound */
-#define SERVE_MAX_BATCH 64            /* requests in one batch at most (--max-batch bound) */
-#define SERVE_FIN_MAX 2               /* batches a replica's finishing thread may have waiting */
-#define SERVE_TERMINAL_WAIT_S 5.0     /* a result waits this long for its job's last event */
-#define SERVE_HIST_BUCKETS 14         /* /metrics histograms: upper bounds (the last +Inf) */
+#define SERVE_MAX_REPLICAS 64     /* --replicas bound */
+#define SERVE_MAX_BATCH 64        /* requests in one batch at most (--max-batch bound) */
+#define SERVE_FIN_MAX 2           /* batches a replica's finishing thread may have waiting */
+#define SERVE_TERMINAL_WAIT_S 5.0 /* a result waits this long for its job's last event */
+#define SERVE_HIST_BUCKETS 14     /* /metrics histograms: upper bounds (the last +Inf) */
 
 /* ---------------------------------------------------------------- jobs */
 
@@ -95,11 +95,11 @@ typedef struct job {
     int finished;        /* ... and back (done, failed, cancelled) */
     int fail_rc;         /* the first image's failure (0: none) */
     char *ferr;
-    json_t *data;        /* per image: its data item (index order; null until done) */
-    json_t *acc;         /* the job's metrics (stage seconds summed over its images) */
-    double t_started;    /* its first image handed to a replica */
-    int replica;         /* the replica that ran its (last) image */
-    int batch_size;      /* the largest batch its images ran in */
+    json_t *data;     /* per image: its data item (index order; null until done) */
+    json_t *acc;      /* the job's metrics (stage seconds summed over its images) */
+    double t_started; /* its first image handed to a replica */
+    int replica;      /* the replica that ran its (last) image */
+    int batch_size;   /* the largest batch its images ran in */
     int steps_cached; /* of them, skipped by the step cache */
     uint8_t *mp4;
     size_t mp4_len;
@@ -125,21 +125,21 @@ extern const char *const ep_names[EPS];
 typedef struct item {
     struct item *next; /* the replica's finishing queue */
     struct replica *rep;
-    job *j;        /* a reference */
-    int index;     /* the image of j */
-    uint64_t ticket; /* its events' tag */
-    c3_settings s; /* j's settings with this image's seed */
+    job *j;                /* a reference */
+    int index;             /* the image of j */
+    uint64_t ticket;       /* its events' tag */
+    c3_settings s;         /* j's settings with this image's seed */
     struct session_req *q; /* the prepared request (NULL: not run) */
     cosmos3_result *out;
     int rc;
     char err[1024];
-    bool ran;      /* the engine had it: its events end with a terminal one */
-    bool terminal; /* ... which the pump has seen */
-    int batch;     /* the size of the batch it ran in */
+    bool ran;       /* the engine had it: its events end with a terminal one */
+    bool terminal;  /* ... which the pump has seen */
+    int batch;      /* the size of the batch it ran in */
     bool batch_end; /* the last of its batch (the finishing thread's count) */
     double queue_s, gen_s;
-    char *cache_key;        /* --result-cache */
-    uint8_t *cached;        /* a hit: its bytes */
+    char *cache_key; /* --result-cache */
+    uint8_t *cached; /* a hit: its bytes */
     size_t cached_len;
     uint64_t cached_seed;
 } item;
@@ -207,7 +207,7 @@ typedef struct server {
     /* the FIFO */
     job *head, *tail;
     int queued, queue_cap;
-    int conns;                                 /* connections holding a job */
+    int conns; /* connections holding a job */
     /* metrics */
     uint64_t requests[EPS][HTTP_CODES];
     uint64_t images, cancelled, jobs;

@@ -240,7 +240,8 @@ static void image_complete_locked(server *sv, job *j) {
         const cosmos3_layout *p = session_layout(r->e);
         json_object_set_new(acc, "layout",
                             json_pack("{s:i,s:i,s:i,s:s}", "tp", p->tp, "cfg_parallel",
-                                      p->cfg_parallel, "ulysses", p->ulysses, "device", sv->device));
+                                      p->cfg_parallel, "ulysses", p->ulysses, "device",
+                                      sv->device));
     }
     if (j->gone) {
         status = HTTP_CLIENT_GONE;
@@ -339,7 +340,8 @@ void job_batch_key(server *sv, job *j) {
         j->bmax = C3_MAX(1, cosmos3_batch_max(lib, &rq));
     }
     /* a conditioning picture or clip is another task (the key's request had none) */
-    if (j->cond.rgb) j->key = (j->key ^ (j->cond.video ? 0x5bd1e995u : 0x27d4eb2du)) * 0x100000001b3ull;
+    if (j->cond.rgb)
+        j->key = (j->key ^ (j->cond.video ? 0x5bd1e995u : 0x27d4eb2du)) * 0x100000001b3ull;
     if (!j->key) j->key = (uint64_t)(uintptr_t)j; /* unknown: a batch of its own */
     j->data = json_array();
     for (int i = 0; i < j->n || (j->video && i < 1); i++)
@@ -423,8 +425,8 @@ static void run_batch(replica *r, item **items, int n) {
         if (rc == COSMOS3_OK && !j->video && sv->rcache) {
             it->cache_key = result_cache_key(&it->s, media_format_name(j->ofmt), j->seed_given);
             pthread_mutex_lock(&sv->mu);
-            it->cached = result_cache_get(sv->rcache, it->cache_key, &it->cached_len,
-                                          &it->cached_seed);
+            it->cached =
+                result_cache_get(sv->rcache, it->cache_key, &it->cached_len, &it->cached_seed);
             pthread_mutex_unlock(&sv->mu);
             if (it->cached) continue;
         }
@@ -446,8 +448,8 @@ static void run_batch(replica *r, item **items, int n) {
     if (m == 0) return;
     char *errs = xcalloc((size_t)m, sizeof run[0]->err);
     double t0 = c3_now();
-    int rc = cosmos3_generate_batch(session_library(r->e), m, rqs, outs, rcs, errs,
-                                    sizeof run[0]->err);
+    int rc =
+        cosmos3_generate_batch(session_library(r->e), m, rqs, outs, rcs, errs, sizeof run[0]->err);
     double dt = c3_now() - t0;
     for (int k = 0; k < m; k++) {
         item *it = run[k];
@@ -456,8 +458,7 @@ static void run_batch(replica *r, item **items, int n) {
         it->gen_s = dt;
         it->out = rc == COSMOS3_OK ? outs[k] : NULL;
         it->rc = rc == COSMOS3_OK ? rcs[k] : rc;
-        if (it->rc)
-            snprintf(it->err, sizeof it->err, "%s", errs + (size_t)k * sizeof it->err);
+        if (it->rc) snprintf(it->err, sizeof it->err, "%s", errs + (size_t)k * sizeof it->err);
     }
     free(errs);
     pthread_mutex_lock(&sv->mu);
@@ -560,11 +561,12 @@ static void item_finish(replica *r, item *it) {
             if (json_integer_value(peak) >
                 json_integer_value(json_object_get(acc, "mem_peak_bytes")))
                 json_object_set(acc, "mem_peak_bytes", peak);
-            json_object_set_new(acc, "input_tokens",
-                                json_integer(json_integer_value(json_object_get(acc, "input_tokens")) +
-                                             res.out->L_cond));
-            double st[HSTAGES] = {it->queue_s, t->tokenize, t->und, t->denoise, t->vae, t_enc,
-                                  c3_now() - j->t_queued};
+            json_object_set_new(
+                acc, "input_tokens",
+                json_integer(json_integer_value(json_object_get(acc, "input_tokens")) +
+                             res.out->L_cond));
+            double st[HSTAGES] = {it->queue_s, t->tokenize,           t->und, t->denoise, t->vae,
+                                  t_enc,       c3_now() - j->t_queued};
             for (int k = 0; k < HSTAGES; k++) {
                 if (k != HS_QUEUE) timings_add(acc, hstage_names[k], st[k]);
                 hist_add(&sv->hist[k], st[k]);
@@ -591,12 +593,11 @@ static void item_finish(replica *r, item *it) {
             sv->images++;
             if (j->stream) { /* as the OpenAI images API names it (ImageGenCompletedEvent) */
                 json_t *ev = json_pack("{s:s,s:i,s:s,s:I,s:I,s:s,s:s,s:s,s:I,s:O}", "type",
-                                       "image_generation.completed", "index", it->index,
-                                       "b64_json", b64, "created", (json_int_t)time(NULL),
-                                       "created_at", (json_int_t)time(NULL), "output_format",
-                                       media_format_name(j->ofmt), "quality", "auto",
-                                       "background", "opaque", "seed", (json_int_t)seed,
-                                       "metrics", acc);
+                                       "image_generation.completed", "index", it->index, "b64_json",
+                                       b64, "created", (json_int_t)time(NULL), "created_at",
+                                       (json_int_t)time(NULL), "output_format",
+                                       media_format_name(j->ofmt), "quality", "auto", "background",
+                                       "opaque", "seed", (json_int_t)seed, "metrics", acc);
                 if (cached) json_object_set_new(ev, "cached", json_true());
                 json_object_set_new(ev, "size", json_sprintf("%dx%d", j->s.width, j->s.height));
                 int tok = res.out ? res.out->L_cond : 0;
@@ -810,8 +811,9 @@ int replicas_plan(server *sv, const c3_settings *s) {
             else if (ng / per >= 1)
                 snprintf(fix, sizeof fix, "use --replicas %d", ng / per);
             else
-                snprintf(fix, sizeof fix, "use fewer ranks per replica (--tp, --cfg-parallel, "
-                                          "--ulysses)");
+                snprintf(fix, sizeof fix,
+                         "use fewer ranks per replica (--tp, --cfg-parallel, "
+                         "--ulysses)");
             return c3_fail(COSMOS3_ERESOURCE, "replicas %d x (%s) = %d GPUs, found %d: %s", n, lay,
                            per * n, ng, fix);
         }
@@ -843,8 +845,8 @@ int replicas_plan(server *sv, const c3_settings *s) {
         r->s.threads = r->threads;
     }
     if (n > 1 && cuda) {
-        fprintf(stderr, "cosmos3 serve: %d replicas of tp %d x cfg-parallel %d x ulysses %d:", n, tp,
-                cfg, sp);
+        fprintf(stderr, "cosmos3 serve: %d replicas of tp %d x cfg-parallel %d x ulysses %d:", n,
+                tp, cfg, sp);
         for (int i = 0; i < n; i++)
             fprintf(stderr, "%s replica %d on GPU%s %s", i ? ";" : "", i, per > 1 ? "s" : "",
                     sv->reps[i].gpus);

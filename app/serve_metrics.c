@@ -158,17 +158,20 @@ json_t *replicas_json_locked(server *sv) {
                                   it->index, "cancelled", j->cancel != 0);
             if (j->video) json_object_set_new(o, "id", json_string(j->vid));
             if (j->seed_given)
-                json_object_set_new(o, "seed", json_integer((json_int_t)(j->seed + (uint64_t)it->index)));
+                json_object_set_new(o, "seed",
+                                    json_integer((json_int_t)(j->seed + (uint64_t)it->index)));
             else if (j->video && strcmp(j->s.seed, "random"))
-                json_object_set_new(o, "seed", json_integer((json_int_t)strtoll(j->s.seed, NULL, 10)));
+                json_object_set_new(o, "seed",
+                                    json_integer((json_int_t)strtoll(j->s.seed, NULL, 10)));
             json_array_append_new(jobs, o);
         }
         json_t *o = json_pack("{s:i,s:s,s:s,s:i,s:o,s:i,s:i,s:i,s:I,s:I}", "replica", i, "state",
-                              !r->loaded ? "loading" : r->busy ? "busy" : "idle", "gpus",
-                              r->gpus[0] ? r->gpus : "", "threads", r->threads, "in_flight",
-                              jobs, "step", r->busy ? r->step : 0, "steps",
-                              r->busy ? r->steps : 0, "finishing",
-                              (r->fcur ? 1 : 0) + (int)r->nfin, "batches",
+                              !r->loaded ? "loading"
+                              : r->busy  ? "busy"
+                                         : "idle",
+                              "gpus", r->gpus[0] ? r->gpus : "", "threads", r->threads, "in_flight",
+                              jobs, "step", r->busy ? r->step : 0, "steps", r->busy ? r->steps : 0,
+                              "finishing", (r->fcur ? 1 : 0) + (int)r->nfin, "batches",
                               (json_int_t)r->batches, "requests", (json_int_t)r->requests);
         json_object_set_new(o, "memory", replica_memory(r, cuda));
         json_array_append_new(a, o);
@@ -280,8 +283,9 @@ void metrics_text(server *sv, c3_sbuf *b) {
                 sb_printf(b, "cosmos3_job_stage_seconds_bucket{stage=\"%s\",le=\"%g\"} %llu\n",
                           hstage_names[k], hist_bounds[q], (unsigned long long)cum);
         }
-        sb_printf(b, "cosmos3_job_stage_seconds_sum{stage=\"%s\"} %.6f\n"
-                     "cosmos3_job_stage_seconds_count{stage=\"%s\"} %llu\n",
+        sb_printf(b,
+                  "cosmos3_job_stage_seconds_sum{stage=\"%s\"} %.6f\n"
+                  "cosmos3_job_stage_seconds_count{stage=\"%s\"} %llu\n",
                   hstage_names[k], sv->hist[k].sum, hstage_names[k],
                   (unsigned long long)sv->hist[k].count);
     }
@@ -304,8 +308,9 @@ void metrics_text(server *sv, c3_sbuf *b) {
                   (unsigned long long)sv->hist_batch.count);
     }
     /* per replica */
-    sb_printf(b, "# HELP cosmos3_replicas Engines serving (--replicas).\n# TYPE cosmos3_replicas "
-                 "gauge\ncosmos3_replicas %d\n",
+    sb_printf(b,
+              "# HELP cosmos3_replicas Engines serving (--replicas).\n# TYPE cosmos3_replicas "
+              "gauge\ncosmos3_replicas %d\n",
               sv->nreps);
     sb_printf(b, "# HELP cosmos3_replica_busy 1 while the replica's engine runs a batch.\n"
                  "# TYPE cosmos3_replica_busy gauge\n");
@@ -324,8 +329,7 @@ void metrics_text(server *sv, c3_sbuf *b) {
     sb_printf(b, "# HELP cosmos3_replica_finishing Batches waiting for or in the replica's "
                  "decode and encode.\n# TYPE cosmos3_replica_finishing gauge\n");
     for (int i = 0; i < sv->nreps; i++)
-        sb_printf(b, "cosmos3_replica_finishing{replica=\"%d\"} %d\n", i,
-                  sv->reps[i].nfin);
+        sb_printf(b, "cosmos3_replica_finishing{replica=\"%d\"} %d\n", i, sv->reps[i].nfin);
     sb_printf(b, "# HELP cosmos3_replica_batches_total Batches the replica ran.\n"
                  "# TYPE cosmos3_replica_batches_total counter\n");
     for (int i = 0; i < sv->nreps; i++)
@@ -380,10 +384,14 @@ void metrics_text(server *sv, c3_sbuf *b) {
         json_array_foreach(mem, k, o) {
             json_t *fr = json_object_get(o, "free_bytes");
             if (!json_is_integer(fr)) continue;
-            sb_printf(b, "cosmos3_device_free_bytes{replica=\"%d\",rank=\"%d\",device=\"cuda:%lld\"} %lld\n",
-                      i, (int)k, (long long)json_integer_value(json_object_get(o, "gpu")),
-                      (long long)json_integer_value(fr));
-            sb_printf(&tb, "cosmos3_device_total_bytes{replica=\"%d\",rank=\"%d\",device=\"cuda:%lld\"} %lld\n",
+            sb_printf(
+                b,
+                "cosmos3_device_free_bytes{replica=\"%d\",rank=\"%d\",device=\"cuda:%lld\"} %lld\n",
+                i, (int)k, (long long)json_integer_value(json_object_get(o, "gpu")),
+                (long long)json_integer_value(fr));
+            sb_printf(&tb,
+                      "cosmos3_device_total_bytes{replica=\"%d\",rank=\"%d\",device=\"cuda:%lld\"} "
+                      "%lld\n",
                       i, (int)k, (long long)json_integer_value(json_object_get(o, "gpu")),
                       (long long)json_integer_value(json_object_get(o, "total_bytes")));
         }

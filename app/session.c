@@ -598,7 +598,8 @@ int session_prepare(c3_session *e, const c3_settings *s, const c3_cond_frames *i
     q->t_start = c3_now();
     int rc = session_check(s, e, true, &q->rq, &q->st);
     if (rc == COSMOS3_OK && q->rq.seed < 0) q->rq.seed = (int64_t)random_seed();
-    if (rc == COSMOS3_OK && s->noise) rc = noise_load(s, &q->st, e->model.sound_dim, &q->rq, &q->gi);
+    if (rc == COSMOS3_OK && s->noise)
+        rc = noise_load(s, &q->st, e->model.sound_dim, &q->rq, &q->gi);
     if (rc == COSMOS3_OK) rc = cond_load(e, s, in, &q->st, &q->rq, &q->gi);
     if (rc) {
         session_req_free(q);

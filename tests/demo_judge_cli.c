@@ -52,8 +52,7 @@ static int judge(const char *path) {
         memset(&v, -1, sizeof v);
         demo_judge_clip(m.rgb, m.frames, NULL, &v);
         /* the motion by its phrase's last word: still, right, left, up, down */
-        static const char *const motions[DEMO_N_MOTIONS] = {"still", "right", "left", "up",
-                                                            "down"};
+        static const char *const motions[DEMO_N_MOTIONS] = {"still", "right", "left", "up", "down"};
         printf("%s %s %s %s %s\n", path, name_of(demo_colour_names, DEMO_N_COLOURS, v.bg),
                name_of(demo_colour_names, DEMO_N_COLOURS, v.colour),
                name_of(demo_shape_names, DEMO_N_SHAPES, v.shape),

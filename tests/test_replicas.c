@@ -63,8 +63,8 @@ static size_t latent_n(const cosmos3_result *r) {
 static void same(const char *what, int i, const cosmos3_result *r, const cosmos3_result *ref) {
     T_CHECK(r && r->rgb && ref && ref->rgb, "%s %d: no picture", what, i);
     if (!r || !r->rgb || !ref || !ref->rgb) return;
-    T_CHECK(r->width == ref->width && r->height == ref->height, "%s %d: %dx%d, want %dx%d", what,
-            i, r->width, r->height, ref->width, ref->height);
+    T_CHECK(r->width == ref->width && r->height == ref->height, "%s %d: %dx%d, want %dx%d", what, i,
+            r->width, r->height, ref->width, ref->height);
     if (r->width != ref->width || r->height != ref->height) return;
     if (r->latents && ref->latents && latent_n(r) == latent_n(ref)) {
         double d = 0, n = 0;
@@ -177,8 +177,8 @@ int main(void) {
     for (int k = 0; k < 2; k++)
         pthread_join(th[k], NULL);
     T_CHECK(C3_MAX(g[0].t0, g[1].t0) < C3_MIN(g[0].t1, g[1].t1),
-            "the two engines' calls did not overlap (A %.3f..%.3f, B %.3f..%.3f)", g[0].t0,
-            g[0].t1, g[1].t0, g[1].t1);
+            "the two engines' calls did not overlap (A %.3f..%.3f, B %.3f..%.3f)", g[0].t0, g[0].t1,
+            g[1].t0, g[1].t1);
     for (int k = 0; k < 2; k++)
         for (int q = 0; q < 2; q++) {
             int i = g[k].first + q;
