@@ -684,8 +684,13 @@ static void load_settle_locked(server *sv) {
         ok += r->loaded && r->load_rc == COSMOS3_OK;
         if (r->loaded && r->load_rc && !sv->load_rc) {
             sv->load_rc = r->load_rc;
-            snprintf(sv->load_err, sizeof sv->load_err, "%s%s", sv->nreps > 1 ? "" : "",
-                     r->load_err);
+            if (sv->nreps > 1 && r->gpus[0])
+                snprintf(sv->load_err, sizeof sv->load_err, "replica %d (GPUs %.64s): %.900s", i,
+                         r->gpus, r->load_err);
+            else if (sv->nreps > 1)
+                snprintf(sv->load_err, sizeof sv->load_err, "replica %d: %.900s", i, r->load_err);
+            else
+                snprintf(sv->load_err, sizeof sv->load_err, "%s", r->load_err);
         }
     }
     if (sv->load_rc) {
