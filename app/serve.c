@@ -2050,8 +2050,10 @@ int serve_main(c3_settings *s, char **pos, int npos) {
                         "does not)\n");
     for (int i = 0; i < sv->nreps; i++) {
         replica *rp = &sv->reps[i];
-        if (pthread_create(&rp->worker, NULL, worker_main, rp) != 0 || !(rp->have_worker = true) ||
-            pthread_create(&rp->finisher, NULL, finisher_main, rp) != 0) {
+        rp->have_worker = pthread_create(&rp->worker, NULL, worker_main, rp) == 0;
+        rp->have_finisher =
+            rp->have_worker && pthread_create(&rp->finisher, NULL, finisher_main, rp) == 0;
+        if (!rp->have_finisher) {
             rc = c3_fail(COSMOS3_EFAIL, "serve: cannot start the worker threads");
             pthread_mutex_lock(&sv->mu);
             sv->stopping = true;
@@ -2059,7 +2061,6 @@ int serve_main(c3_settings *s, char **pos, int npos) {
             pthread_mutex_unlock(&sv->mu);
             goto out;
         }
-        rp->have_finisher = true;
     }
     int sig = 0;
     bool announced = false;
