@@ -281,9 +281,20 @@ async function load() {
     const good = p.width === 32 && p.height === 32 && p.texts.parameters.startsWith(`load test ${i % seeds}\n`) &&
                  p.texts.parameters.includes(`Seed: ${i % seeds},`);
     if (!good) { check(false, `load: request ${i}'s image`, p.texts.parameters); continue; }
-    const key = p.rgb.toString('base64');
-    if (bySeed[i % seeds] === undefined) bySeed[i % seeds] = key;
-    if (bySeed[i % seeds] !== key) { check(false, `load: request ${i} equals the other runs of its seed`); continue; }
+    // equal to the other runs of its seed: the same uint8 pixels but where rounding flips one
+    // level (a request batched with others, issue 32 item 2)
+    if (bySeed[i % seeds] === undefined) bySeed[i % seeds] = p.rgb;
+    const first = bySeed[i % seeds];
+    let worse = 0, flips = 0;
+    for (let k = 0; k < first.length; k++) {
+      const d = Math.abs(first[k] - p.rgb[k]);
+      worse += d > 1;
+      flips += d === 1;
+    }
+    if (worse || flips > first.length / 100) {
+      check(false, `load: request ${i} equals the other runs of its seed`, `${worse} bytes off by more than one level, ${flips} flips`);
+      continue;
+    }
     ok++;
   }
   check(ok === N, `load: ${N} requests from ${C} clients answered correctly (${secs.toFixed(1)} s)`, ok);
