@@ -686,7 +686,8 @@ static void gen_result(gen_job *g) {
     res->ulysses = p->sp;
     snprintf(res->device, sizeof res->device, "%s", p->cuda ? "cuda" : "cpu");
     pthread_mutex_lock(&e->vae_mu); /* the VAE's backend: a decode may run beside */
-    res->mem_peak = rt_lead(&e->rt)->be->mem_peak + e->vbe->mem_peak;
+    const c3_backend *lb = rt_lead(&e->rt)->be;
+    res->mem_peak = lb->mem_peak + (e->vbe && e->vbe != lb ? e->vbe->mem_peak : 0);
     pthread_mutex_unlock(&e->vae_mu);
     snprintf(res->attention, sizeof res->attention, "%s",
              attn_fp8_note(e) ? "fp8"
@@ -1097,20 +1098,32 @@ int cosmos3_generate_batch(cosmos3_engine *e, int n, const cosmos3_request *cons
         if (!__atomic_compare_exchange_n(&e->busy, &idle, 1, false, __ATOMIC_ACQ_REL,
                                          __ATOMIC_ACQUIRE)) {
             top = c3_fail(C3_EUSAGE, "the engine is busy with another generation");
-        } else { /* more than the plan allows in one: several batches, one after another */
+        } else {
+            /* more than the plan allows in one: several batches, one after
+             * another (a cosmos3_cancel stops the later ones too) */
+            e->rt.cancel = 0;
             for (int o = 0; o < n; o += max) {
-                e->rt.cancel = 0;
                 generate_lockstep(e, C3_MIN(max, n - o), r + o, skip + o, out + o, rc + o,
                                   err ? err + (size_t)o * errlen : NULL, errlen);
             }
             __atomic_store_n(&e->busy, 0, __ATOMIC_RELEASE);
         }
-    } else if (!top) { /* one after another (Ulysses, processes, conditioning, sound, one request)
-                        */
-        for (int i = 0; i < n; i++)
-            if (!skip[i])
-                rc[i] = cosmos3_generate(e, r[i], &out[i], err ? err + (size_t)i * errlen : NULL,
-                                         errlen);
+    } else if (!top) {
+        /* one after another (Ulysses, processes, conditioning, sound, one
+         * request); cosmos3_cancel (not a request's own flag) stops the rest */
+        bool stopped = false;
+        for (int i = 0; i < n; i++) {
+            if (skip[i]) continue;
+            char *ei = err ? err + (size_t)i * errlen : NULL;
+            if (stopped) {
+                cosmos3_event ev = {.kind = COSMOS3_EV_CANCELLED, .status = C3_ECANCEL};
+                rt_emit_to(&e->rt, rt_job_new(&e->rt), r[i]->on_event, r[i]->user, &ev);
+                rc[i] = give_err(c3_fail(C3_ECANCEL, "cancelled"), ei, errlen);
+                continue;
+            }
+            rc[i] = cosmos3_generate(e, r[i], &out[i], ei, errlen);
+            stopped = rc[i] == C3_ECANCEL && !(r[i]->cancel && *r[i]->cancel);
+        }
     }
     free(sh);
     free(skip);

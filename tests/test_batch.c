@@ -31,7 +31,8 @@ typedef struct {
     int steps, terminal, last_terminal;
     uint64_t job;
     bool after_terminal; /* an event came after the terminal one */
-    double und, denoise; /* the result's timings */
+    double und, denoise;   /* the result's timings */
+    cosmos3_engine *stop;  /* cosmos3_cancel(stop) once step cancel_at ended */
 } req_ev;
 
 static void on_req_event(const cosmos3_event *ev, void *user) {
@@ -40,7 +41,10 @@ static void on_req_event(const cosmos3_event *ev, void *user) {
     if (ev->job) r->job = ev->job;
     if (ev->kind == COSMOS3_EV_STEP) {
         r->steps++;
-        if (r->cancel_at && ev->step == r->cancel_at) r->flag = 1;
+        if (r->cancel_at && ev->step == r->cancel_at) {
+            r->flag = 1;
+            if (r->stop) cosmos3_cancel(r->stop);
+        }
     }
     if (ev->kind == COSMOS3_EV_DONE || ev->kind == COSMOS3_EV_CANCELLED ||
         ev->kind == COSMOS3_EV_FAILED) {
@@ -323,6 +327,33 @@ static void test_batch(const char *name, const char *model, int w, int h, int st
             out[i] = NULL;
         }
         rq[1].cancel = NULL;
+    }
+
+    /* cosmos3_cancel stops every request of the batch */
+    if (n >= 2) {
+        memset(ev, 0, sizeof ev);
+        ev[0].cancel_at = 1;
+        ev[0].stop = e;
+        rc = cosmos3_generate_batch(e, n, rp, out, rcs, errs, 512);
+        for (int i = 0; i < n; i++) {
+            T_CHECK(rcs[i] == C3_ECANCEL && !out[i] && ev[i].terminal == 1 &&
+                        ev[i].last_terminal == COSMOS3_EV_CANCELLED,
+                    "%s: cosmos3_cancel: request %d rc %d, %d terminal (%d)", name, i, rcs[i],
+                    ev[i].terminal, ev[i].last_terminal);
+            cosmos3_result_free(out[i]);
+            out[i] = NULL;
+        }
+        /* the engine runs the next batch as before */
+        memset(ev, 0, sizeof ev);
+        rc = cosmos3_generate_batch(e, n, rp, out, rcs, errs, 512);
+        for (int i = 0; i < n; i++) {
+            char what[64];
+            snprintf(what, sizeof what, "%s: after a cancel, request %d", name, i);
+            T_CHECK(rcs[i] == C3_OK, "%s: %s", what, errs + i * 512);
+            check_same(what, out[i], alone[i], &flips);
+            cosmos3_result_free(out[i]);
+            out[i] = NULL;
+        }
     }
 
     /* a request of another shape in the batch: refused alone, one line */
