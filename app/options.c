@@ -190,6 +190,11 @@ const c3_option c3_options[] = {
      "requests of the same shape (size, frames, steps, sampler) run as one batch through the GEN tower, at "
      "most N (0: as many as the engine's memory plan allows; 1: one at a time)",
      CMD_SERVE, F(max_batch), false, COSMOS3_FIELD_NONE},
+    {"instance", 0, NULL, OPT_STR, NULL, NULL, "NAME",
+     "this server's name behind a load balancer: 1 to 48 of a-z, 0-9 and '-'; every /v1/videos job id "
+     "carries it (video_NAME_HEX) so the balancer routes a job's requests here, and /health and /metrics "
+     "name it (default: the host name and the port, e.g. gpu1-8000)",
+     CMD_SERVE, F(instance), false, COSMOS3_FIELD_NONE},
     {"keep-videos", 0, NULL, OPT_INT, "32", NULL, "N",
      "finished /v1/videos jobs kept for GET .../content (also at most 1 GiB of MP4); the oldest go first",
      CMD_SERVE, F(keep_videos), false, COSMOS3_FIELD_NONE},

@@ -48,6 +48,7 @@
 #define SERVE_RETRY_MAX_S 3600        /* Retry-After bound for a full queue */
 #define SERVE_SSE_BLOCK 16384         /* bytes per SSE write */
 #define SERVE_SSE_KEEPALIVE_S 15.0    /* an SSE comment after this long without an event */
+#define SERVE_MAX_INSTANCE 48         /* characters of --instance */
 #define HTTP_CLIENT_GONE 499          /* status recorded for a client that left (nginx's) */
 #define HTTP_CODES 600
 #define SERVE_MAX_REPLICAS 64     /* --replicas bound */
@@ -82,7 +83,7 @@ typedef struct job {
     c3_media_format ofmt; /* images: output_format */
     /* a video job (/v1/videos): in the store while async */
     bool video, sync;
-    char vid[48];
+    char vid[96]; /* video_INSTANCE_HEX (INSTANCE: SERVE_MAX_INSTANCE) */
     time_t created_at, completed_at;
     int step, steps; /* per-step progress (the pump) */
     /* the scheduler (serve_jobs.c): images of a job are requests to the engines */
@@ -200,6 +201,7 @@ typedef struct server {
     char load_err[1024];
     char model_id[512];
     char device[16];
+    char instance[SERVE_MAX_INSTANCE + 1]; /* --instance, or host-port */
     int cfg_parallel;
     time_t created;
     double load_s;
