@@ -23,8 +23,9 @@ typedef struct {
     c3_event_kind kind;
     cosmos3_event ev; /* EV_ENGINE */
     int code;
-    bool cached; /* EV_STEP_END: the step cache skipped the block stack (--cache) */
-    double when; /* c3_now() at push */
+    bool cached;  /* EV_STEP_END: the step cache skipped the block stack (--cache) */
+    double when;  /* c3_now() at push */
+    uint64_t tag; /* the pusher's own mark (serve: the request it belongs to; 0: none) */
     char stage[16];
     char text[512];
 } c3_event;

@@ -185,6 +185,15 @@ const c3_option c3_options[] = {
      F(init_timeout), false, COSMOS3_FIELD_NONE},
     {"port", 0, NULL, OPT_INT, "8000", NULL, "PORT", "port to listen on (0: any free port, printed at start)",
      CMD_SERVE, F(port), false, COSMOS3_FIELD_NONE},
+    {"replicas", 0, NULL, OPT_INT, "1", NULL, "N",
+     "engines serving at once, each a copy of the model on its own GPU group (--gpus, else every visible "
+     "GPU, split in N groups of tp x cfg-parallel x ulysses); on the CPU they share the cores (--threads, "
+     "else all cores, divided)",
+     CMD_SERVE, F(replicas), false, COSMOS3_FIELD_NONE},
+    {"max-batch", 0, NULL, OPT_INT, "0", NULL, "N",
+     "requests of the same shape (size, frames, steps, sampler) run as one batch through the GEN tower, at "
+     "most N (0: as many as the engine's memory plan allows; 1: one at a time)",
+     CMD_SERVE, F(max_batch), false, COSMOS3_FIELD_NONE},
     {"instance", 0, NULL, OPT_STR, NULL, NULL, "NAME",
      "this server's name behind a load balancer: 1 to 48 of a-z, 0-9 and '-'; every /v1/videos job id "
      "carries it (video_NAME_HEX) so the balancer routes a job's requests here, and /health and /metrics "

@@ -126,6 +126,8 @@ typedef struct {
     bool omni;           /* vLLM-Omni's --omni: accepted */
     char *allowed_media; /* --allowed-local-media-path DIR, or NULL */
     double init_timeout; /* seconds the load may take (0: no bound) */
+    int replicas;  /* serve: engines, each on its own GPU group (the CPU: its share of cores) */
+    int max_batch; /* serve: requests in one batch (0: the engine's cosmos3_batch_max) */
     /* preview */
     char *preview;
     /* which options the user gave (by table index) */

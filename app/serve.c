@@ -820,6 +820,7 @@ static bool enqueue_locked(server *sv, struct MHD_Connection *c, req_ctx *r, job
     j->refs = 2;
     j->state = JOB_QUEUED;
     j->t_queued = c3_now();
+    job_batch_key(sv, j); /* the scheduler's: which jobs may share a batch */
     if (sv->tail)
         sv->tail->next = j;
     else
@@ -1387,6 +1388,9 @@ static json_t *video_object(server *sv, job *j) {
         json_object_set_new(o, "seed", json_integer((json_int_t)j->vframes_seed));
     }
     if (j->notes) json_object_set(o, "warnings", j->notes);
+    /* per stage: queue wait, tokenize, und, denoise, vae, encode, batch size, replica */
+    if (j->acc && j->state != JOB_QUEUED)
+        json_object_set(o, "timings", json_object_get(j->acc, "timings"));
     json_object_set_new(o, "error",
                         j->state == JOB_DONE && !j->mp4
                             ? json_pack("{s:s,s:s}", "code", "generation_failed", "message",
@@ -1791,9 +1795,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
             json_decref(h);
             return send_text(sv, c, r, 503, "application/json", txt, "Retry-After", ra);
         }
-        return send_json(
-            sv, c, r, 200,
-            json_pack("{s:s,s:s,s:s}", "status", "ok", "model", sv->model_id, "instance", name));
+        pthread_mutex_lock(&sv->mu); /* per replica: busy or idle, its batch, step, memory */
+        json_t *o = json_pack("{s:s,s:s,s:s,s:i,s:o}", "status", "ok", "model", sv->model_id,
+                              "instance", name, "queue_depth", sv->queued, "replicas",
+                              replicas_json_locked(sv));
+        pthread_mutex_unlock(&sv->mu);
+        return send_json(sv, c, r, 200, o);
     }
     if (r->ep == EP_MODELS) {
         if (!ready)
@@ -1901,27 +1908,13 @@ static void instance_default(int port, char *out, size_t n) {
 static void drain(server *sv, const sigset_t *sigs) {
     pthread_mutex_lock(&sv->mu);
     sv->draining = true;
-    while (sv->head) {
-        job *j = sv->head;
-        sv->head = j->next;
-        sv->queued--;
-        j->state = JOB_DONE;
-        j->status = 503;
-        j->body = error_body(
-            503, NULL, "cancelled: the server is shutting down; send the request again later");
-        if (j->stream)
-            sse_event(j, "error",
-                      error_object(503, NULL, "cancelled: the server is shutting down"));
-        job_unref_locked(j);
-    }
-    sv->tail = NULL;
-    pthread_cond_broadcast(&sv->cv);
+    queue_refuse_all_locked(sv);
     pthread_mutex_unlock(&sv->mu);
     double t0 = c3_now();
     bool cancelled = false;
     for (;;) {
         pthread_mutex_lock(&sv->mu);
-        bool busy = sv->current != NULL || !sv->load_done;
+        bool busy = server_busy_locked(sv) || !sv->load_done;
         pthread_mutex_unlock(&sv->mu);
         if (!busy) break;
         struct timespec ts = {0, 100 * 1000 * 1000};
@@ -1930,7 +1923,7 @@ static void drain(server *sv, const sigset_t *sigs) {
         if (!cancelled && (sig > 0 || c3_now() - t0 > SERVE_GRACE_S)) {
             pthread_mutex_lock(&sv->mu);
             sv->cancel_all = true;
-            if (sv->current && sv->e) session_cancel(sv->e);
+            server_cancel_locked(sv);
             pthread_mutex_unlock(&sv->mu);
             cancelled = true;
             fprintf(stderr, "cosmos3 serve: cancelling the request in flight\n");
@@ -2040,7 +2033,12 @@ int serve_main(c3_settings *s, char **pos, int npos) {
                        s->host);
 
     server *sv = xcalloc(1, sizeof *sv);
-    monitor_init(&sv->mon);
+    rc = replicas_plan(sv, s); /* the GPU groups, before any weight loads */
+    if (rc) {
+        replicas_free(sv);
+        free(sv);
+        return rc;
+    }
     pthread_mutex_init(&sv->mu, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
@@ -2066,7 +2064,6 @@ int serve_main(c3_settings *s, char **pos, int npos) {
         sv->header_deadline_s = atof(dl);
         sv->body_deadline_s = 2 * atof(dl);
     }
-    sv->ev = events_new(4096);
     /* signals are taken by sigtimedwait in this thread; every thread started
      * below inherits the blocked mask */
     sigset_t sigs, old;
@@ -2077,12 +2074,14 @@ int serve_main(c3_settings *s, char **pos, int npos) {
     struct sigaction ign = {.sa_handler = SIG_IGN}, old_pipe;
     sigemptyset(&ign.sa_mask);
     sigaction(SIGPIPE, &ign, &old_pipe);
-    pthread_t pump, worker;
-    bool have_worker = false;
     struct MHD_Daemon *d = NULL;
-    if (pthread_create(&pump, NULL, pump_main, sv) != 0) {
-        rc = c3_fail(COSMOS3_EFAIL, "serve: cannot start the event thread");
-        goto out_nopump;
+    for (int i = 0; i < sv->nreps; i++) {
+        replica *rp = &sv->reps[i];
+        if (pthread_create(&rp->pump, NULL, pump_main, rp) != 0) {
+            rc = c3_fail(COSMOS3_EFAIL, "serve: cannot start the event thread");
+            goto out;
+        }
+        rp->have_pump = true;
     }
     unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
                      MHD_USE_POLL | MHD_USE_ERROR_LOG |
@@ -2124,11 +2123,20 @@ int serve_main(c3_settings *s, char **pos, int npos) {
     if (sv->api_key)
         fprintf(stderr, "cosmos3 serve: requests need 'Authorization: Bearer KEY' (GET /health "
                         "does not)\n");
-    if (pthread_create(&worker, NULL, worker_main, sv) != 0) {
-        rc = c3_fail(COSMOS3_EFAIL, "serve: cannot start the worker thread");
-        goto out;
+    for (int i = 0; i < sv->nreps; i++) {
+        replica *rp = &sv->reps[i];
+        rp->have_worker = pthread_create(&rp->worker, NULL, worker_main, rp) == 0;
+        rp->have_finisher =
+            rp->have_worker && pthread_create(&rp->finisher, NULL, finisher_main, rp) == 0;
+        if (!rp->have_finisher) {
+            rc = c3_fail(COSMOS3_EFAIL, "serve: cannot start the worker threads");
+            pthread_mutex_lock(&sv->mu);
+            sv->stopping = true;
+            pthread_cond_broadcast(&sv->cv);
+            pthread_mutex_unlock(&sv->mu);
+            goto out;
+        }
     }
-    have_worker = true;
     int sig = 0;
     bool announced = false;
     double t_load = c3_now();
@@ -2155,10 +2163,12 @@ int serve_main(c3_settings *s, char **pos, int npos) {
         }
         if (ready && !announced) {
             const cosmos3_layout *p = session_layout(sv->e);
+            char reps[64] = "";
+            if (sv->nreps > 1) snprintf(reps, sizeof reps, " x %d replicas", sv->nreps);
             fprintf(stderr,
-                    "cosmos3 serve: ready: %s on %s (tp %d x cfg-parallel %d x ulysses %d), loaded "
-                    "in %.1f s\n",
-                    sv->model_id, sv->device, p->tp, p->cfg_parallel, p->ulysses, sv->load_s);
+                    "cosmos3 serve: ready: %s on %s (tp %d x cfg-parallel %d x ulysses %d)%s, "
+                    "loaded in %.1f s\n",
+                    sv->model_id, sv->device, p->tp, p->cfg_parallel, p->ulysses, reps, sv->load_s);
             announced = true;
         }
     }
@@ -2168,7 +2178,15 @@ int serve_main(c3_settings *s, char **pos, int npos) {
                 sig == SIGTERM ? "SIGTERM" : "SIGINT");
     drain(sv, &sigs);
 out:
-    if (have_worker) pthread_join(worker, NULL);
+    for (int i = 0; i < sv->nreps; i++)
+        if (sv->reps[i].have_worker) pthread_join(sv->reps[i].worker, NULL);
+    pthread_mutex_lock(&sv->mu);
+    for (int i = 0; i < sv->nreps; i++)
+        sv->reps[i].fin_stop = true;
+    pthread_cond_broadcast(&sv->cv);
+    pthread_mutex_unlock(&sv->mu);
+    for (int i = 0; i < sv->nreps; i++)
+        if (sv->reps[i].have_finisher) pthread_join(sv->reps[i].finisher, NULL);
     if (d) {
         /* let the last answers go out, then close every connection */
         double t0 = c3_now();
@@ -2181,18 +2199,17 @@ out:
     pthread_mutex_lock(&sv->mu);
     sv->pump_stop = true;
     pthread_mutex_unlock(&sv->mu);
-    pthread_join(pump, NULL);
-out_nopump:
+    for (int i = 0; i < sv->nreps; i++)
+        if (sv->reps[i].have_pump) pthread_join(sv->reps[i].pump, NULL);
     if (rc == COSMOS3_OK && sv->load_done && sv->load_rc)
         rc = c3_fail(sv->load_rc, "%s", sv->load_err);
     if (rc == COSMOS3_OK) fprintf(stderr, "cosmos3 serve: stopped\n");
-    session_close(sv->e);
+    replicas_free(sv);
     while (sv->store) { /* the videos kept */
         job *j = sv->store;
         sv->store = j->snext;
         job_unref_locked(j);
     }
-    events_free(sv->ev);
     result_cache_free(sv->rcache);
     settings_free(&sv->base);
     pthread_cond_destroy(&sv->cv);

@@ -1,8 +1,9 @@
 /* serve_internal.h - what the server's files share: the limits, a job, the
  * server's state, and the calls across them. serve.c holds the routes (HTTP,
  * request parsing, /v1/videos, the main thread), serve_jobs.c the jobs (the
- * worker thread, images and videos run and encoded in memory) and
- * serve_metrics.c the metrics (the event pump, /metrics). */
+ * replicas: each a worker thread that takes batches from the queue and a
+ * finishing thread that decodes and encodes them in memory) and
+ * serve_metrics.c the metrics (the event pumps, /metrics, /health). */
 #ifndef COSMOS3_SERVE_INTERNAL_H
 #define COSMOS3_SERVE_INTERNAL_H
 
@@ -50,6 +51,11 @@
 #define SERVE_MAX_INSTANCE 48         /* characters of --instance */
 #define HTTP_CLIENT_GONE 499          /* status recorded for a client that left (nginx's) */
 #define HTTP_CODES 600
+#define SERVE_MAX_REPLICAS 64     /* --replicas bound */
+#define SERVE_MAX_BATCH 64        /* requests in one batch at most (--max-batch bound) */
+#define SERVE_FIN_MAX 2           /* batches a replica's finishing thread may have waiting */
+#define SERVE_TERMINAL_WAIT_S 5.0 /* a result waits this long for its job's last event */
+#define SERVE_HIST_BUCKETS 14     /* /metrics histograms: upper bounds (the last +Inf) */
 
 /* ---------------------------------------------------------------- jobs */
 
@@ -80,6 +86,21 @@ typedef struct job {
     char vid[96]; /* video_INSTANCE_HEX (INSTANCE: SERVE_MAX_INSTANCE) */
     time_t created_at, completed_at;
     int step, steps; /* per-step progress (the pump) */
+    /* the scheduler (serve_jobs.c): images of a job are requests to the engines */
+    uint64_t key;        /* cosmos3_batch_key (and the conditioning's kind) */
+    int bmax;            /* cosmos3_batch_max for it */
+    volatile int cancel; /* every request of the job stops (the engine's per-request flag) */
+    bool in_queue;       /* in the FIFO: images not yet handed to a replica */
+    bool waiting;        /* ... none yet (counted in the server's queued) */
+    int dispatched;      /* images handed to replicas */
+    int finished;        /* ... and back (done, failed, cancelled) */
+    int fail_rc;         /* the first image's failure (0: none) */
+    char *ferr;
+    json_t *data;     /* per image: its data item (index order; null until done) */
+    json_t *acc;      /* the job's metrics (stage seconds summed over its images) */
+    double t_started; /* its first image handed to a replica */
+    int replica;      /* the replica that ran its (last) image */
+    int batch_size;   /* the largest batch its images ran in */
     int steps_cached; /* of them, skipped by the step cache */
     uint8_t *mp4;
     size_t mp4_len;
@@ -98,12 +119,81 @@ extern const char *const stage_names[STAGES];
 enum { EP_GENERATIONS, EP_MODELS, EP_HEALTH, EP_METRICS, EP_VIDEOS, EP_OTHER, EPS };
 extern const char *const ep_names[EPS];
 
+/* One image (or video) of a job on its way through a replica: generated
+ * (in a batch), then decoded and encoded by the finishing thread. */
+typedef struct item {
+    struct item *next; /* the replica's finishing queue */
+    struct replica *rep;
+    job *j;                /* a reference */
+    int index;             /* the image of j */
+    uint64_t ticket;       /* its events' tag */
+    c3_settings s;         /* j's settings with this image's seed */
+    struct session_req *q; /* the prepared request (NULL: not run) */
+    cosmos3_result *out;
+    int rc;
+    char err[1024];
+    bool ran;       /* the engine had it: its events end with a terminal one */
+    bool terminal;  /* ... which the pump has seen */
+    int batch;      /* the size of the batch it ran in */
+    bool batch_end; /* the last of its batch (the finishing thread's count) */
+    double queue_s, gen_s;
+    char *cache_key; /* --result-cache */
+    uint8_t *cached; /* a hit: its bytes */
+    size_t cached_len;
+    uint64_t cached_seed;
+} item;
+
+/* One engine of the server on its GPU group (or share of the cores). */
+typedef struct replica {
+    struct server *sv;
+    int index;
+    c3_settings s;  /* the command line with this replica's GPUs and threads */
+    char gpus[256]; /* its GPU group ("": the CPU) */
+    int threads;    /* its CPU threads (0: all) */
+    c3_session *e;
+    c3_events *ev;  /* its engine's events */
+    c3_monitor mon; /* steps and memory per rank (its pump's, under the server mutex) */
+    pthread_t worker, finisher, pump;
+    bool have_worker, have_finisher, have_pump;
+    bool loaded, fin_stop;
+    int load_rc;
+    char load_err[1024];
+    double load_s;
+    /* in flight on the engine */
+    bool busy;
+    item *batch[SERVE_MAX_BATCH];
+    int nbatch;
+    int step, steps;
+    double busy_since;
+    /* generated, waiting for the finishing thread, and the one it holds */
+    item *fhead, *ftail, *fcur;
+    int nfin; /* batches there */
+    /* counts */
+    uint64_t batches, requests, batch_sizes[SERVE_MAX_BATCH + 1];
+    double busy_s;
+} replica;
+
+/* Histograms for /metrics: the per-stage seconds of each job, batch sizes. */
+enum { HS_QUEUE, HS_TOKENIZE, HS_UND, HS_DENOISE, HS_VAE, HS_ENCODE, HS_TOTAL, HSTAGES };
+extern const char *const hstage_names[HSTAGES];
+extern const double hist_bounds[SERVE_HIST_BUCKETS];
 typedef struct {
+    uint64_t n[SERVE_HIST_BUCKETS]; /* per bucket (not cumulative) */
+    uint64_t count;
+    double sum;
+} histogram;
+void hist_add(histogram *h, double v);
+
+typedef struct server {
     pthread_mutex_t mu;
     pthread_cond_t cv; /* any job or server state changed (CLOCK_MONOTONIC) */
     c3_settings base;  /* the command line: the defaults of every request */
-    c3_events *ev;
-    c3_session *e; /* set by the worker once loaded */
+    c3_session *e; /* replica 0's engine, once every replica loaded (requests are checked on it) */
+    replica *reps;
+    int nreps;
+    int max_batch;    /* --max-batch (0: the engine's) */
+    uint64_t tickets; /* items made */
+    histogram hist[HSTAGES], hist_batch;
     bool load_done, ready, draining, stopping, cancel_all, pump_stop;
     int load_rc;
     char load_err[1024];
@@ -115,16 +205,14 @@ typedef struct {
     double load_s;
     int64_t max_pixels; /* the size the plan was checked for */
     /* the FIFO */
-    job *head, *tail, *current;
+    job *head, *tail;
     int queued, queue_cap;
-    int conns;                                 /* connections holding a job */
-    uint64_t terminal_seen, terminal_expected; /* DONE/ERROR/CANCELLED events */
+    int conns; /* connections holding a job */
     /* metrics */
     uint64_t requests[EPS][HTTP_CODES];
     uint64_t images, cancelled, jobs;
     double job_s, queue_s;
     double stage_s[STAGES];
-    c3_monitor mon; /* steps and memory per rank (the pump's, under mu) */
     char mhd_log[512];
     const char *api_key; /* sv->base.api_key, or NULL: no authentication */
     int max_cost;        /* --max-cost */
@@ -159,15 +247,36 @@ void sse_event(job *j, const char *event, json_t *data);
 json_t *error_object(int status, const char *param, const char *message);
 char *error_body(int status, const char *param, const char *message);
 void job_cancel_locked(server *sv, job *j);
+/* SIGTERM: every waiting job answered 503 (mutex held). */
+void queue_refuse_all_locked(server *sv);
 bool client_gone(int fd);
-/* The worker thread: loads the engine, then runs the FIFO's jobs. */
+/* A replica's worker thread: loads its engine, then runs batches of the
+ * FIFO's jobs; its finishing thread decodes and encodes them. */
 void *worker_main(void *arg);
+void *finisher_main(void *arg);
+/* The replicas from the command line (--replicas, --gpus, the layout,
+ * --threads), checked before any weight loads: GPU groups, the CPU's
+ * threads divided; the layout said on stderr. */
+int replicas_plan(server *sv, const c3_settings *s);
+/* Their engines closed, their queues freed (threads joined). */
+void replicas_free(server *sv);
+/* Whether any replica has work in flight (mutex held). */
+bool server_busy_locked(server *sv);
+/* Ask every replica's engine to stop what it runs (mutex held). */
+void server_cancel_locked(server *sv);
+/* A replica whose batch holds only cancelled requests: its engine stopped
+ * (mutex held). The others' requests stop by their own flags. */
+void replica_check_cancel_locked(replica *r);
+/* The job's batch key and bound (before it is queued; mutex held). */
+void job_batch_key(server *sv, job *j);
 
 /* metrics (serve_metrics.c) */
-/* The pump thread: the engine's events into the monitor, SSE progress and
- * re-cancels. */
+/* A replica's pump thread: its engine's events into its monitor, SSE
+ * progress and re-cancels. */
 void *pump_main(void *arg);
 /* /metrics: the Prometheus text (takes the mutex). */
 void metrics_text(server *sv, c3_sbuf *b);
+/* /health's replicas: busy or idle, job in flight, step, memory (mutex held). */
+json_t *replicas_json_locked(server *sv);
 
 #endif

@@ -578,3 +578,53 @@ int session_generate_frames_with(c3_session *e, const c3_settings *s, const c3_c
                                  session_result *res) {
     return generate_job(e, s, in, res, false);
 }
+
+/* ------------------------------------------------------------- batches */
+
+struct session_req {
+    const c3_settings *s;
+    const c3_cond_frames *in;
+    cosmos3_request rq;
+    cosmos3_settings st;
+    gen_inputs gi;
+    double t_start;
+};
+
+int session_prepare(c3_session *e, const c3_settings *s, const c3_cond_frames *in,
+                    session_req **out) {
+    *out = NULL;
+    session_req *q = xcalloc(1, sizeof *q);
+    q->s = s;
+    q->in = in;
+    q->t_start = c3_now();
+    int rc = session_check(s, e, true, &q->rq, &q->st);
+    if (rc == COSMOS3_OK && q->rq.seed < 0) q->rq.seed = (int64_t)random_seed();
+    if (rc == COSMOS3_OK && s->noise)
+        rc = noise_load(s, &q->st, e->model.sound_dim, &q->rq, &q->gi);
+    if (rc == COSMOS3_OK) rc = cond_load(e, s, in, &q->st, &q->rq, &q->gi);
+    if (rc) {
+        session_req_free(q);
+        return rc;
+    }
+    *out = q;
+    return COSMOS3_OK;
+}
+
+cosmos3_request *session_req_request(session_req *q) {
+    return &q->rq;
+}
+
+int session_req_finish(c3_session *e, session_req *q, cosmos3_result *out, session_result *res) {
+    memset(res, 0, sizeof *res);
+    res->t_launch_first_step = res->t_launch_total = -1;
+    res->out = out;
+    int rc = outputs_write(e, q->s, q->in, &q->gi, NULL, res);
+    res->t_total = c3_now() - q->t_start;
+    return rc;
+}
+
+void session_req_free(session_req *q) {
+    if (!q) return;
+    inputs_free(&q->gi);
+    free(q);
+}

@@ -87,6 +87,19 @@ typedef struct {
 /* session_generate_frames conditioned on frames in memory (in: NULL for none). */
 int session_generate_frames_with(c3_session *e, const c3_settings *s, const c3_cond_frames *in,
                                  session_result *r);
+/* A request made ready for the engine without running it (serve's batches,
+ * cosmos3_generate_batch): s checked, the seed drawn, its inputs read (noise,
+ * conditioning frames in memory: in may be NULL). s and in must outlive it. */
+typedef struct session_req session_req;
+int session_prepare(c3_session *e, const c3_settings *s, const c3_cond_frames *in,
+                    session_req **out);
+/* Its request, for the caller to add to (cancel flag, events, defer_decode)
+ * and hand to the engine. */
+cosmos3_request *session_req_request(session_req *q);
+/* After the engine's call: res gets the result (out, owned from here on)
+ * and its metadata text, as session_generate_frames fills it. */
+int session_req_finish(c3_session *e, session_req *q, cosmos3_result *out, session_result *res);
+void session_req_free(session_req *q);
 /* Ask the generation in flight to stop (async-signal-safe). */
 void session_cancel(c3_session *e);
 

@@ -166,6 +166,7 @@ int loader_open(const cosmos3_open_params *op, cosmos3_engine **out) {
                                                                     : C3_PREC_FP8;
     if (rc) goto fail;
     cpu_set_threads(op->threads);
+    e->rt.threads = op->threads;
     char dir[4096];
     cosmos3_model_dir(op->model, dir, sizeof dir);
     double t0 = c3_now();

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "backend_cpu.h"
 #include "env.h"
 
 void rt_init(c3_runtime *rt, cosmos3_event_fn fn, void *user) {
@@ -168,6 +169,9 @@ typedef struct {
 
 static void *rank_main(void *arg) {
     rank_thread *a = arg;
+    /* the engine's thread count holds on its own threads (OpenMP's setting is per thread):
+       engines of one process (serve --replicas) divide the cores */
+    cpu_set_threads(a->rt->threads);
     a->rk->rc = a->fn(a->rt, a->rk, a->ud);
     if (a->rk->rc) {
         snprintf(a->rk->err, sizeof a->rk->err, "%s", c3_errmsg());

@@ -53,6 +53,7 @@ struct c3_runtime {
     cosmos3_event_fn open_fn, job_fn;
     void *open_user, *job_user;
     uint64_t job, next_job;
+    int threads; /* CPU threads of each rank's parallel loops (0: OpenMP's default) */
 };
 
 /* An empty runtime whose events go to fn (the open's callback). */

@@ -222,7 +222,7 @@ async function errors() {
   check(m['cosmos3_requests_total{endpoint="/v1/images/generations",code="413"}'] === 2, 'metrics: 2 answers 413');
   check(m.cosmos3_errors_total >= cases.length + 5, 'metrics: errors_total', m.cosmos3_errors_total);
   check(m.cosmos3_ready === 1 && m.cosmos3_queue_length === 0, 'metrics: ready, empty queue');
-  check(m['cosmos3_memory_bytes{rank="0",device="cpu",kind="weights"}'] > 0, 'metrics: weights memory of rank 0');
+  check(m['cosmos3_memory_bytes{replica="0",rank="0",device="cpu",kind="weights"}'] > 0, 'metrics: weights memory of rank 0');
   check(m['cosmos3_stage_seconds_total{stage="denoise"}'] > 0 && m.cosmos3_step_seconds_count >= 2,
         'metrics: stage and step seconds', m.cosmos3_step_seconds_count);
 }
@@ -234,8 +234,9 @@ async function sse() {
   const evs = parseSse(r.body);
   const prog = evs.filter((e) => e.event === 'progress').map((e) => JSON.parse(e.data));
   check(prog.length === 6, 'SSE: 6 progress events (2 images x 3 steps)', prog.length);
-  const order = prog.map((p) => `${p.index}:${p.step}/${p.total}`).join(' ');
-  check(order === '0:1/3 0:2/3 0:3/3 1:1/3 1:2/3 1:3/3', 'SSE: steps in order', order);
+  // each image's steps in order (the images of one request may run as one batch, interleaved)
+  const order = [0, 1].map((i) => prog.filter((p) => p.index === i).map((p) => `${p.index}:${p.step}/${p.total}`).join(' '));
+  check(order[0] === '0:1/3 0:2/3 0:3/3' && order[1] === '1:1/3 1:2/3 1:3/3', 'SSE: steps in order', order.join(' | '));
   check(prog.every((p) => p.seconds > 0 && p.cond_s > 0 && p.uncond_s >= 0 && Number.isInteger(p.timestep)),
         'SSE: seconds, cond/uncond branch times, timestep', JSON.stringify(prog[0]));
   const done = evs.filter((e) => e.event === 'image_generation.completed').map((e) => JSON.parse(e.data));
@@ -243,7 +244,15 @@ async function sse() {
         'SSE: 2 images after their steps', done.length);
   check(done.length === 2 && readPng(Buffer.from(done[1].b64_json, 'base64')).height === 32, 'SSE: a PNG');
   const names = evs.map((e) => e.event).join(',');
-  check(/^(progress,){3}image_generation\.completed,(progress,){3}image_generation\.completed,done,message$/.test(names),
+  // each image's completed event after its own 3 steps (images of one request may run as one
+  // batch, their steps interleaved), then done, then [DONE]
+  const parsed = evs.map((e) => (e.event === 'message' ? null : JSON.parse(e.data)));
+  const after = [0, 1].every((i) => {
+    const c = parsed.findIndex((d) => d && d.type === 'image_generation.completed' && d.index === i);
+    const steps = parsed.map((d, k) => (d && d.type === 'progress' && d.index === i ? k : -1)).filter((k) => k >= 0);
+    return c >= 0 && steps.length === 3 && steps.every((k) => k < c);
+  });
+  check(after && /^((progress|image_generation\.completed),){8}done,message$/.test(names),
         'SSE: event order, done, then [DONE]', names);
   check(evs[evs.length - 1].data === '[DONE]', 'SSE: [DONE] last');
 }
@@ -272,9 +281,20 @@ async function load() {
     const good = p.width === 32 && p.height === 32 && p.texts.parameters.startsWith(`load test ${i % seeds}\n`) &&
                  p.texts.parameters.includes(`Seed: ${i % seeds},`);
     if (!good) { check(false, `load: request ${i}'s image`, p.texts.parameters); continue; }
-    const key = p.rgb.toString('base64');
-    if (bySeed[i % seeds] === undefined) bySeed[i % seeds] = key;
-    if (bySeed[i % seeds] !== key) { check(false, `load: request ${i} equals the other runs of its seed`); continue; }
+    // equal to the other runs of its seed: the same uint8 pixels but where rounding flips one
+    // level (a request batched with others, issue 32 item 2)
+    if (bySeed[i % seeds] === undefined) bySeed[i % seeds] = p.rgb;
+    const first = bySeed[i % seeds];
+    let worse = 0, flips = 0;
+    for (let k = 0; k < first.length; k++) {
+      const d = Math.abs(first[k] - p.rgb[k]);
+      worse += d > 1;
+      flips += d === 1;
+    }
+    if (worse || flips > first.length / 100) {
+      check(false, `load: request ${i} equals the other runs of its seed`, `${worse} bytes off by more than one level, ${flips} flips`);
+      continue;
+    }
     ok++;
   }
   check(ok === N, `load: ${N} requests from ${C} clients answered correctly (${secs.toFixed(1)} s)`, ok);
