@@ -138,23 +138,32 @@ void engine_plan_layout(const c3_plan *p, cosmos3_layout *o) {
 }
 
 char *cosmos3_layout_text(const cosmos3_engine *e) {
-    const c3_runtime *rt = &e->rt;
-    char *text = engine_plan_text(&rt->plan);
-    if (rt->procs.size <= 1) return text;
-    /* ranks in several processes: where each rank runs */
+    return engine_procs_text(&e->rt.plan, &e->rt.procs);
+}
+
+char *engine_procs_text(const c3_plan *p, const c3_procs *pr) {
+    char *text = engine_plan_text(p);
+    if (pr->size <= 1 || p->world % pr->size) return text;
+    /* ranks in several processes: where each rank runs and its groups */
     char *out = NULL;
     size_t n = 0;
     FILE *f = open_memstream(&out, &n);
     if (!f) return text;
-    fprintf(f, "%sprocesses: %d (%s), %d rank%s each, in CFG > TP > Ulysses order\n", text,
-            rt->procs.size, rt->procs.from, rt->nlocal, rt->nlocal == 1 ? "" : "s");
+    int nlocal = p->world / pr->size;
+    fprintf(f, "%sprocesses: %d (%s), %d rank%s each, in CFG > TP > Ulysses order%s\n", text,
+            pr->size, pr->from, nlocal, nlocal == 1 ? "" : "s",
+            p->cross_host ? " (--allow-cross-host)" : "");
     free(text);
-    const c3_plan *p = &rt->plan;
     for (int r = 0; r < p->world; r++) {
-        int proc = r / rt->nlocal;
-        fprintf(f, "  rank %d: host %s, process %d, %s %d, cfg group %d\n", r,
-                comm_procs_host(proc), proc, p->cuda ? "GPU" : "cpu", p->cuda ? p->devices[r] : 0,
-                plan_cfg_rank(p, r));
+        int proc = r / nlocal, cg = plan_cfg_rank(p, r), tg = plan_tp_rank(p, r),
+            sg = plan_sp_rank(p, r);
+        /* group numbers: the TP group is (cfg, ulysses rank), the Ulysses group (cfg, tp rank) */
+        fprintf(f,
+                "  rank %d: host %s, process %d, %s %d, cfg group %d (%s), tp group %d rank %d, "
+                "ulysses group %d rank %d\n",
+                r, comm_procs_host(proc), proc, p->cuda ? "GPU" : "cpu",
+                p->cuda ? p->devices[r] : 0, cg, p->cfg == 2 ? (cg ? "uncond" : "cond") : "both",
+                cg * p->sp + sg, tg, cg * p->tp + tg, sg);
     }
     fclose(f);
     return out;
@@ -725,6 +734,8 @@ int cosmos3_generate(cosmos3_engine *e, const cosmos3_request *r, cosmos3_result
     cosmos3_result *res = xcalloc(1, sizeof *res);
     res->job = job;
     int rc = generate(e, r, res);
+    const char *lost = rc ? rt_lost(&e->rt) : NULL;
+    if (lost) rc = c3_fail(C3_EFAIL, "%s", lost); /* the cause, not the ranks' cancels */
     res->warnings = e->warnings;
     res->nwarnings = e->nwarnings;
     e->warnings = NULL;
@@ -758,6 +769,10 @@ int cosmos3_processes(int *rank, int *size, char *err, size_t errlen) {
     if (rank) *rank = rc ? 0 : pr.rank;
     if (size) *size = rc ? 1 : pr.size;
     return give_err(rc, err, errlen);
+}
+
+bool cosmos3_processes_together(double timeout) {
+    return comm_procs_together(timeout);
 }
 
 int cosmos3_follow(cosmos3_engine *e, char *err, size_t errlen) {

@@ -23,12 +23,12 @@ struct cosmos3_engine {
     c3_tokenizer *tok;
     c3_runtime rt; /* the plan, its ranks and communicators, cancel, the events */
     c3_vae *vae;
-    c3_vae_enc *venc; /* the VAE encoder, loaded by the first conditioned request */
+    c3_vae_enc *venc;   /* the VAE encoder, loaded by the first conditioned request */
     c3_audio_vae *avae; /* the sound decoder, loaded by the first sound request */
-    int precision;    /* C3_PREC_* (model.h) */
-    bool attn_fp8;    /* --attention fp8 (every rank's backend: attn_fp8) */
-    bool attn_warned; /* the FP8 attention's decline warned (once per engine) */
-    int busy;         /* a generation is in flight (atomic) */
+    int precision;      /* C3_PREC_* (model.h) */
+    bool attn_fp8;      /* --attention fp8 (every rank's backend: attn_fp8) */
+    bool attn_warned;   /* the FP8 attention's decline warned (once per engine) */
+    int busy;           /* a generation is in flight (atomic) */
     /* the load's phases (cosmos3_open), seconds; copied into every result */
     c3_load_times load;
     /* the warnings of the job in flight (to the result) */
@@ -40,6 +40,9 @@ struct cosmos3_engine {
 void engine_model_info(const c3_ckpt *ck, cosmos3_model_info *out);
 void engine_plan_layout(const c3_plan *p, cosmos3_layout *out);
 char *engine_plan_text(const c3_plan *p); /* xmalloc'd */
+/* The plan's text and, for ranks in several processes, each rank's host,
+ * process, device and groups (xmalloc'd). */
+char *engine_procs_text(const c3_plan *p, const c3_procs *pr);
 
 /* The internal view for the library's own tools (bench, tests). */
 const c3_ckpt *engine_ckpt_of(const cosmos3_engine *e);

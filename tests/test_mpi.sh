@@ -26,10 +26,11 @@ fi
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 export OMP_NUM_THREADS=1
 
-mpi() { # NP ARGS...: mpirun -np NP cosmos3 ARGS
-    local np=$1; shift
-    timeout 300 mpirun --oversubscribe -np "$np" -x OMP_NUM_THREADS -x OPENBLAS_NUM_THREADS \
-        "$bin" "$@"
+mpi() { # NP [MPIRUN OPTION VALUE] ARGS...: mpirun -np NP cosmos3 ARGS
+    local np=$1 opts=(); shift
+    case $1 in --*) opts=("$1" "$2"); shift 2 ;; esac
+    timeout 300 mpirun --oversubscribe -np "$np" "${opts[@]}" -x OMP_NUM_THREADS \
+        -x OPENBLAS_NUM_THREADS "$bin" "$@"
 }
 gen_args() { # MODEL OUT: args=(the small generation every layout runs: 80x48, 3 steps)
     args=(-m "$1" -p "A red fox jumps over a frozen creek at dawn." -n blurry -W 80 -H 48 -s 3
@@ -77,14 +78,70 @@ mpi 3 gen "${args[@]}" --tp 2 --cfg-parallel 2 >w3.out 2>w3.err
 rc=$?
 [ "$rc" != 0 ] && ok || bad "a world of 3 for a layout of 4 ran"
 grep -q 'does not divide into the 3 processes' w3.err && ok || bad "world 3 vs 4: $(cat w3.err)"
+# one line, process 0's (the others meet the same check and stay quiet)
+[ "$(grep -c '^cosmos3: ' w3.err)" = 1 ] && ok || bad "world 3 vs 4: not one line: $(grep '^cosmos3: ' w3.err)"
 [ ! -e w3.png ] && ok || bad "world 3 vs 4: wrote a PNG"
 grep -q 'load' w3.out && bad "world 3 vs 4: it began loading" || ok
+
+# --ranks-per-process: the world must be it times the processes, refused
+# before loading with the number of processes to start
+gen_args demo rpp
+mpi 2 gen "${args[@]}" --ulysses 2 --cfg-parallel 2 --ranks-per-process 1 >rpp.out 2>rpp.err
+[ $? != 0 ] && ok || bad "--ranks-per-process 1 on 2 processes for a world of 4 ran"
+grep -q 'ranks-per-process 1 on 2 processes makes 2 ranks.*start 4 processes' rpp.err && ok ||
+    bad "--ranks-per-process: $(cat rpp.err)"
+[ "$(grep -c '^cosmos3: ' rpp.err)" = 1 ] && ok || bad "--ranks-per-process: not one line: $(cat rpp.err)"
+[ ! -e rpp.png ] && ! grep -q load rpp.out && ok || bad "--ranks-per-process: it loaded or wrote"
+# two ranks per process, said: the layout of world 1's latents
+gen_args demo rpp2
+mpi 2 gen "${args[@]}" --tp 2 --cfg-parallel 2 --ranks-per-process 2 >rpp2.log 2>&1 &&
+    le "$(latents_rel demo-ref.st rpp2.st)" 1e-5 && ok || bad "--ranks-per-process 2: $(tail -3 rpp2.log)"
+
+# hosts, stood in by COSMOS3_HOSTNAME: PER_HOST processes on each "host"
+cat >host.sh <<'EOF2'
+#!/bin/sh
+COSMOS3_HOSTNAME=node$((OMPI_COMM_WORLD_RANK / PER_HOST)) exec "$@"
+EOF2
+chmod +x host.sh
+hosts() { # PER_HOST NP ARGS...: mpirun with the stand-in hosts
+    local per=$1 np=$2; shift 2
+    PER_HOST=$per timeout 300 mpirun --oversubscribe -np "$np" -x OMP_NUM_THREADS \
+        -x OPENBLAS_NUM_THREADS -x PER_HOST ./host.sh "$bin" "$@"
+}
+# CFG across the two hosts, TP inside each: runs; the plan names every rank's
+# host, process, device and groups, and what each group sends per step
+gen_args demo h2
+hosts 2 4 gen "${args[@]}" --tp 2 --cfg-parallel 2 >h2.out 2>h2.err
+[ $? = 0 ] && ok || bad "TP inside hosts, CFG across: $(tail -3 h2.err)"
+grep -q '^  rank 1: host node0, process 1, cpu 0, cfg group 0 (cond), tp group 0 rank 1' h2.err &&
+    grep -q '^  rank 2: host node1, process 2, cpu 0, cfg group 1 (uncond), tp group 1 rank 0' h2.err &&
+    ok || bad "the layout text lacks hosts and groups: $(grep rank h2.err)"
+grep -q '^per rank and step: TP all-reduce [0-9.]* [KM]iB, CFG all-gather [0-9.]* KiB' h2.err && ok ||
+    bad "no per-step bytes with the plan: $(cat h2.err)"
+le "$(latents_rel demo-ref.st h2.st)" 1e-5 && ok || bad "hosts 2x2: latents differ from world 1"
+# a TP group across hosts: refused before loading, naming the fix; allowed when asked
+gen_args demo hx
+hosts 1 4 gen "${args[@]}" --tp 2 --cfg-parallel 2 >hx.out 2>hx.err
+[ $? != 0 ] && ok || bad "a TP group across hosts ran"
+grep -q 'the --tp group of ranks 0 and 1 would span hosts node0 and node1.*--allow-cross-host' hx.err &&
+    [ "$(grep -c '^cosmos3: ' hx.err)" = 1 ] && ok || bad "TP across hosts: $(cat hx.err)"
+[ ! -e hx.png ] && ! grep -q load hx.out && ok || bad "TP across hosts: it loaded or wrote"
+hosts 1 2 gen "${args[@]}" --ulysses 2 >hu.out 2>hu.err
+grep -q 'the --ulysses group of ranks 0 and 1 would span hosts node0 and node1' hu.err && ok ||
+    bad "Ulysses across hosts: $(cat hu.err)"
+hosts 1 4 gen "${args[@]}" --tp 2 --cfg-parallel 2 --allow-cross-host >hx.out 2>hx.err &&
+    le "$(latents_rel demo-ref.st hx.st)" 1e-5 && ok || bad "--allow-cross-host: $(tail -3 hx.err)"
+# info under mpirun: process 0 prints the plan across the processes, once
+hosts 2 4 info -m demo --device cpu --tp 2 --cfg-parallel 2 >info.out 2>info.err
+[ "$(grep -c '^processes: 4 (mpi), 1 rank each' info.out)" = 1 ] &&
+    grep -q '^  rank 3: host node1, process 3' info.out && ok || bad "info under mpirun: $(cat info.out info.err)"
 
 # one process killed mid-run (loaded and stepping: a few seconds after both
 # processes are up, in a run of minutes): the others end within 30 s, nothing
 # written
 gen_args demo kill
-mpi 2 gen "${args[@]}" -W 512 -H 512 -s 1000 --cfg-parallel 2 >kill.out 2>kill.err &
+# each process's output in its own file (kill-out/1/rank.N/stderr): rank 0's alone is checked
+mpi 2 --output-filename kill-out gen "${args[@]}" -q -W 512 -H 512 -s 1000 --cfg-parallel 2 >kill.out 2>kill.err &
 mpid=$!
 # the ranks: processes named cosmos3 below the backgrounded launch (mpirun is
 # a child of that subshell and the ranks its children, so walk the tree)
@@ -102,6 +159,7 @@ done
 sleep 4 # loaded (the demo loads in well under a second) and stepping
 victim=$(ranks | sort -n | tail -1)
 if [ -n "$victim" ] && kill -0 "$mpid" 2>/dev/null; then
+    vrank=$(tr '\0' '\n' <"/proc/$victim/environ" | sed -n 's/^OMPI_COMM_WORLD_RANK=//p')
     kill -9 "$victim"
     t0=$(date +%s)
     wait "$mpid"
@@ -111,6 +169,18 @@ if [ -n "$victim" ] && kill -0 "$mpid" 2>/dev/null; then
     [ "$rc" != 0 ] && ok || bad "a killed process: mpirun exited 0"
     [ "$dt" -le 30 ] && ok || bad "a killed process: the others ran on for $dt s"
     [ ! -e kill.png ] && [ ! -e kill.st ] && ok || bad "a killed process: something was written: $(ls kill.*)"
+    ls kill*.tmp* .kill* >/dev/null 2>&1 && bad "a killed process: a partial file stayed: $(ls -a)" || ok
+    # rank 0 says why in one line, naming the lost process (its warnings aside)
+    r0=kill-out/1/rank.0/stderr
+    if [ "$vrank" = 0 ]; then
+        bad "the victim was rank 0 (the test kills the highest process id)"
+    else
+        lines=$(grep -v '^warning: ' "$r0" 2>/dev/null)
+        echo "rank 0 said: $lines"
+        [ "$(printf '%s\n' "$lines" | grep -c .)" = 1 ] && ok || bad "a killed process: rank 0 did not say one line: $lines"
+        printf '%s\n' "$lines" | grep -q "process $vrank .*ended mid-run" && ok ||
+            bad "a killed process: rank 0's line does not name process $vrank: $lines"
+    fi
 else
     bad "no second process to kill (the run ended or never started): $(tail -3 kill.err)"
     kill "$mpid" 2>/dev/null
