@@ -79,6 +79,18 @@ int comm_procs(c3_procs *out);
 /* Tell the other processes this one failed before it exits (MPI: they are
  * stopped instead of waiting in a collective); nothing for one process. */
 void comm_procs_failed(void);
+/* GPU ids (c3_gpu_id) of n ranks per process, rank r's at ids[r]: two ranks
+ * of different processes on one GPU (NCCL cannot join them, and each would
+ * plan the whole GPU's memory as its own) are refused, naming the ranks,
+ * processes, host and the fix; ranks of one process may share one (the
+ * device-memory communicator). */
+#define C3_GPU_ID 96
+int comm_devices_check(int world, int n, const char (*ids)[C3_GPU_ID],
+                       const char *(*host)(int proc));
+/* Ranks in several processes on GPUs: the ids of this process's ranks
+ * [lo, lo + n) gathered from every process (MPI) and checked so. */
+int comm_procs_devices(const c3_plan *p, int lo, int n);
+
 /* Whether every process reached this call within timeout seconds (MPI: a
  * polled barrier); true for one process. */
 bool comm_procs_together(double timeout);
@@ -87,6 +99,9 @@ const char *comm_procs_host(int proc);
 /* n bytes of process 0's buf to every process (nothing for one process);
  * called by each process's main thread. */
 int comm_procs_bcast(void *buf, size_t n);
+/* n bytes of every process in process order (out[size * n]); in may be
+ * this process's own block of out. */
+int comm_procs_allgather(const void *in, void *out, size_t n);
 /* The same for NCCL's unique id: MPI's broadcast when MPI launched the
  * processes, else the MASTER_ADDR:MASTER_PORT exchange (comm_boot.c). */
 int comm_procs_share_id(void *buf, size_t n);

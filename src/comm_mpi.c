@@ -135,6 +135,33 @@ static void procs_hostname(char *out, size_t n) {
         snprintf(out, n, "?");
 }
 
+int comm_devices_check(int world, int n, const char (*ids)[C3_GPU_ID],
+                       const char *(*host)(int proc)) {
+    for (int a = 0; a < world; a++)
+        for (int b = a + 1; b < world; b++)
+            if (a / n != b / n && ids[a][0] && strcmp(ids[a], "?") && !strcmp(ids[a], ids[b]))
+                return c3_fail(C3_EUSAGE,
+                               "ranks %d (process %d) and %d (process %d) on host %s are both "
+                               "given GPU %s; give each process its own GPUs (one "
+                               "CUDA_VISIBLE_DEVICES per process, srun --gpus-per-task, or "
+                               "--ranks-per-process with all of a host's GPUs)",
+                               a, a / n, b, b / n, host(a / n), ids[a]);
+    return C3_OK;
+}
+
+int comm_procs_devices(const c3_plan *p, int lo, int n) {
+    c3_procs pr;
+    C3_TRY(comm_procs(&pr));
+    if (!p->cuda || pr.size <= 1 || !pr.mpi) return C3_OK; /* without MPI NCCL refuses it */
+    char(*ids)[C3_GPU_ID] = xcalloc((size_t)p->world, C3_GPU_ID);
+    for (int r = lo; r < lo + n; r++)
+        (void)c3_gpu_id(p->devices[r], ids[r], C3_GPU_ID); /* "?" when unknown: not checked */
+    int rc = comm_procs_allgather(ids[lo], ids, (size_t)n * C3_GPU_ID);
+    if (rc == C3_OK) rc = comm_devices_check(p->world, n, (const char(*)[C3_GPU_ID])ids, comm_procs_host);
+    free(ids);
+    return rc;
+}
+
 int comm_procs_share_id(void *buf, size_t n) {
     c3_procs pr;
     C3_TRY(comm_procs(&pr));
@@ -287,6 +314,20 @@ bool comm_procs_together(double timeout) {
         struct timespec ts = {0, 1000000};
         nanosleep(&ts, NULL);
     }
+}
+
+int comm_procs_allgather(const void *in, void *out, size_t n) {
+    if (!g_procs.mpi || g_procs.size <= 1) {
+        memmove(out, in, n);
+        return C3_OK;
+    }
+    if (n > (size_t)INT_MAX) return c3_fail(C3_EFAIL, "MPI all-gather: %zu bytes", n);
+    /* in may lie inside out (its own block): MPI_IN_PLACE then */
+    const char *o = out;
+    bool inside = (const char *)in == o + (size_t)g_procs.rank * n;
+    MPI_TRY(MPI_Allgather(inside ? MPI_IN_PLACE : in, (int)n, MPI_BYTE, out, (int)n, MPI_BYTE,
+                          MPI_COMM_WORLD));
+    return C3_OK;
 }
 
 int comm_procs_bcast(void *buf, size_t n) {
@@ -571,6 +612,11 @@ const char *comm_procs_host(int proc) {
 
 int comm_procs_bcast(void *buf, size_t n) {
     (void)buf, (void)n;
+    return C3_OK;
+}
+
+int comm_procs_allgather(const void *in, void *out, size_t n) {
+    memmove(out, in, n);
     return C3_OK;
 }
 

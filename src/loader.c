@@ -189,6 +189,8 @@ int loader_open(const cosmos3_open_params *op, cosmos3_engine **out) {
     if (rc == C3_OK) rc = comm_mpi_check(&e->rt.plan, &procs);
     if (rc) goto fail;
     rt_place(&e->rt, &procs);
+    rc = comm_procs_devices(&e->rt.plan, e->rt.lo, e->rt.nlocal); /* no GPU in two processes */
+    if (rc) goto fail;
     if (procs.size > 1 && procs.rank == 0) { /* the plan across processes and hosts, once */
         char *text = engine_procs_text(&e->rt.plan, &procs), *save = NULL;
         for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {

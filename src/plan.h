@@ -60,6 +60,9 @@ int c3_gpu_count(void);
  * without CUDA) in why[0..n). */
 int c3_gpu_probe(char *why, size_t n);
 int c3_gpu_info(int dev, char *name, size_t n, int64_t *total, int64_t *free_b);
+/* GPU dev's PCI bus id and UUID as one string: the same GPU seen by two
+ * processes gives the same id. */
+int c3_gpu_id(int dev, char *id, size_t n);
 
 /* Build and check a plan. device: "auto", "cpu" or "cuda"; gpus: NULL or a
  * comma list; precision: C3_PREC_* (model.h: how the layer weights load, FP8
