@@ -168,6 +168,10 @@ COSMOS3_API int cosmos3_processes(int *rank, int *size, char *err, size_t errlen
  * process meets (a layout that does not fit), process 0 says it and the
  * others stay quiet when this is true. true at once for one process. */
 COSMOS3_API bool cosmos3_processes_together(double timeout);
+/* false when a process of the run ended mid-run (killed, crashed), with the
+ * one line that names it in why: every later request fails with it (serve's
+ * /health answers 503 with it). true for one process. */
+COSMOS3_API bool cosmos3_processes_healthy(char *why, size_t n);
 
 /* The model folder a name stands for: a folder that exists is itself; a
  * name without '/' is looked up as a built-in model (the user's data folder

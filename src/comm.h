@@ -132,7 +132,7 @@ int comm_boot_exchange(const char *addr, int port, int rank, int size, void *buf
  * process 0 beside MPI / NCCL. A process that ends without a goodbye
  * (killed, crashed) is seen at once by process 0 (and process 0's end by
  * the others): fns.lost runs on the watch's thread with the one line that
- * names it. Process 0's watch_cancel (or its cancel_flag) reaches fns.cancel on every other
+ * names it. Process 0's watch_cancel reaches fns.cancel on every other
  * process; another process's watch_event reaches fns.event on process 0
  * (from = its number). share hands process 0's n bytes (where it listens)
  * to every process (MPI's broadcast; a stand-in in tests). */
@@ -143,13 +143,14 @@ typedef struct {
     void (*event)(void *ud, int from, const void *buf, size_t n);
     void *ud;
     /* process 0: the run's cancel flag, looked at ten times a second; when
-     * it turns on, every other process gets the cancel */
+     * it turns on, fns.cancel runs here and on every other process */
     const volatile int *cancel_flag;
 } c3_watch_fns;
 int watch_open(c3_watch **out, int rank, int size, double timeout,
                int (*share)(void *buf, size_t n, void *ud), void *ud);
-/* The callbacks (fns NULL: kept) and each process's host for the line (hosts
- * NULL: kept); a loss seen before is told to the new fns.lost at once. */
+/* The callbacks (fns NULL: kept; all NULL: none, and none runs after this
+ * returns) and each process's host for the line (hosts NULL: kept); a loss
+ * seen before is told to the new fns.lost at once. */
 void watch_set(c3_watch *w, const c3_watch_fns *fns, char (*hosts)[64]);
 void watch_cancel(c3_watch *w);
 void watch_event(c3_watch *w, const void *buf, size_t n);

@@ -37,7 +37,8 @@ struct c3_watch {
     int wake[2]; /* a pipe that ends the watcher thread */
     pthread_t thread;
     bool started;
-    pthread_mutex_t mu; /* one sender at a time */
+    pthread_mutex_t mu;    /* one sender at a time */
+    pthread_mutex_t cb_mu; /* fns: changed only while no callback runs */
     c3_watch_fns fns;
     int cancel_seen;   /* process 0: *fns.cancel_flag when last looked at */
     volatile int lost; /* a process ended without a goodbye: its number + 1 */
@@ -93,7 +94,9 @@ static void link_ended(c3_watch *w, int p, bool bye) {
              "process and nothing was written",
              p, host);
     __atomic_store_n(&w->lost, p + 1, __ATOMIC_RELEASE);
+    pthread_mutex_lock(&w->cb_mu);
     if (w->fns.lost) w->fns.lost(w->fns.ud, p, w->line);
+    pthread_mutex_unlock(&w->cb_mu);
 }
 
 /* One frame from process p's link; false when the link ended. */
@@ -114,19 +117,15 @@ static bool read_frame(c3_watch *w, int p) {
         link_ended(w, p, false);
         return false;
     }
-    switch (hdr[0]) {
-    case W_BYE:
+    if (hdr[0] == W_BYE) {
         link_ended(w, p, true);
         return false;
-    case W_CANCEL:
-        if (w->fns.cancel) w->fns.cancel(w->fns.ud);
-        return true;
-    case W_EVENT:
-        if (w->fns.event) w->fns.event(w->fns.ud, p, buf, n);
-        return true;
-    default:
-        return true;
     }
+    pthread_mutex_lock(&w->cb_mu);
+    if (hdr[0] == W_CANCEL && w->fns.cancel) w->fns.cancel(w->fns.ud);
+    if (hdr[0] == W_EVENT && w->fns.event) w->fns.event(w->fns.ud, p, buf, n);
+    pthread_mutex_unlock(&w->cb_mu);
+    return true;
 }
 
 static void *watch_main(void *arg) {
@@ -147,9 +146,16 @@ static void *watch_main(void *arg) {
         int k = poll(pf, (nfds_t)n, w->rank == 0 ? 100 : -1);
         if (k == -1 && errno == EINTR) continue;
         if (k == -1 || pf[0].revents) return NULL; /* closing */
+        pthread_mutex_lock(&w->cb_mu);
         const volatile int *cf = w->fns.cancel_flag;
         int now = cf ? *cf : 0;
-        if (now && !w->cancel_seen) watch_cancel(w);
+        pthread_mutex_unlock(&w->cb_mu);
+        if (now && !w->cancel_seen) { /* every process stops, this one's collectives too */
+            watch_cancel(w);
+            pthread_mutex_lock(&w->cb_mu);
+            if (w->fns.cancel) w->fns.cancel(w->fns.ud);
+            pthread_mutex_unlock(&w->cb_mu);
+        }
         w->cancel_seen = now;
         for (int i = 1; i < n; i++)
             if (pf[i].revents) read_frame(w, who[i]);
@@ -265,6 +271,7 @@ int watch_open(c3_watch **out, int rank, int size, double timeout,
         w->fd[p] = -1;
     w->wake[0] = w->wake[1] = -1;
     pthread_mutex_init(&w->mu, NULL);
+    pthread_mutex_init(&w->cb_mu, NULL);
     double deadline = c3_now() + timeout;
     int rc = rank == 0 ? open_lead(w, deadline, share, ud) : open_follower(w, deadline, share, ud);
     if (rc == C3_OK && pipe(w->wake)) rc = fail_sys("pipe");
@@ -281,10 +288,10 @@ int watch_open(c3_watch **out, int rank, int size, double timeout,
 
 void watch_set(c3_watch *w, const c3_watch_fns *fns, char (*hosts)[64]) {
     if (!w) return;
-    pthread_mutex_lock(&w->mu);
+    pthread_mutex_lock(&w->cb_mu);
     if (fns) w->fns = *fns;
     if (hosts) w->hosts = hosts;
-    pthread_mutex_unlock(&w->mu);
+    pthread_mutex_unlock(&w->cb_mu);
     /* a loss before the run listened: tell it now */
     int lost = __atomic_load_n(&w->lost, __ATOMIC_ACQUIRE);
     if (lost && fns && fns->lost) fns->lost(fns->ud, lost - 1, w->line);
@@ -321,6 +328,7 @@ void watch_close(c3_watch *w, bool bye) {
     for (int i = 0; i < 2; i++)
         if (w->wake[i] >= 0) close(w->wake[i]);
     pthread_mutex_destroy(&w->mu);
+    pthread_mutex_destroy(&w->cb_mu);
     free(w->fd);
     free(w->gone);
     free(w);

@@ -224,7 +224,8 @@ int cosmos3_open(const cosmos3_open_params *p, cosmos3_engine **out, char *err, 
 }
 
 void cosmos3_close(cosmos3_engine *e) {
-    if (e && e->rt.procs.size > 1) (void)forward_stop(); /* process 0: the others stop */
+    /* process 0: the others stop (unless one is gone: the broadcast would wait for it) */
+    if (e && e->rt.procs.size > 1 && !rt_lost(&e->rt)) (void)forward_stop();
     loader_close(e);
 }
 
@@ -725,7 +726,10 @@ int cosmos3_generate(cosmos3_engine *e, const cosmos3_request *r, cosmos3_result
         return give_err(c3_fail(C3_EUSAGE, "the engine is busy with another generation"), err,
                         errlen);
     e->rt.cancel = 0;
-    int frc = e->rt.procs.size > 1 ? forward_send(r) : C3_OK; /* process 0: the others run it too */
+    /* a process is gone: nothing to send it; the job fails with its line */
+    const char *lost = rt_lost(&e->rt);
+    int frc = e->rt.procs.size > 1 && !lost ? forward_send(r) /* process 0: the others run it too */
+                                            : C3_OK;
     if (frc) {
         __atomic_store_n(&e->busy, 0, __ATOMIC_RELEASE);
         return give_err(frc, err, errlen);
@@ -733,8 +737,8 @@ int cosmos3_generate(cosmos3_engine *e, const cosmos3_request *r, cosmos3_result
     uint64_t job = rt_job_begin(&e->rt, r->on_event, r->user);
     cosmos3_result *res = xcalloc(1, sizeof *res);
     res->job = job;
-    int rc = generate(e, r, res);
-    const char *lost = rc ? rt_lost(&e->rt) : NULL;
+    int rc = lost ? C3_EFAIL : generate(e, r, res);
+    lost = rc ? rt_lost(&e->rt) : NULL;
     if (lost) rc = c3_fail(C3_EFAIL, "%s", lost); /* the cause, not the ranks' cancels */
     res->warnings = e->warnings;
     res->nwarnings = e->nwarnings;
@@ -769,6 +773,12 @@ int cosmos3_processes(int *rank, int *size, char *err, size_t errlen) {
     if (rank) *rank = rc ? 0 : pr.rank;
     if (size) *size = rc ? 1 : pr.size;
     return give_err(rc, err, errlen);
+}
+
+bool cosmos3_processes_healthy(char *why, size_t n) {
+    const char *lost = watch_lost(comm_procs_watch(), NULL);
+    if (why && n) snprintf(why, n, "%s", lost ? lost : "");
+    return lost == NULL;
 }
 
 bool cosmos3_processes_together(double timeout) {

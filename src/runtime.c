@@ -16,6 +16,8 @@ void rt_init(c3_runtime *rt, cosmos3_event_fn fn, void *user) {
 }
 
 void rt_free(c3_runtime *rt) {
+    if (rt->procs.size > 1) /* the watch's callbacks point here */
+        watch_set(comm_procs_watch(), &(c3_watch_fns){0}, NULL);
     for (int r = 0; r < C3_MAX_RANKS; r++)
         for (int b = 0; b < 2; b++) {
             undkv_free(&rt->ranks[r].und[b]);
@@ -136,6 +138,16 @@ void rt_emit_stage(c3_runtime *rt, const char *stage, bool begin, double seconds
 
 int rt_comms_open(c3_runtime *rt) {
     const c3_plan *p = &rt->plan;
+    /* the other processes' events and stops, before any collective lets them run ahead */
+    c3_watch *w = rt->procs.size > 1 ? comm_procs_watch() : NULL;
+    if (w) {
+        c3_watch_fns fns = {.lost = on_peer_lost,
+                            .cancel = on_peer_stop,
+                            .event = on_peer_event,
+                            .ud = rt,
+                            .cancel_flag = &rt->cancel};
+        watch_set(w, &fns, NULL);
+    }
     if (rt->procs.size > 1 && p->cuda) { /* ranks in several processes: NCCL joined by rank */
         rt->comm = C3_COMM_NCCL;
         c3_backend *bes[C3_MAX_RANKS] = {0};
@@ -157,15 +169,6 @@ int rt_comms_open(c3_runtime *rt) {
         if (rt->comm == C3_COMM_SHM) C3_TRY(comm_shm_create(p, &rt->set));
         if (rt->comm == C3_COMM_NCCL) C3_TRY(comm_nccl_create(p, bes, &rt->set));
         if (rt->comm == C3_COMM_DEVICE) C3_TRY(comm_dev_create(p, bes, &rt->set));
-    }
-    c3_watch *w = rt->procs.size > 1 ? comm_procs_watch() : NULL;
-    if (w) {
-        c3_watch_fns fns = {.lost = on_peer_lost,
-                            .cancel = on_peer_stop,
-                            .event = on_peer_event,
-                            .ud = rt,
-                            .cancel_flag = &rt->cancel};
-        watch_set(w, &fns, NULL);
     }
     if (!rt->set) return C3_OK;
     for (int r = rt->lo; r < rt->lo + rt->nlocal; r++) {

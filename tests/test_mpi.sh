@@ -32,6 +32,15 @@ mpi() { # NP [MPIRUN OPTION VALUE] ARGS...: mpirun -np NP cosmos3 ARGS
     timeout 300 mpirun --oversubscribe -np "$np" "${opts[@]}" -x OMP_NUM_THREADS \
         -x OPENBLAS_NUM_THREADS "$bin" "$@"
 }
+# the ranks of the launch $mpid: processes named cosmos3 below the backgrounded launch (mpirun is
+# a child of that subshell and the ranks its children, so walk the tree)
+ranks() {
+    ps -e -o pid=,ppid=,comm= | awk -v root="$mpid" '
+        { pid[NR] = $1; ppid[NR] = $2; comm[NR] = $3 }
+        END { seen[root] = 1
+              do { n = 0; for (i = 1; i <= NR; i++) if (seen[ppid[i]] && !seen[pid[i]]) { seen[pid[i]] = 1; n++ } } while (n)
+              for (i = 1; i <= NR; i++) if (seen[pid[i]] && comm[i] == "cosmos3") print pid[i] }'
+}
 gen_args() { # MODEL OUT: args=(the small generation every layout runs: 80x48, 3 steps)
     args=(-m "$1" -p "A red fox jumps over a frozen creek at dawn." -n blurry -W 80 -H 48 -s 3
         -g 5 --guidance-interval none --seed 11 --device cpu --overwrite -o "$2.png"
@@ -136,6 +145,43 @@ hosts 2 4 info -m demo --device cpu --tp 2 --cfg-parallel 2 >info.out 2>info.err
 [ "$(grep -c '^processes: 4 (mpi), 1 rank each' info.out)" = 1 ] &&
     grep -q '^  rank 3: host node1, process 3' info.out && ok || bad "info under mpirun: $(cat info.out info.err)"
 
+# the other processes' events reach process 0: after a run, the REPL's
+# `gpus` lists the memory of every rank, those of processes 1-3 included
+printf '"a red square"\ngpus\nquit\n' |
+    mpi 4 repl -m demo --device cpu --tp 2 --cfg-parallel 2 --steps 2 --preview off -o repl.png >repl.out 2>&1
+for r in 0 1 2 3; do
+    grep -q "^  rank $r (cpu): weights .*K/V [1-9]" repl.out || { bad "the REPL does not show rank $r: $(cat repl.out)"; break; }
+done && ok
+
+# Ctrl-C on process 0 mid-run: every process stops within seconds, nothing written
+gen_args demo int
+mpi 2 gen "${args[@]}" -q -W 512 -H 512 -s 1000 --cfg-parallel 2 >int.out 2>int.err &
+mpid=$!
+for _ in $(seq 1 120); do
+    [ "$(ranks | wc -l)" -ge 2 ] && break
+    sleep 0.5
+done
+sleep 4
+r0=
+for p in $(ranks); do
+    tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx 'OMPI_COMM_WORLD_RANK=0' && r0=$p
+done
+if [ -n "$r0" ] && kill -0 "$mpid" 2>/dev/null; then
+    kill -INT "$r0"
+    t0=$(date +%s)
+    wait "$mpid"
+    rc=$?
+    dt=$(($(date +%s) - t0))
+    echo "Ctrl-C on process 0: mpirun exited $rc after $dt s"
+    [ "$rc" != 0 ] && [ "$dt" -le 30 ] && ok || bad "Ctrl-C on process 0: exit $rc after $dt s"
+    grep -q '^cosmos3: cancelled' int.err && ok || bad "Ctrl-C on process 0: $(cat int.err)"
+    [ ! -e int.png ] && [ ! -e int.st ] && ok || bad "Ctrl-C on process 0: something was written"
+else
+    bad "Ctrl-C on process 0: no process 0 to interrupt: $(tail -3 int.err)"
+    kill "$mpid" 2>/dev/null
+    wait "$mpid"
+fi
+
 # one process killed mid-run (loaded and stepping: a few seconds after both
 # processes are up, in a run of minutes): the others end within 30 s, nothing
 # written
@@ -143,15 +189,6 @@ gen_args demo kill
 # each process's output in its own file (kill-out/1/rank.N/stderr): rank 0's alone is checked
 mpi 2 --output-filename kill-out gen "${args[@]}" -q -W 512 -H 512 -s 1000 --cfg-parallel 2 >kill.out 2>kill.err &
 mpid=$!
-# the ranks: processes named cosmos3 below the backgrounded launch (mpirun is
-# a child of that subshell and the ranks its children, so walk the tree)
-ranks() {
-    ps -e -o pid=,ppid=,comm= | awk -v root="$mpid" '
-        { pid[NR] = $1; ppid[NR] = $2; comm[NR] = $3 }
-        END { seen[root] = 1
-              do { n = 0; for (i = 1; i <= NR; i++) if (seen[ppid[i]] && !seen[pid[i]]) { seen[pid[i]] = 1; n++ } } while (n)
-              for (i = 1; i <= NR; i++) if (seen[pid[i]] && comm[i] == "cosmos3") print pid[i] }'
-}
 for _ in $(seq 1 120); do # both processes up (at most 60 s on a busy machine)
     [ "$(ranks | wc -l)" -ge 2 ] && break
     sleep 0.5
@@ -215,6 +252,49 @@ if command -v node >/dev/null && [ -d "$js/node_modules/openai" ]; then
     [ $(($(date +%s) - t0)) -le 30 ] && ok || bad "serve under mpirun: SIGTERM took over 30 s"
 else
     echo "serve under mpirun skipped: node or the openai npm package missing (.ci/setup)"
+fi
+
+# serve under mpirun, a process killed: every later job fails with the one
+# line naming it, /health answers 503 with it, and the server keeps
+# answering. (--enable-recovery: Open MPI's mpirun would otherwise end every
+# process when one dies; srun keeps the others by default.)
+if command -v curl >/dev/null; then
+    mpirun --oversubscribe --enable-recovery -np 2 -x OMP_NUM_THREADS -x OPENBLAS_NUM_THREADS \
+        "$bin" serve --port 0 -m demo --device cpu --cfg-parallel 2 >srv2.out 2>srv2.err &
+    mpid=$!
+    port=
+    for _ in $(seq 600); do
+        port=$(sed -n 's/.*listening on http:\/\/127\.0\.0\.1:\([0-9]*\) .*/\1/p' srv2.err | head -1)
+        [ -n "$port" ] && grep -q 'serve: ready' srv2.err && break
+        sleep 0.1
+    done
+    url=http://127.0.0.1:$port
+    [ "$(curl -s -o /dev/null -w '%{http_code}' "$url/health")" = 200 ] && ok || bad "serve: not healthy at first"
+    v=
+    for p in $(ranks); do
+        tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx 'OMPI_COMM_WORLD_RANK=1' && v=$p
+    done
+    if [ -n "$v" ]; then
+        kill -9 "$v"
+        sleep 1
+        code=$(curl -s -m 30 -o h.json -w '%{http_code}' "$url/health")
+        [ "$code" = 503 ] && grep -q '"status": *"unhealthy".*process 1 (host [^)]*) ended' h.json && ok ||
+            bad "serve: /health after a process died: $code $(cat h.json)"
+        code=$(curl -s -m 60 -o g.json -w '%{http_code}' -H 'Content-Type: application/json' \
+            -d '{"prompt":"a red square","size":"32x32"}' "$url/v1/images/generations")
+        [ "$code" = 500 ] && grep -q 'process 1 (host [^)]*) ended' g.json && ok ||
+            bad "serve: a job after a process died: $code $(cat g.json)"
+        [ "$(curl -s -m 10 -o /dev/null -w '%{http_code}' "$url/health")" = 503 ] && ok ||
+            bad "serve stopped answering /health"
+    else
+        bad "serve under mpirun: no process 1 to kill: $(tail -3 srv2.err)"
+    fi
+    kill -TERM "$mpid" 2>/dev/null
+    t0=$(date +%s)
+    wait "$mpid"
+    [ $(($(date +%s) - t0)) -le 30 ] && ok || bad "serve after a lost process: SIGTERM took over 30 s"
+else
+    echo "serve with a lost process skipped: no curl"
 fi
 
 finish mpi
