@@ -33,13 +33,14 @@ mpi() { # NP [MPIRUN OPTION VALUE] ARGS...: mpirun -np NP cosmos3 ARGS
         -x OPENBLAS_NUM_THREADS "$bin" "$@"
 }
 # the ranks of the launch $mpid: processes named cosmos3 below the backgrounded launch (mpirun is
-# a child of that subshell and the ranks its children, so walk the tree)
+# a child of that subshell and the ranks its children, so walk the tree; "exe":
+# serve, repl and tui exec themselves again through /proc/self/exe)
 ranks() {
     ps -e -o pid=,ppid=,comm= | awk -v root="$mpid" '
         { pid[NR] = $1; ppid[NR] = $2; comm[NR] = $3 }
         END { seen[root] = 1
               do { n = 0; for (i = 1; i <= NR; i++) if (seen[ppid[i]] && !seen[pid[i]]) { seen[pid[i]] = 1; n++ } } while (n)
-              for (i = 1; i <= NR; i++) if (seen[pid[i]] && comm[i] == "cosmos3") print pid[i] }'
+              for (i = 1; i <= NR; i++) if (seen[pid[i]] && (comm[i] == "cosmos3" || comm[i] == "exe")) print pid[i] }'
 }
 gen_args() { # MODEL OUT: args=(the small generation every layout runs: 80x48, 3 steps)
     args=(-m "$1" -p "A red fox jumps over a frozen creek at dawn." -n blurry -W 80 -H 48 -s 3
