@@ -195,6 +195,17 @@ static void on_sigint(int sig) {
     if (g_engine) session_cancel(g_engine);
 }
 
+/* Ranks in several processes: a process ended mid-run. Said at once (the
+ * launcher may end this process a second later), and only here. */
+static volatile sig_atomic_t g_lost_said;
+
+static void on_process_lost(const char *line, void *user) {
+    (void)user;
+    fprintf(stderr, "cosmos3: %s\n", line);
+    fflush(stderr);
+    g_lost_said = 1;
+}
+
 /* ------------------------------------------------------------------ gen */
 
 typedef struct {
@@ -256,6 +267,7 @@ static int run_generation(c3_settings *s) {
     /* tests only: a slow load, to Ctrl-C it */
     const char *delay = getenv("COSMOS3_TEST_LOAD_DELAY");
     if (delay && atof(delay) > 0) usleep((useconds_t)(atof(delay) * 1e6));
+    cosmos3_processes_on_lost(on_process_lost, NULL); /* several processes: one is gone */
     int rc = session_open(&e, s, ev);
     if (tty) fputs("\r\033[K", stderr);
     /* Ctrl-C while loading: nothing to cancel yet, so stop here */
@@ -897,6 +909,7 @@ static int model_from_launch_line(c3_settings *s, unsigned cmd, char **pos, int 
 }
 
 static int finish(int rc) {
+    if (rc && g_lost_said) return rc; /* the cause is said already */
     /* ranks in several processes: a usage error is every process's (the
      * same command line); process 0 alone says it */
     int proc = 0, procs = 1;

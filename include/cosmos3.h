@@ -172,6 +172,11 @@ COSMOS3_API bool cosmos3_processes_together(double timeout);
  * one line that names it in why: every later request fails with it (serve's
  * /health answers 503 with it). true for one process. */
 COSMOS3_API bool cosmos3_processes_healthy(char *why, size_t n);
+/* fn(line, user) runs once, on a thread of the library, the moment a
+ * process of the run is seen to end mid-run, with the line that names it:
+ * a front end can say it before the launcher ends this process too (Open
+ * MPI's mpirun sends SIGTERM, then SIGKILL a second later). NULL: none. */
+COSMOS3_API void cosmos3_processes_on_lost(void (*fn)(const char *line, void *user), void *user);
 
 /* The model folder a name stands for: a folder that exists is itself; a
  * name without '/' is looked up as a built-in model (the user's data folder

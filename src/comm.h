@@ -159,6 +159,12 @@ const char *watch_lost(const c3_watch *w, int *proc);
 /* bye: the others see an orderly end, not a loss. */
 void watch_close(c3_watch *w, bool bye);
 
+/* fn(line, user) once, when the watch sees a process end mid-run (before
+ * the run is stopped: the front end may say it at once). */
+void comm_procs_on_lost(void (*fn)(const char *line, void *user), void *user);
+/* The watch's fns.lost that tells it (a runtime's calls it too). */
+void comm_procs_lost(void *ud, int proc, const char *line);
+
 /* The run's watch over its processes (NULL for one process or without
  * MPI): comm_mpi.c opens it with MPI, closes it at exit. */
 c3_watch *comm_procs_watch(void);

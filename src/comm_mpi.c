@@ -157,7 +157,8 @@ int comm_procs_devices(const c3_plan *p, int lo, int n) {
     for (int r = lo; r < lo + n; r++)
         (void)c3_gpu_id(p->devices[r], ids[r], C3_GPU_ID); /* "?" when unknown: not checked */
     int rc = comm_procs_allgather(ids[lo], ids, (size_t)n * C3_GPU_ID);
-    if (rc == C3_OK) rc = comm_devices_check(p->world, n, (const char(*)[C3_GPU_ID])ids, comm_procs_host);
+    if (rc == C3_OK)
+        rc = comm_devices_check(p->world, n, (const char(*)[C3_GPU_ID])ids, comm_procs_host);
     free(ids);
     return rc;
 }
@@ -202,9 +203,26 @@ const char *comm_procs_host(int proc) {
 }
 
 static c3_watch *g_watch;
+static void (*g_lost_fn)(const char *line, void *user);
+static void *g_lost_user;
 
 c3_watch *comm_procs_watch(void) {
     return g_watch;
+}
+
+static int g_lost_told;
+
+void comm_procs_lost(void *ud, int proc, const char *line) {
+    (void)ud, (void)proc;
+    void (*fn)(const char *, void *) = __atomic_load_n(&g_lost_fn, __ATOMIC_ACQUIRE);
+    if (fn && !__atomic_exchange_n(&g_lost_told, 1, __ATOMIC_ACQ_REL)) fn(line, g_lost_user);
+}
+
+void comm_procs_on_lost(void (*fn)(const char *line, void *user), void *user) {
+    g_lost_user = user;
+    __atomic_store_n(&g_lost_fn, fn, __ATOMIC_RELEASE);
+    const char *lost = watch_lost(g_watch, NULL);
+    if (lost) comm_procs_lost(NULL, 0, lost); /* seen already */
 }
 
 static void procs_exit(void) {
@@ -282,7 +300,8 @@ static int procs_init(void) {
     /* the watch over the processes: a killed one is named at once */
     C3_TRY(watch_open(&g_watch, g_procs.rank, g_procs.size, c3_env()->comm_timeout, share_bcast,
                       NULL));
-    watch_set(g_watch, NULL, g_hosts);
+    c3_watch_fns fns = {.lost = comm_procs_lost};
+    watch_set(g_watch, &fns, g_hosts);
     return C3_OK;
 }
 
@@ -602,6 +621,14 @@ void comm_procs_failed(void) {}
 bool comm_procs_together(double timeout) {
     (void)timeout;
     return true;
+}
+
+void comm_procs_on_lost(void (*fn)(const char *line, void *user), void *user) {
+    (void)fn, (void)user;
+}
+
+void comm_procs_lost(void *ud, int proc, const char *line) {
+    (void)ud, (void)proc, (void)line;
 }
 
 const char *comm_procs_host(int proc) {

@@ -224,6 +224,9 @@ static int open_follower(c3_watch *w, double deadline, int (*share)(void *, size
     snprintf(ps, sizeof ps, "%d", (int)port);
     struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM}, *ai = NULL;
     int g = getaddrinfo(host, ps, &hints, &ai);
+    char mine[64] = "";
+    if (g && host == wa.host && gethostname(mine, sizeof mine - 1) == 0 && !strcmp(mine, wa.host))
+        g = getaddrinfo(host = "127.0.0.1", ps, &hints, &ai); /* the same host, its name unknown */
     if (g)
         return c3_fail(C3_EUSAGE,
                        "process watch: process 0's host %s: %s; set MASTER_ADDR to an address of "

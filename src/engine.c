@@ -781,6 +781,10 @@ bool cosmos3_processes_healthy(char *why, size_t n) {
     return lost == NULL;
 }
 
+void cosmos3_processes_on_lost(void (*fn)(const char *line, void *user), void *user) {
+    comm_procs_on_lost(fn, user);
+}
+
 bool cosmos3_processes_together(double timeout) {
     return comm_procs_together(timeout);
 }

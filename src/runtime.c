@@ -17,7 +17,7 @@ void rt_init(c3_runtime *rt, cosmos3_event_fn fn, void *user) {
 
 void rt_free(c3_runtime *rt) {
     if (rt->procs.size > 1) /* the watch's callbacks point here */
-        watch_set(comm_procs_watch(), &(c3_watch_fns){0}, NULL);
+        watch_set(comm_procs_watch(), &(c3_watch_fns){.lost = comm_procs_lost}, NULL);
     for (int r = 0; r < C3_MAX_RANKS; r++)
         for (int b = 0; b < 2; b++) {
             undkv_free(&rt->ranks[r].und[b]);
@@ -100,7 +100,7 @@ static void on_peer_stop(void *ud) {
 }
 
 static void on_peer_lost(void *ud, int proc, const char *line) {
-    (void)proc, (void)line; /* the engine tells it (rt_lost) */
+    comm_procs_lost(NULL, proc, line); /* the front end may say it at once */
     on_peer_stop(ud);
 }
 
