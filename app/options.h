@@ -116,6 +116,7 @@ typedef struct {
     /* serve */
     char *host;
     int port;
+    char *instance;      /* serve --instance: the name in job ids, /health and /metrics */
     int queue;           /* requests waiting beyond the one running */
     int keep_videos;     /* finished /v1/videos jobs kept */
     int result_cache;    /* serve: image results kept for repeated requests (0: off) */
