@@ -313,8 +313,9 @@ typedef struct {
     const float *sound_noise;
     size_t sound_noise_len;
     /* (appended) this request alone stops (COSMOS3_ECANCEL) once *cancel is
-     * nonzero, e.g. one request of a batch while the others run on; NULL:
-     * only cosmos3_cancel stops it */
+     * nonzero, at the next denoising step, e.g. one request of a batch while
+     * the others run on; NULL: only cosmos3_cancel stops it. With ranks in
+     * several processes it is not read (cosmos3_cancel stops the run). */
     const volatile int *cancel;
     /* (appended) leave the VAE decode to cosmos3_decode: the result holds
      * the final latents (latents, latent_shape) and no frames yet, so a
@@ -527,7 +528,9 @@ COSMOS3_API int cosmos3_generate(cosmos3_engine *e, const cosmos3_request *r, co
 COSMOS3_API int cosmos3_batch_key(const cosmos3_engine *e, const cosmos3_request *r, uint64_t *key,
                                   char *err, size_t errlen);
 /* The most requests like r one batch may hold on e (the memory plan
- * counting the batch's activations); at least 1. */
+ * counting the batch's activations); at least 1. On the CPU at most 8; 1
+ * where the requests would run one after another (Ulysses, ranks in several
+ * processes, conditioning, sound). */
 COSMOS3_API int cosmos3_batch_max(const cosmos3_engine *e, const cosmos3_request *r);
 /* Run n requests (1 .. cosmos3_batch_max, one batch key) as one batch. Each
  * request ends on its own: rc[i] its status, out[i] its result (NULL on
@@ -535,13 +538,23 @@ COSMOS3_API int cosmos3_batch_max(const cosmos3_engine *e, const cosmos3_request
  * cancel flag) or failing request leaves the others running. Returns
  * COSMOS3_OK when the batch ran (see rc[]), else the error that stopped
  * every request (then also in each rc[i]). Events go to each request's own
- * on_event. */
+ * on_event, each request its own job. A request that does not resolve, has
+ * another batch key than the first that does (named in its message), or
+ * fails its own checks ends alone before the batch starts. More than
+ * cosmos3_batch_max run as several batches; where batches cannot run in
+ * lockstep (see cosmos3_batch_max) the requests run one after another. The
+ * step cache is off inside a batch of more than one (a warning says so). */
 COSMOS3_API int cosmos3_generate_batch(cosmos3_engine *e, int n, const cosmos3_request *const *r,
                                        cosmos3_result **out, int *rc, char *err, size_t errlen);
 /* The VAE decode of a result generated with defer_decode: fills rgb,
- * width, height, frames and timings.vae (timings.total grows by it). Safe
- * to call on another thread while e runs the next cosmos3_generate (its own
- * stream on CUDA); COSMOS3_OK at once when res already has its frames. */
+ * width, height, frames and timings.vae (and with sound the waveform and
+ * timings.sound; timings.total grows by both). Safe to call on another
+ * thread while e runs the next cosmos3_generate (the VAE has a backend of
+ * its own: on CUDA its own stream and buffers); decodes of one engine take
+ * turns. COSMOS3_OK at once when res already has its frames. It emits no
+ * events (the job ended with its COSMOS3_EV_DONE) and cosmos3_cancel does
+ * not stop it; the latents stay in res. The same pixels as the decode
+ * inside cosmos3_generate. */
 COSMOS3_API int cosmos3_decode(cosmos3_engine *e, cosmos3_result *res, char *err, size_t errlen);
 
 /* Ranks in several processes (mpirun, srun; cosmos3_layout's processes):

@@ -556,6 +556,8 @@ static cosmos3_engine *e2e_engine(const c3_ckpt *ck, const c3_ckpt *vck, const c
     rt_place(&e->rt, NULL);
     e->tok = tok;
     e->vae = vae;
+    e->vbe = be; /* the VAE was loaded on the rank's backend (the bench owns both) */
+    pthread_mutex_init(&e->vae_mu, NULL);
     e->precision = shard->precision;
     e->rt.ranks[0] = (c3_rank){.rank = 0, .be = be, .model = m, .shard = *shard};
     model_batch(m, plan->cfg_batch);
@@ -565,7 +567,7 @@ static cosmos3_engine *e2e_engine(const c3_ckpt *ck, const c3_ckpt *vck, const c
 /* The rank's UND cache (a request with the same ids reuses it): dropped so
  * the timed request runs its UND as a new prompt does. */
 static void e2e_forget_und(cosmos3_engine *e) {
-    for (int b = 0; b < 2; b++) {
+    for (int b = 0; b < C3_UND_SLOTS; b++) {
         undkv_free(&e->rt.ranks[0].und[b]);
         free(e->rt.ranks[0].und_ids[b]);
         e->rt.ranks[0].und_ids[b] = NULL;
@@ -576,6 +578,7 @@ static void e2e_engine_free(cosmos3_engine *e) {
     if (!e) return;
     e2e_forget_und(e);
     pthread_mutex_destroy(&e->rt.ev_mu);
+    pthread_mutex_destroy(&e->vae_mu);
     free(e);
 }
 

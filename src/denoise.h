@@ -47,12 +47,32 @@ typedef struct {
     int64_t ns;
     const float *s_init;
     float *s_final; /* [ns], written by rank 0 */
+    /* a request of a batch (denoise_run_batch): its job's events (job 0:
+     * the runtime's current job, rt_emit), its own cancel flag (NULL:
+     * none), and how it ended: rc C3_OK (x_final written), C3_ECANCEL (its
+     * flag) or its own failure, err the one line */
+    uint64_t job;
+    cosmos3_event_fn on_event;
+    void *user;
+    const volatile int *cancel;
+    int rc;
+    char err[512];
 } c3_denoise;
 
 /* Run the loop on every rank of j->rt (one thread each) and join them; the
- * first real failure wins over the cancellations it caused. Rank 0 checks
- * the latents after the first step with denoise_check_finite. */
+ * first real failure wins over the cancellations it caused. The latents
+ * after the first step are checked with denoise_check_finite. */
 int denoise_run(c3_denoise *j);
+/* n requests (1 .. C3_BATCH_MAX, one shape: grid, steps, timesteps) in
+ * lockstep on the same ranks: every step one GEN forward over all their
+ * live branches (in calls of up to model_gen_max() branches where the model
+ * batches, else one call per branch), each request its own UND K/V,
+ * latents, guidance, sampler and noise. Several requests only without
+ * sound and the step cache (j->cache NULL). A request whose cancel flag is
+ * set, or whose latents turn non-finite, ends alone (its rc) at the next
+ * step; the return is what stopped all of them (cosmos3_cancel, a rank's
+ * failure), else C3_OK with each js[k]->rc saying how it ended. */
+int denoise_run_batch(c3_denoise *const *js, int n);
 /* NaN or Inf in host data the engine holds (`where`, e.g. "the final
  * latents"): the noise was checked before, so it came from the weights of
  * `stage` ("transformer", "VAE"); C3_EMODEL naming both, else C3_OK. */

@@ -322,10 +322,11 @@ typedef struct {
     c3_condition cd;  /* the conditioning encoded */
     c3_denoise j;     /* the loop's input and output */
     float *x0;        /* [1, C, T, h, w] the initial latents */
-    float *pixels;    /* [F, H, W, 3] decoded */
     float *sx0;       /* [sound_dim, T_s] the initial sound latents (joint sound) */
     int64_t h2d_bytes0;
     double h2d_sec0;
+    char **warnings; /* a batch's request: its warnings while another's stages run */
+    int nwarnings;
 } gen_job;
 
 /* The load's times, the settings resolved and checked, the warnings, the seed. */
@@ -526,33 +527,12 @@ static int gen_sound(gen_job *g) {
     return C3_OK;
 }
 
-/* The final sound latents through the sound decoder: [channels, T_s hop] PCM. */
-static int gen_sound_decode(gen_job *g) {
-    const c3_denoise *j = &g->j;
-    if (!j->ns) return C3_OK;
-    cosmos3_engine *e = g->e;
-    cosmos3_result *res = g->res;
-    double t0 = c3_now();
-    rt_emit_stage(&e->rt, "sound", true, 0);
-    const c3_aconfig *ac = avae_config(e->avae);
-    res->sound_channels = ac->out_channels;
-    res->sound_rate = ac->sampling_rate;
-    res->sound_samples = (int64_t)j->Ts * ac->hop;
-    res->sound = xmalloc((size_t)(res->sound_channels * res->sound_samples) * sizeof(float));
-    C3_TRY(avae_decode(e->avae, j->s_final, j->Ts, res->sound, NULL));
-    C3_TRY(denoise_check_finite(res->sound, res->sound_channels * res->sound_samples,
-                                "the decoded sound", "sound tokenizer"));
-    res->timings.sound = c3_now() - t0;
-    rt_emit_stage(&e->rt, "sound", false, res->timings.sound);
-    return C3_OK;
-}
-
 /* The denoising loop on every rank (denoise.c), its times into the result. */
-static int gen_denoise(gen_job *g) {
+static int gen_denoise_prep(gen_job *g) {
     cosmos3_engine *e = g->e;
     const c3_plan *p = &e->rt.plan;
-    cosmos3_result *res = g->res;
     c3_denoise *j = &g->j;
+    j->cancel = g->rq->cancel; /* the request's own flag */
     bool offload = p->offload && p->cuda;
     if (offload) model_offload_stats(rt_lead(&e->rt)->model, &g->h2d_bytes0, &g->h2d_sec0);
     /* the step cache, off where it cannot help (said once) */
@@ -580,7 +560,13 @@ static int gen_denoise(gen_job *g) {
             j->cache = NULL;
         }
     }
-    C3_TRY(denoise_run(j));
+    return C3_OK;
+}
+
+/* After the loop: the final latents checked, the loop's times into the result. */
+static int gen_denoise_post(gen_job *g) {
+    cosmos3_result *res = g->res;
+    c3_denoise *j = &g->j;
     C3_TRY(denoise_check_finite(j->x_final, j->n, "the final latents", "transformer"));
     if (j->ns)
         C3_TRY(denoise_check_finite(j->s_final, j->ns, "the final sound latents", "transformer"));
@@ -599,27 +585,75 @@ static int gen_denoise(gen_job *g) {
     return C3_OK;
 }
 
-/* The final latents through the VAE decoder to the result's RGB frames. */
+/* Latents [C, T, h, w] through the VAE decoder into res's RGB frames and
+ * timings.vae, under the engine's decode lock (the VAE on its own backend:
+ * generate's decode and cosmos3_decode's on another thread take turns). vp:
+ * the progress events and the cancel check of a generation, or NULL. */
+static int decode_frames(cosmos3_engine *e, const float *lat, int T, int h, int w, double fps,
+                         cosmos3_result *res, vae_progress *vp) {
+    double t0 = c3_now();
+    int F, H, W;
+    float *pixels = NULL;
+    pthread_mutex_lock(&e->vae_mu);
+    int rc = vae_decode(e->vae, lat, T, h, w, &pixels, &F, &H, &W, vp ? on_vae_frame : NULL, vp);
+    pthread_mutex_unlock(&e->vae_mu);
+    if (rc == C3_OK && vp && vp->rt->cancel) rc = c3_fail(C3_ECANCEL, "cancelled");
+    if (rc == C3_OK)
+        rc = denoise_check_finite(pixels, (int64_t)F * H * W * 3, "the decoded pixels", "VAE");
+    if (rc == C3_OK) {
+        res->rgb = xmalloc((size_t)F * H * W * 3);
+        frames_to_rgb(pixels, F, H, W, res->rgb);
+        res->width = W;
+        res->height = H;
+        res->frames = F;
+        res->fps = fps;
+        res->timings.vae = c3_now() - t0;
+    }
+    free(pixels);
+    return rc;
+}
+
+/* The final sound latents [sound_dim, Ts] through the sound decoder into
+ * res's waveform and timings.sound (under the decode lock). */
+static int decode_sound(cosmos3_engine *e, const float *slat, int Ts, cosmos3_result *res) {
+    double t0 = c3_now();
+    const c3_aconfig *ac = avae_config(e->avae);
+    res->sound_channels = ac->out_channels;
+    res->sound_rate = ac->sampling_rate;
+    res->sound_samples = (int64_t)Ts * ac->hop;
+    res->sound = xmalloc((size_t)(res->sound_channels * res->sound_samples) * sizeof(float));
+    pthread_mutex_lock(&e->vae_mu);
+    int rc = avae_decode(e->avae, slat, Ts, res->sound, NULL);
+    pthread_mutex_unlock(&e->vae_mu);
+    if (rc == C3_OK)
+        rc = denoise_check_finite(res->sound, res->sound_channels * res->sound_samples,
+                                  "the decoded sound", "sound tokenizer");
+    res->timings.sound = c3_now() - t0;
+    return rc;
+}
+
+/* The final sound latents through the sound decoder: [channels, T_s hop] PCM. */
+static int gen_sound_decode(gen_job *g) {
+    const c3_denoise *j = &g->j;
+    if (!j->ns || g->rq->defer_decode) return C3_OK;
+    cosmos3_engine *e = g->e;
+    rt_emit_stage(&e->rt, "sound", true, 0);
+    C3_TRY(decode_sound(e, j->s_final, j->Ts, g->res));
+    rt_emit_stage(&e->rt, "sound", false, g->res->timings.sound);
+    return C3_OK;
+}
+
+/* The final latents through the VAE decoder to the result's RGB frames
+ * (with defer_decode: left to cosmos3_decode, the latents kept). */
 static int gen_decode(gen_job *g) {
     cosmos3_engine *e = g->e;
-    cosmos3_result *res = g->res;
     const c3_denoise *j = &g->j;
-    double t0 = c3_now();
+    g->res->fps = g->s.fps;
+    if (g->rq->defer_decode) return C3_OK;
     rt_emit_stage(&e->rt, "vae", true, 0);
-    int F, H, W;
-    vae_progress vp = {&e->rt, t0};
-    C3_TRY(vae_decode(e->vae, j->x_final, j->T, j->h, j->w, &g->pixels, &F, &H, &W, on_vae_frame,
-                      &vp));
-    if (e->rt.cancel) return c3_fail(C3_ECANCEL, "cancelled");
-    C3_TRY(denoise_check_finite(g->pixels, (int64_t)F * H * W * 3, "the decoded pixels", "VAE"));
-    res->timings.vae = c3_now() - t0;
-    rt_emit_stage(&e->rt, "vae", false, res->timings.vae);
-    res->rgb = xmalloc((size_t)F * H * W * 3);
-    frames_to_rgb(g->pixels, F, H, W, res->rgb);
-    res->width = W;
-    res->height = H;
-    res->frames = F;
-    res->fps = g->s.fps;
+    vae_progress vp = {&e->rt, c3_now()};
+    C3_TRY(decode_frames(e, j->x_final, j->T, j->h, j->w, g->s.fps, g->res, &vp));
+    rt_emit_stage(&e->rt, "vae", false, g->res->timings.vae);
     return C3_OK;
 }
 
@@ -630,7 +664,7 @@ static void gen_result(gen_job *g) {
     const cosmos3_settings *s = &g->s;
     const c3_plan *p = &e->rt.plan;
     cosmos3_result *res = g->res;
-    if (rq->want_latents) {
+    if (rq->want_latents || rq->defer_decode) { /* cosmos3_decode reads them */
         res->latents = g->j.x_final;
         g->j.x_final = NULL;
         memcpy(res->latent_shape, s->latent_shape, sizeof res->latent_shape);
@@ -661,7 +695,10 @@ static void gen_result(gen_job *g) {
     res->cfg_parallel = p->cfg;
     res->ulysses = p->sp;
     snprintf(res->device, sizeof res->device, "%s", p->cuda ? "cuda" : "cpu");
-    res->mem_peak = rt_lead(&e->rt)->be->mem_peak;
+    pthread_mutex_lock(&e->vae_mu); /* the VAE's backend: a decode may run beside */
+    const c3_backend *lb = rt_lead(&e->rt)->be;
+    res->mem_peak = lb->mem_peak + (e->vbe && e->vbe != lb ? e->vbe->mem_peak : 0);
+    pthread_mutex_unlock(&e->vae_mu);
     snprintf(res->attention, sizeof res->attention, "%s",
              attn_fp8_note(e) ? "fp8"
              : p->cuda        ? "bf16"
@@ -686,6 +723,11 @@ static void gen_result(gen_job *g) {
 }
 
 static void gen_free(gen_job *g) {
+    for (int i = 0; i < g->nwarnings; i++)
+        free(g->warnings[i]);
+    free(g->warnings);
+    g->warnings = NULL;
+    g->nwarnings = 0;
     cond_free(&g->cd);
     free(g->j.ids[0]);
     free(g->j.ids[1]);
@@ -695,7 +737,35 @@ static void gen_free(gen_job *g) {
     free(g->j.s_final);
     free(g->j.sigmas);
     free(g->j.timesteps);
-    free(g->pixels);
+}
+
+/* The current job's one end (the message kept: a callback may record its
+ * own): the warnings into res, the terminal event, *out = res or res freed;
+ * returns rc with msg as the thread's message. */
+static int job_end(cosmos3_engine *e, int rc, const char *why, cosmos3_result *res,
+                   cosmos3_result **out) {
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", rc ? why : "");
+    res->warnings = e->warnings;
+    res->nwarnings = e->nwarnings;
+    e->warnings = NULL;
+    e->nwarnings = 0;
+    if (rc == C3_ECANCEL) {
+        cosmos3_event ev = {.kind = COSMOS3_EV_CANCELLED, .status = rc};
+        rt_emit(&e->rt, &ev);
+    } else if (rc) {
+        cosmos3_event ev = {.kind = COSMOS3_EV_FAILED, .status = rc, .text = msg};
+        rt_emit(&e->rt, &ev);
+    } else {
+        cosmos3_event ev = {.kind = COSMOS3_EV_DONE, .seconds = res->timings.total};
+        rt_emit(&e->rt, &ev);
+    }
+    rt_job_end(&e->rt);
+    if (rc)
+        cosmos3_result_free(res);
+    else
+        *out = res;
+    return rc ? c3_fail(rc, "%s", msg) : C3_OK;
 }
 
 /* One generation into res (allocated by the caller), stage by stage. */
@@ -708,7 +778,9 @@ static int generate(cosmos3_engine *e, const cosmos3_request *rq, cosmos3_result
     if (rc == C3_OK) rc = gen_encode(&g);
     if (rc == C3_OK) rc = gen_schedule(&g);
     if (rc == C3_OK) rc = gen_sound(&g);
-    if (rc == C3_OK) rc = gen_denoise(&g);
+    if (rc == C3_OK) rc = gen_denoise_prep(&g);
+    if (rc == C3_OK) rc = denoise_run(&g.j);
+    if (rc == C3_OK) rc = gen_denoise_post(&g);
     if (rc == C3_OK) rc = gen_decode(&g);
     if (rc == C3_OK) rc = gen_sound_decode(&g);
     if (rc == C3_OK) gen_result(&g);
@@ -740,30 +812,8 @@ int cosmos3_generate(cosmos3_engine *e, const cosmos3_request *r, cosmos3_result
     int rc = lost ? C3_EFAIL : generate(e, r, res);
     lost = rc ? rt_lost(&e->rt) : NULL;
     if (lost) rc = c3_fail(C3_EFAIL, "%s", lost); /* the cause, not the ranks' cancels */
-    res->warnings = e->warnings;
-    res->nwarnings = e->nwarnings;
-    e->warnings = NULL;
-    e->nwarnings = 0;
-    /* the job's one end (the message kept: a callback may record its own) */
-    char msg[1024];
-    snprintf(msg, sizeof msg, "%s", rc ? c3_errmsg() : "");
-    if (rc == C3_ECANCEL) {
-        cosmos3_event ev = {.kind = COSMOS3_EV_CANCELLED, .status = rc};
-        rt_emit(&e->rt, &ev);
-    } else if (rc) {
-        cosmos3_event ev = {.kind = COSMOS3_EV_FAILED, .status = rc, .text = msg};
-        rt_emit(&e->rt, &ev);
-    } else {
-        cosmos3_event ev = {.kind = COSMOS3_EV_DONE, .seconds = res->timings.total};
-        rt_emit(&e->rt, &ev);
-    }
-    rt_job_end(&e->rt);
-    if (rc)
-        cosmos3_result_free(res);
-    else
-        *out = res;
+    rc = job_end(e, rc, rc ? c3_errmsg() : "", res, out);
     __atomic_store_n(&e->busy, 0, __ATOMIC_RELEASE);
-    if (rc) c3_fail(rc, "%s", msg);
     return give_err(rc, err, errlen);
 }
 
@@ -853,30 +903,180 @@ static uint64_t key_mix(uint64_t h, const void *p, size_t n) {
     return h;
 }
 
-int cosmos3_batch_key(const cosmos3_engine *e, const cosmos3_request *r, uint64_t *key, char *err,
-                      size_t errlen) {
-    if (!e || !r || !key)
-        return give_err(c3_fail(C3_EUSAGE, "cosmos3_batch_key: NULL argument"), err, errlen);
+/* What a batch key is made of (cosmos3_batch_key), resolved on e. */
+typedef struct {
+    int task; /* 0 image, 1 video, 2 image-to-video, 3 video-to-video */
     cosmos3_settings s;
-    C3_TRY(give_err(request_resolve(r, &e->ck, &s), err, errlen));
-    int task = r->video ? 3 : r->image ? 2 : s.frames > 1 ? 1 : 0;
-    int ints[] = {task,     s.width,          s.height, s.frames, s.steps, s.guidance_interval,
-                  r->sound, e->ck.s.distilled};
-    double dbl[] = {s.shift, s.guidance_interval ? s.guidance_lo : 0,
-                    s.guidance_interval ? s.guidance_hi : 0};
+    bool sound;
+} batch_shape;
+
+static const char *const task_names[] = {"text-to-image", "text-to-video", "image-to-video",
+                                         "video-to-video"};
+
+static int batch_shape_of(const cosmos3_engine *e, const cosmos3_request *r, batch_shape *b) {
+    C3_TRY(request_resolve(r, &e->ck, &b->s));
+    b->task = r->video ? 3 : r->image ? 2 : b->s.frames > 1 ? 1 : 0;
+    b->sound = r->sound;
+    return C3_OK;
+}
+
+static uint64_t batch_key_of(const cosmos3_engine *e, const batch_shape *b) {
+    const cosmos3_settings *s = &b->s;
+    int ints[] = {b->task,  s->width,         s->height, s->frames, s->steps, s->guidance_interval,
+                  b->sound, e->ck.s.distilled};
+    double dbl[] = {s->shift, s->guidance_interval ? s->guidance_lo : 0,
+                    s->guidance_interval ? s->guidance_hi : 0};
     uint64_t h = 1469598103934665603ULL;
     h = key_mix(h, &e->ck.t.config_hash, sizeof e->ck.t.config_hash);
     h = key_mix(h, ints, sizeof ints);
     h = key_mix(h, dbl, sizeof dbl);
-    h = key_mix(h, s.schedule, strlen(s.schedule));
-    *key = h;
+    h = key_mix(h, s->schedule, strlen(s->schedule));
+    return h;
+}
+
+/* Why b's key differs from the batch's ref, in the user's words. */
+static void batch_differs(const batch_shape *b, const batch_shape *ref, char *out, size_t n) {
+    const cosmos3_settings *s = &b->s, *r = &ref->s;
+    if (b->task != ref->task)
+        snprintf(out, n, "is %s, the batch %s", task_names[b->task], task_names[ref->task]);
+    else if (s->width != r->width || s->height != r->height)
+        snprintf(out, n, "is %dx%d, the batch %dx%d", s->width, s->height, r->width, r->height);
+    else if (s->frames != r->frames)
+        snprintf(out, n, "has %d frames, the batch %d", s->frames, r->frames);
+    else if (s->steps != r->steps)
+        snprintf(out, n, "has %d steps, the batch %d", s->steps, r->steps);
+    else if (strcmp(s->schedule, r->schedule))
+        snprintf(out, n, "has schedule %s, the batch %s", s->schedule, r->schedule);
+    else if (s->shift != r->shift)
+        snprintf(out, n, "has shift %g, the batch %g", s->shift, r->shift);
+    else if (b->sound != ref->sound)
+        snprintf(out, n, "%s sound, the batch %s", b->sound ? "asks for" : "has no",
+                 ref->sound ? "does" : "does not");
+    else
+        snprintf(out, n, "has another guidance interval than the batch");
+}
+
+int cosmos3_batch_key(const cosmos3_engine *e, const cosmos3_request *r, uint64_t *key, char *err,
+                      size_t errlen) {
+    if (!e || !r || !key)
+        return give_err(c3_fail(C3_EUSAGE, "cosmos3_batch_key: NULL argument"), err, errlen);
+    batch_shape b;
+    C3_TRY(give_err(batch_shape_of(e, r, &b), err, errlen));
+    *key = batch_key_of(e, &b);
     return C3_OK;
 }
 
+/* Whether a batch runs in lockstep on this engine: one process, no
+ * Ulysses, branches batched (the plan's), without conditioning or sound;
+ * else cosmos3_generate_batch runs its requests one after another. */
+static bool batch_lockstep(const cosmos3_engine *e, const batch_shape *b) {
+    const c3_runtime *rt = &e->rt;
+    return rt->procs.size <= 1 && rt->plan.sp == 1 && b->task < 2 && !b->sound &&
+           model_batches(rt->ranks[rt->lo].model);
+}
+
 int cosmos3_batch_max(const cosmos3_engine *e, const cosmos3_request *r) {
-    (void)e;
-    (void)r;
-    return 4; /* FIXME(batch): the sequential stand-in; the memory plan decides */
+    if (!e || !r) return 1;
+    batch_shape b;
+    if (batch_shape_of(e, r, &b) || !batch_lockstep(e, &b)) return 1;
+    return plan_batch_max(&e->rt.plan, &e->ck.t, b.s.width, b.s.height, b.s.frames, C3_BATCH_MAX,
+                          C3_GEN_MAX_BATCH);
+}
+
+/* Move the engine's warnings (the job in flight) into g's, or back. */
+static void warn_stash(cosmos3_engine *e, gen_job *g) {
+    g->warnings = e->warnings;
+    g->nwarnings = e->nwarnings;
+    e->warnings = NULL;
+    e->nwarnings = 0;
+}
+static void warn_restore(cosmos3_engine *e, gen_job *g) {
+    for (int i = 0; i < e->nwarnings; i++) /* none expected: the last job took them */
+        free(e->warnings[i]);
+    free(e->warnings);
+    e->warnings = g->warnings;
+    e->nwarnings = g->nwarnings;
+    g->warnings = NULL;
+    g->nwarnings = 0;
+}
+
+/* The requests of one batch key in lockstep (batch_lockstep): each its own
+ * job; the stages before the loop one request after another (a failure
+ * ends that request alone), the loop over all of them (denoise_run_batch),
+ * then each request's decode and result. */
+static void generate_lockstep(cosmos3_engine *e, int n, const cosmos3_request *const *r,
+                              const bool *skip, cosmos3_result **out, int *rc, char *err,
+                              size_t errlen) {
+    c3_runtime *rt = &e->rt;
+    gen_job *g = xcalloc((size_t)n, sizeof *g);
+    uint64_t *job = xcalloc((size_t)n, sizeof *job);
+    c3_denoise *js[C3_BATCH_MAX];
+    int idx[C3_BATCH_MAX], m = 0;
+    for (int i = 0; i < n; i++) {
+        if (skip[i]) continue;
+        job[i] = rt_job_new(rt);
+        rt_job_set(rt, job[i], r[i]->on_event, r[i]->user);
+        g[i] = (gen_job){.e = e, .rq = r[i], .t_start = c3_now()};
+        g[i].res = xcalloc(1, sizeof *g[i].res);
+        g[i].res->job = job[i];
+        g[i].j = (c3_denoise){.rt = rt, .tc = &e->ck.t, .s = &g[i].s};
+        int k = gen_settings(&g[i]);
+        if (k == C3_OK) k = gen_tokenize(&g[i]);
+        if (k == C3_OK) k = gen_noise(&g[i]);
+        if (k == C3_OK) k = gen_schedule(&g[i]);
+        if (k == C3_OK) k = gen_denoise_prep(&g[i]);
+        if (k == C3_OK && r[i]->cancel && *r[i]->cancel) k = c3_fail(C3_ECANCEL, "cancelled");
+        if (k) { /* this request ends alone, before the batch starts */
+            rc[i] = job_end(e, k, c3_errmsg(), g[i].res, &out[i]);
+            g[i].res = NULL;
+            if (err) snprintf(err + (size_t)i * errlen, errlen, "%s", c3_errmsg());
+            gen_free(&g[i]);
+            continue;
+        }
+        idx[m++] = i;
+        warn_stash(e, &g[i]);
+    }
+    for (int q = 0; q < m; q++) { /* the loop's events go to each request's job */
+        gen_job *gi = &g[idx[q]];
+        gi->j.job = job[idx[q]];
+        gi->j.on_event = gi->rq->on_event;
+        gi->j.user = gi->rq->user;
+        if (m > 1 && gi->j.cache) { /* the step cache decides per call; a batch shares them */
+            rt_job_set(rt, job[idx[q]], gi->rq->on_event, gi->rq->user);
+            warn_restore(e, gi);
+            char w[160];
+            snprintf(w, sizeof w,
+                     "cache: off inside a batch of %d requests (each step's GEN call is "
+                     "shared, so no request skips one alone)",
+                     m);
+            add_warning(e, w);
+            warn_stash(e, gi);
+            gi->j.cache = NULL;
+        }
+        js[q] = &gi->j;
+    }
+    rt_job_set(rt, 0, NULL, NULL);
+    int all = m ? denoise_run_batch(js, m) : C3_OK;
+    char allmsg[1024];
+    snprintf(allmsg, sizeof allmsg, "%s", all ? c3_errmsg() : "");
+    for (int q = 0; q < m; q++) {
+        int i = idx[q];
+        gen_job *gi = &g[i];
+        rt_job_set(rt, job[i], r[i]->on_event, r[i]->user);
+        warn_restore(e, gi);
+        int k = all        ? c3_fail(all, "%s", allmsg)
+                : gi->j.rc ? c3_fail(gi->j.rc, "%s", gi->j.err)
+                           : C3_OK;
+        if (k == C3_OK) k = gen_denoise_post(gi);
+        if (k == C3_OK) k = gen_decode(gi);
+        if (k == C3_OK) gen_result(gi);
+        rc[i] = job_end(e, k, k ? c3_errmsg() : "", gi->res, &out[i]);
+        gi->res = NULL;
+        if (rc[i] && err) snprintf(err + (size_t)i * errlen, errlen, "%s", c3_errmsg());
+        gen_free(gi);
+    }
+    free(g);
+    free(job);
 }
 
 int cosmos3_generate_batch(cosmos3_engine *e, int n, const cosmos3_request *const *r,
@@ -884,15 +1084,86 @@ int cosmos3_generate_batch(cosmos3_engine *e, int n, const cosmos3_request *cons
     if (!e || !r || !out || !rc || n < 1)
         return give_err(c3_fail(C3_EUSAGE, "cosmos3_generate_batch: NULL argument or n < 1"), err,
                         errlen);
-    /* FIXME(batch): the sequential stand-in, one request after the other */
     for (int i = 0; i < n; i++) {
+        out[i] = NULL;
+        rc[i] = C3_OK;
+        if (err && errlen) err[(size_t)i * errlen] = 0;
+    }
+    int top = C3_OK;
+    for (int i = 0; i < n && !top; i++)
+        if (!r[i]) top = c3_fail(C3_EUSAGE, "cosmos3_generate_batch: request %d is NULL", i);
+    /* every request's shape: those that do not resolve, or differ from the
+     * first that does, are refused alone */
+    batch_shape *sh = xcalloc((size_t)n, sizeof *sh);
+    bool *skip = xcalloc((size_t)n, sizeof *skip);
+    int ref = -1, max = 1;
+    uint64_t key0 = 0;
+    for (int i = 0; i < n && !top; i++) {
         char *ei = err ? err + (size_t)i * errlen : NULL;
-        if (r[i]->cancel && *r[i]->cancel) {
-            out[i] = NULL;
-            rc[i] = give_err(c3_fail(C3_ECANCEL, "cancelled"), ei, errlen);
-            continue;
+        int k = batch_shape_of(e, r[i], &sh[i]);
+        if (k == C3_OK && ref < 0) {
+            ref = i;
+            key0 = batch_key_of(e, &sh[i]);
+            max = cosmos3_batch_max(e, r[i]);
+        } else if (k == C3_OK && batch_key_of(e, &sh[i]) != key0) {
+            char why[160];
+            batch_differs(&sh[i], &sh[ref], why, sizeof why);
+            k = c3_fail(C3_EUSAGE,
+                        "request %d %s; a batch holds requests of one batch key "
+                        "(cosmos3_batch_key): run it in another batch",
+                        i, why);
         }
-        rc[i] = cosmos3_generate(e, r[i], &out[i], ei, errlen);
+        if (k) { /* its own job, ended at once (another may be running: no current job) */
+            char msg[1024];
+            snprintf(msg, sizeof msg, "%s", c3_errmsg());
+            cosmos3_event ev = {.kind = COSMOS3_EV_FAILED, .status = k, .text = msg};
+            rt_emit_to(&e->rt, rt_job_new(&e->rt), r[i]->on_event, r[i]->user, &ev);
+            rc[i] = give_err(c3_fail(k, "%s", msg), ei, errlen);
+            skip[i] = true;
+        }
+    }
+    int idle = 0;
+    if (!top && ref >= 0 && batch_lockstep(e, &sh[ref]) && n > 1) {
+        if (!__atomic_compare_exchange_n(&e->busy, &idle, 1, false, __ATOMIC_ACQ_REL,
+                                         __ATOMIC_ACQUIRE)) {
+            top = c3_fail(C3_EUSAGE, "the engine is busy with another generation");
+        } else {
+            /* more than the plan allows in one: several batches, one after
+             * another (a cosmos3_cancel stops the later ones too) */
+            e->rt.cancel = 0;
+            for (int o = 0; o < n; o += max) {
+                generate_lockstep(e, C3_MIN(max, n - o), r + o, skip + o, out + o, rc + o,
+                                  err ? err + (size_t)o * errlen : NULL, errlen);
+            }
+            __atomic_store_n(&e->busy, 0, __ATOMIC_RELEASE);
+        }
+    } else if (!top) {
+        /* one after another (Ulysses, processes, conditioning, sound, one
+         * request); cosmos3_cancel (not a request's own flag) stops the rest */
+        bool stopped = false;
+        for (int i = 0; i < n; i++) {
+            if (skip[i]) continue;
+            char *ei = err ? err + (size_t)i * errlen : NULL;
+            if (stopped) {
+                cosmos3_event ev = {.kind = COSMOS3_EV_CANCELLED, .status = C3_ECANCEL};
+                rt_emit_to(&e->rt, rt_job_new(&e->rt), r[i]->on_event, r[i]->user, &ev);
+                rc[i] = give_err(c3_fail(C3_ECANCEL, "cancelled"), ei, errlen);
+                continue;
+            }
+            rc[i] = cosmos3_generate(e, r[i], &out[i], ei, errlen);
+            stopped = rc[i] == C3_ECANCEL && !(r[i]->cancel && *r[i]->cancel);
+        }
+    }
+    free(sh);
+    free(skip);
+    if (top) {
+        char msg[1024];
+        snprintf(msg, sizeof msg, "%s", c3_errmsg());
+        for (int i = 0; i < n; i++) {
+            rc[i] = top;
+            if (err && errlen) snprintf(err + (size_t)i * errlen, errlen, "%s", msg);
+        }
+        return top;
     }
     return C3_OK;
 }
@@ -900,5 +1171,25 @@ int cosmos3_generate_batch(cosmos3_engine *e, int n, const cosmos3_request *cons
 int cosmos3_decode(cosmos3_engine *e, cosmos3_result *res, char *err, size_t errlen) {
     if (!e || !res)
         return give_err(c3_fail(C3_EUSAGE, "cosmos3_decode: NULL argument"), err, errlen);
-    return C3_OK; /* FIXME(batch): the stand-in decodes in cosmos3_generate */
+    if (res->rgb) return C3_OK; /* decoded already (in cosmos3_generate, or before) */
+    const int *ls = res->latent_shape;
+    if (!res->latents || ls[1] != e->ck.t.latent_ch || ls[2] < 1 || ls[3] < 1 || ls[4] < 1)
+        return give_err(c3_fail(C3_EUSAGE,
+                                "cosmos3_decode: the result holds no latents of this model to "
+                                "decode; generate it with defer_decode on this engine"),
+                        err, errlen);
+    /* no events and no cancel here: the job ended with its COSMOS3_EV_DONE,
+     * and cosmos3_cancel stops the generation in flight, not this decode */
+    int rc = decode_frames(e, res->latents, ls[2], ls[3], ls[4], res->fps, res, NULL);
+    if (rc == C3_OK && res->sound_latents && !res->sound && e->avae)
+        rc = decode_sound(e, res->sound_latents, res->sound_latent_shape[1], res);
+    if (rc) {
+        free(res->rgb);
+        res->rgb = NULL;
+        free(res->sound);
+        res->sound = NULL;
+        return give_err(rc, err, errlen);
+    }
+    res->timings.total += res->timings.vae + res->timings.sound;
+    return C3_OK;
 }

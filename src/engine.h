@@ -23,12 +23,14 @@ struct cosmos3_engine {
     c3_tokenizer *tok;
     c3_runtime rt; /* the plan, its ranks and communicators, cancel, the events */
     c3_vae *vae;
-    c3_vae_enc *venc;   /* the VAE encoder, loaded by the first conditioned request */
-    c3_audio_vae *avae; /* the sound decoder, loaded by the first sound request */
-    int precision;      /* C3_PREC_* (model.h) */
-    bool attn_fp8;      /* --attention fp8 (every rank's backend: attn_fp8) */
-    bool attn_warned;   /* the FP8 attention's decline warned (once per engine) */
-    int busy;           /* a generation is in flight (atomic) */
+    c3_backend *vbe;        /* the VAE decoder's own backend (the lead rank's device) */
+    pthread_mutex_t vae_mu; /* one decode at a time (generate's or cosmos3_decode's) */
+    c3_vae_enc *venc;       /* the VAE encoder, loaded by the first conditioned request */
+    c3_audio_vae *avae;     /* the sound decoder, loaded by the first sound request */
+    int precision;          /* C3_PREC_* (model.h) */
+    bool attn_fp8;          /* --attention fp8 (every rank's backend: attn_fp8) */
+    bool attn_warned;       /* the FP8 attention's decline warned (once per engine) */
+    int busy;               /* a generation is in flight (atomic) */
     /* the load's phases (cosmos3_open), seconds; copied into every result */
     c3_load_times load;
     /* the warnings of the job in flight (to the result) */

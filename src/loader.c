@@ -51,7 +51,10 @@ const char *cosmos3_model_dir(const char *model, char *buf, size_t n) {
 static int load_rank(c3_runtime *rt, c3_rank *r, void *ud) {
     const cosmos3_engine *e = ud;
     C3_TRY(model_load(&r->model, &e->ck, r->be, &r->shard));
-    model_batch(r->model, rt->plan.cfg_batch);
+    /* branches as one batch: both CFG branches on one rank where the plan
+     * fits them; with CFG parallelism (no Ulysses) a batch's requests' */
+    const c3_plan *p = &rt->plan;
+    model_batch(r->model, p->cfg_batch || (p->cfg == 2 && p->sp == 1));
     return C3_OK;
 }
 
@@ -144,6 +147,7 @@ int loader_open(const cosmos3_open_params *op, cosmos3_engine **out) {
     st_prefault *pf = NULL;
     cosmos3_engine *e = xcalloc(1, sizeof *e);
     rt_init(&e->rt, op->on_event, op->user);
+    pthread_mutex_init(&e->vae_mu, NULL);
     int tp = op->tp ? op->tp : 1, cfg = op->cfg_parallel ? op->cfg_parallel : 1;
     int sp = op->ulysses ? op->ulysses : 1;
     int rc = C3_OK;
@@ -227,7 +231,14 @@ int loader_open(const cosmos3_open_params *op, cosmos3_engine **out) {
     rc = rt_run_ranks(&e->rt, load_rank, e, true); /* every rank in parallel */
     e->load.weights = c3_now() - ta;
     ta = c3_now();
-    if (rc == C3_OK) rc = vae_load(&e->vae, &e->ck, rt_lead(&e->rt)->be);
+    /* the VAE decoder on a backend of its own (the lead rank's device; on
+     * CUDA its own stream and buffers), so cosmos3_decode can run on
+     * another thread while the ranks run the next generation */
+    if (rc == C3_OK && e->rt.plan.cuda)
+        rc = c3_backend_cuda(e->rt.plan.devices[e->rt.lo], &e->vbe);
+    else if (rc == C3_OK)
+        e->vbe = c3_backend_cpu();
+    if (rc == C3_OK) rc = vae_load(&e->vae, &e->ck, e->vbe);
     e->load.vae = c3_now() - ta;
     if (rc == C3_OK) rc = tok_join(&tj, &e->tok);
     e->load.tokenizer = tj.seconds;
@@ -270,6 +281,8 @@ fail:
 void loader_close(cosmos3_engine *e) {
     if (!e) return;
     vae_free(e->vae);
+    c3_backend_destroy(e->vbe); /* after the VAE's tensors */
+    pthread_mutex_destroy(&e->vae_mu);
     vae_enc_free(e->venc);
     avae_free(e->avae);
     rt_free(&e->rt);

@@ -459,7 +459,8 @@ static void trace_concat(c3_model *m, const char *name, int l, const c3_tensor *
 }
 
 /* The RoPE tables of one branch's GEN tokens [t0, t0 + S) (views; the cache
- * owns them): found in rope_cache, else computed into the next slot. */
+ * owns them): found in rope_cache, else computed into the slot used least
+ * recently, never one this call (m->rope_call) already handed out. */
 static int gen_rope(c3_model *m, int L, const c3_latent_geom *g, int64_t t0, int64_t S,
                     c3_tensor *cs, c3_tensor *sn) {
     rope_cache *hit = NULL;
@@ -470,8 +471,13 @@ static int gen_rope(c3_model *m, int L, const c3_latent_geom *g, int64_t t0, int
             hit = r;
     }
     if (!hit) {
-        hit = &m->rope[m->rope_next];
-        m->rope_next = (m->rope_next + 1) % ROPE_CACHE_SLOTS;
+        for (int i = 0; i < ROPE_CACHE_SLOTS; i++) {
+            rope_cache *r = &m->rope[i];
+            if (r->call == m->rope_call) continue; /* in use by this call */
+            if (!hit || !r->valid || (hit->valid && r->used < hit->used)) hit = r;
+            if (!r->valid) break;
+        }
+        if (!hit) return c3_fail(C3_EFAIL, "GEN forward: more RoPE tables than %d", ROPE_CACHE_SLOTS);
         c3_free(&hit->cs);
         c3_free(&hit->sn);
         hit->valid = false;
@@ -484,6 +490,8 @@ static int gen_rope(c3_model *m, int L, const c3_latent_geom *g, int64_t t0, int
         *hit = (rope_cache){
             .valid = true, .L = L, .g = *g, .t0 = t0, .S = S, .cs = hit->cs, .sn = hit->sn};
     }
+    hit->call = m->rope_call;
+    hit->used = ++m->rope_tick;
     *cs = c3_view(&hit->cs, 0, 2, hit->cs.ne);
     *sn = c3_view(&hit->sn, 0, 2, hit->sn.ne);
     return C3_OK;
@@ -528,6 +536,12 @@ static int cache_record(c3_model *m, c3_tensor *res, const c3_tensor *x, const c
 int model_gen_cached(c3_model *m, int nb, const c3_undkv *const *kvs, const float *latents,
                      const c3_latent_geom *g, double timestep, float *const *velocity,
                      const c3_gen_cache *gc) {
+    return model_gen_multi(m, nb, kvs, 1, &latents, NULL, g, timestep, velocity, gc);
+}
+
+int model_gen_multi(c3_model *m, int nb, const c3_undkv *const *kvs, int nl,
+                    const float *const *lats, const int *lat_of, const c3_latent_geom *g,
+                    double timestep, float *const *velocity, const c3_gen_cache *gc) {
     c3_backend *be = m->be;
     const c3_tconfig *c = &m->c;
     be->fp8_act = m->gen_w8a8;
@@ -549,6 +563,23 @@ int model_gen_cached(c3_model *m, int nb, const c3_undkv *const *kvs, const floa
     int sp = m->shard.sp_size > 1 ? m->shard.sp_size : 1;
     if (nb > 1 && sp > 1)
         return c3_fail(C3_EFAIL, "GEN forward: branches are batched only without Ulysses");
+    if (nl < 1 || nl > nb || (nl > 1 && (Ts > 0 || gc)))
+        return c3_fail(C3_EFAIL,
+                       "GEN forward: %d latents for %d branches (several only without sound and "
+                       "the step cache)",
+                       nl, nb);
+    /* the branch -> latent map, and the first branch of each latent (it
+     * computes the latent's input rows; the others copy them) */
+    int lof[GEN_MAX_BATCH], first[GEN_MAX_BATCH];
+    for (int i = 0; i < nl; i++)
+        first[i] = -1;
+    for (int b = 0; b < nb; b++) {
+        lof[b] = lat_of ? lat_of[b] : 0;
+        if (lof[b] < 0 || lof[b] >= nl)
+            return c3_fail(C3_EFAIL, "GEN forward: branch %d reads latent %d of %d", b, lof[b], nl);
+        if (first[lof[b]] < 0) first[lof[b]] = b;
+    }
+    const float *latents = lats[0];
     int64_t S = (S_all + sp - 1) / sp, S_pad = S * sp, t0 = (int64_t)m->shard.sp_rank * S;
     if (sp == 1) t0 = 0;
     int64_t n = nb * S; /* rows: branch b holds [b S, (b + 1) S) */
@@ -559,7 +590,8 @@ int model_gen_cached(c3_model *m, int nb, const c3_undkv *const *kvs, const floa
     bool graphs = sp == 1 && Ts == 0 && gg_enabled(m) && !probe && !reuse, recording = false;
     if (graphs) C3_TRY(gg_buffers(m, T, hp, wp, nb));
     gen_acts own = {0}, A = {0};                    /* A: views of the graph buffers, or of own */
-    c3_tensor tok = {0}, tok_all = {0}, bias = {0}; /* tokens [S_pad, P]: this rank's [S, P] */
+    c3_tensor tok = {0}, tok_all = {0}, bias = {0}; /* tokens [nl S_pad, P]: this rank's [S, P] */
+    c3_tensor toks[GEN_MAX_BATCH];                  /* latent i's rows of this rank (views) */
     c3_tensor xin = {0}; /* the step cache's stack input, negated: [S, D] */
     c3_tensor snd = {0}, sbias = {0}, sout = {0}; /* sound: [S, SD] in, F32 [D] bias, [n, SD] out */
     float *shost = NULL, *sall = NULL;
@@ -581,7 +613,9 @@ int model_gen_cached(c3_model *m, int nb, const c3_undkv *const *kvs, const floa
     /* patchify on the device: latents [C, T, hp*p, wp*p] (zero-padded on the
      * host only when h or w is odd) seen as [C, T, hp, p, wp, p], permuted to
      * tokens [T, hp, wp, p, p, C] = [S_all, P] (feature (ph * p + pw) * C + ch) */
-    {
+    TRY(c3_alloc(be, &tok_all, be->act_dtype, C3_MEM_ACT, 2, (int64_t)nl * S_pad, P));
+    for (int li = 0; li < nl; li++) {
+        latents = lats[li];
         int64_t Hp = hp * p, Wp = wp * p;
         const float *src = latents;
         float *padded = NULL;
@@ -596,25 +630,28 @@ int model_gen_cached(c3_model *m, int nb, const c3_undkv *const *kvs, const floa
         free(padded);
         if (rc) goto done;
         static const int to_tokens[6] = {1, 2, 4, 3, 5, 0};
-        TRY(c3_alloc(be, &tok_all, be->act_dtype, C3_MEM_ACT, 2, S_pad, P));
+        c3_tensor tl = c3_rows(&tok_all, li * S_pad, S_pad); /* latent li's [S_pad, P] */
         int64_t pne[] = {T, hp, wp, p, p, C};
-        c3_tensor body = c3_view(&tok_all, 0, 6, pne);
+        c3_tensor body = c3_view(&tl, 0, 6, pne);
         TRY(be->permute(be, &body, &A.lat, to_tokens));
         if (S_pad > S_v) { /* the sound and Ulysses padding rows: zeros */
             float *z = xcalloc((size_t)((S_pad - S_v) * P), sizeof(float));
-            c3_tensor pad = c3_rows(&tok_all, S_v, S_pad - S_v);
+            c3_tensor pad = c3_rows(&tl, S_v, S_pad - S_v);
             rc = be->upload(be, &pad, z, C3_F32);
             free(z);
             if (rc) goto done;
         }
-        tok = c3_rows(&tok_all, t0, S); /* this rank's [S, P] (a view) */
+        toks[li] = c3_rows(&tl, t0, S); /* this rank's [S, P] (a view) */
     }
+    latents = lats[0];
+    tok = toks[lof[0]];
     /* host staging only where it is used: the Ulysses gather, or a crop of odd h / w */
     if (sp > 1) host = xcalloc((size_t)(S * P), sizeof(float));
     if (sp > 1 || hp * p != h || wp * p != w) all = xcalloc((size_t)(S_pad * P), sizeof(float));
     trace("gen.patchified_tokens", -1, &tok);
 
     /* GEN positions and RoPE tables (cached per branch: see rope_cache) */
+    m->rope_call++; /* the tables of this call stay until it ends */
     for (int b = 0; b < nb; b++)
         TRY(gen_rope(m, kvs[b]->L, g, t0, S, &cs[b], &sn[b]));
     trace("rope.cos_gen", -1, &cs[0]);
@@ -641,16 +678,19 @@ int model_gen_cached(c3_model *m, int nb, const c3_undkv *const *kvs, const floa
         TRY(be->add(be, &sbias, &bias));
     }
     TRY(be->add(be, &bias, &m->proj_in_bd)); /* temb + proj_in bias: one bias vector */
-    if (!g->pinned) {
-        TRY(be->linear(be, &x0, &tok, &m->proj_in, &bias, false)); /* [S, D] */
-    } else { /* pinned frames' tokens without the timestep: runs of rows by frame */
-        int64_t fs = hp * wp;
-        for (int64_t r0 = 0, r1; r0 < S; r0 = r1) {
-            int64_t j = t0 + r0;
-            bool pin = j < S_v && g->pinned[j / fs];
-            r1 = j < S_v ? C3_MIN(S, (j / fs + 1) * fs - t0) : S;
-            c3_tensor xr = c3_rows(&x0, r0, r1 - r0), tr = c3_rows(&tok, r0, r1 - r0);
-            TRY(be->linear(be, &xr, &tr, &m->proj_in, pin ? &m->proj_in_bd : &bias, false));
+    for (int li = 0; li < nl; li++) { /* each latent's rows, in its first branch */
+        c3_tensor xl = c3_rows(&A.x, first[li] * S, S), tk = toks[li];
+        if (!g->pinned) {
+            TRY(be->linear(be, &xl, &tk, &m->proj_in, &bias, false)); /* [S, D] */
+        } else { /* pinned frames' tokens without the timestep: runs of rows by frame */
+            int64_t fs = hp * wp;
+            for (int64_t r0 = 0, r1; r0 < S; r0 = r1) {
+                int64_t j = t0 + r0;
+                bool pin = j < S_v && g->pinned[j / fs];
+                r1 = j < S_v ? C3_MIN(S, (j / fs + 1) * fs - t0) : S;
+                c3_tensor xr = c3_rows(&xl, r0, r1 - r0), tr = c3_rows(&tk, r0, r1 - r0);
+                TRY(be->linear(be, &xr, &tr, &m->proj_in, pin ? &m->proj_in_bd : &bias, false));
+            }
         }
     }
     /* this rank's sound rows [s0, s1) of the sequence: audio_proj_in(z) +
@@ -673,9 +713,10 @@ int model_gen_cached(c3_model *m, int nb, const c3_undkv *const *kvs, const floa
         }
         TRY(be->linear(be, &xs, &snd, &m->a_in, &sbias, false)); /* [ns, D] */
     }
-    for (int b = 1; b < nb; b++) {
-        c3_tensor xb = c3_rows(&A.x, b * S, S);
-        TRY(be->copy(be, &xb, &x0));
+    for (int b = 0; b < nb; b++) { /* the other branches of a latent start from its rows */
+        if (first[lof[b]] == b) continue;
+        c3_tensor xb = c3_rows(&A.x, b * S, S), xf = c3_rows(&A.x, first[lof[b]] * S, S);
+        TRY(be->copy(be, &xb, &xf));
     }
     trace("layer_in.gen", -1, &A.x);
 

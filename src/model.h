@@ -104,7 +104,7 @@ typedef struct {
  * GEN position offset). velocity: host floats [C, T, h, w]. */
 int model_gen(c3_model *m, const c3_undkv *kv, const float *latents, const c3_latent_geom *g,
               double timestep, float *velocity);
-/* nb (1 or 2) GEN forwards on the same latents and timestep, one per UND
+/* nb (1 .. C3_GEN_MAX_BATCH) GEN forwards on the same latents and timestep, one per UND
  * cache kvs[b], as one batch: every matrix product runs once over all the
  * branches' tokens (the weights are read once), attention per branch.
  * velocity[b] as model_gen's. Only without Ulysses (model_batches). */
@@ -126,6 +126,20 @@ typedef struct {
 int model_gen_cached(c3_model *m, int nb, const c3_undkv *const *kvs, const float *latents,
                      const c3_latent_geom *g, double timestep, float *const *velocity,
                      const c3_gen_cache *gc);
+/* The most branches one GEN call batches: the CFG branches of up to 8
+ * requests of a batch. */
+#define C3_GEN_MAX_BATCH 16
+/* The batch of several requests: nb GEN forwards (1 .. C3_GEN_MAX_BATCH)
+ * at one timestep as one batch over nl latents (all of grid g): branch b
+ * reads the UND cache kvs[b] and the latents lats[lat_of[b]] (lat_of NULL:
+ * all read lats[0]; nl 1 is model_gen_cached). Each branch's rows are what
+ * its own call would compute: the products run once over every branch's
+ * tokens, attention per branch. Several latents only without Ulysses, sound
+ * tokens or a step cache (gc NULL). */
+int model_gen_multi(c3_model *m, int nb, const c3_undkv *const *kvs, int nl,
+                    const float *const *lats, const int *lat_of, const c3_latent_geom *g,
+                    double timestep, float *const *velocity, const c3_gen_cache *gc);
+
 /* The GEN rows this rank holds for grid g (the sequence's Ulysses shard)
  * and the hidden size: a probe's [S, D]. */
 void model_gen_rows(const c3_model *m, const c3_latent_geom *g, int64_t *S, int64_t *D);

@@ -72,18 +72,22 @@ typedef struct {
 } tower_ring;
 
 /* GEN RoPE tables of one (text length, latent grid, fps, token range): the
- * positions do not change between steps, so each CFG branch's tables are
- * computed once per request and reused (two slots: cond and uncond). */
+ * positions do not change between steps, so each branch's tables are
+ * computed once per request and reused (a slot per text length of a batch,
+ * twice over; a call never evicts a table it already uses). */
 typedef struct {
     bool valid;
     int L;
     c3_latent_geom g;
     int64_t t0, S;
     c3_tensor cs, sn; /* [S, hd] */
+    uint64_t used;    /* m->rope_tick when last handed out */
+    uint64_t call;    /* m->rope_call that last handed it out */
 } rope_cache;
-/* Branches one GEN call batches (CFG: cond and uncond). */
-#define GEN_MAX_BATCH 2
-#define ROPE_CACHE_SLOTS GEN_MAX_BATCH
+/* Branches one GEN call batches: the CFG branches (cond, uncond) of up to
+ * GEN_MAX_BATCH / 2 requests of a batch, each over its own latents. */
+#define GEN_MAX_BATCH C3_GEN_MAX_BATCH
+#define ROPE_CACHE_SLOTS (2 * GEN_MAX_BATCH)
 
 /* Scratch for the MLP of one tower over n tokens. */
 typedef struct {
@@ -124,7 +128,7 @@ typedef struct {
 struct c3_model {
     c3_backend *be;
     rope_cache rope[ROPE_CACHE_SLOTS];
-    int rope_next;
+    uint64_t rope_tick, rope_call;
     c3_tconfig c;
     c3_shard shard;
     int hq, hkv, inter; /* local (per TP rank) heads and MLP width */

@@ -113,6 +113,45 @@ int64_t plan_weight_bytes(const c3_tconfig *t, const c3_sizes *sz, bool cuda, in
     return replicated + embed + layer_bytes / tp;
 }
 
+/* The GEN activations of one branch of S tokens on one rank. */
+static int64_t plan_act_bytes(const c3_tconfig *t, int tp, int sp, double esz, int64_t S) {
+    int64_t s_local = (S + sp - 1) / sp;
+    /* per token: x, xn, the TP partial sum; q, attention out, fused qkv, k, v; gate|up, GLU out */
+    int64_t width = (int64_t)t->hidden * 3 +
+                    ((int64_t)t->heads * 3 + (int64_t)t->kv_heads * 4) * t->head_dim / tp +
+                    (int64_t)t->inter * 3 / tp;
+    return s_local * width * (int64_t)esz + S * t->heads / tp * t->head_dim * 4 * (int64_t)esz;
+}
+
+#define PLAN_CPU_BATCH_MAX 8
+
+int plan_batch_max(const c3_plan *p, const c3_tconfig *t, int W, int H, int F, int cap,
+                   int branches_per_call) {
+    double esz = p->cuda ? 2.0 : 4.0;
+    int T = (F - 1) / 4 + 1, h = (H / 16 + 1) / 2, w = (W / 16 + 1) / 2;
+    int64_t S = (int64_t)T * h * w;
+    int br = p->cfg == 2 ? 1 : 2; /* branches of one request on a rank */
+    int64_t kv1 = (int64_t)br * t->layers * p->L_est * (t->kv_heads / p->tp) * t->head_dim * 2 *
+                  (int64_t)esz;
+    int64_t act1 = plan_act_bytes(t, p->tp, p->sp, esz, S);
+    /* the VAE decode: the plan's estimate (one decode at a time) */
+    int64_t vae = p->vae;
+    int best = 1;
+    if (!p->cuda) cap = C3_MIN(cap, PLAN_CPU_BATCH_MAX);
+    for (int b = 2; b <= cap; b++) {
+        int64_t calls = C3_MIN((int64_t)b * br, (int64_t)branches_per_call);
+        int64_t need = p->weights + b * kv1 + calls * act1 + vae;
+        bool fits = true;
+        for (int r = 0; r < p->world; r++) {
+            int64_t have = plan_rank_free(p, r);
+            if (have > 0 && need > have) fits = false;
+        }
+        if (!fits) break;
+        best = b;
+    }
+    return best;
+}
+
 int plan_make(c3_plan *p, const c3_tconfig *t, const c3_sizes *sz, int tp, int cfg, int sp,
               const char *device, const char *gpus, bool offload, int precision, int W, int H,
               int F) {
@@ -248,12 +287,7 @@ int plan_make(c3_plan *p, const c3_tconfig *t, const c3_sizes *sz, int tp, int c
     p->S = T * h * w;
     int branches = cfg == 2 ? 1 : 2;
     p->kv = (int64_t)branches * t->layers * p->L_est * (t->kv_heads / tp) * t->head_dim * 2 * (int64_t)esz;
-    int64_t s_local = (p->S + sp - 1) / sp;
-    /* per token: x, xn, the TP partial sum; q, attention out, fused qkv, k, v; gate|up, GLU out */
-    int64_t width = (int64_t)t->hidden * 3 +
-                    ((int64_t)t->heads * 3 + (int64_t)t->kv_heads * 4) * t->head_dim / tp +
-                    (int64_t)t->inter * 3 / tp;
-    p->act = s_local * width * (int64_t)esz + (int64_t)p->S * t->heads / tp * t->head_dim * 4 * (int64_t)esz;
+    p->act = plan_act_bytes(t, tp, sp, esz, p->S);
     /* one rank computing both CFG branches (no Ulysses) runs them as one
      * batch, twice the activations, where that still fits every rank */
     p->cfg_batch = cfg == 1 && sp == 1;
@@ -264,6 +298,7 @@ int plan_make(c3_plan *p, const c3_tconfig *t, const c3_sizes *sz, int tp, int c
     if (p->cfg_batch) p->act *= 2;
     /* what the groups move per step, per rank (plan.h) */
     int64_t passes = cfg == 2 ? 1 : 2, latent = (int64_t)t->latent_ch * T * (H / 16) * (W / 16);
+    int64_t s_local = (p->S + sp - 1) / sp;
     if (tp > 1) p->step_tp = passes * t->layers * 2 * s_local * t->hidden * 4;
     if (sp > 1)
         p->step_sp = passes * t->layers * s_local * t->head_dim *

@@ -78,6 +78,13 @@ int plan_make(c3_plan *p, const c3_tconfig *t, const c3_sizes *sz, int tp, int c
  * --precision fp8), 2 bytes where 16-bit on a GPU, 4 on the CPU (F32). */
 int64_t plan_weight_bytes(const c3_tconfig *t, const c3_sizes *sz, bool cuda, int precision, int tp,
                           bool offload);
+/* The most requests of W x H x F one batch may hold on every rank of p
+ * (1 .. cap): the weights and the VAE decode once, the UND K/V of each
+ * request's branches, the GEN activations of its branches (up to
+ * branches_per_call at once). On the CPU at most 8 (the cores are shared:
+ * more only lengthens every request). */
+int plan_batch_max(const c3_plan *p, const c3_tconfig *t, int W, int H, int F, int cap,
+                   int branches_per_call);
 /* "auto" (or NULL), "bf16", "fp8" as C3_PREC_*; -1 for anything else. */
 int plan_precision(const char *s);
 /* The plan as text lines (for `info`, `plan` and the log). */

@@ -19,7 +19,7 @@ void rt_free(c3_runtime *rt) {
     if (rt->procs.size > 1) /* the watch's callbacks point here */
         watch_set(comm_procs_watch(), &(c3_watch_fns){.lost = comm_procs_lost}, NULL);
     for (int r = 0; r < C3_MAX_RANKS; r++)
-        for (int b = 0; b < 2; b++) {
+        for (int b = 0; b < C3_UND_SLOTS; b++) {
             undkv_free(&rt->ranks[r].und[b]);
             free(rt->ranks[r].und_ids[b]);
         }
@@ -43,6 +43,36 @@ void rt_place(c3_runtime *rt, const c3_procs *pr) {
 }
 
 /* ------------------------------------------------------------- events */
+
+uint64_t rt_job_new(c3_runtime *rt) {
+    pthread_mutex_lock(&rt->ev_mu);
+    uint64_t job = ++rt->next_job;
+    pthread_mutex_unlock(&rt->ev_mu);
+    return job;
+}
+
+void rt_job_set(c3_runtime *rt, uint64_t job, cosmos3_event_fn fn, void *user) {
+    pthread_mutex_lock(&rt->ev_mu);
+    rt->job = job;
+    rt->job_fn = fn ? fn : rt->open_fn;
+    rt->job_user = fn ? user : rt->open_user;
+    pthread_mutex_unlock(&rt->ev_mu);
+}
+
+void rt_emit_to(c3_runtime *rt, uint64_t job, cosmos3_event_fn fn, void *user, cosmos3_event *ev) {
+    if (!job) {
+        rt_emit(rt, ev);
+        return;
+    }
+    pthread_mutex_lock(&rt->ev_mu);
+    ev->job = job;
+    if (!fn) {
+        fn = rt->open_fn;
+        user = rt->open_user;
+    }
+    if (fn) fn(ev, user);
+    pthread_mutex_unlock(&rt->ev_mu);
+}
 
 uint64_t rt_job_begin(c3_runtime *rt, cosmos3_event_fn fn, void *user) {
     pthread_mutex_lock(&rt->ev_mu);

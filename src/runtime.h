@@ -14,6 +14,11 @@
 #include "model.h"
 #include "plan.h"
 
+/* The most requests one batch runs (cosmos3_generate_batch), and the UND
+ * caches a rank holds during it (two branches each). */
+#define C3_BATCH_MAX 16
+#define C3_UND_SLOTS (2 * C3_BATCH_MAX)
+
 typedef struct {
     int rank;
     c3_backend *be;
@@ -23,11 +28,15 @@ typedef struct {
     pthread_t thread;
     int rc;
     char err[1024];
-    /* the last UND K/V of each branch and the ids it was computed from: a
-     * request with the same ids (the same negative prompt, a repeated
-     * prompt) reuses it, and with it the GEN graphs recorded over it */
-    c3_undkv und[2];
-    int32_t *und_ids[2];
+    /* UND K/V caches and the ids each was computed from: a request with
+     * the same ids (the same negative prompt, a repeated prompt) reuses
+     * one, and with it the GEN graphs recorded over it. A run holds one per
+     * distinct prompt of its requests; after it only the first request's
+     * (two at most) are kept (denoise.c). */
+    c3_undkv und[C3_UND_SLOTS];
+    int32_t *und_ids[C3_UND_SLOTS];
+    uint64_t und_used[C3_UND_SLOTS]; /* the run (und_run) that last used the slot */
+    uint64_t und_run;
 } c3_rank;
 
 typedef struct c3_runtime c3_runtime;
@@ -83,8 +92,15 @@ int rt_run_ranks(c3_runtime *rt, int (*fn)(c3_runtime *rt, c3_rank *rk, void *ud
  * until rt_job_end; returns the id. */
 uint64_t rt_job_begin(c3_runtime *rt, cosmos3_event_fn fn, void *user);
 void rt_job_end(c3_runtime *rt);
+/* A batch's jobs: a new id (no events go to it yet), and the job whose
+ * events rt_emit sends from now (fn NULL: the open's callback). */
+uint64_t rt_job_new(c3_runtime *rt);
+void rt_job_set(c3_runtime *rt, uint64_t job, cosmos3_event_fn fn, void *user);
 /* Send one event to the job's callback (job id filled in); serialised. */
 void rt_emit(c3_runtime *rt, cosmos3_event *ev);
+/* The same to a given job of a batch (job 0: as rt_emit); fn NULL: the
+ * open's callback. */
+void rt_emit_to(c3_runtime *rt, uint64_t job, cosmos3_event_fn fn, void *user, cosmos3_event *ev);
 /* The same with kind and text. */
 void rt_emitf(c3_runtime *rt, cosmos3_event_kind kind, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
