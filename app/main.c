@@ -196,6 +196,17 @@ static void on_sigint(int sig) {
     if (g_engine) session_cancel(g_engine);
 }
 
+/* Ranks in several processes: a process ended mid-run. Said at once (the
+ * launcher may end this process a second later), and only here. */
+static volatile sig_atomic_t g_lost_said;
+
+static void on_process_lost(const char *line, void *user) {
+    (void)user;
+    fprintf(stderr, "cosmos3: %s\n", line);
+    fflush(stderr);
+    g_lost_said = 1;
+}
+
 /* ------------------------------------------------------------------ gen */
 
 typedef struct {
@@ -257,6 +268,7 @@ static int run_generation(c3_settings *s) {
     /* tests only: a slow load, to Ctrl-C it */
     const char *delay = getenv("COSMOS3_TEST_LOAD_DELAY");
     if (delay && atof(delay) > 0) usleep((useconds_t)(atof(delay) * 1e6));
+    cosmos3_processes_on_lost(on_process_lost, NULL); /* several processes: one is gone */
     int rc = session_open(&e, s, ev);
     if (tty) fputs("\r\033[K", stderr);
     /* Ctrl-C while loading: nothing to cancel yet, so stop here */
@@ -269,6 +281,14 @@ static int run_generation(c3_settings *s) {
         return rc;
     }
     g_engine = e;
+    /* ranks in several processes: the launcher's SIGTERM (another process
+     * ended) or the user's cancels on every process like Ctrl-C, so that
+     * process 0 can say why in its one line; a second one ends at once */
+    if (session_layout(e)->processes > 1) {
+        struct sigaction sa = {.sa_handler = on_sigint};
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGTERM, &sa, NULL);
+    }
     gen_job j = {.e = e, .s = s};
     c3_task task;
     if (task_start(&task, gen_call, &j, ev) != COSMOS3_OK) {
@@ -621,6 +641,13 @@ static int cmd_info(c3_settings *s, char **pos, int npos) {
             return c3_fail(rc, "%s", err);
         }
     }
+    int proc = 0;
+    if (cosmos3_processes(&proc, NULL, NULL, 0) == COSMOS3_OK && proc != 0) {
+        /* under mpirun or srun: process 0 prints the plan across the processes */
+        free(plan_text);
+        cosmos3_checkpoint_close(ck);
+        return prc ? c3_fail(prc, "%s", plan_err) : COSMOS3_OK;
+    }
     char a[32], b[32], c[32], e[32], q[160];
     const char *quant = quant_text(&d, q, sizeof q);
     if (s->json) {
@@ -883,7 +910,18 @@ static int model_from_launch_line(c3_settings *s, unsigned cmd, char **pos, int 
 }
 
 static int finish(int rc) {
+    if (rc && g_lost_said) return rc; /* the cause is said already */
+    /* ranks in several processes: a usage error is every process's (the
+     * same command line); process 0 alone says it */
+    int proc = 0, procs = 1;
+    bool all = rc == COSMOS3_EUSAGE && cosmos3_processes(&proc, &procs, NULL, 0) == COSMOS3_OK &&
+               procs > 1;
+    if (all && proc != 0 && cosmos3_processes_together(10)) return rc;
     if (rc && rc != COSMOS3_ECANCEL) fprintf(stderr, "cosmos3: %s\n", c3_errmsg());
+    if (all && proc == 0) {
+        fflush(stderr);
+        (void)cosmos3_processes_together(10); /* said before the others end */
+    }
     if (rc == COSMOS3_ECANCEL) fprintf(stderr, "cosmos3: cancelled\n");
     return rc;
 }

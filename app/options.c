@@ -137,6 +137,12 @@ const c3_option c3_options[] = {
      CMD_PLAN, F(gpus), false, COSMOS3_FIELD_NONE},
     {"offload", 0, "enable-layerwise-offload", OPT_FLAG, NULL, NULL, NULL,
      "keep block weights in host memory and stream them layer by layer", CMD_PLAN, F(offload), false, COSMOS3_FIELD_NONE},
+    {"ranks-per-process", 0, NULL, OPT_INT, "0", NULL, "N",
+     "under mpirun or srun: ranks each process holds, one per GPU or thread (0: the layout's world / the processes)",
+     CMD_PLAN, F(ranks_per_process), false, COSMOS3_FIELD_NONE},
+    {"allow-cross-host", 0, NULL, OPT_FLAG, NULL, NULL, NULL,
+     "under mpirun or srun: let a --tp or --ulysses group span hosts (their exchanges run every layer)",
+     CMD_PLAN, F(allow_cross_host), false, COSMOS3_FIELD_NONE},
     {"threads", 't', NULL, OPT_INT, "0", NULL, "N", "CPU threads (0: all cores)", CMD_PLAN, F(threads), false, COSMOS3_FIELD_NONE},
     {"precision", 0, NULL, OPT_ENUM, "auto", "auto|bf16|fp8", "P",
      "matrix products: auto (as the checkpoint stores its weights), bf16 (FP8 weights dequantised at load), fp8 "

@@ -96,6 +96,8 @@ typedef struct {
     char *device;        /* auto|cpu|cuda */
     char *gpus;
     bool offload;
+    int ranks_per_process; /* ranks in several processes: each one's ranks (0: world / processes) */
+    bool allow_cross_host; /* a TP or Ulysses group may span hosts */
     int threads;
     char *precision; /* auto|bf16|fp8 */
     char *attention; /* bf16|fp8 */

@@ -1788,6 +1788,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     char ra[16];
     snprintf(ra, sizeof ra, "%d", SERVE_LOAD_RETRY_S);
     if (r->ep == EP_HEALTH) {
+        char why[512];
+        if (!cosmos3_processes_healthy(why, sizeof why)) /* under mpirun / srun: one is gone */
+            return send_json(sv, c, r, 503,
+                             json_pack("{s:s,s:s,s:s}", "status", "unhealthy", "error", why,
+                                       "instance", name));
         if (draining || !ready) {
             json_t *h = json_pack("{s:s,s:s}", "status", draining ? "shutting down" : "loading",
                                   "instance", name);

@@ -182,6 +182,8 @@ void session_open_params(const c3_settings *s, cosmos3_open_params *op) {
     op->cfg_parallel = s->cfg_parallel;
     op->ulysses = s->ulysses;
     op->offload = s->offload;
+    op->ranks_per_process = s->ranks_per_process;
+    op->allow_cross_host = s->allow_cross_host;
     op->precision = s->precision;
     op->attention = s->attention;
     op->threads = s->threads;

@@ -795,6 +795,17 @@ extern "C" int cuda_gpu_probe(char *why, size_t n) {
     return count;
 }
 
+extern "C" int cuda_gpu_id(int dev, char *id, size_t n) {
+    cudaDeviceProp prop;
+    if (cudaGetDeviceProperties(&prop, dev) != cudaSuccess)
+        return c3_fail(C3_ERESOURCE, "GPU %d: cannot query it", dev);
+    int k = snprintf(id, n, "%04x:%02x:%02x.0 GPU-", (unsigned)prop.pciDomainID,
+                     (unsigned)prop.pciBusID, (unsigned)prop.pciDeviceID);
+    for (int i = 0; i < 16 && k > 0 && (size_t)k + 2 < n; i++, k += 2)
+        snprintf(id + k, n - (size_t)k, "%02x", (unsigned char)prop.uuid.bytes[i]);
+    return C3_OK;
+}
+
 extern "C" int cuda_gpu_info(int dev, char *name, size_t n, int64_t *total, int64_t *free_b) {
     cudaDeviceProp prop;
     if (cudaGetDeviceProperties(&prop, dev) != cudaSuccess)

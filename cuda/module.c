@@ -49,6 +49,7 @@ static const c3_cuda_module table = {
     .gpu_info = cuda_gpu_info,
     .comm_nccl = cuda_comm_nccl,
     .comm_dev = cuda_comm_dev,
+    .gpu_id = cuda_gpu_id,
 };
 
 __attribute__((visibility("default"))) const c3_cuda_module *

@@ -143,6 +143,12 @@ typedef struct {
      * CPU emulates it). Where FP8 cannot run, 16 bits do and a result warning
      * says so; the UND tower's causal attention is always 16 bits. */
     const char *attention;
+    /* ranks in several processes (mpirun, srun): how many ranks each process
+     * holds (0: world / processes; the world must be this times the
+     * processes), and whether a TP or Ulysses group may span hosts (refused
+     * by default: their exchanges run every layer) */
+    int ranks_per_process;
+    bool allow_cross_host;
 } cosmos3_open_params;
 
 COSMOS3_API void cosmos3_open_params_init(cosmos3_open_params *p);
@@ -157,6 +163,20 @@ COSMOS3_API void cosmos3_close(cosmos3_engine *e);
  * their count; 0 of 1 for a plain start. A front end on a process other
  * than 0 opens its engine and runs cosmos3_follow, nothing else. */
 COSMOS3_API int cosmos3_processes(int *rank, int *size, char *err, size_t errlen);
+/* Whether every process of the run reached this call within timeout
+ * seconds (a barrier that gives up): before exiting on an error that every
+ * process meets (a layout that does not fit), process 0 says it and the
+ * others stay quiet when this is true. true at once for one process. */
+COSMOS3_API bool cosmos3_processes_together(double timeout);
+/* false when a process of the run ended mid-run (killed, crashed), with the
+ * one line that names it in why: every later request fails with it (serve's
+ * /health answers 503 with it). true for one process. */
+COSMOS3_API bool cosmos3_processes_healthy(char *why, size_t n);
+/* fn(line, user) runs once, on a thread of the library, the moment a
+ * process of the run is seen to end mid-run, with the line that names it:
+ * a front end can say it before the launcher ends this process too (Open
+ * MPI's mpirun sends SIGTERM, then SIGKILL a second later). NULL: none. */
+COSMOS3_API void cosmos3_processes_on_lost(void (*fn)(const char *line, void *user), void *user);
 
 /* The model folder a name stands for: a folder that exists is itself; a
  * name without '/' is looked up as a built-in model (the user's data folder

@@ -5,6 +5,7 @@
 
 #include "backend.h"
 #include "checkpoint.h"
+#include "comm.h"
 #include "cosmos3_tools.h"
 #include "engine.h"
 #include "model.h"
@@ -139,7 +140,12 @@ int cosmos3_checkpoint_plan(const cosmos3_checkpoint *c, const cosmos3_open_para
     c3_plan plan;
     int rc = plan_open(&plan, &c->ck, p, width, height, frames);
     if (rc) return give_err(rc, err, errlen);
+    /* under a launcher (mpirun, srun): the plan across its processes */
+    c3_procs pr;
+    rc = comm_procs(&pr);
+    if (rc == C3_OK) rc = comm_mpi_check(&plan, &pr);
+    if (rc) return give_err(rc, err, errlen);
     engine_plan_layout(&plan, out);
-    if (text) *text = engine_plan_text(&plan);
+    if (text) *text = engine_procs_text(&plan, &pr);
     return C3_OK;
 }

@@ -70,19 +70,38 @@ int comm_nccl_create_procs(const c3_plan *p, int lo, int n, c3_backend *const *b
  * group is outermost and Ulysses innermost. */
 typedef struct {
     int rank, size;
-    bool mpi;         /* MPI runs the collectives between processes */
-    char host[64];    /* this process's host */
-    const char *from; /* what said so: "mpi", "torchrun env" or "one process" */
+    bool mpi;                   /* MPI runs the collectives between processes */
+    char host[64];              /* this process's host (COSMOS3_HOSTNAME stands in for it) */
+    int local_rank, local_size; /* this process among those on its host */
+    const char *from;           /* what said so: "mpi", "torchrun env" or "one process" */
 } c3_procs;
 int comm_procs(c3_procs *out);
 /* Tell the other processes this one failed before it exits (MPI: they are
  * stopped instead of waiting in a collective); nothing for one process. */
 void comm_procs_failed(void);
+/* GPU ids (c3_gpu_id) of n ranks per process, rank r's at ids[r]: two ranks
+ * of different processes on one GPU (NCCL cannot join them, and each would
+ * plan the whole GPU's memory as its own) are refused, naming the ranks,
+ * processes, host and the fix; ranks of one process may share one (the
+ * device-memory communicator). */
+#define C3_GPU_ID 96
+int comm_devices_check(int world, int n, const char (*ids)[C3_GPU_ID],
+                       const char *(*host)(int proc));
+/* Ranks in several processes on GPUs: the ids of this process's ranks
+ * [lo, lo + n) gathered from every process (MPI) and checked so. */
+int comm_procs_devices(const c3_plan *p, int lo, int n);
+
+/* Whether every process reached this call within timeout seconds (MPI: a
+ * polled barrier); true for one process. */
+bool comm_procs_together(double timeout);
 /* Process proc's host ("?" when unknown: without MPI, another process's). */
 const char *comm_procs_host(int proc);
 /* n bytes of process 0's buf to every process (nothing for one process);
  * called by each process's main thread. */
 int comm_procs_bcast(void *buf, size_t n);
+/* n bytes of every process in process order (out[size * n]); in may be
+ * this process's own block of out. */
+int comm_procs_allgather(const void *in, void *out, size_t n);
 /* The same for NCCL's unique id: MPI's broadcast when MPI launched the
  * processes, else the MASTER_ADDR:MASTER_PORT exchange (comm_boot.c). */
 int comm_procs_share_id(void *buf, size_t n);
@@ -97,6 +116,10 @@ int comm_mpi_create(const c3_plan *p, int lo, int n, c3_comm_set **out);
  * the world divides into the processes and every group is local or one
  * member per process. */
 int comm_mpi_check(const c3_plan *p, const c3_procs *procs);
+/* Unless p->cross_host: every TP and Ulysses group inside one host, with n
+ * ranks in each of nprocs processes and host(proc) each one's host ("?"
+ * unknown: not checked); refused naming the group, the hosts and the fix. */
+int comm_hosts_check(const c3_plan *p, int n, int nprocs, const char *(*host)(int proc));
 
 /* Without MPI (a launcher's RANK / WORLD_SIZE / MASTER_ADDR / MASTER_PORT):
  * process 0's n bytes (NCCL's unique id) to every process of size over TCP,
@@ -104,6 +127,47 @@ int comm_mpi_check(const c3_plan *p, const c3_procs *procs);
  * seconds (comm_boot.c). */
 int comm_boot_exchange(const char *addr, int port, int rank, int size, void *buf, size_t n,
                        double timeout);
+
+/* The processes' watch (comm_watch.c): one TCP link from each process to
+ * process 0 beside MPI / NCCL. A process that ends without a goodbye
+ * (killed, crashed) is seen at once by process 0 (and process 0's end by
+ * the others): fns.lost runs on the watch's thread with the one line that
+ * names it. Process 0's watch_cancel reaches fns.cancel on every other
+ * process; another process's watch_event reaches fns.event on process 0
+ * (from = its number). share hands process 0's n bytes (where it listens)
+ * to every process (MPI's broadcast; a stand-in in tests). */
+typedef struct c3_watch c3_watch;
+typedef struct {
+    void (*lost)(void *ud, int proc, const char *line);
+    void (*cancel)(void *ud);
+    void (*event)(void *ud, int from, const void *buf, size_t n);
+    void *ud;
+    /* process 0: the run's cancel flag, looked at ten times a second; when
+     * it turns on, fns.cancel runs here and on every other process */
+    const volatile int *cancel_flag;
+} c3_watch_fns;
+int watch_open(c3_watch **out, int rank, int size, double timeout,
+               int (*share)(void *buf, size_t n, void *ud), void *ud);
+/* The callbacks (fns NULL: kept; all NULL: none, and none runs after this
+ * returns) and each process's host for the line (hosts NULL: kept); a loss
+ * seen before is told to the new fns.lost at once. */
+void watch_set(c3_watch *w, const c3_watch_fns *fns, char (*hosts)[64]);
+void watch_cancel(c3_watch *w);
+void watch_event(c3_watch *w, const void *buf, size_t n);
+/* The line naming a lost process (its number in *proc), or NULL. */
+const char *watch_lost(const c3_watch *w, int *proc);
+/* bye: the others see an orderly end, not a loss. */
+void watch_close(c3_watch *w, bool bye);
+
+/* fn(line, user) once, when the watch sees a process end mid-run (before
+ * the run is stopped: the front end may say it at once). */
+void comm_procs_on_lost(void (*fn)(const char *line, void *user), void *user);
+/* The watch's fns.lost that tells it (a runtime's calls it too). */
+void comm_procs_lost(void *ud, int proc, const char *line);
+
+/* The run's watch over its processes (NULL for one process or without
+ * MPI): comm_mpi.c opens it with MPI, closes it at exit. */
+c3_watch *comm_procs_watch(void);
 
 /* Which communicator the ranks of a run use: none for one rank; shared
  * memory for CPU ranks (comm_shm.c); NCCL for CUDA ranks on distinct GPUs

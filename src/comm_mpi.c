@@ -51,7 +51,45 @@ static g_kind group_kind(const c3_plan *p, int r, int which, int n) {
     return G_MIXED;
 }
 
+int comm_hosts_check(const c3_plan *p, int n, int nprocs, const char *(*host)(int proc)) {
+    if (p->cross_host || nprocs <= 1) return C3_OK;
+    static const char *const flags[] = {"world", "tp", "ulysses"};
+    for (int r = 0; r < p->world; r++)
+        for (int k = 1; k <= 2; k++) { /* TP, then Ulysses: their members on r's host */
+            int first, stride, size;
+            group_of(p, r, k, &first, &stride, &size);
+            const char *h0 = host(first / n);
+            for (int m = 1; m < size; m++) {
+                int q = first + m * stride;
+                const char *h = host(q / n);
+                if (strcmp(h, "?") && strcmp(h0, "?") && strcmp(h, h0))
+                    return c3_fail(
+                        C3_EUSAGE,
+                        "the --%s group of ranks %d and %d would span hosts %s and %s (its "
+                        "exchange runs every layer); lower --%s, use more GPUs per host "
+                        "(--cfg-parallel crosses hosts once per step), or pass "
+                        "--allow-cross-host",
+                        flags[k], first, q, h0, h, flags[k]);
+            }
+        }
+    return C3_OK;
+}
+
 int comm_mpi_check(const c3_plan *p, const c3_procs *pr) {
+    int rpp = p->ranks_per_process, np = pr->size > 1 ? pr->size : 1;
+    if (rpp < 0) return c3_fail(C3_EUSAGE, "--ranks-per-process %d must be 0 (all) or more", rpp);
+    if (rpp && rpp * np != p->world) {
+        char fix[96];
+        if (p->world % rpp)
+            snprintf(fix, sizeof fix, "give --ranks-per-process a divisor of %d", p->world);
+        else
+            snprintf(fix, sizeof fix, "start %d processes (mpirun -np %d)", p->world / rpp,
+                     p->world / rpp);
+        return c3_fail(C3_EUSAGE,
+                       "--ranks-per-process %d on %d process%s makes %d ranks, but the layout "
+                       "(tp %d x cfg-parallel %d x ulysses %d) has %d; %s or change the layout",
+                       rpp, np, np == 1 ? "" : "es", rpp * np, p->tp, p->cfg, p->sp, p->world, fix);
+    }
     if (pr->size <= 1) return C3_OK;
     if (!pr->mpi && !p->cuda)
         return c3_fail(C3_EUSAGE,
@@ -65,6 +103,7 @@ int comm_mpi_check(const c3_plan *p, const c3_procs *pr) {
                        "(mpirun -np %d) or change the layout",
                        p->world, p->tp, p->cfg, p->sp, pr->size, p->world, p->world);
     int n = p->world / pr->size;
+    C3_TRY(comm_hosts_check(p, n, pr->size, comm_procs_host));
     if (p->cuda) return C3_OK; /* NCCL joins any group shape across processes */
     static const char *const names[] = {"world", "tp", "ulysses", "cfg-parallel"};
     for (int r = 0; r < p->world; r++)
@@ -76,6 +115,52 @@ int comm_mpi_check(const c3_plan *p, const c3_procs *pr) {
                                "per process (mpirun -np %d) or keep --%s inside one process",
                                n, pr->size, names[k], p->world, names[k]);
     return C3_OK;
+}
+
+/* Without MPI: this process among those of its host, as the launcher says
+ * (torchrun's LOCAL_RANK / LOCAL_WORLD_SIZE), else alone on it. */
+static void launcher_local(c3_procs *pr) {
+    const char *lr = getenv("LOCAL_RANK"), *ls = getenv("LOCAL_WORLD_SIZE");
+    pr->local_rank = lr ? atoi(lr) : 0;
+    pr->local_size = ls && atoi(ls) > 0 ? atoi(ls) : 1;
+}
+
+/* This process's host name for the layout (COSMOS3_HOSTNAME stands in for
+ * it in tests). */
+static void procs_hostname(char *out, size_t n) {
+    const char *h = c3_env()->hostname;
+    if (h)
+        snprintf(out, n, "%s", h);
+    else if (gethostname(out, n - 1))
+        snprintf(out, n, "?");
+}
+
+int comm_devices_check(int world, int n, const char (*ids)[C3_GPU_ID],
+                       const char *(*host)(int proc)) {
+    for (int a = 0; a < world; a++)
+        for (int b = a + 1; b < world; b++)
+            if (a / n != b / n && ids[a][0] && strcmp(ids[a], "?") && !strcmp(ids[a], ids[b]))
+                return c3_fail(C3_EUSAGE,
+                               "ranks %d (process %d) and %d (process %d) on host %s are both "
+                               "given GPU %s; give each process its own GPUs (one "
+                               "CUDA_VISIBLE_DEVICES per process, srun --gpus-per-task, or "
+                               "--ranks-per-process with all of a host's GPUs)",
+                               a, a / n, b, b / n, host(a / n), ids[a]);
+    return C3_OK;
+}
+
+int comm_procs_devices(const c3_plan *p, int lo, int n) {
+    c3_procs pr;
+    C3_TRY(comm_procs(&pr));
+    if (!p->cuda || pr.size <= 1 || !pr.mpi) return C3_OK; /* without MPI NCCL refuses it */
+    char(*ids)[C3_GPU_ID] = xcalloc((size_t)p->world, C3_GPU_ID);
+    for (int r = lo; r < lo + n; r++)
+        (void)c3_gpu_id(p->devices[r], ids[r], C3_GPU_ID); /* "?" when unknown: not checked */
+    int rc = comm_procs_allgather(ids[lo], ids, (size_t)n * C3_GPU_ID);
+    if (rc == C3_OK)
+        rc = comm_devices_check(p->world, n, (const char(*)[C3_GPU_ID])ids, comm_procs_host);
+    free(ids);
+    return rc;
 }
 
 int comm_procs_share_id(void *buf, size_t n) {
@@ -117,15 +202,49 @@ const char *comm_procs_host(int proc) {
                                                        : "?";
 }
 
+static c3_watch *g_watch;
+static void (*g_lost_fn)(const char *line, void *user);
+static void *g_lost_user;
+
+c3_watch *comm_procs_watch(void) {
+    return g_watch;
+}
+
+static int g_lost_told;
+
+void comm_procs_lost(void *ud, int proc, const char *line) {
+    (void)ud, (void)proc;
+    void (*fn)(const char *, void *) = __atomic_load_n(&g_lost_fn, __ATOMIC_ACQUIRE);
+    if (fn && !__atomic_exchange_n(&g_lost_told, 1, __ATOMIC_ACQ_REL)) fn(line, g_lost_user);
+}
+
+void comm_procs_on_lost(void (*fn)(const char *line, void *user), void *user) {
+    g_lost_user = user;
+    __atomic_store_n(&g_lost_fn, fn, __ATOMIC_RELEASE);
+    const char *lost = watch_lost(g_watch, NULL);
+    if (lost) comm_procs_lost(NULL, 0, lost); /* seen already */
+}
+
 static void procs_exit(void) {
     int fin = 1;
     MPI_Finalized(&fin);
     if (fin) return;
+    /* a lost process: MPI's finalize would wait for it and its abort adds
+     * lines of its own; the launcher (or the others' watch) ends the rest */
+    bool lost = watch_lost(g_watch, NULL) != NULL;
+    watch_close(g_watch, !g_failed && !lost);
+    g_watch = NULL;
+    if (lost) return;
     /* a failed process stops the others (they may wait in a collective) */
     if (g_failed)
         MPI_Abort(MPI_COMM_WORLD, 1);
     else
         MPI_Finalize();
+}
+
+static int share_bcast(void *buf, size_t n, void *ud) {
+    (void)ud;
+    return comm_procs_bcast(buf, n);
 }
 
 void comm_procs_failed(void) {
@@ -141,15 +260,16 @@ static bool launched_by_mpi(void) {
 }
 
 static int procs_init(void) {
-    g_procs = (c3_procs){.rank = 0, .size = 1, .from = "one process"};
-    gethostname(g_procs.host, sizeof g_procs.host - 1);
+    g_procs = (c3_procs){.rank = 0, .size = 1, .local_size = 1, .from = "one process"};
+    procs_hostname(g_procs.host, sizeof g_procs.host);
     const char *ws = getenv("WORLD_SIZE"), *rk = getenv("RANK");
     if (!launched_by_mpi()) {
         if (ws && atoi(ws) > 1)
             g_procs = (c3_procs){.rank = rk ? atoi(rk) : 0,
                                  .size = atoi(ws),
                                  .from = "the launcher (RANK/WORLD_SIZE)"};
-        gethostname(g_procs.host, sizeof g_procs.host - 1);
+        procs_hostname(g_procs.host, sizeof g_procs.host);
+        launcher_local(&g_procs);
         return C3_OK;
     }
     int init = 0, level = 0;
@@ -170,6 +290,18 @@ static int procs_init(void) {
                           (int)sizeof g_procs.host, MPI_CHAR, MPI_COMM_WORLD));
     g_procs.mpi = true;
     g_procs.from = "mpi";
+    /* this process among those of its host (its GPUs start after theirs) */
+    g_procs.local_rank = 0, g_procs.local_size = 0;
+    for (int q = 0; q < g_procs.size; q++)
+        if (!strcmp(g_hosts[q], g_procs.host)) {
+            g_procs.local_rank += q < g_procs.rank;
+            g_procs.local_size++;
+        }
+    /* the watch over the processes: a killed one is named at once */
+    C3_TRY(watch_open(&g_watch, g_procs.rank, g_procs.size, c3_env()->comm_timeout, share_bcast,
+                      NULL));
+    c3_watch_fns fns = {.lost = comm_procs_lost};
+    watch_set(g_watch, &fns, g_hosts);
     return C3_OK;
 }
 
@@ -183,6 +315,38 @@ int comm_procs(c3_procs *out) {
     }
     *out = g_procs;
     return rc ? c3_fail(rc, "%s", msg) : C3_OK;
+}
+
+bool comm_procs_together(double timeout) {
+    if (!g_done || !g_procs.mpi || g_procs.size <= 1) return true;
+    MPI_Request rq;
+    if (MPI_Ibarrier(MPI_COMM_WORLD, &rq) != MPI_SUCCESS) return false;
+    double t0 = c3_now();
+    for (;;) {
+        int done = 0;
+        if (MPI_Test(&rq, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) return false;
+        if (done) return true;
+        if (c3_now() - t0 > timeout || watch_lost(g_watch, NULL)) {
+            g_failed = true; /* the barrier stays pending: no finalize */
+            return false;
+        }
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+int comm_procs_allgather(const void *in, void *out, size_t n) {
+    if (!g_procs.mpi || g_procs.size <= 1) {
+        memmove(out, in, n);
+        return C3_OK;
+    }
+    if (n > (size_t)INT_MAX) return c3_fail(C3_EFAIL, "MPI all-gather: %zu bytes", n);
+    /* in may lie inside out (its own block): MPI_IN_PLACE then */
+    const char *o = out;
+    bool inside = (const char *)in == o + (size_t)g_procs.rank * n;
+    MPI_TRY(MPI_Allgather(inside ? MPI_IN_PLACE : in, (int)n, MPI_BYTE, out, (int)n, MPI_BYTE,
+                          MPI_COMM_WORLD));
+    return C3_OK;
 }
 
 int comm_procs_bcast(void *buf, size_t n) {
@@ -220,6 +384,11 @@ static int mpi_wait(mpi_comm *m, MPI_Request *rq, const char *what) {
         int done = 0;
         MPI_TRY(MPI_Test(rq, &done, MPI_STATUS_IGNORE));
         if (done) return C3_OK;
+        const char *lost = watch_lost(comm_procs_watch(), NULL);
+        if (lost) {
+            s->broken = 1;
+            return c3_fail(C3_EFAIL, "%s", lost);
+        }
         if (s->aborted) {
             s->broken = 1;
             return c3_fail(C3_ECANCEL, "cancelled");
@@ -424,9 +593,13 @@ int comm_mpi_create(const c3_plan *p, int lo, int n, c3_comm_set **out) {
 #define NO_MPI_FIX                                                                                 \
     "this cosmos3 was built without MPI; rebuild with -Dmpi=enabled (Debian: libopenmpi-dev)"
 
+c3_watch *comm_procs_watch(void) {
+    return NULL;
+}
+
 int comm_procs(c3_procs *out) {
-    *out = (c3_procs){.rank = 0, .size = 1, .from = "one process"};
-    gethostname(out->host, sizeof out->host - 1);
+    *out = (c3_procs){.rank = 0, .size = 1, .local_size = 1, .from = "one process"};
+    procs_hostname(out->host, sizeof out->host);
     static const char *const size_vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "WORLD_SIZE"};
     for (size_t i = 0; i < C3_ARRAY_LEN(size_vars); i++) {
         const char *v = getenv(size_vars[i]);
@@ -436,6 +609,7 @@ int comm_procs(c3_procs *out) {
             out->rank = rk ? atoi(rk) : 0;
             out->size = atoi(v);
             out->from = i < 2 ? "the MPI launcher" : "the launcher (RANK/WORLD_SIZE)";
+            launcher_local(out);
             return C3_OK;
         }
     }
@@ -444,14 +618,32 @@ int comm_procs(c3_procs *out) {
 
 void comm_procs_failed(void) {}
 
+bool comm_procs_together(double timeout) {
+    (void)timeout;
+    return true;
+}
+
+void comm_procs_on_lost(void (*fn)(const char *line, void *user), void *user) {
+    (void)fn, (void)user;
+}
+
+void comm_procs_lost(void *ud, int proc, const char *line) {
+    (void)ud, (void)proc, (void)line;
+}
+
 const char *comm_procs_host(int proc) {
     static char host[64];
-    if (!host[0]) gethostname(host, sizeof host - 1);
+    if (!host[0]) procs_hostname(host, sizeof host);
     return proc == 0 ? host : "?";
 }
 
 int comm_procs_bcast(void *buf, size_t n) {
     (void)buf, (void)n;
+    return C3_OK;
+}
+
+int comm_procs_allgather(const void *in, void *out, size_t n) {
+    memmove(out, in, n);
     return C3_OK;
 }
 

@@ -133,6 +133,12 @@ int c3_gpu_info(int dev, char *name, size_t n, int64_t *total, int64_t *free_b) 
     return c3_fail(C3_ERESOURCE, "%s", COSMOS3_HAVE_CUDA ? why : NO_CUDA_FIX);
 }
 
+int c3_gpu_id(int dev, char *id, size_t n) {
+    snprintf(id, n, "?");
+    if (!have_module()) return c3_fail(C3_ERESOURCE, "%s", COSMOS3_HAVE_CUDA ? why : NO_CUDA_FIX);
+    return mod->gpu_id(dev, id, n);
+}
+
 int comm_nccl_create_procs(const c3_plan *p, int lo, int n, c3_backend *const *bes,
                            int (*share_id)(void *buf, size_t n), struct c3_comm_set **out) {
     *out = NULL;

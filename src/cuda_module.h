@@ -23,7 +23,7 @@ extern "C" {
 #include "plan.h"
 
 /* Raise when c3_cuda_host, c3_cuda_module or what they point at changes. */
-#define C3_CUDA_MODULE_ABI 1
+#define C3_CUDA_MODULE_ABI 2
 #define C3_CUDA_MODULE_FILE "libcosmos3-cuda.so"
 #define C3_CUDA_MODULE_INIT "cosmos3_cuda_module_init"
 
@@ -56,6 +56,8 @@ typedef struct {
     int (*comm_nccl)(const c3_plan *p, int lo, int n, c3_backend *const *bes,
                      int (*share_id)(void *buf, size_t n), struct c3_comm_set **out);
     int (*comm_dev)(const c3_plan *p, c3_backend *const *bes, struct c3_comm_set **out);
+    /* GPU dev's PCI bus id and UUID, one string (two processes given the same GPU) */
+    int (*gpu_id)(int dev, char *id, size_t n);
 } c3_cuda_module;
 
 /* The exported init: keeps host, returns the module's table, or NULL (and
@@ -72,6 +74,7 @@ int cuda_gpu_info(int dev, char *name, size_t n, int64_t *total, int64_t *free_b
 int cuda_comm_nccl(const c3_plan *p, int lo, int n, c3_backend *const *bes,
                    int (*share_id)(void *buf, size_t n), struct c3_comm_set **out);
 int cuda_comm_dev(const c3_plan *p, c3_backend *const *bes, struct c3_comm_set **out);
+int cuda_gpu_id(int dev, char *id, size_t n);
 
 #ifdef __cplusplus
 }

@@ -138,23 +138,32 @@ void engine_plan_layout(const c3_plan *p, cosmos3_layout *o) {
 }
 
 char *cosmos3_layout_text(const cosmos3_engine *e) {
-    const c3_runtime *rt = &e->rt;
-    char *text = engine_plan_text(&rt->plan);
-    if (rt->procs.size <= 1) return text;
-    /* ranks in several processes: where each rank runs */
+    return engine_procs_text(&e->rt.plan, &e->rt.procs);
+}
+
+char *engine_procs_text(const c3_plan *p, const c3_procs *pr) {
+    char *text = engine_plan_text(p);
+    if (pr->size <= 1 || p->world % pr->size) return text;
+    /* ranks in several processes: where each rank runs and its groups */
     char *out = NULL;
     size_t n = 0;
     FILE *f = open_memstream(&out, &n);
     if (!f) return text;
-    fprintf(f, "%sprocesses: %d (%s), %d rank%s each, in CFG > TP > Ulysses order\n", text,
-            rt->procs.size, rt->procs.from, rt->nlocal, rt->nlocal == 1 ? "" : "s");
+    int nlocal = p->world / pr->size;
+    fprintf(f, "%sprocesses: %d (%s), %d rank%s each, in CFG > TP > Ulysses order%s\n", text,
+            pr->size, pr->from, nlocal, nlocal == 1 ? "" : "s",
+            p->cross_host ? " (--allow-cross-host)" : "");
     free(text);
-    const c3_plan *p = &rt->plan;
     for (int r = 0; r < p->world; r++) {
-        int proc = r / rt->nlocal;
-        fprintf(f, "  rank %d: host %s, process %d, %s %d, cfg group %d\n", r,
-                comm_procs_host(proc), proc, p->cuda ? "GPU" : "cpu", p->cuda ? p->devices[r] : 0,
-                plan_cfg_rank(p, r));
+        int proc = r / nlocal, cg = plan_cfg_rank(p, r), tg = plan_tp_rank(p, r),
+            sg = plan_sp_rank(p, r);
+        /* group numbers: the TP group is (cfg, ulysses rank), the Ulysses group (cfg, tp rank) */
+        fprintf(f,
+                "  rank %d: host %s, process %d, %s %d, cfg group %d (%s), tp group %d rank %d, "
+                "ulysses group %d rank %d\n",
+                r, comm_procs_host(proc), proc, p->cuda ? "GPU" : "cpu",
+                p->cuda ? p->devices[r] : 0, cg, p->cfg == 2 ? (cg ? "uncond" : "cond") : "both",
+                cg * p->sp + sg, tg, cg * p->tp + tg, sg);
     }
     fclose(f);
     return out;
@@ -215,7 +224,8 @@ int cosmos3_open(const cosmos3_open_params *p, cosmos3_engine **out, char *err, 
 }
 
 void cosmos3_close(cosmos3_engine *e) {
-    if (e && e->rt.procs.size > 1) (void)forward_stop(); /* process 0: the others stop */
+    /* process 0: the others stop (unless one is gone: the broadcast would wait for it) */
+    if (e && e->rt.procs.size > 1 && !rt_lost(&e->rt)) (void)forward_stop();
     loader_close(e);
 }
 
@@ -803,7 +813,10 @@ int cosmos3_generate(cosmos3_engine *e, const cosmos3_request *r, cosmos3_result
         return give_err(c3_fail(C3_EUSAGE, "the engine is busy with another generation"), err,
                         errlen);
     e->rt.cancel = 0;
-    int frc = e->rt.procs.size > 1 ? forward_send(r) : C3_OK; /* process 0: the others run it too */
+    /* a process is gone: nothing to send it; the job fails with its line */
+    const char *lost = rt_lost(&e->rt);
+    int frc = e->rt.procs.size > 1 && !lost ? forward_send(r) /* process 0: the others run it too */
+                                            : C3_OK;
     if (frc) {
         __atomic_store_n(&e->busy, 0, __ATOMIC_RELEASE);
         return give_err(frc, err, errlen);
@@ -811,7 +824,9 @@ int cosmos3_generate(cosmos3_engine *e, const cosmos3_request *r, cosmos3_result
     uint64_t job = rt_job_begin(&e->rt, r->on_event, r->user);
     cosmos3_result *res = xcalloc(1, sizeof *res);
     res->job = job;
-    int rc = generate(e, r, res);
+    int rc = lost ? C3_EFAIL : generate(e, r, res);
+    lost = rc ? rt_lost(&e->rt) : NULL;
+    if (lost) rc = c3_fail(C3_EFAIL, "%s", lost); /* the cause, not the ranks' cancels */
     rc = job_end(e, rc, rc ? c3_errmsg() : "", res, out);
     __atomic_store_n(&e->busy, 0, __ATOMIC_RELEASE);
     return give_err(rc, err, errlen);
@@ -823,6 +838,20 @@ int cosmos3_processes(int *rank, int *size, char *err, size_t errlen) {
     if (rank) *rank = rc ? 0 : pr.rank;
     if (size) *size = rc ? 1 : pr.size;
     return give_err(rc, err, errlen);
+}
+
+bool cosmos3_processes_healthy(char *why, size_t n) {
+    const char *lost = watch_lost(comm_procs_watch(), NULL);
+    if (why && n) snprintf(why, n, "%s", lost ? lost : "");
+    return lost == NULL;
+}
+
+void cosmos3_processes_on_lost(void (*fn)(const char *line, void *user), void *user) {
+    comm_procs_on_lost(fn, user);
+}
+
+bool cosmos3_processes_together(double timeout) {
+    return comm_procs_together(timeout);
 }
 
 int cosmos3_follow(cosmos3_engine *e, char *err, size_t errlen) {

@@ -42,6 +42,9 @@ struct cosmos3_engine {
 void engine_model_info(const c3_ckpt *ck, cosmos3_model_info *out);
 void engine_plan_layout(const c3_plan *p, cosmos3_layout *out);
 char *engine_plan_text(const c3_plan *p); /* xmalloc'd */
+/* The plan's text and, for ranks in several processes, each rank's host,
+ * process, device and groups (xmalloc'd). */
+char *engine_procs_text(const c3_plan *p, const c3_procs *pr);
 
 /* The internal view for the library's own tools (bench, tests). */
 const c3_ckpt *engine_ckpt_of(const cosmos3_engine *e);

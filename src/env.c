@@ -64,6 +64,11 @@ static const struct {
      "When 0, no CUDA graphs: every operation of the GEN layer loop and of an\n"
      "image's VAE decode is queued one by one (by default each is recorded once and\n"
      "replayed; the results are the same bit for bit).\n"},
+    {"COSMOS3_HOSTNAME",
+     "The host name this process reports to the others of a run across processes\n"
+     "instead of its own (tests stand in several hosts on one machine with it);\n"
+     "the plan keeps TP and Ulysses groups inside one host name; see\n"
+     ".Sx PROCESSES .\n"},
     {"COSMOS3_MODEL",
      "The model folder, or the name of a built\\-in model, when\n"
      ".Fl m\n"
@@ -143,6 +148,7 @@ void c3_env_reload(void) {
     v = text("COSMOS3_FP8_CALIBRATE");
     e.fp8_calibrate = v && atoi(v) > 0 ? atoi(v) : 0;
     e.graphs = on_unless_0("COSMOS3_GRAPHS");
+    e.hostname = text("COSMOS3_HOSTNAME");
     e.model = text("COSMOS3_MODEL");
     e.pinned_load = on_unless_0("COSMOS3_PINNED_LOAD");
     v = text("COSMOS3_PINNED_SLOT_BYTES");

@@ -24,6 +24,7 @@ typedef struct {
     bool cuda_fp32;            /* COSMOS3_CUDA_FP32 (on: set, not empty, not "0") */
     int fp8_calibrate;         /* COSMOS3_FP8_CALIBRATE (>= 0; 0: per call) */
     bool graphs;               /* COSMOS3_GRAPHS (off: "0") */
+    const char *hostname;      /* COSMOS3_HOSTNAME (NULL: gethostname's) */
     const char *model;         /* COSMOS3_MODEL (NULL when unset or empty) */
     bool pinned_load;          /* COSMOS3_PINNED_LOAD (off: "0") */
     int64_t pinned_slot_bytes; /* COSMOS3_PINNED_SLOT_BYTES (0: the default) */

@@ -194,6 +194,16 @@ int loader_open(const cosmos3_open_params *op, cosmos3_engine **out) {
     if (rc == C3_OK) rc = comm_mpi_check(&e->rt.plan, &procs);
     if (rc) goto fail;
     rt_place(&e->rt, &procs);
+    rc = comm_procs_devices(&e->rt.plan, e->rt.lo, e->rt.nlocal); /* no GPU in two processes */
+    if (rc) goto fail;
+    if (procs.size > 1 && procs.rank == 0) { /* the plan across processes and hosts, once */
+        char *text = engine_procs_text(&e->rt.plan, &procs), *save = NULL;
+        for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+            cosmos3_event ev = {.kind = COSMOS3_EV_PLAN, .text = line}; /* a line each */
+            rt_emit(&e->rt, &ev);
+        }
+        free(text);
+    }
     /* which device runs and why: once, before anything loads (--device cpu: the user said so) */
     if (!op->device || strcmp(op->device, "cpu") != 0)
         rt_emitf(&e->rt, e->rt.plan.device_warn ? COSMOS3_EV_WARNING : COSMOS3_EV_DEVICE, "%s",
@@ -254,6 +264,7 @@ int loader_open(const cosmos3_open_params *op, cosmos3_engine **out) {
     *out = e;
     return C3_OK;
 fail:
+    if (rc && rt_lost(&e->rt)) rc = c3_fail(C3_EFAIL, "%s", rt_lost(&e->rt)); /* the cause */
     st_prefault_join(pf, NULL, NULL);
     if (tj.started) {
         int rc2 = rc;

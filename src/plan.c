@@ -47,11 +47,22 @@ static int64_t host_memory(int64_t *avail) {
     return total;
 }
 
+/* Ranks in several processes (plan_open): the ranks each process holds,
+ * where this one's GPUs start among its host's and the processes on it. */
+static _Thread_local struct { int ranks, base, procs; } g_here;
+
+/* Ranks q and r share a device: the same one in the same process (processes
+ * never share a GPU). */
+static bool plan_sharing(const c3_plan *p, int q, int r) {
+    return p->devices[q] == p->devices[r] &&
+           (!g_here.ranks || q / g_here.ranks == r / g_here.ranks);
+}
+
 /* Free memory of rank r's device (or the host): ranks sharing it divide it. */
 static int64_t plan_rank_free(const c3_plan *p, int r) {
     int sharing = 0;
     for (int q = 0; q < p->world; q++)
-        sharing += p->devices[q] == p->devices[r];
+        sharing += plan_sharing(p, q, r);
     return p->dev_free[r] / sharing;
 }
 
@@ -65,9 +76,21 @@ int plan_precision(const char *s) {
 int plan_open(c3_plan *p, const c3_ckpt *ck, const cosmos3_open_params *op, int W, int H, int F) {
     c3_sizes sz;
     ckpt_sizes(ck, &sz);
-    return plan_make(p, &ck->t, &sz, op->tp ? op->tp : 1, op->cfg_parallel ? op->cfg_parallel : 1,
-                     op->ulysses ? op->ulysses : 1, op->device ? op->device : "auto", op->gpus,
-                     op->offload, plan_precision(op->precision), W, H, F);
+    int world = (op->tp ? op->tp : 1) * (op->cfg_parallel ? op->cfg_parallel : 1) *
+                (op->ulysses ? op->ulysses : 1);
+    c3_procs pr;
+    if (comm_procs(&pr) != C3_OK) pr.size = 1; /* comm_mpi_check reports it */
+    if (pr.size > 1 && world % pr.size == 0)
+        g_here.ranks = world / pr.size, g_here.base = pr.local_rank * g_here.ranks,
+        g_here.procs = pr.local_size;
+    int rc = plan_make(p, &ck->t, &sz, op->tp ? op->tp : 1, op->cfg_parallel ? op->cfg_parallel : 1,
+                       op->ulysses ? op->ulysses : 1, op->device ? op->device : "auto", op->gpus,
+                       op->offload, plan_precision(op->precision), W, H, F);
+    g_here.ranks = g_here.base = g_here.procs = 0;
+    p->cross_host = op->allow_cross_host;
+    p->ranks_per_process = op->ranks_per_process;
+    p->nprocs = pr.size > 1 ? pr.size : 1;
+    return rc;
 }
 
 int64_t plan_weight_bytes(const c3_tconfig *t, const c3_sizes *sz, bool cuda, int precision, int tp,
@@ -201,7 +224,15 @@ int plan_make(c3_plan *p, const c3_tconfig *t, const c3_sizes *sz, int tp, int c
             for (int i = 0; i < ngpu && i < C3_MAX_RANKS; i++) list[nlist++] = i;
         }
         p->ndev = nlist;
-        if (nlist < p->world) {
+        if (g_here.ranks && nlist < g_here.procs * g_here.ranks) /* several processes */
+            return c3_fail(C3_ERESOURCE,
+                           "this host runs %d process%s of %d rank%s each (%d GPUs), but %d "
+                           "GPU%s found; start fewer processes on it, use --gpus with repeated "
+                           "GPUs, or a smaller layout",
+                           g_here.procs, g_here.procs == 1 ? "" : "es", g_here.ranks,
+                           g_here.ranks == 1 ? "" : "s", g_here.procs * g_here.ranks, nlist,
+                           nlist == 1 ? " is" : "s are");
+        if (!g_here.ranks && nlist < p->world) {
             /* suggest lowering only what is above 1 */
             char lower[96] = "";
             if (tp > 1) strcat(lower, " --tp 1");
@@ -213,9 +244,10 @@ int plan_make(c3_plan *p, const c3_tconfig *t, const c3_sizes *sz, int tp, int c
                            "--gpus with repeated GPUs (e.g. 0,0) to share one, or --device cpu",
                            tp, cfg, sp, p->world, nlist, lower, nlist ? " --offload" : "");
         }
-        for (int r = 0; r < p->world; r++) {
-            p->devices[r] = list[r];
-            C3_TRY(c3_gpu_info(list[r], p->dev_name[r], sizeof p->dev_name[r], &p->dev_total[r],
+        for (int r = 0; r < p->world; r++) { /* several processes: each its block of the host's */
+            int g = g_here.ranks ? g_here.base + r % g_here.ranks : r;
+            p->devices[r] = list[g];
+            C3_TRY(c3_gpu_info(list[g], p->dev_name[r], sizeof p->dev_name[r], &p->dev_total[r],
                                &p->dev_free[r]));
         }
         size_t k = (size_t)snprintf(p->device_note, sizeof p->device_note, "device: cuda, GPU%s",
@@ -264,6 +296,14 @@ int plan_make(c3_plan *p, const c3_tconfig *t, const c3_sizes *sz, int tp, int c
         if (have > 0 && p->weights + p->kv + 2 * p->act > have) p->cfg_batch = false;
     }
     if (p->cfg_batch) p->act *= 2;
+    /* what the groups move per step, per rank (plan.h) */
+    int64_t passes = cfg == 2 ? 1 : 2, latent = (int64_t)t->latent_ch * T * (H / 16) * (W / 16);
+    int64_t s_local = (p->S + sp - 1) / sp;
+    if (tp > 1) p->step_tp = passes * t->layers * 2 * s_local * t->hidden * 4;
+    if (sp > 1)
+        p->step_sp = passes * t->layers * s_local * t->head_dim *
+                     (2 * (int64_t)t->heads + 2 * (int64_t)t->kv_heads) / tp * (int64_t)esz;
+    if (cfg > 1) p->step_cfg = latent * 4;
     /* the VAE decode on rank 0: PLAN_VAE_BUFFERS activations of its largest
      * block (one latent frame's chunk of up to 4 frames), the float pixels
      * and the 8-bit frame; on the demo model at 2048^2 this is ~0.86 GiB
@@ -291,7 +331,8 @@ int plan_make(c3_plan *p, const c3_tconfig *t, const c3_sizes *sz, int tp, int c
     }
     for (int r = 0; r < p->world; r++) {
         int sharing = 0;
-        for (int q = 0; q < p->world; q++) sharing += p->devices[q] == p->devices[r];
+        for (int q = 0; q < p->world; q++)
+            sharing += plan_sharing(p, q, r);
         int64_t have = plan_rank_free(p, r);
         if (have > 0 && p->need > have) {
             char a[32], b[32], dev[32];
@@ -332,7 +373,22 @@ void plan_print(FILE *f, const c3_plan *p) {
     if (p->enc_weights > 0)
         fprintf(f, "rank 0 for image/video conditioning: VAE encoder weights %s, activations ~%s\n",
                 c3_bytes_text(p->enc_weights, a, sizeof a), c3_bytes_text(p->enc_act, b, sizeof b));
-    if (p->world > 1) fprintf(f, "communicator: %s\n", comm_kind_name(comm_choose(p->cuda, p->world, p->devices)));
+    if (p->world > 1)
+        fprintf(f, "communicator: %s\n",
+                p->nprocs > 1 && p->cuda ? "NCCL across processes (ncclCommInitRank)"
+                : p->nprocs > 1          ? comm_kind_name(C3_COMM_MPI)
+                                : comm_kind_name(comm_choose(p->cuda, p->world, p->devices)));
+    if (p->world > 1) { /* what each group moves: CFG may cross hosts, TP and Ulysses should not */
+        fprintf(f, "per rank and step:");
+        if (p->tp > 1) fprintf(f, " TP all-reduce %s", c3_bytes_text(p->step_tp, a, sizeof a));
+        if (p->sp > 1)
+            fprintf(f, "%s Ulysses all-to-all %s", p->tp > 1 ? "," : "",
+                    c3_bytes_text(p->step_sp, b, sizeof b));
+        if (p->cfg > 1)
+            fprintf(f, "%s CFG all-gather %s", p->tp > 1 || p->sp > 1 ? "," : "",
+                    c3_bytes_text(p->step_cfg, c, sizeof c));
+        fprintf(f, "\n");
+    }
     if (p->offload && !p->cuda)
         fprintf(f, "note: --offload does nothing on the CPU backend (the weights already live in host memory)\n");
 }

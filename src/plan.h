@@ -34,6 +34,14 @@ typedef struct {
     int64_t enc_weights, enc_act;
     int L_est, S; /* text length estimate and GEN tokens */
     bool cfg_batch; /* one rank runs both CFG branches as one batch (fits in memory) */
+    /* bytes each rank hands its groups per denoising step (both branches
+     * where a rank runs both): the TP all-reduces (2 per GEN layer, fp32
+     * partial sums), the Ulysses all-to-alls (q, k, v and the attention
+     * output per layer) and the CFG all-gather of the prediction (fp32) */
+    int64_t step_tp, step_sp, step_cfg;
+    bool cross_host;       /* ranks in several processes: TP / Ulysses groups may span hosts */
+    int nprocs;            /* the processes the launcher started (1: one) */
+    int ranks_per_process; /* asked for (--ranks-per-process; 0: world / processes) */
     /* which device runs and why, one line for the user ("device: cpu (...)");
      * device_warn: a GPU was looked for and none is usable (a silent CPU run
      * would hide it) */
@@ -52,6 +60,9 @@ int c3_gpu_count(void);
  * without CUDA) in why[0..n). */
 int c3_gpu_probe(char *why, size_t n);
 int c3_gpu_info(int dev, char *name, size_t n, int64_t *total, int64_t *free_b);
+/* GPU dev's PCI bus id and UUID as one string: the same GPU seen by two
+ * processes gives the same id. */
+int c3_gpu_id(int dev, char *id, size_t n);
 
 /* Build and check a plan. device: "auto", "cpu" or "cuda"; gpus: NULL or a
  * comma list; precision: C3_PREC_* (model.h: how the layer weights load, FP8

@@ -17,6 +17,8 @@ void rt_init(c3_runtime *rt, cosmos3_event_fn fn, void *user) {
 }
 
 void rt_free(c3_runtime *rt) {
+    if (rt->procs.size > 1) /* the watch's callbacks point here */
+        watch_set(comm_procs_watch(), &(c3_watch_fns){.lost = comm_procs_lost}, NULL);
     for (int r = 0; r < C3_MAX_RANKS; r++)
         for (int b = 0; b < C3_UND_SLOTS; b++) {
             undkv_free(&rt->ranks[r].und[b]);
@@ -35,7 +37,7 @@ void rt_place(c3_runtime *rt, const c3_procs *pr) {
     if (pr)
         rt->procs = *pr;
     else
-        rt->procs = (c3_procs){.rank = 0, .size = 1, .from = "one process"};
+        rt->procs = (c3_procs){.rank = 0, .size = 1, .local_size = 1, .from = "one process"};
     int size = rt->procs.size > 1 ? rt->procs.size : 1;
     rt->nlocal = rt->plan.world / size;
     rt->lo = rt->procs.rank * rt->nlocal;
@@ -88,7 +90,57 @@ void rt_job_end(c3_runtime *rt) {
     pthread_mutex_unlock(&rt->ev_mu);
 }
 
+/* A rank's own event on a process other than 0 also goes to process 0
+ * (its memory, its branch timings): the struct without its pointers, then
+ * the text. */
+static void forward_event(c3_runtime *rt, const cosmos3_event *ev) {
+    c3_watch *w = rt->procs.size > 1 && rt->procs.rank != 0 ? comm_procs_watch() : NULL;
+    if (!w || (ev->kind != COSMOS3_EV_LOADED && ev->kind != COSMOS3_EV_MEMORY &&
+               ev->kind != COSMOS3_EV_BRANCH))
+        return;
+    char buf[sizeof *ev + 256];
+    cosmos3_event flat = *ev;
+    flat.stage = flat.text = NULL;
+    memcpy(buf, &flat, sizeof flat);
+    size_t n = sizeof flat;
+    if (ev->text) n += (size_t)snprintf(buf + n, sizeof buf - n, "%s", ev->text) + 1;
+    watch_event(w, buf, C3_MIN(n, sizeof buf));
+}
+
+/* process 0: another process's event, emitted here as its ranks' own */
+static void on_peer_event(void *ud, int from, const void *buf, size_t n) {
+    c3_runtime *rt = ud;
+    (void)from;
+    if (n < sizeof(cosmos3_event)) return;
+    cosmos3_event ev;
+    memcpy(&ev, buf, sizeof ev);
+    char text[256] = "";
+    if (n > sizeof ev)
+        snprintf(text, sizeof text, "%.*s", (int)(n - sizeof ev), (const char *)buf + sizeof ev);
+    ev.stage = NULL;
+    ev.text = n > sizeof ev ? text : NULL;
+    if (ev.rank < 0 || ev.rank >= rt->plan.world) return;
+    rt_emit(rt, &ev);
+}
+
+/* a process was lost, or process 0 cancelled: every rank here stops */
+static void on_peer_stop(void *ud) {
+    c3_runtime *rt = ud;
+    rt->cancel = 1;
+    rt_abort(rt);
+}
+
+static void on_peer_lost(void *ud, int proc, const char *line) {
+    comm_procs_lost(NULL, proc, line); /* the front end may say it at once */
+    on_peer_stop(ud);
+}
+
+const char *rt_lost(const c3_runtime *rt) {
+    return rt->procs.size > 1 ? watch_lost(comm_procs_watch(), NULL) : NULL;
+}
+
 void rt_emit(c3_runtime *rt, cosmos3_event *ev) {
+    forward_event(rt, ev);
     pthread_mutex_lock(&rt->ev_mu);
     ev->job = rt->job;
     cosmos3_event_fn fn = rt->job ? rt->job_fn : rt->open_fn;
@@ -117,6 +169,16 @@ void rt_emit_stage(c3_runtime *rt, const char *stage, bool begin, double seconds
 
 int rt_comms_open(c3_runtime *rt) {
     const c3_plan *p = &rt->plan;
+    /* the other processes' events and stops, before any collective lets them run ahead */
+    c3_watch *w = rt->procs.size > 1 ? comm_procs_watch() : NULL;
+    if (w) {
+        c3_watch_fns fns = {.lost = on_peer_lost,
+                            .cancel = on_peer_stop,
+                            .event = on_peer_event,
+                            .ud = rt,
+                            .cancel_flag = &rt->cancel};
+        watch_set(w, &fns, NULL);
+    }
     if (rt->procs.size > 1 && p->cuda) { /* ranks in several processes: NCCL joined by rank */
         rt->comm = C3_COMM_NCCL;
         c3_backend *bes[C3_MAX_RANKS] = {0};
@@ -155,6 +217,8 @@ void rt_abort(c3_runtime *rt) {
 }
 
 int rt_reset(c3_runtime *rt) {
+    const char *lost = rt_lost(rt);
+    if (lost) return c3_fail(C3_EFAIL, "%s", lost);
     return rt->set ? rt->set->reset(rt->set) : C3_OK;
 }
 

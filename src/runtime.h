@@ -77,6 +77,9 @@ int rt_comms_open(c3_runtime *rt);
  * reset makes the communicators usable again before the next run. */
 void rt_abort(c3_runtime *rt);
 int rt_reset(c3_runtime *rt);
+/* Ranks in several processes: the line naming a process that ended
+ * mid-run (the processes' watch), or NULL. */
+const char *rt_lost(const c3_runtime *rt);
 
 /* Run fn(rt, rank, ud) on every rank of this process, one thread each, and join them: the
  * one place the ranks' threads start and carry their errors back. A failing
