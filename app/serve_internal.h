@@ -15,6 +15,7 @@
 #include "media.h"
 #include "monitor.h"
 #include "options.h"
+#include "serve_store.h"
 #include "session.h"
 #include "strbuf.h"
 
@@ -90,6 +91,7 @@ typedef struct job {
     bool max_seq_noted;
     c3_cond_frames cond;   /* ... as the session takes it (cond.rgb NULL: none) */
     struct job *snext;     /* the store, oldest first */
+    json_t *stored;        /* a job restored from the job store: its video object */
     uint64_t vframes_seed; /* the seed the video was made with */
 } job;
 
@@ -145,6 +147,7 @@ typedef struct {
      * oldest first beyond keep_videos or SERVE_VIDEO_BYTES */
     job *store;
     int keep_videos;
+    c3_store *db; /* the job store (--store): the async videos and their results */
     struct c3_result_cache *rcache; /* --result-cache: repeated image requests (NULL: off) */
     uint64_t videos;
 } server;
@@ -162,6 +165,9 @@ void job_cancel_locked(server *sv, job *j);
 bool client_gone(int fd);
 /* The worker thread: loads the engine, then runs the FIFO's jobs. */
 void *worker_main(void *arg);
+
+/* The video object of GET /v1/videos/{id} (serve.c; server mutex held). */
+json_t *video_object(server *sv, job *j);
 
 /* metrics (serve_metrics.c) */
 /* The pump thread: the engine's events into the monitor, SSE progress and

@@ -363,6 +363,10 @@ static void run_job(server *sv, job *j) {
 
 /* ------------------------------------------------------------- videos */
 
+/* A job store call that failed where no answer can carry it: said on
+ * stderr, the job goes on (it is failed at the next start at worst). */
+static void store_warn(void) { fprintf(stderr, "cosmos3 serve: %s\n", c3_errmsg()); }
+
 /* Drop finished videos, oldest first, beyond keep_videos or SERVE_VIDEO_BYTES
  * (server mutex held). Queued and running ones stay. */
 static void store_trim_locked(server *sv) {
@@ -381,6 +385,7 @@ static void store_trim_locked(server *sv) {
         if (!*pp) return;
         job *old = *pp;
         *pp = old->snext;
+        if (store_forget(sv->db, old->vid)) store_warn();
         job_unref_locked(old); /* the store's reference */
     }
 }
@@ -396,10 +401,22 @@ static void run_video(server *sv, job *j) {
     size_t len = 0;
     c3_media_opts o = {.crf = j->s.crf, .quality = -1};
     rc = encode_result(sv, true, rc, &r, MEDIA_MP4, &o, &mp4, &len, err, sizeof err);
+    bool keep = !j->sync; /* an async job: its result goes to the job store */
+    if (rc == COSMOS3_OK && keep) { /* whole on disk before the job says completed */
+        pthread_mutex_lock(&sv->mu);
+        note_max_seq(j, &r);
+        json_t *vo = video_object(sv, j);
+        pthread_mutex_unlock(&sv->mu);
+        json_object_set_new(vo, "seed", json_integer((json_int_t)r.out->seed));
+        rc = store_complete(sv->db, j->vid, mp4, len, "mp4", (int64_t)time(NULL), vo);
+        json_decref(vo);
+        if (rc) snprintf(err, sizeof err, "%s", c3_errmsg());
+    }
     pthread_mutex_lock(&sv->mu);
     int status = 200;
     if (rc == COSMOS3_OK) {
-        j->mp4 = mp4;
+        j->mp4 = keep ? NULL : mp4; /* kept: read back from the store */
+        if (keep) free(mp4);
         j->mp4_len = len;
         j->vframes_seed = r.out->seed;
         note_max_seq(j, &r);
@@ -416,6 +433,10 @@ static void run_video(server *sv, job *j) {
                                                                 : 500;
         j->verr = xstrdup(rc == COSMOS3_ECANCEL ? "cancelled" : err);
         j->body = error_body(status, NULL, rc == COSMOS3_ECANCEL ? "cancelled" : err);
+        /* a cancel is a DELETE (the row is gone) or the server stopping (the
+           job stays unfinished there: "the server restarted" at the next start) */
+        if (keep && rc != COSMOS3_ECANCEL && store_fail(sv->db, j->vid, (int64_t)time(NULL), err))
+            store_warn();
     }
     j->status = status;
     sv->jobs++;
@@ -466,6 +487,7 @@ void *worker_main(void *arg) {
         j->state = JOB_RUNNING;
         sv->current = j;
         pthread_mutex_unlock(&sv->mu);
+        if (j->video && !j->sync && store_running(sv->db, j->vid)) store_warn();
         if (j->video)
             run_video(sv, j);
         else
