@@ -35,7 +35,7 @@ start() { # NAME ARGS...: a server of the demo model on $store, ready
     done
     bad "$name did not get ready: $(cat "$name.err")"; return 1
 }
-url() { echo "http://127.0.0.1:$port/v1/videos$1"; }
+url() { echo "http://127.0.0.1:$port/v1/videos${1:-}"; }
 api() { curl -sS --max-time $((30 * SLOW)) "$@"; }
 code() { curl -sS -o /dev/null -w '%{http_code}' --max-time $((30 * SLOW)) "$@"; }
 create() { # BODY: the new job's id
