@@ -49,6 +49,7 @@ void job_unref_locked(job *j) {
     free(j->verr);
     free(j->cond_rgb);
     json_decref(j->notes);
+    json_decref(j->stored);
     free(j);
 }
 
@@ -365,7 +366,9 @@ static void run_job(server *sv, job *j) {
 
 /* A job store call that failed where no answer can carry it: said on
  * stderr, the job goes on (it is failed at the next start at worst). */
-static void store_warn(void) { fprintf(stderr, "cosmos3 serve: %s\n", c3_errmsg()); }
+static void store_warn(void) {
+    fprintf(stderr, "cosmos3 serve: %s\n", c3_errmsg());
+}
 
 /* Drop finished videos, oldest first, beyond keep_videos or SERVE_VIDEO_BYTES
  * (server mutex held). Queued and running ones stay. */
@@ -401,7 +404,7 @@ static void run_video(server *sv, job *j) {
     size_t len = 0;
     c3_media_opts o = {.crf = j->s.crf, .quality = -1};
     rc = encode_result(sv, true, rc, &r, MEDIA_MP4, &o, &mp4, &len, err, sizeof err);
-    bool keep = !j->sync; /* an async job: its result goes to the job store */
+    bool keep = !j->sync;           /* an async job: its result goes to the job store */
     if (rc == COSMOS3_OK && keep) { /* whole on disk before the job says completed */
         pthread_mutex_lock(&sv->mu);
         note_max_seq(j, &r);

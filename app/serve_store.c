@@ -26,23 +26,14 @@
 #define STORE_BUSY_MS 5000 /* a locked database is waited for this long */
 
 /* The statements the server runs after the start (prepared once). */
-enum {
-    Q_ADD,
-    Q_RUNNING,
-    Q_SEQ,
-    Q_COMPLETE,
-    Q_FAIL,
-    Q_FILE,
-    Q_FORGET_FILE,
-    Q_FORGET,
-    QS
-};
+enum { Q_ADD, Q_RUNNING, Q_SEQ, Q_COMPLETE, Q_FAIL, Q_FILE, Q_FORGET_FILE, Q_FORGET, QS };
 static const char *const q_sql[QS] = {
     [Q_ADD] = "INSERT INTO videos (id, status, created_at, object) VALUES (?1, 'queued', ?2, ?3)",
     [Q_RUNNING] = "UPDATE videos SET status = 'in_progress' WHERE id = ?1 AND status = 'queued'",
     [Q_SEQ] = "SELECT seq FROM videos WHERE id = ?1",
-    [Q_COMPLETE] = "UPDATE videos SET status = 'completed', completed_at = ?2, file = ?3, bytes = ?4, "
-                   "object = ?5, error = NULL WHERE id = ?1 AND status IN ('queued', 'in_progress')",
+    [Q_COMPLETE] =
+        "UPDATE videos SET status = 'completed', completed_at = ?2, file = ?3, bytes = ?4, "
+        "object = ?5, error = NULL WHERE id = ?1 AND status IN ('queued', 'in_progress')",
     [Q_FAIL] = "UPDATE videos SET status = 'failed', completed_at = ?2, error = ?3 "
                "WHERE id = ?1 AND status IN ('queued', 'in_progress')",
     [Q_FILE] = "SELECT file FROM videos WHERE id = ?1 AND status = 'completed'",
@@ -229,10 +220,10 @@ static int check_schema(c3_store *st) {
             "  ('queued', 'in_progress', 'completed', 'failed')),"
             " created_at INTEGER NOT NULL,"
             " completed_at INTEGER,"
-            " error TEXT,"                   /* why it failed */
-            " file TEXT,"                    /* the result under videos/ (completed) */
+            " error TEXT," /* why it failed */
+            " file TEXT,"  /* the result under videos/ (completed) */
             " bytes INTEGER NOT NULL DEFAULT 0,"
-            " object TEXT NOT NULL);"        /* the video object, JSON */
+            " object TEXT NOT NULL);"             /* the video object, JSON */
             "PRAGMA application_id = 1664313971;" /* STORE_APP_ID */
             "PRAGMA user_version = 1;"            /* STORE_SCHEMA */
             "COMMIT;";
@@ -315,8 +306,8 @@ static int recover(c3_store *st, int keep, int64_t max_bytes) {
     C3_TRY(exec(st, sql));
     /* completed rows: their files are there */
     sqlite3_stmt *s = NULL;
-    SQL(st, sqlite3_prepare_v2(st->db, "SELECT id, file FROM videos WHERE status = 'completed'",
-                               -1, &s, NULL));
+    SQL(st, sqlite3_prepare_v2(st->db, "SELECT id, file FROM videos WHERE status = 'completed'", -1,
+                               &s, NULL));
     char **lost = NULL;
     int nlost = 0, r;
     while ((r = sqlite3_step(s)) == SQLITE_ROW) {
@@ -394,8 +385,8 @@ int store_open(c3_store **out, const char *dir, int keep, int64_t max_bytes) {
     if (rc == COSMOS3_OK) rc = exec(st, "PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON");
     if (rc == COSMOS3_OK) rc = recover(st, keep, max_bytes);
     for (int k = 0; k < QS && rc == COSMOS3_OK; k++) {
-        int r = sqlite3_prepare_v3(st->db, q_sql[k], -1, SQLITE_PREPARE_PERSISTENT, &st->q[k],
-                                   NULL);
+        int r =
+            sqlite3_prepare_v3(st->db, q_sql[k], -1, SQLITE_PREPARE_PERSISTENT, &st->q[k], NULL);
         if (r != SQLITE_OK) rc = sql_fail(st, r, q_sql[k], __LINE__);
     }
     if (rc) {
@@ -419,7 +410,9 @@ void store_close(c3_store *st) {
     free(st);
 }
 
-const char *store_path(const c3_store *st) { return st->path; }
+const char *store_path(const c3_store *st) {
+    return st->path;
+}
 
 /* ------------------------------------------------------------- rows */
 
@@ -457,8 +450,9 @@ static int rows_locked(c3_store *st, store_row **rows, int *n) {
             json_object_set_new(o, "error", json_null());
         } else {
             json_object_del(o, "bytes");
-            json_object_set_new(o, "error", json_pack("{s:s,s:s}", "code", "generation_failed",
-                                                      "message", w->error));
+            json_object_set_new(
+                o, "error",
+                json_pack("{s:s,s:s}", "code", "generation_failed", "message", w->error));
         }
         w->object = o;
     }

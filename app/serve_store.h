@@ -35,8 +35,8 @@
 
 typedef struct c3_store c3_store;
 
-#define STORE_SCHEMA 1               /* user_version of the database this file writes */
-#define STORE_APP_ID 0x63336a73      /* application_id: "c3js" */
+#define STORE_SCHEMA 1          /* user_version of the database this file writes */
+#define STORE_APP_ID 0x63336a73 /* application_id: "c3js" */
 #define STORE_RESTARTED "the server restarted"
 
 /* A finished job as the store gives it back when the server starts. */
@@ -44,8 +44,8 @@ typedef struct {
     char *id;
     bool completed; /* else failed */
     int64_t created_at, completed_at;
-    int64_t bytes; /* the result's (completed) */
-    char *error;   /* why it failed (failed), else NULL */
+    int64_t bytes;  /* the result's (completed) */
+    char *error;    /* why it failed (failed), else NULL */
     json_t *object; /* the video object, its status, progress, completed_at,
                        bytes and error set from the row */
 } store_row;
