@@ -120,7 +120,7 @@ if start s3; then
     [ "$(videos)" = 1 ] && ok || bad "store files after DELETE: $(ls "$store/videos"), want 1"
     kill -TERM "$spid"
     wait "$spid"; st=$?
-    [ "$st" = 0 ] && ok || bad "s3: SIGTERM: exit $st"
+    [ "$st" = 0 ] && ok || bad "s3: SIGTERM: exit $st: $(tail -20 s3.err)"
 fi
 
 # --keep-videos 1: the restart keeps the newest finished job alone
