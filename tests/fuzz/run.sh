@@ -34,12 +34,12 @@ printf '#define COSMOS3_DATADIR "%s"\n#define COSMOS3_SRCDIR "%s"\n#define COSMO
 command -v "$CC" >/dev/null || { echo "run.sh: $CC not found (apt-get install clang)" >&2; exit 2; }
 cflags=(-g -O1 -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror
         -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
-        -I"$root/src" -I"$root/app" -I"$root/include" -I"$out")
-core=("$root/src/common.c" "$root/src/safetensors.c" "$root/src/checkpoint.c")
+        -I"$root/src" -I"$root/src/base" -I"$root/app" -I"$root/include" -I"$out")
+core=("$root/src/common.c" "$root/src/base/c3base.c" "$root/src/safetensors.c" "$root/src/checkpoint.c")
 libs=($(pkg-config --libs jansson 2>/dev/null || echo -ljansson) -lm)
 tok=("$root/src/tokenizer.c" "$root/src/prompt.c")
 media=("$root/app/media.c" "$root/app/png_io.c" "$root/app/strbuf.c")
-medialibs=($(pkg-config --libs libavformat libavcodec libswscale libavutil libwebpmux libwebpdemux libpng zlib) -ljpeg -lpthread)
+medialibs=($(pkg-config --libs libavformat libavcodec libswscale libswresample libavutil libwebpmux libwebpdemux libpng zlib) -ljpeg -lpthread)
 form=("$root/app/serve_form.c" "$root/app/strbuf.c")
 formlibs=($(pkg-config --libs libmicrohttpd) -lpthread)
 toklibs=($(pkg-config --libs libpcre2-8 libutf8proc 2>/dev/null || echo -lpcre2-8 -lutf8proc))
