@@ -333,7 +333,7 @@ static int recover(c3_store *st, int keep, int64_t max_bytes) {
         int64_t done = 0, bytes = 0;
         C3_TRY(query_int(st, "SELECT count(*) FROM videos", &done));
         C3_TRY(query_int(st, "SELECT coalesce(sum(bytes), 0) FROM videos", &bytes));
-        if (done <= keep && bytes <= max_bytes) break;
+        if (done == 0 || (done <= keep && bytes <= max_bytes)) break;
         C3_TRY(exec(st, "DELETE FROM videos WHERE seq = (SELECT min(seq) FROM videos)"));
     }
     /* files without a row (a crash between the rename and the row; a temp
