@@ -197,6 +197,30 @@ static int refuse(c3_store *st, const char *why) {
                    st->path, why);
 }
 
+static int configure(c3_store *st) {
+    SQL(st, sqlite3_extended_result_codes(st->db, 1));
+    SQL(st, sqlite3_busy_timeout(st->db, STORE_BUSY_MS));
+    return COSMOS3_OK;
+}
+
+/* WAL mode (readers beside the one writer); a file system without the
+ * shared memory it needs is named. */
+static int wal(c3_store *st) {
+    sqlite3_stmt *s = NULL;
+    SQL(st, sqlite3_prepare_v2(st->db, "PRAGMA journal_mode = WAL", -1, &s, NULL));
+    int r = sqlite3_step(s);
+    const char *m = r == SQLITE_ROW ? (const char *)sqlite3_column_text(s, 0) : NULL;
+    bool on = m && !strcmp(m, "wal");
+    sqlite3_finalize(s);
+    SQL(st, r);
+    if (!on)
+        return c3_fail(COSMOS3_EOUTPUT,
+                       "the job store %s cannot use SQLite's WAL mode here; give --store a "
+                       "folder on a local file system",
+                       st->path);
+    return COSMOS3_OK;
+}
+
 /* Ours (application_id, user_version), or new and made ours; then
  * checked (quick_check) and in WAL mode. Nothing is written into a file
  * that is refused. */
@@ -210,7 +234,7 @@ static int check_schema(c3_store *st) {
     C3_TRY(query_int(st, "PRAGMA user_version", &ver));
     C3_TRY(query_int(st, "SELECT count(*) FROM sqlite_master", &objs));
     if (app == 0 && ver == 0 && objs == 0) { /* new (or empty): ours from now on */
-        SQL(st, sqlite3_exec(st->db, "PRAGMA journal_mode = WAL", NULL, NULL, NULL));
+        C3_TRY(wal(st));
         static const char schema[] =
             "BEGIN IMMEDIATE;"
             "CREATE TABLE videos ("
@@ -263,8 +287,7 @@ static int check_schema(c3_store *st) {
                        "the job store %s is corrupt (SQLite: %s); move it away or give --store "
                        "another folder",
                        st->path, res);
-    SQL(st, sqlite3_exec(st->db, "PRAGMA journal_mode = WAL", NULL, NULL, NULL));
-    return COSMOS3_OK;
+    return wal(st);
 }
 
 /* A completed row whose file is gone: failed, saying so. */
@@ -377,11 +400,8 @@ int store_open(c3_store **out, const char *dir, int keep, int64_t max_bytes) {
                                 NULL);
         if (r != SQLITE_OK) rc = sql_fail(st, r, "sqlite3_open_v2", __LINE__);
     }
-    if (rc == COSMOS3_OK) {
-        sqlite3_extended_result_codes(st->db, 1);
-        sqlite3_busy_timeout(st->db, STORE_BUSY_MS);
-        rc = check_schema(st);
-    }
+    if (rc == COSMOS3_OK) rc = configure(st);
+    if (rc == COSMOS3_OK) rc = check_schema(st);
     if (rc == COSMOS3_OK) rc = exec(st, "PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON");
     if (rc == COSMOS3_OK) rc = recover(st, keep, max_bytes);
     for (int k = 0; k < QS && rc == COSMOS3_OK; k++) {
