@@ -181,6 +181,11 @@ const c3_option c3_options[] = {
      F(init_timeout), false, COSMOS3_FIELD_NONE},
     {"port", 0, NULL, OPT_INT, "8000", NULL, "PORT", "port to listen on (0: any free port, printed at start)",
      CMD_SERVE, F(port), false, COSMOS3_FIELD_NONE},
+    {"instance", 0, NULL, OPT_STR, NULL, NULL, "NAME",
+     "this server's name behind a load balancer: 1 to 48 of a-z, 0-9 and '-'; every /v1/videos job id "
+     "carries it (video_NAME_HEX) so the balancer routes a job's requests here, and /health and /metrics "
+     "name it (default: the host name and the port, e.g. gpu1-8000)",
+     CMD_SERVE, F(instance), false, COSMOS3_FIELD_NONE},
     {"keep-videos", 0, NULL, OPT_INT, "32", NULL, "N",
      "finished /v1/videos jobs kept (in --store) for GET .../content (also at most 1 GiB of MP4); the oldest "
      "go first",

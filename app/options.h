@@ -114,6 +114,7 @@ typedef struct {
     /* serve */
     char *host;
     int port;
+    char *instance;      /* serve --instance: the name in job ids, /health and /metrics */
     int queue;           /* requests waiting beyond the one running */
     int keep_videos;     /* finished /v1/videos jobs kept */
     char *store_dir;     /* --store: the job store's folder (NULL: $XDG_STATE_HOME/cosmos3) */

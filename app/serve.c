@@ -40,6 +40,7 @@ int serve_main(c3_settings *s, char **pos, int npos) {
 
 #else
 
+#include <ctype.h>
 #include <jansson.h>
 #include <math.h>
 #include <microhttpd.h>
@@ -663,6 +664,18 @@ static void count(server *sv, int ep, int status) {
     pthread_mutex_unlock(&sv->mu);
 }
 
+/* Every answer names the instance that gave it (X-Cosmos3-Instance), so a
+ * client behind a load balancer can tell which server ran its request. */
+static enum MHD_Result queue_answer(server *sv, struct MHD_Connection *c, unsigned status,
+                                    struct MHD_Response *resp) {
+    char name[sizeof sv->instance];
+    pthread_mutex_lock(&sv->mu); /* set once the port is known (serve_main) */
+    memcpy(name, sv->instance, sizeof name);
+    pthread_mutex_unlock(&sv->mu);
+    if (name[0]) MHD_add_response_header(resp, "X-Cosmos3-Instance", name);
+    return MHD_queue_response(c, status, resp);
+}
+
 static enum MHD_Result send_text(server *sv, struct MHD_Connection *c, req_ctx *r, int status,
                                  const char *type, char *text /* freed */, const char *hdr,
                                  const char *hval) {
@@ -672,7 +685,7 @@ static enum MHD_Result send_text(server *sv, struct MHD_Connection *c, req_ctx *
     if (!resp) return MHD_NO;
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, type);
     if (hdr) MHD_add_response_header(resp, hdr, hval);
-    enum MHD_Result ok = MHD_queue_response(c, (unsigned)status, resp);
+    enum MHD_Result ok = queue_answer(sv, c, (unsigned)status, resp);
     MHD_destroy_response(resp);
     r->answered = true;
     count(sv, r->ep, status);
@@ -891,7 +904,7 @@ static enum MHD_Result post_generation(server *sv, struct MHD_Connection *c, req
         MHD_add_response_header(resp, "X-Accel-Buffering", "no");
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION,
                                 "close"); /* a stream is one answer */
-        enum MHD_Result ok = MHD_queue_response(c, MHD_HTTP_OK, resp);
+        enum MHD_Result ok = queue_answer(sv, c, MHD_HTTP_OK, resp);
         MHD_destroy_response(resp);
         r->answered = true;
         count(sv, r->ep, MHD_HTTP_OK);
@@ -936,7 +949,7 @@ static enum MHD_Result send_bytes(server *sv, struct MHD_Connection *c, req_ctx 
     if (!resp) return MHD_NO;
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, type);
     if (disposition) MHD_add_response_header(resp, "Content-Disposition", disposition);
-    enum MHD_Result ok = MHD_queue_response(c, (unsigned)status, resp);
+    enum MHD_Result ok = queue_answer(sv, c, (unsigned)status, resp);
     MHD_destroy_response(resp);
     r->answered = true;
     count(sv, r->ep, status);
@@ -1474,7 +1487,8 @@ static enum MHD_Result post_video(server *sv, struct MHD_Connection *c, req_ctx 
         MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
     j->fd = ci ? ci->connect_fd : -1;
     pthread_mutex_lock(&sv->mu);
-    snprintf(j->vid, sizeof j->vid, "video_%016llx%04llx", (unsigned long long)rnd,
+    /* the instance's name, then 80 random bits: see --instance (routing by the name) */
+    snprintf(j->vid, sizeof j->vid, "video_%s_%016llx%04llx", sv->instance, (unsigned long long)rnd,
              (unsigned long long)(sv->jobs + (uint64_t)sv->queued) & 0xffff);
     j->created_at = time(NULL);
     char vid[sizeof j->vid];
@@ -1573,7 +1587,7 @@ static enum MHD_Result videos_route(server *sv, struct MHD_Connection *c, req_ct
             return send_error(sv, c, r, 405, NULL, "use POST", MHD_HTTP_HEADER_ALLOW, "POST");
         return post_video(sv, c, r, true, form);
     }
-    char id[64];
+    char id[128];
     const char *slash = strchr(rest + 1, '/');
     size_t idn = slash ? (size_t)(slash - rest - 1) : strlen(rest + 1);
     snprintf(id, sizeof id, "%.*s", (int)C3_MIN(idn, sizeof id - 1), rest + 1);
@@ -1591,11 +1605,23 @@ static enum MHD_Result videos_route(server *sv, struct MHD_Connection *c, req_ct
     pthread_mutex_lock(&sv->mu);
     job *j = store_find_locked(sv, id);
     if (!j) {
+        char name[sizeof sv->instance];
+        memcpy(name, sv->instance, sizeof name);
         pthread_mutex_unlock(&sv->mu);
-        char msg[200];
-        snprintf(msg, sizeof msg,
-                 "no video '%.64s' (unknown, deleted, or dropped: this server keeps the last %d)",
-                 id, sv->keep_videos);
+        char msg[400];
+        size_t in = strlen(name);
+        const char *other = !strncmp(id, "video_", 6) ? id + 6 : NULL,
+                   *end = other ? strchr(other, '_') : NULL;
+        if (end && ((size_t)(end - other) != in || strncmp(other, name, in)))
+            snprintf(msg, sizeof msg,
+                     "no video '%.100s' here: its id names instance '%.*s' and this is '%s'; send "
+                     "its requests to that instance (a load balancer routes them by that name)",
+                     id, (int)C3_MIN((size_t)(end - other), 64), other, name);
+        else
+            snprintf(
+                msg, sizeof msg,
+                "no video '%.100s' (unknown, deleted, or dropped: this server keeps the last %d)",
+                id, sv->keep_videos);
         return send_error(sv, c, r, 404, "video_id", msg, NULL, NULL);
     }
     if (del) { /* cancel it if it has not finished, and forget it */
@@ -1620,13 +1646,14 @@ static enum MHD_Result videos_route(server *sv, struct MHD_Connection *c, req_ct
         return send_json(sv, c, r, 200, o);
     }
     if (!j->mp4_len) {
-        char msg[300];
+        char msg[400];
         if (j->state == JOB_DONE) /* it failed: it never completes */
-            snprintf(msg, sizeof msg, "%s failed: %.200s; it has no content", id,
+            snprintf(msg, sizeof msg, "%s failed: %.200s; it has no content", j->vid,
                      j->verr ? j->verr : "no video was made");
         else
-            snprintf(msg, sizeof msg, "%s is %s; poll GET /v1/videos/%s until its status is completed",
-                     id, j->state == JOB_QUEUED ? "queued" : "in progress", id);
+            snprintf(msg, sizeof msg,
+                     "%s is %s; poll GET /v1/videos/%s until its status is completed", j->vid,
+                     j->state == JOB_QUEUED ? "queued" : "in progress", j->vid);
         pthread_mutex_unlock(&sv->mu);
         return send_error(sv, c, r, 409, "video_id", msg, NULL, NULL);
     }
@@ -1642,7 +1669,7 @@ static enum MHD_Result videos_route(server *sv, struct MHD_Connection *c, req_ct
         snprintf(msg, sizeof msg, "%.200s (deleted or dropped meanwhile)", c3_errmsg());
         return send_error(sv, c, r, 404, "video_id", msg, NULL, NULL);
     }
-    char disp[128];
+    char disp[160];
     snprintf(disp, sizeof disp, "inline; filename=\"%s.mp4\"", id);
     enum MHD_Result res = send_bytes(sv, c, r, 200, "video/mp4", mp4, n, disp);
     free(mp4);
@@ -1808,19 +1835,24 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         return send_error(sv, c, r, 404, NULL, msg, NULL, NULL);
     }
     if (!get) return send_error(sv, c, r, 405, NULL, "use GET", MHD_HTTP_HEADER_ALLOW, "GET, HEAD");
+    char name[sizeof sv->instance];
     pthread_mutex_lock(&sv->mu);
     bool ready = sv->ready, draining = sv->draining;
+    memcpy(name, sv->instance, sizeof name);
     pthread_mutex_unlock(&sv->mu);
     char ra[16];
     snprintf(ra, sizeof ra, "%d", SERVE_LOAD_RETRY_S);
     if (r->ep == EP_HEALTH) {
-        if (draining || !ready)
-            return send_text(
-                sv, c, r, 503, "application/json",
-                xstrdup(draining ? "{\"status\":\"shutting down\"}" : "{\"status\":\"loading\"}"),
-                "Retry-After", ra);
-        return send_json(sv, c, r, 200,
-                         json_pack("{s:s,s:s}", "status", "ok", "model", sv->model_id));
+        if (draining || !ready) {
+            json_t *h = json_pack("{s:s,s:s}", "status", draining ? "shutting down" : "loading",
+                                  "instance", name);
+            char *txt = json_dumps(h, JSON_COMPACT | JSON_PRESERVE_ORDER);
+            json_decref(h);
+            return send_text(sv, c, r, 503, "application/json", txt, "Retry-After", ra);
+        }
+        return send_json(
+            sv, c, r, 200,
+            json_pack("{s:s,s:s,s:s}", "status", "ok", "model", sv->model_id, "instance", name));
     }
     if (r->ep == EP_MODELS) {
         if (!ready)
@@ -1891,6 +1923,36 @@ static bool is_loopback(const struct sockaddr_storage *ss) {
     if (ss->ss_family == AF_INET6)
         return IN6_IS_ADDR_LOOPBACK(&((const struct sockaddr_in6 *)ss)->sin6_addr);
     return false;
+}
+
+/* --instance: 1 to SERVE_MAX_INSTANCE of [a-z0-9-] (never '_', which ends
+ * the name inside a job id: video_NAME_HEX). */
+static bool instance_ok(const char *n) {
+    size_t len = strlen(n);
+    if (len < 1 || len > SERVE_MAX_INSTANCE) return false;
+    for (; *n; n++)
+        if (!((*n >= 'a' && *n <= 'z') || (*n >= '0' && *n <= '9') || *n == '-')) return false;
+    return true;
+}
+
+/* The default instance name: the host name in [a-z0-9-] (upper case
+ * lowered, anything else a '-', at most 42 characters), '-', the port. */
+static void instance_default(int port, char *out, size_t n) {
+    char host[256] = "";
+    if (gethostname(host, sizeof host - 1) != 0) host[0] = 0;
+    char name[64];
+    size_t k = 0;
+    for (const char *h = host; *h && k < 42; h++) {
+        char ch = (char)tolower((unsigned char)*h);
+        bool keep = (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9');
+        if (keep || (k && name[k - 1] != '-')) name[k++] = keep ? ch : '-';
+    }
+    while (k && name[k - 1] == '-')
+        k--;
+    name[k] = 0;
+    char full[80];
+    snprintf(full, sizeof full, "%s-%d", k ? name : "cosmos3", port);
+    snprintf(out, n, "%.48s", full); /* 42 + '-' + at most 5 digits */
 }
 
 /* SIGTERM/SIGINT: refuse new work, answer the waiting requests 503, let the
@@ -2004,6 +2066,11 @@ int serve_main(c3_settings *s, char **pos, int npos) {
                                "is a token such as one from 'openssl rand -hex 32'",
                                from);
     }
+    if (s->instance && !instance_ok(s->instance))
+        return c3_fail(COSMOS3_EUSAGE,
+                       "--instance '%.64s': use 1 to %d of a-z, 0-9 and '-' (the name goes into "
+                       "every job id, video_NAME_..., for a load balancer to route by)",
+                       s->instance, SERVE_MAX_INSTANCE);
     if (s->result_cache < 0 || s->result_cache > 100000)
         return c3_fail(COSMOS3_EUSAGE, "--result-cache %d must be in 0..100000 (0: off)",
                        s->result_cache);
@@ -2110,12 +2177,19 @@ int serve_main(c3_settings *s, char **pos, int npos) {
     }
     const union MHD_DaemonInfo *di = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
     int port = di && di->port ? di->port : s->port;
+    pthread_mutex_lock(&sv->mu);
+    if (s->instance)
+        snprintf(sv->instance, sizeof sv->instance, "%s", s->instance);
+    else
+        instance_default(port, sv->instance, sizeof sv->instance);
+    pthread_mutex_unlock(&sv->mu);
     char dir[4096];
     bool v6 = strchr(s->host, ':') != NULL;
     fprintf(stderr,
-            "cosmos3 serve: listening on http://%s%s%s:%d (loading %s; /health answers 503 until "
-            "ready)\n",
-            v6 ? "[" : "", s->host, v6 ? "]" : "", port, pipeline_model_dir(s, dir, sizeof dir));
+            "cosmos3 serve: listening on http://%s%s%s:%d as instance %s (loading %s; /health "
+            "answers 503 until ready)\n",
+            v6 ? "[" : "", s->host, v6 ? "]" : "", port, sv->instance,
+            pipeline_model_dir(s, dir, sizeof dir));
     if (sv->api_key)
         fprintf(stderr, "cosmos3 serve: requests need 'Authorization: Bearer KEY' (GET /health "
                         "does not)\n");

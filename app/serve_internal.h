@@ -48,6 +48,7 @@
 #define SERVE_RETRY_MAX_S 3600        /* Retry-After bound for a full queue */
 #define SERVE_SSE_BLOCK 16384         /* bytes per SSE write */
 #define SERVE_SSE_KEEPALIVE_S 15.0    /* an SSE comment after this long without an event */
+#define SERVE_MAX_INSTANCE 48         /* characters of --instance */
 #define HTTP_CLIENT_GONE 499          /* status recorded for a client that left (nginx's) */
 #define HTTP_CODES 600
 
@@ -77,7 +78,7 @@ typedef struct job {
     c3_media_format ofmt; /* images: output_format */
     /* a video job (/v1/videos): in the store while async */
     bool video, sync;
-    char vid[48];
+    char vid[96]; /* video_INSTANCE_HEX (INSTANCE: SERVE_MAX_INSTANCE) */
     time_t created_at, completed_at;
     int step, steps; /* per-step progress (the pump) */
     int steps_cached; /* of them, skipped by the step cache */
@@ -112,6 +113,7 @@ typedef struct {
     char load_err[1024];
     char model_id[512];
     char device[16];
+    char instance[SERVE_MAX_INSTANCE + 1]; /* --instance, or host-port */
     int cfg_parallel;
     time_t created;
     double load_s;

@@ -94,6 +94,10 @@ void metrics_text(server *sv, c3_sbuf *b) {
               "# HELP cosmos3_ready 1 when the model is loaded and requests are taken.\n"
               "# TYPE cosmos3_ready gauge\ncosmos3_ready %d\n",
               sv->ready && !sv->draining);
+    sb_printf(b, "# HELP cosmos3_instance_info This server's --instance name (in its job ids).\n"
+                 "# TYPE cosmos3_instance_info gauge\ncosmos3_instance_info{name=\"");
+    sb_label(b, sv->instance);
+    sb_printf(b, "\"} 1\n");
     if (sv->ready) {
         sb_printf(b, "# HELP cosmos3_model_info The loaded model and its layout.\n# TYPE "
                      "cosmos3_model_info gauge\n"

@@ -42,6 +42,12 @@ typedef struct {
     bool recording, scratch_in_graph;
     void *retired[16];
     int nretired;
+    /* the F32 host transfers' pinned staging (backend_cuda.cu): two buffers
+     * used in turn, each with the event of the last copy that read or wrote
+     * it; pin_off once pinning failed (then the pageable copies) */
+    void *pin[2];
+    cudaEvent_t pin_ev[2];
+    bool pin_off;
 } cu_ctx;
 
 static inline cu_ctx *cu_of(c3_backend *be) { return (cu_ctx *)be->ctx; }
@@ -59,6 +65,26 @@ static inline unsigned cu_grid(c3_backend *be, int64_t n) {
     int64_t cap = (int64_t)cu_of(be)->sm_count * CU_BLOCKS_PER_SM;
     if (b > cap) b = cap;
     return (unsigned)(b < 1 ? 1 : b);
+}
+
+/* Grid of a kernel whose blocks stride over n items (rows): as many blocks as
+ * fit on the device at once (the occupancy of `kern` at `threads`), at most
+ * n. The count per SM is asked once per kernel (the same on every GPU of a
+ * machine: one architecture). */
+template <auto kern>
+static inline unsigned cu_resident_grid(c3_backend *be, int threads, int64_t n) {
+    static int per_sm; /* per kernel; 0: not asked yet (a racing second ask stores the same) */
+    if (!per_sm) {
+        int b = 0;
+        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, kern, threads, 0) != cudaSuccess ||
+            b < 1) {
+            (void)cudaGetLastError();
+            b = 1;
+        }
+        per_sm = b;
+    }
+    int64_t g = (int64_t)cu_of(be)->sm_count * per_sm;
+    return (unsigned)(n < g ? (n < 1 ? 1 : n) : g);
 }
 
 /* ---- dtype-generic element access (the dtype switch is warp-uniform) ---- */

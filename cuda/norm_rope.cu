@@ -98,6 +98,48 @@ __global__ void k_rmsnorm_bf16(__nv_bfloat16 *y, const __nv_bfloat16 *x, const _
     }
 }
 
+/* The same with one block of RMS_BLOCK threads per row (blocks stride over
+ * rows) and the row in registers: CH chunks of eight values per thread, every
+ * load of the row in flight at once, one read of x, the sum of squares
+ * reduced through shared memory. For rows of 1,024 to 8,192 (CH = 1..8):
+ * small register count, so unlike the warp-per-row REG form it keeps the SMs
+ * full at any row count (that one held 1 block per SM and read the row twice
+ * below ~17k rows). */
+#define RMS_BLOCK 128
+template <int CH>
+__global__ void __launch_bounds__(RMS_BLOCK)
+    k_rmsnorm_block(__nv_bfloat16 *y, const __nv_bfloat16 *x, const __nv_bfloat16 *__restrict__ w,
+                    int64_t rows, int dim, float eps, int mul_fp32) {
+    __shared__ float part[RMS_BLOCK / WARP];
+    const int n8 = dim / 8, t = threadIdx.x;
+    const uint4 *wr = (const uint4 *)w;
+    for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+        const uint4 *xr = (const uint4 *)(x + row * dim);
+        uint4 *yr = (uint4 *)(y + row * dim);
+        uint4 u[CH];
+        float ss = 0.0f;
+#pragma unroll
+        for (int i = 0; i < CH; i++)
+            if (t + i * RMS_BLOCK < n8) u[i] = xr[t + i * RMS_BLOCK];
+#pragma unroll
+        for (int i = 0; i < CH; i++)
+            if (t + i * RMS_BLOCK < n8) ss += rms_ss8(u[i]);
+        ss = warp_sum(ss);
+        if (t % WARP == 0) part[t / WARP] = ss;
+        __syncthreads();
+        float tot = 0.0f;
+#pragma unroll
+        for (int i = 0; i < RMS_BLOCK / WARP; i++)
+            tot += part[i];
+        __syncthreads(); /* part is written again by the next row */
+        float r = rsqrtf(tot / (float)dim + eps);
+#pragma unroll
+        for (int i = 0; i < CH; i++)
+            if (t + i * RMS_BLOCK < n8)
+                yr[t + i * RMS_BLOCK] = rms_out8(u[i], wr[t + i * RMS_BLOCK], r, mul_fp32);
+    }
+}
+
 int cu_rmsnorm(c3_backend *be, c3_tensor *y, const c3_tensor *x, const c3_tensor *w, int dim, float eps,
                bool mul_fp32) {
     C3_TRY(cu_check_float("rmsnorm", y, "y"));
@@ -114,6 +156,22 @@ int cu_rmsnorm(c3_backend *be, c3_tensor *y, const c3_tensor *x, const c3_tensor
     if (x->dtype == C3_BF16 && y->dtype == C3_BF16 && w->dtype == C3_BF16 &&
         dim % (8 * WARP) == 0 &&
         ((uintptr_t)x->data | (uintptr_t)y->data | (uintptr_t)w->data) % 16 == 0) {
+        int ch = (dim / 8 + RMS_BLOCK - 1) / RMS_BLOCK; /* chunks of eight per thread */
+        if (dim >= 8 * RMS_BLOCK && ch <= 8) {
+            auto kb = ch <= 1   ? k_rmsnorm_block<1>
+                      : ch <= 2 ? k_rmsnorm_block<2>
+                      : ch <= 4 ? k_rmsnorm_block<4>
+                                : k_rmsnorm_block<8>;
+            unsigned blocks = ch <= 1   ? cu_resident_grid<k_rmsnorm_block<1>>(be, RMS_BLOCK, rows)
+                              : ch <= 2 ? cu_resident_grid<k_rmsnorm_block<2>>(be, RMS_BLOCK, rows)
+                              : ch <= 4 ? cu_resident_grid<k_rmsnorm_block<4>>(be, RMS_BLOCK, rows)
+                                        : cu_resident_grid<k_rmsnorm_block<8>>(be, RMS_BLOCK, rows);
+            kb<<<blocks, RMS_BLOCK, 0, cu_of(be)->stream>>>(
+                (__nv_bfloat16 *)y->data, (const __nv_bfloat16 *)x->data,
+                (const __nv_bfloat16 *)w->data, rows, dim, eps, mul_fp32);
+            CU_CHECK_LAUNCH();
+            return C3_OK;
+        }
         /* the register version holds 1 block per SM: worth it only with rows to spare */
         bool reg = dim <= 8 * WARP * RMS_REG_CHUNKS &&
                    rows >= (int64_t)cu_of(be)->sm_count * NORM_ROWS_PER_BLOCK * 16;

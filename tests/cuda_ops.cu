@@ -12,6 +12,7 @@
  *   ops_check            checks and timings
  *   ops_check --quick    checks only
  *   ops_check --fp8      checks, then the FP8 linear timings only
+ *   ops_check --passes   checks, then RMSNorm, SwiGLU and the host transfers timed
  *   ops_check --quant    only quantize_e4m3 and fill_random against the host
  * The checks include the load-time ops bit for bit against the host:
  * quantize_e4m3 (--precision fp8) and fill_random (bench's random weights).
@@ -20,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <algorithm>
 #include <vector>
@@ -415,6 +417,13 @@ static void check_elementwise(void) {
         });
         cmp("glu swiglu (generic)", "[333,2x1000]", o2);
         drop(gu), drop(gu2), drop(o2);
+        /* Nano's I = 12288: 1,536 chunks a row, two rounds of 4 x 256 with a short one */
+        pair gu3 = mkr({77, 2 * 12288}, 2.0f), o3 = mkr({77, 12288});
+        both("glu", [&](c3_backend *be, int s) {
+            return be->glu(be, T(o3, s), T(gu3, s), C3_ACT_SWIGLU);
+        });
+        cmp("glu swiglu (8-wide)", "[77,2x12288]", o3);
+        drop(gu3), drop(o3);
     }
     both("glu",
          [&](c3_backend *be, int s) { return be->glu(be, T(out, s), T(u, s), C3_ACT_RELU2); });
@@ -462,6 +471,21 @@ static void check_elementwise(void) {
         printf("  embed out-of-range id was not rejected: FAIL\n");
     }
     drop(tab), drop(e);
+}
+
+/* The F32 host transfers at sizes that go through the pinned staging (from
+ * 256 KiB, in 8 MiB pieces: several pieces, a ragged last one): bf16 and F32
+ * device tensors, up and down, against the CPU backend's copy (exact). */
+static void check_transfers(void) {
+    for (int64_t n : {(int64_t)(1 << 18) + 3, (int64_t)5 * (1 << 20) + 77}) {
+        std::vector<float> h = randv(n, 2.0f);
+        char sh[64];
+        snprintf(sh, sizeof sh, "[%lld] f32 host", (long long)n);
+        pair b = mk({n}, h), f = mk({n}, h, C3_F32);
+        cmp("upload/download bf16", sh, b, 0.0);
+        cmp("upload/download f32", sh, f, 0.0);
+        drop(b), drop(f);
+    }
 }
 
 static void check_vae(void) {
@@ -722,10 +746,76 @@ static void time_gemm_algos(int64_t M, int64_t N, int64_t K, bool acc, const cha
     c3_free(&x), c3_free(&w), c3_free(&y);
 }
 
+/* The memory-bound passes of a GEN layer at the Nano CFG-batch row counts
+ * (T2I 1024^2, 480p/93f, 720p/189f: 2,048 / 18,720 / 88,320 rows), GB/s
+ * counting bytes read and written once; and the F32 host transfers of a
+ * step (latents up, velocity down) against plain pageable copies. */
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+static void time_passes(void) {
+    cudaStream_t st = c3_cuda_stream(gpu);
+    const int64_t D = 4096, I = 12288;
+    for (int64_t M : {2048, 18720, 88320}) {
+        c3_tensor x, y, w, gu, h;
+        OK(c3_alloc(gpu, &x, C3_BF16, C3_MEM_ACT, 2, M, D));
+        OK(c3_alloc(gpu, &y, C3_BF16, C3_MEM_ACT, 2, M, D));
+        OK(c3_alloc(gpu, &w, C3_BF16, C3_MEM_WEIGHTS, 1, D));
+        OK(c3_alloc(gpu, &gu, C3_BF16, C3_MEM_ACT, 2, M, 2 * I));
+        OK(c3_alloc(gpu, &h, C3_BF16, C3_MEM_ACT, 2, M, I));
+        OK(gpu->fill_random(gpu, &x, 0, 1.0f));
+        OK(gpu->fill_random(gpu, &w, 7, 1.0f));
+        OK(gpu->fill_random(gpu, &gu, 11, 1.0f));
+        double tn = time_ms(st, [&] { OK(gpu->rmsnorm(gpu, &y, &x, &w, (int)D, 1e-6f, false)); });
+        double tg = time_ms(st, [&] { OK(gpu->glu(gpu, &h, &gu, C3_ACT_SWIGLU)); });
+        double bn = 2.0 * M * D * 2, bg = 3.0 * M * I * 2;
+        printf("  M %6lld | rmsnorm [M,%lld] %8.4f ms %6.0f GB/s | swiglu [M,2x%lld] %8.4f ms "
+               "%6.0f GB/s\n",
+               (long long)M, (long long)D, tn, bn / tn / 1e6, (long long)I, tg, bg / tg / 1e6);
+        c3_free(&x), c3_free(&y), c3_free(&w), c3_free(&gu), c3_free(&h);
+    }
+    /* 720p/189f: latents [48, 48, 46, 80] f32 (h 45 padded to the patch) up,
+     * one branch's velocity down */
+    const int64_t n = (int64_t)48 * 48 * 46 * 80;
+    std::vector<float> hv((size_t)n, 0.5f), back((size_t)n);
+    c3_tensor t, tf;
+    OK(c3_alloc(gpu, &t, C3_BF16, C3_MEM_ACT, 1, n));
+    OK(c3_alloc(gpu, &tf, C3_F32, C3_MEM_ACT, 1, n));
+    auto wall = [&](auto f) {
+        double best = 1e30;
+        for (int r = 0; r < 5; r++) {
+            CK(cudaStreamSynchronize(st));
+            double t0 = now_ms();
+            f();
+            CK(cudaStreamSynchronize(st));
+            best = std::min(best, now_ms() - t0);
+        }
+        return best;
+    };
+    double tu = wall([&] { OK(gpu->upload(gpu, &t, hv.data(), C3_F32)); });
+    double td = wall([&] { OK(gpu->download(gpu, back.data(), &t)); });
+    double pu = wall([&] {
+        CK(cudaMemcpyAsync(tf.data, hv.data(), (size_t)n * 4, cudaMemcpyHostToDevice, st));
+    });
+    double pd = wall([&] {
+        CK(cudaMemcpyAsync(back.data(), tf.data, (size_t)n * 4, cudaMemcpyDeviceToHost, st));
+    });
+    double mb = n * 4.0 / 1e6;
+    printf("  f32 host <-> bf16 device, %.1f MB: upload %.3f ms (%.1f GB/s), download %.3f ms "
+           "(%.1f GB/s) | "
+           "pageable cudaMemcpy: up %.3f ms (%.1f GB/s), down %.3f ms (%.1f GB/s) (best of 5)\n",
+           mb, tu, mb / tu, td, mb / td, pu, mb / pu, pd, mb / pd);
+    c3_free(&t), c3_free(&tf);
+}
+
 int main(int argc, char **argv) {
     bool quick = argc > 1 && !strcmp(argv[1], "--quick");
     bool fp8_only = argc > 1 && !strcmp(argv[1], "--fp8"); /* checks, then only the FP8 timings */
     bool quant_only = argc > 1 && !strcmp(argv[1], "--quant"); /* the load-time ops only */
+    bool passes_only =
+        argc > 1 && !strcmp(argv[1], "--passes"); /* checks, then the passes' timings */
     if (cuda_backend_new(0, &gpu) != C3_OK) {
         printf("ops_check: SKIP: %s\n", c3_errmsg());
         return 77;
@@ -768,6 +858,10 @@ int main(int argc, char **argv) {
     check_rmsnorm(257, 1024, false);
     check_rmsnorm(257, 1024, true);
     check_rmsnorm(300 * 8, 128, false);
+    check_rmsnorm(300, 4096, false); /* a block per row, 4 chunks per thread (Nano) */
+    check_rmsnorm(300, 4096, true);
+    check_rmsnorm(65, 5120, false); /* 8 chunks, some threads short (Super) */
+    check_rmsnorm(70, 1024, false); /* 1 chunk */
     check_rope(300, 8, 128);
     check_rope(40, 4, 32);
     check_qkv_rope(300, 8, 2, 128, true, true, false);
@@ -786,10 +880,16 @@ int main(int argc, char **argv) {
     check_attention("attention D640 gqa (gemm)", 70, 4, 2, 640, {90}, {81}, false, 0);
     check_attention("attention f32 (generic)", 65, 4, 2, 64, {30, 65}, {30, 65}, false, 0, C3_F32);
     check_elementwise();
+    check_transfers();
     check_vae();
     printf("memory: weights %lld, kv %lld, act %lld bytes; peak %lld\n", (long long)gpu->mem[C3_MEM_WEIGHTS],
            (long long)gpu->mem[C3_MEM_KV], (long long)gpu->mem[C3_MEM_ACT], (long long)gpu->mem_peak);
 
+    if (passes_only) {
+        printf("memory-bound passes and host transfers (median of %d):\n", TIME_REPS);
+        time_passes();
+        quick = true;
+    }
     if (fp8_only) {
         printf("linear FP8 vs bf16 (median of %d; amax: per-call scale, static: input_scale):\n", TIME_REPS);
         time_gemm_fp8(4096, 6144, 4096, "nano qkv");
