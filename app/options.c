@@ -206,8 +206,15 @@ const c3_option c3_options[] = {
      "name it (default: the host name and the port, e.g. gpu1-8000)",
      CMD_SERVE, F(instance), false, COSMOS3_FIELD_NONE},
     {"keep-videos", 0, NULL, OPT_INT, "32", NULL, "N",
-     "finished /v1/videos jobs kept for GET .../content (also at most 1 GiB of MP4); the oldest go first",
+     "finished /v1/videos jobs kept (in --store) for GET .../content (also at most 1 GiB of MP4); the oldest "
+     "go first",
      CMD_SERVE, F(keep_videos), false, COSMOS3_FIELD_NONE},
+    {"store", 0, NULL, OPT_STR, NULL, NULL, "DIR",
+     "the folder of the /v1/videos job store (jobs.db, an SQLite database, and the finished videos in "
+     "videos/): a completed video is still listed and downloadable after a restart, a job that was "
+     "queued or running is failed with \"the server restarted\"; made 0700; one server per folder "
+     "(default $XDG_STATE_HOME/cosmos3, else ~/.local/state/cosmos3)",
+     CMD_SERVE, F(store_dir), false, COSMOS3_FIELD_NONE},
     {"result-cache", 0, NULL, OPT_INT, "0", NULL, "N",
      "answer a repeated image request (every resolved setting equal, the seed given) from the last N results "
      "(at most 256 MiB) without running, marked \"cached\": true; 0: off; never for a random seed",
@@ -250,7 +257,7 @@ static const struct {
     {"frames", CMD_SERVE, "a request asks for its frames: num_frames in POST /v1/videos"},
     {"fps", CMD_SERVE, "a request asks for its fps: fps in POST /v1/videos"},
     {"output", CMD_SERVE, "images and videos go back in the answers"},
-    {"overwrite", CMD_SERVE, "the server writes no file"},
+    {"overwrite", CMD_SERVE, "the server overwrites no file (answers go back in the responses)"},
 };
 
 /* A row the command refuses on its command line: one line saying why. */

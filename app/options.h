@@ -120,6 +120,7 @@ typedef struct {
     char *instance;      /* serve --instance: the name in job ids, /health and /metrics */
     int queue;           /* requests waiting beyond the one running */
     int keep_videos;     /* finished /v1/videos jobs kept */
+    char *store_dir;     /* --store: the job store's folder (NULL: $XDG_STATE_HOME/cosmos3) */
     int result_cache;    /* serve: image results kept for repeated requests (0: off) */
     char *api_key;       /* required Bearer token, or NULL */
     int max_cost;        /* per-request bound, in 1024x1024-pixel steps */

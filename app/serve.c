@@ -11,8 +11,10 @@
  *
  * A job is shared by its connection and the worker (a reference count under
  * the server mutex). Images and videos come back from the engine in memory
- * and are encoded in memory (app/output.c: PNG, JPEG, WebP, MP4): the server
- * writes no file. No request field ever names a file.
+ * and are encoded in memory (app/output.c: PNG, JPEG, WebP, MP4): an answer
+ * never touches the disk; the one folder written is the job store (--store,
+ * serve_store.c: the /v1/videos jobs and their MP4s, kept over a restart).
+ * No request field ever names a file.
  *
  * This file holds the routes (connections and their deadlines, request
  * parsing, the HTTP answers, /v1/videos, the main thread); serve_jobs.c the
@@ -1358,15 +1360,17 @@ static bool parse_video_ref(server *sv, json_t *o, const uint8_t *file, size_t n
     return decode_reference(sv, j, ref, sv->max_cost - cost, er);
 }
 
-/* The video object of GET /v1/videos/{id} (server mutex held). */
-static json_t *video_object(server *sv, job *j) {
+/* The video object of GET /v1/videos/{id} (server mutex held). A finished
+ * job's MP4 may be in the job store only (mp4_len says it was made). */
+json_t *video_object(server *sv, job *j) {
+    if (j->stored) return json_deep_copy(j->stored); /* from before a restart */
     const char *status = j->state == JOB_QUEUED    ? "queued"
                          : j->state == JOB_RUNNING ? "in_progress"
-                         : j->mp4                  ? "completed"
+                         : j->mp4_len              ? "completed"
                                                    : "failed";
     /* per step; the last percent is the VAE decode and the MP4 */
     int progress = j->state == JOB_QUEUED ? 0
-                   : j->mp4               ? 100
+                   : j->mp4_len           ? 100
                    : j->steps > 0         ? (int)(99.0 * j->step / j->steps)
                                           : 0;
     char sec[16];
@@ -1383,7 +1387,7 @@ static json_t *video_object(server *sv, job *j) {
     json_object_set_new(o, "completed_at",
                         j->state == JOB_DONE ? json_integer((json_int_t)j->completed_at)
                                              : json_null());
-    if (j->mp4) {
+    if (j->mp4_len) {
         json_object_set_new(o, "bytes", json_integer((json_int_t)j->mp4_len));
         json_object_set_new(o, "seed", json_integer((json_int_t)j->vframes_seed));
     }
@@ -1392,11 +1396,41 @@ static json_t *video_object(server *sv, job *j) {
     if (j->acc && j->state != JOB_QUEUED)
         json_object_set(o, "timings", json_object_get(j->acc, "timings"));
     json_object_set_new(o, "error",
-                        j->state == JOB_DONE && !j->mp4
+                        j->state == JOB_DONE && !j->mp4_len
                             ? json_pack("{s:s,s:s}", "code", "generation_failed", "message",
                                         j->verr ? j->verr : "failed")
                             : json_null());
     return o;
+}
+
+/* The finished videos of the job store (from before this start) as jobs of
+ * the list, oldest first: their objects as stored, their bytes on disk. */
+static int restore_videos(server *sv) {
+    store_row *rows;
+    int n;
+    APP_TRY(store_rows(sv->db, &rows, &n));
+    job **tail = &sv->store;
+    for (int i = 0; i < n; i++) {
+        job *j = xcalloc(1, sizeof *j);
+        j->refs = 1; /* the store's */
+        j->video = true;
+        j->state = JOB_DONE;
+        j->fd = -1;
+        snprintf(j->vid, sizeof j->vid, "%s", rows[i].id);
+        j->created_at = (time_t)rows[i].created_at;
+        j->completed_at = (time_t)rows[i].completed_at;
+        j->mp4_len = rows[i].completed ? (size_t)rows[i].bytes : 0;
+        j->verr = rows[i].error ? xstrdup(rows[i].error) : NULL;
+        j->status = rows[i].completed ? 200 : 500;
+        j->stored = json_incref(rows[i].object);
+        *tail = j;
+        tail = &j->snext;
+    }
+    if (n)
+        fprintf(stderr, "cosmos3 serve: %d video job%s from %s\n", n, n == 1 ? "" : "s",
+                store_path(sv->db));
+    store_rows_free(rows, n);
+    return COSMOS3_OK;
 }
 
 static job *store_find_locked(server *sv, const char *id) {
@@ -1461,9 +1495,25 @@ static enum MHD_Result post_video(server *sv, struct MHD_Connection *c, req_ctx 
     /* the instance's name, then 80 random bits: see --instance (routing by the name) */
     snprintf(j->vid, sizeof j->vid, "video_%s_%016llx%04llx", sv->instance, (unsigned long long)rnd,
              (unsigned long long)(sv->jobs + (uint64_t)sv->queued) & 0xffff);
-    if (enqueue_locked(sv, c, r, j, &refused)) return refused;
-    /* refs: the queue (then the worker), and the store or this connection */
     j->created_at = time(NULL);
+    char vid[sizeof j->vid];
+    snprintf(vid, sizeof vid, "%s", j->vid);
+    if (!sync) { /* in the job store before anyone can see it */
+        json_t *vo = video_object(sv, j);
+        int src = store_add(sv->db, j->vid, (int64_t)j->created_at, vo);
+        json_decref(vo);
+        if (src) {
+            pthread_mutex_unlock(&sv->mu);
+            j->refs = 1; /* not shared yet */
+            job_unref(sv, j);
+            return send_error(sv, c, r, 500, NULL, c3_errmsg(), NULL, NULL);
+        }
+    }
+    if (enqueue_locked(sv, c, r, j, &refused)) {
+        if (!sync) store_forget(sv->db, vid);
+        return refused;
+    }
+    /* refs: the queue (then the worker), and the store or this connection */
     if (!sync) {
         job **pp = &sv->store;
         while (*pp)
@@ -1588,6 +1638,8 @@ static enum MHD_Result videos_route(server *sv, struct MHD_Connection *c, req_ct
         job_unref_locked(j); /* the store's reference */
         pthread_cond_broadcast(&sv->cv);
         pthread_mutex_unlock(&sv->mu);
+        if (store_forget(sv->db, id))
+            return send_error(sv, c, r, 500, "video_id", c3_errmsg(), NULL, NULL);
         fprintf(stderr, "cosmos3 serve: DELETE /v1/videos/%s\n", id);
         return send_json(
             sv, c, r, 200,
@@ -1598,7 +1650,7 @@ static enum MHD_Result videos_route(server *sv, struct MHD_Connection *c, req_ct
         pthread_mutex_unlock(&sv->mu);
         return send_json(sv, c, r, 200, o);
     }
-    if (!j->mp4) {
+    if (!j->mp4_len) {
         char msg[400];
         if (j->state == JOB_DONE) /* it failed: it never completes */
             snprintf(msg, sizeof msg, "%s failed: %.200s; it has no content", j->vid,
@@ -1611,9 +1663,17 @@ static enum MHD_Result videos_route(server *sv, struct MHD_Connection *c, req_ct
         return send_error(sv, c, r, 409, "video_id", msg, NULL, NULL);
     }
     size_t n = j->mp4_len;
-    uint8_t *mp4 = xmalloc(n);
-    memcpy(mp4, j->mp4, n);
+    uint8_t *mp4 = NULL;
+    if (j->mp4) {
+        mp4 = xmalloc(n);
+        memcpy(mp4, j->mp4, n);
+    }
     pthread_mutex_unlock(&sv->mu);
+    if (!mp4 && store_content(sv->db, id, &mp4, &n)) { /* the job store's file */
+        char msg[300];
+        snprintf(msg, sizeof msg, "%.200s (deleted or dropped meanwhile)", c3_errmsg());
+        return send_error(sv, c, r, 404, "video_id", msg, NULL, NULL);
+    }
     char disp[160];
     snprintf(disp, sizeof disp, "inline; filename=\"%s.mp4\"", id);
     enum MHD_Result res = send_bytes(sv, c, r, 200, "video/mp4", mp4, n, disp);
@@ -2037,10 +2097,19 @@ int serve_main(c3_settings *s, char **pos, int npos) {
                        "--api-key KEY or COSMOS3_API_KEY (they send 'Authorization: Bearer KEY')",
                        s->host);
 
+    /* the job store: a restart keeps the finished videos (checked before
+       the listener and the load: a store that cannot be used stops here) */
+    char store_dir[4096];
+    store_default_dir(s->store_dir, store_dir, sizeof store_dir);
+    c3_store *db = NULL;
+    APP_TRY(store_open(&db, store_dir, s->keep_videos, SERVE_VIDEO_BYTES));
+
     server *sv = xcalloc(1, sizeof *sv);
+    sv->db = db;
     rc = replicas_plan(sv, s); /* the GPU groups, before any weight loads */
     if (rc) {
         replicas_free(sv);
+        store_close(db);
         free(sv);
         return rc;
     }
@@ -2080,6 +2149,8 @@ int serve_main(c3_settings *s, char **pos, int npos) {
     sigemptyset(&ign.sa_mask);
     sigaction(SIGPIPE, &ign, &old_pipe);
     struct MHD_Daemon *d = NULL;
+    rc = restore_videos(sv);
+    if (rc) goto out;
     for (int i = 0; i < sv->nreps; i++) {
         replica *rp = &sv->reps[i];
         if (pthread_create(&rp->pump, NULL, pump_main, rp) != 0) {
@@ -2215,6 +2286,7 @@ out:
         sv->store = j->snext;
         job_unref_locked(j);
     }
+    store_close(sv->db);
     result_cache_free(sv->rcache);
     settings_free(&sv->base);
     pthread_cond_destroy(&sv->cv);

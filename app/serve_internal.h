@@ -16,6 +16,7 @@
 #include "media.h"
 #include "monitor.h"
 #include "options.h"
+#include "serve_store.h"
 #include "session.h"
 #include "strbuf.h"
 
@@ -110,6 +111,7 @@ typedef struct job {
     bool file_response;    /* response_format "file": the picture's bytes, not JSON */
     c3_cond_frames cond;   /* ... as the session takes it (cond.rgb NULL: none) */
     struct job *snext;     /* the store, oldest first */
+    json_t *stored;        /* a job restored from the job store: its video object */
     uint64_t vframes_seed; /* the seed the video was made with */
 } job;
 
@@ -233,6 +235,7 @@ typedef struct server {
      * oldest first beyond keep_videos or SERVE_VIDEO_BYTES */
     job *store;
     int keep_videos;
+    c3_store *db; /* the job store (--store): the async videos and their results */
     struct c3_result_cache *rcache; /* --result-cache: repeated image requests (NULL: off) */
     uint64_t videos;
 } server;
@@ -269,6 +272,9 @@ void server_cancel_locked(server *sv);
 void replica_check_cancel_locked(replica *r);
 /* The job's batch key and bound (before it is queued; mutex held). */
 void job_batch_key(server *sv, job *j);
+
+/* The video object of GET /v1/videos/{id} (serve.c; server mutex held). */
+json_t *video_object(server *sv, job *j);
 
 /* metrics (serve_metrics.c) */
 /* A replica's pump thread: its engine's events into its monitor, SSE

@@ -57,6 +57,7 @@ void job_unref_locked(job *j) {
     json_decref(j->data);
     json_decref(j->acc);
     json_decref(j->notes);
+    json_decref(j->stored);
     free(j);
 }
 
@@ -182,6 +183,11 @@ bool client_gone(int fd) {
     return false;
 }
 
+/* A store write that failed after the job's answer is settled: said in the log. */
+static void store_warn(void) {
+    fprintf(stderr, "cosmos3 serve: %s\n", c3_errmsg());
+}
+
 /* Drop finished videos, oldest first, beyond keep_videos or SERVE_VIDEO_BYTES
  * (server mutex held). Queued and running ones stay. */
 static void store_trim_locked(server *sv) {
@@ -200,6 +206,7 @@ static void store_trim_locked(server *sv) {
         if (!*pp) return;
         job *old = *pp;
         *pp = old->snext;
+        if (store_forget(sv->db, old->vid)) store_warn();
         job_unref_locked(old); /* the store's reference */
     }
 }
@@ -272,7 +279,7 @@ static void image_complete_locked(server *sv, job *j) {
 
 /* A video job's answer (mutex held): its MP4 is in j->mp4 when it worked. */
 static void video_complete_locked(server *sv, job *j) {
-    if (j->mp4 && !j->fail_rc) {
+    if (j->mp4_len && !j->fail_rc) {
         j->status = 200;
         sv->videos++;
         return;
@@ -290,6 +297,10 @@ static void video_complete_locked(server *sv, job *j) {
     j->verr = xstrdup(err);
     free(j->body);
     j->body = error_body(j->status, NULL, err);
+    /* a cancel is a DELETE (the row is gone) or the server stopping (the job
+       stays unfinished there: "the server restarted" at the next start) */
+    if (!j->sync && rc != COSMOS3_ECANCEL && store_fail(sv->db, j->vid, (int64_t)time(NULL), err))
+        store_warn();
 }
 
 static void job_complete_locked(server *sv, job *j) {
@@ -367,6 +378,7 @@ static int take_batch_locked(server *sv, replica *r, item **items) {
             }
             if (q->state == JOB_QUEUED) {
                 q->state = JOB_RUNNING;
+                if (q->video && !q->sync && store_running(sv->db, q->vid)) store_warn();
                 q->t_started = now;
                 json_object_set_new(q->acc, "queue_seconds", json_real(now - q->t_queued));
                 timings_add(q->acc, "queue", now - q->t_queued);
@@ -523,6 +535,21 @@ static void item_finish(replica *r, item *it) {
             pthread_mutex_unlock(&sv->mu);
         }
     }
+    /* an async video: whole on disk in the job store before it says completed */
+    bool stored = false;
+    if (rc == COSMOS3_OK && j->video && !j->sync) {
+        pthread_mutex_lock(&sv->mu);
+        json_t *vo = video_object(sv, j);
+        pthread_mutex_unlock(&sv->mu);
+        json_object_set_new(vo, "status", json_string("completed"));
+        json_object_set_new(vo, "progress", json_integer(100));
+        json_object_set_new(vo, "bytes", json_integer((json_int_t)len));
+        json_object_set_new(vo, "seed", json_integer((json_int_t)seed));
+        rc = store_complete(sv->db, j->vid, bytes, len, "mp4", (int64_t)time(NULL), vo);
+        json_decref(vo);
+        if (rc) snprintf(err, sizeof err, "%s", c3_errmsg());
+        stored = rc == COSMOS3_OK;
+    }
     json_t *rj = rc == COSMOS3_OK && !cached ? result_json(&res) : NULL;
     char *b64 = rc == COSMOS3_OK && !j->video ? base64(bytes, len) : NULL;
     pthread_mutex_lock(&sv->mu);
@@ -568,10 +595,10 @@ static void item_finish(replica *r, item *it) {
                 json_integer(json_integer_value(json_object_get(acc, "result_cache_hits")) + 1));
         }
         if (j->video) {
-            j->mp4 = bytes;
+            j->mp4 = stored ? NULL : bytes; /* stored: read back from the job store */
             j->mp4_len = len;
             j->vframes_seed = seed;
-            bytes = NULL;
+            if (!stored) bytes = NULL;
         } else {
             json_t *img = json_pack("{s:s,s:I}", "b64_json", b64, "seed", (json_int_t)seed);
             if (cached) json_object_set_new(img, "cached", json_true());

@@ -2,11 +2,13 @@
 # scratch folder $tmp that becomes the working directory and is removed on
 # exit (after the test's own cleanup(), where it defines one: servers,
 # tmux sockets), the pass/fail counters, expect(), finish(), serve_start()
-# and same_pixels().
+# and same_pixels(). XDG_STATE_HOME is a folder of $tmp: a server's job store
+# (and the REPL's history) is the test's own.
 bin=${COSMOS3_BIN:?}
 tmp=$(mktemp -d)
 trap '[ "$(type -t cleanup)" = function ] && cleanup; rm -rf "$tmp"' EXIT
 cd "$tmp"
+export XDG_STATE_HOME="$tmp/state"
 pass=0; fail=0
 ok()   { pass=$((pass + 1)); }
 bad()  { fail=$((fail + 1)); echo "FAIL: $*"; }

@@ -54,8 +54,9 @@ ready() { # NAME: wait for "ready:" in NAME.err
 }
 J=(-H "Content-Type: application/json")
 declare -A port_of pid_of
-for name in a b; do
-    serve_start "$name" --instance "$name" --trusted-proxy 127.0.0.1 && ready "$name" || { finish nginx; exit; }
+for name in a b; do # each instance its own job store (one server per --store)
+    serve_start "$name" --instance "$name" --trusted-proxy 127.0.0.1 --store "$tmp/store-$name" &&
+        ready "$name" || { finish nginx; exit; }
     port_of[$name]=$port pid_of[$name]=$spid
 done
 grep -q "as instance a " a.err && ok || bad "a.err does not name instance a: $(head -1 a.err)"

@@ -116,9 +116,9 @@ wait "$third"
 grep -q '^503 cancelled' third.txt && ok || bad "the cancelled request should get 503: $(cat third.txt)"
 grep -q 'cancelling the request in flight' s3.err && ok || bad "server 3: no cancel line: $(cat s3.err)"
 
-# a port in use is a clear error
+# a port in use is a clear error (its own job store: one server per store)
 start s4 -W 64 -H 64 || exit 1
-"$bin" serve -m "$model" --port "$port" > /dev/null 2> s5.err
+"$bin" serve -m "$model" --port "$port" --store "$tmp/s5.store" > /dev/null 2> s5.err
 rc=$?
 [ $rc != 0 ] && grep -q "cannot listen on 127.0.0.1 port $port" s5.err && ok || bad "port in use: rc $rc $(cat s5.err)"
 kill -TERM "$spid"; wait_exit "$spid" 10
