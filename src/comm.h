@@ -76,9 +76,11 @@ typedef struct {
     const char *from;           /* what said so: "mpi", "torchrun env" or "one process" */
 } c3_procs;
 int comm_procs(c3_procs *out);
-/* Tell the other processes this one failed before it exits (MPI: they are
- * stopped instead of waiting in a collective); nothing for one process. */
-void comm_procs_failed(void);
+/* Tell the other processes this one failed (or, cancelled, was stopped)
+ * before it exits (MPI: they are stopped instead of waiting in a collective;
+ * after a cancel without a failure they are told it was no loss); nothing
+ * for one process. */
+void comm_procs_failed(bool cancelled);
 /* GPU ids (c3_gpu_id) of n ranks per process, rank r's at ids[r]: two ranks
  * of different processes on one GPU (NCCL cannot join them, and each would
  * plan the whole GPU's memory as its own) are refused, naming the ranks,

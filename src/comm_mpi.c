@@ -193,7 +193,7 @@ int comm_procs_share_id(void *buf, size_t n) {
 /* ------------------------------------------------------------- processes */
 
 static c3_procs g_procs;
-static bool g_done, g_failed;
+static bool g_done, g_failed, g_cancel_only;
 static char (*g_hosts)[64]; /* [size]: every process's host */
 
 const char *comm_procs_host(int proc) {
@@ -232,7 +232,7 @@ static void procs_exit(void) {
     /* a lost process: MPI's finalize would wait for it and its abort adds
      * lines of its own; the launcher (or the others' watch) ends the rest */
     bool lost = watch_lost(g_watch, NULL) != NULL;
-    watch_close(g_watch, !g_failed && !lost);
+    watch_close(g_watch, (!g_failed || g_cancel_only) && !lost); /* a cancel: no loss */
     g_watch = NULL;
     if (lost) return;
     /* a failed process stops the others (they may wait in a collective) */
@@ -247,7 +247,8 @@ static int share_bcast(void *buf, size_t n, void *ud) {
     return comm_procs_bcast(buf, n);
 }
 
-void comm_procs_failed(void) {
+void comm_procs_failed(bool cancelled) {
+    g_cancel_only = cancelled && (g_cancel_only || !g_failed);
     g_failed = g_procs.mpi && g_procs.size > 1;
 }
 
@@ -395,7 +396,7 @@ static int mpi_wait(mpi_comm *m, MPI_Request *rq, const char *what) {
         }
         if (c3_now() - t0 > s->timeout) {
             s->broken = 1;
-            comm_procs_failed();
+            comm_procs_failed(false);
             return c3_fail(C3_EFAIL,
                            "MPI %s over the %s group: no answer from the other processes in %.0f "
                            "s (a process died or hangs); set COSMOS3_COMM_TIMEOUT for slower runs",
@@ -616,7 +617,9 @@ int comm_procs(c3_procs *out) {
     return C3_OK;
 }
 
-void comm_procs_failed(void) {}
+void comm_procs_failed(bool cancelled) {
+    (void)cancelled;
+}
 
 bool comm_procs_together(double timeout) {
     (void)timeout;

@@ -243,7 +243,10 @@ static void *rank_main(void *arg) {
          * and the communicator is aborted so no one waits forever */
         a->rt->cancel = 1;
         rt_abort(a->rt);
-        if (a->rk->rc != C3_ECANCEL) comm_procs_failed(); /* other processes: stopped at exit */
+        /* other processes: stopped at exit (a cancel too: a process may
+           still wait in a collective this one left, e.g. a Ctrl-C that
+           reached process 0 before its watch could tell the others) */
+        comm_procs_failed(a->rk->rc == C3_ECANCEL);
     }
     return NULL;
 }
