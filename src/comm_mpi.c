@@ -248,6 +248,9 @@ static int share_bcast(void *buf, size_t n, void *ud) {
 }
 
 void comm_procs_failed(bool cancelled) {
+    /* a cancel stops the others from process 0 alone (it prints the line;
+       another process's abort could end it before that) */
+    if (cancelled && g_procs.rank != 0) return;
     g_cancel_only = cancelled && (g_cancel_only || !g_failed);
     g_failed = g_procs.mpi && g_procs.size > 1;
 }
