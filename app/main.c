@@ -664,6 +664,10 @@ static int cmd_info(c3_settings *s, char **pos, int npos) {
                             json_pack("{s:I,s:I,s:I,s:I}", "und", (json_int_t)d.und_bytes, "gen",
                                       (json_int_t)d.gen_bytes, "vae", (json_int_t)d.vae_bytes,
                                       "unused", (json_int_t)d.unused_bytes));
+        if (d.random_weights)
+            json_object_set_new(o, "random_weights",
+                                json_pack("{s:s,s:f,s:s}", "generator", "c3_random_weight",
+                                          "amplitude", d.random_amplitude, "made", "on load"));
         if (d.fp8) {
             json_t *qj =
                 json_pack("{s:s,s:s,s:s,s:I,s:I}", "weights", "fp8_e4m3", "method", "modelopt",
@@ -711,6 +715,10 @@ static int cmd_info(c3_settings *s, char **pos, int npos) {
                (double)d.und_params / 1e6, a, (double)d.gen_params / 1e6, b,
                (double)d.vae_params / 1e6, c, (double)d.unused_params / 1e6, e);
         if (quant) printf("weights: %s\n", quant);
+        if (d.random_weights)
+            printf("weights: random, made in memory on load (transformer/random.json: "
+                   "c3_random_weight, bf16 uniform in +-%g); the pictures are noise\n",
+                   d.random_amplitude);
         printf("system prompt by default: %s; scheduler: %s%s\n",
                mi.default_system_prompt ? "on" : "off", d.scheduler,
                /* its config's Karras sigmas, unless the card's schedule replaces them */
@@ -868,6 +876,7 @@ static int cmd_mkmodel(c3_settings *s, char **pos, int npos) {
     o.overwrite = s->overwrite;
     o.distilled = s->distilled;
     o.fp8 = s->fp8;
+    o.random_transformer = s->random_transformer;
     double t0 = c3_now();
     char err[1024];
     int rc = cosmos3_mkmodel(&o, err, sizeof err);

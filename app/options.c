@@ -171,6 +171,11 @@ const c3_option c3_options[] = {
     {"fp8", 0, NULL, OPT_FLAG, NULL, NULL, NULL,
      "FP8 layer weights in NVIDIA ModelOpt's layout: E4M3 weights, weight_scale, input_scale and the "
      "quantization_config block", CMD_MKMODEL, F(fp8), false, COSMOS3_FIELD_NONE},
+    {"random-transformer", 0, NULL, OPT_FLAG, NULL, NULL, NULL,
+     "no transformer shards: transformer/random.json instead, and the weights are made in memory each "
+     "time the folder opens (bf16, uniform in +-0.03, as cosmos3 bench makes them): Nano or Super "
+     "without writing 30-125 GB; the VAE, configs and tokenizer as usual",
+     CMD_MKMODEL, F(random_transformer), false, COSMOS3_FIELD_NONE},
     {"skip-vae", 0, NULL, OPT_FLAG, NULL, NULL, NULL,
      "do not time the VAE decode and PNG write (they need a random VAE written to $TMPDIR first)", CMD_BENCH,
      F(skip_vae), false, COSMOS3_FIELD_NONE},

@@ -114,6 +114,7 @@ typedef struct {
     char *preset;
     int layers;
     bool distilled, fp8; /* mkmodel --distilled, --fp8 */
+    bool random_transformer; /* mkmodel --random-transformer */
     /* serve */
     char *host;
     int port;

@@ -48,6 +48,11 @@ typedef struct {
      * 16-bit activations (the weights dequantised); none: every step FP8 */
     bool fp8_policy;
     int fp8_first, fp8_last;
+    /* transformer/random.json: no stored transformer weights; they are made
+     * in memory on load (generator "c3_random_weight", uniform in
+     * +-random_amplitude, bf16): the pictures are noise */
+    bool random_weights;
+    double random_amplitude;
 } cosmos3_checkpoint_details;
 
 /* p->model names the folder (as cosmos3_open); the rest is for the plan. */
@@ -114,6 +119,9 @@ typedef struct {
     int vocab;                 /* 0 = the preset's */
     bool distilled; /* the 4-step students' FlowMatch scheduler (fixed_step_sampler_config) */
     bool fp8;       /* ModelOpt FP8 layer weights (float8_e4m3fn + per-tensor scales) */
+    /* no transformer shards: transformer/random.json, the weights made in
+     * memory when the folder opens (bf16 c3_random_weight, amplitude 0.03) */
+    bool random_transformer;
     void (*progress)(void *user, int64_t done_bytes, int64_t total_bytes);
     void *progress_user;
 } cosmos3_mkmodel_params;

@@ -87,6 +87,8 @@ void cosmos3_checkpoint_model(const cosmos3_checkpoint *c, cosmos3_model_info *o
     d->fp8_policy = t->fp8 && t->fp8_policy;
     d->fp8_first = d->fp8_policy ? t->fp8_first : 0;
     d->fp8_last = d->fp8_policy ? t->fp8_last : 0;
+    d->random_weights = ck->random;
+    d->random_amplitude = ck->random ? ck->random_amp : 0;
 }
 
 /* gen's load without its weights: the transformer and the VAE through their

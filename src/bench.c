@@ -26,6 +26,7 @@
 
 #include "backend.h"
 #include "checkpoint.h"
+#include "checkpoint_random.h"
 #include "mkmodel.h"
 #include "model.h"
 #include "plan.h"
@@ -46,7 +47,7 @@
 #define BENCH_WARMUP_STEPS 2  /* untimed CFG steps first (plans, caches; graphs: seen, recorded) */
 #define BENCH_TIMESTEP 500    /* integer timestep of the timed GEN calls */
 #define BENCH_E2E_SEED 1      /* the e2e request's noise seed */
-#define BENCH_WEIGHT_AMPLITUDE 0.03 /* random weights are uniform in +-this */
+#define BENCH_WEIGHT_AMPLITUDE CKPT_RANDOM_AMPLITUDE /* random weights are uniform in +-this */
 #define BENCH_VAE_VOCAB 64 /* vocab of the throw-away mkmodel checkpoint that carries the VAE */
 #define BENCH_VAE_LAYERS 1
 #define BENCH_FULL_VAE_BASE 256 /* decoder_base_dim of the full Wan2.2 VAE (nano, super, edge) */
@@ -56,84 +57,10 @@
     "cold air, shallow depth of field, cinematic lighting."
 #define BENCH_DEFAULT_NEGATIVE                                                                     \
     "blurry, low quality, distorted, watermark, text overlay, jpeg artifacts."
-#define BENCH_TIME_FREQ_DIM                                                                        \
-    256 /* timestep features: 128 frequencies, cos | sin (spec section 3)                          \
-         */
 #define TFLOP 1e12
 #define GIB (1024.0 * 1024.0 * 1024.0)
 
 /* ------------------------------------------------- in-memory checkpoint */
-
-typedef struct {
-    st_tensor *t;
-    int n, cap;
-} tlist;
-
-static void tl_add(tlist *l, int ndim, const int64_t *shape, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static void tl_add(tlist *l, int ndim, const int64_t *shape, const char *fmt, ...) {
-    if (l->n == l->cap) {
-        l->cap = l->cap ? 2 * l->cap : 256;
-        l->t = xrealloc(l->t, (size_t)l->cap * sizeof *l->t);
-    }
-    st_tensor *t = &l->t[l->n++];
-    memset(t, 0, sizeof *t);
-    char name[256];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(name, sizeof name, fmt, ap);
-    va_end(ap);
-    t->name = xstrdup(name);
-    t->dtype = C3_BF16;
-    t->ndim = ndim;
-    int64_t n = 1;
-    for (int i = 0; i < ndim; i++)
-        n *= (t->shape[i] = shape[i]);
-    t->nbytes = (size_t)n * c3_dtype_size(C3_BF16);
-}
-#define SH(...)                                                                                    \
-    (int)(sizeof((const int64_t[]){__VA_ARGS__}) / sizeof(int64_t)),                               \
-        ((const int64_t[]){__VA_ARGS__})
-
-/* Every transformer tensor generation reads, in the flat diffusers layout
- * (spec section 5), for the geometry c. */
-static void list_transformer(tlist *l, const c3_tconfig *c) {
-    const int64_t D = c->hidden, I = c->inter, hd = c->head_dim, Q = (int64_t)c->heads * hd,
-                  KV = (int64_t)c->kv_heads * hd, P = c->patch_dim;
-    tl_add(l, SH(c->vocab, D), "embed_tokens.weight");
-    for (int i = 0; i < c->layers; i++) {
-        for (int gen = 0; gen < 2; gen++) {
-            const char *sfx = gen ? "_moe_gen" : "", *mlp = gen ? "mlp_moe_gen" : "mlp";
-            tl_add(l, SH(D), "layers.%d.input_layernorm%s.weight", i, sfx);
-            tl_add(l, SH(D), "layers.%d.post_attention_layernorm%s.weight", i, sfx);
-            if (c->mlp_gated) tl_add(l, SH(I, D), "layers.%d.%s.gate_proj.weight", i, mlp);
-            tl_add(l, SH(I, D), "layers.%d.%s.up_proj.weight", i, mlp);
-            tl_add(l, SH(D, I), "layers.%d.%s.down_proj.weight", i, mlp);
-            tl_add(l, SH(Q, D), "layers.%d.self_attn.%s.weight", i, gen ? "add_q_proj" : "to_q");
-            tl_add(l, SH(KV, D), "layers.%d.self_attn.%s.weight", i, gen ? "add_k_proj" : "to_k");
-            tl_add(l, SH(KV, D), "layers.%d.self_attn.%s.weight", i, gen ? "add_v_proj" : "to_v");
-            tl_add(l, SH(D, Q), "layers.%d.self_attn.%s.weight", i, gen ? "to_add_out" : "to_out");
-        }
-        if (c->und_qk_norm) {
-            tl_add(l, SH(hd), "layers.%d.self_attn.norm_q.weight", i);
-            tl_add(l, SH(hd), "layers.%d.self_attn.norm_k.weight", i);
-        }
-        if (c->und_k_norm_for_gen)
-            tl_add(l, SH(hd), "layers.%d.self_attn.k_norm_und_for_gen.weight", i);
-        tl_add(l, SH(hd), "layers.%d.self_attn.norm_added_q.weight", i);
-        tl_add(l, SH(hd), "layers.%d.self_attn.norm_added_k.weight", i);
-    }
-    tl_add(l, SH(D), "norm.weight");
-    tl_add(l, SH(D), "norm_moe_gen.weight");
-    tl_add(l, SH(D, P), "proj_in.weight");
-    tl_add(l, SH(D), "proj_in.bias");
-    tl_add(l, SH(P, D), "proj_out.weight");
-    tl_add(l, SH(P), "proj_out.bias");
-    tl_add(l, SH(D, BENCH_TIME_FREQ_DIM), "time_embedder.linear_1.weight");
-    tl_add(l, SH(D), "time_embedder.linear_1.bias");
-    tl_add(l, SH(D, D), "time_embedder.linear_2.weight");
-    tl_add(l, SH(D), "time_embedder.linear_2.bias");
-}
 
 /* The preset's transformer/config.json, parsed by the checkpoint reader so
  * every derived field is what a folder on disk would give. */
@@ -165,65 +92,18 @@ static int preset_tconfig(const c3_mkmodel_preset *p, int layers, c3_tconfig *t)
     return rc;
 }
 
-/* A checkpoint with no files: configs from the preset, every tensor's data
- * in `buf` (one random bf16 buffer as large as the largest tensor). */
-typedef struct {
-    c3_ckpt ck;
-    st_file shard;
-    uint16_t *buf; /* [nbuf] bf16: element i = bf16(c3_random_weight(i, amplitude)) */
-    int64_t nbuf;
-} mem_ckpt;
-
-static int cmp_tref(const void *a, const void *b) {
-    return strcmp(((const struct c3_tref *)a)->name, ((const struct c3_tref *)b)->name);
-}
-
-static int mem_ckpt_make(mem_ckpt *mc, const c3_mkmodel_preset *p, int layers) {
-    memset(mc, 0, sizeof *mc);
-    C3_TRY(preset_tconfig(p, layers, &mc->ck.t));
-    tlist l = {0};
-    list_transformer(&l, &mc->ck.t);
-    size_t big = 0;
-    for (int i = 0; i < l.n; i++)
-        big = C3_MAX(big, l.t[i].nbytes);
-    int64_t n = (int64_t)(big / sizeof(uint16_t));
-    mc->buf = xmalloc(big);
-    mc->nbuf = n;
-    const float amp = (float)BENCH_WEIGHT_AMPLITUDE;
-#pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < n; i++)
-        mc->buf[i] = c3_f32_to_bf16(c3_random_weight(i, amp));
-    for (int i = 0; i < l.n; i++)
-        l.t[i].data = mc->buf;
-    mc->shard.path = xstrdup("(bench: random weights in memory)");
-    mc->shard.t = l.t;
-    mc->shard.n = l.n;
-    mc->ck.dir = xstrdup("(bench: no checkpoint on disk)");
-    mc->ck.model_id = xstrdup(p->name);
-    mc->ck.default_system_prompt = p->system_prompt;
-    mc->ck.native_flow_schedule = p->native_schedule;
-    mc->ck.shards = &mc->shard;
-    mc->ck.nshards = 1;
-    mc->ck.tens = xcalloc((size_t)l.n, sizeof *mc->ck.tens);
-    for (int i = 0; i < l.n; i++)
-        mc->ck.tens[i] = (struct c3_tref){xstrdup(l.t[i].name), 0, &l.t[i]};
-    mc->ck.ntens = l.n;
-    qsort(mc->ck.tens, (size_t)l.n, sizeof *mc->ck.tens, cmp_tref);
-    return C3_OK;
-}
-
-static void mem_ckpt_free(mem_ckpt *mc) {
-    for (int i = 0; i < mc->ck.ntens; i++)
-        free(mc->ck.tens[i].name);
-    free(mc->ck.tens);
-    for (int i = 0; i < mc->shard.n; i++)
-        free(mc->shard.t[i].name);
-    free(mc->shard.t);
-    free(mc->shard.path);
-    free(mc->ck.dir);
-    free(mc->ck.model_id);
-    free(mc->buf);
-    memset(mc, 0, sizeof *mc);
+/* A checkpoint with no files: configs from the preset, the tensors made in
+ * memory as a folder with transformer/random.json makes them
+ * (checkpoint_random.c: one random bf16 buffer as large as the largest
+ * tensor); ckpt_close frees it. */
+static int mem_ckpt_make(c3_ckpt *ck, const c3_mkmodel_preset *p, int layers) {
+    memset(ck, 0, sizeof *ck);
+    ck->dir = xstrdup("(bench: no checkpoint on disk)");
+    ck->model_id = xstrdup(p->name);
+    ck->default_system_prompt = p->system_prompt;
+    ck->native_flow_schedule = p->native_schedule;
+    C3_TRY(preset_tconfig(p, layers, &ck->t));
+    return ckpt_random_tensors(ck, BENCH_WEIGHT_AMPLITUDE);
 }
 
 /* ------------------------------------------------ timing wrapper backend */
@@ -658,7 +538,7 @@ static void note_memory(cosmos3_bench_result *r, c3_backend *real, const c3_back
 static int bench_run(const cosmos3_bench_params *s, const c3_mkmodel_preset *p,
                      cosmos3_bench_result *r) {
     int rc = C3_OK;
-    mem_ckpt mc = {0};
+    c3_ckpt mc = {0};
     c3_ckpt vck;
     bool have_vck = false;
     c3_backend *real = NULL;
@@ -677,7 +557,7 @@ static int bench_run(const cosmos3_bench_params *s, const c3_mkmodel_preset *p,
 
     B_TRY(find_tokenizer(tokpath, sizeof tokpath));
     B_TRY(mem_ckpt_make(&mc, p, s->layers));
-    const c3_tconfig *c = &mc.ck.t;
+    const c3_tconfig *c = &mc.t;
     snprintf(r->preset, sizeof r->preset, "%s", p->name);
     r->layers = c->layers;
     r->hidden = c->hidden;
@@ -750,8 +630,8 @@ static int bench_run(const cosmos3_bench_params *s, const c3_mkmodel_preset *p,
         snprintf(r->device, sizeof r->device, "cpu");
     }
     b = wrap_backend(real);
-    b->rand_buf = mc.buf;
-    b->rand_n = mc.nbuf;
+    b->rand_buf = mc.random_buf;
+    b->rand_n = mc.random_n;
     c3_backend *be = &b->w;
     be->attn_fp8 = s->attention && !strcmp(s->attention, "fp8");
 
@@ -782,13 +662,13 @@ static int bench_run(const cosmos3_bench_params *s, const c3_mkmodel_preset *p,
         op.gpus = s->gpus;
         op.offload = one.offload;
         op.precision = s->precision;
-        B_TRY(plan_open(&plan, &mc.ck, &op, r->width, r->height, r->frames));
+        B_TRY(plan_open(&plan, &mc, &op, r->width, r->height, r->frames));
         r->plan_text = engine_plan_text(&plan);
         r->plan_need = plan.need;
         r->plan_weights = plan.weights;
     }
     t0 = c3_now();
-    B_TRY(model_load(&m, &mc.ck, be, &one));
+    B_TRY(model_load(&m, &mc, be, &one));
     r->offload = model_offloaded(m);
     r->cfg_batch = model_batches(m);
     B_TRY(be->sync(be));
@@ -800,7 +680,7 @@ static int bench_run(const cosmos3_bench_params *s, const c3_mkmodel_preset *p,
         B_TRY(be->sync(be));
         r->t_vae_load = c3_now() - t0;
         r->e2e = true;
-        cosmos3_engine *e = e2e_engine(&mc.ck, &vck, &plan, be, m, vae, tok, &one);
+        cosmos3_engine *e = e2e_engine(&mc, &vck, &plan, be, m, vae, tok, &one);
         rc = e2e_requests(e, s, r);
         e2e_engine_free(e);
         if (rc) goto out;
@@ -823,7 +703,7 @@ static int bench_run(const cosmos3_bench_params *s, const c3_mkmodel_preset *p,
     double wt = gen_weights_per_token(c);
     /* plus the timestep MLP (linear_1 D x te_in, linear_2 D x D), applied once
      * per GEN call rather than per token: tiny, but executed on the device */
-    const st_tensor *te1 = ckpt_find(&mc.ck, "time_embedder.linear_1.weight");
+    const st_tensor *te1 = ckpt_find(&mc, "time_embedder.linear_1.weight");
     double te_in = te1 && te1->ndim == 2 ? (double)te1->shape[1] : 256.0;
     double temb = 2.0 * ((double)c->hidden * te_in + (double)c->hidden * (double)c->hidden);
     r->flop_step_linear = 2.0 * wt * r->gen_tokens * 2 + 2 * temb;
@@ -959,7 +839,7 @@ out:
     if (*vdir) c3_rm_tree(vdir);
     wrap_free(b);
     c3_backend_destroy(real);
-    mem_ckpt_free(&mc);
+    ckpt_close(&mc);
     return rc;
 #undef B_TRY
 }

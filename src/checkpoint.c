@@ -3,6 +3,8 @@
 
 #include <jansson.h>
 
+#include "checkpoint_random.h"
+
 #include "config.h"
 #include <math.h>
 #include <stdio.h>
@@ -722,12 +724,32 @@ static int index_tensors(c3_ckpt *c) {
     return C3_OK;
 }
 
+/* transformer/random.json: the weights made in memory (checkpoint_random.h) */
+static int open_random(c3_ckpt *c, const char *path, const char *tdir, bool shards) {
+    if (shards)
+        return c3_fail(C3_EMODEL,
+                       "%s holds both %s and safetensors shards: remove %s to load the shards, or "
+                       "the shards to make random weights",
+                       tdir, CKPT_RANDOM_FILE, path);
+    char *text;
+    size_t len;
+    if (c3_read_file(path, &text, &len) != C3_OK) return C3_EMODEL;
+    double amp = 0;
+    int rc = ckpt_random_parse(text, len, path, &amp);
+    free(text);
+    if (rc == C3_OK) rc = ckpt_random_tensors(c, amp);
+    return rc;
+}
+
 static int open_transformer(c3_ckpt *c) {
     char *tdir = c3_path_join(c->dir, "transformer");
     char *idx = c3_path_join(tdir, "diffusion_pytorch_model.safetensors.index.json");
     char *one = c3_path_join(tdir, "diffusion_pytorch_model.safetensors");
+    char *rnd = c3_path_join(tdir, CKPT_RANDOM_FILE);
     int rc = C3_OK;
-    if (c3_file_exists(idx)) {
+    if (c3_file_exists(rnd)) {
+        rc = open_random(c, rnd, tdir, c3_file_exists(idx) || c3_file_exists(one));
+    } else if (c3_file_exists(idx)) {
         json_t *j = load_json(idx, C3_EMODEL, "shard index");
         if (!j) {
             rc = C3_EMODEL;
@@ -781,12 +803,15 @@ static int open_transformer(c3_ckpt *c) {
         rc = add_shard(c, one);
         if (rc == C3_OK) rc = index_tensors(c);
     } else {
-        rc = c3_fail(C3_EMODEL, "%s: no diffusion_pytorch_model.safetensors (or its .index.json)", tdir);
+        rc = c3_fail(C3_EMODEL,
+                     "%s: no diffusion_pytorch_model.safetensors (or its .index.json, or " CKPT_RANDOM_FILE ")",
+                     tdir);
     }
 out:
     free(tdir);
     free(idx);
     free(one);
+    free(rnd);
     return rc;
 }
 
@@ -1063,6 +1088,7 @@ void ckpt_close(c3_ckpt *c) {
     free(c->shards);
     for (int i = 0; i < c->ntens; i++) free(c->tens[i].name);
     free(c->tens);
+    free(c->random_buf);
     if (c->has_vae) st_close(&c->vae);
     free(c->dir);
     free(c->model_id);

@@ -1,7 +1,8 @@
 /* checkpoint.h - a Diffusers-format Cosmos3 folder: configs and tensors.
  *
  *   DIR/model_index.json
- *   DIR/transformer/config.json + *.safetensors (one file, or shards + index)
+ *   DIR/transformer/config.json + *.safetensors (one file, or shards + index),
+ *                    or random.json: the weights made in memory (checkpoint_random.h)
  *   DIR/vae/config.json + diffusion_pytorch_model.safetensors
  *   DIR/scheduler/scheduler_config.json
  *   DIR/text_tokenizer/tokenizer.json (+ tokenizer_config.json)
@@ -141,6 +142,13 @@ typedef struct c3_ckpt {
     int nshards;
     struct c3_tref { char *name; int shard; const st_tensor *t; } *tens;
     int ntens;
+    /* transformer/random.json (checkpoint_random.h): every tensor above made
+     * in memory on open, pointing into random_buf [random_n] bf16, element
+     * i = bf16(c3_random_weight(i, random_amp)); freed by ckpt_close */
+    bool random;
+    double random_amp;
+    uint16_t *random_buf;
+    int64_t random_n;
     st_file vae;
     c3_model_card card; /* model_index.json "cosmos3" */
     /* sparse embedding (embed_tokens.rows [n, D] + embed_tokens.ids [n]) instead of

@@ -3,6 +3,7 @@
 #include "mkmodel.h"
 
 #include "checkpoint.h"
+#include "checkpoint_random.h"
 #include "cosmos3_tools.h"
 
 #include <dirent.h>
@@ -532,6 +533,10 @@ static int resolve(const c3_mkmodel_opts *o, mk_geom *g) {
     if (o->shard_bytes < 0) return c3_fail(C3_EUSAGE, "mkmodel: shard size must be positive");
     if (o->vae < MKMODEL_VAE_PRESET || o->vae > MKMODEL_VAE_FULL)
         return c3_fail(C3_EUSAGE, "mkmodel: vae choice %d is not preset (0), tiny (1) or full (2)", o->vae);
+    if (o->random_transformer && o->fp8)
+        return c3_fail(C3_EUSAGE,
+                       "mkmodel: --fp8 writes FP8 weights and --random-transformer writes none; drop "
+                       "--fp8 and load with --precision fp8 (quantised on load) instead");
     g->layers = o->layers ? o->layers : g->p->layers;
     g->fp8 = o->fp8;
     g->distilled = o->distilled;
@@ -1089,6 +1094,10 @@ static int write_tree(const c3_mkmodel_opts *o, const mk_geom *g, const char *ro
         w.buf[1] = xmalloc((size_t)GEN_BATCH * GEN_CHUNK * sizeof(float));
         zig_init();
     }
+    if (rc == C3_OK && o->random_transformer) { /* the weights made on open: no shards */
+        rc = write_json(tdir, CKPT_RANDOM_FILE, ckpt_random_json(CKPT_RANDOM_AMPLITUDE));
+        nshards = 0;
+    }
     for (int k = 0; rc == C3_OK && k < nshards; k++) {
         char fn[96];
         shard_name(fn, sizeof fn, k, nshards);
@@ -1142,7 +1151,7 @@ int mkmodel_write(const c3_mkmodel_opts *o) {
     int nshards = 0;
     plan_all(&g, o->shard_bytes, &tr, &va, &nshards);
     int64_t total = 0;
-    for (int i = 0; i < tr.n; i++) total += tr.t[i].nbytes;
+    for (int i = 0; i < tr.n && !o->random_transformer; i++) total += tr.t[i].nbytes;
     for (int i = 0; i < va.n; i++) total += va.t[i].nbytes;
     struct statvfs vfs;
     if (rc == C3_OK && statvfs(parent, &vfs) == 0) {
@@ -1207,6 +1216,7 @@ static int mkmodel_call(const cosmos3_mkmodel_params *p) {
                          .vocab = p->vocab,
                          .distilled = p->distilled,
                          .fp8 = p->fp8,
+                         .random_transformer = p->random_transformer,
                          .progress = p->progress,
                          .progress_user = p->progress_user};
     char tdir[4096], tj[4096];

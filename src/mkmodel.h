@@ -84,6 +84,9 @@ typedef struct {
     int vae;                   /* MKMODEL_VAE_*; 0 = the preset's */
     bool distilled; /* the 4-step students' FlowMatch scheduler (fixed_step_sampler_config) */
     bool fp8;       /* ModelOpt FP8 layer weights (see mkmodel.c) */
+    /* transformer/random.json instead of the shards: the weights are made in
+     * memory when the folder opens (checkpoint_random.h); the rest as usual */
+    bool random_transformer;
     /* Called after each block of data is written (from the calling thread). */
     void (*progress)(void *user, int64_t done_bytes, int64_t total_bytes);
     void *progress_user;
