@@ -14,7 +14,7 @@
 
 #define TIME_FREQ_DIM 256 /* timestep features: 128 frequencies, cos | sin (spec section 3) */
 #define RANDOM_FIX                                                                                 \
-    "write {\"generator\": \"" CKPT_RANDOM_GENERATOR "\", \"amplitude\": 0.03} there, or run "   \
+    "write {\"generator\": \"" CKPT_RANDOM_GENERATOR "\", \"amplitude\": 0.03} there, or run "     \
     "cosmos3 mkmodel --random-transformer again"
 
 json_t *ckpt_random_json(double amp) {
@@ -148,7 +148,8 @@ int ckpt_random_tensors(c3_ckpt *c, double amp) {
     c->random_buf = buf;
     c->random_n = n;
     c->shards = xcalloc(1, sizeof *c->shards);
-    c->shards[0] = (st_file){.path = xstrdup("(random weights made in memory)"), .t = l.t, .n = l.n};
+    c->shards[0] =
+        (st_file){.path = xstrdup("(random weights made in memory)"), .t = l.t, .n = l.n};
     c->nshards = 1;
     c->tens = xcalloc((size_t)(l.n ? l.n : 1), sizeof *c->tens);
     for (int i = 0; i < l.n; i++)

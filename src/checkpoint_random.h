@@ -24,7 +24,7 @@
 
 #include "checkpoint.h"
 
-#define CKPT_RANDOM_FILE "random.json"          /* in transformer/ */
+#define CKPT_RANDOM_FILE "random.json"           /* in transformer/ */
 #define CKPT_RANDOM_GENERATOR "c3_random_weight" /* the one generator there is */
 #define CKPT_RANDOM_AMPLITUDE 0.03               /* weights uniform in +-this */
 #define CKPT_RANDOM_MAX_AMPLITUDE 1.0
