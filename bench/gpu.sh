@@ -10,7 +10,9 @@
 #       jansson, ...: bench/carry.sh), debug info stripped,
 #       and carry/fixtures.txz with tiny-a (its model and goldens, less the
 #       tokenizer, which is share/'s; the embedding sparse and lm_head out:
-#       bench/fixtures_stage.py). NO_FIXTURES=1 leaves the fixtures out
+#       bench/fixtures_stage.py). SERVE=1 builds cosmos3 serve too (section `serve`;
+#       its libraries, libmicrohttpd, GnuTLS and SQLite, travel: ~2 MiB as xz).
+#       NO_FIXTURES=1 leaves the fixtures out
 #       (then `goldens` skips). NO_OPS=1 leaves ops_check and vae_lab out. The conditioned goldens (tiny-a/cond) stay out unless
 #       WITH_COND=1 FIXTURES_EXCLUDE=' ' (with the demo model in the tree they overrun 64 MiB). The carry must stay under 64 MiB with the tree.
 #   bench/gpu.sh SECTION...         there, from the repo root, carry
@@ -87,6 +89,8 @@ out=${OUT:-/tmp/gpu}
 pack() {
     local build=${1:-build-gpu}
     local opts=(-Dcuda=enabled -Dserve=disabled -Dtui=disabled -Dsixel=disabled -Dmedia=disabled)
+    # SERVE=1: cosmos3 serve too (libmicrohttpd with GnuTLS, SQLite: ldd carries them) for `serve`
+    [ -n "${SERVE:-}" ] && opts+=(-Dserve=enabled)
     # shellcheck disable=SC2206 # PACK_OPTS: words
     opts+=(${PACK_OPTS:-})
     if [ -d "$build" ]; then

@@ -12,7 +12,12 @@
 #                baseline), default
 #                "today:--replicas 1 --max-batch 1;batch4:--replicas 1 --max-batch 4;
 #                 replicas2:--replicas 2 --max-batch 1;new:--replicas 2 --max-batch 4"
-#   MODELS       "demo tiny" (either or both)
+#   MODELS       "demo tiny" (either or both), and model folders as NAME=DIR (NAME: letters,
+#                digits, _), e.g. "nano=/tmp/nano" (a `mkmodel --random-transformer` folder
+#                makes Nano's or Super's weights on load, no shards on disk)
+#   LOAD_NAME    loadgen options for the folder NAME (e.g. LOAD_nano="--mix image:1024x1024
+#                --steps 50 --concurrency 8 --jobs 16": later options win over the defaults)
+#   SERVE_NAME   more serve options for the folder NAME's servers (e.g. SERVE_super="--precision fp8")
 #   CONCURRENCY  1,2,4,8,16      JOBS  48 per level
 #   DEMO_LOAD    loadgen options for the demo model (default: its mix, the model's 20 steps)
 #   TINY_LOAD    ... for the tiny checkpoint (default: 64x64 and 128x128 pictures, 9- and 17-frame
@@ -71,21 +76,28 @@ SERVE_ARGS=${SERVE_ARGS:-}
 rc=0
 summary=()
 for model in $MODELS; do
+    extra=
     case $model in
         demo) mdir=demo; load=$DEMO_LOAD ;;
         tiny) mdir="$out/tiny"
               [ -f "$mdir/model_index.json" ] || "$bin" mkmodel --preset tiny -o "$mdir" -q ||
                   { echo "load.sh: mkmodel --preset tiny failed"; rc=1; continue; }
               load=$TINY_LOAD ;;
-        *) echo "load.sh: MODELS: '$model' is neither demo nor tiny"; exit 2 ;;
+        *=*) name=${model%%=*} mdir=${model#*=}
+             [[ $name =~ ^[A-Za-z0-9_]+$ ]] || { echo "load.sh: MODELS: '$name' (in $model) must be letters, digits and _"; exit 2; }
+             [ -f "$mdir/model_index.json" ] || { echo "load.sh: MODELS: $mdir is not a model folder (no model_index.json)"; exit 2; }
+             lv=LOAD_$name sv=SERVE_$name
+             load=${!lv:-} extra=${!sv:-}
+             model=$name ;;
+        *) echo "load.sh: MODELS: '$model' is neither demo, tiny nor NAME=DIR"; exit 2 ;;
     esac
     jsons=()
     IFS=';' read -ra cfgs <<< "$CONFIGS"
     for cfg in "${cfgs[@]}"; do
         label=${cfg%%:*} flags=${cfg#*:}
-        echo "== $model, $label: serve ${flags:-(no flags)}"
-        # shellcheck disable=SC2086 # flags is a word list
-        start "$model-$label" "$mdir" $flags || { rc=1; stop; continue; }
+        echo "== $model, $label: serve ${flags:-(no flags)}${extra:+ $extra}"
+        # shellcheck disable=SC2086 # flags and extra are word lists
+        start "$model-$label" "$mdir" $flags $extra || { rc=1; stop; continue; }
         grep -E "ready:|layout|replica" "$out/$model-$label.err" | sed 's/^/   /'
         # shellcheck disable=SC2086 # load is a word list
         python3 "$src/bench/loadgen.py" --url "http://127.0.0.1:$port" --concurrency "$CONCURRENCY" \
