@@ -23,6 +23,8 @@
 #   TINY_LOAD    ... for the tiny checkpoint (default: 64x64 and 128x128 pictures, 9- and 17-frame
 #                clips, the model's default steps)
 #   SERVE_ARGS   more serve options for every server (e.g. --device cuda --gpus 0,1)
+#   TARGETS      the ratios judged at concurrency 8: "THROUGHPUT,P50" (default issue 32's
+#                1.5,0.7), or none
 #   OUT          folder for the servers' logs and loadgen's JSON (default: a new one in $TMPDIR)
 # Where serve lacks --replicas/--max-batch (before issue 32's scheduler is
 # merged) it says so and measures today's server alone, without those flags.
@@ -111,7 +113,7 @@ for model in $MODELS; do
             echo
             echo "### $model ($(date -u +%Y-%m-%d), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg))"
             echo
-            python3 "$src/bench/loadgen.py" --compare "${jsons[@]}"
+            python3 "$src/bench/loadgen.py" --compare "${jsons[@]}" --targets "${TARGETS:-1.5,0.7}"
         } | tee "$out/$model-compare.md"
     fi
 done

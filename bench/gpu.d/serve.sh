@@ -115,7 +115,7 @@ sec_serve() {
         clips)
             local mp4_why=
             if ! serve_mp4 "$t/probe"; then
-                echo "  clips skipped: this machine cannot write MP4 (serve's /v1/videos format): ${mp4_why}"
+                echo "  clips skipped: serve's /v1/videos answers MP4 only, and this cosmos3 cannot write MP4 here: ${mp4_why}"
                 continue
             fi
             models+=("clips=$t/nano")
@@ -125,7 +125,7 @@ sec_serve() {
     [ ${#models[@]} -gt 0 ] || return
     # one server at a time, each configuration of each part, in this call
     CONFIGS="today:--replicas 1 --max-batch 1;new:--replicas 1 --max-batch 0" MODELS="${models[*]}" \
-        SERVE_ARGS="$sargs" OUT="$out/serve" timeout 3000 bash "$here/bench/load.sh" "$pk"
+        SERVE_ARGS="$sargs" OUT="$out/serve" TARGETS=none timeout 3000 bash "$here/bench/load.sh" "$pk"
     counted "load.sh" $?
     section "serve: the ratios, new defaults / today, at each part's concurrency (issue 37 item 5 targets)"
     echo "| part | conc | ok | today jobs/min | new jobs/min | x thr | p50 today / new (s) | p99 today / new (s) | new batch mean | target |"
