@@ -119,11 +119,11 @@ typedef struct {
     int vocab;                 /* 0 = the preset's */
     bool distilled; /* the 4-step students' FlowMatch scheduler (fixed_step_sampler_config) */
     bool fp8;       /* ModelOpt FP8 layer weights (float8_e4m3fn + per-tensor scales) */
+    void (*progress)(void *user, int64_t done_bytes, int64_t total_bytes);
+    void *progress_user;
     /* no transformer shards: transformer/random.json, the weights made in
      * memory when the folder opens (bf16 c3_random_weight, amplitude 0.03) */
     bool random_transformer;
-    void (*progress)(void *user, int64_t done_bytes, int64_t total_bytes);
-    void *progress_user;
 } cosmos3_mkmodel_params;
 
 COSMOS3_API void cosmos3_mkmodel_params_init(cosmos3_mkmodel_params *p);

@@ -803,9 +803,8 @@ static int open_transformer(c3_ckpt *c) {
         rc = add_shard(c, one);
         if (rc == C3_OK) rc = index_tensors(c);
     } else {
-        rc = c3_fail(C3_EMODEL,
-                     "%s: no diffusion_pytorch_model.safetensors (or its .index.json, or " CKPT_RANDOM_FILE ")",
-                     tdir);
+        rc = c3_fail(C3_EMODEL, "%s: no diffusion_pytorch_model.safetensors (or its index, or %s)",
+                     tdir, CKPT_RANDOM_FILE);
     }
 out:
     free(tdir);

@@ -534,9 +534,10 @@ static int resolve(const c3_mkmodel_opts *o, mk_geom *g) {
     if (o->vae < MKMODEL_VAE_PRESET || o->vae > MKMODEL_VAE_FULL)
         return c3_fail(C3_EUSAGE, "mkmodel: vae choice %d is not preset (0), tiny (1) or full (2)", o->vae);
     if (o->random_transformer && o->fp8)
-        return c3_fail(C3_EUSAGE,
-                       "mkmodel: --fp8 writes FP8 weights and --random-transformer writes none; drop "
-                       "--fp8 and load with --precision fp8 (quantised on load) instead");
+        return c3_fail(
+            C3_EUSAGE,
+            "mkmodel: --fp8 writes FP8 weights and --random-transformer writes none; drop "
+            "--fp8 and load with --precision fp8 (quantised on load) instead");
     g->layers = o->layers ? o->layers : g->p->layers;
     g->fp8 = o->fp8;
     g->distilled = o->distilled;
@@ -1151,7 +1152,8 @@ int mkmodel_write(const c3_mkmodel_opts *o) {
     int nshards = 0;
     plan_all(&g, o->shard_bytes, &tr, &va, &nshards);
     int64_t total = 0;
-    for (int i = 0; i < tr.n && !o->random_transformer; i++) total += tr.t[i].nbytes;
+    for (int i = 0; i < tr.n && !o->random_transformer; i++)
+        total += tr.t[i].nbytes;
     for (int i = 0; i < va.n; i++) total += va.t[i].nbytes;
     struct statvfs vfs;
     if (rc == C3_OK && statvfs(parent, &vfs) == 0) {

@@ -54,7 +54,8 @@ static void check_preset(const char *base, const char *tok, const char *preset) 
     snprintf(rdir, sizeof rdir, "%s/%s_random", base, preset);
     snprintf(wdir, sizeof wdir, "%s/%s_written", base, preset);
     T_CHECK(make(preset, rdir, tok, true, false) == C3_OK, "%s: %s", preset, c3_errmsg());
-    if (write) T_CHECK(make(preset, wdir, tok, false, false) == C3_OK, "%s: %s", preset, c3_errmsg());
+    if (write)
+        T_CHECK(make(preset, wdir, tok, false, false) == C3_OK, "%s: %s", preset, c3_errmsg());
     T_CHECK(exists_in(rdir, "transformer/" CKPT_RANDOM_FILE) &&
                 !exists_in(rdir, "transformer/diffusion_pytorch_model.safetensors") &&
                 exists_in(rdir, "vae/diffusion_pytorch_model.safetensors") &&
@@ -70,8 +71,7 @@ static void check_preset(const char *base, const char *tok, const char *preset) 
         ckpt_close(&r);
         return;
     }
-    T_CHECK(r.random && (!write || !w.random) &&
-                fabs(r.random_amp - CKPT_RANDOM_AMPLITUDE) < 1e-12,
+    T_CHECK(r.random && (!write || !w.random) && fabs(r.random_amp - CKPT_RANDOM_AMPLITUDE) < 1e-12,
             "%s: random flag, amplitude %g", preset, r.random_amp);
     if (write) {
         T_CHECK(r.ntens == w.ntens, "%s: %d tensors made, %d written", preset, r.ntens, w.ntens);
@@ -84,8 +84,7 @@ static void check_preset(const char *base, const char *tok, const char *preset) 
         T_CHECK(mkmodel_size(&o, &s) == C3_OK && s.transformer_params == params &&
                     s.transformer_tensors == r.ntens,
                 "%s: %lld parameters in %d tensors made, mkmodel writes %lld in %d", preset,
-                (long long)params, r.ntens, (long long)s.transformer_params,
-                s.transformer_tensors);
+                (long long)params, r.ntens, (long long)s.transformer_params, s.transformer_tensors);
     }
     size_t big = 0;
     for (int i = 0; i < r.ntens && (!write || i < w.ntens); i++) {
