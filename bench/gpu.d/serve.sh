@@ -10,16 +10,18 @@
 #                nano   Nano 1024x1024 pictures, 50 steps (~2.4 s each), concurrency 8,
 #                       NANO_JOBS=16: ~2 min (target throughput >= 1.3x)
 #                super  Super-4Step 1360x768 pictures, 64 layers (~0.7 s each; ~125 GB of bf16
-#                       uploaded per server), concurrency 8, SUPER_JOBS=24: ~2-3 min (>= 1.4x)
+#                       uploaded per server), concurrency 8, SUPER_JOBS=24: ~1.5-3 min (>= 1.4x)
 #                clips  Nano 832x480 93-frame clips, the model's 35 steps (~21 s each),
 #                       concurrency 4, CLIP_JOBS=8: ~7 min (>= 1.05x): a call of its own, or
 #                       CLIP_JOBS=4 (~4 min). The clips are MP4, which needs FFmpeg's
 #                       libraries at run time: where the machine lacks them (the GPU image does;
 #                       carried they overrun 64 MiB) the part says so in one line and skips.
-#              Settings: NANO_/SUPER_/CLIP_ MIX, STEPS, CONC, JOBS; SERVE_WARMUP (loadgen
-#              --warmup, default 2); SERVE_SUPER_ARGS (more serve options for Super, e.g.
-#              --precision fp8 if bf16 does not fit); SERVE_DEVICE (default cuda; cpu runs it
-#              without a GPU); SERVE_SMOKE=1: the plumbing on the CPU in ~1 min (tiny and demo
+#              Settings: NANO_/SUPER_/CLIP_ MIX, STEPS, CONC, JOBS; NANO_LAYERS (36),
+#              SUPER_LAYERS (64); SERVE_WARMUP (loadgen --warmup, default 2); SERVE_SUPER_ARGS
+#              (more serve options for Super, e.g. --precision fp8 where bf16 does not fit: a
+#              server that cannot load is named with its log's last lines); SERVE_DEVICE
+#              (default cuda; cpu runs it without a GPU); SERVE_SMOKE=1: the plumbing on the
+#              CPU in ~15 s (tiny and demo
 #              random folders, small sizes, 2 jobs each): GPU_PACK=build NO_NANO=1
 #              SERVE_SMOKE=1 bash bench/gpu.sh serve
 # shellcheck shell=bash disable=SC2154 # bin, out, pk, fails, here: set by gpu.sh
@@ -61,7 +63,8 @@ serve_mp4() {
 
 sec_serve() {
     local t=/tmp/c3serve dev=${SERVE_DEVICE:-cuda} parts=${SERVE_PARTS:-"nano super clips"}
-    local nano_mk=(--preset nano) super_mk=(--preset super --layers 64 --distilled)
+    local nano_mk=(--preset nano --layers "${NANO_LAYERS:-36}")
+    local super_mk=(--preset super --layers "${SUPER_LAYERS:-64}" --distilled)
     local nano_mix=${NANO_MIX:-image:1024x1024} nano_steps=${NANO_STEPS:-50} nano_conc=${NANO_CONC:-8}
     local nano_jobs=${NANO_JOBS:-16} super_mix=${SUPER_MIX:-image:1360x768} super_steps=${SUPER_STEPS:-0}
     local super_conc=${SUPER_CONC:-8} super_jobs=${SUPER_JOBS:-24} clip_mix=${CLIP_MIX:-video:832x480x93}
