@@ -668,7 +668,19 @@ int ckpt_scan(const c3_ckpt *c, int64_t *ntensors, int64_t *nvalues) {
     *ntensors = *nvalues = 0;
     float *buf = xmalloc(SCAN_CHUNK * sizeof *buf);
     int rc = C3_OK;
-    for (int i = 0; rc == C3_OK && i < c->ntens; i++, ++*ntensors)
+    /* random weights: every tensor is a view of the one buffer: their dtypes, the buffer once */
+    if (c->random) {
+        st_tensor all = {.name = "(random weights)",
+                         .dtype = C3_BF16,
+                         .ndim = 1,
+                         .shape = {c->random_n},
+                         .data = c->random_buf,
+                         .nbytes = (size_t)c->random_n * sizeof *c->random_buf};
+        for (int i = 0; rc == C3_OK && i < c->ntens; i++, ++*ntensors)
+            rc = ckpt_check_dtype(c, true, "transformer", c->tens[i].name, c->tens[i].t->dtype);
+        if (rc == C3_OK) rc = scan_tensor(c, true, "transformer", all.name, &all, buf, nvalues);
+    }
+    for (int i = 0; !c->random && rc == C3_OK && i < c->ntens; i++, ++*ntensors)
         rc = scan_tensor(c, true, "transformer", c->tens[i].name, c->tens[i].t, buf, nvalues);
     for (int i = 0; rc == C3_OK && c->has_vae && i < c->vae.n; i++, ++*ntensors)
         rc = scan_tensor(c, false, c->vae.path, c->vae.t[i].name, &c->vae.t[i], buf, nvalues);

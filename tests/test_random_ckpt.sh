@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `mkmodel --random-transformer` through the CLI (CPU): the folder's transformer
 # is made in memory on open (transformer/random.json).
-#   1. info says the weights are random, made on load (text and --json)
+#   1. info says the weights are random, made on load (text and --json); --check passes
 #   2. gen on a --distilled --seed 1 folder gives the pixels `cosmos3 bench
 #      --e2e` gives for the same preset (its in-memory checkpoint and its
 #      throw-away VAE of seed 1): tiny, and the demo geometry
@@ -28,6 +28,8 @@ import json, sys
 r = json.load(sys.stdin)["random_weights"]
 sys.exit(0 if r == {"generator": "c3_random_weight", "amplitude": 0.03, "made": "on load"} else 1)' &&
     ok || bad "info --json: no random_weights object"
+"$bin" info --check -m tiny -W 64 -H 64 2>&1 | grep -q "^check: ok: 251 tensors with the dtypes they must have" &&
+    ok || bad "info --check: $("$bin" info --check -m tiny -W 64 -H 64 2>&1 | tail -1)"
 
 # 2. gen on the folder = bench --e2e's in-memory checkpoint, pixel for pixel
 for g in tiny:64x64 demo:96x64; do
