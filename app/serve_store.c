@@ -506,13 +506,19 @@ void store_rows_free(store_row *rows, int n) {
 
 /* ----------------------------------------------------------- changes */
 
-static int add_locked(c3_store *st, const char *id, int64_t created_at, const char *obj) {
-    sqlite3_stmt *s = q(st, Q_ADD);
+/* Statement qi with its three parameters (text id, an integer time, text),
+ * run once: adding a row, failing one. */
+static int run_tit(c3_store *st, int qi, const char *id, int64_t t, const char *text) {
+    sqlite3_stmt *s = q(st, qi);
     SQL(st, sqlite3_bind_text(s, 1, id, -1, SQLITE_STATIC));
-    SQL(st, sqlite3_bind_int64(s, 2, created_at));
-    SQL(st, sqlite3_bind_text(s, 3, obj, -1, SQLITE_STATIC));
+    SQL(st, sqlite3_bind_int64(s, 2, t));
+    SQL(st, sqlite3_bind_text(s, 3, text, -1, SQLITE_STATIC));
     SQL(st, sqlite3_step(s));
     return COSMOS3_OK;
+}
+
+static int add_locked(c3_store *st, const char *id, int64_t created_at, const char *obj) {
+    return run_tit(st, Q_ADD, id, created_at, obj);
 }
 
 static char *dump(json_t *o) {
@@ -596,12 +602,7 @@ int store_complete(c3_store *st, const char *id, const void *data, size_t len, c
 }
 
 static int fail_locked(c3_store *st, const char *id, int64_t completed_at, const char *error) {
-    sqlite3_stmt *s = q(st, Q_FAIL);
-    SQL(st, sqlite3_bind_text(s, 1, id, -1, SQLITE_STATIC));
-    SQL(st, sqlite3_bind_int64(s, 2, completed_at));
-    SQL(st, sqlite3_bind_text(s, 3, error, -1, SQLITE_STATIC));
-    SQL(st, sqlite3_step(s));
-    return COSMOS3_OK;
+    return run_tit(st, Q_FAIL, id, completed_at, error);
 }
 
 int store_fail(c3_store *st, const char *id, int64_t completed_at, const char *error) {

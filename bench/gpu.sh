@@ -20,7 +20,8 @@
 #     check    the device, ldd, ops_check: every backend op CUDA vs CPU (bf16
 #              tolerance 1e-2), then the attention/GEMM timings (OPS_QUICK=1: none)
 #     goldens  tiny-a goldens on CUDA bf16 and on the fp32 check path
-#              (COSMOS3_CUDA_FP32=1), one forward CUDA vs CPU (tiny-a, nano 2 layers)
+#              (COSMOS3_CUDA_FP32=1), batched requests vs each alone (test_batch),
+#              one forward CUDA vs CPU (tiny-a, nano 2 layers)
 #     layouts  every layout as ranks sharing GPU 0 vs world 1, --offload vs
 #              resident and its H2D rate, the real-geometry VAE (nano 256x256),
 #              nano latents CUDA vs CPU after 1 and 2 steps, compute-sanitizer
@@ -80,7 +81,7 @@ if [ -f "$sdir/carry.sh" ]; then . "$sdir/carry.sh"; else . bench/carry.sh; fi
 # libcosmos3-cuda.so: the CUDA backend, a module libcosmos3 opens; found
 # beside the programs in the pack (src/cuda_module.c looks beside the program)
 files=(cosmos3 libcosmos3-cuda.so tests/test_model tests/test_vae tests/test_e2e
-    tests/test_backends tests/test_gpu_ranks tests/test_demo tests/test_demo_motion tests/libdemojudge.so
+    tests/test_backends tests/test_gpu_ranks tests/test_demo tests/test_demo_motion tests/libdemojudge.so tests/test_batch
     ${WITH_COND:+tests/test_cond tests/test_cond_e2e})
 [ -n "${NO_OPS:-}" ] || files+=(tests/ops_check cuda/lab/vae_lab)
 fails=0
@@ -211,6 +212,8 @@ sec_goldens() {
     section "goldens: tiny-a on CUDA bf16 (one forward <= 2e-2, six steps <= 6e-2) and fp32 (<= 1e-4)"
     local t rc
     for t in model vae e2e; do cuda_pair "$t" 120 12; done
+    section "goldens: batched vs alone on CUDA (test_batch: the demo model and tiny, every layout as ranks sharing GPU 0; bf16 <= 6e-2)"
+    cuda_pair batch 240 6
     section "goldens: one forward, CUDA (bf16) vs the CPU backend (fp32): tiny-a and nano 2 layers (<= 2e-2)"
     timeout 200 "$pk/test_backends" 2>&1 | tail -8
     counted "test_backends" "${PIPESTATUS[0]}"

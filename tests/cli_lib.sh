@@ -34,13 +34,21 @@ serve_start() {
     "$bin" serve --port 0 "$@" > "$name.out" 2> "$name.err" &
     spid=$!
     pids+=("$spid")
+    serve_port "$name.err" 100
+    [ -n "$port" ] || { bad "$name did not start: $(cat "$name.err")"; return 1; }
+}
+
+# serve_port ERRFILE TENTHS [READY]: $port once ERRFILE says the server
+# listens (and, with READY, once it also says 'serve: ready'), polled every
+# 0.1 s at most TENTHS times; empty if not by then
+serve_port() {
     port=
-    for _ in $(seq 100); do
-        port=$(sed -n 's/.*listening on http:\/\/127\.0\.0\.1:\([0-9]*\) .*/\1/p' "$name.err")
-        [ -n "$port" ] && break
+    for _ in $(seq "$2"); do
+        port=$(sed -n 's/.*listening on http:\/\/127\.0\.0\.1:\([0-9]*\) .*/\1/p' "$1" | head -1)
+        [ -n "$port" ] && { [ -z "${3:-}" ] || grep -q 'serve: ready' "$1"; } && return 0
         sleep 0.1
     done
-    [ -n "$port" ] || { bad "$name did not start: $(cat "$name.err")"; return 1; }
+    [ -n "$port" ] && [ -z "${3:-}" ]
 }
 
 # latents_rel A.st B.st: prints |B - A| / |A| (relative L2) of the tensor

@@ -14,57 +14,14 @@
 //             last X-Forwarded-For entry is the client
 'use strict';
 const net = require('node:net');
-const http = require('node:http');
 const fs = require('node:fs');
 
 const port = Number(process.env.PORT), pid = Number(process.env.PID);
 const slow = Number(process.env.SLOW || 1); // a sanitizer build: time bounds scaled
-let passed = 0, failed = 0;
-function check(cond, what, detail) {
-    if (cond)
-        passed++;
-    else {
-        failed++;
-        console.log(
-            `FAIL: ${what}${detail !== undefined ? ': ' + String(detail).slice(0, 400) : ''}`);
-    }
-}
+const lib = require('./serve/lib.js');
+const check = lib.check;
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-
-function request(opts) {
-    return new Promise((resolve) => {
-        const headers = Object.assign({}, opts.headers || {});
-        if (opts.body !== undefined) headers['Content-Length'] = Buffer.byteLength(opts.body);
-        const req = http.request({
-            host : '127.0.0.1',
-            port,
-            path : opts.path,
-            method : opts.method || 'GET',
-            headers,
-            agent : false
-        });
-        const timer = setTimeout(() => { req.destroy(new Error('timeout')); },
-                                 opts.timeout || 30000);
-        req.on('response', (res) => {
-            const parts = [];
-            res.on('data', (d) => parts.push(d));
-            res.on('end', () => {
-                clearTimeout(timer);
-                resolve({status : res.statusCode, headers : res.headers, body : Buffer.concat(parts)});
-            });
-            res.on('error', (e) => {
-                clearTimeout(timer);
-                resolve({error : e.code || e.message});
-            });
-        });
-        req.on('error', (e) => {
-            clearTimeout(timer);
-            resolve({error : e.code || e.message});
-        });
-        if (opts.body !== undefined) req.write(opts.body);
-        req.end();
-    });
-}
+const request = (opts) => lib.rawRequest(port, opts);
 const json = {'Content-Type' : 'application/json'};
 const message = (r) => {
     try {
@@ -283,6 +240,5 @@ async function proxy() {
 (async () => {
     const tests = {bombs, multipart, edges, load, proxy};
     for (const name of process.argv.slice(2)) await tests[name]();
-    console.log(`serve_harden.js: ${passed} passed, ${failed} failed`);
-    process.exit(failed ? 1 : 0);
+    process.exit(lib.summary('serve_harden.js'));
 })();

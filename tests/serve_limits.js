@@ -8,57 +8,13 @@
 //   trickle   a header line every 0.3 s: closed at the header deadline
 'use strict';
 const net = require('node:net');
-const http = require('node:http');
 
 const port = Number(process.env.PORT), key = process.env.KEY;
-let passed = 0, failed = 0;
-function check(cond, what, detail) {
-    if (cond)
-        passed++;
-    else {
-        failed++;
-        console.log(
-            `FAIL: ${what}${detail !== undefined ? ': ' + String(detail).slice(0, 400) : ''}`);
-    }
-}
+const lib = require('./serve/lib.js');
+const check = lib.check;
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-
-// One request from localAddress; resolves {status, headers, body} or {error}.
-function request(opts) {
-    return new Promise((resolve) => {
-        const headers = Object.assign({}, opts.headers || {});
-        if (opts.body !== undefined) headers['Content-Length'] = Buffer.byteLength(opts.body);
-        const req = http.request({
-            host : '127.0.0.1',
-            port,
-            path : opts.path,
-            method : opts.method || 'GET',
-            headers,
-            agent : false,
-            localAddress : opts.from || '127.0.0.1'
-        });
-        const timer =
-            setTimeout(() => { req.destroy(new Error('timeout')); }, opts.timeout || 20000);
-        req.on('response', (res) => {
-            const parts = [];
-            res.on('data', (d) => parts.push(d));
-            res.on('end', () => {
-                clearTimeout(timer);
-                resolve({
-                    status : res.statusCode,
-                    headers : res.headers,
-                    body : Buffer.concat(parts).toString()
-                });
-            });
-        });
-        req.on('error', (e) => {
-            clearTimeout(timer);
-            resolve({error : e.message});
-        });
-        if (opts.body !== undefined) req.write(opts.body);
-        req.end();
-    });
-}
+// One request from localAddress opts.from; resolves {status, headers, body} or {error}.
+const request = (opts) => lib.rawRequest(port, Object.assign({timeout : 20000}, opts));
 const bearer = (k) => ({Authorization : `Bearer ${k}`});
 const json = {
     'Content-Type' : 'application/json'
@@ -211,7 +167,5 @@ async function trickle() {
     const modes = {auth, types, cost, flood, trickle};
     for (const m of process.argv.slice(2))
         await modes[m]();
-    console.log(
-        `serve_limits ${process.argv.slice(2).join(' ')}: ${passed} passed, ${failed} failed`);
-    process.exit(failed ? 1 : 0);
+    process.exit(lib.summary(`serve_limits ${process.argv.slice(2).join(' ')}`));
 })();

@@ -13,13 +13,24 @@
  *     the other two still equal to alone;
  *   - a request of another batch key is refused alone with one line;
  *   - cosmos3_batch_key equal for the same shape, different for another
- *     size or step count; cosmos3_batch_max at least 1. */
+ *     size or step count; cosmos3_batch_max at least 1.
+ * COSMOS3_TEST_DEVICE=cuda runs the same on the CUDA backend (bf16; the
+ * layouts as ranks sharing GPU 0), held to the bf16 drift the goldens allow
+ * over several steps (latents 6e-2 relative L2, pixels 3 levels on average)
+ * instead of the CPU's 1e-5 and single-level flips. */
 #include <pthread.h>
 
 #include "test_engine.h"
 
 #define REL_L2_MAX 1e-5
 #define FLIP_FRACTION_MAX 0.01 /* single-level pixel flips of a batched picture, of its bytes */
+#define CUDA_REL_L2_MAX 6e-2   /* bf16: the goldens' bound over six steps */
+#define CUDA_MEAN_LEVELS_MAX 3.0
+
+static const char *device = "cpu"; /* COSMOS3_TEST_DEVICE */
+static bool on_cuda(void) {
+    return strcmp(device, "cpu") != 0;
+}
 
 /* ------------------------------------------------------------- helpers */
 
@@ -82,16 +93,27 @@ static void check_same(const char *what, const cosmos3_result *b, const cosmos3_
     T_CHECK(b->latents && a->latents && latent_n(b) == latent_n(a), "%s: latents", what);
     if (b->latents && a->latents && latent_n(b) == latent_n(a)) {
         double e = rel_l2(b->latents, a->latents, latent_n(a));
-        T_CHECK(e <= REL_L2_MAX, "%s: latents differ from alone by %.3g relative L2", what, e);
+        double bound = on_cuda() ? CUDA_REL_L2_MAX : REL_L2_MAX;
+        T_CHECK(e <= bound, "%s: latents differ from alone by %.3g relative L2 (bound %g)", what, e,
+                bound);
         fprintf(stderr, "%s: latents relative L2 %.3g\n", what, e);
     }
     T_CHECK(b->rgb && a->rgb && rgb_bytes(b) == rgb_bytes(a), "%s: frames", what);
     if (!(b->rgb && a->rgb && rgb_bytes(b) == rgb_bytes(a))) return;
     size_t n = rgb_bytes(a), flips = 0, big = 0;
+    double sum = 0;
     for (size_t i = 0; i < n; i++) {
         int d = abs((int)b->rgb[i] - (int)a->rgb[i]);
         flips += d == 1;
         big += d > 1;
+        sum += d;
+    }
+    if (on_cuda()) { /* bf16: levels move, on average a little */
+        T_CHECK(sum / (double)n <= CUDA_MEAN_LEVELS_MAX, "%s: pixels differ by %.2f levels on average",
+                what, sum / (double)n);
+        fprintf(stderr, "%s: pixels differ by %.3f levels on average\n", what, sum / (double)n);
+        T_CHECK(b->seed == a->seed && b->guidance == a->guidance, "%s: settings", what);
+        return;
     }
     T_CHECK(big == 0, "%s: %zu pixel bytes differ by more than one level", what, big);
     T_CHECK((double)flips <= FLIP_FRACTION_MAX * (double)n,
@@ -103,7 +125,8 @@ static void check_same(const char *what, const cosmos3_result *b, const cosmos3_
 
 static cosmos3_engine *open_layout(const char *model, int w, int h, int tp, int cfg, int sp) {
     cosmos3_open_params op;
-    t_engine_open_params(&op, model, "cpu", tp, cfg, sp, NULL);
+    t_engine_open_params(&op, model, device, tp, cfg, sp, NULL);
+    if (on_cuda() && tp * cfg * sp > 1) op.gpus = tp * cfg * sp == 2 ? "0,0" : "0,0,0,0";
     op.plan_width = w;
     op.plan_height = h;
     cosmos3_engine *e = NULL;
@@ -394,6 +417,8 @@ static void test_batch(const char *name, const char *model, int w, int h, int st
 
 int main(void) {
     const char *src = getenv("COSMOS3_SRCDIR");
+    const char *dev = getenv("COSMOS3_TEST_DEVICE");
+    if (dev && *dev) device = dev;
     char demo[4096];
     snprintf(demo, sizeof demo, "%s/share/models/demo", src ? src : ".");
     static const char *demo_prompts[3] = {"a red circle on a blue background",

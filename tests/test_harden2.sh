@@ -12,31 +12,9 @@ command -v python3 >/dev/null || { echo "SKIP: python3 not found"; exit 77; }
 unset COSMOS3_MODEL
 P="a red circle on a blue background"
 
-# bombs.py: small files that claim huge pictures (the refusal reads the
+# small files that claim huge pictures (tests/bombs.py; the refusal reads the
 # header; the pixels need not be valid)
-python3 - <<'PY' || { bad "python3 could not write the bombs"; finish harden2; exit 1; }
-import struct, zlib
-def chunk(t, d):
-    return struct.pack('>I', len(d)) + t + d + struct.pack('>I', zlib.crc32(t + d) & 0xffffffff)
-def png(path, w, h, rows):
-    raw = b''.join(b'\0' + bytes(w * 3) for _ in range(rows))
-    open(path, 'wb').write(b'\x89PNG\r\n\x1a\n' + chunk(b'IHDR', struct.pack('>IIBBBBB', w, h, 8, 2, 0, 0, 0))
-                           + chunk(b'IDAT', zlib.compress(raw, 9)) + chunk(b'IEND', b''))
-png('bomb16k.png', 16384, 16384, 64)      # 16384^2, 64 rows of data
-png('bomb30k.png', 30000, 30000, 16)
-png('ok64.png', 64, 64, 64)
-png('wide.png', 8192, 4096, 4)            # 32 M pixels: above 4096^2
-def webp_anim(path, w, h):
-    vp8x = struct.pack('<B3x', 0x12) + (w - 1).to_bytes(3, 'little') + (h - 1).to_bytes(3, 'little')
-    anim = struct.pack('<IH', 0, 0)
-    # one 2x2 frame at 0,0 (its bitstream is not needed: the canvas is refused first)
-    anmf = bytes(6) + (1).to_bytes(3, 'little') + (1).to_bytes(3, 'little') + bytes(4) + b'VP8L' + struct.pack('<I', 6) + bytes(6)
-    body = b'WEBP' + b'VP8X' + struct.pack('<I', 10) + vp8x + b'ANIM' + struct.pack('<I', 6) + anim \
-        + b'ANMF' + struct.pack('<I', len(anmf)) + anmf
-    open(path, 'wb').write(b'RIFF' + struct.pack('<I', len(body)) + body)
-webp_anim('anim16k.webp', 16384, 16384)
-webp_anim('anim60k.webp', 60000, 60000)
-PY
+python3 "${COSMOS3_SRCDIR:?}/tests/bombs.py" || { bad "python3 could not write the bombs"; finish harden2; exit 1; }
 
 # A sanitizer build reserves terabytes of shadow address space: there the cap
 # is ASan's own RSS limit, and the RSS bound (shadow memory included) is not checked.

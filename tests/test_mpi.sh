@@ -236,12 +236,7 @@ if command -v node >/dev/null && [ -d "$js/node_modules/openai" ]; then
         bad "mpirun gen for the serve reference: $(tail -3 ref.log)"
     mpi 2 serve --port 0 -m demo --device cpu --cfg-parallel 2 >srv.out 2>srv.err &
     spid=$!
-    port=
-    for _ in $(seq 300); do
-        port=$(sed -n 's/.*listening on http:\/\/127\.0\.0\.1:\([0-9]*\) .*/\1/p' srv.err | head -1)
-        [ -n "$port" ] && grep -q 'serve: ready' srv.err && break
-        sleep 0.1
-    done
+    serve_port srv.err 300 ready
     [ "$(grep -c 'listening on' srv.err)" = 1 ] && ok || bad "serve: not one listener: $(cat srv.err)"
     if [ -n "$port" ]; then
         BASE="http://127.0.0.1:$port" REF_PNG="$tmp/ref.png" node "$js/serve_test.js" client >js.log 2>&1 &&
@@ -268,12 +263,7 @@ if command -v curl >/dev/null; then
     mpirun --oversubscribe --enable-recovery -np 2 -x OMP_NUM_THREADS -x OPENBLAS_NUM_THREADS \
         "$bin" serve --port 0 -m demo --device cpu --cfg-parallel 2 --store "$tmp/store2" >srv2.out 2>srv2.err &
     mpid=$!
-    port=
-    for _ in $(seq 600); do
-        port=$(sed -n 's/.*listening on http:\/\/127\.0\.0\.1:\([0-9]*\) .*/\1/p' srv2.err | head -1)
-        [ -n "$port" ] && grep -q 'serve: ready' srv2.err && break
-        sleep 0.1
-    done
+    serve_port srv2.err 600 ready
     url=http://127.0.0.1:$port
     [ "$(curl -s -o /dev/null -w '%{http_code}' "$url/health")" = 200 ] && ok || bad "serve: not healthy at first: $(grep -v PMIX srv2.err | tail -4)"
     v=

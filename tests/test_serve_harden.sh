@@ -20,26 +20,7 @@ mkdir "$tmp/tmpdir"
 export TMPDIR="$tmp/tmpdir"
 unset COSMOS3_MODEL COSMOS3_API_KEY
 
-python3 - <<'PY' || { bad "python3 could not write the bombs"; finish serve_harden; exit 1; }
-import struct, zlib
-def chunk(t, d):
-    return struct.pack('>I', len(d)) + t + d + struct.pack('>I', zlib.crc32(t + d) & 0xffffffff)
-def png(path, w, h, rows):
-    raw = b''.join(b'\0' + bytes(w * 3) for _ in range(rows))
-    open(path, 'wb').write(b'\x89PNG\r\n\x1a\n' + chunk(b'IHDR', struct.pack('>IIBBBBB', w, h, 8, 2, 0, 0, 0))
-                           + chunk(b'IDAT', zlib.compress(raw, 9)) + chunk(b'IEND', b''))
-png('bomb16k.png', 16384, 16384, 64)
-png('bomb30k.png', 30000, 30000, 16)
-png('ok64.png', 64, 64, 64)
-def webp_anim(path, w, h):
-    vp8x = struct.pack('<B3x', 0x12) + (w - 1).to_bytes(3, 'little') + (h - 1).to_bytes(3, 'little')
-    anmf = bytes(6) + (1).to_bytes(3, 'little') + (1).to_bytes(3, 'little') + bytes(4) + b'VP8L' + struct.pack('<I', 6) + bytes(6)
-    body = b'WEBP' + b'VP8X' + struct.pack('<I', 10) + vp8x + b'ANIM' + struct.pack('<I', 6) + bytes(6) \
-        + b'ANMF' + struct.pack('<I', len(anmf)) + anmf
-    open(path, 'wb').write(b'RIFF' + struct.pack('<I', len(body)) + body)
-webp_anim('anim16k.webp', 16384, 16384)
-webp_anim('anim60k.webp', 60000, 60000)
-PY
+python3 "$src/tests/bombs.py" || { bad "python3 could not write the bombs"; finish serve_harden; exit 1; }
 # 400 black 1024x1024 frames (1.2 GB decoded; a 9-frame video uses 9)
 ffmpeg -loglevel error -y -f lavfi -i color=black:s=1024x1024:r=24 -frames:v 400 -c:v libx264 \
     -preset ultrafast -pix_fmt yuv420p long.mp4 || { bad "ffmpeg could not write long.mp4"; finish serve_harden; exit 1; }

@@ -93,6 +93,37 @@ function request(base, opts) {
   });
 }
 
+// One raw HTTP request to 127.0.0.1:port that never rejects (the hardening
+// scripts count socket errors as answers). opts: {method, path, body, headers,
+// from (the local address), timeout (ms, default 30000)}. Resolves {status,
+// headers, body (string), buf} or {error: the code or message}.
+function rawRequest(port, opts) {
+  return new Promise((resolve) => {
+    const headers = Object.assign({}, opts.headers || {});
+    if (opts.body !== undefined) headers['Content-Length'] = Buffer.byteLength(opts.body);
+    const req = http.request({ host: '127.0.0.1', port, path: opts.path, method: opts.method || 'GET',
+                               headers, agent: false, localAddress: opts.from || '127.0.0.1' });
+    const timer = setTimeout(() => { req.destroy(new Error('timeout')); }, opts.timeout || 30000);
+    const fail = (e) => {
+      clearTimeout(timer);
+      resolve({ error: e.code || e.message });
+    };
+    req.on('response', (res) => {
+      const parts = [];
+      res.on('data', (d) => parts.push(d));
+      res.on('end', () => {
+        clearTimeout(timer);
+        const buf = Buffer.concat(parts);
+        resolve({ status: res.statusCode, headers: res.headers, body: buf.toString('utf8'), buf });
+      });
+      res.on('error', fail);
+    });
+    req.on('error', fail);
+    if (opts.body !== undefined) req.write(opts.body);
+    req.end();
+  });
+}
+
 // Parse an SSE text into [{event, data}].
 function parseSse(text) {
   const out = [];
@@ -129,4 +160,4 @@ async function waitMetrics(base, pred, seconds) {
   return false;
 }
 
-module.exports = { check, summary, readPng, request, parseSse, metrics, waitMetrics };
+module.exports = { check, summary, readPng, request, rawRequest, parseSse, metrics, waitMetrics };
