@@ -749,6 +749,22 @@ static int open_random(c3_ckpt *c, const char *path, const char *tdir, bool shar
     double amp = 0;
     int rc = ckpt_random_parse(text, len, path, &amp);
     free(text);
+    /* what it makes: the bf16 tensors of picture and clip generation, nothing else */
+    if (rc == C3_OK && c->t.weight_dtype >= 0 && c->t.weight_dtype != C3_BF16)
+        rc = c3_fail(C3_EMODEL,
+                     "%s/config.json: its dtype is %s but %s makes bf16 weights; set \"dtype\": "
+                     "\"bfloat16\"",
+                     tdir, c3_dtype_name((c3_dtype)c->t.weight_dtype), path);
+    else if (rc == C3_OK && c->t.fp8)
+        rc = c3_fail(C3_EMODEL,
+                     "%s/config.json: a quantization_config, but %s makes bf16 weights; remove it "
+                     "and load with --precision fp8 to quantise them",
+                     tdir, path);
+    else if (rc == C3_OK && c->t.sound_gen)
+        rc = c3_fail(C3_EMODEL,
+                     "%s/config.json: sound_gen is true, but %s makes no sound tensors; set it "
+                     "false",
+                     tdir, path);
     if (rc == C3_OK) rc = ckpt_random_tensors(c, amp);
     return rc;
 }

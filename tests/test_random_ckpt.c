@@ -12,8 +12,9 @@
  *  3. the engine runs on it (tiny, CFG): finite latents, and a second engine
  *     gives the same latents bit for bit;
  *  4. bad random.json (not JSON, not an object, an unknown generator, an
- *     amplitude out of range, both it and shards): C3_EMODEL, one line naming
- *     the file; --random-transformer with --fp8: C3_EUSAGE, nothing written.
+ *     amplitude out of range, both it and shards) or a config asking for what
+ *     it does not make (float32, sound): C3_EMODEL, one line naming the file;
+ *     --random-transformer with --fp8: C3_EUSAGE, nothing written.
  * The CLI (info, gen vs cosmos3 bench --e2e, serve) is test_random_ckpt.sh. */
 #include <math.h>
 #include <sys/stat.h>
@@ -209,6 +210,37 @@ int main(void) {
     T_CHECK(rc == C3_EMODEL && strstr(c3_errmsg(), "both"), "random.json beside shards: rc %d, %s",
             rc, c3_errmsg());
     if (rc == C3_OK) ckpt_close(&c);
+
+    /* a config asking for what random.json does not make: refused naming it */
+    char cfg[800];
+    snprintf(cfg, sizeof cfg, "%s/transformer/config.json", bad);
+    snprintf(r, sizeof r, "%s/transformer/" CKPT_RANDOM_FILE, bad);
+    c3_write_file_atomic(r, "{\"generator\": \"c3_random_weight\"}", 33, true);
+    char *text = NULL;
+    size_t len = 0;
+    T_CHECK(c3_read_file(cfg, &text, &len) == C3_OK, "%s", c3_errmsg());
+    static const char *const edits[][3] = {
+        {"\"dtype\": \"bfloat16\"", "\"dtype\": \"float32\"", "set \"dtype\": \"bfloat16\""},
+        {"\"sound_gen\": false", "\"sound_gen\": true", "sound_gen is true"},
+    };
+    for (size_t k = 0; text && k < C3_ARRAY_LEN(edits); k++) {
+        char *at = strstr(text, edits[k][0]);
+        T_CHECK(at != NULL, "config.json lacks %s", edits[k][0]);
+        if (!at) continue;
+        size_t n0 = strlen(edits[k][0]), n1 = strlen(edits[k][1]);
+        char *e = xmalloc(len + n1 + 1);
+        size_t pre = (size_t)(at - text);
+        memcpy(e, text, pre);
+        memcpy(e + pre, edits[k][1], n1);
+        memcpy(e + pre + n1, at + n0, len - pre - n0 + 1);
+        c3_write_file_atomic(cfg, e, strlen(e), true);
+        free(e);
+        rc = ckpt_open(&c, bad, true);
+        T_CHECK(rc == C3_EMODEL && strstr(c3_errmsg(), edits[k][2]) && strstr(c3_errmsg(), cfg),
+                "config %s beside random.json: rc %d, %s", edits[k][1], rc, c3_errmsg());
+        if (rc == C3_OK) ckpt_close(&c);
+    }
+    free(text);
 
     char f[700];
     snprintf(f, sizeof f, "%s/fp8", base);
