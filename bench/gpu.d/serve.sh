@@ -87,62 +87,75 @@ sec_serve() {
         return
     fi
     mkdir -p "$t" "$out/serve"
-    local models=() p
-    local t0
+    local head="| part | conc | ok | today jobs/min | new jobs/min | x thr | p50 today / new (s) | p99 today / new (s) | new batch mean | target |"
+    local rows=() row p name dir load sv target mp4_why
     for p in $parts; do
         case $p in
-        nano | clips)
-            if [ ! -f "$t/nano/model_index.json" ]; then
-                t0=$(date +%s.%N)
-                timeout 300 "$bin" mkmodel "${nano_mk[@]}" --random-transformer -o "$t/nano" --overwrite -q ||
-                    { counted "mkmodel ${nano_mk[*]} --random-transformer" 1; continue; }
-                echo "  mkmodel ${nano_mk[*]} --random-transformer: $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }') s, $(du -sh "$t/nano" | cut -f1) on disk"
-            fi ;;
-        super)
-            if [ ! -f "$t/super/model_index.json" ]; then
-                t0=$(date +%s.%N)
-                timeout 300 "$bin" mkmodel "${super_mk[@]}" --random-transformer -o "$t/super" --overwrite -q ||
-                    { counted "mkmodel ${super_mk[*]} --random-transformer" 1; continue; }
-                echo "  mkmodel ${super_mk[*]} --random-transformer: $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }') s, $(du -sh "$t/super" | cut -f1) on disk"
-            fi ;;
+        nano) name=nano dir=$t/nano target=1.3 sv=
+              load="--mix $nano_mix --steps $nano_steps --concurrency $nano_conc --jobs $nano_jobs" ;;
+        super) name=super dir=$t/super target=1.4 sv=${SERVE_SUPER_ARGS:-}
+               load="--mix $super_mix --steps $super_steps --concurrency $super_conc --jobs $super_jobs" ;;
+        clips) name=clips dir=$t/nano target=1.05 sv=
+               load="--mix $clip_mix --steps $clip_steps --concurrency $clip_conc --jobs $clip_jobs"
+               mp4_why=
+               if ! serve_mp4 "$t/probe"; then
+                   echo "  clips skipped: serve's /v1/videos answers MP4 only, and this cosmos3 cannot write MP4 here: ${mp4_why}"
+                   rows+=("| clips | - | - | - | - | - | - | - | - | skipped: no MP4 here |")
+                   continue
+               fi ;;
         *) echo "  SERVE_PARTS: unknown part '$p' (nano, super, clips)"; counted "serve parts" 1; continue ;;
         esac
-        case $p in
-        nano)
-            models+=("nano=$t/nano")
-            export LOAD_nano="--mix $nano_mix --steps $nano_steps --concurrency $nano_conc --jobs $nano_jobs --warmup $warm" ;;
-        super)
-            models+=("super=$t/super")
-            export LOAD_super="--mix $super_mix --steps $super_steps --concurrency $super_conc --jobs $super_jobs --warmup $warm"
-            export SERVE_super="${SERVE_SUPER_ARGS:-}" ;;
-        clips)
-            local mp4_why=
-            if ! serve_mp4 "$t/probe"; then
-                echo "  clips skipped: serve's /v1/videos answers MP4 only, and this cosmos3 cannot write MP4 here: ${mp4_why}"
-                continue
-            fi
-            models+=("clips=$t/nano")
-            export LOAD_clips="--mix $clip_mix --steps $clip_steps --concurrency $clip_conc --jobs $clip_jobs --warmup $warm" ;;
-        esac
-    done
-    [ ${#models[@]} -gt 0 ] || return
-    # one server at a time, each configuration of each part, in this call
-    CONFIGS="today:--replicas 1 --max-batch 1;new:--replicas 1 --max-batch 0" MODELS="${models[*]}" \
-        SERVE_ARGS="$sargs" OUT="$out/serve" TARGETS=none timeout 3000 bash "$here/bench/load.sh" "$pk"
-    counted "load.sh" $?
-    section "serve: the ratios, new defaults / today, at each part's concurrency (issue 37 item 5 targets)"
-    echo "| part | conc | ok | today jobs/min | new jobs/min | x thr | p50 today / new (s) | p99 today / new (s) | new batch mean | target |"
-    echo "|---|---|---|---|---|---|---|---|---|---|"
-    local m name target
-    for m in "${models[@]}"; do
-        name=${m%%=*}
-        case $name in nano) target=1.3 ;; super) target=1.4 ;; *) target=1.05 ;; esac
-        if [ -f "$out/serve/$name-today.json" ] && [ -f "$out/serve/$name-new.json" ]; then
-            serve_ratio "$out/serve/$name-today.json" "$out/serve/$name-new.json" "$name" "$target"
-            counted "serve $name (no failed job)" $?
-        else
-            echo "| $name | - | - | - | - | - | - | - | - | no result (see $out/serve/$name-*.err) |"
-            counted "serve $name" 1
+        serve_folder "$dir" "$p" || { counted "mkmodel for $p" 1; continue; }
+        section "serve: $p (load.sh: today, then new; ${load})"
+        serve_part "$name" "$dir" "$load --warmup $warm" "$sv"
+        # Super in bf16 (~116 GiB of weights) where it does not fit: the same measurement with
+        # its weights quantised on load (FP8), said in the row
+        if [ "$p" = super ] && [ -z "$sv" ] && [ ! -f "$out/serve/super-today.json" ] &&
+            grep -q -i "memory\|needs .* GiB" "$out/serve/super-today.err" 2>/dev/null; then
+            echo "  Super in bf16 does not fit this GPU: $(grep -i -m1 "memory\|needs .* GiB" "$out/serve/super-today.err")"
+            echo "  the same with --precision fp8 (weights quantised on load):"
+            name=super_fp8
+            serve_part "$name" "$dir" "$load --warmup $warm" "--precision fp8"
         fi
+        serve_row "$name" "$target"
+        rows+=("$row")
+        echo "$head"
+        echo "$row"
     done
+    [ ${#rows[@]} -gt 0 ] || return
+    section "serve: the ratios, new defaults / today, at each part's concurrency (issue 37 item 5 targets)"
+    echo "$head"
+    echo "|---|---|---|---|---|---|---|---|---|---|"
+    printf '%s\n' "${rows[@]}"
+}
+
+# serve_folder DIR PART: the part's random folder (mkmodel --random-transformer), once
+serve_folder() {
+    [ -f "$1/model_index.json" ] && return 0
+    local mk=("${nano_mk[@]}") t0
+    [ "$2" = super ] && mk=("${super_mk[@]}")
+    t0=$(date +%s.%N)
+    timeout 300 "$bin" mkmodel "${mk[@]}" --random-transformer -o "$1" --overwrite -q || return 1
+    echo "  mkmodel ${mk[*]} --random-transformer: $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }') s, $(du -sh "$1" | cut -f1) on disk"
+}
+
+# serve_part NAME DIR LOADGEN_OPTIONS SERVE_OPTIONS: load.sh on one folder, today then new
+serve_part() {
+    local lv=LOAD_$1 sv=SERVE_$1
+    export "$lv=$3" "$sv=$4"
+    CONFIGS="today:--replicas 1 --max-batch 1;new:--replicas 1 --max-batch 0" MODELS="$1=$2" \
+        SERVE_ARGS="$sargs" OUT="$out/serve" TARGETS=none timeout 3000 bash "$here/bench/load.sh" "$pk"
+    counted "load.sh $1" $?
+}
+
+# serve_row NAME TARGET: the part's row of the table (its JSON of today and new) into $row,
+# a failed job or a missing result counted
+serve_row() {
+    if [ -f "$out/serve/$1-today.json" ] && [ -f "$out/serve/$1-new.json" ]; then
+        row=$(serve_ratio "$out/serve/$1-today.json" "$out/serve/$1-new.json" "$1" "$2")
+        counted "serve $1 (no failed job)" $?
+    else
+        row="| $1 | - | - | - | - | - | - | - | - | no result: $(tail -1 "$out/serve/$1-today.err" 2>/dev/null | cut -c1-160) |"
+        counted "serve $1" 1
+    fi
 }
