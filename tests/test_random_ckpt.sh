@@ -5,6 +5,7 @@
 #   2. gen on a --distilled --seed 1 folder gives the pixels `cosmos3 bench
 #      --e2e` gives for the same preset (its in-memory checkpoint and its
 #      throw-away VAE of seed 1): tiny, and the demo geometry
+#      --tp 2 equals world 1, --precision fp8 (quantised on load) runs
 #   3. a bad random.json: exit 3, one line naming the file, nothing written;
 #      --random-transformer --fp8: exit 2, nothing written
 #   4. serve -m DIR answers one picture, the pixels gen gives
@@ -41,6 +42,14 @@ for g in tiny:64x64 demo:96x64; do
         bad "gen $p: $(cat "gen_$p.err")"
     same_pixels "bench_$p.png" "gen_$p.png" && ok || bad "$p $w: gen on the folder differs from bench --e2e"
 done
+
+# the layouts and --precision fp8 read the same buffer (a TP rank's column slices gathered from
+# it, FP8 quantised on load from it): tp 2 = world 1 within the layouts' bound, FP8 finite
+g=(gen -m tiny -p "a red cube" -W 64 -H 64 --steps 3 --seed 2 -q --overwrite)
+"$bin" "${g[@]}" --save-latents w1.st -o w1.png && "$bin" "${g[@]}" --tp 2 --save-latents tp2.st -o tp2.png &&
+    "$bin" "${g[@]}" --precision fp8 --save-latents f8.st -o f8.png || bad "gen tp 2 / fp8 on the folder"
+r=$(latents_rel w1.st tp2.st) && le "$r" 1e-5 && ok || bad "tp 2 vs world 1: rel L2 $r"
+r=$(latents_rel w1.st f8.st) && le "$r" 5e-2 && ok || bad "--precision fp8 vs bf16: rel L2 $r"
 
 # 3. bad input
 cp -r tiny bad
