@@ -33,15 +33,17 @@ import json, sys
 t, n = (json.load(open(p)) for p in sys.argv[1:3])
 label, target = sys.argv[3], float(sys.argv[4])
 lt, ln = t["levels"][-1], n["levels"][-1]
-def r(a, b):
+def r(a, b):  # new / today
     return b / a if a and b is not None else float("nan")
+def f(x):
+    return "-" if x is None else f"{x:.2f}"
 thr = r(lt["jobs_per_min"], ln["jobs_per_min"])
 bad = lt["errors"] or ln["errors"] or not lt["ok"] or not ln["ok"]
-print(f"| {label} | {lt['concurrency']} | {lt['ok']}/{lt['jobs']} | {lt['jobs_per_min']:.2f} | {ln['jobs_per_min']:.2f} | "
-      f"{thr:.2f} | {lt['p50_s']:.2f} / {ln['p50_s']:.2f} ({r(lt['p50_s'], ln['p50_s']):.2f}x) | "
-      f"{lt['p99_s']:.2f} / {ln['p99_s']:.2f} ({r(lt['p99_s'], ln['p99_s']):.2f}x) | "
-      f"{ln['batch_mean'] or 1:.2f} | >= {target:g}: {'met' if thr >= target and not bad else 'not met'}"
-      f"{' (errors)' if bad else ''} |")
+print(f"| {label} | {lt['concurrency']} | {lt['ok']}/{lt['jobs']}, {ln['ok']}/{ln['jobs']} | {f(lt['jobs_per_min'])} | "
+      f"{f(ln['jobs_per_min'])} | {thr:.2f} | {f(lt['p50_s'])} / {f(ln['p50_s'])} ({r(lt['p50_s'], ln['p50_s']):.2f}x) | "
+      f"{f(lt['p99_s'])} / {f(ln['p99_s'])} ({r(lt['p99_s'], ln['p99_s']):.2f}x) | "
+      f"{f(ln['batch_mean'] or 1)} | >= {target:g}: {'met' if thr >= target and not bad else 'not met'}"
+      f"{' (failed jobs: ' + str(lt['errors']) + ', ' + str(ln['errors']) + ')' if bad else ''} |")
 sys.exit(1 if bad else 0)
 PY
 }
@@ -87,7 +89,7 @@ sec_serve() {
         return
     fi
     mkdir -p "$t" "$out/serve"
-    local head="| part | conc | ok | today jobs/min | new jobs/min | x thr | p50 today / new (s) | p99 today / new (s) | new batch mean | target |"
+    local head="| part | conc | ok today, new | today jobs/min | new jobs/min | x thr | p50 today / new (s) | p99 today / new (s) | new batch mean | target |"
     local rows=() row p name dir load sv target mp4_why
     for p in $parts; do
         case $p in
