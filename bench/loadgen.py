@@ -358,6 +358,9 @@ def main():
     ap.add_argument("--steps", type=int, default=0, help="num_inference_steps (0: the model's default)")
     ap.add_argument("--seed", type=int, default=1, help="draws the job sequence and the requests' seeds")
     ap.add_argument("--warmup", type=int, default=2, help="jobs sent once before the levels, not counted")
+    ap.add_argument("--warmup-concurrency", type=int, default=1,
+                    help="clients sending the warm-up jobs (the level's count lets a batching server "
+                         "see its batch shapes before the timing)")
     ap.add_argument("--poll", type=float, default=0.05, help="seconds between polls of a video job")
     ap.add_argument("--timeout", type=float, default=3600.0, help="seconds an HTTP answer may take")
     ap.add_argument("--label", default="run", help="this run's name in the tables")
@@ -390,7 +393,7 @@ def main():
     print(f"loadgen: {args.url} ({health.get('model')}, instance {health.get('instance')}); mix {args.mix}; "
           f"{args.jobs} jobs per level", file=sys.stderr)
     if args.warmup:
-        run_level(args, make_jobs(mix, args.warmup, args.seed + 1000), 1)
+        run_level(args, make_jobs(mix, args.warmup, args.seed + 1000), max(1, args.warmup_concurrency))
     levels = []
     jobs = make_jobs(mix, args.jobs, args.seed)
     for c in concs:

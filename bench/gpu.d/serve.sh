@@ -17,7 +17,9 @@
 #                       libraries at run time: where the machine lacks them (the GPU image does;
 #                       carried they overrun 64 MiB) the part says so in one line and skips.
 #              Settings: NANO_/SUPER_/CLIP_ MIX, STEPS, CONC, JOBS; NANO_LAYERS (36),
-#              SUPER_LAYERS (64); SERVE_WARMUP (loadgen --warmup, default 2); SERVE_SUPER_ARGS
+#              SUPER_LAYERS (64); SERVE_WARMUP, SERVE_WARMUP_CONC (loadgen's warm-up jobs, 2, and
+#              their clients, 1: =8 with SERVE_WARMUP=8 shows the batching server its
+#              batch shapes before the timing, ~20 s more per picture part); SERVE_SUPER_ARGS
 #              (more serve options for Super, e.g. --precision fp8 where bf16 does not fit: a
 #              server that cannot load is named with its log's last lines); SERVE_DEVICE
 #              (default cuda; cpu runs it without a GPU); SERVE_SMOKE=1: the plumbing on the
@@ -71,7 +73,7 @@ sec_serve() {
     local nano_jobs=${NANO_JOBS:-16} super_mix=${SUPER_MIX:-image:1360x768} super_steps=${SUPER_STEPS:-0}
     local super_conc=${SUPER_CONC:-8} super_jobs=${SUPER_JOBS:-24} clip_mix=${CLIP_MIX:-video:832x480x93}
     local clip_steps=${CLIP_STEPS:-0} clip_conc=${CLIP_CONC:-4} clip_jobs=${CLIP_JOBS:-8}
-    local warm=${SERVE_WARMUP:-2}
+    local warm=${SERVE_WARMUP:-2} warm_conc=${SERVE_WARMUP_CONC:-1}
     if [ -n "${SERVE_SMOKE:-}" ]; then # the plumbing on the CPU: small folders and sizes
         dev=${SERVE_DEVICE:-cpu}
         nano_mk=(--preset tiny) super_mk=(--preset demo --distilled)
@@ -109,7 +111,7 @@ sec_serve() {
         esac
         serve_folder "$dir" "$p" || { counted "mkmodel for $p" 1; continue; }
         section "serve: $p (load.sh: today, then new; ${load})"
-        serve_part "$name" "$dir" "$load --warmup $warm" "$sv"
+        serve_part "$name" "$dir" "$load --warmup $warm --warmup-concurrency $warm_conc" "$sv"
         # Super in bf16 (~116 GiB of weights) where it does not fit: the same measurement with
         # its weights quantised on load (FP8), said in the row
         if [ "$p" = super ] && [ -z "$sv" ] && [ ! -f "$out/serve/super-today.json" ] &&
@@ -117,7 +119,7 @@ sec_serve() {
             echo "  Super in bf16 does not fit this GPU: $(grep -i -m1 "memory\|needs .* GiB" "$out/serve/super-today.err")"
             echo "  the same with --precision fp8 (weights quantised on load):"
             name=super_fp8
-            serve_part "$name" "$dir" "$load --warmup $warm" "--precision fp8"
+            serve_part "$name" "$dir" "$load --warmup $warm --warmup-concurrency $warm_conc" "--precision fp8"
         fi
         serve_row "$name" "$target"
         rows+=("$row")
