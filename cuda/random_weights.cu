@@ -1,6 +1,6 @@
 /* random_weights.cu - the backend's fill_random: cosmos3 bench's random
  * weights made where they are used (weights_random.h's stream, the same bits
- * as the host buffer src/bench.c fills), so a 64-layer Super needs no 128 GB
+ * as the host buffer src/checkpoint_random.c fills), so a 64-layer Super needs no 128 GB
  * host copy and no host-to-device transfer. */
 #include "cuda_internal.h"
 

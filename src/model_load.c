@@ -254,15 +254,36 @@ static float tensor_amax(const st_tensor *t) {
     return amax;
 }
 
+/* A weight of transformer/random.json's buffer (checkpoint_random.h) going to
+ * a backend that makes those weights itself (fill_random: CUDA): the element
+ * offset of src in the buffer, so that dst is made where it lands, the bits
+ * the upload would give, with no host copy and no transfer (Super: 125 GB);
+ * -1 for anything else (stored weights, a gathered column slice, a host
+ * conversion, a backend without it). */
+static int64_t random_at(const c3_model *m, const c3_ckpt *ck, const void *src, c3_dtype sdt,
+                         const c3_tensor *dst) {
+    if (!ck->random || m->loading_host || m->be->meta || sdt != C3_BF16 ||
+        !c3_has(m->be, C3_CAP_RANDOM) || (dst->dtype != C3_BF16 && dst->dtype != C3_F32))
+        return -1;
+    uintptr_t p = (uintptr_t)src, b0 = (uintptr_t)ck->random_buf;
+    if (p < b0 || (p - b0) % sizeof *ck->random_buf) return -1;
+    int64_t off = (int64_t)((p - b0) / sizeof *ck->random_buf);
+    return off + c3_numel(dst) <= ck->random_n ? off : -1;
+}
+
 /* --precision fp8 on a backend with quantize_e4m3 (CUDA): this rank's bf16
- * slice src uploaded as stored into a temporary and quantised there into
- * dst's codes: the codes and scale the host loop of load_weight gives (*ws
- * > 0: that scale, the whole tensor's; 0: the slice's max / 448, returned). */
-static int quantize_on_device(c3_model *m, c3_tensor *dst, const void *src, float *ws) {
+ * slice src uploaded as stored (or made there: random_at) into a temporary
+ * and quantised there into dst's codes: the codes and scale the host loop of
+ * load_weight gives (*ws > 0: that scale, the whole tensor's; 0: the slice's
+ * max / 448, returned). */
+static int quantize_on_device(c3_model *m, const c3_ckpt *ck, c3_tensor *dst, const void *src,
+                              float *ws) {
     c3_tensor tmp;
     int rc = m->be->alloc(m->be, &tmp, C3_BF16, dst->ndim, dst->ne, C3_MEM_ACT);
     if (rc) return rc;
-    rc = m->be->upload(m->be, &tmp, src, C3_BF16);
+    int64_t roff = random_at(m, ck, src, C3_BF16, &tmp);
+    rc = roff >= 0 ? m->be->fill_random(m->be, &tmp, roff, (float)ck->random_amp)
+                   : m->be->upload(m->be, &tmp, src, C3_BF16);
     if (rc == C3_OK) rc = m->be->quantize_e4m3(m->be, dst, &tmp, ws);
     m->be->free(m->be, &tmp);
     return rc;
@@ -404,7 +425,7 @@ static int load_weight(c3_model *m, const c3_ckpt *ck, c3_tensor *dst, const cha
     c3_dtype sdt = t->dtype;
     void *conv = NULL;
     if (dev_q) {
-        rc = quantize_on_device(m, dst, src, &ws);
+        rc = quantize_on_device(m, ck, dst, src, &ws);
         if (fp8) fp8->wscale[0] = ws;
         free(buf);
         return rc ? c3_context(rc, "quantising %s", name) : C3_OK;
@@ -436,8 +457,11 @@ static int load_weight(c3_model *m, const c3_ckpt *ck, c3_tensor *dst, const cha
         src = conv;
         sdt = codes ? C3_F8E4M3 : C3_F32;
     }
+    int64_t roff = random_at(m, ck, src, sdt, dst);
     if (m->loading_host)
         host_convert(dst->data, dst->dtype, src, sdt, (size_t)c3_numel(dst));
+    else if (roff >= 0)
+        rc = m->be->fill_random(m->be, dst, roff, (float)ck->random_amp);
     else if (t_pin && sdt == dst->dtype)
         rc = pin_upload(t_pin, dst, src);
     else

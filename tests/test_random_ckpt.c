@@ -11,6 +11,10 @@
  *     embedding);
  *  3. the engine runs on it (tiny, CFG): finite latents, and a second engine
  *     gives the same latents bit for bit;
+ *  3b. on a backend that makes the weights itself (fill_random, as CUDA's:
+ *     here the CPU backend given a host fill_random), model_load makes them
+ *     there instead of uploading from the buffer, and the UND + GEN forward
+ *     equals the plain load's bit for bit;
  *  4. bad random.json (not JSON, not an object, an unknown generator, an
  *     amplitude out of range, both it and shards) or a config asking for what
  *     it does not make (float32, sound): C3_EMODEL, one line naming the file;
@@ -19,8 +23,10 @@
 #include <math.h>
 #include <sys/stat.h>
 
+#include "backend.h"
 #include "checkpoint.h"
 #include "checkpoint_random.h"
+#include "model.h"
 #include "test_engine.h"
 #include "weights_random.h"
 
@@ -145,6 +151,79 @@ static float *run_engine(const char *model, int64_t *n) {
     return x;
 }
 
+/* 3b: a CPU backend with a fill_random of its own: what CUDA's makes,
+ * bf16(c3_random_weight(offset + i, amp)), into the F32 tensor; counted */
+static int64_t fills, filled;
+static int host_fill(c3_backend *be, c3_tensor *dst, int64_t offset, float amp) {
+    (void)be;
+    T_CHECK(dst->dtype == C3_F32, "fill_random into %s", c3_dtype_name(dst->dtype));
+    float *x = dst->data;
+    for (int64_t i = 0; i < c3_numel(dst); i++)
+        x[i] = c3_bf16_to_f32(c3_f32_to_bf16(c3_random_weight(offset + i, amp)));
+    fills++;
+    filled += c3_numel(dst);
+    return C3_OK;
+}
+
+/* UND over 5 ids, then one GEN forward on a 1 x 4 x 4 latent: the velocity */
+static float *forward(const c3_ckpt *ck, c3_backend *be, int64_t *n) {
+    c3_model *m = NULL;
+    c3_shard sh = {.tp_size = 1, .sp_size = 1};
+    int rc = model_load(&m, ck, be, &sh);
+    T_CHECK(rc == C3_OK, "model_load: %s", c3_errmsg());
+    if (rc) return NULL;
+    int32_t ids[5] = {9, 151644, 872, 198, 33};
+    c3_undkv kv;
+    rc = model_und(m, ids, 5, &kv);
+    T_CHECK(rc == C3_OK, "model_und: %s", c3_errmsg());
+    c3_latent_geom g = {.T = 1, .h = 4, .w = 4, .fps = 24};
+    *n = (int64_t)ck->t.latent_ch * g.T * g.h * g.w;
+    float *lat = xmalloc((size_t)*n * sizeof *lat), *vel = xcalloc((size_t)*n, sizeof *vel);
+    uint64_t s = 7;
+    for (int64_t i = 0; i < *n; i++)
+        lat[i] = t_frand(&s);
+    if (rc == C3_OK) {
+        rc = model_gen(m, &kv, lat, &g, 500, vel);
+        T_CHECK(rc == C3_OK, "model_gen: %s", c3_errmsg());
+        undkv_free(&kv);
+    }
+    free(lat);
+    model_free(m);
+    return vel;
+}
+
+static void check_fill(const char *dir) {
+    c3_ckpt ck;
+    if (ckpt_open(&ck, dir, false) != C3_OK) {
+        T_CHECK(false, "%s", c3_errmsg());
+        return;
+    }
+    c3_backend *plain = c3_backend_cpu(), *fill = c3_backend_cpu();
+    fill->caps |= C3_CAP_RANDOM;
+    fill->fill_random = host_fill;
+    T_CHECK(c3_backend_check(fill) == C3_OK, "%s", c3_errmsg());
+    int64_t n1 = 0, n2 = 0;
+    float *a = forward(&ck, plain, &n1);
+    T_CHECK(fills == 0, "the plain CPU backend was filled %lld times", (long long)fills);
+    float *b = forward(&ck, fill, &n2);
+    int64_t bf16 = 0; /* the values of the bf16 weights the fill may make: all but none */
+    for (int i = 0; i < ck.ntens; i++)
+        bf16 += st_numel(ck.tens[i].t);
+    T_CHECK(fills > 0 && filled > bf16 / 2 && filled <= bf16,
+            "fill_random made %lld values in %lld calls (the weights hold %lld)", (long long)filled,
+            (long long)fills, (long long)bf16);
+    bool finite = a != NULL;
+    for (int64_t i = 0; a && i < n1; i++)
+        finite &= isfinite(a[i]) != 0;
+    T_CHECK(a && b && n1 == n2 && finite && memcmp(a, b, (size_t)n1 * sizeof *a) == 0,
+            "the forward on weights made by fill_random differs from the uploaded ones");
+    free(a);
+    free(b);
+    c3_backend_destroy(plain);
+    c3_backend_destroy(fill);
+    ckpt_close(&ck);
+}
+
 /* 4: random.json text -> C3_EMODEL naming the file, one line */
 static void check_bad(const char *dir, const char *text, const char *want) {
     char p[4096];
@@ -190,6 +269,7 @@ int main(void) {
     }
     free(a);
     free(b);
+    check_fill(tiny);
 
     char bad[700];
     snprintf(bad, sizeof bad, "%s/demo_random", base);
