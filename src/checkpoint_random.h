@@ -13,7 +13,9 @@
  * bf16(c3_random_weight(i, amplitude)) (weights_random.h). Nothing is read
  * from disk; the pictures are noise, but every size, the plan, the load
  * (--offload, --precision fp8 quantised on load) and every step run as
- * with a real checkpoint. The buffer (Nano: the embedding, ~1.2 GB) is
+ * with a real checkpoint. A backend with fill_random (CUDA) makes each
+ * resident weight where it lands instead of receiving it (model_load.c:
+ * the same bits, no host copy, no transfer). The buffer (Nano: the embedding, ~1.2 GB) is
  * freed with the checkpoint. The keys: "generator" (required, the one
  * generator above), "amplitude" (optional, default 0.03, in (0, 1]).
  */

@@ -9,8 +9,8 @@
 #              loads and warm-ups included:
 #                nano   Nano 1024x1024 pictures, 50 steps (~2.4 s each), concurrency 8,
 #                       NANO_JOBS=16: ~2 min (target throughput >= 1.3x)
-#                super  Super-4Step 1360x768 pictures, 64 layers (~0.7 s each; ~125 GB of bf16
-#                       uploaded per server), concurrency 8, SUPER_JOBS=24: ~1.5-3 min (>= 1.4x)
+#                super  Super-4Step 1360x768 pictures, 64 layers (~0.7 s each; its 125 GB of bf16
+#                       made on the GPU at load), concurrency 8, SUPER_JOBS=24: ~1.5-3 min (>= 1.4x)
 #                clips  Nano 832x480 93-frame clips, the model's 35 steps (~21 s each),
 #                       concurrency 4, CLIP_JOBS=8: ~7 min (>= 1.05x): a call of its own, or
 #                       CLIP_JOBS=4 (~4 min). The clips are MP4, which needs FFmpeg's
