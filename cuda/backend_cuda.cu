@@ -31,13 +31,6 @@ static int cu_attention_route(c3_backend *be, c3_tensor *out, const c3_tensor *q
 
 /* Largest host<->device conversion staged through scratch at once (elements). */
 #define CU_XFER_CHUNK ((int64_t)1 << 24)
-/* The F32 host transfers (a step's latents up, its velocity down) go through
- * two pinned buffers of this many bytes, used in turn, from CU_PIN_MIN bytes:
- * the pageable copies took 38.7 ms of a 720p step on the H200 machine (34 MB
- * up, 68 MB down: ~2.6 GB/s), where pinned memory moves ~55 GB/s (the
- * offload's rate) while the host copies the next piece in or out. */
-#define CU_PIN_CHUNK ((size_t)8 << 20)
-#define CU_PIN_MIN ((size_t)256 << 10)
 /* Scratch grows in steps of this many bytes. */
 #define CU_SCRATCH_ALIGN ((size_t)1 << 20)
 
@@ -160,77 +153,6 @@ int cu_as_bf16(c3_backend *be, const c3_tensor *t, void *buf, const __nv_bfloat1
     return C3_OK;
 }
 
-static void pin_free(cu_ctx *c) {
-    for (int i = 0; i < 2; i++) {
-        if (c->pin_ev[i]) (void)cudaEventSynchronize(c->pin_ev[i]);
-        if (c->pin[i]) (void)cudaFreeHost(c->pin[i]);
-        if (c->pin_ev[i]) (void)cudaEventDestroy(c->pin_ev[i]);
-        c->pin[i] = NULL, c->pin_ev[i] = NULL;
-    }
-}
-
-/* The pinned staging buffers, made on first use (false: none, and none will
- * be: the pageable copies then). Not while a graph is recorded: a copy from
- * them would be recorded with the bytes of that moment. */
-static bool pin_ready(cu_ctx *c, size_t bytes) {
-    if (bytes < CU_PIN_MIN || c->recording || c->pin_off) return false;
-    if (c->pin[0]) return true;
-    for (int i = 0; i < 2 && !c->pin_off; i++) {
-        void *p = NULL;
-        cudaEvent_t e = NULL;
-        if (cudaHostAlloc(&p, CU_PIN_CHUNK, cudaHostAllocDefault) != cudaSuccess) p = NULL;
-        if (p && cudaEventCreateWithFlags(&e, cudaEventDisableTiming) != cudaSuccess) e = NULL;
-        c->pin[i] = p, c->pin_ev[i] = e;
-        c->pin_off = !p || !e;
-    }
-    if (c->pin_off) { /* no pinned memory to spare: pageable from now on */
-        (void)cudaGetLastError();
-        pin_free(c);
-    }
-    return !c->pin_off;
-}
-
-/* dev[0, bytes) = host[0, bytes) through the pinned buffers, queued on the
- * stream: piece k is copied by the host into buffer k % 2 once that buffer's
- * last copy is done, then sent; the call returns with the last pieces in
- * flight (host may go: every byte of it is staged). */
-static int pin_up(cu_ctx *c, void *dev, const void *host, size_t bytes) {
-    for (size_t off = 0, k = 0; off < bytes; off += CU_PIN_CHUNK, k++) {
-        size_t len = C3_MIN(CU_PIN_CHUNK, bytes - off);
-        int b = (int)(k % 2);
-        CU_CHECK(cudaEventSynchronize(c->pin_ev[b]));
-        memcpy(c->pin[b], (const char *)host + off, len);
-        CU_CHECK(
-            cudaMemcpyAsync((char *)dev + off, c->pin[b], len, cudaMemcpyHostToDevice, c->stream));
-        CU_CHECK(cudaEventRecord(c->pin_ev[b], c->stream));
-    }
-    return C3_OK;
-}
-
-/* host[0, bytes) = dev[0, bytes) through the pinned buffers, after the work
- * queued before it: two pieces in flight, the host copying one out while the
- * next arrives; returns with every byte in host. */
-static int pin_down(cu_ctx *c, void *host, const void *dev, size_t bytes) {
-    size_t n = (bytes + CU_PIN_CHUNK - 1) / CU_PIN_CHUNK;
-    for (size_t k = 0; k < n + 2; k++) {
-        if (k >= 2) { /* piece k - 2 has arrived in buffer k % 2: copy it out */
-            size_t off = (k - 2) * CU_PIN_CHUNK;
-            if (off < bytes) {
-                CU_CHECK(cudaEventSynchronize(c->pin_ev[k % 2]));
-                memcpy((char *)host + off, c->pin[k % 2], C3_MIN(CU_PIN_CHUNK, bytes - off));
-            }
-        }
-        size_t off = k * CU_PIN_CHUNK;
-        if (k < n) {
-            CU_CHECK(cudaMemcpyAsync(c->pin[k % 2], (const char *)dev + off,
-                                     C3_MIN(CU_PIN_CHUNK, bytes - off), cudaMemcpyDeviceToHost,
-                                     c->stream));
-            CU_CHECK(cudaEventRecord(c->pin_ev[k % 2], c->stream));
-        }
-    }
-    return C3_OK;
-}
-
 static int cuda_upload(c3_backend *be, c3_tensor *dst, const void *src, c3_dtype st) {
     if (dst->dtype == C3_F8E4M3 && st == C3_F8E4M3) { /* FP8 weight codes, as stored */
         CU_ENTER(be);
@@ -254,11 +176,8 @@ static int cuda_upload(c3_backend *be, c3_tensor *dst, const void *src, c3_dtype
         int64_t m = C3_MIN(CU_XFER_CHUNK, n - off);
         void *stage;
         C3_TRY(cu_scratch(be, (size_t)m * ss, &stage));
-        const char *hs = (const char *)src + (size_t)off * ss;
-        if (pin_ready(c, (size_t)m * ss))
-            C3_TRY(pin_up(c, stage, hs, (size_t)m * ss));
-        else
-            CU_CHECK(cudaMemcpyAsync(stage, hs, (size_t)m * ss, cudaMemcpyHostToDevice, c->stream));
+        CU_CHECK(cudaMemcpyAsync(stage, (const char *)src + (size_t)off * ss, (size_t)m * ss,
+                                 cudaMemcpyHostToDevice, c->stream));
         C3_TRY(cu_convert(be, (char *)dst->data + (size_t)off * ds, dst->dtype, stage, st, m));
     }
     return C3_OK;
@@ -270,8 +189,6 @@ static int cuda_download(c3_backend *be, float *dst, const c3_tensor *src) {
     cu_ctx *c = cu_of(be);
     int64_t n = c3_numel(src);
     if (src->dtype == C3_F32) {
-        if (pin_ready(c, (size_t)n * sizeof(float)))
-            return pin_down(c, dst, src->data, (size_t)n * sizeof(float));
         CU_CHECK(cudaMemcpyAsync(dst, src->data, (size_t)n * sizeof(float), cudaMemcpyDeviceToHost,
                                  c->stream));
     } else {
@@ -281,10 +198,6 @@ static int cuda_download(c3_backend *be, float *dst, const c3_tensor *src) {
             void *stage;
             C3_TRY(cu_scratch(be, (size_t)m * sizeof(float), &stage));
             C3_TRY(cu_convert(be, stage, C3_F32, (const char *)src->data + (size_t)off * ss, src->dtype, m));
-            if (pin_ready(c, (size_t)m * sizeof(float))) {
-                C3_TRY(pin_down(c, dst + off, stage, (size_t)m * sizeof(float)));
-                continue;
-            }
             CU_CHECK(cudaMemcpyAsync(dst + off, stage, (size_t)m * sizeof(float), cudaMemcpyDeviceToHost,
                                      c->stream));
         }
@@ -358,31 +271,14 @@ static __device__ __forceinline__ uint4 swiglu8(uint4 g, uint4 u) {
     }
     return o;
 }
-/* The same in bf16, eight values a chunk (I8 = I / 8, 16-byte aligned rows):
- * blocks stride over rows, each thread takes SWIGLU_U chunks of a row with
- * every load issued before the first store, the gate/up rows read once
- * (streaming loads: nothing reads them again). The grid-stride form this
- * replaced divided a 64-bit index per chunk and kept two loads in flight per
- * thread: 3.2-3.4 TB/s on the H200 at the Nano shapes. */
-#define SWIGLU_U 4
-__global__ void __launch_bounds__(CU_THREADS)
-    k_swiglu_rows(uint4 *__restrict__ out, const uint4 *__restrict__ gu, int64_t M, int I8) {
-    for (int64_t r = blockIdx.x; r < M; r += gridDim.x) {
-        const uint4 *g = gu + 2 * (int64_t)I8 * r, *u = g + I8;
-        uint4 *o = out + (int64_t)I8 * r;
-        for (int j0 = threadIdx.x; j0 < I8; j0 += SWIGLU_U * CU_THREADS) {
-            uint4 gv[SWIGLU_U], uv[SWIGLU_U];
-#pragma unroll
-            for (int k = 0; k < SWIGLU_U; k++) {
-                int j = j0 + k * CU_THREADS;
-                if (j < I8) gv[k] = __ldcs(g + j), uv[k] = __ldcs(u + j);
-            }
-#pragma unroll
-            for (int k = 0; k < SWIGLU_U; k++) {
-                int j = j0 + k * CU_THREADS;
-                if (j < I8) o[j] = swiglu8(gv[k], uv[k]);
-            }
-        }
+/* The same in bf16, eight values per thread (I8 = I / 8, 16-byte aligned rows).
+ * (A block-per-row form with four chunks of loads in flight a thread ran no
+ * faster on the H200: 1.83 against 1.64 ms a T2I step, 67.7 against 65.3 ms a
+ * 720p step, session 11 `step`; bench/NOTES.md.) */
+__global__ void k_swiglu_bf16x8(uint4 *out, const uint4 *gu, int64_t M, int64_t I8) {
+    GRID_STRIDE(i, M * I8) {
+        int64_t r = i / I8, j = i - r * I8;
+        out[i] = swiglu8(gu[2 * I8 * r + j], gu[2 * I8 * r + I8 + j]);
     }
 }
 __global__ void k_relu2(void *out, int ot, const void *u, int ut, int64_t n) {
@@ -436,10 +332,10 @@ static int cuda_glu(c3_backend *be, c3_tensor *out, const c3_tensor *gu, c3_act 
             return c3_fail(C3_EFAIL, "cuda glu: gate/up has %lld elements, expected 2 x %lld",
                            (long long)c3_numel(gu), (long long)n);
         if (n == 0) return C3_OK;
-        if (out->dtype == C3_BF16 && gu->dtype == C3_BF16 && I % 8 == 0 && I / 8 <= INT32_MAX &&
+        if (out->dtype == C3_BF16 && gu->dtype == C3_BF16 && I % 8 == 0 &&
             ((uintptr_t)out->data | (uintptr_t)gu->data) % 16 == 0)
-            k_swiglu_rows<<<cu_resident_grid<k_swiglu_rows>(be, CU_THREADS, n / I), CU_THREADS, 0,
-                            s>>>((uint4 *)out->data, (const uint4 *)gu->data, n / I, (int)(I / 8));
+            k_swiglu_bf16x8<<<cu_grid(be, n / 8), CU_THREADS, 0, s>>>(
+                (uint4 *)out->data, (const uint4 *)gu->data, n / I, I / 8);
         else
             k_swiglu<<<cu_grid(be, n), CU_THREADS, 0, s>>>(out->data, out->dtype, gu->data,
                                                            gu->dtype, n / I, I);
@@ -651,7 +547,6 @@ static void cuda_destroy(c3_backend *be) {
     if (c) {
         (void)cudaSetDevice(c->device);
         if (c->stream) (void)cudaStreamSynchronize(c->stream);
-        pin_free(c);
         if (c->scratch) (void)cudaFree(c->scratch);
         for (int i = 0; i < c->nretired; i++)
             (void)cudaFree(c->retired[i]);

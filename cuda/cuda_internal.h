@@ -42,12 +42,6 @@ typedef struct {
     bool recording, scratch_in_graph;
     void *retired[16];
     int nretired;
-    /* the F32 host transfers' pinned staging (backend_cuda.cu): two buffers
-     * used in turn, each with the event of the last copy that read or wrote
-     * it; pin_off once pinning failed (then the pageable copies) */
-    void *pin[2];
-    cudaEvent_t pin_ev[2];
-    bool pin_off;
 } cu_ctx;
 
 static inline cu_ctx *cu_of(c3_backend *be) { return (cu_ctx *)be->ctx; }

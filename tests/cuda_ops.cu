@@ -473,8 +473,7 @@ static void check_elementwise(void) {
     drop(tab), drop(e);
 }
 
-/* The F32 host transfers at sizes that go through the pinned staging (from
- * 256 KiB, in 8 MiB pieces: several pieces, a ragged last one): bf16 and F32
+/* The F32 host transfers at 256 K and 5 M elements (odd counts): bf16 and F32
  * device tensors, up and down, against the CPU backend's copy (exact). */
 static void check_transfers(void) {
     for (int64_t n : {(int64_t)(1 << 18) + 3, (int64_t)5 * (1 << 20) + 77}) {
