@@ -419,6 +419,7 @@ int main(void) {
     const char *src = getenv("COSMOS3_SRCDIR");
     const char *dev = getenv("COSMOS3_TEST_DEVICE");
     if (dev && *dev) device = dev;
+    fprintf(stderr, "test_batch: engines on %s\n", device);
     char demo[4096];
     snprintf(demo, sizeof demo, "%s/share/models/demo", src ? src : ".");
     static const char *demo_prompts[3] = {"a red circle on a blue background",
