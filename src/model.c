@@ -539,6 +539,17 @@ int model_gen_cached(c3_model *m, int nb, const c3_undkv *const *kvs, const floa
     return model_gen_multi(m, nb, kvs, 1, &latents, NULL, g, timestep, velocity, gc);
 }
 
+/* The model's host staging buffer *buf of at least n floats (kept across
+ * calls: contents undefined). */
+static float *host_stage(float **buf, size_t *cap, int64_t n) {
+    if (*cap < (size_t)n) {
+        free(*buf);
+        *buf = xmalloc(sizeof(float) * (size_t)n);
+        *cap = (size_t)n;
+    }
+    return *buf;
+}
+
 int model_gen_multi(c3_model *m, int nb, const c3_undkv *const *kvs, int nl,
                     const float *const *lats, const int *lat_of, const c3_latent_geom *g,
                     double timestep, float *const *velocity, const c3_gen_cache *gc) {
@@ -618,16 +629,19 @@ int model_gen_multi(c3_model *m, int nb, const c3_undkv *const *kvs, int nl,
         latents = lats[li];
         int64_t Hp = hp * p, Wp = wp * p;
         const float *src = latents;
-        float *padded = NULL;
-        if (Hp != h || Wp != w) {
-            padded = xcalloc((size_t)(C * T * Hp * Wp), sizeof(float));
-            for (int64_t ct = 0; ct < C * T; ct++)
-                for (int64_t yy = 0; yy < h; yy++)
-                    memcpy(padded + (ct * Hp + yy) * Wp, latents + (ct * h + yy) * w, sizeof(float) * (size_t)w);
+        if (Hp != h || Wp != w) { /* [C, T, Hp, Wp]: the rows and columns past h, w zero */
+            float *padded = host_stage(&m->stage_up, &m->stage_up_n, C * T * Hp * Wp);
+            for (int64_t ct = 0; ct < C * T; ct++) {
+                for (int64_t yy = 0; yy < h; yy++) {
+                    float *row = padded + (ct * Hp + yy) * Wp;
+                    memcpy(row, latents + (ct * h + yy) * w, sizeof(float) * (size_t)w);
+                    memset(row + w, 0, sizeof(float) * (size_t)(Wp - w));
+                }
+                memset(padded + (ct * Hp + h) * Wp, 0, sizeof(float) * (size_t)((Hp - h) * Wp));
+            }
             src = padded;
         }
         rc = be->upload(be, &A.lat, src, C3_F32);
-        free(padded);
         if (rc) goto done;
         static const int to_tokens[6] = {1, 2, 4, 3, 5, 0};
         c3_tensor tl = c3_rows(&tok_all, li * S_pad, S_pad); /* latent li's [S_pad, P] */
@@ -647,7 +661,10 @@ int model_gen_multi(c3_model *m, int nb, const c3_undkv *const *kvs, int nl,
     tok = toks[lof[0]];
     /* host staging only where it is used: the Ulysses gather, or a crop of odd h / w */
     if (sp > 1) host = xcalloc((size_t)(S * P), sizeof(float));
-    if (sp > 1 || hp * p != h || wp * p != w) all = xcalloc((size_t)(S_pad * P), sizeof(float));
+    if (sp > 1)
+        all = xcalloc((size_t)(S_pad * P), sizeof(float));
+    else if (hp * p != h || wp * p != w) /* every float read back is downloaded first */
+        all = host_stage(&m->stage_down, &m->stage_down_n, S_pad * P);
     trace("gen.patchified_tokens", -1, &tok);
 
     /* GEN positions and RoPE tables (cached per branch: see rope_cache) */
@@ -884,7 +901,7 @@ done:
     free(sall);
     ulysses_free(&u);
     free(host);
-    free(all);
+    if (sp > 1) free(all); /* else the model's stage_down */
     free(e);
     free(temb);
     return rc;

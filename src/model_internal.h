@@ -154,6 +154,12 @@ struct c3_model {
     tower_ring ring[2]; /* 0: UND, 1: GEN */
     gen_graphs gg;
     bool no_batch;           /* model_batch(m, false) */
+    /* host staging of a GEN call's latents when h or w is odd (padded up,
+     * cropped down): kept across calls, grown as needed. A fresh allocation
+     * of a 720p latent's 34 MB page-faulted on every step (the velocity came
+     * down at 2.7 GB/s against a warm copy's 14). */
+    float *stage_up, *stage_down;
+    size_t stage_up_n, stage_down_n; /* floats */
     bool fp8_any;            /* some layer weight is FP8 */
     bool gen_w8a8, und_w8a8; /* FP8 x FP8 products in the GEN / UND tower (else W8A16) */
     int64_t h2d_bytes;

@@ -637,6 +637,8 @@ void model_free(c3_model *m) {
     c3_free(&m->embed);
     free(m->embed_map);
     free(m->ids_buf);
+    free(m->stage_up);
+    free(m->stage_down);
     c3_free(&m->norm_gen);
     c3_free(&m->proj_in);
     c3_free(&m->proj_out);
