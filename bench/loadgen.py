@@ -150,22 +150,28 @@ def retry_after(r):
         return 1.0
 
 
+def post_retrying(cl, path, body):
+    """POST body to path, again after Retry-After while the server answers busy
+    (429/503): (status, response, payload, how many busy answers)."""
+    busy = 0
+    while True:
+        st, r, payload = cl.request("POST", path, body)
+        if st not in (429, 503):
+            return st, r, payload, busy
+        busy += 1
+        time.sleep(retry_after(r))
+
+
 def run_image(cl, job, steps):
     body = {"prompt": job["prompt"], "size": f'{job["w"]}x{job["h"]}', "seed": job["seed"], "n": 1}
     if steps:
         body["num_inference_steps"] = steps
-    busy = 0
-    while True:
-        st, r, payload = cl.request("POST", "/v1/images/generations", body)
-        if st in (429, 503):
-            busy += 1
-            time.sleep(retry_after(r))
-            continue
-        if st != 200:
-            return {"ok": False, "busy": busy, "error": f"{st} {payload[:200]!r}"}
-        res = timings_of(json.loads(payload))
-        res.update(ok=True, busy=busy, instance=r.getheader("X-Cosmos3-Instance"))
-        return res
+    st, r, payload, busy = post_retrying(cl, "/v1/images/generations", body)
+    if st != 200:
+        return {"ok": False, "busy": busy, "error": f"{st} {payload[:200]!r}"}
+    res = timings_of(json.loads(payload))
+    res.update(ok=True, busy=busy, instance=r.getheader("X-Cosmos3-Instance"))
+    return res
 
 
 def run_video(cl, job, steps, poll_s):
@@ -173,16 +179,9 @@ def run_video(cl, job, steps, poll_s):
             "seed": job["seed"]}
     if steps:
         body["num_inference_steps"] = steps
-    busy = 0
-    while True:
-        st, r, payload = cl.request("POST", "/v1/videos", body)
-        if st in (429, 503):
-            busy += 1
-            time.sleep(retry_after(r))
-            continue
-        if st != 200:
-            return {"ok": False, "busy": busy, "error": f"create {st} {payload[:200]!r}"}
-        break
+    st, r, payload, busy = post_retrying(cl, "/v1/videos", body)
+    if st != 200:
+        return {"ok": False, "busy": busy, "error": f"create {st} {payload[:200]!r}"}
     vid = json.loads(payload)["id"]
     instance = r.getheader("X-Cosmos3-Instance")
     while True:
